@@ -1,0 +1,74 @@
+"""Input validation shared by the numeric fast paths, the presets and the scheduler.
+
+Each check raises :class:`roofline.errors.InvalidValueError` naming the field and
+the value; none of them converts or rounds what the user gave.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from numbers import Real
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidValueError
+
+__all__ = ["check_number", "check_positive", "check_nonnegative", "check_int"]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (Real, np.number)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_number(field: str, value: Any) -> None:
+    """Raise unless ``value`` is a finite real number or an array of them."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iuf":
+            if value.dtype.kind == "O" and all(_is_number(v) for v in value.flat):
+                return _check_finite_array(field, value)
+            raise InvalidValueError(field, value, "expected a numeric array")
+        return _check_finite_array(field, value)
+    if not _is_number(value):
+        raise InvalidValueError(field, value, "expected a real number")
+    if not isinstance(value, (int, Fraction)) and not math.isfinite(float(value)):
+        raise InvalidValueError(field, value, "must be finite")
+    return None
+
+
+def _check_finite_array(field: str, value: np.ndarray) -> None:
+    if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+        raise InvalidValueError(field, value, "must be finite")
+
+
+def _all(cond: Any) -> bool:
+    return bool(np.all(cond))
+
+
+def check_positive(field: str, value: Any) -> None:
+    """Raise unless ``value`` (scalar or array) is finite and > 0."""
+    check_number(field, value)
+    if not _all(np.asarray(value) > 0) if isinstance(value, np.ndarray) else not value > 0:
+        raise InvalidValueError(field, value, "must be > 0")
+
+
+def check_nonnegative(field: str, value: Any) -> None:
+    """Raise unless ``value`` (scalar or array) is finite and >= 0."""
+    check_number(field, value)
+    if not _all(np.asarray(value) >= 0) if isinstance(value, np.ndarray) else not value >= 0:
+        raise InvalidValueError(field, value, "must be >= 0")
+
+
+def check_int(field: str, value: Any, *, minimum: int = 0) -> None:
+    """Raise unless ``value`` is an integer (Python or numpy, not bool) >= ``minimum``."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iu":
+            raise InvalidValueError(field, value, "expected an integer array")
+        if not _all(value >= minimum):
+            raise InvalidValueError(field, value, f"must be >= {minimum}")
+        return
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise InvalidValueError(field, value, "expected an integer")
+    if value < minimum:
+        raise InvalidValueError(field, value, f"must be >= {minimum}")

@@ -1,0 +1,56 @@
+"""The ``roofline`` command: one subcommand per module of :mod:`roofline.commands`.
+
+Each command module exposes ``register(subparsers)``, which adds its parser and sets
+``func`` to a function ``run(args) -> int``. Input errors (any
+:class:`roofline.errors.RooflineError`, a ValueError) print one line,
+``roofline <command>: error: <message>``, on stderr and exit with status 2, as
+argparse does for a bad option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .errors import RooflineError
+
+#: Command modules under roofline.commands, in the order ``roofline --help`` lists them.
+COMMANDS = ("report",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="roofline",
+        description="Analytic model of LLM decode serving: roofline formulas, an exact "
+        "reference scheduler, and proofs of the lesson's claims.",
+    )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"roofline {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"roofline.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 ok, 1 a failed check, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except RooflineError as exc:
+        print(f"roofline {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `roofline report | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``roofline`` command line (see :mod:`roofline.cli`)."""

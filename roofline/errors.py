@@ -1,0 +1,65 @@
+"""Errors raised by roofline.
+
+Every error a user can cause is a :class:`RooflineError`, a subclass of
+:class:`ValueError`, whose message names the offending field and the value
+given, so that the ``roofline`` command can print it on one line and exit with
+status 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "RooflineError",
+    "InvalidValueError",
+    "ConfigError",
+    "UnknownPresetError",
+    "TraceError",
+]
+
+
+class RooflineError(ValueError):
+    """Base class of every input error raised by roofline (a ValueError)."""
+
+
+class InvalidValueError(RooflineError):
+    """A field has a value outside its valid range (zero, negative, non-finite...).
+
+    Attributes
+    ----------
+    field : str
+        The name of the argument or field, as the user spelled it.
+    value : object
+        The value the user gave, unchanged.
+    """
+
+    def __init__(self, field: str, value: Any, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field}={value!r}: {reason}")
+
+
+class ConfigError(RooflineError):
+    """A model configuration (config.json or dict) is missing a field or is malformed."""
+
+
+class UnknownPresetError(RooflineError):
+    """A preset name (model or accelerator) is not known; the message lists the known ones."""
+
+    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+        self.kind = kind
+        self.name = name
+        self.known = list(known)
+        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+
+
+class TraceError(RooflineError):
+    """A request trace has a bad row; the message names the file, line and field."""
+
+    def __init__(self, path: str, line: int, field: str, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.field = field
+        super().__init__(f"{path}:{line}: field {field!r}: {message}")

@@ -1,0 +1,20 @@
+"""Numeric fast paths of every formula: keyword-only, plain arithmetic.
+
+They accept int, float, ``fractions.Fraction`` and numpy arrays (broadcast), are
+exact for Fractions, and never import SymPy. :data:`REGISTRY` ties each one to its
+symbolic form in :mod:`roofline.symbolic` and its proof script; the test suite checks
+fast == symbolic exactly for every entry.
+
+Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
+:mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`.
+"""
+
+from ._core import REGISTRY, FormulaSpec
+from .intensity import *  # noqa: F403
+from .intensity import __all__ as _intensity_all
+from .kv_cache import *  # noqa: F403
+from .kv_cache import __all__ as _kv_all
+from .step_time import *  # noqa: F403
+from .step_time import __all__ as _step_all
+
+__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all]

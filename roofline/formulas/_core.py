@@ -1,0 +1,169 @@
+"""The formula registry and the arithmetic helpers every fast path shares.
+
+Each public fast path is declared with :func:`formula`, which
+
+* records it in :data:`REGISTRY` with the name of its symbolic form
+  (``roofline.symbolic.<topic>.<name>``, loaded lazily so that ``import roofline``
+  never imports SymPy), the proof script that derives it and the domain of each
+  keyword argument;
+* wraps it so that every argument is checked against its domain (a
+  :class:`roofline.errors.InvalidValueError` naming the argument and the value);
+  the unchecked function stays available as ``f.unchecked`` for hot loops that
+  have validated their inputs once (the reference scheduler).
+
+Fast paths are plain arithmetic with no float literals: ``int`` and
+``fractions.Fraction`` inputs give exact results, floats give floats, numpy arrays
+broadcast.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any, TypeVar
+
+import attrs
+import numpy as np
+
+from .._checks import check_int, check_nonnegative, check_number, check_positive
+from ..errors import InvalidValueError
+
+__all__ = ["FormulaSpec", "REGISTRY", "formula", "maximum", "floor", "ceil", "DOMAINS"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Domain kinds a keyword argument may have, and the SymPy assumptions they mean.
+DOMAINS = {
+    "positive": dict(positive=True),
+    "nonnegative": dict(nonnegative=True),
+    "positive_int": dict(positive=True, integer=True),
+    "nonnegative_int": dict(nonnegative=True, integer=True),
+    "share": dict(positive=True),  # 0 < x <= 1
+    "real": dict(real=True),
+}
+
+
+def _check(kind: str, name: str, value: Any) -> None:
+    if kind == "positive":
+        check_positive(name, value)
+    elif kind == "nonnegative":
+        check_nonnegative(name, value)
+    elif kind == "positive_int":
+        check_int(name, value, minimum=1)
+    elif kind == "nonnegative_int":
+        check_int(name, value, minimum=0)
+    elif kind == "share":
+        check_positive(name, value)
+        if not bool(np.all(np.asarray(value) <= 1)):
+            raise InvalidValueError(name, value, "must be in (0, 1]")
+    elif kind == "real":
+        check_number(name, value)
+    else:  # pragma: no cover - programming error
+        raise AssertionError(kind)
+
+
+@attrs.frozen
+class FormulaSpec:
+    """One registered formula.
+
+    Attributes
+    ----------
+    name : str
+        The fast path's name, equal to the symbolic expression's name.
+    topic : str
+        Module name shared by ``roofline.formulas``, ``roofline.symbolic``, ``tests`` and ``proofs``.
+    fast : callable
+        The checked fast path (keyword-only).
+    domains : dict
+        Keyword argument -> domain kind (a key of :data:`DOMAINS`).
+    proof : str
+        File name of the proof script under ``proofs/`` that derives or uses it.
+    none_when_infinite : bool
+        The fast path returns ``None`` (scalars) where the symbolic form is ``oo``.
+    """
+
+    name: str
+    topic: str
+    fast: Callable[..., Any]
+    domains: dict[str, str]
+    proof: str
+    none_when_infinite: bool = False
+
+    def symbolic(self) -> Any:
+        """The SymPy expression (imports ``roofline.symbolic.<topic>`` on first use)."""
+        module = importlib.import_module(f"roofline.symbolic.{self.topic}")
+        return getattr(module, self.name)
+
+
+#: name -> FormulaSpec, for every fast path; tests iterate over it.
+REGISTRY: dict[str, FormulaSpec] = {}
+
+
+def formula(*, topic: str, proof: str, none_when_infinite: bool = False, **domains: str) -> Callable[[F], F]:
+    """Register a fast path and wrap it with domain checks (see module docstring)."""
+    for kind in domains.values():
+        if kind not in DOMAINS:  # pragma: no cover - programming error
+            raise AssertionError(kind)
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def checked(**kwargs: Any) -> Any:
+            for name, value in kwargs.items():
+                kind = domains.get(name)
+                if kind is None:
+                    raise InvalidValueError(name, value, f"is not an argument of {func.__name__}")
+                _check(kind, name, value)
+            missing = [n for n in domains if n not in kwargs]
+            if missing:
+                raise TypeError(f"{func.__name__}() missing keyword argument(s): {', '.join(missing)}")
+            return func(**kwargs)
+
+        checked.unchecked = func  # type: ignore[attr-defined]
+        REGISTRY[func.__name__] = FormulaSpec(
+            func.__name__, topic, checked, dict(domains), proof, none_when_infinite
+        )
+        return checked  # type: ignore[return-value]
+
+    return decorate
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _is_array(*values: Any) -> bool:
+    return any(isinstance(v, np.ndarray) for v in values)
+
+
+def maximum(a: Any, b: Any) -> Any:
+    """max(a, b), elementwise for numpy arrays; exact for int and Fraction."""
+    if _is_array(a, b):
+        return np.maximum(a, b)
+    return a if a >= b else b
+
+
+def floor(x: Any) -> Any:
+    """floor(x): int for int/Fraction/float scalars, elementwise for arrays."""
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind == "O":
+            return np.frompyfunc(math.floor, 1, 1)(x)
+        return np.floor(x)
+    return math.floor(x)
+
+
+def ceil(x: Any) -> Any:
+    """ceil(x): int for int/Fraction/float scalars, elementwise for arrays."""
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind == "O":
+            return np.frompyfunc(math.ceil, 1, 1)(x)
+        return np.ceil(x)
+    return math.ceil(x)
+
+
+def exact(x: Any) -> Any:
+    """``Fraction(x)`` for int scalars (so int / int stays exact); anything else unchanged."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return Fraction(x)
+    return x

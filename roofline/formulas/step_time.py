@@ -1,0 +1,449 @@
+"""Decode and prefill step cost: bytes, FLOPs, memory time, compute time, step time.
+
+Conventions (../shared/design/CONVENTIONS.md, "One step (iteration) of a batch"):
+a decode step advances each of B sequences by one token; sequence i attends over
+c_i tokens (its KV cache including the new token), and ``context_sum`` = sum(c_i).
+
+* bytes moved = weight_bytes + kv_bytes_per_token x context_sum
+* FLOPs = batch x flops_per_token + attention_flops_per_token x context_sum
+* memory time = bytes / bandwidth; compute time = FLOPs / peak_flops
+* step time = max(memory time, compute time) + overhead (roofline, perfect overlap);
+  the no-overlap upper bound is their sum + overhead.
+
+``flops_per_token`` is the exact matmul count (2 x matmul parameters) or the lesson's
+2 x P; ``attention_flops_per_token`` is 4 L H d (or 0 under the lesson's convention):
+see :meth:`roofline.ModelConfig.flops_per_token`.  For B sequences of equal context c,
+pass ``context_sum = batch * context``.
+
+Derivations: ``roofline.symbolic.step_time``; proofs: ``proofs/p01_one_request.py``,
+``proofs/p02_batching.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._core import formula, maximum
+
+__all__ = [
+    "decode_bytes",
+    "decode_flops",
+    "memory_time",
+    "compute_time",
+    "step_time",
+    "step_time_no_overlap",
+    "throughput",
+    "math_busy_share",
+    "bandwidth_share",
+    "causal_attention_pairs",
+    "prefill_bytes",
+    "prefill_flops",
+    "prefill_step_time",
+]
+
+_P1 = "p01_one_request.py"
+_P2 = "p02_batching.py"
+
+_SIZES = dict(weight_bytes="positive", kv_bytes_per_token="nonnegative")
+_FLOPS = dict(flops_per_token="positive", attention_flops_per_token="nonnegative")
+_HW = dict(bandwidth="positive", peak_flops="positive")
+_DECODE = dict(batch="positive", context_sum="nonnegative", **_SIZES, **_FLOPS, **_HW)
+
+
+@formula(topic="step_time", proof=_P1, context_sum="nonnegative", **_SIZES)
+def decode_bytes(*, weight_bytes: Any, kv_bytes_per_token: Any, context_sum: Any) -> Any:
+    """Bytes read from HBM by one decode step [bytes].
+
+    Parameters
+    ----------
+    weight_bytes : [bytes], > 0
+    kv_bytes_per_token : [bytes/token], >= 0
+    context_sum : [tokens], >= 0
+        Sum over the batch of each sequence's context c_i (KV cache incl. the new token).
+
+    Returns
+    -------
+    [bytes], scalar or the broadcast shape of the inputs.
+
+    Raises
+    ------
+    InvalidValueError
+        A negative, zero (where > 0 is required) or non-finite argument.
+
+    Notes
+    -----
+    W + k S (CONVENTIONS.md, "One step").
+
+    Examples
+    --------
+    >>> decode_bytes(weight_bytes=16_060_522_496, kv_bytes_per_token=131_072, context_sum=8_000)
+    17109098496
+    """
+    return weight_bytes + kv_bytes_per_token * context_sum
+
+
+@formula(topic="step_time", proof=_P1, batch="positive", context_sum="nonnegative", **_FLOPS)
+def decode_flops(*, batch: Any, flops_per_token: Any, attention_flops_per_token: Any, context_sum: Any) -> Any:
+    """FLOPs of one decode step [FLOP].
+
+    Parameters
+    ----------
+    batch : [sequences], > 0
+    flops_per_token : [FLOP/token], > 0
+        Matmul FLOPs per token (exact count or the lesson's 2 x P).
+    attention_flops_per_token : [FLOP/(token x context token)], >= 0
+        4 L H d under the exact convention, 0 under the lesson's.
+    context_sum : [tokens], >= 0
+
+    Returns
+    -------
+    [FLOP], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    B F + a S (CONVENTIONS.md, "One step").
+
+    Examples
+    --------
+    >>> decode_flops(batch=1, flops_per_token=16_060_522_496, attention_flops_per_token=0, context_sum=1)
+    16060522496
+    """
+    return batch * flops_per_token + attention_flops_per_token * context_sum
+
+
+@formula(topic="step_time", proof=_P1, context_sum="nonnegative", bandwidth="positive", **_SIZES)
+def memory_time(*, weight_bytes: Any, kv_bytes_per_token: Any, context_sum: Any, bandwidth: Any) -> Any:
+    """Time to stream one decode step's bytes from HBM [s].
+
+    Parameters
+    ----------
+    weight_bytes : [bytes], > 0
+    kv_bytes_per_token : [bytes/token], >= 0
+    context_sum : [tokens], >= 0
+    bandwidth : [bytes/s], > 0
+
+    Returns
+    -------
+    [s], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    (W + k S) / BW.
+
+    Examples
+    --------
+    >>> round(memory_time(weight_bytes=16_060_522_496, kv_bytes_per_token=0, context_sum=0,
+    ...                   bandwidth=3_350_000_000_000) * 1e3, 3)
+    4.794
+    """
+    return decode_bytes.unchecked(
+        weight_bytes=weight_bytes, kv_bytes_per_token=kv_bytes_per_token, context_sum=context_sum
+    ) / bandwidth
+
+
+@formula(topic="step_time", proof=_P1, batch="positive", context_sum="nonnegative", peak_flops="positive", **_FLOPS)
+def compute_time(
+    *, batch: Any, flops_per_token: Any, attention_flops_per_token: Any, context_sum: Any, peak_flops: Any
+) -> Any:
+    """Time for one decode step's FLOPs at the dense peak [s].
+
+    Parameters
+    ----------
+    batch : [sequences], > 0
+    flops_per_token : [FLOP/token], > 0
+    attention_flops_per_token : [FLOP/(token x context token)], >= 0
+    context_sum : [tokens], >= 0
+    peak_flops : [FLOP/s], > 0 (dense tensor-core peak, never the sparsity figure)
+
+    Returns
+    -------
+    [s], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    (B F + a S) / peak.
+
+    Examples
+    --------
+    >>> round(compute_time(batch=1, flops_per_token=16_060_522_496, attention_flops_per_token=0,
+    ...                    context_sum=0, peak_flops=989_400_000_000_000) * 1e6, 2)
+    16.23
+    """
+    return decode_flops.unchecked(
+        batch=batch, flops_per_token=flops_per_token,
+        attention_flops_per_token=attention_flops_per_token, context_sum=context_sum,
+    ) / peak_flops
+
+
+def _times(kw: dict[str, Any]) -> tuple[Any, Any]:
+    mem = memory_time.unchecked(
+        weight_bytes=kw["weight_bytes"], kv_bytes_per_token=kw["kv_bytes_per_token"],
+        context_sum=kw["context_sum"], bandwidth=kw["bandwidth"],
+    )
+    comp = compute_time.unchecked(
+        batch=kw["batch"], flops_per_token=kw["flops_per_token"],
+        attention_flops_per_token=kw["attention_flops_per_token"],
+        context_sum=kw["context_sum"], peak_flops=kw["peak_flops"],
+    )
+    return mem, comp
+
+
+@formula(topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
+def step_time(**kw: Any) -> Any:
+    """Decode step time, roofline lower bound with perfect overlap [s].
+
+    Parameters
+    ----------
+    batch : [sequences], > 0
+    context_sum : [tokens], >= 0
+    weight_bytes : [bytes], > 0
+    kv_bytes_per_token : [bytes/token], >= 0
+    flops_per_token : [FLOP/token], > 0
+    attention_flops_per_token : [FLOP/(token x context token)], >= 0
+    bandwidth : [bytes/s], > 0
+    peak_flops : [FLOP/s], > 0
+    overhead : [s], >= 0 (fixed per-step overhead; 0 in the conventions' default)
+
+    Returns
+    -------
+    [s], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    max(memory time, compute time) + overhead (CONVENTIONS.md, "One step").
+
+    Examples
+    --------
+    >>> t = step_time(batch=8, context_sum=0, weight_bytes=16_060_522_496, kv_bytes_per_token=0,
+    ...               flops_per_token=16_060_522_496, attention_flops_per_token=0,
+    ...               bandwidth=3_350_000_000_000, peak_flops=989_400_000_000_000, overhead=0)
+    >>> round(t * 1e3, 3)
+    4.794
+    """
+    mem, comp = _times(kw)
+    return maximum(mem, comp) + kw["overhead"]
+
+
+@formula(topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
+def step_time_no_overlap(**kw: Any) -> Any:
+    """Decode step time, no-overlap upper bound [s]: memory time + compute time + overhead.
+
+    Parameters and Raises as :func:`step_time`.
+
+    Returns
+    -------
+    [s], scalar or broadcast shape.
+
+    Examples
+    --------
+    >>> t = step_time_no_overlap(batch=1, context_sum=0, weight_bytes=2, kv_bytes_per_token=0,
+    ...     flops_per_token=2, attention_flops_per_token=0, bandwidth=1, peak_flops=1, overhead=0)
+    >>> t
+    4.0
+    """
+    mem, comp = _times(kw)
+    return mem + comp + kw["overhead"]
+
+
+@formula(topic="step_time", proof=_P2, overhead="nonnegative", **_DECODE)
+def throughput(**kw: Any) -> Any:
+    """Decode throughput [tokens/s]: batch / step time (one token per sequence per step).
+
+    Parameters and Raises as :func:`step_time`.
+
+    Returns
+    -------
+    [tokens/s], scalar or broadcast shape.
+
+    Examples
+    --------
+    >>> round(throughput(batch=8, context_sum=0, weight_bytes=16_060_522_496, kv_bytes_per_token=0,
+    ...     flops_per_token=16_060_522_496, attention_flops_per_token=0,
+    ...     bandwidth=3_350_000_000_000, peak_flops=989_400_000_000_000, overhead=0))
+    1669
+    """
+    return kw["batch"] / step_time.unchecked(**kw)
+
+
+@formula(topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
+def math_busy_share(**kw: Any) -> Any:
+    """Share of the step the math units are busy: compute time / step time [1], in (0, 1].
+
+    The model's upper bound on MFU. Parameters and Raises as :func:`step_time`.
+
+    Returns
+    -------
+    [dimensionless], scalar or broadcast shape.
+
+    Examples
+    --------
+    >>> s = math_busy_share(batch=1, context_sum=0, weight_bytes=16_060_522_496,
+    ...     kv_bytes_per_token=0, flops_per_token=16_060_522_496, attention_flops_per_token=0,
+    ...     bandwidth=3_350_000_000_000, peak_flops=989_400_000_000_000, overhead=0)
+    >>> round(s * 100, 2)
+    0.34
+    """
+    mem, comp = _times(kw)
+    return comp / (maximum(mem, comp) + kw["overhead"])
+
+
+@formula(topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
+def bandwidth_share(**kw: Any) -> Any:
+    """Share of the step HBM is streaming: memory time / step time [1], in (0, 1].
+
+    The model's upper bound on MBU. Parameters and Raises as :func:`step_time`.
+
+    Returns
+    -------
+    [dimensionless], scalar or broadcast shape.
+
+    Examples
+    --------
+    >>> bandwidth_share(batch=1, context_sum=0, weight_bytes=2, kv_bytes_per_token=0,
+    ...     flops_per_token=2, attention_flops_per_token=0, bandwidth=1, peak_flops=1, overhead=0)
+    1.0
+    """
+    mem, comp = _times(kw)
+    return mem / (maximum(mem, comp) + kw["overhead"])
+
+
+# --------------------------------------------------------------------------- prefill
+
+
+@formula(topic="step_time", proof=_P1, prompt_tokens="nonnegative_int")
+def causal_attention_pairs(*, prompt_tokens: Any) -> Any:
+    """Query-key pairs of causal attention over a prompt of p tokens: p (p + 1) / 2.
+
+    Token i (1-based) attends over i tokens; summed with SymPy in
+    ``roofline.symbolic.step_time``.
+
+    Parameters
+    ----------
+    prompt_tokens : [tokens], integer >= 0
+
+    Returns
+    -------
+    [token pairs], int (or integer array).
+
+    Examples
+    --------
+    >>> causal_attention_pairs(prompt_tokens=4)
+    10
+    """
+    return prompt_tokens * (prompt_tokens + 1) // 2
+
+
+@formula(topic="step_time", proof=_P1, prefill_tokens="nonnegative", **_SIZES)
+def prefill_bytes(*, weight_bytes: Any, kv_bytes_per_token: Any, prefill_tokens: Any) -> Any:
+    """Bytes moved by one prefill step [bytes]: weights read once + KV written for every token.
+
+    Parameters
+    ----------
+    weight_bytes : [bytes], > 0
+    kv_bytes_per_token : [bytes/token], >= 0
+    prefill_tokens : [tokens], >= 0
+        Tokens processed in the step, padding included (sum over rows).
+
+    Returns
+    -------
+    [bytes], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Examples
+    --------
+    >>> prefill_bytes(weight_bytes=100, kv_bytes_per_token=2, prefill_tokens=10)
+    120
+    """
+    return weight_bytes + kv_bytes_per_token * prefill_tokens
+
+
+@formula(topic="step_time", proof=_P1, prefill_tokens="nonnegative", attention_pairs="nonnegative", **_FLOPS)
+def prefill_flops(
+    *, flops_per_token: Any, attention_flops_per_token: Any, prefill_tokens: Any, attention_pairs: Any
+) -> Any:
+    """FLOPs of one prefill step [FLOP]: T F + a Q.
+
+    Parameters
+    ----------
+    flops_per_token : [FLOP/token], > 0
+    attention_flops_per_token : [FLOP/(token x context token)], >= 0
+    prefill_tokens : [tokens], >= 0 (T, padding included)
+    attention_pairs : [token pairs], >= 0
+        Q = sum over rows of :func:`causal_attention_pairs` of the row's length.
+
+    Returns
+    -------
+    [FLOP], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Examples
+    --------
+    >>> prefill_flops(flops_per_token=10, attention_flops_per_token=1, prefill_tokens=4, attention_pairs=10)
+    50
+    """
+    return prefill_tokens * flops_per_token + attention_flops_per_token * attention_pairs
+
+
+@formula(
+    topic="step_time", proof=_P1, prefill_tokens="nonnegative", attention_pairs="nonnegative",
+    overhead="nonnegative", **_SIZES, **_FLOPS, **_HW,
+)
+def prefill_step_time(**kw: Any) -> Any:
+    """Prefill step time [s]: max(bytes / bandwidth, FLOPs / peak) + overhead.
+
+    Parameters
+    ----------
+    weight_bytes, kv_bytes_per_token, flops_per_token, attention_flops_per_token,
+    bandwidth, peak_flops, overhead : as :func:`step_time`
+    prefill_tokens, attention_pairs : as :func:`prefill_flops`
+
+    Returns
+    -------
+    [s], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    A prefill produces the request's first output token (CONVENTIONS.md).
+
+    Examples
+    --------
+    >>> prefill_step_time(weight_bytes=100, kv_bytes_per_token=0, flops_per_token=10,
+    ...     attention_flops_per_token=0, prefill_tokens=100, attention_pairs=0,
+    ...     bandwidth=1, peak_flops=1, overhead=0)
+    1000.0
+    """
+    mem = prefill_bytes.unchecked(
+        weight_bytes=kw["weight_bytes"], kv_bytes_per_token=kw["kv_bytes_per_token"],
+        prefill_tokens=kw["prefill_tokens"],
+    ) / kw["bandwidth"]
+    comp = prefill_flops.unchecked(
+        flops_per_token=kw["flops_per_token"], attention_flops_per_token=kw["attention_flops_per_token"],
+        prefill_tokens=kw["prefill_tokens"], attention_pairs=kw["attention_pairs"],
+    ) / kw["peak_flops"]
+    return maximum(mem, comp) + kw["overhead"]
