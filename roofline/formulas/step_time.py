@@ -341,6 +341,11 @@ def causal_attention_pairs(*, prompt_tokens: Any) -> Any:
     -------
     [token pairs], int (or integer array).
 
+    Raises
+    ------
+    InvalidValueError
+        A negative or non-integer prompt length.
+
     Examples
     --------
     >>> causal_attention_pairs(prompt_tokens=4)

@@ -1,0 +1,297 @@
+"""``roofline report``: the lesson's numbers for a model on an accelerator, one derivation each.
+
+Default: Llama 3.1 8B in BF16 on H100 SXM, context 1,000 tokens, batch sizes 1, 8, 64,
+256 and the KV limit, a 53 GB KV budget (the lesson's) beside the budget a real H100
+leaves at 0.9 utilization. Every number names its FLOPs convention where it depends on
+one: "exact" (2 x matmul parameters + 4 L H d c attention FLOPs) or "lesson" (2 x P).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from fractions import Fraction
+from typing import Any
+
+from .. import estimate
+from .._checks import check_int, check_positive
+from ..errors import InvalidValueError
+from ..hardware import GB, Accelerator, get_accelerator
+from ..models import ModelConfig, load_model
+
+DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_ACCELERATOR = "h100-sxm"
+DEFAULT_BATCHES = (1, 8, 64, 256)
+LESSON_KV_BUDGET_GB = 53
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``report`` subcommand."""
+    p = sub.add_parser(
+        "report",
+        help="the lesson's numbers for a model on an accelerator",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help="preset name or path to a Hugging Face config.json (default: %(default)s)")
+    p.add_argument("--accelerator", default=DEFAULT_ACCELERATOR, help="accelerator preset (default: %(default)s)")
+    p.add_argument("--weight-dtype", default=None, help="override the weight dtype (bf16, fp8, int8, int4...)")
+    p.add_argument("--kv-dtype", default=None, help="override the KV-cache dtype")
+    p.add_argument("--context", type=_int_arg("--context"), default=1000,
+                   help="tokens of context per sequence (default: %(default)s)")
+    p.add_argument("--batch", type=_int_arg("--batch", minimum=1), nargs="+", default=list(DEFAULT_BATCHES),
+                   help="batch sizes for the table; the KV limit is added (default: 1 8 64 256)")
+    p.add_argument("--kv-budget-gb", type=_positive_float("--kv-budget-gb"), default=LESSON_KV_BUDGET_GB,
+                   help="a KV budget in GB (1e9 bytes) to set beside the real one (default: the lesson's 53)")
+    p.add_argument("--utilization", type=_positive_float("--utilization"), default=0.9,
+                   help="share of usable memory the server may use (default: %(default)s)")
+    p.add_argument("--block-size", type=_int_arg("--block-size", minimum=1), default=16,
+                   help="paged KV block size in tokens (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
+    p.set_defaults(func=run)
+
+
+def _int_arg(name: str, minimum: int = 0) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be >= {minimum}")
+        return value
+
+    return parse
+
+
+def _positive_float(name: str) -> Any:
+    def parse(text: str) -> Fraction:
+        try:
+            value = Fraction(text)
+        except (ValueError, ZeroDivisionError):
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be > 0")
+        return value
+
+    return parse
+
+
+def build_report(
+    model: ModelConfig,
+    accelerator: Accelerator,
+    *,
+    context: int = 1000,
+    batches: tuple[int, ...] | list[int] = DEFAULT_BATCHES,
+    kv_budget: Any = LESSON_KV_BUDGET_GB * GB,
+    utilization: Any = Fraction(9, 10),
+    block_size: int = 16,
+) -> dict[str, Any]:
+    """All the report's numbers as a JSON-ready dict (SI units, floats).
+
+    Parameters
+    ----------
+    model : ModelConfig
+    accelerator : Accelerator
+    context : int >= 0 [tokens] per sequence
+    batches : sequence of int > 0 [sequences]; the KV limit at ``context`` is added
+    kv_budget : [bytes] > 0, a budget to set beside the real one (lesson: 53e9)
+    utilization : in (0, 1], for the real budget
+    block_size : int > 0 [tokens/block]
+
+    Returns
+    -------
+    dict with keys ``model``, ``accelerator``, ``weights``, ``single``, ``criticality``,
+    ``eight``, ``kv``, ``table`` (see the text output for what each holds).
+
+    Raises
+    ------
+    InvalidValueError
+        Bad context, batch, budget, utilization or block size; weights that leave no KV budget.
+    """
+    check_int("context", context, minimum=0)
+    for b in batches:
+        check_int("batch", b, minimum=1)
+    check_positive("kv_budget", kv_budget)
+    check_int("block_size", block_size, minimum=1)
+    if not 0 < utilization <= 1:
+        raise InvalidValueError("utilization", float(utilization), "must be in (0, 1]")
+
+    single = {conv: estimate.decode_step(model, accelerator, batch=1, context=0, flops=conv)
+              for conv in ("lesson", "exact")}
+    crit = {conv: estimate.criticality(model, accelerator, context=context, flops=conv)
+            for conv in ("lesson", "exact")}
+    real_budget = estimate.kv_budget_for(model, accelerator, utilization=utilization)
+    kv_ctx = max(context, 1)
+    lesson_cap = estimate.kv_capacity(model, budget=Fraction(kv_budget), context=kv_ctx, block_size=block_size)
+    real_cap = estimate.kv_capacity(model, budget=real_budget, context=kv_ctx, block_size=block_size)
+    kv_limit = real_cap.sequences_blocks
+    table_batches = sorted(set(batches) | ({kv_limit} if kv_limit > 0 else set()))
+    one_kv = estimate.decode_step(model, accelerator, batch=1, context=context)
+    eight = estimate.decode_step(model, accelerator, batch=8, context=0)
+    eight_kv = estimate.decode_step(model, accelerator, batch=8, context=context)
+
+    def step_json(s: estimate.DecodeStep) -> dict[str, Any]:
+        return {
+            "batch": s.batch, "context": s.context, "bytes": float(s.bytes), "flops": float(s.flops),
+            "memory_time_s": float(s.memory_time), "compute_time_s": float(s.compute_time),
+            "step_time_s": float(s.step_time), "step_time_no_overlap_s": float(s.step_time_no_overlap),
+            "throughput_tokens_per_s": float(s.throughput), "math_busy_share": float(s.math_busy_share),
+            "bandwidth_share": float(s.bandwidth_share), "intensity_flop_per_byte": float(s.intensity),
+            "bound": s.bound, "flops_convention": s.flops_convention,
+        }
+
+    def crit_json(c: estimate.Criticality) -> dict[str, Any]:
+        return {
+            "ridge_point_flop_per_byte": float(c.ridge_point), "context": c.context,
+            "critical_batch": c.critical_batch,
+            "critical_batch_weights_only": c.critical_batch_weights_only,
+            "critical_context_tokens": None if c.critical_context is None else float(c.critical_context),
+            "intensity_limit_flop_per_byte": None if c.intensity_limit is None else float(c.intensity_limit),
+            "flops_convention": c.flops_convention,
+        }
+
+    def cap_json(c: estimate.KVCapacity) -> dict[str, Any]:
+        return {
+            "budget_bytes": float(c.budget), "tokens": c.tokens, "block_size": c.block_size,
+            "blocks": c.blocks, "context": c.context, "sequences": c.sequences,
+            "sequences_blocks": c.sequences_blocks,
+        }
+
+    rows = []
+    for b in table_batches:
+        without = estimate.decode_step(model, accelerator, batch=b, context=context, kv_reads=False)
+        with_kv = estimate.decode_step(model, accelerator, batch=b, context=context)
+        rows.append({"batch": b, "kv_limit": b == kv_limit, "fits": b <= kv_limit,
+                     "weights_only": step_json(without), "with_kv": step_json(with_kv)})
+
+    return {
+        "model": {
+            "name": model.name, "parameters": model.parameters, "weight_dtype": model.weight_dtype,
+            "kv_dtype": model.kv_dtype, "matmul_parameters": model.matmul_parameters,
+            "matmul_flops_per_token": model.matmul_flops_per_token,
+            "lesson_flops_per_token": model.lesson_flops_per_token,
+            "attention_flops_per_context_token": model.attention_flops_per_token,
+        },
+        "accelerator": {
+            "key": accelerator.key, "name": accelerator.name,
+            "bandwidth_bytes_per_s": float(accelerator.bandwidth),
+            "peak_flops": float(accelerator.peak_flops),
+            "usable_memory_bytes": float(accelerator.usable_memory),
+            "sources": {k: {"value": float(v.value), "unit": v.unit, "kind": v.source.kind,
+                            "citation": v.source.citation, "date": v.source.date}
+                        for k, v in accelerator.sources().items()},
+        },
+        "weights": {"bytes": float(model.weight_bytes)},
+        "single": {conv: step_json(s) for conv, s in single.items()},
+        "single_with_kv": step_json(one_kv),
+        "criticality": {conv: crit_json(c) for conv, c in crit.items()},
+        "eight": {"weights_only": step_json(eight), "with_kv": step_json(eight_kv)},
+        "kv": {
+            "kv_bytes_per_token": float(model.kv_bytes_per_token),
+            "given_budget": cap_json(lesson_cap),
+            "real_budget": cap_json(real_cap),
+            "utilization": float(utilization),
+        },
+        "table": rows,
+    }
+
+
+def _t(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.2f} us"
+
+
+def format_report(r: dict[str, Any]) -> str:
+    """The report as text: one number per line with its derivation."""
+    m, a, w = r["model"], r["accelerator"], r["weights"]
+    lesson, exact = r["single"]["lesson"], r["single"]["exact"]
+    cl, ce = r["criticality"]["lesson"], r["criticality"]["exact"]
+    kv, given, real = r["kv"], r["kv"]["given_budget"], r["kv"]["real_budget"]
+    bw, peak = a["bandwidth_bytes_per_s"], a["peak_flops"]
+    ctx = cl["context"]
+    out = [
+        f"roofline report: {m['name']} (weights {m['weight_dtype']}, KV {m['kv_dtype']}) on {a['name']}",
+        f"  HBM {bw / 1e12:.3f} TB/s, dense BF16 peak {peak / 1e12:.1f} TFLOP/s, "
+        f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB (sources: roofline.hardware)",
+        "",
+        "One request at a time (batch 1, weights only)",
+        f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {m['parameters']:,} parameters x "
+        f"{w['bytes'] / m['parameters']:g} B",
+        f"  step time             {_t(lesson['step_time_s']):>12} = weight bytes / bandwidth "
+        f"= {w['bytes'] / 1e9:.2f} GB / {bw / 1e12:.2f} TB/s",
+        f"  compute time [lesson] {_t(lesson['compute_time_s']):>12} = 2 x P / peak "
+        f"= {m['lesson_flops_per_token'] / 1e9:.2f} GFLOP / {peak / 1e12:.1f} TFLOP/s",
+        f"  compute time [exact]  {_t(exact['compute_time_s']):>12} = 2 x matmul params / peak "
+        f"= {m['matmul_flops_per_token'] / 1e9:.2f} GFLOP / {peak / 1e12:.1f} TFLOP/s",
+        f"  math-busy share       {lesson['math_busy_share'] * 100:8.2f} %    = compute / step time [lesson] "
+        f"({exact['math_busy_share'] * 100:.2f} % [exact])",
+        "",
+        "Where math catches up with reading",
+        f"  ridge point           {cl['ridge_point_flop_per_byte']:9.1f} FLOP/byte = peak / bandwidth",
+        f"  critical batch, no KV {cl['critical_batch_weights_only']:9d} [lesson]  = ceil(ridge x W / 2P) "
+        f"~ step time / compute time; {ce['critical_batch_weights_only']} [exact]",
+        f"  critical batch at {ctx:,} tokens: {_none(cl['critical_batch'])} [lesson], "
+        f"{_none(ce['critical_batch'])} [exact]"
+        + (f"  (intensity limit {cl['intensity_limit_flop_per_byte']:.1f} FLOP/byte < ridge)"
+           if cl["critical_batch"] is None and cl["intensity_limit_flop_per_byte"] is not None else ""),
+        f"  critical context c*   {_tokens(cl['critical_context_tokens'])} [lesson], "
+        f"{_tokens(ce['critical_context_tokens'])} [exact] = F / (ridge x k - a): above it, no batch is compute-bound",
+        "",
+        "Batching: 8 requests side by side",
+        f"  step time, batch 8    {_t(r['eight']['weights_only']['step_time_s']):>12} weights only "
+        f"(batch 1: {_t(exact['step_time_s'])}), 8 tokens per step",
+        f"  with KV at {ctx:,} tokens {_t(r['eight']['with_kv']['step_time_s'])} "
+        f"(batch 1: {_t(r['single_with_kv']['step_time_s'])}) = (W + 8 x {ctx} x k) / bandwidth",
+        f"  throughput            {r['eight']['weights_only']['throughput_tokens_per_s']:9.0f} tokens/s vs "
+        f"{exact['throughput_tokens_per_s']:.0f} at batch 1 "
+        f"({r['eight']['weights_only']['throughput_tokens_per_s'] / exact['throughput_tokens_per_s']:.2f}x)",
+        "",
+        "KV cache",
+        f"  KV bytes per token    {kv['kv_bytes_per_token']:9,.0f} B     = 2 x layers x KV heads x head_dim x "
+        f"KV bytes ({kv['kv_bytes_per_token'] / 1024:g} KiB)",
+        f"  in a {given['budget_bytes'] / 1e9:g} GB budget     {given['sequences']:6d} sequences of "
+        f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']} with "
+        f"{given['block_size']}-token blocks)",
+        f"  real budget           {real['budget_bytes'] / 1e9:9.2f} GB    = {a['usable_memory_bytes'] / 2**30:.1f} GiB "
+        f"x {kv['utilization']:g} - weights",
+        f"  fits                  {real['sequences']:9d} sequences of {real['context']:,} tokens "
+        f"(token-level); {real['sequences_blocks']} with {real['block_size']}-token blocks (the KV limit)",
+        "",
+        f"Step time, throughput and intensity against batch size (context {ctx:,} tokens, FLOPs [exact])",
+        f"  {'batch':>6} | {'step, weights only':>18} {'tokens/s':>10} {'FLOP/B':>7} | "
+        f"{'step, with KV':>14} {'tokens/s':>10} {'FLOP/B':>7}  bound",
+    ]
+    for row in r["table"]:
+        wo, wk = row["weights_only"], row["with_kv"]
+        note = " (KV limit)" if row["kv_limit"] else ("" if row["fits"] else " (KV does not fit)")
+        out.append(
+            f"  {row['batch']:>6} | {_t(wo['step_time_s']):>18} {wo['throughput_tokens_per_s']:>10.0f} "
+            f"{wo['intensity_flop_per_byte']:>7.1f} | {_t(wk['step_time_s']):>14} "
+            f"{wk['throughput_tokens_per_s']:>10.0f} {wk['intensity_flop_per_byte']:>7.1f}  {wk['bound']}{note}"
+        )
+    return "\n".join(out)
+
+
+def _none(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def _tokens(value: Any) -> str:
+    return "none" if value is None else f"{value:,.0f} tokens"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report for the parsed arguments; return 0."""
+    model = load_model(args.model, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+    accelerator = get_accelerator(args.accelerator)
+    report = build_report(
+        model, accelerator, context=args.context, batches=args.batch,
+        kv_budget=args.kv_budget_gb * GB, utilization=args.utilization, block_size=args.block_size,
+    )
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0

@@ -1,0 +1,330 @@
+"""The formulas applied to a model on an accelerator: what ``roofline report`` prints.
+
+These functions take a :class:`roofline.ModelConfig` and a
+:class:`roofline.Accelerator` and return attrs records of the fast paths'
+results, so that tools need not wire the keyword arguments themselves. All numbers
+are in SI units (bytes, seconds, FLOP); exact (int or Fraction) whenever the
+inputs are, as the presets are.
+
+FLOPs conventions (CONVENTIONS.md, "The model"): ``flops="exact"`` counts
+2 x matmul parameters per token plus 4 L H d x c attention FLOPs; ``flops="lesson"``
+is the lesson's round 2 x P with no attention FLOPs.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import attrs
+
+from . import formulas as f
+from .errors import InvalidValueError
+from .hardware import Accelerator
+from .models import ModelConfig
+
+__all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacity", "kv_capacity", "kv_budget_for"]
+
+
+def _model_terms(model: ModelConfig, flops: str) -> dict[str, Any]:
+    per_token, attention = model.flops_per_token(flops)
+    return dict(
+        weight_bytes=Fraction(model.weight_bytes),
+        kv_bytes_per_token=Fraction(model.kv_bytes_per_token),
+        flops_per_token=Fraction(per_token),
+        attention_flops_per_token=Fraction(attention),
+    )
+
+
+def _hardware_terms(accelerator: Accelerator) -> dict[str, Fraction]:
+    return dict(bandwidth=Fraction(accelerator.bandwidth), peak_flops=Fraction(accelerator.peak_flops))
+
+
+@attrs.frozen
+class DecodeStep:
+    """One decode step of ``batch`` sequences at ``context`` tokens each (all SI units).
+
+    Attributes
+    ----------
+    batch [sequences], context [tokens], bytes [bytes], flops [FLOP],
+    memory_time [s], compute_time [s], step_time [s] (roofline max + overhead),
+    step_time_no_overlap [s], throughput [tokens/s], math_busy_share [1],
+    bandwidth_share [1], intensity [FLOP/byte], bound ("memory" or "compute"),
+    flops_convention ("exact" or "lesson").
+    """
+
+    batch: Any
+    context: Any
+    bytes: Any
+    flops: Any
+    memory_time: Any
+    compute_time: Any
+    step_time: Any
+    step_time_no_overlap: Any
+    throughput: Any
+    math_busy_share: Any
+    bandwidth_share: Any
+    intensity: Any
+    bound: str
+    flops_convention: str
+
+
+def decode_step(
+    model: ModelConfig,
+    accelerator: Accelerator,
+    *,
+    batch: int,
+    context: int,
+    flops: str = "exact",
+    overhead: Any = 0,
+    kv_reads: bool = True,
+) -> DecodeStep:
+    """Cost of one decode step of ``batch`` sequences, each at ``context`` tokens.
+
+    Parameters
+    ----------
+    model : ModelConfig
+    accelerator : Accelerator
+        Its ``bandwidth`` [bytes/s] and dense BF16 ``peak_flops`` [FLOP/s] are used.
+    batch : int > 0 [sequences]
+    context : int >= 0 [tokens], KV cache each sequence attends over
+    flops : {"exact", "lesson"}
+    overhead : [s] >= 0, fixed per-step overhead
+    kv_reads : bool
+        False drops the KV bytes (and attention FLOPs): the weights-only picture.
+
+    Returns
+    -------
+    DecodeStep (scalars; exact Fractions for the presets).
+
+    Raises
+    ------
+    InvalidValueError
+        For a non-positive batch, negative context or overhead, unknown convention.
+
+    Examples
+    --------
+    >>> from roofline import get_model, get_accelerator
+    >>> s = decode_step(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), batch=1, context=0)
+    >>> round(float(s.step_time) * 1e3, 2), s.bound
+    (4.79, 'memory')
+    """
+    terms = _model_terms(model, flops)
+    if not kv_reads:
+        terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
+    kw = dict(terms, **_hardware_terms(accelerator), batch=batch, context_sum=batch * context, overhead=overhead)
+    step = f.step_time(**kw)
+    mem = f.memory_time(
+        weight_bytes=kw["weight_bytes"], kv_bytes_per_token=kw["kv_bytes_per_token"],
+        context_sum=kw["context_sum"], bandwidth=kw["bandwidth"],
+    )
+    comp = f.compute_time(
+        batch=batch, flops_per_token=kw["flops_per_token"],
+        attention_flops_per_token=kw["attention_flops_per_token"],
+        context_sum=kw["context_sum"], peak_flops=kw["peak_flops"],
+    )
+    return DecodeStep(
+        batch=batch,
+        context=context,
+        bytes=f.decode_bytes.unchecked(
+            weight_bytes=kw["weight_bytes"], kv_bytes_per_token=kw["kv_bytes_per_token"],
+            context_sum=kw["context_sum"],
+        ),
+        flops=f.decode_flops.unchecked(
+            batch=batch, flops_per_token=kw["flops_per_token"],
+            attention_flops_per_token=kw["attention_flops_per_token"], context_sum=kw["context_sum"],
+        ),
+        memory_time=mem,
+        compute_time=comp,
+        step_time=step,
+        step_time_no_overlap=f.step_time_no_overlap.unchecked(**kw),
+        throughput=f.throughput.unchecked(**kw),
+        math_busy_share=f.math_busy_share.unchecked(**kw),
+        bandwidth_share=f.bandwidth_share.unchecked(**kw),
+        intensity=f.arithmetic_intensity(
+            batch=batch, context=context, **{n: terms[n] for n in
+            ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token")}
+        ),
+        bound="compute" if comp >= mem else "memory",
+        flops_convention=flops,
+    )
+
+
+@attrs.frozen
+class Criticality:
+    """Where decode turns compute-bound, for one model, accelerator and context.
+
+    Attributes
+    ----------
+    ridge_point : [FLOP/byte]
+    context : [tokens]
+    critical_batch : int or None [sequences] (None: memory-bound at every batch)
+    critical_batch_weights_only : int [sequences] (no KV reads, no attention FLOPs)
+    critical_context : [tokens] or None (c*; None: every context has a critical batch)
+    intensity_limit : [FLOP/byte] or None (as batch -> infinity; None at context 0)
+    flops_convention : "exact" or "lesson"
+    """
+
+    ridge_point: Any
+    context: Any
+    critical_batch: Any
+    critical_batch_weights_only: Any
+    critical_context: Any
+    intensity_limit: Any
+    flops_convention: str
+
+
+def criticality(model: ModelConfig, accelerator: Accelerator, *, context: int, flops: str = "exact") -> Criticality:
+    """Ridge point, critical batch (with and without KV), critical context c*.
+
+    Parameters
+    ----------
+    model : ModelConfig
+    accelerator : Accelerator
+    context : int >= 0 [tokens]
+    flops : {"exact", "lesson"}
+
+    Returns
+    -------
+    Criticality (exact Fractions and ints for the presets).
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    ``roofline.formulas.intensity``; CONVENTIONS.md ("Critical batch").
+
+    Examples
+    --------
+    >>> from roofline import get_model, get_accelerator
+    >>> c = criticality(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), context=1000, flops="lesson")
+    >>> c.critical_batch is None, c.critical_batch_weights_only, round(float(c.critical_context))
+    (True, 296, 415)
+    """
+    terms = _model_terms(model, flops)
+    hw = _hardware_terms(accelerator)
+    weights_only = dict(terms, kv_bytes_per_token=Fraction(0), attention_flops_per_token=Fraction(0))
+    return Criticality(
+        ridge_point=f.ridge_point(**hw),
+        context=context,
+        critical_batch=f.critical_batch(context=context, **terms, **hw),
+        critical_batch_weights_only=f.critical_batch(context=0, **weights_only, **hw),
+        critical_context=f.critical_context(
+            kv_bytes_per_token=terms["kv_bytes_per_token"], flops_per_token=terms["flops_per_token"],
+            attention_flops_per_token=terms["attention_flops_per_token"], **hw,
+        ),
+        intensity_limit=None if context == 0 else f.intensity_limit(
+            context=context, kv_bytes_per_token=terms["kv_bytes_per_token"],
+            flops_per_token=terms["flops_per_token"],
+            attention_flops_per_token=terms["attention_flops_per_token"],
+        ),
+        flops_convention=flops,
+    )
+
+
+@attrs.frozen
+class KVCapacity:
+    """How much KV cache fits, and how many sequences of ``context`` tokens.
+
+    Attributes
+    ----------
+    budget : [bytes]
+    kv_bytes_per_token : [bytes/token]
+    tokens : [tokens], floor(budget / k)
+    block_size : [tokens/block]
+    blocks : [blocks], floor(budget / (b k))
+    context : [tokens]
+    sequences : [sequences], token-level accounting
+    sequences_blocks : [sequences], block-level accounting (<= sequences)
+    """
+
+    budget: Any
+    kv_bytes_per_token: Any
+    tokens: int
+    block_size: int
+    blocks: int
+    context: int
+    sequences: int
+    sequences_blocks: int
+
+
+def kv_budget_for(
+    model: ModelConfig, accelerator: Accelerator, *, utilization: Any = Fraction(9, 10), reserved: Any = 0
+) -> Fraction:
+    """KV budget [bytes] = usable memory x utilization - weight bytes - reserved.
+
+    Parameters
+    ----------
+    model, accelerator
+    utilization : in (0, 1], default 0.9 (as vLLM's gpu_memory_utilization)
+    reserved : [bytes] >= 0, activations and runtime
+
+    Returns
+    -------
+    Fraction [bytes]
+
+    Raises
+    ------
+    InvalidValueError
+        A bad utilization or reserved, or weights that leave no KV budget (names "budget").
+
+    Examples
+    --------
+    >>> from roofline import get_model, get_accelerator
+    >>> round(float(kv_budget_for(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))) / 1e9, 2)
+    60.48
+    """
+    budget = f.kv_budget(
+        memory=Fraction(accelerator.usable_memory), utilization=utilization,
+        weight_bytes=Fraction(model.weight_bytes), reserved=reserved,
+    )
+    if budget <= 0:
+        raise InvalidValueError(
+            "budget", float(budget),
+            f"{model.name} weights ({float(model.weight_bytes) / 1e9:.2f} GB) leave no KV budget on "
+            f"{accelerator.name} at utilization {float(utilization)}",
+        )
+    return Fraction(budget)
+
+
+def kv_capacity(
+    model: ModelConfig, *, budget: Any, context: int, block_size: int = 16
+) -> KVCapacity:
+    """Tokens, blocks and sequences of ``context`` tokens a KV budget holds.
+
+    Parameters
+    ----------
+    model : ModelConfig (its ``kv_bytes_per_token``)
+    budget : [bytes] >= 0
+    context : int > 0 [tokens]
+    block_size : int > 0 [tokens/block], default 16 (vLLM's default)
+
+    Returns
+    -------
+    KVCapacity
+
+    Raises
+    ------
+    InvalidValueError
+
+    Examples
+    --------
+    >>> from roofline import get_model
+    >>> kv_capacity(get_model("llama-3.1-8b"), budget=53_000_000_000, context=1000).sequences
+    404
+    """
+    k = model.kv_bytes_per_token
+    return KVCapacity(
+        budget=budget,
+        kv_bytes_per_token=k,
+        tokens=int(f.kv_capacity_tokens(budget=budget, kv_bytes_per_token=k)),
+        block_size=block_size,
+        blocks=int(f.kv_capacity_blocks(budget=budget, kv_bytes_per_token=k, block_size=block_size)),
+        context=context,
+        sequences=int(f.sequences_that_fit(budget=budget, kv_bytes_per_token=k, context=context)),
+        sequences_blocks=int(
+            f.sequences_that_fit_blocks(budget=budget, kv_bytes_per_token=k, context=context, block_size=block_size)
+        ),
+    )

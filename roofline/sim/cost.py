@@ -1,0 +1,280 @@
+"""Cost models: how long one step of the reference scheduler takes.
+
+A cost model turns a step's composition into a duration. The scheduler calls it
+once per step, so its two hot methods take positional arguments:
+
+* ``decode_time(batch, context_sum)``: a decode step of ``batch`` sequences whose
+  contexts (KV incl. the new token) sum to ``context_sum`` tokens;
+* ``prefill_time(prefill_tokens, attention_pairs)``: a prefill step over
+  ``prefill_tokens`` tokens (padding included) with ``attention_pairs`` causal
+  query-key pairs.
+
+``decode_work`` and ``prefill_work`` give the same steps' (bytes, FLOPs), for the
+step records. ``to_time`` converts an arrival time to the model's time type, and
+``exact`` says whether times are exact (int/Fraction) or floats.
+
+Two models ship:
+
+* :class:`UnitCostModel`: every step takes a fixed time (1 by default, so time counts
+  steps): for counting proofs and the lesson's "~5 ms per step" arithmetic.
+* :class:`RooflineCostModel`: the roofline step time of ``roofline.formulas``
+  (:func:`~roofline.formulas.step_time`, :func:`~roofline.formulas.prefill_step_time`)
+  from each step's exact composition. With int/Fraction constants (the presets) every
+  duration is an exact Fraction; ``exact=False`` computes in floats for speed and agrees
+  with the exact mode to float rounding (tested).
+"""
+
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from .. import formulas as f
+from .._checks import check_nonnegative, check_positive
+from ..errors import InvalidValueError
+from ..hardware import Accelerator
+from ..models import ModelConfig
+
+__all__ = ["CostModel", "UnitCostModel", "RooflineCostModel"]
+
+#: Durations memoised per cost model and kind of step (a bounded cache, cleared when full).
+_CACHE_SIZE = 1 << 17
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """What the policies need from a cost model (see the module docstring)."""
+
+    exact: bool
+
+    def to_time(self, value: Any) -> Any:
+        """An arrival time [s] in the model's time type."""
+
+    def decode_time(self, batch: int, context_sum: int) -> Any:
+        """Duration [s] of a decode step."""
+
+    def prefill_time(self, prefill_tokens: int, attention_pairs: int) -> Any:
+        """Duration [s] of a prefill step."""
+
+    def decode_work(self, batch: int, context_sum: int) -> tuple[Any, Any]:
+        """(bytes, FLOPs) of a decode step; (None, None) where not modelled."""
+
+    def prefill_work(self, prefill_tokens: int, attention_pairs: int) -> tuple[Any, Any]:
+        """(bytes, FLOPs) of a prefill step; (None, None) where not modelled."""
+
+
+def _exact_time(value: Any) -> Any:
+    return value if isinstance(value, (int, Fraction)) else Fraction(value)
+
+
+def _check_duration(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    check_positive(attribute.name, value)
+
+
+@attrs.frozen
+class UnitCostModel:
+    """Every step takes a fixed duration: ``decode`` for a decode step, ``prefill`` for a prefill.
+
+    Parameters
+    ----------
+    decode : int, Fraction or float [s] > 0, default 1
+        Duration of every decode step (1: simulated time counts steps).
+    prefill : int, Fraction or float [s] > 0, default 1
+        Duration of every prefill step.
+
+    Raises
+    ------
+    InvalidValueError
+        A duration that is not a finite number > 0.
+
+    Notes
+    -----
+    Bytes and FLOPs are not modelled (``decode_work`` returns ``(None, None)``).
+    ``exact`` is True unless a duration is a float.
+
+    Examples
+    --------
+    >>> UnitCostModel().decode_time(8, 8000), UnitCostModel(prefill=Fraction(1, 5)).prefill_time(10, 55)
+    (1, Fraction(1, 5))
+    """
+
+    decode: Any = attrs.field(default=1, validator=_check_duration)
+    prefill: Any = attrs.field(default=1, validator=_check_duration)
+
+    @property
+    def exact(self) -> bool:
+        """True when both durations are int or Fraction."""
+        return isinstance(self.decode, (int, Fraction)) and isinstance(self.prefill, (int, Fraction))
+
+    def to_time(self, value: Any) -> Any:
+        """``value`` as an exact number (exact model) or a float."""
+        return _exact_time(value) if self.exact else float(value)
+
+    def decode_time(self, batch: int, context_sum: int) -> Any:
+        """The fixed decode duration [s]."""
+        return self.decode
+
+    def prefill_time(self, prefill_tokens: int, attention_pairs: int) -> Any:
+        """The fixed prefill duration [s]."""
+        return self.prefill
+
+    def decode_work(self, batch: int, context_sum: int) -> tuple[None, None]:
+        """Not modelled: ``(None, None)``."""
+        return None, None
+
+    def prefill_work(self, prefill_tokens: int, attention_pairs: int) -> tuple[None, None]:
+        """Not modelled: ``(None, None)``."""
+        return None, None
+
+
+_TERMS = ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token",
+          "bandwidth", "peak_flops", "overhead")
+
+
+@attrs.frozen
+class RooflineCostModel:
+    """Roofline step times from each step's composition (``roofline.formulas``).
+
+    Parameters
+    ----------
+    weight_bytes : [bytes] > 0
+    kv_bytes_per_token : [bytes/token] >= 0
+    flops_per_token : [FLOP/token] > 0 (matmul FLOPs: exact count or the lesson's 2 x P)
+    attention_flops_per_token : [FLOP/(token x context token)] >= 0
+    bandwidth : [bytes/s] > 0
+    peak_flops : [FLOP/s] > 0 (dense)
+    overhead : [s] >= 0, fixed per-step overhead (default 0)
+    exact : bool, default True
+        True: constants are converted to Fractions (exactly; floats keep their binary
+        value) and every duration is an exact Fraction. False: floats throughout.
+
+    Raises
+    ------
+    InvalidValueError
+        A constant out of its domain (the formulas' checks name it).
+
+    Notes
+    -----
+    Decode step (CONVENTIONS.md, "One step"): max((W + k S) / BW, (B F + a S) / peak)
+    + overhead, S = sum of the contexts c_i (KV incl. the new token).
+    Prefill step: max((W + k T) / BW, (T F + a Q) / peak) + overhead, T = tokens
+    processed (padding included), Q = causal query-key pairs. Durations are memoised
+    per composition (a bounded cache): the same composition always gives the same value.
+
+    Examples
+    --------
+    >>> from roofline import get_model, get_accelerator
+    >>> cost = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
+    >>> d = cost.decode_time(8, 0)
+    >>> type(d).__name__, round(float(d) * 1e3, 3)
+    ('Fraction', 4.794)
+    """
+
+    weight_bytes: Any
+    kv_bytes_per_token: Any
+    flops_per_token: Any
+    attention_flops_per_token: Any
+    bandwidth: Any
+    peak_flops: Any
+    overhead: Any = 0
+    exact: bool = True
+    _decode: Any = attrs.field(init=False, repr=False, eq=False)
+    _prefill: Any = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.exact, bool):
+            raise InvalidValueError("exact", self.exact, "must be True or False")
+        # the checked fast paths validate every constant once, naming a bad one
+        given = {name: getattr(self, name) for name in _TERMS}
+        f.step_time(batch=1, context_sum=0, **given)
+        f.prefill_step_time(prefill_tokens=0, attention_pairs=0, **given)
+        convert = _exact_time if self.exact else float
+        terms = {name: convert(value) for name, value in given.items()}
+        if self.exact:  # int / int would be a float: make the divisors Fractions
+            terms["bandwidth"] = Fraction(terms["bandwidth"])
+            terms["peak_flops"] = Fraction(terms["peak_flops"])
+        decode, prefill = f.step_time.unchecked, f.prefill_step_time.unchecked
+
+        def decode_time(batch: int, context_sum: int) -> Any:
+            return decode(batch=batch, context_sum=context_sum, **terms)
+
+        def prefill_time(prefill_tokens: int, attention_pairs: int) -> Any:
+            return prefill(prefill_tokens=prefill_tokens, attention_pairs=attention_pairs, **terms)
+
+        object.__setattr__(self, "_decode", functools.lru_cache(maxsize=_CACHE_SIZE)(decode_time))
+        object.__setattr__(self, "_prefill", functools.lru_cache(maxsize=_CACHE_SIZE)(prefill_time))
+
+    @classmethod
+    def for_model(
+        cls,
+        model: ModelConfig,
+        accelerator: Accelerator,
+        *,
+        flops: str = "exact",
+        overhead: Any = 0,
+        exact: bool = True,
+    ) -> RooflineCostModel:
+        """The cost model of ``model`` on ``accelerator``.
+
+        Parameters
+        ----------
+        model : ModelConfig
+            Its ``weight_bytes``, ``kv_bytes_per_token`` and ``flops_per_token(flops)``.
+        accelerator : Accelerator
+            Its ``bandwidth`` [bytes/s] and dense ``peak_flops`` [FLOP/s].
+        flops : {"exact", "lesson"}
+            FLOPs convention (:meth:`roofline.ModelConfig.flops_per_token`).
+        overhead : [s] >= 0
+        exact : bool
+
+        Returns
+        -------
+        RooflineCostModel
+
+        Raises
+        ------
+        InvalidValueError
+            An unknown FLOPs convention or a bad overhead.
+        """
+        per_token, attention = model.flops_per_token(flops)
+        return cls(
+            weight_bytes=model.weight_bytes, kv_bytes_per_token=model.kv_bytes_per_token,
+            flops_per_token=per_token, attention_flops_per_token=attention,
+            bandwidth=accelerator.bandwidth, peak_flops=accelerator.peak_flops,
+            overhead=overhead, exact=exact,
+        )
+
+    def to_time(self, value: Any) -> Any:
+        """``value`` [s] as an exact number (exact mode) or a float."""
+        return _exact_time(value) if self.exact else float(value)
+
+    def decode_time(self, batch: int, context_sum: int) -> Any:
+        """Decode step duration [s] (:func:`roofline.formulas.step_time`)."""
+        return self._decode(batch, context_sum)
+
+    def prefill_time(self, prefill_tokens: int, attention_pairs: int) -> Any:
+        """Prefill step duration [s] (:func:`roofline.formulas.prefill_step_time`)."""
+        return self._prefill(prefill_tokens, attention_pairs)
+
+    def decode_work(self, batch: int, context_sum: int) -> tuple[Any, Any]:
+        """(bytes [bytes], FLOPs [FLOP]) of a decode step (:func:`~roofline.formulas.decode_bytes`, ``decode_flops``)."""
+        return (
+            f.decode_bytes.unchecked(weight_bytes=self.weight_bytes, kv_bytes_per_token=self.kv_bytes_per_token,
+                                     context_sum=context_sum),
+            f.decode_flops.unchecked(batch=batch, flops_per_token=self.flops_per_token,
+                                     attention_flops_per_token=self.attention_flops_per_token,
+                                     context_sum=context_sum),
+        )
+
+    def prefill_work(self, prefill_tokens: int, attention_pairs: int) -> tuple[Any, Any]:
+        """(bytes, FLOPs) of a prefill step (:func:`~roofline.formulas.prefill_bytes`, ``prefill_flops``)."""
+        return (
+            f.prefill_bytes.unchecked(weight_bytes=self.weight_bytes, kv_bytes_per_token=self.kv_bytes_per_token,
+                                      prefill_tokens=prefill_tokens),
+            f.prefill_flops.unchecked(flops_per_token=self.flops_per_token,
+                                      attention_flops_per_token=self.attention_flops_per_token,
+                                      prefill_tokens=prefill_tokens, attention_pairs=attention_pairs),
+        )

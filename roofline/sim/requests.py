@@ -1,0 +1,349 @@
+"""Requests and the trace loaders (Azure LLM inference trace, plain CSV, JSONL).
+
+A :class:`Request` is what a client sends: when it arrives, how many prompt tokens
+it carries and how many output tokens it will produce. Traces are read exactly:
+arrival times become ``fractions.Fraction`` seconds (no float rounding), token counts
+must be integers, and every bad row raises :class:`roofline.errors.TraceError`
+naming the file, the line and the field. Nothing is skipped or reordered.
+
+Formats (chosen from the header line, or ``format=``):
+
+* Azure (``TIMESTAMP,ContextTokens,GeneratedTokens``, as in the Azure Public Dataset's
+  ``AzureLLMInferenceTrace_conv.csv``): the timestamp ``YYYY-MM-DD HH:MM:SS[.fffffff]``
+  becomes seconds since the first row's timestamp, so the first request arrives at 0.
+* plain CSV (``arrival_s,prompt_tokens,output_tokens``): arrival in seconds, a decimal
+  number such as ``0.125`` (read exactly).
+* JSONL (``.jsonl`` or ``.ndjson``): one object per line with the keys
+  ``arrival_s``, ``prompt_tokens``, ``output_tokens`` (numbers read exactly).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator
+from fractions import Fraction
+from numbers import Real
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..errors import InvalidValueError, TraceError
+
+__all__ = ["Request", "load_trace", "parse_trace", "check_requests", "TRACE_FORMATS"]
+
+#: The formats :func:`load_trace` reads, and the columns each needs.
+TRACE_FORMATS: dict[str, tuple[str, str, str]] = {
+    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+    "csv": ("arrival_s", "prompt_tokens", "output_tokens"),
+    "jsonl": ("arrival_s", "prompt_tokens", "output_tokens"),
+}
+
+
+def _arrival(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise InvalidValueError(attribute.name, value, "expected a real number of seconds")
+    if not isinstance(value, (int, Fraction)) and not math.isfinite(value):
+        raise InvalidValueError(attribute.name, value, "must be finite")
+    if value < 0:
+        raise InvalidValueError(attribute.name, value, "must be >= 0")
+
+
+def _int_at_least(minimum: int) -> Any:
+    def check(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidValueError(attribute.name, value, "expected an integer")
+        if value < minimum:
+            raise InvalidValueError(attribute.name, value, f"must be >= {minimum}")
+
+    return check
+
+
+@attrs.frozen
+class Request:
+    """One request of a workload (attrs, frozen, validated).
+
+    Parameters
+    ----------
+    id : int >= 0
+        Identifier, unique within a workload (the loaders use the 0-based row index).
+    arrival_s : int, Fraction or float [s], finite, >= 0
+        Arrival time. Exact (int or Fraction) values keep the simulation exact.
+    prompt_tokens : int >= 1 [tokens]
+        P, the prompt length.
+    output_tokens : int >= 1 [tokens]
+        O, the tokens the request produces: the first from the prefill step, the other
+        O - 1 from decode steps (CONVENTIONS.md, "One step").
+
+    Raises
+    ------
+    InvalidValueError
+        A field of the wrong type or out of range; the message names the field and value.
+
+    Examples
+    --------
+    >>> Request(id=0, arrival_s=0, prompt_tokens=200, output_tokens=50).lifetime_kv_slots
+    249
+    """
+
+    id: int = attrs.field(validator=_int_at_least(0))
+    arrival_s: int | Fraction | float = attrs.field(validator=_arrival)
+    prompt_tokens: int = attrs.field(validator=_int_at_least(1))
+    output_tokens: int = attrs.field(validator=_int_at_least(1))
+
+    @property
+    def lifetime_kv_slots(self) -> int:
+        """KV slots the request writes over its life, P + O - 1 [tokens] (the last token is never fed back)."""
+        from ..formulas import lifetime_kv_slots
+
+        return int(lifetime_kv_slots.unchecked(prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens))
+
+
+def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
+    """Validate a workload for the policies: Requests in arrival order with unique ids.
+
+    Parameters
+    ----------
+    requests : iterable of Request
+        Already in arrival order (ties keep their order: first come first served).
+
+    Returns
+    -------
+    tuple of Request, the same objects in the same order.
+
+    Raises
+    ------
+    InvalidValueError
+        An item that is not a Request (field ``requests[i]``), an arrival earlier than the
+        one before it (field ``requests[i].arrival_s``), or a repeated id (``requests[i].id``).
+        Nothing is reordered silently.
+
+    Examples
+    --------
+    >>> len(check_requests([Request(id=0, arrival_s=0, prompt_tokens=1, output_tokens=1)]))
+    1
+    """
+    out = tuple(requests)
+    seen: set[int] = set()
+    previous: Any = None
+    for i, r in enumerate(out):
+        if not isinstance(r, Request):
+            raise InvalidValueError(f"requests[{i}]", r, "expected a roofline.sim.Request")
+        if previous is not None and r.arrival_s < previous:
+            raise InvalidValueError(
+                f"requests[{i}].arrival_s", r.arrival_s, f"earlier than the request before it ({previous})"
+            )
+        if r.id in seen:
+            raise InvalidValueError(f"requests[{i}].id", r.id, "repeated id")
+        seen.add(r.id)
+        previous = r.arrival_s
+    return out
+
+
+# --------------------------------------------------------------------------- loaders
+
+_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
+_INTEGER = re.compile(r"[+]?\d+")
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _timestamp_seconds(text: str) -> Fraction | None:
+    """Seconds since 0001-01-01 of an Azure timestamp, exactly; None if unparsable."""
+    m = _TIMESTAMP.fullmatch(text.strip())
+    if m is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    try:
+        days = _dt.date(year, month, day).toordinal()
+    except ValueError:
+        return None
+    if hour > 23 or minute > 59 or second > 59:
+        return None
+    whole = ((days * 24 + hour) * 60 + minute) * 60 + second
+    frac = m.group(7)
+    return Fraction(whole) + (Fraction(int(frac), 10 ** len(frac)) if frac else 0)
+
+
+def _tokens(text: Any, *, path: str, line: int, field: str, minimum: int = 1) -> int:
+    if isinstance(text, str):
+        if not _INTEGER.fullmatch(text.strip()):
+            raise TraceError(path, line, field, f"expected an integer number of tokens, got {text!r}")
+        value = int(text)
+    elif isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        raise TraceError(path, line, field, f"expected an integer number of tokens, got {text!r}")
+    if value < minimum:
+        raise TraceError(path, line, field, f"must be >= {minimum}, got {value}")
+    return value
+
+
+def _seconds(text: Any, *, path: str, line: int, field: str) -> Fraction:
+    if isinstance(text, str):
+        if not _DECIMAL.fullmatch(text.strip()):
+            raise TraceError(path, line, field, f"expected a number of seconds, got {text!r}")
+        value = Fraction(text.strip())
+    elif isinstance(text, (int, Fraction)) and not isinstance(text, bool):
+        value = Fraction(text)
+    else:
+        raise TraceError(path, line, field, f"expected a number of seconds, got {text!r}")
+    if value < 0:
+        raise TraceError(path, line, field, f"must be >= 0, got {text}")
+    return value
+
+
+def _rows_csv(text: str, path: str, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = [h.strip() for h in next(reader, [])]
+    for col in required:
+        if col not in header:
+            raise TraceError(path, 1, col, f"missing from the header {','.join(header)!r}")
+    trailing_blank = None
+    for row in reader:
+        line = reader.line_num
+        if not row or (len(row) == 1 and not row[0].strip()):
+            trailing_blank = trailing_blank or line
+            continue
+        if trailing_blank is not None:
+            raise TraceError(path, trailing_blank, header[0], "blank line inside the trace")
+        if len(row) < len(header):
+            raise TraceError(path, line, header[len(row)], f"missing (the row has {len(row)} of {len(header)} columns)")
+        if len(row) > len(header):
+            raise TraceError(path, line, "row", f"{len(row)} columns, the header has {len(header)}")
+        yield line, dict(zip(header, row, strict=True))
+
+
+def _parse_rows(
+    rows: Iterable[tuple[int, dict[str, Any]]], path: str, fmt: str
+) -> list[Request]:
+    t_col, p_col, o_col = TRACE_FORMATS[fmt]
+    out: list[Request] = []
+    origin: Fraction | None = None
+    previous: Fraction | None = None
+    for line, row in rows:
+        for col in (t_col, p_col, o_col):
+            if col not in row:
+                raise TraceError(path, line, col, "missing")
+        raw_t = row[t_col]
+        if fmt == "azure":
+            stamp = _timestamp_seconds(raw_t) if isinstance(raw_t, str) else None
+            if stamp is None:
+                raise TraceError(path, line, t_col, f"expected YYYY-MM-DD HH:MM:SS[.fffffff], got {raw_t!r}")
+            if origin is None:
+                origin = stamp
+            t = stamp - origin
+        else:
+            t = _seconds(raw_t, path=path, line=line, field=t_col)
+        if previous is not None and t < previous:
+            raise TraceError(path, line, t_col, f"{raw_t!r} is earlier than the row before it (out of order)")
+        previous = t
+        p = _tokens(row[p_col], path=path, line=line, field=p_col)
+        o = _tokens(row[o_col], path=path, line=line, field=o_col)
+        out.append(Request(id=len(out), arrival_s=t, prompt_tokens=p, output_tokens=o))
+    return out
+
+
+def _rows_jsonl(text: str, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    lines = text.splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            raise TraceError(path, n, "row", "blank line inside the trace")
+        try:
+            obj = json.loads(raw, parse_float=Fraction, parse_constant=_reject_constant)
+        except ValueError as exc:
+            raise TraceError(path, n, "row", f"not valid JSON: {exc}") from None
+        if not isinstance(obj, dict):
+            raise TraceError(path, n, "row", f"expected a JSON object, got {type(obj).__name__}")
+        yield n, obj
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"non-finite number {token} is not allowed")
+
+
+def parse_trace(text: str, *, path: str = "<string>", format: str | None = None) -> list[Request]:
+    """Parse a trace held in a string (see :func:`load_trace` for the formats).
+
+    Parameters
+    ----------
+    text : str
+        The file's content.
+    path : str
+        Name used in error messages.
+    format : {"azure", "csv", "jsonl"} or None
+        None: JSONL if ``path`` ends in ``.jsonl``/``.ndjson`` or the text starts with
+        ``{``; otherwise the CSV header decides between Azure and plain CSV.
+
+    Returns
+    -------
+    list of Request, in file order, ids 0, 1, 2, ...
+
+    Raises
+    ------
+    TraceError
+        A bad header or row; the message names the file, line and field.
+    InvalidValueError
+        An unknown ``format``.
+
+    Examples
+    --------
+    >>> rows = "TIMESTAMP,ContextTokens,GeneratedTokens\\n2023-11-16 18:15:46.68,374,44\\n"
+    >>> rows += "2023-11-16 18:15:47.0,396,109\\n"
+    >>> [str(r.arrival_s) for r in parse_trace(rows)]
+    ['0', '8/25']
+    """
+    if format is None:
+        if path.endswith((".jsonl", ".ndjson")) or text.lstrip().startswith("{"):
+            format = "jsonl"
+        else:
+            first = text.splitlines()[0] if text.strip() else ""
+            format = "azure" if first.split(",")[0].strip() == "TIMESTAMP" else "csv"
+    if format not in TRACE_FORMATS:
+        raise InvalidValueError("format", format, f"expected one of {', '.join(TRACE_FORMATS)}")
+    if format == "jsonl":
+        return _parse_rows(_rows_jsonl(text, path), path, format)
+    return _parse_rows(_rows_csv(text, path, TRACE_FORMATS[format]), path, format)
+
+
+def load_trace(path: str | os.PathLike[str], *, format: str | None = None) -> list[Request]:
+    """Read a request trace from a file: Azure CSV, plain CSV or JSONL.
+
+    Parameters
+    ----------
+    path : str or path-like
+    format : {"azure", "csv", "jsonl"} or None
+        None picks the format from the extension and header (see :func:`parse_trace`).
+
+    Returns
+    -------
+    list of Request in file order (ids 0, 1, ...); arrival times exact Fractions [s]
+    (Azure: seconds since the first row's timestamp).
+
+    Raises
+    ------
+    TraceError
+        The file cannot be read, or a row is bad: a missing column, a token count that is
+        negative, zero or not an integer, an unparsable time, or a time earlier than the
+        row before it. The message names the file, line and field.
+
+    Notes
+    -----
+    Requests are never skipped or reordered; ties in arrival time keep file order
+    (first come first served).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise TraceError(str(p), 0, "file", f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(str(p), 0, "file", f"not UTF-8 text: {exc}") from None
+    return parse_trace(text, path=str(p), format=format)

@@ -1,0 +1,31 @@
+"""KV-cache bytes per token, budget and capacity, derived (CONVENTIONS.md, "Memory").
+
+    kv_bytes_per_token = 2 (K and V) x layers x KV heads x head_dim x bytes per element
+    kv_budget = memory x utilization - weight_bytes - reserved
+    kv_capacity_tokens = floor(budget / k)
+    kv_capacity_blocks = floor(budget / (b k))
+    blocks_per_sequence = ceiling(c / b)
+    sequences_that_fit = floor(kv_capacity_tokens / c)
+    sequences_that_fit_blocks = floor(kv_capacity_blocks / blocks_per_sequence)
+    lifetime_kv_slots = P + O - 1 (the prompt's slots plus one per fed-back output token)
+
+Fast paths: :mod:`roofline.formulas.kv_cache`. Proof: proofs/p04_kv_cache.py.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from ._symbols import S
+
+kv_bytes_per_token = 2 * S.num_hidden_layers * S.num_key_value_heads * S.head_dim * S.kv_bytes
+kv_budget = S.memory * S.utilization - S.weight_bytes - S.reserved
+kv_capacity_tokens = sp.floor(S.budget / S.kv_bytes_per_token)
+kv_capacity_blocks = sp.floor(S.budget / (S.block_size * S.kv_bytes_per_token))
+blocks_per_sequence = sp.ceiling(S.context / S.block_size)
+sequences_that_fit = sp.floor(kv_capacity_tokens / S.context)
+sequences_that_fit_blocks = sp.floor(kv_capacity_blocks / blocks_per_sequence)
+
+# Tokens fed through the model: the P prompt tokens, then each output token but the last.
+_j = sp.Symbol("j", positive=True, integer=True)
+lifetime_kv_slots = S.prompt_tokens + sp.summation(1, (_j, 1, S.output_tokens - 1))

@@ -1,0 +1,41 @@
+"""Decode and prefill step time, derived (conventions: CONVENTIONS.md, "One step").
+
+Definitions (the inputs of the derivation):
+    bytes = W + k S,   FLOPs = B F + a S
+Derived:
+    memory_time = bytes / BW,  compute_time = FLOPs / peak
+    step_time = Max(memory_time, compute_time) + t0          (perfect overlap)
+    step_time_no_overlap = memory_time + compute_time + t0   (upper bound)
+    throughput = B / step_time,  math_busy_share = compute_time / step_time,
+    bandwidth_share = memory_time / step_time
+Prefill of p tokens: causal attention pairs = sum_{i=1}^{p} i (SymPy ``summation``).
+
+Fast paths: :mod:`roofline.formulas.step_time`. Proofs: proofs/p01_one_request.py,
+proofs/p02_batching.py.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from ._symbols import S
+
+B, Ssum, W, k = S.batch, S.context_sum, S.weight_bytes, S.kv_bytes_per_token
+F, a, BW, peak, t0 = S.flops_per_token, S.attention_flops_per_token, S.bandwidth, S.peak_flops, S.overhead
+
+decode_bytes = W + k * Ssum
+decode_flops = B * F + a * Ssum
+memory_time = decode_bytes / BW
+compute_time = decode_flops / peak
+step_time = sp.Max(memory_time, compute_time) + t0
+step_time_no_overlap = memory_time + compute_time + t0
+throughput = B / step_time
+math_busy_share = compute_time / step_time
+bandwidth_share = memory_time / step_time
+
+_i = sp.Symbol("i", positive=True, integer=True)
+causal_attention_pairs = sp.factor(sp.summation(_i, (_i, 1, S.prompt_tokens)))
+
+prefill_bytes = W + k * S.prefill_tokens
+prefill_flops = S.prefill_tokens * F + a * S.attention_pairs
+prefill_step_time = sp.Max(prefill_bytes / BW, prefill_flops / peak) + t0

@@ -1,0 +1,129 @@
+"""The registry: every fast path equals its SymPy derivation exactly, and broadcasts."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+import roofline.formulas as f
+from roofline.errors import InvalidValueError
+from roofline.symbolic import SYMBOLS, symbols_for
+from roofline.testing.strategies import domain_values
+
+NAMES = sorted(f.REGISTRY)
+
+
+def _kwargs(data: st.DataObject, spec: f.FormulaSpec, *, max_value: int = 10**6) -> dict:
+    return {name: data.draw(domain_values(kind, max_value=max_value), label=name)
+            for name, kind in sorted(spec.domains.items())}
+
+
+def test_registry_is_complete():
+    """Every public fast path of every topic module is registered (none can skip the checks)."""
+    exported = {name for name in f.__all__ if name not in ("REGISTRY", "FormulaSpec")}
+    assert exported == set(f.REGISTRY)
+    assert len(f.REGISTRY) >= 27
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_symbolic_free_symbols_are_the_keyword_arguments(name):
+    """The symbolic form's free symbols are exactly the fast path's keyword arguments."""
+    spec = f.REGISTRY[name]
+    expr = spec.symbolic()
+    assert {s.name for s in expr.free_symbols} <= set(spec.domains)
+    for sym in expr.free_symbols:
+        assert sym is SYMBOLS[sym.name], f"{sym} is not the declared symbol"
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(data=st.data())
+def test_fast_path_equals_symbolic_exactly(name, data):
+    """With Fraction inputs the fast path equals the SymPy expression exactly."""
+    spec = f.REGISTRY[name]
+    kwargs = _kwargs(data, spec)
+    try:
+        fast = spec.fast(**kwargs)
+    except ZeroDivisionError:
+        expr = spec.symbolic().subs(symbols_for(kwargs))
+        assert expr.has(sp.zoo, sp.nan) or not expr.is_finite
+        return
+    expected = spec.symbolic().subs(symbols_for(kwargs))
+    note(f"fast={fast!r} symbolic={expected!r}")
+    if fast is None:
+        assert spec.none_when_infinite and expected == sp.oo
+        return
+    assert isinstance(fast, (int, Fraction)), f"not exact: {type(fast)}"
+    assert sp.Rational(fast.numerator, fast.denominator) == expected
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(data=st.data())
+def test_numpy_arrays_broadcast_like_scalars(name, data):
+    """A numpy array argument gives the elementwise results of the scalar fast path."""
+    spec = f.REGISTRY[name]
+    kwargs = _kwargs(data, spec, max_value=10**4)
+    arrays = {}
+    for arg, kind in spec.domains.items():
+        values = [kwargs[arg]] + [data.draw(domain_values(kind, max_value=10**4)) for _ in range(2)]
+        arrays[arg] = np.array(values, dtype=np.int64 if kind.endswith("_int") else float)
+    try:
+        vector = spec.fast(**arrays)
+    except (ZeroDivisionError, FloatingPointError):
+        return
+    for i in range(3):
+        scalar = spec.fast(**{a: (int(v[i]) if v.dtype.kind == "i" else float(v[i])) for a, v in arrays.items()})
+        got = vector[i]
+        if scalar is None:
+            assert got == np.inf
+        else:
+            assert math.isclose(float(got), float(scalar), rel_tol=1e-9, abs_tol=1e-12)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_input_names_the_argument(name):
+    """A negative or non-finite argument raises InvalidValueError naming that argument."""
+    spec = f.REGISTRY[name]
+    arg = sorted(spec.domains)[0]
+    good = {a: (1 if k.endswith("_int") else Fraction(1, 2) if k == "share" else 1) for a, k in spec.domains.items()}
+    for bad in (-1, float("nan"), float("inf"), "3", None):
+        with pytest.raises(InvalidValueError) as info:
+            spec.fast(**dict(good, **{arg: bad}))
+        assert info.value.field == arg
+        assert arg in str(info.value)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_docstring_gives_units_returns_raises_and_an_example(name):
+    """Every fast path documents units, returns, raises and a runnable example."""
+    doc = inspect.getdoc(f.REGISTRY[name].fast) or ""
+    for section in ("Returns", "Examples"):
+        assert section in doc, f"{name}: no {section} section"
+    assert "[" in doc, f"{name}: no unit in brackets"
+    assert "Raises" in doc, f"{name}: no Raises"
+
+
+def test_proof_script_named_for_every_formula():
+    """Every registered formula names a proof script (its existence is checked in test_proofs)."""
+    for spec in f.REGISTRY.values():
+        assert spec.proof.startswith("p") and spec.proof.endswith(".py")
+
+
+def test_fraction_in_gives_fraction_out():
+    """Exactness: Fraction inputs give an exact Fraction step time (no float leaks in)."""
+    t = f.step_time(batch=3, context_sum=Fraction(7, 3), weight_bytes=Fraction(10), kv_bytes_per_token=Fraction(1, 7),
+                    flops_per_token=Fraction(5), attention_flops_per_token=Fraction(0), bandwidth=Fraction(3),
+                    peak_flops=Fraction(11), overhead=Fraction(1, 100))
+    assert t == Fraction(10 + Fraction(1, 3), 3) + Fraction(1, 100)
+
+
+def test_unknown_keyword_is_rejected():
+    """A misspelt keyword argument is an error naming it, not silently ignored."""
+    with pytest.raises(InvalidValueError, match="bandwith"):
+        f.ridge_point(peak_flops=1, bandwith=2)

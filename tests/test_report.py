@@ -1,0 +1,97 @@
+"""`roofline report`: the lesson's numbers on the default, --json, options, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from roofline.cli import main
+
+
+def _json(capsys, *args):
+    assert main(["report", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_default_report_text(capsys):
+    """The default report prints the lesson's numbers with their derivations."""
+    assert main(["report"]) == 0
+    out = capsys.readouterr().out
+    for text in ("llama-3.1-8b", "H100 SXM", "16.06 GB", "4.794 ms", "16.23 us", "0.34 %", "295.3 FLOP/byte",
+                 "296 [lesson]", "none [lesson]", "415 tokens [lesson]", "393 tokens [exact]", "131,072 B",
+                 "128 KiB", "404 sequences", "461 sequences", "(KV limit)", "[exact]", "[lesson]"):
+        assert text in out, text
+
+
+def test_default_report_json(capsys):
+    """--json carries the same numbers, machine-readable, in SI units."""
+    r = _json(capsys)
+    assert r["weights"]["bytes"] == 16_060_522_496
+    assert round(r["single"]["lesson"]["step_time_s"] * 1e3, 3) == 4.794
+    assert round(r["single"]["lesson"]["compute_time_s"] * 1e6) == 16
+    assert round(r["criticality"]["lesson"]["ridge_point_flop_per_byte"], 1) == 295.3
+    assert r["criticality"]["lesson"]["critical_batch_weights_only"] == 296
+    assert r["criticality"]["lesson"]["critical_batch"] is None
+    assert r["kv"]["kv_bytes_per_token"] == 131_072
+    assert r["kv"]["given_budget"]["sequences"] == 404
+    assert r["kv"]["real_budget"]["sequences"] == 461
+    assert [row["batch"] for row in r["table"]] == [1, 8, 64, 256, 457]
+    eight = r["eight"]["weights_only"]
+    assert eight["step_time_s"] == r["single"]["exact"]["step_time_s"]
+    assert round(eight["throughput_tokens_per_s"] / r["single"]["exact"]["throughput_tokens_per_s"], 6) == 8
+
+
+def test_options(capsys, tmp_path):
+    """Model path, accelerator, context, batches, budget and dtype options change the numbers."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
+                               "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+                               "vocab_size": 128256, "torch_dtype": "bfloat16"}))
+    r = _json(capsys, "--model", str(cfg), "--accelerator", "h200-sxm", "--context", "300", "--batch", "2", "4",
+              "--kv-budget-gb", "10", "--weight-dtype", "fp8")
+    assert r["weights"]["bytes"] == 8_030_261_248
+    assert r["accelerator"]["bandwidth_bytes_per_s"] == 4.8e12
+    assert r["criticality"]["exact"]["critical_batch"] is not None  # 300 tokens < c*
+    assert r["kv"]["given_budget"]["sequences"] == 10**10 // 131_072 // 300
+    assert [row["batch"] for row in r["table"]][:2] == [2, 4]
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--model", "llama-9"], "unknown model 'llama-9'"),
+        (["--accelerator", "tpu"], "unknown accelerator 'tpu'"),
+        (["--context", "-5"], "--context='-5'"),
+        (["--batch", "0"], "--batch='0'"),
+        (["--kv-budget-gb", "nan"], "--kv-budget-gb='nan'"),
+        (["--utilization", "1.5"], "utilization"),
+        (["--weight-dtype", "int3"], "weight_dtype='int3'"),
+        (["--model", "/nonexistent/config.json"], "cannot read"),
+        (["--model", "llama-2-13b", "--accelerator", "a100-40gb", "--weight-dtype", "float32"], "leave no KV budget"),
+    ],
+)
+def test_bad_input_one_line_exit_2(args, needle, capsys):
+    """Bad input prints one line naming the field and value, and exits with status 2 (no traceback)."""
+    with pytest.raises(SystemExit) as info:
+        raise SystemExit(main(["report", *args]))
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1
+
+
+def test_console_script_runs():
+    """The installed `roofline` entry point runs the report (as a user types it)."""
+    out = subprocess.run([sys.executable, "-m", "roofline.cli", "report"], capture_output=True, text=True, check=True)
+    assert "4.794 ms" in out.stdout
+
+
+def test_import_does_not_import_sympy():
+    """`import roofline` (and its fast paths) does not import SymPy."""
+    code = "import roofline, roofline.formulas, roofline.estimate, sys; print('sympy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
