@@ -294,7 +294,7 @@ class ModelConfig:
 
     def with_dtypes(self, *, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelConfig:
         """A copy with other weight and/or KV dtypes."""
-        changes: dict[str, str] = {}
+        changes: dict[str, Any] = {}
         if weight_dtype is not None:
             changes["weight_dtype"] = weight_dtype
         if kv_dtype is not None:

@@ -23,7 +23,7 @@ import importlib
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Any, TypeVar
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
@@ -31,9 +31,16 @@ import numpy as np
 from .._checks import check_int, check_nonnegative, check_number, check_positive
 from ..errors import InvalidValueError
 
-__all__ = ["FormulaSpec", "REGISTRY", "formula", "maximum", "floor", "ceil", "DOMAINS"]
+__all__ = ["Formula", "FormulaSpec", "REGISTRY", "formula", "maximum", "floor", "ceil", "DOMAINS"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Formula(Protocol):
+    """A registered fast path: call it with keyword arguments; ``unchecked`` skips the checks."""
+
+    unchecked: Callable[..., Any]
+
+    def __call__(self, **kwargs: Any) -> Any: ...
 
 #: Domain kinds a keyword argument may have, and the SymPy assumptions they mean.
 DOMAINS = {
@@ -102,13 +109,13 @@ class FormulaSpec:
 REGISTRY: dict[str, FormulaSpec] = {}
 
 
-def formula(*, topic: str, proof: str, none_when_infinite: bool = False, **domains: str) -> Callable[[F], F]:
+def formula(*, topic: str, proof: str, none_when_infinite: bool = False, **domains: Any) -> Callable[[Callable[..., Any]], Formula]:
     """Register a fast path and wrap it with domain checks (see module docstring)."""
     for kind in domains.values():
         if kind not in DOMAINS:  # pragma: no cover - programming error
             raise AssertionError(kind)
 
-    def decorate(func: F) -> F:
+    def decorate(func: Callable[..., Any]) -> Formula:
         @functools.wraps(func)
         def checked(**kwargs: Any) -> Any:
             for name, value in kwargs.items():
@@ -125,7 +132,7 @@ def formula(*, topic: str, proof: str, none_when_infinite: bool = False, **domai
         REGISTRY[func.__name__] = FormulaSpec(
             func.__name__, topic, checked, dict(domains), proof, none_when_infinite
         )
-        return checked  # type: ignore[return-value]
+        return checked  # type: ignore[return-value]  # carries .unchecked, set above
 
     return decorate
 
@@ -160,10 +167,3 @@ def ceil(x: Any) -> Any:
             return np.frompyfunc(math.ceil, 1, 1)(x)
         return np.ceil(x)
     return math.ceil(x)
-
-
-def exact(x: Any) -> Any:
-    """``Fraction(x)`` for int scalars (so int / int stays exact); anything else unchanged."""
-    if isinstance(x, int) and not isinstance(x, bool):
-        return Fraction(x)
-    return x

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 _P3 = "p03_critical_batch.py"
-_MODEL = dict(
+_MODEL: dict[str, Any] = dict(
     weight_bytes="positive", kv_bytes_per_token="nonnegative",
     flops_per_token="positive", attention_flops_per_token="nonnegative",
 )
@@ -132,7 +132,7 @@ def ridge_point(*, peak_flops: Any, bandwidth: Any) -> Any:
     return peak_flops / bandwidth
 
 
-_CRIT = dict(context="nonnegative", peak_flops="positive", bandwidth="positive", **_MODEL)
+_CRIT: dict[str, Any] = dict(context="nonnegative", peak_flops="positive", bandwidth="positive", **_MODEL)
 
 
 def _crit_parts(kw: dict[str, Any]) -> tuple[Any, Any]:

@@ -44,10 +44,10 @@ __all__ = [
 _P1 = "p01_one_request.py"
 _P2 = "p02_batching.py"
 
-_SIZES = dict(weight_bytes="positive", kv_bytes_per_token="nonnegative")
-_FLOPS = dict(flops_per_token="positive", attention_flops_per_token="nonnegative")
-_HW = dict(bandwidth="positive", peak_flops="positive")
-_DECODE = dict(batch="positive", context_sum="nonnegative", **_SIZES, **_FLOPS, **_HW)
+_SIZES: dict[str, Any] = dict(weight_bytes="positive", kv_bytes_per_token="nonnegative")
+_FLOPS: dict[str, Any] = dict(flops_per_token="positive", attention_flops_per_token="nonnegative")
+_HW: dict[str, Any] = dict(bandwidth="positive", peak_flops="positive")
+_DECODE: dict[str, Any] = dict(batch="positive", context_sum="nonnegative", **_SIZES, **_FLOPS, **_HW)
 
 
 @formula(topic="step_time", proof=_P1, context_sum="nonnegative", **_SIZES)
