@@ -78,10 +78,12 @@ from __future__ import annotations
 from .bench import (
     TINY_MODEL,
     CalibrationPlan,
+    decode_attention,
     import_torch,
     measure_bandwidth,
     measure_decode,
     measure_matmul,
+    resolve_device,
     run_calibration,
 )
 from .schema import (
@@ -113,7 +115,9 @@ __all__ = [
     "measure_bandwidth",
     "measure_matmul",
     "measure_decode",
+    "decode_attention",
     "import_torch",
+    "resolve_device",
     "load_calibration",
     "parse_calibration",
     "write_calibration",

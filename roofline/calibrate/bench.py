@@ -31,7 +31,9 @@ __all__ = [
     "measure_bandwidth",
     "measure_matmul",
     "measure_decode",
+    "decode_attention",
     "import_torch",
+    "resolve_device",
 ]
 
 GiB = 2**30
@@ -196,8 +198,8 @@ class CalibrationPlan:
             and 20 timed repetitions; 2 GiB bandwidth buffer; matmuls 4096^3, 8192^3
             and 8192 x 14336 x 4096; CUDA graphs; decode points stop at 150 s, so the
             whole run stays within 3 minutes on an H100-class GPU.
-            CPU: tiny shapes, batches 1, 2, 4, contexts 16 and 64, 2 + 5 repetitions,
-            32 MiB buffer, matmuls 128^3 and 256^3: a few seconds.
+            CPU: tiny shapes, batches 1, 2, 4, contexts 16 and 64, 3 warm-up + 5 timed,
+            256 MiB buffer, matmuls 128^3 and 256^3: a few seconds.
 
         Examples
         --------
@@ -225,8 +227,8 @@ class CalibrationPlan:
             batches=(1, 2, 4),
             contexts=(16, 64),
             repetitions=5,
-            warmup=2,
-            bandwidth_bytes=32 * MiB,
+            warmup=3,
+            bandwidth_bytes=256 * MiB,
             matmul_shapes=((128, 128, 128), (256, 256, 256)),
             cuda_graphs=False,
             max_seconds=None,
@@ -246,6 +248,29 @@ def _torch_dtype(torch: Any, name: str, field: str) -> Any:
     if key not in table:
         raise InvalidValueError(field, name, "calibrate measures bfloat16, float16 or float32 only")
     return table[key]
+
+
+def resolve_device(device: str = "auto") -> Any:
+    """The :class:`torch.device` that ``device`` names.
+
+    Parameters
+    ----------
+    device : str
+        ``"auto"`` (CUDA when PyTorch sees a GPU, else CPU), ``"cpu"``, ``"cuda"`` or
+        ``"cuda:N"``.
+
+    Returns
+    -------
+    torch.device
+        With an index for CUDA.
+
+    Raises
+    ------
+    RooflineError
+        PyTorch missing (install roofline[calibrate]); InvalidValueError for another
+        device type, or CUDA asked for where there is none.
+    """
+    return _resolve_device(import_torch(), device)
 
 
 def _resolve_device(torch: Any, device: str) -> Any:
@@ -280,12 +305,12 @@ def _time(torch: Any, dev: Any, fn: Callable[[], Any], *, warmup: int, repetitio
     if dev.type == "cuda":
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
-        for start, end in zip(starts, ends):
+        for start, end in zip(starts, ends, strict=True):
             start.record()
             fn()
             end.record()
         torch.cuda.synchronize(dev)
-        times = [s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends)]
+        times = [s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends, strict=True)]
     else:
         times = []
         for _ in range(repetitions):
@@ -363,23 +388,7 @@ def measure_bandwidth(
     size = 4 * n
     if 2 * size > 0.9 * _free_memory(torch, dev):
         raise InvalidValueError("nbytes", nbytes, "two buffers of this size do not fit in free memory")
-    src = torch.empty(n, dtype=torch.float32, device=dev).fill_(1.0)
-    dst = torch.empty_like(src)
-    methods = {}
-    for name, fn, moved in (
-        ("copy", lambda: dst.copy_(src), 2 * size),
-        ("read", lambda: torch.sum(src), size),
-    ):
-        times = _time(torch, dev, fn, warmup=warmup, repetitions=repetitions)
-        s = _summary(times)
-        methods[name] = {
-            "bytes_per_repetition": moved,
-            "times_s": s["times_s"],
-            "best": moved / s["best_s"],
-            "median": moved / s["median_s"],
-            "spread": s["spread"],
-        }
-    del src, dst
+    methods = _bandwidth_methods(torch, dev, n, warmup=warmup, repetitions=repetitions)
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     best = max(methods, key=lambda m: methods[m]["best"])
@@ -390,6 +399,31 @@ def measure_bandwidth(
         "buffer_bytes": size,
         "methods": methods,
     }
+
+
+def _bandwidth_methods(torch: Any, dev: Any, n: int, *, warmup: int, repetitions: int) -> dict[str, Any]:
+    """Time a copy and a read of ``n`` float32 elements; the buffers are freed on return."""
+    size = 4 * n
+    src = torch.empty(n, dtype=torch.float32, device=dev).fill_(1.0)
+    dst = torch.empty_like(src)
+
+    def copy() -> Any:
+        return dst.copy_(src)
+
+    def read() -> Any:
+        return torch.sum(src)
+
+    methods = {}
+    for name, fn, moved in (("copy", copy, 2 * size), ("read", read, size)):
+        s = _summary(_time(torch, dev, fn, warmup=warmup, repetitions=repetitions))
+        methods[name] = {
+            "bytes_per_repetition": moved,
+            "times_s": s["times_s"],
+            "best": moved / s["best_s"],
+            "median": moved / s["median_s"],
+            "spread": s["spread"],
+        }
+    return methods
 
 
 def _check_counts(repetitions: Any, warmup: Any) -> None:
@@ -444,27 +478,17 @@ def measure_matmul(
     """
     torch = import_torch()
     try:
-        shapes = tuple(tuple(s) for s in shapes)
+        dims: Any = tuple(tuple(s) for s in shapes)
     except TypeError:
         raise InvalidValueError("shapes", shapes, "must be a sequence of (m, n, k)") from None
-    _check_shapes("shapes", shapes)
+    _check_shapes("shapes", dims)
     _check_counts(repetitions, warmup)
     dev = _resolve_device(torch, device)
     tdtype = _torch_dtype(torch, dtype, "dtype")
-    results = []
     with torch.inference_mode():
-        for m, n, k in shapes:
-            a = torch.randn(m, k, device=dev, dtype=tdtype)
-            b = torch.randn(k, n, device=dev, dtype=tdtype)
-            out = torch.empty(m, n, device=dev, dtype=tdtype)
-            times = _time(torch, dev, lambda: torch.mm(a, b, out=out), warmup=warmup, repetitions=repetitions)
-            s = _summary(times)
-            flops = 2 * m * n * k
-            results.append({
-                "m": m, "n": n, "k": k, "flops": flops, "times_s": s["times_s"],
-                "best": flops / s["best_s"], "median": flops / s["median_s"], "spread": s["spread"],
-            })
-            del a, b, out
+        results = [
+            _time_matmul(torch, dev, tdtype, m, n, k, warmup=warmup, repetitions=repetitions) for m, n, k in dims
+        ]
     return {
         "value": max(r["best"] for r in results),
         "typical": statistics.median(r["median"] for r in results),
@@ -474,6 +498,69 @@ def measure_matmul(
 
 
 # --------------------------------------------------------------------------- decode
+
+
+def _time_matmul(
+    torch: Any, dev: Any, dtype: Any, m: int, n: int, k: int, *, warmup: int, repetitions: int
+) -> dict[str, Any]:
+    """Time ``torch.mm`` of [m, k] x [k, n] into a preallocated output; tensors freed on return."""
+    a = torch.randn(m, k, device=dev, dtype=dtype)
+    b = torch.randn(k, n, device=dev, dtype=dtype)
+    out = torch.empty(m, n, device=dev, dtype=dtype)
+
+    def mm() -> Any:
+        return torch.mm(a, b, out=out)
+
+    s = _summary(_time(torch, dev, mm, warmup=warmup, repetitions=repetitions))
+    flops = 2 * m * n * k
+    return {
+        "m": m, "n": n, "k": k, "flops": flops, "times_s": s["times_s"],
+        "best": flops / s["best_s"], "median": flops / s["median_s"], "spread": s["spread"],
+    }
+
+
+def decode_attention(q: Any, k: Any, v: Any) -> Any:
+    """Decode attention of one new token per sequence over its KV cache (GQA without copies).
+
+    Parameters
+    ----------
+    q : torch.Tensor, shape [batch, heads, head_dim]
+        The new token's queries.
+    k, v : torch.Tensor, shape [batch, kv_heads, context, head_dim]
+        The cache, the new token included; ``heads`` must be a multiple of ``kv_heads``.
+
+    Returns
+    -------
+    torch.Tensor, shape [batch, heads, head_dim]
+        softmax(q k^T / sqrt(head_dim)) v per head, query head ``i`` using KV head
+        ``i // (heads / kv_heads)`` (the Hugging Face ``repeat_kv`` order).
+
+    Raises
+    ------
+    InvalidValueError
+        For shapes that do not match.
+
+    Notes
+    -----
+    One call of ``torch.nn.functional.scaled_dot_product_attention`` with the query
+    heads of each KV group laid out as that group's query positions
+    ([batch, kv_heads, heads / kv_heads, head_dim]): one query token sees every
+    cached token, so no mask is needed and K and V are read once, not copied
+    ``heads / kv_heads`` times as an expanded cache would be.
+    """
+    import torch
+
+    if q.dim() != 3 or k.dim() != 4 or v.shape != k.shape:
+        raise InvalidValueError("q", tuple(q.shape), f"expected q [B, H, d] and k, v [B, H_kv, c, d]; "
+                                f"k {tuple(k.shape)}, v {tuple(v.shape)}")
+    batch, heads, dim = q.shape
+    if k.shape[0] != batch or k.shape[3] != dim or heads % k.shape[1]:
+        raise InvalidValueError("k", tuple(k.shape), f"does not match q {tuple(q.shape)}")
+    kv_heads = k.shape[1]
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.reshape(batch, kv_heads, heads // kv_heads, dim), k, v
+    )
+    return out.reshape(batch, heads, dim)
 
 
 class _Weights:
@@ -521,7 +608,6 @@ def _make_step(torch: Any, model: ModelConfig, weights: _Weights, caches: list[t
     """One decode step for ``batch`` sequences, each attending over ``context`` tokens."""
     F = torch.nn.functional
     H, Hkv, d = model.num_attention_heads, model.num_key_value_heads, model.head_dim
-    G = H // Hkv
     qw, kvw = model.q_width, model.kv_width
     gated = model.gated_mlp
     layernorm = model.norm == "layernorm"
@@ -546,7 +632,7 @@ def _make_step(torch: Any, model: ModelConfig, weights: _Weights, caches: list[t
 
     def step() -> Any:
         x = weights.embedding[tokens]
-        for layer, (kc, vc) in zip(weights.layers, caches):
+        for layer, (kc, vc) in zip(weights.layers, caches, strict=True):
             hn = norm(x, layer["ln1"], layer["ln1_b"])
             q, k, v = F.linear(hn, layer["wqkv"], layer["bqkv"]).split([qw, kvw, kvw], dim=-1)
             q = q.reshape(batch, H, d)
@@ -557,7 +643,7 @@ def _make_step(torch: Any, model: ModelConfig, weights: _Weights, caches: list[t
             q, k = rope(q), rope(k)
             kc[:batch, :, pos] = k
             vc[:batch, :, pos] = v.reshape(batch, Hkv, d)
-            attn = F.scaled_dot_product_attention(q.reshape(batch, Hkv, G, d), kc[:batch], vc[:batch])
+            attn = decode_attention(q, kc[:batch], vc[:batch])
             x = x + F.linear(attn.reshape(batch, qw), layer["wo"], layer["bo"])
             hn = norm(x, layer["ln2"], layer["ln2_b"])
             up = F.linear(hn, layer["wup"], layer["bup"])
@@ -585,6 +671,27 @@ def _graphed(torch: Any, dev: Any, step: Callable[[], Any]) -> tuple[Callable[[]
     with torch.cuda.graph(graph):
         step()
     return graph.replay, graph
+
+
+def _measure_point(
+    torch: Any, dev: Any, dtype: Any, model: ModelConfig, weights: _Weights, caches: list[tuple[Any, Any]],
+    batch: int, context: int, *, cuda_graphs: bool, warmup: int, repetitions: int,
+) -> dict[str, Any]:
+    """Time one (batch, context) decode step. The step, its graph and its memory pool are
+    released on return, so the caller can free the KV caches before the next context."""
+    step = _make_step(torch, model, weights, caches, batch, context, dev, dtype)
+    run, graph, note = step, None, None
+    if cuda_graphs:
+        try:
+            run, graph = _graphed(torch, dev, step)
+        except RuntimeError as exc:  # pragma: no cover - needs a GPU
+            note = f"CUDA graph capture failed, timed eagerly: {str(exc).splitlines()[0]}"
+            run, graph = step, None
+    s = _summary(_time(torch, dev, run, warmup=warmup, repetitions=repetitions))
+    point = {"batch": batch, "context": context, "context_sum": batch * context, **s, "cuda_graph": graph is not None}
+    if note:
+        point["note"] = note
+    return point
 
 
 def measure_decode(
@@ -702,26 +809,13 @@ def measure_decode(
                         "reason": f"time limit: {max_seconds:g} s spent before this point",
                     })
                     continue
-                step = _make_step(torch, model, weights, caches, batch, context, dev, dtype)
-                run, graph, note = step, None, None
-                if cuda_graphs:
-                    try:
-                        run, graph = _graphed(torch, dev, step)
-                    except RuntimeError as exc:  # pragma: no cover - needs a GPU
-                        note = f"CUDA graph capture failed, timed eagerly: {str(exc).splitlines()[0]}"
-                        run = step
-                times = _time(torch, dev, run, warmup=warmup, repetitions=repetitions)
-                s = _summary(times)
-                point = {
-                    "batch": batch, "context": context, "context_sum": batch * context,
-                    **s, "cuda_graph": graph is not None,
-                }
-                if note:
-                    point["note"] = note
+                point = _measure_point(
+                    torch, dev, dtype, model, weights, caches, batch, context,
+                    cuda_graphs=cuda_graphs, warmup=warmup, repetitions=repetitions,
+                )
                 points.append(point)
-                say(f"decode batch {batch:>4} context {context:>6}: {s['median_s'] * 1e3:9.3f} ms "
-                    f"(best {s['best_s'] * 1e3:.3f}, spread {s['spread']:.1%})")
-                del graph
+                say(f"decode batch {batch:>4} context {context:>6}: {point['median_s'] * 1e3:9.3f} ms "
+                    f"(best {point['best_s'] * 1e3:.3f}, spread {point['spread']:.1%})")
             del caches
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
@@ -864,7 +958,7 @@ def run_calibration(
         raise InvalidValueError("cuda_graphs", True, f"CUDA graphs need a CUDA device, not {dev.type}")
     say = progress or (lambda line: None)
     started = time.perf_counter()
-    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     device_info = _device_info(torch, dev, accelerator)
     say(f"device: {device_info['name']} ({dev})")
 
@@ -887,8 +981,9 @@ def run_calibration(
         repetitions=plan.repetitions, warmup=plan.warmup, cuda_graphs=plan.cuda_graphs,
         max_seconds=remaining, progress=say,
     )
-    from .. import __version__
     import numpy
+
+    from .. import __version__
 
     doc = {
         "schema": SCHEMA_VERSION,

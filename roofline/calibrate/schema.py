@@ -77,8 +77,8 @@ def spread(times: Sequence[float]) -> float:
 
     Examples
     --------
-    >>> spread([1.0, 1.1, 1.2])
-    0.18181818181818182
+    >>> spread([1.0, 2.0, 4.0])
+    1.5
     """
     if len(times) == 0:
         raise InvalidValueError("times", list(times), "needs at least one timing")
@@ -103,6 +103,11 @@ class _Reader:
     def get(self, doc: Any, field: str) -> Any:
         node = doc
         for part in field.split("."):
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+                if node is None:
+                    raise self.fail(field, "is missing")
+                continue
             if not isinstance(node, dict):
                 raise self.fail(field, "expected a JSON object above this field")
             if part not in node or node[part] is None:
@@ -113,9 +118,12 @@ class _Reader:
     def optional(self, doc: Any, field: str) -> Any:
         node = doc
         for part in field.split("."):
-            if not isinstance(node, dict) or node.get(part) is None:
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            elif isinstance(node, dict) and node.get(part) is not None:
+                node = node[part]
+            else:
                 return None
-            node = node[part]
         return node
 
     def text(self, doc: Any, field: str) -> str:

@@ -26,14 +26,13 @@ Two models ship:
 
 from __future__ import annotations
 
-import functools
 from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from .. import formulas as f
-from .._checks import check_nonnegative, check_positive
+from .._checks import check_positive
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
@@ -181,8 +180,9 @@ class RooflineCostModel:
     peak_flops: Any
     overhead: Any = 0
     exact: bool = True
-    _decode: Any = attrs.field(init=False, repr=False, eq=False)
-    _prefill: Any = attrs.field(init=False, repr=False, eq=False)
+    _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
+    _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
+    _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.exact, bool):
@@ -196,16 +196,7 @@ class RooflineCostModel:
         if self.exact:  # int / int would be a float: make the divisors Fractions
             terms["bandwidth"] = Fraction(terms["bandwidth"])
             terms["peak_flops"] = Fraction(terms["peak_flops"])
-        decode, prefill = f.step_time.unchecked, f.prefill_step_time.unchecked
-
-        def decode_time(batch: int, context_sum: int) -> Any:
-            return decode(batch=batch, context_sum=context_sum, **terms)
-
-        def prefill_time(prefill_tokens: int, attention_pairs: int) -> Any:
-            return prefill(prefill_tokens=prefill_tokens, attention_pairs=attention_pairs, **terms)
-
-        object.__setattr__(self, "_decode", functools.lru_cache(maxsize=_CACHE_SIZE)(decode_time))
-        object.__setattr__(self, "_prefill", functools.lru_cache(maxsize=_CACHE_SIZE)(prefill_time))
+        object.__setattr__(self, "_terms", terms)
 
     @classmethod
     def for_model(
@@ -253,14 +244,31 @@ class RooflineCostModel:
 
     def decode_time(self, batch: int, context_sum: int) -> Any:
         """Decode step duration [s] (:func:`roofline.formulas.step_time`)."""
-        return self._decode(batch, context_sum)
+        cache = self._decode_cache
+        key = (batch, context_sum)
+        duration = cache.get(key)
+        if duration is None:
+            duration = f.step_time.unchecked(batch=batch, context_sum=context_sum, **self._terms)
+            if len(cache) >= _CACHE_SIZE:
+                cache.clear()
+            cache[key] = duration
+        return duration
 
     def prefill_time(self, prefill_tokens: int, attention_pairs: int) -> Any:
         """Prefill step duration [s] (:func:`roofline.formulas.prefill_step_time`)."""
-        return self._prefill(prefill_tokens, attention_pairs)
+        cache = self._prefill_cache
+        key = (prefill_tokens, attention_pairs)
+        duration = cache.get(key)
+        if duration is None:
+            duration = f.prefill_step_time.unchecked(prefill_tokens=prefill_tokens, attention_pairs=attention_pairs,
+                                                     **self._terms)
+            if len(cache) >= _CACHE_SIZE:
+                cache.clear()
+            cache[key] = duration
+        return duration
 
     def decode_work(self, batch: int, context_sum: int) -> tuple[Any, Any]:
-        """(bytes [bytes], FLOPs [FLOP]) of a decode step (:func:`~roofline.formulas.decode_bytes`, ``decode_flops``)."""
+        """(bytes [bytes], FLOPs [FLOP]) of a decode step (``roofline.formulas.decode_bytes``, ``decode_flops``)."""
         return (
             f.decode_bytes.unchecked(weight_bytes=self.weight_bytes, kv_bytes_per_token=self.kv_bytes_per_token,
                                      context_sum=context_sum),

@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 
 from ..errors import InvalidValueError, TraceError
+from ..formulas import lifetime_kv_slots
 
 __all__ = ["Request", "load_trace", "parse_trace", "check_requests", "TRACE_FORMATS"]
 
@@ -100,8 +101,6 @@ class Request:
     @property
     def lifetime_kv_slots(self) -> int:
         """KV slots the request writes over its life, P + O - 1 [tokens] (the last token is never fed back)."""
-        from ..formulas import lifetime_kv_slots
-
         return int(lifetime_kv_slots.unchecked(prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens))
 
 

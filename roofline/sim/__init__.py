@@ -1,0 +1,62 @@
+"""The exact step-level reference scheduler and its cost models.
+
+Build a workload (:class:`Request`, or :func:`load_trace` for an Azure, CSV or JSONL
+trace), pick a cost model (:class:`UnitCostModel`: every step takes 1;
+:class:`RooflineCostModel`: the roofline step time of ``roofline.formulas``, exact
+Fractions for the presets) and a KV pool (:class:`KVPool`), and run a policy:
+
+* :func:`serve_serial`: one request at a time, first come first served;
+* :func:`serve_static`: static batching (fixed batches, padded, run to the longest);
+* :func:`serve_continuous`: continuous (iteration-level) batching, KV admission by
+  reserving the lifetime or on demand with preemption by recompute.
+
+Each returns a :class:`SimResult`: per-request :class:`RequestResult`, per-step
+:class:`StepRecord` (``result.steps``, a :class:`StepTable`) and a :class:`Summary`.
+
+Conventions: ../shared/design/CONVENTIONS.md ("One step", "Latency metrics",
+"Memory", "Serving policies"); cases K5, K6, Q1-Q5 of ../shared/cases/CASES.md are
+tests in ``tests/test_sim_cases.py``.
+
+Examples
+--------
+>>> from roofline import get_model, get_accelerator
+>>> from roofline.sim import Request, RooflineCostModel, serve_static
+>>> cost = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
+>>> reqs = [Request(id=i, arrival_s=0, prompt_tokens=10, output_tokens=o)
+...         for i, o in enumerate([100, 200, 300, 1000])]
+>>> result = serve_static(reqs, cost, batch_size=4)
+>>> r100 = result.requests[0]
+>>> round(float(r100.finish_s), 2), round(float(r100.handed_back_s), 2), float(result.summary.useful_share)
+(0.48, 4.87, 0.4)
+"""
+
+from .cost import CostModel, RooflineCostModel, UnitCostModel
+from .kv import KVPool
+from .policies import ADMISSIONS, POLICIES, SimulationError, serve_continuous, serve_serial, serve_static
+from .requests import TRACE_FORMATS, Request, check_requests, load_trace, parse_trace
+from .results import Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary, percentile
+
+__all__ = [
+    "Request",
+    "load_trace",
+    "parse_trace",
+    "check_requests",
+    "TRACE_FORMATS",
+    "CostModel",
+    "UnitCostModel",
+    "RooflineCostModel",
+    "KVPool",
+    "serve_serial",
+    "serve_static",
+    "serve_continuous",
+    "POLICIES",
+    "ADMISSIONS",
+    "SimulationError",
+    "SimResult",
+    "RequestResult",
+    "StepRecord",
+    "StepTable",
+    "Summary",
+    "Percentiles",
+    "percentile",
+]

@@ -1,0 +1,158 @@
+"""``roofline simulate``: the comparison table, JSON, output files, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from roofline import get_accelerator, get_model
+from roofline.cli import main
+from roofline.estimate import kv_budget_for
+from roofline.sim import KVPool, RooflineCostModel, load_trace, serve_continuous, serve_serial, serve_static
+
+TRACE = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+    f"2023-11-16 18:15:{i // 4:02d}.{(i % 4) * 25:02d},{100 + 37 * i},{1 + (29 * i) % 60}\n" for i in range(40)
+)
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    """A 40-request Azure-format trace."""
+    path = tmp_path / "trace.csv"
+    path.write_text(TRACE)
+    return path
+
+
+def test_simulate_prints_one_row_per_policy_matching_the_library(trace: Path, capsys: pytest.CaptureFixture) -> None:
+    """The default run compares serial, static (B = 8) and continuous with the library's numbers."""
+    assert main(["simulate", "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in
+            (["serial"], ["static"], ["continuous"])}
+    assert list(rows) == ["serial", "static", "continuous"]
+    model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    pool = KVPool.from_budget(budget=kv_budget_for(model, acc), kv_bytes_per_token=model.kv_bytes_per_token)
+    assert "28,837 blocks x 16 tokens" in out and pool.capacity_blocks == 28_837
+    cost = RooflineCostModel.for_model(model, acc)
+    reqs = load_trace(trace)
+    for name, r in (("serial", serve_serial(reqs, cost, kv_pool=pool)),
+                    ("static", serve_static(reqs, cost, batch_size=8, kv_pool=pool)),
+                    ("continuous", serve_continuous(reqs, cost, max_num_seqs=256, kv_pool=pool))):
+        assert rows[name][1:4] == [f"{r.summary.completed:,}", "0", f"{r.summary.steps:,}"]
+        assert f" {100 * float(r.summary.useful_share):.1f}% " in " ".join(rows[name])
+
+
+def test_simulate_json_holds_each_policy_summary(trace: Path, capsys: pytest.CaptureFixture) -> None:
+    """--json prints the inputs and every policy's summary; exact results become floats."""
+    assert main(["simulate", "--trace", str(trace), "--json", "--batch-size", "4", "--admission", "on-demand"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in data["results"]] == ["serial", "static", "continuous"]
+    assert data["trace"]["requests"] == 40 and data["kv_pool"]["block_size"] == 16
+    static = data["results"][1]
+    assert static["options"]["batch_size"] == 4 and data["results"][2]["options"]["admission"] == "on_demand"
+    cost = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
+    expected = serve_static(load_trace(trace), cost, batch_size=4,
+                            kv_pool=KVPool(data["kv_pool"]["capacity_blocks"], 16)).summary.to_dict()
+    assert static["summary"] == expected
+
+
+def test_simulate_out_files_are_byte_identical_across_runs(trace: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """--out writes per-request and per-step CSVs; two runs give the same bytes."""
+    for d in ("a", "b"):
+        assert main(["simulate", "--trace", str(trace), "--policy", "continuous", "--out", str(tmp_path / d)]) == 0
+    capsys.readouterr()
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == ["continuous-requests.csv", "continuous-steps.csv"]
+    for name in names:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    lines = (tmp_path / "a" / "continuous-requests.csv").read_text().splitlines()
+    assert lines[0].startswith("id,arrival_s,prompt_tokens,output_tokens,admitted_s") and len(lines) == 41
+
+
+def test_simulate_float_mode_agrees_with_exact(trace: Path, capsys: pytest.CaptureFixture) -> None:
+    """--float gives the exact run's summary to float rounding."""
+    assert main(["simulate", "--trace", str(trace), "--json"]) == 0
+    exact = json.loads(capsys.readouterr().out)
+    assert main(["simulate", "--trace", str(trace), "--json", "--float"]) == 0
+    fast = json.loads(capsys.readouterr().out)
+    for a, b in zip(exact["results"], fast["results"], strict=True):
+        assert b["summary"]["steps"] == a["summary"]["steps"]
+        assert b["summary"]["makespan_s"] == pytest.approx(a["summary"]["makespan_s"], rel=1e-12)
+        assert b["summary"]["e2e"]["p99"] == pytest.approx(a["summary"]["e2e"]["p99"], rel=1e-12)
+
+
+def test_simulate_real_trace_prefix(shared_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    """The first 1,000 Azure conversation requests: continuous batching beats static, which beats serial."""
+    path = shared_dir / "traces" / "azure_llm_2023_conv.csv"
+    assert main(["simulate", "--trace", str(path), "--limit", "1000", "--json", "--float"]) == 0
+    results = {r["policy"]: r["summary"] for r in json.loads(capsys.readouterr().out)["results"]}
+    tput = {k: v["output_tokens_per_s"] for k, v in results.items()}
+    assert tput["continuous"] > tput["static"] > tput["serial"]
+    assert all(v["completed"] == 1000 and v["rejected"] == 0 for v in results.values())
+    assert results["continuous"]["ttft"]["p50"] < 0.1 < results["static"]["ttft"]["p50"]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--utilization", "0.1"], "leave no KV budget"),
+    (["--model", "gpt-17"], "unknown model 'gpt-17'"),
+    (["--accelerator", "tpu"], "unknown accelerator 'tpu'"),
+    (["--format", "jsonl"], "trace.csv:1: field 'row': not valid JSON"),
+])
+def test_simulate_bad_values_print_one_line_and_exit_2(
+    trace: Path, capsys: pytest.CaptureFixture, args: list[str], words: str
+) -> None:
+    """A bad option value prints one error line naming it and returns 2."""
+    assert main(["simulate", "--trace", str(trace), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("roofline simulate: error: ") and words in err and err.count("\n") == 1
+
+
+def test_simulate_tiny_kv_budget_rejects_every_request_without_failing(
+    trace: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A 1 MB KV budget (7 blocks) cannot hold any request: all 40 are rejected under every policy, exit 0."""
+    assert main(["simulate", "--trace", str(trace), "--kv-budget-gb", "0.001", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kv_pool"]["capacity_blocks"] == 0
+    assert [r["summary"]["rejected"] for r in data["results"]] == [40, 40, 40]
+    assert all(r["summary"]["steps"] == 0 for r in data["results"])
+
+
+def test_simulate_bad_trace_row_prints_file_line_field(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A bad trace row prints one line naming the file, the line and the field, and returns 2."""
+    path = tmp_path / "bad.csv"
+    path.write_text(TRACE + "2023-11-16 18:16:00.00,12.5,3\n")
+    assert main(["simulate", "--trace", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"roofline simulate: error: {path}:42: field 'ContextTokens': expected an integer number of " \
+                  "tokens, got '12.5'\n"
+    assert main(["simulate", "--trace", str(tmp_path / "missing.csv")]) == 2
+    assert "missing.csv" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--batch-size", "0"], "--batch-size='0': must be >= 1"),
+    (["--max-num-seqs", "x"], "--max-num-seqs='x': expected an integer"),
+    (["--utilization", "1.5"], "--utilization='1.5': must be <= 1"),
+    (["--kv-budget-gb", "-1"], "--kv-budget-gb='-1': must be > 0"),
+    (["--overhead=-1e-3"], "--overhead='-1e-3': must be >= 0"),
+    (["--max-wait", "soon"], "--max-wait='soon': expected a number"),
+])
+def test_simulate_bad_option_syntax_exits_2(trace: Path, capsys: pytest.CaptureFixture, args: list[str],
+                                           words: str) -> None:
+    """An option value out of range is refused by the parser with one line naming it and status 2."""
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--trace", str(trace), *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+
+
+def test_exact_times_reach_the_table_unrounded() -> None:
+    """Sanity: the exact cost model's durations are Fractions, so the table's figures come from exact sums."""
+    cost = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
+    assert isinstance(cost.decode_time(8, 8000), Fraction) and isinstance(cost.prefill_time(100, 5050), Fraction)

@@ -1,0 +1,248 @@
+"""roofline validate: the published points, their predictions computed by hand, the report and the CLI."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+import roofline.cli as cli
+from roofline.calibrate import MeasurementFileError
+from roofline.errors import InvalidValueError
+from roofline.hardware import get_accelerator
+from roofline.models import get_model
+from roofline.validate import (
+    LEFT_OUT,
+    Measurement,
+    default_measurements,
+    load_published,
+    predict,
+    published_path,
+    validate,
+)
+
+GPT_FAST = "gpt-fast-llama-2-7b-a100-330w"
+VLLM = "vllm-llama-3-8b-h100-10req"
+
+# Formula inputs, by hand (CONSTANTS.md; CONVENTIONS.md "The model").
+LLAMA2_7B_W = 6_738_415_616 * 2  # 13,476,831,232 B of BF16 weights
+LLAMA2_7B_K = 2 * 32 * 32 * 128 * 2  # 524,288 B of KV per token (MHA)
+LLAMA3_8B_W = 8_030_261_248 * 2  # 16,060,522,496 B
+LLAMA3_8B_K = 2 * 32 * 8 * 128 * 2  # 131,072 B (GQA, 8 KV heads)
+
+
+def _commands() -> tuple[str, ...]:
+    """The CLI's commands whose modules exist in this checkout (others land separately)."""
+    return tuple(c for c in cli.COMMANDS if importlib.util.find_spec(f"roofline.commands.{c}"))
+
+
+@pytest.fixture()
+def run_cli(monkeypatch: pytest.MonkeyPatch):
+    """cli.main with the commands present in this checkout."""
+    monkeypatch.setattr(cli, "COMMANDS", _commands())
+    return cli.main
+
+
+@pytest.fixture()
+def rows() -> dict[str, Measurement]:
+    """The shipped published points by id."""
+    return {m.id: m for m in load_published()}
+
+
+def test_cli_lists_calibrate_and_validate() -> None:
+    """Both new commands are in the CLI's COMMANDS tuple."""
+    assert {"calibrate", "validate"} <= set(cli.COMMANDS)
+
+
+def test_published_points_carry_the_source_values(rows: dict[str, Measurement]) -> None:
+    """The two points hold the published figures: 104.9 tokens/s (9.533 ms) and a 7.558 ms median TPOT."""
+    assert list(rows) == [GPT_FAST, VLLM]
+    g, v = rows[GPT_FAST], rows[VLLM]
+    assert g.measured_s == 1 / 104.9 and round(g.measured_s * 1e3, 3) == 9.533
+    assert v.measured_s == 7.558259615148475 / 1000
+    assert (g.model.name, g.model.weight_dtype, g.model.kv_dtype) == ("llama-2-7b", "bfloat16", "bfloat16")
+    assert (v.model.name, v.model.weight_dtype) == ("llama-3-8b", "bfloat16")
+    assert (g.batch, g.context_sum) == (1, 105)
+    assert (v.batch, v.context_sum) == (10, 10 * 231)
+    assert g.spec == get_accelerator("a100-80gb") and v.spec == get_accelerator("h100-sxm")
+    assert g.measured_constants.bandwidth == 1_700_000_000_000
+    assert v.measured_constants.bandwidth == 3_000_000_000_000
+    assert g.measured_constants.hbm_bandwidth.source.kind == "measured"
+
+
+def test_published_points_quote_their_sources(rows: dict[str, Measurement]) -> None:
+    """Each point quotes its source verbatim: the gpt-fast table row and 330 W note, the vLLM result fields."""
+    g = " ".join(rows[GPT_FAST].quotes)
+    assert "| Llama-2-7B  | Base    |  104.9  | 1397.31 |" in g
+    assert "power limited to 330W" in g and "peak bandwidth is about 1700 GB/s" in g
+    assert "batch size=1" in g and "just 5 tokens" in g
+    v = " ".join(rows[VLLM].quotes)
+    assert '"median_tpot_ms": 7.558259615148475' in v
+    assert '"total_input_tokens": 1369, "total_output_tokens": 1867' in v
+    assert '"num_prompts": 10' in v and "Meta-Llama-3-8B-Instruct" in v
+    assert "pytorch-labs/gpt-fast" in rows[GPT_FAST].source
+    assert "LambdaLabsML/vllm-benchmark" in rows[VLLM].source and "2024-09-07" in rows[VLLM].source
+    assert "137 + 187/2 = 231" in rows[VLLM].composition
+
+
+def test_model_inputs_match_hand_counts() -> None:
+    """Weight and KV bytes of the presets equal the hand counts used below (BF16)."""
+    assert get_model("llama-2-7b").weight_bytes == LLAMA2_7B_W == 13_476_831_232
+    assert get_model("llama-2-7b").kv_bytes_per_token == LLAMA2_7B_K
+    assert get_model("llama-3-8b").weight_bytes == LLAMA3_8B_W
+    assert get_model("llama-3-8b").kv_bytes_per_token == LLAMA3_8B_K
+
+
+def test_gpt_fast_predictions_by_hand() -> None:
+    """Llama 2 7B, batch 1, context 105 on A100 80GB: 6.637 ms at 2,039 GB/s, 7.960 ms at the measured 1,700 GB/s."""
+    row = next(r for r in validate(load_published()).rows if r.measurement.id == GPT_FAST)
+    bytes_ = LLAMA2_7B_W + LLAMA2_7B_K * 105
+    assert LLAMA2_7B_W / 2.039e12 == pytest.approx(6.6096e-3, rel=1e-4)  # weights alone: 6.61 ms
+    spec = bytes_ / 2_039e9
+    measured = bytes_ / 1_700e9
+    assert row.predicted_spec_s == pytest.approx(spec, rel=1e-12)
+    assert row.predicted_measured_s == pytest.approx(measured, rel=1e-12)
+    assert round(spec * 1e3, 3) == 6.637 and round(measured * 1e3, 3) == 7.960
+    flops = 13_214_154_752 + 524_288 * 105
+    assert flops / 312e12 < spec  # memory-bound by two orders of magnitude
+    assert row.bound_spec == row.bound_measured == "memory"
+    t = 1 / 104.9
+    assert row.error_spec == pytest.approx((spec - t) / t, rel=1e-12)
+    assert round(row.error_spec, 3) == -0.304 and round(row.error_measured, 3) == -0.165
+
+
+def test_vllm_predictions_by_hand() -> None:
+    """Llama 3 8B, batch 10, context sum 2,310 on H100 SXM: 4.885 ms at 3.35 TB/s, 5.454 ms at 3.0 TB/s."""
+    row = next(r for r in validate(load_published()).rows if r.measurement.id == VLLM)
+    bytes_ = LLAMA3_8B_W + LLAMA3_8B_K * 2310
+    spec, measured = bytes_ / 3.35e12, bytes_ / 3.0e12
+    assert row.predicted_spec_s == pytest.approx(spec, rel=1e-12)
+    assert row.predicted_measured_s == pytest.approx(measured, rel=1e-12)
+    assert round(spec * 1e3, 3) == 4.885 and round(measured * 1e3, 3) == 5.454
+    assert (10 * 15_009_316_864 + 524_288 * 2310) / 989.4e12 < spec
+    t = 7.558259615148475e-3
+    assert row.error_measured == pytest.approx((measured - t) / t, rel=1e-12)
+    assert round(row.error_spec, 3) == -0.354 and round(row.error_measured, 3) == -0.278
+
+
+def test_median_absolute_errors_of_the_published_points() -> None:
+    """Median |error| over the two points: 32.9% with spec constants, 22.2% with measured constants."""
+    report = validate(load_published())
+    spec = statistics.median(abs(r.error_spec) for r in report.rows)
+    assert report.median_abs_error_spec == spec
+    assert round(report.median_abs_error_spec, 3) == 0.329
+    assert round(report.median_abs_error_measured, 3) == 0.222
+    assert all(r.error_spec < r.error_measured < 0 for r in report.rows)  # model too fast; less so measured
+
+
+def test_lesson_flops_leave_memory_bound_rows_unchanged() -> None:
+    """Under the lesson's 2 x P the published rows stay memory-bound, so their predictions do not change."""
+    exact = validate(load_published(), flops="exact")
+    lesson = validate(load_published(), flops="lesson")
+    assert [r.predicted_spec_s for r in exact.rows] == [r.predicted_spec_s for r in lesson.rows]
+    with pytest.raises(InvalidValueError, match="flops"):
+        validate(load_published(), flops="2P")
+
+
+def test_compute_bound_row_uses_flops_over_peak(rows: dict[str, Measurement]) -> None:
+    """At batch 4,096 the Llama 3 8B step is compute-bound: prediction = FLOPs / peak, bound 'compute'."""
+    import attrs
+
+    m = attrs.evolve(rows[VLLM], batch=4096, context_sum=4096 * 100)
+    t, bound = predict(m, m.spec)
+    f, a = m.model.flops_per_token("exact")
+    assert bound == "compute"
+    assert t == pytest.approx((4096 * f + a * 4096 * 100) / 989.4e12, rel=1e-12)
+
+
+def _published(tmp_path: Path, edit) -> Path:
+    doc = json.loads(published_path().read_text())
+    edit(doc)
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "message"),
+    [
+        (lambda d: d["points"][0].pop("published_value"), "points.0.published_value", "is missing"),
+        (lambda d: d["points"][1].update(published_unit="s"), "points.1.published_unit", "must be 'ms'"),
+        (lambda d: d["points"][0].update(model="llama-9"), "points.0.model", "unknown model"),
+        (lambda d: d["points"][0].update(accelerator="b200"), "points.0.accelerator", "unknown accelerator"),
+        (lambda d: d["points"][0].update(metric="vibes"), "points.0.metric", "must be one of"),
+        (lambda d: d["points"][1].update(id=d["points"][0]["id"]), "points.1.id", "appears twice"),
+        (lambda d: d["points"][0].update(batch=0), "points.0.batch", "integer >= 1"),
+        (lambda d: d["points"][0]["source"].update(quote=[]), "points.0.source.quote", "non-empty array"),
+        (lambda d: d.update(schema=2), "schema", "not supported"),
+    ],
+)
+def test_published_file_errors_name_the_field(tmp_path: Path, edit, field: str, message: str) -> None:
+    """A bad published-points file is refused with the file and the dotted field named."""
+    path = _published(tmp_path, edit)
+    with pytest.raises(MeasurementFileError) as info:
+        load_published(path)
+    assert info.value.field == field and message in str(info.value) and str(path) in str(info.value)
+
+
+def test_published_file_is_not_edited_by_loading() -> None:
+    """Loading the shipped file twice gives equal rows (the data is read, never rewritten)."""
+    before = published_path().read_bytes()
+    assert [copy.copy(m) for m in load_published()] == load_published()
+    assert published_path().read_bytes() == before
+
+
+def test_cli_validate_prints_the_table(run_cli, capsys: pytest.CaptureFixture) -> None:
+    """`roofline validate` prints both rows, the two median errors, the sources and what the model leaves out."""
+    assert run_cli(["validate"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    g = next(x for x in lines if x.startswith(GPT_FAST))
+    assert "9.533 ms" in g and "6.637 ms" in g and "-30.4%" in g and "7.960 ms" in g and "-16.5%" in g
+    v = next(x for x in lines if x.startswith(VLLM))
+    assert "7.558 ms" in v and "4.885 ms" in v and "-35.4%" in v and "5.454 ms" in v and "-27.8%" in v
+    assert "median |error|: spec constants 32.9% (2 rows); measured constants 22.2% (2 rows)" in out
+    assert "overhead 0" in out and "constants never fitted" in out
+    for item in LEFT_OUT:
+        assert item in out
+    assert "CPU overhead" in out and "FP8" in out and "Kernel launch" in out
+    assert "quote: | Llama-2-7B  | Base    |  104.9  | 1397.31 |" in out
+
+
+def test_cli_validate_json(run_cli, capsys: pytest.CaptureFixture) -> None:
+    """`roofline validate --json` gives the same rows and medians as JSON, with sources and compositions."""
+    assert run_cli(["validate", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in doc["rows"]] == [GPT_FAST, VLLM]
+    assert round(doc["median_abs_error"]["spec"], 3) == 0.329
+    assert round(doc["median_abs_error"]["measured"], 3) == 0.222
+    assert doc["overhead_s"] == 0 and doc["flops"] == "exact"
+    g = doc["rows"][0]
+    assert g["spec"]["bandwidth"] == 2.039e12 and g["measured_constants"]["bandwidth"] == 1.7e12
+    assert g["measured_constants"]["bandwidth_source"]["kind"] == "measured"
+    assert g["composition"] and g["quotes"] and g["left_out"]
+
+
+def test_cli_validate_errors_exit_2(run_cli, capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    """Nothing to validate, or a bad measurements file, prints one error line and exits 2."""
+    assert run_cli(["validate", "--no-published", "--no-shipped"]) == 2
+    assert "no measurement to validate" in capsys.readouterr().err
+    bad = tmp_path / "calibrate-bad.json"
+    bad.write_text('{"schema": 1}')
+    assert run_cli(["validate", "--measurements", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{bad}: field 'kind'" in err
+
+
+def test_default_measurements_include_published_and_shipped() -> None:
+    """The default rows are the published points followed by one row per shipped calibration point."""
+    from roofline.calibrate import calibration_files, load_calibration
+
+    rows = default_measurements()
+    shipped = sum(len(load_calibration(p).points) for p in calibration_files())
+    assert [m.id for m in rows[:2]] == [GPT_FAST, VLLM]
+    assert len(rows) == 2 + shipped
