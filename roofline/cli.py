@@ -18,7 +18,7 @@ from typing import NoReturn
 from .errors import RooflineError
 
 #: Command modules under roofline.commands, in the order ``roofline --help`` lists them.
-COMMANDS = ("report",)
+COMMANDS = ("report", "simulate", "calibrate", "validate", "prove", "plot")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -10,6 +10,8 @@ Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
 """
 
 from ._core import REGISTRY, FormulaSpec
+from .batching import *  # noqa: F403
+from .batching import __all__ as _batching_all
 from .intensity import *  # noqa: F403
 from .intensity import __all__ as _intensity_all
 from .kv_cache import *  # noqa: F403
@@ -17,4 +19,4 @@ from .kv_cache import __all__ as _kv_all
 from .step_time import *  # noqa: F403
 from .step_time import __all__ as _step_all
 
-__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all]
+__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all]

@@ -90,6 +90,12 @@ class FormulaSpec:
         File name of the proof script under ``proofs/`` that derives or uses it.
     none_when_infinite : bool
         The fast path returns ``None`` (scalars) where the symbolic form is ``oo``.
+    exact : bool
+        Fraction in gives the exact value out; False for transcendental results and
+        numerical integrals (float out, compared with the symbolic form to a tolerance).
+    max_test_value : int or None
+        Largest argument value tests draw, where evaluating the symbolic form grows
+        with the inputs (exact finite sums); None for no limit.
     """
 
     name: str
@@ -98,6 +104,8 @@ class FormulaSpec:
     domains: dict[str, str]
     proof: str
     none_when_infinite: bool = False
+    exact: bool = True
+    max_test_value: int | None = None
 
     def symbolic(self) -> Any:
         """The SymPy expression (imports ``roofline.symbolic.<topic>`` on first use)."""
@@ -109,7 +117,15 @@ class FormulaSpec:
 REGISTRY: dict[str, FormulaSpec] = {}
 
 
-def formula(*, topic: str, proof: str, none_when_infinite: bool = False, **domains: Any) -> Callable[[Callable[..., Any]], Formula]:
+def formula(
+    *,
+    topic: str,
+    proof: str,
+    none_when_infinite: bool = False,
+    exact: bool = True,
+    max_test_value: int | None = None,
+    **domains: Any,
+) -> Callable[[Callable[..., Any]], Formula]:
     """Register a fast path and wrap it with domain checks (see module docstring)."""
     for kind in domains.values():
         if kind not in DOMAINS:  # pragma: no cover - programming error
@@ -130,7 +146,7 @@ def formula(*, topic: str, proof: str, none_when_infinite: bool = False, **domai
 
         checked.unchecked = func  # type: ignore[attr-defined]
         REGISTRY[func.__name__] = FormulaSpec(
-            func.__name__, topic, checked, dict(domains), proof, none_when_infinite
+            func.__name__, topic, checked, dict(domains), proof, none_when_infinite, exact, max_test_value
         )
         return checked  # type: ignore[return-value]  # carries .unchecked, set above
 

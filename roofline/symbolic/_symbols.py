@@ -46,6 +46,19 @@ _DECLARED: dict[str, dict[str, bool]] = {
     "reserved": _NONNEG,  # [bytes]
     "budget": _NONNEG,  # [bytes]
     "block_size": _POSINT,  # [tokens/block]
+    # batching
+    "length_sum": _POS,  # sum of the batch's output lengths [tokens]
+    "length_max": _POS,  # the batch's longest output [tokens]
+    "spread": _POS,  # half-width / mean of uniform lengths, in (0, 1]
+    "min_length": _POSINT,  # shortest output of a discrete uniform [tokens]
+    "length_range": _NONNEGINT,  # longest - shortest of a discrete uniform [tokens]
+    "scale": _POS,  # mean of the exponential before truncation [tokens]
+    "cap": _POS,  # truncation point of the exponential [tokens]
+    "position": _POSINT,  # j, place in a first-come-first-served queue
+    "requests": _POSINT,  # n, requests served one after another
+    "service_time": _NONNEG,  # [s] per request
+    "step_time": _NONNEG,  # [s] per step
+    "arrival_time": _NONNEG,  # [s] after the batch started
 }
 
 #: name -> sympy.Symbol, the only place symbols are created.

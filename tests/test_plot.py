@@ -1,0 +1,88 @@
+"""The lesson's two charts: their numbers, and both rendered to PNG and SVG."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+from roofline import get_accelerator, get_model  # noqa: E402
+from roofline.cli import main as cli_main  # noqa: E402
+from roofline.errors import InvalidValueError  # noqa: E402
+from roofline.plotting import (  # noqa: E402
+    CHART_NAMES,
+    throughput_chart,
+    throughput_curves,
+    useful_share_chart,
+    useful_share_curves,
+    write_charts,
+)
+
+LLAMA, H100 = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+
+
+def test_throughput_curves_carry_the_lessons_numbers():
+    """Weights only: 8 sequences give 8x one; the ridge at 296; the KV curve stops at 404 sequences (53 GB)."""
+    c = throughput_curves(LLAMA, H100)
+    assert c["critical_batch"] == 296 and c["kv_limit"] == 404
+    assert math.isclose(c["weights_only"][7], 8 * c["weights_only"][0], rel_tol=1e-12)
+    assert math.isclose(c["weights_only"][0], 3.35e12 / LLAMA.weight_bytes, rel_tol=1e-12)
+    assert np.all(np.isnan(c["with_kv"][404:])) and not np.any(np.isnan(c["with_kv"][:404]))
+    assert np.all(c["with_kv"][:404] < c["weights_only"][:404])
+    assert math.isclose(c["weights_only"][-1], c["ceiling"], rel_tol=1e-12)  # compute-bound past the ridge
+
+
+def test_useful_share_curves_start_at_one_and_end_at_b_plus_one_over_two_b():
+    """The share is 1 at spread 0 and (B + 1) / (2B) at spread 1, exact and approximation alike."""
+    c = useful_share_curves([2, 8], points=11)
+    for b in (2, 8):
+        for curve in (c["exact"][b], c["approx"][b]):
+            assert curve[0] == 1 and math.isclose(curve[-1], (b + 1) / (2 * b), rel_tol=1e-12)
+            assert np.all(np.diff(curve) < 0)
+
+
+def test_write_charts_renders_both_to_png_and_svg(tmp_path):
+    """Both charts are written as non-trivial PNG and SVG files with their axis labels."""
+    paths = write_charts(tmp_path / "charts", LLAMA, H100)
+    assert sorted(p.name for p in paths) == sorted(f"{n}.{e}" for n in CHART_NAMES for e in ("png", "svg"))
+    for path in paths:
+        assert path.stat().st_size > 20_000, path
+    for name in CHART_NAMES:
+        assert (tmp_path / "charts" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = (tmp_path / "charts" / "throughput_vs_batch.svg").read_text(encoding="utf-8")
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    assert "batch size B [sequences]" in svg and "404 sequences" in svg
+    assert "useful share" in (tmp_path / "charts" / "useful_share_vs_spread.svg").read_text(encoding="utf-8")
+
+
+def test_charts_draw_into_given_axes():
+    """Both charts can be drawn side by side into one figure's axes (the lesson's left and right)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.5))
+    left, right = fig.subplots(1, 2)
+    assert throughput_chart(LLAMA, H100, ax=left, flops="exact") is fig
+    assert useful_share_chart(ax=right) is fig
+    assert left.get_xlabel() == "batch size B [sequences]" and "[%]" in right.get_ylabel()
+    assert len(left.get_legend().get_texts()) == 4
+
+
+def test_plot_command_writes_the_charts(tmp_path, capsys):
+    """`roofline plot --out DIR --format svg` writes both SVG charts and prints their paths."""
+    assert cli_main(["plot", "--out", str(tmp_path), "--format", "svg"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert sorted(printed) == sorted(str(tmp_path / f"{n}.svg") for n in CHART_NAMES)
+
+
+def test_bad_chart_inputs_are_errors(tmp_path, capsys):
+    """An unknown format, a bad batch range or a non-positive KV budget raise or exit 2 with one line."""
+    with pytest.raises(InvalidValueError):
+        write_charts(tmp_path, LLAMA, H100, formats=["jpg"])
+    with pytest.raises(InvalidValueError):
+        throughput_curves(LLAMA, H100, max_batch=1)
+    assert cli_main(["plot", "--out", str(tmp_path), "--kv-budget-gb", "0"]) == 2
+    assert "--kv-budget-gb" in capsys.readouterr().err

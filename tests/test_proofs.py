@@ -1,0 +1,154 @@
+"""Proof scripts: each runs alone and passes, every formula has one, and `roofline prove` gives one verdict each."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import roofline.formulas as f
+from roofline import proofs
+from roofline.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "proofs"
+NAMES = proofs.proof_names()
+
+#: Numbers each script must print (the lesson's values, derived).
+KEY_NUMBERS = {
+    "p01_one_request": ["16.06 GB", "4.794 ms", "0.339 %", "0.316 %", "190.3 s"],
+    "p02_batching": ["+0 (roofline, weights only)", "+273.9 us", "x8"],
+    "p03_critical_batch": ["B* = 296", "c* = 415", "393", "B* = none"],
+    "p04_kv_cache": ["131,072 B", "404 sequences", "401 in 16-token blocks"],
+    "p05_static_batching": ["1,000 steps", "40 % useful", "500.0 ms", "5.000 s", "4.995 s"],
+    "p06_expected_useful_share": ["5/8 at s = 1", "0.772", "0.513, 0.475, 0.409, 0.510"],
+    "p07_anyscale": ["predicted 143 tokens/s", "measured ~81", "6.1x", "21.6x"],
+    "p08_continuous_batching": ["useful share 1 (static 40 %)", "back at step 100"],
+}
+
+
+@pytest.fixture(scope="module")
+def script_runs() -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every proofs/*.py script and `roofline prove`, each in its own interpreter, run side by side."""
+    commands = {path.stem: [sys.executable, str(path)] for path in sorted(SCRIPTS.glob("p[0-9][0-9]_*.py"))}
+    commands["roofline prove"] = [sys.executable, "-m", "roofline.cli", "prove"]
+    running = {name: subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for name, cmd in commands.items()}
+    done = {}
+    deadline = time.monotonic() + 300
+    for name, process in running.items():
+        out, err = process.communicate(timeout=max(1, deadline - time.monotonic()))
+        done[name] = subprocess.CompletedProcess(commands[name], process.returncode, out, err)
+    return done
+
+
+def test_the_proofs_folder_and_the_package_hold_the_same_proofs():
+    """proofs/pNN_*.py (the scripts) and roofline/proofs/pNN_*.py (shipped) name the same eight or more claims."""
+    assert sorted(p.stem for p in SCRIPTS.glob("p[0-9][0-9]_*.py")) == NAMES
+    assert len(NAMES) >= 8
+
+
+def test_every_registered_formula_has_a_proof():
+    """Every REGISTRY entry names a proof that exists as a script and as a shipped module."""
+    for name, spec in f.REGISTRY.items():
+        assert (SCRIPTS / spec.proof).is_file(), f"{name}: proofs/{spec.proof} is missing"
+        assert spec.proof.removesuffix(".py") in NAMES, f"{name}: roofline.proofs has no {spec.proof}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_proof_states_claim_assumptions_and_sources_and_does_no_work_at_import(name, capsys):
+    """The shipped module's docstring has Claim, Assumptions, Sources; importing it prints nothing."""
+    module = importlib.import_module(f"roofline.proofs.{name}")
+    for heading in ("Claim", "Assumptions", "Sources"):
+        assert f"\n{heading}\n" in module.__doc__, f"{name}: no {heading} section"
+    assert callable(module.derive) and callable(module.main)
+    assert capsys.readouterr().out == ""
+    wrapper = ast.get_docstring(ast.parse((SCRIPTS / f"{name}.py").read_text(encoding="utf-8")))
+    assert wrapper.startswith("Claim (") and f"roofline/proofs/{name}.py" in wrapper
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_script_runs_alone_and_passes(script_runs, name):
+    """`python proofs/<name>.py` exits 0, ends with a PASS verdict and prints the claim's key numbers."""
+    run = script_runs[name]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "[FAIL]" not in run.stdout
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"PASS {name}: ")
+    for number in KEY_NUMBERS[name]:
+        assert number in run.stdout, f"{name}: {number!r} not printed"
+
+
+def test_roofline_prove_prints_one_passing_verdict_per_claim(script_runs):
+    """`roofline prove` prints PASS and the derived numbers for every claim, a total, and exits 0."""
+    run = script_runs["roofline prove"]
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert [line.split(":")[0] for line in lines[:-1]] == [f"PASS {n}" for n in NAMES]
+    for name, numbers in KEY_NUMBERS.items():
+        line = next(x for x in lines if x.startswith(f"PASS {name}:"))
+        assert any(n in line for n in numbers), line
+    assert lines[-1].startswith(f"{len(NAMES)} of {len(NAMES)} claims pass")
+
+
+def test_prove_selects_by_prefix_and_prints_the_derivation_when_verbose(capsys):
+    """`roofline prove p04 --verbose` runs only p04 and prints its derivation before its verdict."""
+    assert cli_main(["prove", "p04", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert "1. KV bytes per token" in out and "PASS p04_kv_cache:" in out and "1 of 1 claims pass" in out
+    assert "p01_one_request" not in out
+
+
+def test_prove_list_names_every_claim(capsys):
+    """`roofline prove --list` lists every proof with its claim and runs nothing."""
+    assert cli_main(["prove", "--list"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(":")[0] for line in out] == NAMES
+
+
+def test_unknown_proof_is_a_one_line_error(capsys):
+    """An unknown proof name exits with status 2 and one line on stderr naming it."""
+    assert cli_main(["prove", "p99"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "p99" in err[0] and err[0].startswith("roofline prove: error:")
+
+
+def test_a_failed_check_fails_the_claim_and_the_command(monkeypatch, capsys):
+    """A proof whose check fails gives a FAIL verdict naming the check, and `roofline prove` exits 1."""
+    module = importlib.import_module("roofline.proofs.p02_batching")
+
+    def wrong(p):
+        p.equal("1 = 2", 1, 2)
+        p.conclude("a deliberately false step")
+
+    monkeypatch.setattr(module, "derive", wrong)
+    verdict = proofs.run_proof("p02")
+    assert not verdict.passed and verdict.failures == ("1 = 2",)
+    assert verdict.line().startswith("FAIL p02_batching: a deliberately false step (failed: 1 = 2)")
+    assert cli_main(["prove", "p02"]) == 1
+    assert "FAIL p02_batching" in capsys.readouterr().out
+
+
+def test_a_crash_is_a_failed_claim_not_an_exception(monkeypatch):
+    """A proof that raises is reported FAIL with the error, and its traceback is kept in the output."""
+    module = importlib.import_module("roofline.proofs.p03_critical_batch")
+
+    def crash(p):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(module, "derive", crash)
+    verdict = proofs.run_proof("p03_critical_batch.py")
+    assert not verdict.passed and "error: RuntimeError: boom" in verdict.failures
+    assert "Traceback" in verdict.output
+
+
+def test_a_proof_without_checks_does_not_pass(monkeypatch):
+    """A proof that checks nothing is not a PASS."""
+    module = importlib.import_module("roofline.proofs.p04_kv_cache")
+    monkeypatch.setattr(module, "derive", lambda p: p.conclude("nothing checked"))
+    assert not proofs.run_proof("p04").passed
