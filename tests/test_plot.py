@@ -84,5 +84,9 @@ def test_bad_chart_inputs_are_errors(tmp_path, capsys):
         write_charts(tmp_path, LLAMA, H100, formats=["jpg"])
     with pytest.raises(InvalidValueError):
         throughput_curves(LLAMA, H100, max_batch=1)
-    assert cli_main(["plot", "--out", str(tmp_path), "--kv-budget-gb", "0"]) == 2
-    assert "--kv-budget-gb" in capsys.readouterr().err
+    for bad in ("0", "nan", "inf", "-3"):
+        with pytest.raises(SystemExit) as info:
+            cli_main(["plot", "--out", str(tmp_path), "--kv-budget-gb", bad])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert f"--kv-budget-gb={bad!r}" in err and err.count("\n") == 1

@@ -140,7 +140,7 @@ def test_simulate_bad_trace_row_prints_file_line_field(tmp_path: Path, capsys: p
     (["--utilization", "1.5"], "--utilization='1.5': must be <= 1"),
     (["--kv-budget-gb", "-1"], "--kv-budget-gb='-1': must be > 0"),
     (["--overhead=-1e-3"], "--overhead='-1e-3': must be >= 0"),
-    (["--max-wait", "soon"], "--max-wait='soon': expected a number"),
+    (["--max-wait", "soon"], "--max-wait='soon': expected a finite number"),
 ])
 def test_simulate_bad_option_syntax_exits_2(trace: Path, capsys: pytest.CaptureFixture, args: list[str],
                                            words: str) -> None:

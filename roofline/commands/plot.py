@@ -14,11 +14,12 @@ Needs matplotlib (``pip install 'roofline[plot]'``). Example: ``roofline plot --
 from __future__ import annotations
 
 import argparse
+from fractions import Fraction
 from typing import Any
 
-from ..errors import InvalidValueError
 from ..hardware import GB, get_accelerator
 from ..models import load_model
+from ._args import add_flops_option, add_model_options, int_arg, number_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,39 +33,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="charts", help="output folder, created if missing (default: %(default)s)")
     p.add_argument("--format", dest="formats", choices=("png", "svg"), nargs="+", default=["png", "svg"],
                    help="file formats (default: png svg)")
-    p.add_argument("--model", default="llama-3.1-8b",
-                   help="preset name or path to a Hugging Face config.json (default: %(default)s)")
-    p.add_argument("--accelerator", default="h100-sxm", help="accelerator preset (default: %(default)s)")
-    p.add_argument("--context", type=_positive_int("--context"), default=1000,
+    add_model_options(p, dtypes=False)
+    p.add_argument("--context", type=int_arg("--context", 1), default=1000,
                    help="tokens of context per sequence for the KV curve (default: %(default)s)")
-    p.add_argument("--kv-budget-gb", type=float, default=53,
+    p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=Fraction(53),
                    help="KV cache size in GB (1e9 bytes) where the KV curve ends (default: the lesson's 53)")
-    p.add_argument("--max-batch", type=_positive_int("--max-batch", 2), default=512,
+    p.add_argument("--max-batch", type=int_arg("--max-batch", 2), default=512,
                    help="largest batch size drawn (default: %(default)s)")
-    p.add_argument("--flops", choices=("lesson", "exact"), default="lesson",
-                   help="FLOPs convention: the lesson's 2 x P, or the exact matmul count + attention (default: lesson)")
+    add_flops_option(p, default="lesson")
     p.set_defaults(func=run)
-
-
-def _positive_int(name: str, minimum: int = 1) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{name}={value}: must be >= {minimum}")
-        return value
-
-    return parse
 
 
 def run(args: Any) -> int:
     """Write the charts and print their paths; 0 on success."""
     from ..plotting import write_charts
 
-    if not args.kv_budget_gb > 0 or args.kv_budget_gb != args.kv_budget_gb or args.kv_budget_gb == float("inf"):
-        raise InvalidValueError("--kv-budget-gb", args.kv_budget_gb, "must be a finite number > 0")
     model = load_model(args.model)
     accelerator = get_accelerator(args.accelerator)
     paths = write_charts(args.out, model, accelerator, formats=args.formats, context=args.context,

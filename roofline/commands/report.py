@@ -18,9 +18,8 @@ from .._checks import check_int, check_positive
 from ..errors import InvalidValueError
 from ..hardware import GB, Accelerator, get_accelerator
 from ..models import ModelConfig, load_model
+from ._args import add_model_options, int_arg, number_arg
 
-DEFAULT_MODEL = "llama-3.1-8b"
-DEFAULT_ACCELERATOR = "h100-sxm"
 DEFAULT_BATCHES = (1, 8, 64, 256)
 LESSON_KV_BUDGET_GB = 53
 
@@ -33,49 +32,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="preset name or path to a Hugging Face config.json (default: %(default)s)")
-    p.add_argument("--accelerator", default=DEFAULT_ACCELERATOR, help="accelerator preset (default: %(default)s)")
-    p.add_argument("--weight-dtype", default=None, help="override the weight dtype (bf16, fp8, int8, int4...)")
-    p.add_argument("--kv-dtype", default=None, help="override the KV-cache dtype")
-    p.add_argument("--context", type=_int_arg("--context"), default=1000,
+    add_model_options(p)
+    p.add_argument("--context", type=int_arg("--context"), default=1000,
                    help="tokens of context per sequence (default: %(default)s)")
-    p.add_argument("--batch", type=_int_arg("--batch", minimum=1), nargs="+", default=list(DEFAULT_BATCHES),
+    p.add_argument("--batch", type=int_arg("--batch", 1), nargs="+", default=list(DEFAULT_BATCHES),
                    help="batch sizes for the table; the KV limit is added (default: 1 8 64 256)")
-    p.add_argument("--kv-budget-gb", type=_positive_float("--kv-budget-gb"), default=LESSON_KV_BUDGET_GB,
+    p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=LESSON_KV_BUDGET_GB,
                    help="a KV budget in GB (1e9 bytes) to set beside the real one (default: the lesson's 53)")
-    p.add_argument("--utilization", type=_positive_float("--utilization"), default=0.9,
-                   help="share of usable memory the server may use (default: %(default)s)")
-    p.add_argument("--block-size", type=_int_arg("--block-size", minimum=1), default=16,
+    p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
+                   default=Fraction(9, 10), help="share of usable memory the server may use (default: 0.9)")
+    p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16,
                    help="paged KV block size in tokens (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
     p.set_defaults(func=run)
-
-
-def _int_arg(name: str, minimum: int = 0) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be >= {minimum}")
-        return value
-
-    return parse
-
-
-def _positive_float(name: str) -> Any:
-    def parse(text: str) -> Fraction:
-        try:
-            value = Fraction(text)
-        except (ValueError, ZeroDivisionError):
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected a number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be > 0")
-        return value
-
-    return parse
 
 
 def build_report(

@@ -27,9 +27,8 @@ from ..errors import InvalidValueError
 from ..hardware import GB, get_accelerator
 from ..models import load_model
 from ..sim import POLICIES, KVPool, RooflineCostModel, SimResult, load_trace
+from ._args import add_flops_option, add_model_options, int_arg, number_arg
 
-DEFAULT_MODEL = "llama-3.1-8b"
-DEFAULT_ACCELERATOR = "h100-sxm"
 DEFAULT_BATCH_SIZE = 8
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_BLOCK_SIZE = 16
@@ -48,74 +47,39 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(arrival_s,prompt_tokens,output_tokens)")
     p.add_argument("--format", choices=("azure", "csv", "jsonl"), default=None,
                    help="trace format (default: from the extension and header)")
-    p.add_argument("--limit", type=_int_arg("--limit", 1), default=None,
+    p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
                    help="serve only the first N requests of the trace")
     p.add_argument("--policy", choices=("all", *POLICIES), default="all", help="policy to run (default: all)")
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="preset name or path to a Hugging Face config.json (default: %(default)s)")
-    p.add_argument("--accelerator", default=DEFAULT_ACCELERATOR, help="accelerator preset (default: %(default)s)")
-    p.add_argument("--weight-dtype", default=None, help="override the weight dtype (bf16, fp8, int8, int4...)")
-    p.add_argument("--kv-dtype", default=None, help="override the KV-cache dtype")
-    p.add_argument("--flops", choices=("exact", "lesson"), default="exact",
-                   help="FLOPs convention: exact matmul count + attention, or the lesson's 2 x P (default: exact)")
-    p.add_argument("--overhead", type=_number("--overhead"), default=Fraction(0),
+    add_model_options(p)
+    add_flops_option(p, default="exact")
+    p.add_argument("--overhead", type=number_arg("--overhead"), default=Fraction(0),
                    help="fixed per-step overhead in seconds (default: 0)")
     p.add_argument("--float", action="store_true", dest="float_mode",
                    help="compute step times in floats instead of exact Fractions (faster, agrees to rounding)")
-    p.add_argument("--batch-size", type=_int_arg("--batch-size", 1), default=DEFAULT_BATCH_SIZE,
+    p.add_argument("--batch-size", type=int_arg("--batch-size", 1), default=DEFAULT_BATCH_SIZE,
                    help="static batching: rows per batch (default: %(default)s)")
-    p.add_argument("--max-wait", type=_number("--max-wait"), default=None,
+    p.add_argument("--max-wait", type=number_arg("--max-wait"), default=None,
                    help="static batching: start a partial batch once its oldest request waited this many seconds "
                         "(default: wait for a full batch or the end of the trace)")
-    p.add_argument("--max-num-seqs", type=_int_arg("--max-num-seqs", 1), default=DEFAULT_MAX_NUM_SEQS,
+    p.add_argument("--max-num-seqs", type=int_arg("--max-num-seqs", 1), default=DEFAULT_MAX_NUM_SEQS,
                    help="continuous batching: most sequences running at once (default: %(default)s, vLLM's)")
     p.add_argument("--admission", choices=("reserve", "on-demand", "on_demand"), default="reserve",
                    help="continuous batching: reserve each request's lifetime KV (P + O - 1) on admission, or "
                         "allocate blocks on demand and preempt by recompute (default: reserve)")
-    p.add_argument("--max-prefill-tokens", type=_int_arg("--max-prefill-tokens", 1), default=None,
+    p.add_argument("--max-prefill-tokens", type=int_arg("--max-prefill-tokens", 1), default=None,
                    help="continuous batching: prefill token budget per step (default: none)")
-    p.add_argument("--block-size", type=_int_arg("--block-size", 1), default=DEFAULT_BLOCK_SIZE,
+    p.add_argument("--block-size", type=int_arg("--block-size", 1), default=DEFAULT_BLOCK_SIZE,
                    help="paged KV block size in tokens; 1 for token accounting (default: %(default)s)")
-    p.add_argument("--utilization", type=_number("--utilization", positive=True, at_most_one=True),
+    p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
                    default=Fraction(9, 10),
                    help="share of usable memory the server may use; KV budget = usable x this - weights "
                         "(default: 0.9)")
-    p.add_argument("--kv-budget-gb", type=_number("--kv-budget-gb", positive=True), default=None,
+    p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
                    help="KV budget in GB (1e9 bytes), instead of the one --utilization gives")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the table")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write DIR/<policy>-requests.csv and DIR/<policy>-steps.csv")
     p.set_defaults(func=run)
-
-
-def _int_arg(name: str, minimum: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be >= {minimum}")
-        return value
-
-    return parse
-
-
-def _number(name: str, *, positive: bool = False, at_most_one: bool = False) -> Any:
-    """An argparse type: a decimal number read exactly, >= 0 (> 0 if ``positive``; <= 1 if ``at_most_one``)."""
-
-    def parse(text: str) -> Fraction:
-        try:
-            value = Fraction(text)
-        except (ValueError, ZeroDivisionError):
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected a number") from None
-        if value < 0 or (positive and value == 0):
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be {'>' if positive else '>='} 0")
-        if at_most_one and value > 1:
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be <= 1")
-        return value
-
-    return parse
 
 
 def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:

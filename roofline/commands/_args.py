@@ -1,0 +1,67 @@
+"""Argument types and options shared by the subcommands.
+
+The types raise ``argparse.ArgumentTypeError`` with the option and the value given, so
+argparse prints one line (``roofline <command>: error: argument --x: --x='bad': ...``)
+and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from fractions import Fraction
+from typing import Any
+
+DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_ACCELERATOR = "h100-sxm"
+
+
+def int_arg(name: str, minimum: int = 0) -> Any:
+    """An argparse type: an integer >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be >= {minimum}")
+        return value
+
+    return parse
+
+
+def number_arg(name: str, *, positive: bool = False, at_most_one: bool = False) -> Any:
+    """An argparse type: a finite decimal number read exactly as a Fraction, >= 0
+    (> 0 if ``positive``; <= 1 if ``at_most_one``). NaN and infinity are refused."""
+
+    def parse(text: str) -> Fraction:
+        try:
+            value = Fraction(text)
+        except (ValueError, ZeroDivisionError, OverflowError):
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected a finite number") from None
+        if value < 0 or (positive and value == 0):
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be {'>' if positive else '>='} 0")
+        if at_most_one and value > 1:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be <= 1")
+        return value
+
+    return parse
+
+
+def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -> None:
+    """--model, --accelerator and (with ``dtypes``) --weight-dtype and --kv-dtype."""
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help="preset name or path to a Hugging Face config.json (default: %(default)s)")
+    parser.add_argument("--accelerator", default=DEFAULT_ACCELERATOR,
+                        help="accelerator preset (default: %(default)s)")
+    if dtypes:
+        parser.add_argument("--weight-dtype", default=None,
+                            help="override the weight dtype (bf16, fp8, int8, int4...)")
+        parser.add_argument("--kv-dtype", default=None, help="override the KV-cache dtype")
+
+
+def add_flops_option(parser: argparse.ArgumentParser, *, default: str) -> None:
+    """--flops {exact,lesson}: the FLOPs convention."""
+    parser.add_argument("--flops", choices=("exact", "lesson"), default=default,
+                        help="FLOPs convention: 'exact' (2 x matmul parameters + attention) or "
+                             "'lesson' (2 x P) (default: %(default)s)")
