@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
-        parser.print_help()
+        print("roofline: error: a command is required (see roofline --help)", file=sys.stderr)
         return 2
     try:
         return int(args.func(args) or 0)

@@ -17,13 +17,28 @@ from fractions import Fraction
 from typing import Any
 
 import attrs
+import numpy as np
 
 from . import formulas as f
+from ._checks import check_int
 from .errors import InvalidValueError
 from .hardware import Accelerator
 from .models import ModelConfig
 
 __all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacity", "kv_capacity", "kv_budget_for"]
+
+
+def _check_parts(model: Any, accelerator: Any = None) -> None:
+    if not isinstance(model, ModelConfig):
+        raise InvalidValueError("model", model, "expected a ModelConfig (roofline.get_model or load_model)")
+    if accelerator is not None and not isinstance(accelerator, Accelerator):
+        raise InvalidValueError("accelerator", accelerator, "expected an Accelerator (roofline.get_accelerator)")
+
+
+def _check_scalar_int(field: str, value: Any, minimum: int) -> None:
+    if isinstance(value, np.ndarray):
+        raise InvalidValueError(field, value, "expected a scalar; roofline.formulas takes arrays")
+    check_int(field, value, minimum=minimum)
 
 
 def _model_terms(model: ModelConfig, flops: str) -> dict[str, Any]:
@@ -86,7 +101,7 @@ def decode_step(
     model : ModelConfig
     accelerator : Accelerator
         Its ``bandwidth`` [bytes/s] and dense BF16 ``peak_flops`` [FLOP/s] are used.
-    batch : int > 0 [sequences]
+    batch : int > 0 [sequences] (a Python or numpy integer scalar)
     context : int >= 0 [tokens], KV cache each sequence attends over
     flops : {"exact", "lesson"}
     overhead : [s] >= 0, fixed per-step overhead
@@ -100,7 +115,8 @@ def decode_step(
     Raises
     ------
     InvalidValueError
-        For a non-positive batch, negative context or overhead, unknown convention.
+        A batch that is not an integer >= 1, a context that is not an integer >= 0, a
+        negative overhead, an unknown convention, or a model/accelerator of the wrong type.
 
     Examples
     --------
@@ -109,6 +125,9 @@ def decode_step(
     >>> round(float(s.step_time) * 1e3, 2), s.bound
     (4.79, 'memory')
     """
+    _check_parts(model, accelerator)
+    _check_scalar_int("batch", batch, 1)
+    _check_scalar_int("context", context, 0)
     terms = _model_terms(model, flops)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
@@ -203,6 +222,8 @@ def criticality(model: ModelConfig, accelerator: Accelerator, *, context: int, f
     >>> c.critical_batch is None, c.critical_batch_weights_only, round(float(c.critical_context))
     (True, 296, 415)
     """
+    _check_parts(model, accelerator)
+    _check_scalar_int("context", context, 0)
     terms = _model_terms(model, flops)
     hw = _hardware_terms(accelerator)
     weights_only = dict(terms, kv_bytes_per_token=Fraction(0), attention_flops_per_token=Fraction(0))
@@ -276,6 +297,7 @@ def kv_budget_for(
     >>> round(float(kv_budget_for(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))) / 1e9, 2)
     60.48
     """
+    _check_parts(model, accelerator)
     budget = f.kv_budget(
         memory=Fraction(accelerator.usable_memory), utilization=utilization,
         weight_bytes=Fraction(model.weight_bytes), reserved=reserved,
@@ -315,6 +337,7 @@ def kv_capacity(
     >>> kv_capacity(get_model("llama-3.1-8b"), budget=53_000_000_000, context=1000).sequences
     404
     """
+    _check_parts(model)
     k = model.kv_bytes_per_token
     return KVCapacity(
         budget=budget,

@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from ._io import FileReadError, read_text_file
 from .errors import ConfigError, InvalidValueError, UnknownPresetError
 
 __all__ = [
@@ -331,12 +332,14 @@ class ModelConfig:
         """
         source = "dict"
         if not isinstance(config, dict):
+            if not isinstance(config, (str, os.PathLike)):
+                raise ConfigError(f"config={config!r}: expected a path to a config.json or a dict")
             path = Path(config)
             source = str(path)
             try:
-                text = path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise ConfigError(f"{path}: cannot read model config: {exc.strerror or exc}") from None
+                text = read_text_file(path, max_bytes=_MAX_CONFIG_BYTES)
+            except FileReadError as exc:
+                raise ConfigError(f"{path}: model config {exc.reason}") from None
             try:
                 config = json.loads(text, parse_constant=_reject_constant)
             except (json.JSONDecodeError, ValueError) as exc:
@@ -363,6 +366,10 @@ def _reject_constant(token: str) -> Any:
     raise ValueError(f"non-finite number {token} is not allowed")
 
 
+_MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB
+#: Largest size accepted for any dimension of a config (layers, widths, vocabulary).
+_MAX_DIMENSION = 1 << 32
+
 _TIED_DEFAULT = {"llama": False, "mistral": False, "qwen2": False, "qwen3": False, "opt": True}
 
 
@@ -376,6 +383,8 @@ def _field(cfg: dict[str, Any], key: str, *, source: str, required: bool = True,
         if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
             raise ConfigError(f"{source}: field {key!r}={value!r} must be finite")
         raise ConfigError(f"{source}: field {key!r}={value!r} must be a positive integer")
+    if value > _MAX_DIMENSION:
+        raise ConfigError(f"{source}: field {key!r}={value!r} is implausibly large (> {_MAX_DIMENSION:,})")
     return value
 
 

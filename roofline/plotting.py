@@ -296,7 +296,10 @@ def write_charts(
         if fmt not in ("png", "svg"):
             raise InvalidValueError("format", fmt, "expected png or svg")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidValueError("out_dir", str(out_dir), f"cannot create the folder: {exc.strerror or exc}") from None
     figures = {
         CHART_NAMES[0]: throughput_chart(model, accelerator, context=context, kv_budget=kv_budget,
                                          max_batch=max_batch, flops=flops),
@@ -307,6 +310,9 @@ def write_charts(
         for fmt in formats:
             path = out / f"{stem}.{fmt}"
             metadata = {"Date": None} if fmt == "svg" else {}
-            fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata)
+            try:
+                fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata)
+            except OSError as exc:
+                raise InvalidValueError("out_dir", str(out_dir), f"cannot write {path.name}: {exc.strerror or exc}") from None
             written.append(path)
     return written

@@ -28,9 +28,26 @@ def _max_value(spec: f.FormulaSpec, default: int) -> int:
     return min(default, spec.max_test_value or default)
 
 
+#: For formulas whose arguments must satisfy a relation (``spec.requires``): map drawn
+#: arguments onto ones that satisfy it, so tests construct valid inputs instead of filtering.
+ADMISSIBLE = {
+    # max <= sum <= B max: the sum moves along [max, B max] by the drawn sum's fractional part
+    "static_useful_share": lambda kw: dict(
+        kw, length_sum=kw["length_max"] * (1 + (kw["batch"] - 1) * (Fraction(kw["length_sum"]) % 1))),
+    # an output no longer than the batch's longest
+    "static_handback_delay": lambda kw: dict(kw, length_max=kw["length_max"] + kw["output_tokens"]),
+}
+
+
 def _kwargs(data: st.DataObject, spec: f.FormulaSpec, *, max_value: int = 10**6) -> dict:
-    return {name: data.draw(domain_values(kind, max_value=max_value), label=name)
-            for name, kind in sorted(spec.domains.items())}
+    kwargs = {name: data.draw(domain_values(kind, max_value=max_value), label=name)
+              for name, kind in sorted(spec.domains.items())}
+    return ADMISSIBLE[spec.name](kwargs) if spec.name in ADMISSIBLE else kwargs
+
+
+def test_every_relation_has_an_admissible_mapping():
+    """Each formula with a relation between its arguments has a mapping onto valid inputs here."""
+    assert {n for n, spec in f.REGISTRY.items() if spec.requires} == set(ADMISSIBLE)
 
 
 def test_registry_is_complete():
@@ -56,6 +73,7 @@ def test_fast_path_equals_symbolic_exactly(name, data):
     """With Fraction inputs the fast path equals the SymPy expression exactly."""
     spec = f.REGISTRY[name]
     kwargs = _kwargs(data, spec, max_value=_max_value(spec, 10**6))
+    assert spec.admits(**kwargs)
     try:
         fast = spec.fast(**kwargs)
     except ZeroDivisionError:
@@ -77,11 +95,9 @@ def test_numpy_arrays_broadcast_like_scalars(name, data):
     """A numpy array argument gives the elementwise results of the scalar fast path."""
     spec = f.REGISTRY[name]
     limit = _max_value(spec, 10**4)
-    kwargs = _kwargs(data, spec, max_value=limit)
-    arrays = {}
-    for arg, kind in spec.domains.items():
-        values = [kwargs[arg]] + [data.draw(domain_values(kind, max_value=limit)) for _ in range(2)]
-        arrays[arg] = np.array(values, dtype=np.int64 if kind.endswith("_int") else float)
+    draws = [_kwargs(data, spec, max_value=limit) for _ in range(3)]
+    arrays = {arg: np.array([d[arg] for d in draws], dtype=np.int64 if kind.endswith("_int") else float)
+              for arg, kind in spec.domains.items()}
     try:
         vector = spec.fast(**arrays)
     except (ZeroDivisionError, FloatingPointError):
@@ -101,6 +117,7 @@ def test_bad_input_names_the_argument(name):
     spec = f.REGISTRY[name]
     arg = sorted(spec.domains)[0]
     good = {a: (1 if k.endswith("_int") else Fraction(1, 2) if k == "share" else 1) for a, k in spec.domains.items()}
+    assert spec.admits(**good)
     for bad in (-1, float("nan"), float("inf"), "3", None):
         with pytest.raises(InvalidValueError) as info:
             spec.fast(**dict(good, **{arg: bad}))
@@ -135,6 +152,17 @@ def test_fraction_in_gives_fraction_out():
                     flops_per_token=Fraction(5), attention_flops_per_token=Fraction(0), bandwidth=Fraction(3),
                     peak_flops=Fraction(11), overhead=Fraction(1, 100))
     assert t == Fraction(10 + Fraction(1, 3), 3) + Fraction(1, 100)
+
+
+def test_impossible_combinations_are_rejected():
+    """A useful share above 1 or a negative hand-back delay is refused, naming the argument (not a wrong number)."""
+    with pytest.raises(InvalidValueError, match="length_sum=100"):
+        f.static_useful_share(batch=4, length_sum=100, length_max=10)
+    with pytest.raises(InvalidValueError, match="length_sum=5"):
+        f.static_useful_share(batch=4, length_sum=5, length_max=10)
+    with pytest.raises(InvalidValueError, match="output_tokens=200"):
+        f.static_handback_delay(output_tokens=200, length_max=100, step_time=Fraction(1, 200))
+    assert f.static_useful_share(batch=4, length_sum=40, length_max=10) == 1
 
 
 def test_unknown_keyword_is_rejected():

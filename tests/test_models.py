@@ -219,3 +219,12 @@ def test_unknown_dtype():
     """An unknown dtype names the field."""
     with pytest.raises(InvalidValueError, match="weight_dtype='int3'"):
         ModelConfig.from_preset("llama-3.1-8b", weight_dtype="int3")
+
+
+def test_wrong_types_and_implausible_sizes():
+    """A config that is not a path or dict, or with an absurd size, is a ConfigError naming it (no overflow later)."""
+    for bad in ([1, 2], None, 5):
+        with pytest.raises(ConfigError, match="expected a path"):
+            ModelConfig.from_hf_config(bad)
+    with pytest.raises(ConfigError, match="num_hidden_layers"):
+        ModelConfig.from_hf_config(_cfg(num_hidden_layers=10**400))

@@ -90,3 +90,12 @@ def test_bad_chart_inputs_are_errors(tmp_path, capsys):
         assert info.value.code == 2
         err = capsys.readouterr().err
         assert f"--kv-budget-gb={bad!r}" in err and err.count("\n") == 1
+
+
+def test_plot_out_that_cannot_be_a_folder(tmp_path, capsys):
+    """--out naming an existing file is one line naming out_dir, exit 2 (no traceback)."""
+    blocker = tmp_path / "file.csv"
+    blocker.write_text("x")
+    assert cli_main(["plot", "--out", str(blocker), "--format", "svg"]) == 2
+    err = capsys.readouterr().err
+    assert "out_dir=" in err and "cannot create the folder" in err and err.count("\n") == 1

@@ -95,3 +95,55 @@ def test_import_does_not_import_sympy():
     code = "import roofline, roofline.formulas, roofline.estimate, sys; print('sympy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_api_bad_input_names_what_the_user_gave():
+    """decode_step and criticality name the argument the user passed, with its value, as a RooflineError."""
+    import numpy as np
+
+    from roofline import RooflineError, get_accelerator, get_model
+    from roofline.estimate import criticality, decode_step
+
+    m, h = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    cases = [(dict(batch=8, context=-1), "context=-1"), (dict(batch=8, context="1000"), "context='1000'"),
+             (dict(batch=None, context=1), "batch=None"), (dict(batch=1.5, context=1), "batch=1.5"),
+             (dict(batch=np.array([1, 8]), context=1), "batch=")]
+    for kwargs, needle in cases:
+        with pytest.raises(RooflineError, match=needle.replace("[", r"\[")):
+            decode_step(m, h, **kwargs)
+    with pytest.raises(RooflineError, match="model="):
+        decode_step("llama-3.1-8b", h, batch=1, context=1)
+    with pytest.raises(RooflineError, match="accelerator="):
+        decode_step(m, "h100", batch=1, context=1)
+    with pytest.raises(RooflineError, match="context=1.5"):
+        criticality(m, h, context=1.5)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["report", "--kv-budget-gb", "1e300"], "--kv-budget-gb='1e300': must be <="),
+        (["report", "--context", "0"], "--context='0': must be >= 1"),
+        (["plot", "--max-batch", "1000000000"], "--max-batch='1000000000': must be <="),
+        (["simulate", "--trace", "x.csv", "--max-wait", "1e400"], "--max-wait='1e400': must be <="),
+        (["report", "--model", "/dev/zero"], "not a regular file"),
+        (["simulate", "--trace", "/dev/zero"], "not a regular file"),
+    ],
+)
+def test_found_by_a_fresh_user_one_line_exit_2(args, needle, capsys):
+    """Huge numbers, context 0 and device files are refused with one line and status 2 (no hang, no traceback)."""
+    with pytest.raises(SystemExit) as info:
+        raise SystemExit(main(args))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+
+
+def test_not_utf8_config_and_no_command(tmp_path, capsys):
+    """A config.json that is not UTF-8 is a one-line error; `roofline` alone says a command is required."""
+    cfg = tmp_path / "config.json"
+    cfg.write_bytes(b"\xff\xfe{}")
+    assert main(["report", "--model", str(cfg)]) == 2
+    assert "not UTF-8 text" in capsys.readouterr().err
+    assert main([]) == 2
+    assert capsys.readouterr().err == "roofline: error: a command is required (see roofline --help)\n"

@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from .._io import FileReadError, read_text_file
 from ..errors import InvalidValueError, RooflineError
 from ..hardware import Accelerator, Source, Sourced, get_accelerator
 from ..models import ModelConfig
@@ -195,9 +196,9 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     name = os.fspath(path)
     try:
-        text = Path(name).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MeasurementFileError(name, "(file)", f"cannot read: {exc.strerror or exc}") from None
+        text = read_text_file(name)
+    except FileReadError as exc:
+        raise MeasurementFileError(name, "(file)", exc.reason) from None
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:

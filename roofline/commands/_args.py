@@ -15,8 +15,12 @@ DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_ACCELERATOR = "h100-sxm"
 
 
-def int_arg(name: str, minimum: int = 0) -> Any:
-    """An argparse type: an integer >= ``minimum``."""
+#: Largest number any option takes: larger ones are typos, and would overflow floats.
+MAXIMUM = 10**15
+
+
+def int_arg(name: str, minimum: int = 0, maximum: int = MAXIMUM) -> Any:
+    """An argparse type: an integer in [``minimum``, ``maximum``]."""
 
     def parse(text: str) -> int:
         try:
@@ -25,13 +29,15 @@ def int_arg(name: str, minimum: int = 0) -> Any:
             raise argparse.ArgumentTypeError(f"{name}={text!r}: expected an integer") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{name}={text!r}: must be >= {minimum}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be <= {maximum:,}")
         return value
 
     return parse
 
 
 def number_arg(name: str, *, positive: bool = False, at_most_one: bool = False) -> Any:
-    """An argparse type: a finite decimal number read exactly as a Fraction, >= 0
+    """An argparse type: a finite decimal number read exactly as a Fraction, in [0, MAXIMUM]
     (> 0 if ``positive``; <= 1 if ``at_most_one``). NaN and infinity are refused."""
 
     def parse(text: str) -> Fraction:
@@ -43,6 +49,8 @@ def number_arg(name: str, *, positive: bool = False, at_most_one: bool = False) 
             raise argparse.ArgumentTypeError(f"{name}={text!r}: must be {'>' if positive else '>='} 0")
         if at_most_one and value > 1:
             raise argparse.ArgumentTypeError(f"{name}={text!r}: must be <= 1")
+        if value > MAXIMUM:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: must be <= {MAXIMUM:.0e}")
         return value
 
     return parse

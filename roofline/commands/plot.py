@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="tokens of context per sequence for the KV curve (default: %(default)s)")
     p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=Fraction(53),
                    help="KV cache size in GB (1e9 bytes) where the KV curve ends (default: the lesson's 53)")
-    p.add_argument("--max-batch", type=int_arg("--max-batch", 2), default=512,
+    p.add_argument("--max-batch", type=int_arg("--max-batch", 2, maximum=100_000), default=512,
                    help="largest batch size drawn (default: %(default)s)")
     add_flops_option(p, default="lesson")
     p.set_defaults(func=run)

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_options(p)
-    p.add_argument("--context", type=int_arg("--context"), default=1000,
+    p.add_argument("--context", type=int_arg("--context", 1), default=1000,
                    help="tokens of context per sequence (default: %(default)s)")
     p.add_argument("--batch", type=int_arg("--batch", 1), nargs="+", default=list(DEFAULT_BATCHES),
                    help="batch sizes for the table; the KV limit is added (default: 1 8 64 256)")
@@ -63,7 +63,7 @@ def build_report(
     ----------
     model : ModelConfig
     accelerator : Accelerator
-    context : int >= 0 [tokens] per sequence
+    context : int >= 1 [tokens] per sequence (its KV cache, the new token included)
     batches : sequence of int > 0 [sequences]; the KV limit at ``context`` is added
     kv_budget : [bytes] > 0, a budget to set beside the real one (lesson: 53e9)
     utilization : in (0, 1], for the real budget
@@ -79,7 +79,7 @@ def build_report(
     InvalidValueError
         Bad context, batch, budget, utilization or block size; weights that leave no KV budget.
     """
-    check_int("context", context, minimum=0)
+    check_int("context", context, minimum=1)
     for b in batches:
         check_int("batch", b, minimum=1)
     check_positive("kv_budget", kv_budget)
@@ -92,9 +92,8 @@ def build_report(
     crit = {conv: estimate.criticality(model, accelerator, context=context, flops=conv)
             for conv in ("lesson", "exact")}
     real_budget = estimate.kv_budget_for(model, accelerator, utilization=utilization)
-    kv_ctx = max(context, 1)
-    lesson_cap = estimate.kv_capacity(model, budget=Fraction(kv_budget), context=kv_ctx, block_size=block_size)
-    real_cap = estimate.kv_capacity(model, budget=real_budget, context=kv_ctx, block_size=block_size)
+    lesson_cap = estimate.kv_capacity(model, budget=Fraction(kv_budget), context=context, block_size=block_size)
+    real_cap = estimate.kv_capacity(model, budget=real_budget, context=context, block_size=block_size)
     kv_limit = real_cap.sequences_blocks
     table_batches = sorted(set(batches) | ({kv_limit} if kv_limit > 0 else set()))
     one_kv = estimate.decode_step(model, accelerator, batch=1, context=context)
@@ -206,8 +205,9 @@ def format_report(r: dict[str, Any]) -> str:
         f"~ step time / compute time; {ce['critical_batch_weights_only']} [exact]",
         f"  critical batch at {ctx:,} tokens: {_none(cl['critical_batch'])} [lesson], "
         f"{_none(ce['critical_batch'])} [exact]"
-        + (f"  (intensity limit {cl['intensity_limit_flop_per_byte']:.1f} FLOP/byte < ridge)"
-           if cl["critical_batch"] is None and cl["intensity_limit_flop_per_byte"] is not None else ""),
+        + (f"  (intensity limit as batch grows: {cl['intensity_limit_flop_per_byte']:.1f} [lesson], "
+           f"{ce['intensity_limit_flop_per_byte']:.1f} [exact] FLOP/byte, not above the ridge)"
+           if cl["critical_batch"] is None and ce["critical_batch"] is None else ""),
         f"  critical context c*   {_tokens(cl['critical_context_tokens'])} [lesson], "
         f"{_tokens(ce['critical_context_tokens'])} [exact] = F / (ridge x k - a): above it, no batch is compute-bound",
         "",

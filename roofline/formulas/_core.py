@@ -96,6 +96,10 @@ class FormulaSpec:
     max_test_value : int or None
         Largest argument value tests draw, where evaluating the symbolic form grows
         with the inputs (exact finite sums); None for no limit.
+    requires : tuple or None
+        ``(field, text, predicate)``: a relation between arguments the formula needs
+        (e.g. a batch's longest output at most its sum); the checked fast path raises
+        InvalidValueError naming ``field`` when ``predicate(**kwargs)`` is false.
     """
 
     name: str
@@ -106,6 +110,11 @@ class FormulaSpec:
     none_when_infinite: bool = False
     exact: bool = True
     max_test_value: int | None = None
+    requires: tuple[str, str, Callable[..., Any]] | None = None
+
+    def admits(self, **kwargs: Any) -> bool:
+        """Whether the arguments satisfy the relation in ``requires`` (always True without one)."""
+        return self.requires is None or bool(np.all(self.requires[2](**kwargs)))
 
     def symbolic(self) -> Any:
         """The SymPy expression (imports ``roofline.symbolic.<topic>`` on first use)."""
@@ -124,6 +133,7 @@ def formula(
     none_when_infinite: bool = False,
     exact: bool = True,
     max_test_value: int | None = None,
+    requires: tuple[str, str, Callable[..., Any]] | None = None,
     **domains: Any,
 ) -> Callable[[Callable[..., Any]], Formula]:
     """Register a fast path and wrap it with domain checks (see module docstring)."""
@@ -142,12 +152,17 @@ def formula(
             missing = [n for n in domains if n not in kwargs]
             if missing:
                 raise TypeError(f"{func.__name__}() missing keyword argument(s): {', '.join(missing)}")
+            if not spec.admits(**kwargs):
+                assert requires is not None
+                field, text, _ = requires
+                raise InvalidValueError(field, kwargs[field], f"{func.__name__} requires {text}")
             return func(**kwargs)
 
         checked.unchecked = func  # type: ignore[attr-defined]
-        REGISTRY[func.__name__] = FormulaSpec(
-            func.__name__, topic, checked, dict(domains), proof, none_when_infinite, exact, max_test_value
+        spec = FormulaSpec(
+            func.__name__, topic, checked, dict(domains), proof, none_when_infinite, exact, max_test_value, requires
         )
+        REGISTRY[func.__name__] = spec
         return checked  # type: ignore[return-value]  # carries .unchecked, set above
 
     return decorate

@@ -84,7 +84,9 @@ def _any_array(*values: Any) -> bool:
 # --------------------------------------------------------------------------- static batching
 
 
-@formula(topic="batching", proof=_P5, batch="positive_int", length_sum="positive", length_max="positive")
+@formula(topic="batching", proof=_P5, batch="positive_int", length_sum="positive", length_max="positive",
+         requires=("length_sum", "length_max <= length_sum <= batch x length_max",
+                   lambda batch, length_sum, length_max: (length_max <= length_sum) & (length_sum <= batch * length_max)))
 def static_useful_share(*, batch: Any, length_sum: Any, length_max: Any) -> Any:
     """Useful share of a static batch: sum(O_i) / (B x max O_i) [1].
 
@@ -105,7 +107,8 @@ def static_useful_share(*, batch: Any, length_sum: Any, length_max: Any) -> Any:
     Raises
     ------
     InvalidValueError
-        A non-positive or non-finite argument, or a non-integer batch.
+        A non-positive or non-finite argument, a non-integer batch, or a sum outside
+        [length_max, batch x length_max] (impossible for a batch's lengths).
 
     Notes
     -----
@@ -226,7 +229,8 @@ def serial_mean_wait(*, requests: Any, service_time: Any) -> Any:
 
 
 @formula(topic="batching", proof=_P5, output_tokens="positive_int", length_max="positive",
-         step_time="nonnegative")
+         step_time="nonnegative", requires=("output_tokens", "output_tokens <= length_max",
+                                            lambda output_tokens, length_max, step_time: output_tokens <= length_max))
 def static_handback_delay(*, output_tokens: Any, length_max: Any, step_time: Any) -> Any:
     """How long a finished answer waits in a static batch before it is handed back [s].
 
@@ -246,7 +250,8 @@ def static_handback_delay(*, output_tokens: Any, length_max: Any, step_time: Any
     Raises
     ------
     InvalidValueError
-        A non-positive or non-integer output length, a negative or non-finite time.
+        A non-positive or non-integer output length, a negative or non-finite time, or
+        an output longer than the batch's longest (``output_tokens > length_max``).
 
     Notes
     -----

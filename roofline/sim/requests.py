@@ -34,6 +34,7 @@ from typing import Any
 
 import attrs
 
+from .._io import FileReadError, read_text_file
 from ..errors import InvalidValueError, TraceError
 from ..formulas import lifetime_kv_slots
 
@@ -338,11 +339,11 @@ def load_trace(path: str | os.PathLike[str], *, format: str | None = None) -> li
     Requests are never skipped or reordered; ties in arrival time keep file order
     (first come first served).
     """
-    p = Path(path)
+    if not isinstance(path, (str, os.PathLike)):
+        raise TraceError(repr(path), 0, "path", "expected a file path")
     try:
-        text = p.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise TraceError(str(p), 0, "file", f"cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise TraceError(str(p), 0, "file", f"not UTF-8 text: {exc}") from None
+        text = read_text_file(path)
+    except FileReadError as exc:
+        raise TraceError(exc.path, 0, "file", exc.reason) from None
+    p = Path(path)
     return parse_trace(text, path=str(p), format=format)
