@@ -2,8 +2,11 @@
 
 Profiles (chosen by the HYPOTHESIS_PROFILE environment variable):
 
-* ``default``: keeps the whole suite within a few minutes on 2 cores (CI);
-* ``thorough``: many more examples, for a release or a change to a formula.
+* ``default``: keeps the whole suite within a few minutes on 2 cores (CI): 60 examples
+  per property; the cheap simulation oracles of tests/test_properties_*.py ask for at
+  least 200 (``AT_LEAST_200``);
+* ``thorough``: many more examples, for a release or a change to a formula: 1,000 per
+  property (the simulation oracles included), and the reproduction blob of any failure.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ settings.register_profile(
     max_examples=1000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
