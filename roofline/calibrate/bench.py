@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from ..errors import InvalidValueError, RooflineError
-from ..hardware import get_accelerator
+from ..hardware import GiB, MiB, get_accelerator
 from ..models import ModelConfig
 from .schema import FILE_KIND, SCHEMA_VERSION, parse_calibration, preset_for_device, spread
 
@@ -36,8 +36,6 @@ __all__ = [
     "resolve_device",
 ]
 
-GiB = 2**30
-MiB = 2**20
 
 #: Tiny decoder shapes for the CPU path (2 layers, GQA 4:2, gated MLP): seconds on a laptop.
 TINY_MODEL = ModelConfig(
