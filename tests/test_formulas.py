@@ -165,6 +165,12 @@ def test_impossible_combinations_are_rejected():
     assert f.static_useful_share(batch=4, length_sum=40, length_max=10) == 1
 
 
+def test_arrays_that_do_not_broadcast_are_named():
+    """Arrays of shapes that do not broadcast raise InvalidValueError naming an argument, not numpy's error."""
+    with pytest.raises(InvalidValueError, match="does not broadcast"):
+        f.ridge_point(peak_flops=np.array([1.0, 2.0]), bandwidth=np.array([1.0, 2.0, 3.0]))
+
+
 def test_unknown_keyword_is_rejected():
     """A misspelt keyword argument is an error naming it, not silently ignored."""
     with pytest.raises(InvalidValueError, match="bandwith"):

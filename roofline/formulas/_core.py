@@ -152,6 +152,15 @@ def formula(
             missing = [n for n in domains if n not in kwargs]
             if missing:
                 raise TypeError(f"{func.__name__}() missing keyword argument(s): {', '.join(missing)}")
+            shapes = {n: v.shape for n, v in kwargs.items() if isinstance(v, np.ndarray)}
+            if len(shapes) > 1:
+                try:
+                    np.broadcast_shapes(*shapes.values())
+                except ValueError:
+                    name = sorted(shapes)[-1]
+                    raise InvalidValueError(
+                        name, kwargs[name], f"shape {shapes[name]} does not broadcast with the other arrays {shapes}"
+                    ) from None
             if not spec.admits(**kwargs):
                 assert requires is not None
                 field, text, _ = requires
