@@ -42,13 +42,7 @@ def _check_scalar_int(field: str, value: Any, minimum: int) -> None:
 
 
 def _model_terms(model: ModelConfig, flops: str) -> dict[str, Any]:
-    per_token, attention = model.flops_per_token(flops)
-    return dict(
-        weight_bytes=Fraction(model.weight_bytes),
-        kv_bytes_per_token=Fraction(model.kv_bytes_per_token),
-        flops_per_token=Fraction(per_token),
-        attention_flops_per_token=Fraction(attention),
-    )
+    return {name: Fraction(value) for name, value in model.step_terms(flops).items()}
 
 
 def _hardware_terms(accelerator: Accelerator) -> dict[str, Fraction]:

@@ -293,6 +293,27 @@ class ModelConfig:
             return self.lesson_flops_per_token, 0
         raise InvalidValueError("flops", convention, "expected 'exact' or 'lesson'")
 
+    def step_terms(self, convention: str = "exact") -> dict[str, int | Fraction]:
+        """The model's inputs to the step-time formulas, keyed by their keyword names.
+
+        ``weight_bytes`` [bytes], ``kv_bytes_per_token`` [bytes/token], ``flops_per_token``
+        [FLOP/token] and ``attention_flops_per_token`` [FLOP/(token x context token)] under
+        ``convention`` (see :meth:`flops_per_token`); pass them with ``**`` to
+        :func:`roofline.formulas.step_time` and its siblings.
+
+        Raises
+        ------
+        InvalidValueError
+            For an unknown convention.
+        """
+        per_token, attention = self.flops_per_token(convention)
+        return dict(
+            weight_bytes=self.weight_bytes,
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            flops_per_token=per_token,
+            attention_flops_per_token=attention,
+        )
+
     def with_dtypes(self, *, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelConfig:
         """A copy with other weight and/or KV dtypes."""
         changes: dict[str, Any] = {}
@@ -502,7 +523,9 @@ def get_model(name: str) -> ModelConfig:
     return _PRESET_CACHE[key]
 
 
-def load_model(spec: str | os.PathLike[str], *, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelConfig:
+def load_model(
+    spec: str | os.PathLike[str], *, weight_dtype: str | None = None, kv_dtype: str | None = None
+) -> ModelConfig:
     """A preset name or a path to a ``config.json`` (a path if it names an existing file
     or ends in ``.json``), with optional dtype overrides.
 

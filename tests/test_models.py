@@ -228,3 +228,14 @@ def test_wrong_types_and_implausible_sizes():
             ModelConfig.from_hf_config(bad)
     with pytest.raises(ConfigError, match="num_hidden_layers"):
         ModelConfig.from_hf_config(_cfg(num_hidden_layers=10**400))
+
+
+def test_step_terms_feed_the_formulas():
+    """step_terms gives the formulas' model inputs under each FLOPs convention (Llama 3.1 8B)."""
+    m = get_model("llama-3.1-8b")
+    assert m.step_terms("exact") == dict(weight_bytes=16_060_522_496, kv_bytes_per_token=131_072,
+                                         flops_per_token=15_009_316_864, attention_flops_per_token=524_288)
+    assert m.step_terms("lesson") == dict(weight_bytes=16_060_522_496, kv_bytes_per_token=131_072,
+                                          flops_per_token=16_060_522_496, attention_flops_per_token=0)
+    with pytest.raises(InvalidValueError, match="flops='2P'"):
+        m.step_terms("2P")

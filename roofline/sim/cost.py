@@ -230,10 +230,8 @@ class RooflineCostModel:
         InvalidValueError
             An unknown FLOPs convention or a bad overhead.
         """
-        per_token, attention = model.flops_per_token(flops)
         return cls(
-            weight_bytes=model.weight_bytes, kv_bytes_per_token=model.kv_bytes_per_token,
-            flops_per_token=per_token, attention_flops_per_token=attention,
+            **model.step_terms(flops),
             bandwidth=accelerator.bandwidth, peak_flops=accelerator.peak_flops,
             overhead=overhead, exact=exact,
         )
