@@ -1,0 +1,824 @@
+"""The event engine's core: decode stretches on an integer tick clock, and serial and static serving on it.
+
+Between two events (a batch starting, a request finishing, an arrival that matters, the
+KV pool running out) a batch's composition is fixed and every sequence's context grows by
+one per step, so its step times follow two lines in the step index and the time of a
+stretch of n steps is a closed form (:mod:`roofline.formulas.stretch`). The event engine
+jumps from event to event with those sums; its cost grows with events, not tokens.
+
+Time is kept as integers: **ticks** of 1/D s, where D, the run's common denominator, is
+the least common multiple of the denominators of the cost model's rational constants
+(W / BW, k / BW, F / peak, a / peak and the overhead for the roofline model; the two
+durations for the unit model) and of every arrival time and option given in seconds. It
+is computed for each run (:meth:`TickCosts.build`), never assumed; every step duration
+and every time of the run is then an exact integer number of ticks, and seconds appear
+only in the results.
+
+Which cost models have stretch sums (:meth:`TickCosts.build` returns None for the others,
+and the policies here fall back to the step engine, :mod:`roofline.sim.policies`):
+
+* :class:`~roofline.sim.UnitCostModel` with exact (int or Fraction) durations;
+* :class:`~roofline.sim.RooflineCostModel` in exact mode (``exact=True``, the default);
+* not a float-mode model (``exact=False`` or float durations), nor any other class
+  (subclasses included: they may price a step differently).
+
+The core, for the policies built on it (continuous batching will reuse it):
+
+* :class:`TickClock`: seconds <-> ticks, and results' time values in the step engine's
+  types (an int where the step engine's arithmetic stays in ints, else a Fraction);
+* :class:`TickCosts`: one step's duration in ticks (``decode``, ``prefill``), a stretch's
+  (``stretch``) and the first step count whose cumulative time reaches a tick count
+  (``steps_until``);
+* :func:`advance`: how many steps of a fixed batch run before the next event (a finish
+  after a known number of steps, or the first step boundary at or after an arrival) and
+  their exact duration;
+* :func:`blocks_growth` and :func:`first_pool_overflow`: paged KV of a batch of unequal
+  contexts, counted by residue modulo the block size.
+
+Policies: :func:`serve_serial_events` and :func:`serve_static_events` return results equal
+to :func:`~roofline.sim.serve_serial` and :func:`~roofline.sim.serve_static` exactly,
+field by field and type by type; their step table (:class:`StretchTable`) stores one row
+per batch and expands a stretch into its steps only when they are read.
+
+Conventions: docs/conventions.md, "One step" and "Serving policies".
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from fractions import Fraction
+from typing import Any, overload
+
+from .. import formulas as f
+from .._checks import check_int, check_nonnegative
+from ..errors import InvalidValueError
+from ..formulas.stretch import lines_steps_until, lines_sum
+from .cost import CostModel, RooflineCostModel, UnitCostModel
+from .kv import KVPool
+from .policies import SimulationError, serve_serial, serve_static
+from .requests import Request, check_requests
+from .results import DECODE, PREFILL, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary
+
+__all__ = [
+    "TickClock",
+    "TickCosts",
+    "advance",
+    "blocks_growth",
+    "first_pool_overflow",
+    "StretchTable",
+    "serve_serial_events",
+    "serve_static_events",
+]
+
+
+def _exact(value: Any) -> Any:
+    """An exact number (int or Fraction) as the exact cost models' ``to_time`` gives it."""
+    return value if isinstance(value, (int, Fraction)) else Fraction(value)
+
+
+# --------------------------------------------------------------------------- clock
+
+
+class TickClock:
+    """Integer ticks of 1 / ``denominator`` seconds.
+
+    Parameters
+    ----------
+    denominator : int >= 1
+        D: one tick is 1/D s.
+
+    Raises
+    ------
+    InvalidValueError
+        A denominator that is not an integer >= 1.
+
+    Examples
+    --------
+    >>> clock = TickClock.for_values([Fraction(1, 3), Fraction(1, 4), 2])
+    >>> clock.denominator, clock.ticks(Fraction(5, 6)), clock.time(10, exact_type=True)
+    (12, 10, Fraction(5, 6))
+    """
+
+    __slots__ = ("denominator",)
+
+    def __init__(self, denominator: int) -> None:
+        check_int("denominator", denominator, minimum=1)
+        self.denominator = denominator
+
+    @classmethod
+    def for_values(cls, values: Iterable[Any]) -> TickClock:
+        """The clock whose tick is the largest that divides every value [s] (int or Fraction)."""
+        d = 1
+        for v in values:
+            if isinstance(v, Fraction):
+                q = v.denominator
+                if d % q:
+                    d = math.lcm(d, q)
+        return cls(d)
+
+    def ticks(self, seconds: Any) -> int:
+        """``seconds`` [s] (int or Fraction) as an exact number of ticks.
+
+        Raises
+        ------
+        InvalidValueError
+            A value that is not a whole number of ticks (the clock was built without it).
+        """
+        scaled = seconds * self.denominator
+        if isinstance(scaled, Fraction):
+            if scaled.denominator != 1:
+                raise InvalidValueError("seconds", seconds, f"is not a multiple of 1/{self.denominator} s")
+            return scaled.numerator
+        return int(scaled)
+
+    def time(self, ticks: int, exact_type: bool) -> Any:
+        """``ticks`` as seconds: a Fraction when ``exact_type`` is True, else an int (ticks must be whole seconds)."""
+        if exact_type:
+            return Fraction(ticks, self.denominator)
+        return ticks // self.denominator
+
+
+# --------------------------------------------------------------------------- costs in ticks
+
+
+class TickCosts:
+    """A cost model's decode and prefill step durations as integer ticks of one clock.
+
+    Built by :meth:`build` for the cost models that have stretch sums (module docstring).
+    A decode step of ``batch`` rows at context sum S lasts
+    max(wm + km S, fc batch + ac S) + oh ticks and a prefill of T tokens and Q attention
+    pairs max(wm + km T, fc T + ac Q) + oh ticks (the unit model: fixed tick counts).
+
+    Attributes
+    ----------
+    clock : TickClock
+    decode_fraction, prefill_fraction : bool
+        Whether the step engine's decode (prefill) durations are Fractions (True) or ints,
+        so that results keep the step engine's number types.
+    """
+
+    __slots__ = ("clock", "wm", "km", "fc", "ac", "oh", "unit_decode", "unit_prefill", "decode_fraction",
+                 "prefill_fraction")
+
+    def __init__(self, clock: TickClock, *, wm: int = 0, km: int = 0, fc: int = 0, ac: int = 0, oh: int = 0,
+                 unit_decode: int | None = None, unit_prefill: int | None = None, decode_fraction: bool = True,
+                 prefill_fraction: bool = True) -> None:
+        self.clock = clock
+        self.wm, self.km, self.fc, self.ac, self.oh = wm, km, fc, ac, oh
+        self.unit_decode, self.unit_prefill = unit_decode, unit_prefill
+        self.decode_fraction, self.prefill_fraction = decode_fraction, prefill_fraction
+
+    @staticmethod
+    def rationals(cost_model: Any) -> tuple[Any, ...] | None:
+        """The rational constants [s] of a cost model's step times, or None if it has no stretch sums."""
+        if type(cost_model) is UnitCostModel:
+            if not cost_model.exact:
+                return None
+            return (cost_model.decode, cost_model.prefill)
+        if type(cost_model) is RooflineCostModel:
+            if not cost_model.exact:
+                return None
+            bw, peak = Fraction(_exact(cost_model.bandwidth)), Fraction(_exact(cost_model.peak_flops))
+            return (_exact(cost_model.weight_bytes) / bw, _exact(cost_model.kv_bytes_per_token) / bw,
+                    _exact(cost_model.flops_per_token) / peak, _exact(cost_model.attention_flops_per_token) / peak,
+                    _exact(cost_model.overhead))
+        return None
+
+    @classmethod
+    def build(cls, cost_model: Any, times: Iterable[Any] = ()) -> TickCosts | None:
+        """The tick costs of ``cost_model`` on the clock of its constants and ``times`` [s]; None without stretch sums.
+
+        Parameters
+        ----------
+        cost_model : CostModel
+        times : iterable of int or Fraction [s]
+            Every time the run will put on the clock (arrivals, waits).
+
+        Returns
+        -------
+        TickCosts, or None for a cost model without stretch sums (module docstring).
+        """
+        constants = cls.rationals(cost_model)
+        if constants is None:
+            return None
+        clock = TickClock.for_values([*constants, *times])
+        t = clock.ticks
+        if type(cost_model) is UnitCostModel:
+            return cls(clock, unit_decode=t(cost_model.decode), unit_prefill=t(cost_model.prefill),
+                       decode_fraction=isinstance(cost_model.decode, Fraction),
+                       prefill_fraction=isinstance(cost_model.prefill, Fraction))
+        w, k, fl, a, oh = constants
+        return cls(clock, wm=t(w), km=t(k), fc=t(fl), ac=t(a), oh=t(oh))
+
+    def decode(self, batch: int, context_sum: int) -> int:
+        """Ticks of one decode step (:func:`roofline.formulas.step_time` x D)."""
+        if self.unit_decode is not None:
+            return self.unit_decode
+        m = self.wm + self.km * context_sum
+        c = self.fc * batch + self.ac * context_sum
+        return (m if m >= c else c) + self.oh
+
+    def prefill(self, prefill_tokens: int, attention_pairs: int) -> int:
+        """Ticks of one prefill step (:func:`roofline.formulas.prefill_step_time` x D)."""
+        if self.unit_prefill is not None:
+            return self.unit_prefill
+        m = self.wm + self.km * prefill_tokens
+        c = self.fc * prefill_tokens + self.ac * attention_pairs
+        return (m if m >= c else c) + self.oh
+
+    def lines(self, batch: int, context_sum: int) -> tuple[int, int, int, int, int]:
+        """(m0, ms, c0, cs, oh): step j of the stretch lasts max(m0 + ms j, c0 + cs j) + oh ticks."""
+        if self.unit_decode is not None:
+            return self.unit_decode, 0, 0, 0, 0
+        return (self.wm + self.km * context_sum, self.km * batch, self.fc * batch + self.ac * context_sum,
+                self.ac * batch, self.oh)
+
+    def stretch(self, batch: int, context_sum: int, steps: int) -> int:
+        """Ticks of ``steps`` decode steps of a fixed batch whose context sum starts at ``context_sum``.
+
+        :func:`roofline.formulas.stretch_time` x D, in O(1) (the line kernel on integers).
+        """
+        if self.unit_decode is not None:
+            return self.unit_decode * steps
+        return lines_sum(*self.lines(batch, context_sum), steps)
+
+    def steps_until(self, batch: int, context_sum: int, target: int) -> int:
+        """The least n >= 0 with ``stretch(batch, context_sum, n) >= target`` (exact; target in ticks)."""
+        if self.unit_decode is not None:
+            return 0 if target <= 0 else -(-target // self.unit_decode)
+        return lines_steps_until(*self.lines(batch, context_sum), target)
+
+
+def advance(costs: TickCosts, batch: int, context_sum: int, *, max_steps: int,
+            horizon: int | None = None) -> tuple[int, int]:
+    """Run a fixed batch until its next event: (steps run, ticks they take).
+
+    Parameters
+    ----------
+    costs : TickCosts
+    batch : int >= 1 [rows]
+    context_sum : int >= 0 [tokens]
+        Sum of the contexts (KV incl. the new token) at the first step; it grows by
+        ``batch`` per step.
+    max_steps : int >= 0 [steps]
+        Steps until the next event the batch itself makes: the fewest decode steps any row
+        still needs (its finish), or the steps before the KV pool overflows
+        (:func:`first_pool_overflow` - 1).
+    horizon : int or None [ticks]
+        Ticks from the stretch's start to the next outside event (an arrival); the stretch
+        stops at the first step boundary at or after it. None: no such event.
+
+    Returns
+    -------
+    (steps, ticks)
+        min(max_steps, the first n whose cumulative time reaches ``horizon``) and the exact
+        duration of those steps.
+
+    Examples
+    --------
+    >>> costs = TickCosts.build(UnitCostModel(decode=Fraction(1, 2)))
+    >>> advance(costs, 4, 40, max_steps=10, horizon=3)  # ticks of 1/2 s: steps end at 1, 2, 3, ...
+    (3, 3)
+    """
+    n = max_steps
+    if horizon is not None:
+        until = costs.steps_until(batch, context_sum, horizon)
+        if until < n:
+            n = until
+    return n, costs.stretch(batch, context_sum, n)
+
+
+def blocks_growth(residues: Sequence[int], block_size: int, steps: int) -> int:
+    """Blocks a batch takes over ``steps`` decode steps, by residue of its sequences' KV [blocks].
+
+    Parameters
+    ----------
+    residues : sequence of int, length ``block_size``
+        ``residues[r]`` = number of sequences whose KV before the stretch is c with
+        c % block_size == r (c >= 0).
+    block_size : int >= 1 [tokens/block]
+    steps : int >= 0
+
+    Returns
+    -------
+    int: sum over sequences of ceil((c + n) / b) - ceil(c / b), the sum over residues of
+    :func:`roofline.formulas.stretch_blocks` differences (a sequence's c = b q + r holds
+    q + ceil((r + n) / b) blocks after n steps).
+
+    Examples
+    --------
+    >>> blocks_growth([1, 0, 0, 2], 4, 1)  # KV 0 mod 4 takes a block at once; 3 mod 4 after 1 step: no
+    1
+    """
+    total = 0
+    for r, count in enumerate(residues):
+        if count:
+            total += count * (-(-(r + steps) // block_size) - (-(-r // block_size)))
+    return total
+
+
+def first_pool_overflow(residues: Sequence[int], block_size: int, free_blocks: Any) -> int | None:
+    """The first step count n >= 1 at which the batch's growth exceeds ``free_blocks``, or None if never.
+
+    Parameters
+    ----------
+    residues, block_size : as :func:`blocks_growth`
+    free_blocks : int >= 0 [blocks] or math.inf
+        Blocks not yet held.
+
+    Returns
+    -------
+    int or None: min n with ``blocks_growth(residues, block_size, n) > free_blocks``; None
+    for an unlimited pool or an empty batch.
+
+    Notes
+    -----
+    With n = b t + u (0 <= u < b) the growth is B t + g(u), g nondecreasing, so t is the
+    least with B t + g(b - 1) > free (a division) and u is then the least that exceeds it;
+    O(b) whatever n.
+
+    Examples
+    --------
+    >>> first_pool_overflow([2, 0, 0, 0], 4, 3)  # two sequences at KV 0 mod 4: 2 blocks at once, 4 after 5 steps
+    5
+    """
+    batch = sum(residues)
+    if batch == 0 or free_blocks == math.inf:
+        return None
+    g = [blocks_growth(residues, block_size, u) for u in range(block_size)]
+    t = max(0, (free_blocks - g[block_size - 1]) // batch + 1)
+    base = batch * t
+    for u in range(block_size):
+        if base + g[u] > free_blocks and block_size * t + u >= 1:
+            return block_size * t + u
+    # only u = 0 at t = 0 exceeded (growth 0 > free is impossible for free >= 0): next period
+    return block_size * t + block_size  # pragma: no cover - unreachable for free_blocks >= 0
+
+
+# --------------------------------------------------------------------------- step table
+
+
+class StretchTable(StepTable):
+    """The steps of a serial or static run, one row per batch, expanded into steps on demand.
+
+    A :class:`~roofline.sim.StepTable` (same records, same CSV): ``len``, indexing (negative
+    too, slices) and iteration give :class:`~roofline.sim.StepRecord` values equal to the
+    step engine's; a record's start is the batch's start plus the closed-form sum of the
+    steps before it, so random access costs O(log batches).
+    """
+
+    def __init__(self, cost_model: Any, costs: TickCosts, pool: KVPool) -> None:  # noqa: D107
+        self._cost = cost_model
+        self._costs = costs
+        self._pool = pool
+        self._first: list[int] = []  # step index of each batch's prefill
+        self._batches: list[tuple[int, bool, int, int, int, int, list[int]]] = []
+        self._n = 0
+
+    def _add_batch(self, start: int, start_fraction: bool, rows: int, p_max: int, o_max: int, prompt_sum: int,
+                   outputs: list[int]) -> None:
+        self._first.append(self._n)
+        self._batches.append((start, start_fraction, rows, p_max, o_max, prompt_sum, outputs))
+        self._n += o_max
+
+    def add_prefill(self, *args: Any) -> None:
+        """Not used: the events engine adds whole batches."""
+        raise TypeError("a StretchTable is filled batch by batch")
+
+    def add_decode(self, *args: Any) -> None:
+        """Not used: the events engine adds whole batches."""
+        raise TypeError("a StretchTable is filled batch by batch")
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _batch_records(self, b: int, first: int, last: int) -> Iterator[StepRecord]:
+        """Records of batch ``b``'s local steps first..last-1 (0 = its prefill)."""
+        start, start_fraction, m, p_max, o_max, prompt_sum, outputs = self._batches[b]
+        costs, cost, clock, pool = self._costs, self._cost, self._costs.clock, self._pool
+        index = self._first[b]
+        tokens = m * p_max
+        pairs = m * f.causal_attention_pairs.unchecked(prompt_tokens=p_max)
+        t = start + costs.prefill(tokens, pairs)
+        fraction = start_fraction or costs.prefill_fraction
+        if first == 0:
+            yield StepRecord(index, PREFILL, clock.time(start, start_fraction), cost.prefill_time(tokens, pairs), m, m,
+                             0, tokens, tokens - prompt_sum, pairs, tokens, m * pool.blocks_for(p_max),
+                             *cost.prefill_work(tokens, pairs))
+            first = 1
+        if first >= last:
+            return
+        if first > 1:
+            t += costs.stretch(m, m * (p_max + 1), first - 1)
+            fraction = fraction or costs.decode_fraction
+        for j in range(first, last):
+            context_sum = m * (p_max + j)
+            useful = m - bisect.bisect_right(outputs, j)
+            yield StepRecord(index + j, DECODE, clock.time(t, fraction), cost.decode_time(m, context_sum), m, useful,
+                             context_sum, 0, 0, 0, context_sum, m * pool.blocks_for(p_max + j),
+                             *cost.decode_work(m, context_sum))
+            t += costs.decode(m, context_sum)
+            fraction = fraction or costs.decode_fraction
+
+    def _walk(self, first: int, last: int) -> Iterator[StepRecord]:
+        b = bisect.bisect_right(self._first, first) - 1
+        while first < last:
+            begin = self._first[b]
+            end = begin + self._batches[b][4]
+            stop = min(last, end)
+            yield from self._batch_records(b, first - begin, stop - begin)
+            first = stop
+            b += 1
+
+    def __iter__(self) -> Iterator[StepRecord]:
+        return self._walk(0, self._n)
+
+    @overload
+    def __getitem__(self, index: int) -> StepRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[StepRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> StepRecord | list[StepRecord]:
+        n = self._n
+        if isinstance(index, slice):
+            start, stop, step = index.indices(n)
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            return list(self._walk(start, stop)) if start < stop else []
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"step index {index} out of range ({n} steps)")
+        return next(self._walk(i, i + 1))
+
+
+# --------------------------------------------------------------------------- serial and static
+
+
+class _EventRun:
+    """Inputs and outcomes of a serial or static run in ticks (the step engine's ``_Run``, on the tick clock)."""
+
+    def __init__(self, requests: tuple[Request, ...], cost_model: Any, costs: TickCosts, pool: KVPool,
+                 record_steps: bool, max_steps: int | None) -> None:
+        self.requests = requests
+        self.cost = cost_model
+        self.costs = costs
+        self.clock = costs.clock
+        self.pool = pool
+        n = len(requests)
+        self.arrival = [cost_model.to_time(r.arrival_s) for r in requests]
+        ticks = self.clock.ticks
+        self.arr = [ticks(a) for a in self.arrival]
+        self.arr_fraction = [not isinstance(a, int) for a in self.arrival]
+        self.prompt = [r.prompt_tokens for r in requests]
+        self.output = [r.output_tokens for r in requests]
+        self.reason: list[str | None] = [None] * n
+        if pool.capacity_blocks is not None:  # pool.never_fits_reason, asked only of those that do not fit
+            b, cap = pool.block_size, pool.capacity_blocks
+            for i, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)):
+                if -(-(p + o - 1) // b) > cap:
+                    self.reason[i] = pool.never_fits_reason(p, o)
+        self.capacity = math.inf if pool.capacity_blocks is None else pool.capacity_blocks
+        # per request, in ticks, with the step engine's number type (True: Fraction)
+        self.admitted: list[int | None] = [None] * n
+        self.admitted_fraction = [False] * n
+        self.first: list[int | None] = [None] * n
+        self.first_fraction = [False] * n
+        self.finish: list[int | None] = [None] * n
+        self.finish_fraction = [False] * n
+        self.handed: list[int | None] = [None] * n
+        self.handed_fraction = [False] * n
+        self.table = StretchTable(cost_model, costs, pool) if record_steps else None
+        self.steps = 0
+        self.prefill_steps = 0
+        self.useful_rows = 0
+        self.rows = 0
+        self.peak_tokens = 0
+        self.peak_blocks = 0
+        self.first_start: tuple[int, bool] | None = None
+        self.end: tuple[int, bool] | None = None
+        self.idle = (0, False)
+        self.max_steps = max_steps
+
+    def step_limit(self) -> int:
+        if self.max_steps is not None:
+            return self.max_steps
+        return sum(o for o, why in zip(self.output, self.reason, strict=True) if why is None)
+
+    def check_steps(self, limit: int) -> None:
+        if self.steps > limit:
+            why = ("a fault: every step produces a new token, so sum(O) steps always suffice"
+                   if self.max_steps is None else "the simulation needs more steps")
+            raise SimulationError(f"max_steps={limit}: passed after {self.steps} steps ({why})")
+
+    # ------------------------------------------------------------------ one batch
+    def run_batch(self, members: list[int], start: int, start_fraction: bool) -> tuple[int, bool]:
+        """A padded prefill step, then the decode stretch to the longest row; returns the end (ticks, type)."""
+        prompt, output, costs = self.prompt, self.output, self.costs
+        m = len(members)
+        if m == 1:
+            i = members[0]
+            p_max = prompt_sum = prompt[i]
+            o_max = output[i]
+        else:
+            p_max = max(prompt[i] for i in members)
+            o_max = max(output[i] for i in members)
+            prompt_sum = sum(prompt[i] for i in members)
+        tokens = m * p_max
+        pairs = m * (p_max * (p_max + 1) // 2)  # causal_attention_pairs
+        t = start + costs.prefill(tokens, pairs)
+        t_fraction = start_fraction or costs.prefill_fraction
+        if self.first_start is None:
+            self.first_start = (start, start_fraction)
+        end_fraction = t_fraction or (o_max > 1 and costs.decode_fraction)
+        context0 = m * (p_max + 1)  # context sum of decode step 1
+        ends: dict[int, int] = {}
+        for i in members:
+            self.admitted[i] = start
+            self.admitted_fraction[i] = start_fraction
+            self.first[i] = t
+            self.first_fraction[i] = t_fraction
+            o = output[i]
+            done = ends.get(o)
+            if done is None:
+                done = ends[o] = t + costs.stretch(m, context0, o - 1)
+            self.finish[i] = done
+            self.finish_fraction[i] = t_fraction or (o > 1 and costs.decode_fraction)
+        end = ends[o_max]
+        for i in members:
+            self.handed[i] = end
+            self.handed_fraction[i] = end_fraction
+        if self.table is not None:
+            self.table._add_batch(start, start_fraction, m, p_max, o_max, prompt_sum,
+                                  sorted(output[i] for i in members))
+        self.steps += o_max
+        self.prefill_steps += 1
+        useful = sum(output[i] for i in members) if m > 1 else o_max
+        self.useful_rows += useful
+        self.rows += m * o_max
+        tokens_held = m * (p_max + o_max - 1)
+        if tokens_held > self.peak_tokens:
+            self.peak_tokens = tokens_held
+        blocks = m * self.pool.lifetime_blocks(p_max, o_max)
+        if blocks > self.peak_blocks:
+            self.peak_blocks = blocks
+        return end, end_fraction
+
+    # ------------------------------------------------------------------ the batch loop
+    def serve_batches(self, batch_size: int, max_wait: tuple[int, bool] | None) -> None:
+        """Static batching (serial when batch_size == 1): the step engine's batch formation, on ticks."""
+        arr, arr_fraction, prompt, output, pool = self.arr, self.arr_fraction, self.prompt, self.output, self.pool
+        eligible = [i for i, why in enumerate(self.reason) if why is None]
+        last = len(arr) - 1
+        limit = self.step_limit()
+        free_at: tuple[int, bool] | None = None
+        idle, idle_fraction = self.idle
+        k = 0
+        count = len(eligible)
+        while k < count:
+            head = eligible[k]
+            stop, p_max, o_max = k + 1, prompt[head], output[head]
+            ready_i: int | None = None
+            while stop - k < batch_size and stop < count:
+                j = eligible[stop]
+                pm = p_max if p_max >= prompt[j] else prompt[j]
+                om = o_max if o_max >= output[j] else output[j]
+                if (stop - k + 1) * pool.lifetime_blocks(pm, om) > self.capacity:
+                    ready_i = j  # full for KV once the one that does not fit is there
+                    break
+                stop, p_max, o_max = stop + 1, pm, om
+            if ready_i is None:
+                ready_i = eligible[stop - 1] if stop - k == batch_size else last
+            ready, ready_fraction = arr[ready_i], arr_fraction[ready_i]
+            if max_wait is not None and arr[head] + max_wait[0] < ready:
+                ready, ready_fraction = arr[head] + max_wait[0], arr_fraction[head] or max_wait[1]
+            if free_at is None or ready > free_at[0]:
+                start, start_fraction = ready, ready_fraction
+                if free_at is not None:
+                    idle += ready - free_at[0]
+                    idle_fraction = idle_fraction or ready_fraction or free_at[1]
+            else:
+                start, start_fraction = free_at
+            while arr[eligible[stop - 1]] > start:  # only the requests already there
+                stop -= 1
+            members = eligible[k:stop]
+            k = stop
+            free_at = self.run_batch(members, start, start_fraction)
+            self.check_steps(limit)
+        self.idle = (idle, idle_fraction)
+        self.end = free_at
+
+    # ------------------------------------------------------------------ results
+    def result(self, policy: str, options: dict[str, Any]) -> SimResult:
+        clock = self.clock
+        time = clock.time
+        results = []
+        arrival, requests, reason = self.arrival, self.requests, self.reason
+        for i, r in enumerate(requests):
+            h = self.handed[i]
+            if h is None:
+                results.append(RequestResult(r, arrival[i], None, None, None, None, 0, 0, 0, reason[i]))
+                continue
+            a, fi, fn = self.admitted[i], self.first[i], self.finish[i]
+            assert a is not None and fi is not None and fn is not None
+            first = time(fi, self.first_fraction[i])
+            handed = time(h, self.handed_fraction[i])
+            finish = handed if fn == h and self.finish_fraction[i] == self.handed_fraction[i] \
+                else time(fn, self.finish_fraction[i])
+            results.append(RequestResult(r, arrival[i], time(a, self.admitted_fraction[i]), first, finish, handed,
+                                         0, self.prompt[i], self.output[i], reason[i]))
+        options = dict(options, kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size)
+        return SimResult(policy, options, tuple(results), self.table, self._summary(policy, results))
+
+    def _summary(self, policy: str, results: list[RequestResult]) -> Summary:
+        """The step engine's ``summarize``, computed on ticks (exact; the same values and number types)."""
+        clock = self.clock
+        time = clock.time
+        d = clock.denominator
+        n = len(self.requests)
+        done = [i for i in range(n) if self.handed[i] is not None]
+        arr, arr_fraction = self.arr, self.arr_fraction
+        # first_arrival = min(arrivals): the first request's (arrivals are in order; min keeps the first)
+        if n:
+            fa, fa_fraction = arr[0], arr_fraction[0]
+        else:
+            fa, fa_fraction = 0, False
+        if done:
+            best = done[0]
+            for i in done:  # max keeps the first of equal maxima
+                if self.handed[i] > self.handed[best]:  # type: ignore[operator]
+                    best = i
+            last, last_fraction = self.handed[best], self.handed_fraction[best]
+            assert last is not None
+        else:
+            last, last_fraction = fa, fa_fraction
+        makespan = time(last - fa, last_fraction or fa_fraction)
+        output = sum(self.output[i] for i in done)
+        zero = self.cost.to_time(0)
+        if self.first_start is None or self.end is None:
+            busy = zero
+        else:
+            busy_ticks = self.end[0] - self.first_start[0] - self.idle[0]
+            busy = time(busy_ticks, self.end[1] or self.first_start[1] or self.idle[1])
+        handed, first, admitted = self.handed, self.first, self.admitted
+        queue = [(admitted[i] - arr[i], self.admitted_fraction[i] or arr_fraction[i]) for i in done]  # type: ignore
+        ttft = [(first[i] - arr[i], self.first_fraction[i] or arr_fraction[i]) for i in done]  # type: ignore
+        e2e = [(handed[i] - arr[i], self.handed_fraction[i] or arr_fraction[i]) for i in done]  # type: ignore
+        tpot = [(handed[i] - first[i], self.output[i] - 1) for i in done if self.output[i] >= 2]  # type: ignore
+        return Summary(
+            policy=policy, requests=n, completed=len(done), rejected=sum(r.rejected for r in results),
+            preemptions=0, steps=self.steps, prefill_steps=self.prefill_steps,
+            decode_steps=self.steps - self.prefill_steps, output_tokens=output, makespan_s=makespan, busy_s=busy,
+            output_tokens_per_s=Fraction(output) / makespan if makespan else None,
+            useful_share=Fraction(self.useful_rows, self.rows) if self.rows else None,
+            queue_wait=_percentiles(queue, clock), ttft=_percentiles(ttft, clock),
+            tpot=_percentiles_of_ratios(tpot, d), e2e=_percentiles(e2e, clock),
+            peak_kv_tokens=self.peak_tokens, peak_kv_blocks=self.peak_blocks,
+            kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size,
+        )
+
+
+def _rank(q: int, n: int) -> int:
+    return -(-q * n // 100) - 1  # nearest rank, 0-based (results.percentile)
+
+
+def _percentiles(values: list[tuple[int, bool]], clock: TickClock) -> Percentiles | None:
+    """``Percentiles.of`` for times given as (ticks, is Fraction): the same elements, exact mean."""
+    if not values:
+        return None
+    n = len(values)
+    order = sorted(range(n), key=lambda i: values[i][0])  # stable, as sorted(values)
+    picks = [clock.time(*values[order[_rank(q, n)]]) for q in (50, 90, 99)]
+    total = sum(v for v, _ in values)
+    return Percentiles(*picks, mean=Fraction(total, clock.denominator * n), max=clock.time(*values[order[-1]]))
+
+
+def _percentiles_of_ratios(values: list[tuple[int, int]], denominator: int) -> Percentiles | None:
+    """``Percentiles.of`` for Fractions ticks / (denominator x divisor), ordered on exact integer keys."""
+    if not values:
+        return None
+    n = len(values)
+    common = 1
+    for _, q in values:
+        if common % q:
+            common = math.lcm(common, q)
+    keys = [v * (common // q) for v, q in values]  # the values x denominator x common, exactly
+    order = sorted(range(n), key=keys.__getitem__)
+
+    def at(i: int) -> Fraction:
+        v, q = values[i]
+        return Fraction(v, denominator * q)
+
+    picks = [at(order[_rank(q, n)]) for q in (50, 90, 99)]
+    return Percentiles(*picks, mean=Fraction(sum(keys), denominator * common * n), max=at(order[-1]))
+
+
+def _validated(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
+               max_steps: int | None) -> tuple[tuple[Request, ...], KVPool]:
+    """The step engine's checks, in its order (``policies._Run``)."""
+    if not isinstance(cost_model, CostModel):  # pragma: no cover - the caller falls back to the step engine first
+        raise InvalidValueError("cost_model", cost_model, "expected a cost model")
+    if kv_pool is not None and not isinstance(kv_pool, KVPool):
+        raise InvalidValueError("kv_pool", kv_pool, "expected a roofline.sim.KVPool or None")
+    if not isinstance(record_steps, bool):
+        raise InvalidValueError("record_steps", record_steps, "must be True or False")
+    if max_steps is not None:
+        check_int("max_steps", max_steps, minimum=0)
+    return check_requests(requests), kv_pool if kv_pool is not None else KVPool.unlimited()
+
+
+def _event_run(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
+               max_steps: int | None, extra_times: tuple[Any, ...]) -> _EventRun | None:
+    """The run on its tick clock, or None when the cost model has no stretch sums (or is not one)."""
+    if TickCosts.rationals(cost_model) is None:
+        return None
+    reqs, pool = _validated(requests, cost_model, kv_pool, record_steps, max_steps)
+    costs = TickCosts.build(cost_model, [*(cost_model.to_time(r.arrival_s) for r in reqs), *extra_times])
+    assert costs is not None
+    return _EventRun(reqs, cost_model, costs, pool, record_steps, max_steps)
+
+
+def serve_serial_events(
+    requests: Iterable[Request],
+    cost_model: Any,
+    *,
+    kv_pool: KVPool | None = None,
+    record_steps: bool = True,
+    max_steps: int | None = None,
+) -> SimResult:
+    """Serve one request at a time, first come first served, on the event engine.
+
+    Parameters, Returns and Raises as :func:`~roofline.sim.serve_serial`, whose results this
+    equals exactly (every request's times, the summary, and the step table when recorded,
+    here a :class:`StretchTable`).
+
+    Notes
+    -----
+    Each request is one prefill step and a stretch of O - 1 decode steps priced in closed
+    form, so the cost is O(1) per request whatever its length. A cost model without
+    stretch sums (float mode, or another class) is served by the step engine
+    (:func:`~roofline.sim.serve_serial`) instead.
+
+    Examples
+    --------
+    One request of 10^9 output tokens, exact, at once:
+
+    >>> from roofline.sim import Request, UnitCostModel
+    >>> r = serve_serial_events([Request(id=0, arrival_s=0, prompt_tokens=1, output_tokens=10**9)], UnitCostModel())
+    >>> r.requests[0].handed_back_s, r.summary.steps
+    (1000000000, 1000000000)
+    """
+    run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, ())
+    if run is None:
+        return serve_serial(requests, cost_model, kv_pool=kv_pool, record_steps=record_steps, max_steps=max_steps)
+    run.serve_batches(1, None)
+    return run.result("serial", {})
+
+
+def serve_static_events(
+    requests: Iterable[Request],
+    cost_model: Any,
+    *,
+    batch_size: int = 8,
+    max_wait: Any = None,
+    kv_pool: KVPool | None = None,
+    record_steps: bool = True,
+    max_steps: int | None = None,
+) -> SimResult:
+    """Static batching on the event engine.
+
+    Parameters, Returns and Raises as :func:`~roofline.sim.serve_static`, whose results this
+    equals exactly (every request's times, the summary, and the step table when recorded,
+    here a :class:`StretchTable`).
+
+    Notes
+    -----
+    A batch of m rows is one padded prefill and a stretch of o_max - 1 decode steps at
+    context sum m (p_max + j); each row's finish is the closed-form sum up to its own last
+    step. A cost model without stretch sums is served by
+    :func:`~roofline.sim.serve_static` instead.
+
+    Examples
+    --------
+    >>> from roofline.sim import Request, UnitCostModel
+    >>> reqs = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o) for i, o in enumerate([100, 1000])]
+    >>> s = serve_static_events(reqs, UnitCostModel(), batch_size=2).summary
+    >>> s.steps, s.useful_share
+    (1000, Fraction(11, 20))
+    """
+    check_int("batch_size", batch_size, minimum=1)
+    if max_wait is not None:
+        check_nonnegative("max_wait", max_wait)
+    extra = () if max_wait is None or TickCosts.rationals(cost_model) is None else (cost_model.to_time(max_wait),)
+    run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, extra)
+    if run is None:
+        return serve_static(requests, cost_model, batch_size=batch_size, max_wait=max_wait, kv_pool=kv_pool,
+                            record_steps=record_steps, max_steps=max_steps)
+    wait = None
+    if max_wait is not None:
+        w = cost_model.to_time(max_wait)
+        wait = (run.clock.ticks(w), not isinstance(w, int))
+    run.serve_batches(batch_size, wait)
+    return run.result("static", {"batch_size": batch_size, "max_wait_s": None if max_wait is None else float(max_wait)})
