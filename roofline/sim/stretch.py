@@ -126,12 +126,14 @@ class TickClock:
         InvalidValueError
             A value that is not a whole number of ticks (the clock was built without it).
         """
-        scaled = seconds * self.denominator
-        if isinstance(scaled, Fraction):
-            if scaled.denominator != 1:
+        if isinstance(seconds, Fraction):
+            q, r = divmod(self.denominator, seconds.denominator)
+            if r:
                 raise InvalidValueError("seconds", seconds, f"is not a multiple of 1/{self.denominator} s")
-            return scaled.numerator
-        return int(scaled)
+            return seconds.numerator * q
+        if isinstance(seconds, int):
+            return seconds * self.denominator
+        raise InvalidValueError("seconds", seconds, "expected an int or a Fraction")
 
     def time(self, ticks: int, exact_type: bool) -> Any:
         """``ticks`` as seconds: a Fraction when ``exact_type`` is True, else an int (ticks must be whole seconds)."""
@@ -460,17 +462,18 @@ class StretchTable(StepTable):
 class _EventRun:
     """Inputs and outcomes of a serial or static run in ticks (the step engine's ``_Run``, on the tick clock)."""
 
-    def __init__(self, requests: tuple[Request, ...], cost_model: Any, costs: TickCosts, pool: KVPool,
-                 record_steps: bool, max_steps: int | None) -> None:
+    def __init__(self, requests: tuple[Request, ...], arrivals: list[Any], cost_model: Any, costs: TickCosts,
+                 pool: KVPool, record_steps: bool, max_steps: int | None) -> None:
         self.requests = requests
         self.cost = cost_model
         self.costs = costs
         self.clock = costs.clock
         self.pool = pool
         n = len(requests)
-        self.arrival = [cost_model.to_time(r.arrival_s) for r in requests]
+        self.arrival = arrivals
         ticks = self.clock.ticks
         self.arr = [ticks(a) for a in self.arrival]
+        _check_order(requests, self.arr)
         self.arr_fraction = [not isinstance(a, int) for a in self.arrival]
         self.prompt = [r.prompt_tokens for r in requests]
         self.output = [r.output_tokens for r in requests]
@@ -566,6 +569,70 @@ class _EventRun:
             self.peak_blocks = blocks
         return end, end_fraction
 
+    # ------------------------------------------------------------------ serial
+    def serve_one_by_one(self) -> None:
+        """Serial serving: :meth:`serve_batches` with batch size 1, written out (one prefill + one stretch each)."""
+        arr, arr_fraction, prompt, output = self.arr, self.arr_fraction, self.prompt, self.output
+        costs, table, limit = self.costs, self.table, self.step_limit()
+        admitted, admitted_fraction, first, first_fraction = (self.admitted, self.admitted_fraction, self.first,
+                                                              self.first_fraction)
+        finish, finish_fraction, handed, handed_fraction = (self.finish, self.finish_fraction, self.handed,
+                                                            self.handed_fraction)
+        unit_prefill, unit_decode = costs.unit_prefill, costs.unit_decode
+        wm, km, fc, ac, oh = costs.wm, costs.km, costs.fc, costs.ac, costs.oh
+        prefill_fraction, decode_fraction = costs.prefill_fraction, costs.decode_fraction
+        free: int | None = None
+        free_fraction = False
+        idle, idle_fraction = self.idle
+        steps = prefills = longest = 0
+        for i, why in enumerate(self.reason):
+            if why is not None:
+                continue
+            a = arr[i]
+            if free is None or a > free:
+                if free is not None:
+                    idle += a - free
+                    idle_fraction = idle_fraction or arr_fraction[i] or free_fraction
+                else:
+                    self.first_start = (a, arr_fraction[i])
+                start, start_fraction = a, arr_fraction[i]
+            else:
+                start, start_fraction = free, free_fraction
+            p, o = prompt[i], output[i]
+            if unit_prefill is not None and unit_decode is not None:
+                t = start + unit_prefill
+                end = t + unit_decode * (o - 1)
+            else:  # TickCosts.prefill and .stretch for one row, inlined
+                m = wm + km * p
+                c = fc * p + ac * (p * (p + 1) // 2)
+                t = start + (m if m >= c else c) + oh
+                end = t + lines_sum(wm + km * (p + 1), km, fc + ac * (p + 1), ac, oh, o - 1) if o > 1 else t
+            t_fraction = start_fraction or prefill_fraction
+            end_fraction = t_fraction or (o > 1 and decode_fraction)
+            admitted[i] = start
+            admitted_fraction[i] = start_fraction
+            first[i] = t
+            first_fraction[i] = t_fraction
+            finish[i] = handed[i] = end
+            finish_fraction[i] = handed_fraction[i] = end_fraction
+            if table is not None:
+                table._add_batch(start, start_fraction, 1, p, o, p, [o])
+            steps += o
+            prefills += 1
+            if p + o > longest:
+                longest = p + o
+            free, free_fraction = end, end_fraction
+            if steps > limit:
+                self.steps = steps
+                self.check_steps(limit)
+        self.steps = self.useful_rows = self.rows = steps
+        self.prefill_steps = prefills
+        if prefills:
+            self.peak_tokens = longest - 1
+            self.peak_blocks = self.pool.blocks_for(longest - 1)
+        self.idle = (idle, idle_fraction)
+        self.end = None if free is None else (free, free_fraction)
+
     # ------------------------------------------------------------------ the batch loop
     def serve_batches(self, batch_size: int, max_wait: tuple[int, bool] | None) -> None:
         """Static batching (serial when batch_size == 1): the step engine's batch formation, on ticks."""
@@ -612,23 +679,33 @@ class _EventRun:
 
     # ------------------------------------------------------------------ results
     def result(self, policy: str, options: dict[str, Any]) -> SimResult:
-        clock = self.clock
-        time = clock.time
+        d = self.clock.denominator
+        made: dict[int, Any] = {}  # ticks -> Fraction already made (a batch's rows share their times)
+
+        def time(ticks: int, fraction: bool) -> Any:
+            if not fraction:
+                return ticks // d
+            value = made.get(ticks)
+            if value is None:
+                value = made[ticks] = Fraction(ticks, d)
+            return value
+
         results = []
-        arrival, requests, reason = self.arrival, self.requests, self.reason
+        arrival, requests, reason, prompt, output = self.arrival, self.requests, self.reason, self.prompt, self.output
+        admitted, admitted_fraction, first, first_fraction = (self.admitted, self.admitted_fraction, self.first,
+                                                              self.first_fraction)
+        finish, finish_fraction, handed, handed_fraction = (self.finish, self.finish_fraction, self.handed,
+                                                            self.handed_fraction)
         for i, r in enumerate(requests):
-            h = self.handed[i]
+            h = handed[i]
             if h is None:
                 results.append(RequestResult(r, arrival[i], None, None, None, None, 0, 0, 0, reason[i]))
                 continue
-            a, fi, fn = self.admitted[i], self.first[i], self.finish[i]
+            a, fi, fn = admitted[i], first[i], finish[i]
             assert a is not None and fi is not None and fn is not None
-            first = time(fi, self.first_fraction[i])
-            handed = time(h, self.handed_fraction[i])
-            finish = handed if fn == h and self.finish_fraction[i] == self.handed_fraction[i] \
-                else time(fn, self.finish_fraction[i])
-            results.append(RequestResult(r, arrival[i], time(a, self.admitted_fraction[i]), first, finish, handed,
-                                         0, self.prompt[i], self.output[i], reason[i]))
+            results.append(RequestResult(r, arrival[i], time(a, admitted_fraction[i]), time(fi, first_fraction[i]),
+                                         time(fn, finish_fraction[i]), time(h, handed_fraction[i]), 0, prompt[i],
+                                         output[i], None))
         options = dict(options, kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size)
         return SimResult(policy, options, tuple(results), self.table, self._summary(policy, results))
 
@@ -726,7 +803,20 @@ def _validated(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | N
         raise InvalidValueError("record_steps", record_steps, "must be True or False")
     if max_steps is not None:
         check_int("max_steps", max_steps, minimum=0)
-    return check_requests(requests), kv_pool if kv_pool is not None else KVPool.unlimited()
+    out = tuple(requests)
+    if any(type(r) is not Request for r in out) or len({r.id for r in out}) != len(out):
+        check_requests(out)  # raises the step engine's error (or passes a subclass of Request)
+    return out, kv_pool if kv_pool is not None else KVPool.unlimited()
+
+
+def _check_order(requests: tuple[Request, ...], ticks: list[int]) -> None:
+    """Arrivals in order, checked on ticks; on a fault ``check_requests`` raises its error."""
+    previous = -1
+    for t in ticks:
+        if t < previous:
+            check_requests(requests)
+            raise AssertionError("check_requests passed out-of-order arrivals")  # pragma: no cover
+        previous = t
 
 
 def _event_run(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
@@ -735,9 +825,10 @@ def _event_run(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | N
     if TickCosts.rationals(cost_model) is None:
         return None
     reqs, pool = _validated(requests, cost_model, kv_pool, record_steps, max_steps)
-    costs = TickCosts.build(cost_model, [*(cost_model.to_time(r.arrival_s) for r in reqs), *extra_times])
+    arrivals = [cost_model.to_time(r.arrival_s) for r in reqs]
+    costs = TickCosts.build(cost_model, [*arrivals, *extra_times])
     assert costs is not None
-    return _EventRun(reqs, cost_model, costs, pool, record_steps, max_steps)
+    return _EventRun(reqs, arrivals, cost_model, costs, pool, record_steps, max_steps)
 
 
 def serve_serial_events(
@@ -773,7 +864,7 @@ def serve_serial_events(
     run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, ())
     if run is None:
         return serve_serial(requests, cost_model, kv_pool=kv_pool, record_steps=record_steps, max_steps=max_steps)
-    run.serve_batches(1, None)
+    run.serve_one_by_one()
     return run.result("serial", {})
 
 
