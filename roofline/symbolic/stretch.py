@@ -74,8 +74,12 @@ if len(_meet) != 1:  # pragma: no cover - derivation guard
 stretch_crossover = sp.Piecewise((sp.oo, sp.Eq(_slope_memory, _slope_compute)), (sp.factor(_meet[0]), True))
 
 #: Steps at the start of the stretch bound by the resource whose line has the smaller slope
-#: (the steps j <= j*); at least 0 (j* < 0: none).
-_first_regime = sp.Max(0, sp.floor(_meet[0]) + 1)
+#: (the steps j <= j*); at least 0 (j* < 0: none). Used only where the slopes differ; its
+#: denominator is replaced by 1 where they are equal (a Kronecker delta) so that the unused
+#: branches of the Piecewise forms below stay finite when they are evaluated.
+_numerator, _denominator = sp.fraction(sp.together(_meet[0]))
+_safe = _denominator + sp.KroneckerDelta(_denominator, 0)  # a Piecewise guard would be folded away by SymPy
+_first_regime = sp.Max(0, sp.floor(_numerator / _safe) + 1)
 
 
 def _prefix(line: sp.Expr) -> sp.Expr:

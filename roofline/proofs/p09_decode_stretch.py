@@ -1,0 +1,128 @@
+"""p09: a stretch of decode steps of a fixed batch is priced in closed form, so a simulator can jump from event to event.
+
+Claim
+-----
+Between two events (a request joins or leaves, an arrival, the KV pool running out) a
+batch is fixed and each context grows by one token per step, so a step's memory and
+compute times are two straight lines in the step index. Their crossover j* (solved) splits
+the stretch into at most two regimes, and the time of n steps is a closed form: two
+arithmetic series. For Llama 3.1 8B on an H100 SXM a batch of 512 starting at 100 tokens
+is compute-bound through step 50 and memory-bound from step 51 (j* = 50.44); 100 steps
+take exactly the sum of their step times. The first step count whose cumulative time
+reaches a given time solves a quadratic: one request decoding for a day on that GPU gets
+through 1,982,585 steps (found with an integer square root, checked at n - 1 and n).
+Paged KV grows by whole blocks: 10 sequences of 16 tokens in 16-token blocks outgrow a
+25-block pool at step 17. An event engine built on these sums serves one request of 10^9
+output tokens exactly without stepping through them.
+
+Assumptions
+-----------
+* docs/conventions.md, "One step": step time = max((W + k S) / BW, (B F + a S) / peak) +
+  overhead (0 here, the bound), S the sum of the contexts (KV incl. the new token); in a
+  stretch step j has context sum S + B j.
+* docs/conventions.md, "Memory": a sequence holding c tokens holds ceil(c / b) blocks.
+* Llama 3.1 8B in BF16 (W = 16,060,522,496 B, k = 131,072 B/token, F = 15,009,316,864
+  FLOP/token exact matmul count, a = 524,288 FLOP per token and context token) on an
+  H100 SXM (3.35 TB/s, 989.4 TFLOP/s dense BF16).
+
+Sources
+-------
+Meta, Llama 3.1 8B model card and config.json (hugging face, meta-llama/Llama-3.1-8B);
+NVIDIA H100 Tensor Core GPU datasheet (SXM5: 3.35 TB/s, 989.4 TFLOP/s dense BF16);
+Williams, Waterman and Patterson, "Roofline: an insightful visual performance model"
+(CACM 2009); Kwon et al., "Efficient Memory Management for Large Language Model Serving
+with PagedAttention" (SOSP 2023), paged KV blocks.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from fractions import Fraction
+
+from ._proof import Proof, run_script, si
+
+NAME = "p09_decode_stretch"
+
+
+def derive(p: Proof) -> None:
+    """Derive and check the claim (see the module docstring)."""
+    import sympy as sp
+
+    from .. import formulas as f
+    from ..hardware import get_accelerator
+    from ..models import get_model
+    from ..sim import Request, RooflineCostModel, serve_serial
+    from ..sim.stretch import serve_serial_events
+    from ..symbolic import SYMBOLS, symbols_for
+    from ..symbolic import stretch as ss
+
+    model, gpu = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    cost = RooflineCostModel.for_model(model, gpu)
+    terms = {k: Fraction(v) for k, v in model.step_terms("exact").items()}
+    terms.update(bandwidth=Fraction(gpu.bandwidth), peak_flops=Fraction(gpu.peak_flops))
+
+    p.title("p09 a stretch of decode steps of a fixed batch, in closed form (Llama 3.1 8B, H100 SXM)")
+
+    p.section("Step j of a stretch: memory and compute times are lines in j")
+    j = sp.Symbol("j", nonnegative=True, integer=True)
+    p.show("memory_j", ss.step_memory)
+    p.show("compute_j", ss.step_compute)
+    p.equal("memory_j grows by k B / BW per step", sp.diff(ss.step_memory, j),
+            SYMBOLS["kv_bytes_per_token"] * SYMBOLS["batch"] / SYMBOLS["bandwidth"])
+
+    p.section("The crossover j*, solved; batch 512 from 100 tokens each")
+    kw = dict(terms, batch=512, context_sum=51_200)
+    crossover = f.stretch_crossover(**kw)
+    p.equal("fast path = solve(memory_j = compute_j)", sp.Rational(crossover.numerator, crossover.denominator),
+            ss.stretch_crossover.xreplace(symbols_for(kw)))
+    p.holds("compute-bound through step 50, memory-bound from step 51", 50 < crossover < 51,
+            f"j* = {float(crossover):.2f}")
+    times = [f.step_time(batch=512, context_sum=51_200 + 512 * i, overhead=0, **terms) for i in range(100)]
+    closed = f.stretch_time(steps=100, overhead=0, **kw)
+    p.equal("100 steps: the closed form = the step times summed one by one (exact)", closed, sum(times),
+            value=si(closed, "s"))
+    p.equal("and = the SymPy form at these values", sp.Rational(closed.numerator, closed.denominator),
+            ss.stretch_time.xreplace(symbols_for(dict(kw, steps=100, overhead=0))))
+
+    p.section("The first step count reaching a time: a quadratic in n (a day of batch-1 decode)")
+    one_row = dict(terms, batch=1, context_sum=1, overhead=0)
+    n = f.stretch_steps_until(target_time=86_400, **one_row)
+    before, at = f.stretch_time(steps=n - 1, **one_row), f.stretch_time(steps=n, **one_row)
+    p.holds("prefix sum at n - 1 < 1 day <= prefix sum at n", before < 86_400 <= at,
+            f"n = {n:,} steps ({si(before, 's')} .. {si(at, 's')})")
+    p.equal("n = 1,982,585 steps", n, 1_982_585)
+
+    p.section("Paged KV: blocks after n steps, and the step that outgrows a pool")
+    p.equal("10 sequences of 16 tokens, 1 more step: 20 blocks of 16",
+            f.stretch_blocks(batch=10, context=16, steps=1, block_size=16), 20)
+    step17 = f.stretch_pool_overflow_step(batch=10, context=16, block_size=16, pool_blocks=25)
+    p.equal("a 25-block pool is outgrown at step 17 (33 tokens need a third block each)", step17, 17)
+    p.holds("and not before", f.stretch_blocks(batch=10, context=16, steps=16, block_size=16) <= 25
+            < f.stretch_blocks(batch=10, context=16, steps=17, block_size=16))
+
+    p.section("An event engine on the closed forms equals the step engine, and does not step")
+    reqs = [Request(id=i, arrival_s=Fraction(i, 10), prompt_tokens=50 + 7 * i, output_tokens=1 + 37 * i)
+            for i in range(20)]
+    events, steps = serve_serial_events(reqs, cost), serve_serial(reqs, cost)
+    p.equal("20 requests served one by one: every hand-back time is the same", [r.handed_back_s for r in
+            events.requests], [r.handed_back_s for r in steps.requests])
+    p.holds("and the summary is the same", events.summary == steps.summary)
+    big = serve_serial_events([Request(id=0, arrival_s=0, prompt_tokens=100, output_tokens=10**9)], cost)
+    decode = f.stretch_time(steps=10**9 - 1, batch=1, context_sum=101, overhead=0, **terms)
+    p.equal("one request of 10^9 tokens: prefill + the closed-form stretch, exactly",
+            big.requests[0].handed_back_s, cost.prefill_time(100, 5050) + decode,
+            value=si(big.requests[0].handed_back_s, "s"))
+
+    p.conclude(f"j* = {float(crossover):.2f} for batch 512 from 100 tokens; 100 steps = {si(closed, 's')} exactly; "
+               f"a day of batch-1 decode = {n:,} steps; a 25-block pool outgrown at step 17; 10^9 tokens served "
+               "exactly without stepping")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the derivation and the verdict; exit status 0 if every check passed, else 1."""
+    return run_script(NAME, derive, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
