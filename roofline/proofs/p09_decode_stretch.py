@@ -1,4 +1,4 @@
-"""p09: a stretch of decode steps of a fixed batch is priced in closed form, so a simulator can jump from event to event.
+"""p09: a stretch of decode steps of a fixed batch is priced in closed form: a simulator jumps event to event.
 
 Claim
 -----

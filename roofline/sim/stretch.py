@@ -376,26 +376,26 @@ class StretchTable(StepTable):
         self._costs = costs
         self._pool = pool
         # one entry per batch, in columns
-        self._first: list[int] = []  # step index of the batch's prefill
-        self._start: list[int] = []  # [ticks]
-        self._start_fraction: list[bool] = []
-        self._rows: list[int] = []
-        self._p_max: list[int] = []
-        self._o_max: list[int] = []
-        self._prompt_sum: list[int] = []
-        self._outputs: list[list[int] | None] = []  # the rows' outputs, sorted (None for one row: [o_max])
+        self._b_first: list[int] = []  # step index of the batch's prefill
+        self._b_start: list[int] = []  # [ticks]
+        self._b_start_fraction: list[bool] = []
+        self._b_rows: list[int] = []
+        self._b_p_max: list[int] = []
+        self._b_o_max: list[int] = []
+        self._b_prompt_sum: list[int] = []
+        self._b_outputs: list[list[int] | None] = []  # the rows' outputs, sorted (None for one row: [o_max])
         self._n = 0
 
     def _add_batch(self, start: int, start_fraction: bool, rows: int, p_max: int, o_max: int, prompt_sum: int,
                    outputs: list[int] | None) -> None:
-        self._first.append(self._n)
-        self._start.append(start)
-        self._start_fraction.append(start_fraction)
-        self._rows.append(rows)
-        self._p_max.append(p_max)
-        self._o_max.append(o_max)
-        self._prompt_sum.append(prompt_sum)
-        self._outputs.append(outputs)
+        self._b_first.append(self._n)
+        self._b_start.append(start)
+        self._b_start_fraction.append(start_fraction)
+        self._b_rows.append(rows)
+        self._b_p_max.append(p_max)
+        self._b_o_max.append(o_max)
+        self._b_prompt_sum.append(prompt_sum)
+        self._b_outputs.append(outputs)
         self._n += o_max
 
     def add_prefill(self, *args: Any) -> None:
@@ -411,10 +411,10 @@ class StretchTable(StepTable):
 
     def _batch_records(self, b: int, first: int, last: int) -> Iterator[StepRecord]:
         """Records of batch ``b``'s local steps first..last-1 (0 = its prefill)."""
-        start, start_fraction, m, p_max = self._start[b], self._start_fraction[b], self._rows[b], self._p_max[b]
-        prompt_sum, outputs = self._prompt_sum[b], self._outputs[b] or [self._o_max[b]]
+        start, start_fraction, m, p_max = self._b_start[b], self._b_start_fraction[b], self._b_rows[b], self._b_p_max[b]
+        prompt_sum, outputs = self._b_prompt_sum[b], self._b_outputs[b] or [self._b_o_max[b]]
         costs, cost, clock, pool = self._costs, self._cost, self._costs.clock, self._pool
-        index = self._first[b]
+        index = self._b_first[b]
         tokens = m * p_max
         pairs = m * f.causal_attention_pairs.unchecked(prompt_tokens=p_max)
         t = start + costs.prefill(tokens, pairs)
@@ -439,10 +439,10 @@ class StretchTable(StepTable):
             fraction = fraction or costs.decode_fraction
 
     def _walk(self, first: int, last: int) -> Iterator[StepRecord]:
-        b = bisect.bisect_right(self._first, first) - 1
+        b = bisect.bisect_right(self._b_first, first) - 1
         while first < last:
-            begin = self._first[b]
-            end = begin + self._o_max[b]
+            begin = self._b_first[b]
+            end = begin + self._b_o_max[b]
             stop = min(last, end)
             yield from self._batch_records(b, first - begin, stop - begin)
             first = stop
@@ -600,9 +600,9 @@ class _EventRun:
         idle, idle_fraction = self.idle
         steps = prefills = longest = 0
         if table is not None:  # StretchTable._add_batch for one row, inlined; the other columns are filled below
-            table_first, table_start, table_start_fraction = (table._first.append, table._start.append,
-                                                              table._start_fraction.append)
-            table_p, table_o = table._p_max.append, table._o_max.append
+            table_first, table_start, table_start_fraction = (table._b_first.append, table._b_start.append,
+                                                              table._b_start_fraction.append)
+            table_p, table_o = table._b_p_max.append, table._b_o_max.append
         for i, why in enumerate(self.reason):
             if why is not None:
                 continue
@@ -650,9 +650,9 @@ class _EventRun:
         self.steps = self.useful_rows = self.rows = steps
         self.prefill_steps = prefills
         if table is not None:
-            table._rows = [1] * prefills
-            table._prompt_sum = table._p_max
-            table._outputs = [None] * prefills
+            table._b_rows = [1] * prefills
+            table._b_prompt_sum = table._b_p_max
+            table._b_outputs = [None] * prefills
             table._n = steps
         if prefills:
             self.peak_tokens = longest - 1
@@ -823,9 +823,10 @@ def _percentiles(values: list[int], flags: list[bool], clock: TickClock) -> Perc
         return None
     n = len(values)
     order = sorted(range(n), key=values.__getitem__)  # stable, as sorted(values)
-    picks = [clock.time(values[k], flags[k]) for k in (order[_rank(q, n)] for q in (50, 90, 99))]
-    top = order[-1]
-    return Percentiles(*picks, mean=Fraction(sum(values), clock.denominator * n), max=clock.time(values[top], flags[top]))
+    p50, p90, p99, top = order[_rank(50, n)], order[_rank(90, n)], order[_rank(99, n)], order[-1]
+    time = clock.time
+    return Percentiles(time(values[p50], flags[p50]), time(values[p90], flags[p90]), time(values[p99], flags[p99]),
+                       mean=Fraction(sum(values), clock.denominator * n), max=time(values[top], flags[top]))
 
 
 def _percentiles_of_ratios(ticks: list[int], divisors: list[int], denominator: int) -> Percentiles | None:
@@ -840,8 +841,8 @@ def _percentiles_of_ratios(ticks: list[int], divisors: list[int], denominator: i
     def at(i: int) -> Fraction:
         return Fraction(ticks[i], denominator * divisors[i])
 
-    picks = [at(order[_rank(q, n)]) for q in (50, 90, 99)]
-    return Percentiles(*picks, mean=Fraction(sum(keys), denominator * common * n), max=at(order[-1]))
+    return Percentiles(at(order[_rank(50, n)]), at(order[_rank(90, n)]), at(order[_rank(99, n)]),
+                       mean=Fraction(sum(keys), denominator * common * n), max=at(order[-1]))
 
 
 def _validated(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
