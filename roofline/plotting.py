@@ -313,6 +313,7 @@ def write_charts(
             try:
                 fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata)
             except OSError as exc:
-                raise InvalidValueError("out_dir", str(out_dir), f"cannot write {path.name}: {exc.strerror or exc}") from None
+                reason = f"cannot write {path.name}: {exc.strerror or exc}"
+                raise InvalidValueError("out_dir", str(out_dir), reason) from None
             written.append(path)
     return written

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from roofline._io import FileReadError, read_text_file
-from roofline.errors import InvalidValueError, TraceError
+from roofline._io import read_text_file
+from roofline.errors import FileReadError, InvalidValueError, TraceError
 from roofline.sim import SHIPPED_TRACES, Request, check_requests, load_trace, parse_trace, shipped_trace
 
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
