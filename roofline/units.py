@@ -61,7 +61,7 @@ def format_time(
     if whole_from is not None and x >= whole_from and unit is None:
         return f"{x:,.0f} s"
     for index, (name, scale) in enumerate(_TIME_UNITS):
-        if name == unit or (unit is None and (x >= scale or name == "us")):
+        if name == unit or (unit is None and (x >= float(scale) or name == "us")):
             return f"{x / float(scale):.{decimals[index]}f} {name}"
     raise ValueError(f"unit={unit!r}: expected s, ms or us")
 
