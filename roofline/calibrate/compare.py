@@ -96,16 +96,11 @@ def predict(
     (6.637, 'memory')
     """
     model = measurement.model
-    f, a = model.flops_per_token(flops)
     kw = dict(
         batch=measurement.batch,
         context_sum=measurement.context_sum,
-        weight_bytes=model.weight_bytes,
-        kv_bytes_per_token=model.kv_bytes_per_token,
-        flops_per_token=f,
-        attention_flops_per_token=a,
-        bandwidth=accelerator.bandwidth,
-        peak_flops=accelerator.peak_flops,
+        **model.step_terms(flops),
+        **accelerator.step_terms(),
     )
     t = float(step_time(**kw, overhead=0))
     memory = float(model.weight_bytes + model.kv_bytes_per_token * measurement.context_sum) / float(

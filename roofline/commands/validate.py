@@ -13,6 +13,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from ..units import format_share, format_time
+
 if TYPE_CHECKING:
     from ..calibrate.compare import Report
 
@@ -148,10 +150,8 @@ def format_report(report: Report) -> str:
 
 
 def _ms(seconds: float | None) -> str:
-    return "n/a" if seconds is None else f"{seconds * 1e3:.3f} ms"
+    return format_time(seconds, unit="ms", decimals=(3, 3, 3))
 
 
 def _pct(value: float | None, *, signed: bool = True) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:+.1%}" if signed else f"{value:.1%}"
+    return format_share(value, signed=signed)

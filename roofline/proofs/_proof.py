@@ -10,7 +10,6 @@ makes the script exit with status 1; nothing is skipped.
 
 from __future__ import annotations
 
-import math
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -18,47 +17,13 @@ from fractions import Fraction
 from typing import IO, Any
 
 from ..quantities import QUANTITIES
+from ..units import si
 
 __all__ = ["Proof", "si", "pretty", "run_script", "CheckFailed"]
-
-_PREFIXES = [(10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k"), (1, ""), (Fraction(1, 10**3), "m"),
-             (Fraction(1, 10**6), "u"), (Fraction(1, 10**9), "n")]
 
 
 class CheckFailed(AssertionError):
     """Raised by :meth:`Proof.require` when a step that later steps depend on fails."""
-
-
-def si(value: Any, unit: str, digits: int = 4) -> str:
-    """``value`` [unit] with an SI prefix and ``digits`` significant digits: ``si(0.004794, "s") == "4.794 ms"``.
-
-    Parameters
-    ----------
-    value : real number (int, Fraction, float, SymPy number)
-    unit : str, appended after the prefix
-    digits : int >= 1, significant digits
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> si(Fraction(16_060_522_496, 3_350_000_000_000), "s")
-    '4.794 ms'
-    >>> si(16_060_522_496, "B")
-    '16.06 GB'
-    """
-    x = float(value)
-    if x == 0 or not math.isfinite(x):
-        return f"{x:g} {unit}"
-    scale, prefix = _PREFIXES[-1]
-    for scale, prefix in _PREFIXES:  # noqa: B007 - the first prefix that fits is kept
-        if abs(x) >= float(scale):
-            break
-    scaled = x / float(scale)
-    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(scaled)))))
-    return f"{scaled:.{decimals}f} {prefix}{unit}"
 
 
 #: Short names for printing (the symbols keep the fast paths' keyword names): name -> (short, meaning [unit]),
