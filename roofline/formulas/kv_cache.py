@@ -225,7 +225,8 @@ def sequences_that_fit_blocks(*, budget: Any, kv_bytes_per_token: Any, context: 
     return blocks // (-(-context // block_size))
 
 
-@formula(result="nonnegative", topic="kv_cache", proof=_P4, prompt_tokens="nonnegative_int", output_tokens="positive_int")
+@formula(result="nonnegative", topic="kv_cache", proof=_P4, prompt_tokens="nonnegative_int",
+         output_tokens="positive_int")
 def lifetime_kv_slots(*, prompt_tokens: Any, output_tokens: Any) -> Any:
     """KV slots a request writes over its life: P + O - 1 (the last token is never fed back).
 
