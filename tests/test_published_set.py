@@ -9,7 +9,7 @@ import pytest
 
 from roofline.calibrate import MeasurementFileError
 from roofline.hardware import accelerator_names
-from roofline.models import model_names
+from roofline.models import get_model, model_names
 from roofline.validate import load_published, pending_published, published_path, validate
 
 
@@ -80,14 +80,15 @@ def test_split_is_fixed_disjoint_and_balanced(doc: dict) -> None:
 
 
 def test_unpriced_points_name_what_the_package_lacks(doc: dict) -> None:
-    """A point is pending exactly when it is tensor-parallel or names a preset the package lacks; reasons say which."""
+    """A point is pending exactly when it is tensor-parallel, MoE or names a missing preset; reasons say which."""
     pending = {p.id: p for p in pending_published()}
     priced = {m.id for m in load_published()}
     assert len(pending) + len(priced) == len(doc["points"]) and not set(pending) & priced
     for p in doc["points"]:
         lacks = [n for n in (p["model"], p["accelerator"]) if n not in model_names() and n not in accelerator_names()]
         tp = p.get("tensor_parallel", 1)
-        assert (p["id"] in pending) == (tp > 1 or bool(lacks)), p["id"]
+        moe = p["model"] in model_names() and bool(getattr(get_model(p["model"]), "num_experts", None))
+        assert (p["id"] in pending) == (tp > 1 or bool(lacks) or moe), p["id"]
         if p["id"] in pending:
             reasons = pending[p["id"]].reasons
             assert (tp > 1) == any("tensor parallelism" in r for r in reasons)
@@ -139,3 +140,22 @@ def test_bad_set_fields_are_refused_by_name(tmp_path: Path, edit, field: str, me
     with pytest.raises(MeasurementFileError) as info:
         load_published(path)
     assert field in info.value.field and message in str(info.value)
+
+
+def test_moe_model_is_pending_not_priced_on_all_experts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model with routed experts is left unpriced (predict would read all experts), with a reason naming it."""
+    import roofline.validate as v
+
+    class _MoE:
+        num_experts = 8
+
+        def with_dtypes(self, **_: str) -> _MoE:
+            return self
+
+    real = v.get_model
+    monkeypatch.setattr(v, "get_model", lambda name: _MoE() if name == "llama-2-13b" else real(name))
+    pending = {p.id: p for p in pending_published()}
+    assert pending["lmdeploy-llama-2-13b-b1-a100"].reasons == (
+        "MoE model 'llama-2-13b': validate's roofline would read every expert's weights per step",
+    )
+    assert "lmdeploy-llama-2-13b-b1-a100" not in {m.id for m in load_published()}
