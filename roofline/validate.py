@@ -18,17 +18,25 @@ from .calibrate.compare import (
     predict,
     validate,
 )
-from .calibrate.published import PUBLISHED_KIND, load_published, published_path
+from .calibrate.published import (
+    PUBLISHED_KIND,
+    PendingPoint,
+    load_published,
+    pending_published,
+    published_path,
+)
 from .calibrate.schema import Measurement
 
 __all__ = [
     "LEFT_OUT",
     "PUBLISHED_KIND",
     "Measurement",
+    "PendingPoint",
     "Row",
     "Report",
     "published_path",
     "load_published",
+    "pending_published",
     "calibration_measurements",
     "default_measurements",
     "predict",

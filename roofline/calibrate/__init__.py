@@ -100,7 +100,7 @@ from .decode_step import decode_attention, measure_decode
 from .device import import_torch, preset_for_device, resolve_device, spread
 from .microbench import measure_bandwidth, measure_matmul
 from .plan import TINY_MODEL, CalibrationPlan
-from .published import PUBLISHED_KIND, load_published, published_path
+from .published import PUBLISHED_KIND, PendingPoint, load_published, pending_published, published_path
 from .run import run_calibration
 from .schema import (
     FILE_KIND,
@@ -144,10 +144,12 @@ __all__ = [
     "LEFT_OUT",
     "PUBLISHED_KIND",
     "Measurement",
+    "PendingPoint",
     "Row",
     "Report",
     "published_path",
     "load_published",
+    "pending_published",
     "calibration_measurements",
     "default_measurements",
     "predict",

@@ -604,6 +604,17 @@ class Measurement:
         What the model leaves out for this row in particular.
     quotes : tuple of str
         The source's own words, verbatim (published points).
+    engine_profile : str
+        The engine profile whose constants an estimate would use (``"gpt-fast compiled"``,
+        ``"vLLM with CUDA graphs"``, ...) from the file's ``engine_profiles``; ``""`` if none.
+    split : str
+        ``"calibration"`` or ``"validation"`` when the published file fixes a split, else ``""``.
+    tensor_parallel : int, >= 1
+        Devices the model is split over (1 for every priced row in this version).
+    concurrency : int or None
+        Closed-loop clients when the source states a concurrency rather than a fixed batch.
+    assumptions : tuple of str
+        What was assumed where the source is silent.
     """
 
     id: str
@@ -619,3 +630,8 @@ class Measurement:
     composition: str = ""
     left_out: tuple[str, ...] = ()
     quotes: tuple[str, ...] = ()
+    engine_profile: str = ""
+    split: str = ""
+    tensor_parallel: int = 1
+    concurrency: int | None = None
+    assumptions: tuple[str, ...] = ()

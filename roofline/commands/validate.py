@@ -3,20 +3,24 @@
 Rows: the shipped published points (``roofline/data/measurements/published.json``),
 the shipped calibration files, and any ``--measurements FILE`` written by ``roofline
 calibrate``. Prints, per row, the prediction with spec and with measured constants,
-their errors, the median absolute errors, the sources and what the model leaves out;
-``--json`` prints the same as JSON. The rows and predictions: :mod:`roofline.calibrate.compare`.
+their errors, the median absolute errors, the sources and what the model leaves out,
+then the published points this version cannot price yet and why (tensor parallelism, a
+missing preset); ``--json`` prints the same as JSON. The rows and predictions:
+:mod:`roofline.calibrate.compare`; the published points: :mod:`roofline.calibrate.published`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_share, format_time
 
 if TYPE_CHECKING:
     from ..calibrate.compare import Report
+    from ..calibrate.published import PendingPoint
 
 __all__ = ["register", "run", "format_report"]
 
@@ -50,24 +54,36 @@ def run(args: argparse.Namespace) -> int:
         field), or nothing is left to validate.
     """
     from ..calibrate.compare import default_measurements, validate
+    from ..calibrate.published import pending_published
 
     rows = default_measurements(
         args.measurements, published=not args.no_published, shipped=not args.no_shipped
     )
     report = validate(rows, flops=args.flops)
+    pending = [] if args.no_published else pending_published()
     if args.json:
-        print(json.dumps(report.to_dict(), indent=1, allow_nan=False))
+        doc = report.to_dict()
+        doc["pending_published"] = [
+            {"id": p.id, "model": p.model, "accelerator": p.accelerator, "tensor_parallel": p.tensor_parallel,
+             "batch": p.batch, "measured_s": p.measured_s, "metric": p.metric, "source": p.source,
+             "reasons": list(p.reasons)}
+            for p in pending
+        ]
+        print(json.dumps(doc, indent=1, allow_nan=False))
     else:
-        print(format_report(report))
+        print(format_report(report, pending=pending))
     return 0
 
 
-def format_report(report: Report) -> str:
+def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> str:
     """``roofline validate``'s table as text: one line per row, the medians, constants, sources, omissions.
 
     Parameters
     ----------
     report : roofline.calibrate.Report
+    pending : sequence of roofline.calibrate.PendingPoint
+        Published points this version cannot price (:func:`roofline.calibrate.pending_published`),
+        listed last with their measured step time [ms] and reasons; none by default.
 
     Returns
     -------
@@ -146,6 +162,11 @@ def format_report(report: Report) -> str:
     lines.append("Left out of the model (why predictions can fall short of measurements):")
     for item in LEFT_OUT:
         lines.append(f"  - {item}")
+    if pending:
+        lines.append("")
+        lines.append(f"Published points not priced by this version ({len(pending)}; measured step time, why):")
+        for p in pending:
+            lines.append(f"  {p.id}: {p.measured_s * 1e3:.3f} ms; {'; '.join(p.reasons)}")
     return "\n".join(lines)
 
 
