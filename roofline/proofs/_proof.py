@@ -90,6 +90,12 @@ SHORT: dict[str, tuple[str, str]] = {
     "length_range": ("r", "longest - shortest [tokens]"),
     "scale": ("mu", "mean of the exponential before truncation [tokens]"),
     "cap": ("cap", "truncation point [tokens]"),
+    "tensor_parallel_size": ("T", "GPUs in the tensor-parallel group"),
+    "message_bytes": ("M", "bytes all-reduced by one call"),
+    "link_bandwidth": ("beta", "link bandwidth per GPU per direction [B/s]"),
+    "link_latency": ("alpha", "latency of one ring step [s]"),
+    "hidden_size": ("h", "hidden size [elements]"),
+    "activation_bytes": ("e_a", "bytes per activation element"),
 }
 
 
