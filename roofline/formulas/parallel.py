@@ -292,7 +292,7 @@ def decode_allreduce_latency_time(**kw: Any) -> Any:
     >>> round(float(t) * 1e3, 4)  # [ms]: 160 all-reduces x 14 ring steps x 0.6 us
     1.344
     """
-    return _latency_term(kw) + 0 * _message(kw) / kw["link_bandwidth"]
+    return _latency_term(kw) + 0 * _message(kw) * kw["link_bandwidth"]
 
 
 _TP: dict[str, Any] = {"overhead": "nonnegative", **_DECODE, **_DECODE_AR}
