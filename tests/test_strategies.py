@@ -46,7 +46,7 @@ def test_every_public_strategy_is_tested_here():
     """Each name in strategies.__all__ is either a constant or is exercised by this module."""
     strategies = {n for n in rs.__all__ if callable(getattr(rs, n))}
     assert strategies == {"positive_fractions", "domain_values", "model_configs", "accelerators", "requests",
-                          "workloads", "batch_sizes", "kv_budgets", "kv_pools", "cost_models"}
+                          "workloads", "batch_sizes", "kv_budgets", "kv_pools", "cost_models", "links"}
 
 
 @given(requests(max_arrival_s=Fraction(7, 2)))
