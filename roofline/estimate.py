@@ -46,7 +46,7 @@ def _model_terms(model: ModelConfig, flops: str) -> dict[str, Any]:
 
 
 def _hardware_terms(accelerator: Accelerator) -> dict[str, Fraction]:
-    return dict(bandwidth=Fraction(accelerator.bandwidth), peak_flops=Fraction(accelerator.peak_flops))
+    return {name: Fraction(value) for name, value in accelerator.step_terms().items()}
 
 
 @attrs.frozen

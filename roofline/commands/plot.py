@@ -17,8 +17,9 @@ import argparse
 from fractions import Fraction
 from typing import Any
 
-from ..hardware import GB, get_accelerator
+from ..hardware import get_accelerator
 from ..models import load_model
+from ..units import GB
 from ._args import add_flops_option, add_model_options, int_arg, number_arg
 
 

@@ -16,8 +16,9 @@ from typing import Any
 from .. import estimate
 from .._checks import check_int, check_positive
 from ..errors import InvalidValueError
-from ..hardware import GB, Accelerator, get_accelerator
+from ..hardware import Accelerator, get_accelerator
 from ..models import ModelConfig, load_model
+from ..units import GB, format_time
 from ._args import add_model_options, int_arg, number_arg
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
@@ -167,11 +168,7 @@ def build_report(
 
 
 def _t(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3f} ms"
-    return f"{seconds * 1e6:.2f} us"
+    return format_time(seconds, decimals=(3, 3, 2))
 
 
 def format_report(r: dict[str, Any]) -> str:

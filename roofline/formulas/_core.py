@@ -2,6 +2,8 @@
 
 Each public fast path is declared with :func:`formula`, which
 
+* checks that every keyword argument is a quantity of :data:`roofline.quantities.QUANTITIES`
+  and that its domain is the table's or narrower (a programming error otherwise);
 * records it in :data:`REGISTRY` with the name of its symbolic form
   (``roofline.symbolic.<topic>.<name>``, loaded lazily so that ``import roofline``
   never imports SymPy), the proof script that derives it and the domain of each
@@ -22,7 +24,6 @@ import functools
 import importlib
 import math
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any, Protocol
 
 import attrs
@@ -30,6 +31,7 @@ import numpy as np
 
 from .._checks import check_int, check_nonnegative, check_number, check_positive
 from ..errors import InvalidValueError
+from ..quantities import DOMAINS, QUANTITIES, narrows
 
 __all__ = ["Formula", "FormulaSpec", "REGISTRY", "formula", "maximum", "floor", "ceil", "DOMAINS"]
 
@@ -41,17 +43,6 @@ class Formula(Protocol):
     unchecked: Callable[..., Any]
 
     def __call__(self, **kwargs: Any) -> Any: ...
-
-#: Domain kinds a keyword argument may have, and the SymPy assumptions they mean.
-DOMAINS = {
-    "positive": dict(positive=True),
-    "nonnegative": dict(nonnegative=True),
-    "positive_int": dict(positive=True, integer=True),
-    "nonnegative_int": dict(nonnegative=True, integer=True),
-    "share": dict(positive=True),  # 0 < x <= 1
-    "real": dict(real=True),
-}
-
 
 def _check(kind: str, name: str, value: Any) -> None:
     if kind == "positive":
@@ -137,9 +128,11 @@ def formula(
     **domains: Any,
 ) -> Callable[[Callable[..., Any]], Formula]:
     """Register a fast path and wrap it with domain checks (see module docstring)."""
-    for kind in domains.values():
-        if kind not in DOMAINS:  # pragma: no cover - programming error
-            raise AssertionError(kind)
+    for name, kind in domains.items():  # programming errors, caught at import
+        if name not in QUANTITIES:
+            raise AssertionError(f"{name!r} is not in roofline.quantities.QUANTITIES; add it to the table")
+        if kind not in DOMAINS or not narrows(QUANTITIES[name].domain, kind):
+            raise AssertionError(f"{name}: domain {kind!r} is not within the table's {QUANTITIES[name].domain!r}")
 
     def decorate(func: Callable[..., Any]) -> Formula:
         @functools.wraps(func)

@@ -24,7 +24,8 @@ Conventions (../shared/design/CONVENTIONS.md, "Serving policies"):
 
 Fast paths are keyword-only, with no float literals in the exact ones; the
 expected shares' registry entries carry ``exact`` (False where the result is a float)
-and ``max_test_value`` (bound on inputs for exact or symbolic evaluation in tests). Derivations: ``roofline.symbolic.batching``. Proofs:
+and ``max_test_value`` (bound on inputs for exact or symbolic evaluation in tests).
+Derivations: ``roofline.symbolic.batching``. Proofs:
 ``proofs/p01_one_request.py`` (serial waits), ``proofs/p05_static_batching.py``,
 ``proofs/p06_expected_useful_share.py``.
 """
@@ -86,7 +87,8 @@ def _any_array(*values: Any) -> bool:
 
 @formula(topic="batching", proof=_P5, batch="positive_int", length_sum="positive", length_max="positive",
          requires=("length_sum", "length_max <= length_sum <= batch x length_max",
-                   lambda batch, length_sum, length_max: (length_max <= length_sum) & (length_sum <= batch * length_max)))
+                   lambda batch, length_sum, length_max: (length_max <= length_sum)
+                   & (length_sum <= batch * length_max)))
 def static_useful_share(*, batch: Any, length_sum: Any, length_max: Any) -> Any:
     """Useful share of a static batch: sum(O_i) / (B x max O_i) [1].
 

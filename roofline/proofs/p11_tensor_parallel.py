@@ -93,11 +93,11 @@ def derive(p: Proof) -> None:
 
     p.section("The ring all-reduce, derived step by step")
     p.say("A ring all-reduce is a reduce-scatter then an all-gather, T - 1 steps each. In every step each GPU "
-          "sends one chunk of M / T bytes to its neighbour: one link latency plus M / (T beta).")
+          "sends one chunk of M_ar / T bytes to its neighbour: one link latency plus M_ar / (T beta).")
     p.show("t_ring = sum over the 2 (T - 1) steps", sp_.ring_allreduce_time)
     p.legend("message_bytes", "tensor_parallel_size", "link_bandwidth", "link_latency")
     convention = 2 * (T - 1) / T * M / sp_.beta + 2 * (T - 1) * sp_.alpha
-    p.equal("it is the convention's 2 (T - 1) / T x M / beta + 2 (T - 1) x alpha", sp_.ring_allreduce_time,
+    p.equal("it is the convention's 2 (T - 1) / T x M_ar / beta + 2 (T - 1) x alpha", sp_.ring_allreduce_time,
             convention)
     p.equal("one GPU all-reduces nothing: t_ring(T = 1) = 0", sp_.ring_allreduce_time.subs(T, 1), 0)
     p.equal("the latency term is the limit as beta -> oo: 2 (T - 1) alpha", sp_.ring_allreduce_latency_time,
@@ -108,7 +108,7 @@ def derive(p: Proof) -> None:
     p.section("Two all-reduces per layer per decode step, of B x h x e bytes each")
     p.show("t_AR per step", sp_.decode_allreduce_time)
     p.legend("batch", "hidden_size", "activation_bytes", "num_hidden_layers")
-    p.equal("t_AR = 2 L x t_ring(M = B h e)", sp_.decode_allreduce_time,
+    p.equal("t_AR = 2 L x t_ring(M_ar = B h e_a)", sp_.decode_allreduce_time,
             2 * S.num_hidden_layers * sp_.ring_allreduce_time.subs(M, S.batch * sp_.h * sp_.e_a))
     p.show("step time of the group", sp_.step_time_tp)
     p.equal("T = 1 is exactly today's step time (docs/conventions.md, 'One step')", sp_.step_time_tp.subs(T, 1),

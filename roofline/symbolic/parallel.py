@@ -33,14 +33,10 @@ from __future__ import annotations
 import sympy as sp
 
 from . import step_time as _st
-from ._symbols import S, declare
+from ._symbols import S
 
-T = declare("tensor_parallel_size", positive=True, integer=True)  # GPUs in the group
-h = declare("hidden_size", positive=True, integer=True)  # [elements per token]
-e_a = declare("activation_bytes", positive=True)  # [bytes per element] of the all-reduced activations
-beta = declare("link_bandwidth", positive=True)  # [bytes/s] per GPU per direction
-alpha = declare("link_latency", nonnegative=True)  # [s] per ring step
-M = declare("message_bytes", nonnegative=True)  # [bytes] all-reduced by one call
+T, h, e_a = S.tensor_parallel_size, S.hidden_size, S.activation_bytes  # GPUs, elements, bytes/element
+beta, alpha, M = S.link_bandwidth, S.link_latency, S.message_bytes  # bytes/s per direction, s per step, bytes
 B, L = S.batch, S.num_hidden_layers
 
 _s = sp.Symbol("s", positive=True, integer=True)
