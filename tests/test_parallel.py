@@ -101,15 +101,12 @@ def test_one_gpu_is_todays_step_symbolically():
     assert sym.decode_allreduce_time.subs(sym.T, 1) == 0
 
 
-_MESSAGE = st.builds(lambda b, h, e: dict(batch=b, hidden_size=h, activation_bytes=e),
-                     positive_fractions(max_value=4096), st.integers(1, 16_384), st.sampled_from([1, 2, 4]))
-
-
-@given(_MESSAGE, links(), st.integers(1, 64), st.integers(1, 128))
-def test_allreduce_zero_at_one_gpu_and_increasing_in_t(message, link, layers, t):
+@given(positive_fractions(max_value=4096), st.integers(1, 16_384), st.sampled_from([1, 2, 4]), links(),
+       st.integers(1, 64), st.integers(1, 128))
+def test_allreduce_zero_at_one_gpu_and_increasing_in_t(batch, hidden, e, link, layers, t):
     """The all-reduce time is 0 at T = 1 and strictly increasing in T (both its terms are)."""
     kw = dict(num_hidden_layers=layers, link_bandwidth=Fraction(link.bandwidth.value),
-              link_latency=Fraction(link.latency.value), **message)
+              link_latency=Fraction(link.latency.value), batch=batch, hidden_size=hidden, activation_bytes=e)
     assert f.decode_allreduce_time(tensor_parallel_size=1, **kw) == 0
     here, there = f.decode_allreduce_time(tensor_parallel_size=t, **kw), f.decode_allreduce_time(
         tensor_parallel_size=t + 1, **kw)
@@ -119,23 +116,26 @@ def test_allreduce_zero_at_one_gpu_and_increasing_in_t(message, link, layers, t)
         tensor_parallel_size=t, **kw)
 
 
-@given(_MESSAGE, links(), st.integers(1, 64), st.integers(2, 128), positive_fractions(max_value=64))
-def test_allreduce_increasing_in_batch(message, link, layers, t, more):
+@given(positive_fractions(max_value=4096), st.integers(1, 16_384), st.sampled_from([1, 2, 4]), links(),
+       st.integers(1, 64), st.integers(2, 128), positive_fractions(max_value=64))
+def test_allreduce_increasing_in_batch(batch, hidden, e, link, layers, t, more):
     """With T >= 2 the all-reduce time strictly grows with the batch (its bandwidth term does; latency stays)."""
     kw = dict(num_hidden_layers=layers, tensor_parallel_size=t, link_bandwidth=Fraction(link.bandwidth.value),
-              link_latency=Fraction(link.latency.value), **message)
+              link_latency=Fraction(link.latency.value), batch=batch, hidden_size=hidden, activation_bytes=e)
     bigger = dict(kw, batch=kw["batch"] + more)
     assert f.decode_allreduce_time(**bigger) > f.decode_allreduce_time(**kw)
     assert f.decode_allreduce_latency_time(**bigger) == f.decode_allreduce_latency_time(**kw)
 
 
-_SHARE = st.fractions(min_value=0, max_value=1, max_denominator=100)  # the replicated excess, as a share of W / T
-
-
 @given(model_configs(max_layers=8, max_hidden=2048), accelerators(), links(), st.integers(1, 64),
-       st.integers(1, 512), st.integers(0, 10**5), _SHARE, _SHARE, _SHARE, _SHARE)
-def test_group_never_beats_the_whole_roofline_over_t(model, acc, link, t, batch, context_sum, xw, xk, xf, xa):
-    """With per-GPU sizes >= the whole model's / T, step_time_tp >= max(memory, compute) of the whole model / T."""
+       st.integers(1, 512), st.integers(0, 10**5), st.lists(st.sampled_from([0, Fraction(1, 100), Fraction(1, 2), 1]),
+                                                             min_size=4, max_size=4))
+def test_group_never_beats_the_whole_roofline_over_t(model, acc, link, t, batch, context_sum, excess):
+    """With per-GPU sizes >= the whole model's / T, step_time_tp >= max(memory, compute) of the whole model / T.
+
+    ``excess``: what each per-GPU size carries above 1/T of the whole (replicated parts), as a share of it.
+    """
+    xw, xk, xf, xa = excess
     F, a = model.flops_per_token("exact")
     W, k = Fraction(model.weight_bytes), Fraction(model.kv_bytes_per_token)
     hw = dict(bandwidth=Fraction(acc.bandwidth), peak_flops=Fraction(acc.peak_flops), overhead=0)
