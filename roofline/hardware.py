@@ -7,11 +7,18 @@ measured (achieved) values.  Every value is a :class:`Sourced` number whose
 where it comes from (precise to the table) and when.  Derived values such as the
 ridge point are properties, never stored.
 
-Units: bytes, bytes/s, FLOP/s (conventions: ../shared/design/CONVENTIONS.md, Units).
+Each accelerator also carries its GPU-to-GPU links (:class:`Link`: NVLink through
+NVSwitch or a bridge, AMD Infinity Fabric, PCIe) with bandwidth per GPU and per
+direction, the latency of one all-reduce ring step, generation and reach, for
+tensor parallelism (docs/conventions.md, "Tensor parallelism").
+
+Units: bytes, bytes/s, FLOP/s, s (docs/conventions.md, "Units").
 Peak FLOP/s is always the **dense** figure; the 2:4 sparsity figure NVIDIA prints
 is never used.
 
-Facts: ../shared/design/CONSTANTS.md ("Accelerators", "Measured (achieved) values").
+Facts: NVIDIA and AMD datasheets (each value's Source names the table), public
+nvidia-smi / rocm-smi logs for the memory software sees, NCCL's and RCCL's ring
+latency models for the link latencies.
 """
 
 from __future__ import annotations
@@ -170,7 +177,7 @@ class Accelerator:
         Memory as printed on the datasheet (80 GB = 80e9 bytes).
     memory_usable : Sourced [bytes]
         Memory as seen by software (``torch.cuda.mem_get_info`` total or nvidia-smi);
-        the KV budget starts from this (CONVENTIONS.md, Memory).
+        the KV budget starts from this (docs/conventions.md, "Memory").
     hbm_bandwidth : Sourced [bytes/s]
         Peak HBM bandwidth from the datasheet.
     peak_bf16 : Sourced [FLOP/s]
