@@ -19,7 +19,7 @@ from ..errors import InvalidValueError
 from ..hardware import Accelerator, get_accelerator
 from ..models import ModelConfig, load_model
 from ..units import GB, format_time
-from ._args import add_model_options, int_arg, number_arg
+from ._args import add_model_options, int_arg, number_arg, plain
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
 LESSON_KV_BUDGET_GB = 53
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
         help="the lesson's numbers for a model on an accelerator",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_options(p)

@@ -28,7 +28,7 @@ from ..hardware import get_accelerator
 from ..models import load_model
 from ..sim import POLICIES, KVPool, RooflineCostModel, SimResult, load_trace
 from ..units import GB, format_time
-from ._args import add_flops_option, add_model_options, int_arg, number_arg
+from ._args import add_flops_option, add_model_options, int_arg, number_arg, plain
 
 DEFAULT_BATCH_SIZE = 8
 DEFAULT_MAX_NUM_SEQS = 256
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate",
         help="serve a request trace under serial, static and continuous batching and compare",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--trace", required=True,
