@@ -128,6 +128,11 @@ _TABLE = (
     Quantity("service_time", "T", "s", "service time of one request", "nonnegative"),
     Quantity("step_time", "t", "s", "time of one step", "nonnegative"),
     Quantity("arrival_time", "t_arr", "s", "arrival after the batch started", "nonnegative"),
+    # decode stretches
+    Quantity("steps", "n", "steps", "consecutive decode steps of a fixed batch (a stretch)", "nonnegative_int"),
+    Quantity("target_time", "t_*", "s", "a time measured from the stretch's start (e.g. the next arrival)",
+             "nonnegative"),
+    Quantity("pool_blocks", "P", "blocks", "KV blocks a batch may hold", "nonnegative_int"),
     # tensor parallelism
     Quantity("tensor_parallel_size", "T", "GPUs", "GPUs in the tensor-parallel group", "positive_int",
              "1 is one GPU: no all-reduce"),

@@ -46,7 +46,8 @@ def test_every_public_strategy_is_tested_here():
     """Each name in strategies.__all__ is either a constant or is exercised by this module."""
     strategies = {n for n in rs.__all__ if callable(getattr(rs, n))}
     assert strategies == {"positive_fractions", "domain_values", "model_configs", "accelerators", "requests",
-                          "workloads", "batch_sizes", "kv_budgets", "kv_pools", "cost_models", "links"}
+                          "workloads", "batch_sizes", "kv_budgets", "kv_pools", "cost_models", "links",
+                          "decode_stretches"}
 
 
 @given(requests(max_arrival_s=Fraction(7, 2)))
@@ -79,6 +80,20 @@ def test_accelerators_pass_the_accelerator_validators(a):
     """A drawn Accelerator rebuilds through its validators; bandwidth, peak and memory are > 0."""
     assert isinstance(a, Accelerator) and _revalidated(a) == a
     assert a.bandwidth > 0 and a.peak_flops > 0 and a.usable_memory > 0
+
+
+@given(rs.decode_stretches(), rs.decode_stretches(crossing=True, max_crossover=9))
+def test_decode_stretches_are_valid_formula_arguments(free, crossing):
+    """Drawn stretch arguments pass the formulas' checks; a crossing draw has its crossover in [0, max_crossover]."""
+    assert f.stretch_time(steps=3, **free) > 0
+    j = f.stretch_crossover(**{k: v for k, v in crossing.items() if k != "overhead"})
+    assert j is not None and 0 <= j <= 9
+
+
+def test_decode_stretches_refuse_bad_maxima():
+    """A negative maximum is an InvalidArgument when the strategy is built."""
+    with pytest.raises(InvalidArgument):
+        rs.decode_stretches(max_batch=0)
 
 
 @given(kv_pools(unlimited=None))

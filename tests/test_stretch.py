@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import assume, given, note, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import roofline.formulas as f
@@ -33,10 +33,10 @@ from roofline.sim.stretch import (
     serve_serial_events,
     serve_static_events,
 )
-from roofline.testing.strategies import batch_sizes, cost_models, kv_pools, positive_fractions, workloads
+from roofline.testing.strategies import batch_sizes, cost_models, decode_stretches, kv_pools, workloads
 
-#: Cheap simulation oracles run at least 200 examples, more under a bigger profile (tests/conftest.py).
-AT_LEAST_200 = settings(max_examples=max(200, settings().max_examples))
+#: Simulation oracles run at least 200 examples, more under a bigger profile (tests/conftest.py).
+AT_LEAST_200 = settings(settings.get_profile("simulation_oracle"))
 
 LLAMA = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
 TERMS = ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token", "bandwidth",
@@ -46,38 +46,6 @@ TERMS = ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flo
 def llama_terms() -> dict[str, Any]:
     """Llama 3.1 8B on H100 SXM, the lesson's scenario, as exact formula arguments (Fractions)."""
     return {name: Fraction(getattr(LLAMA, name)) for name in TERMS}
-
-
-@st.composite
-def decode_terms(draw: st.DrawFn) -> dict[str, Any]:
-    """Exact step-time constants, the batch and the first step's context sum (no steps yet)."""
-    kw = {name: draw(positive_fractions(max_value=1000)) for name in TERMS}
-    for name in ("kv_bytes_per_token", "attention_flops_per_token"):
-        if draw(st.booleans()):
-            kw[name] = Fraction(0)
-    kw["batch"] = draw(st.integers(1, 64))
-    kw["context_sum"] = draw(st.integers(0, 10_000))
-    kw["overhead"] = draw(st.sampled_from([Fraction(0), Fraction(1, 7), Fraction(3)]))
-    return kw
-
-
-@st.composite
-def crossing_terms(draw: st.DrawFn) -> dict[str, Any]:
-    """Constants whose memory/compute crossover j* falls inside the first 60 steps (flops_per_token solved for it)."""
-    kw = draw(decode_terms())
-    kw["kv_bytes_per_token"] = draw(positive_fractions(max_value=1000))
-    kw["attention_flops_per_token"] = draw(positive_fractions(max_value=1000))
-    b, s = kw["batch"], kw["context_sum"]
-    m0 = (kw["weight_bytes"] + kw["kv_bytes_per_token"] * s) / kw["bandwidth"]
-    ms = kw["kv_bytes_per_token"] * b / kw["bandwidth"]
-    cs = kw["attention_flops_per_token"] * b / kw["peak_flops"]
-    assume(ms != cs)
-    j = draw(st.fractions(min_value=0, max_value=60, max_denominator=7))
-    c0 = m0 + j * (ms - cs)
-    flops = (c0 * kw["peak_flops"] - kw["attention_flops_per_token"] * s) / b
-    assume(flops > 0)
-    kw["flops_per_token"] = flops
-    return kw
 
 
 def step_by_step(kw: dict[str, Any], steps: int, *, overlap: bool = True) -> list[Any]:
@@ -94,14 +62,14 @@ def step_by_step(kw: dict[str, Any], steps: int, *, overlap: bool = True) -> lis
 # --------------------------------------------------------------------------- the formulas
 
 
-@given(kw=decode_terms(), steps=st.integers(0, 120))
+@given(kw=decode_stretches(), steps=st.integers(0, 120))
 def test_stretch_time_is_the_sum_of_its_steps(kw: dict[str, Any], steps: int) -> None:
     """stretch_time and stretch_time_no_overlap equal the step times summed one by one, exactly (Fractions)."""
     assert f.stretch_time(steps=steps, **kw) == step_by_step(kw, steps)[-1]
     assert f.stretch_time_no_overlap(steps=steps, **kw) == step_by_step(kw, steps, overlap=False)[-1]
 
 
-@given(kw=crossing_terms(), steps=st.integers(0, 120))
+@given(kw=decode_stretches(crossing=True), steps=st.integers(0, 120))
 def test_stretch_time_across_the_crossover(kw: dict[str, Any], steps: int) -> None:
     """A stretch that crosses from one bound to the other sums exactly; the crossover is where the bound swaps."""
     args = {k: v for k, v in kw.items() if k != "overhead"}
@@ -161,7 +129,7 @@ def test_equal_slopes_have_no_crossover():
     assert f.stretch_time(steps=3, overhead=0, **kw) == 48
 
 
-@given(kw=st.one_of(decode_terms(), crossing_terms()), steps=st.integers(0, 80), data=st.data())
+@given(kw=st.one_of(decode_stretches(), decode_stretches(crossing=True)), steps=st.integers(0, 80), data=st.data())
 def test_steps_until_is_the_first_prefix_sum_reaching_the_time(kw: dict[str, Any], steps: int,
                                                               data: st.DataObject) -> None:
     """stretch_steps_until(t) is the least n with sum of n steps >= t, exactly at and around every boundary."""

@@ -38,7 +38,7 @@ from __future__ import annotations
 import sympy as sp
 
 from . import step_time as _st
-from ._symbols import S, declare
+from ._symbols import S
 
 __all__ = [
     "stretch_crossover",
@@ -53,9 +53,9 @@ __all__ = [
 ]
 
 B, Ssum, t0 = S.batch, S.context_sum, S.overhead
-n = declare("steps", nonnegative=True, integer=True)  # steps in the stretch
-target = declare("target_time", nonnegative=True)  # [s] from the stretch's start
-pool = declare("pool_blocks", nonnegative=True, integer=True)  # [blocks]
+n = S.steps  # steps in the stretch
+target = S.target_time  # [s] from the stretch's start
+pool = S.pool_blocks  # [blocks]
 
 _j = sp.Symbol("j", nonnegative=True, integer=True)  # step index in the stretch, 0-based
 _x = sp.Symbol("x", real=True)  # a real step index (solve)
@@ -154,7 +154,7 @@ stretch_steps_until_no_overlap = sp.Piecewise(
 
 # ----------------------------------------------------------------------------- paged blocks
 _i = sp.Symbol("i", positive=True, integer=True)
-_c_blocks = declare("context", nonnegative=True)
+_c_blocks = S.context
 stretch_blocks = sp.summation(sp.ceiling((_c_blocks + n) / S.block_size), (_i, 1, B))
 
 # B ceiling(y) > P  <=>  ceiling(y) > floor(P / B)  <=>  y > floor(P / B)  (ceiling(y) is an integer);

@@ -60,6 +60,7 @@ __all__ = [
     "kv_budgets",
     "kv_pools",
     "cost_models",
+    "decode_stretches",
     "ARRIVALS",
     "LENGTHS",
     "TIME_RESOLUTION",
@@ -837,3 +838,77 @@ def cost_models(
     if kind == "roofline":
         return roof
     return st.one_of(unit, roof)
+
+
+# --------------------------------------------------------------------------- decode stretches
+
+_STEP_TERMS = ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token", "bandwidth",
+               "peak_flops")
+
+
+@st.composite
+def _decode_stretches(draw: st.DrawFn, crossing: bool, max_batch: int, max_context_sum: int,
+                      max_crossover: int) -> dict[str, Any]:
+    kw: dict[str, Any] = {name: draw(positive_fractions(max_value=1000)) for name in _STEP_TERMS}
+    kw["batch"] = draw(st.integers(1, max_batch))
+    kw["context_sum"] = draw(st.integers(0, max_context_sum))
+    kw["overhead"] = draw(st.sampled_from([Fraction(0), Fraction(1, 7), Fraction(3)]))
+    if not crossing:
+        for name in ("kv_bytes_per_token", "attention_flops_per_token"):
+            if draw(st.booleans()):
+                kw[name] = Fraction(0)
+        return kw
+    # solve flops_per_token for a crossover j* drawn in [0, max_crossover]
+    b, s = kw["batch"], kw["context_sum"]
+    m0 = (kw["weight_bytes"] + kw["kv_bytes_per_token"] * s) / kw["bandwidth"]
+    ms = kw["kv_bytes_per_token"] * b / kw["bandwidth"]
+    cs = kw["attention_flops_per_token"] * b / kw["peak_flops"]
+    if ms == cs:  # equal slopes never cross: tilt the compute slope
+        kw["attention_flops_per_token"] *= 2
+        cs *= 2
+    j = draw(st.fractions(min_value=0, max_value=max_crossover, max_denominator=7))
+    flops = ((m0 + j * (ms - cs)) * kw["peak_flops"] - kw["attention_flops_per_token"] * s) / b
+    if flops <= 0:  # the compute line cannot start that high: move the crossover to where it can (j = 0 side)
+        kw["attention_flops_per_token"] = Fraction(0)
+        cs = Fraction(0)
+        flops = (m0 + j * ms) * kw["peak_flops"] / b
+    kw["flops_per_token"] = flops
+    return kw
+
+
+def decode_stretches(
+    *, crossing: bool = False, max_batch: int = 64, max_context_sum: int = 10_000, max_crossover: int = 60
+) -> st.SearchStrategy[dict[str, Any]]:
+    """Arguments of a decode stretch's formulas (:mod:`roofline.formulas.stretch`), exact Fractions.
+
+    Parameters
+    ----------
+    crossing : bool, default False
+        True: ``flops_per_token`` is solved so that the memory/compute crossover j* falls in
+        [0, ``max_crossover``] (the stretch changes bound); False: constants drawn freely,
+        ``kv_bytes_per_token`` and ``attention_flops_per_token`` sometimes 0.
+    max_batch : int >= 1
+    max_context_sum : int >= 0 [tokens]
+    max_crossover : int >= 0 [steps]
+
+    Returns
+    -------
+    SearchStrategy of dict: ``batch`` (int), ``context_sum`` (int), ``weight_bytes``,
+    ``kv_bytes_per_token``, ``flops_per_token``, ``attention_flops_per_token``, ``bandwidth``,
+    ``peak_flops`` and ``overhead`` (Fractions); no ``steps`` or ``target_time``.
+
+    Raises
+    ------
+    InvalidArgument
+        A maximum out of range.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> sorted(find(decode_stretches(), lambda kw: True))[:3]
+    ['attention_flops_per_token', 'bandwidth', 'batch']
+    """
+    _check_int("max_batch", max_batch, 1)
+    _check_int("max_context_sum", max_context_sum, 0)
+    _check_int("max_crossover", max_crossover, 0)
+    return _decode_stretches(crossing, max_batch, max_context_sum, max_crossover)
