@@ -671,6 +671,7 @@ class _EventRun:
         idle, idle_fraction = self.idle
         k = 0
         count = len(eligible)
+        block, capacity = pool.block_size, self.capacity
         while k < count:
             head = eligible[k]
             stop, p_max, o_max = k + 1, prompt[head], output[head]
@@ -679,7 +680,7 @@ class _EventRun:
                 j = eligible[stop]
                 pm = p_max if p_max >= prompt[j] else prompt[j]
                 om = o_max if o_max >= output[j] else output[j]
-                if (stop - k + 1) * pool.lifetime_blocks(pm, om) > self.capacity:
+                if (stop - k + 1) * -(-(pm + om - 1) // block) > capacity:  # pool.lifetime_blocks(pm, om)
                     ready_i = j  # full for KV once the one that does not fit is there
                     break
                 stop, p_max, o_max = stop + 1, pm, om
