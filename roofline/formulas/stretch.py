@@ -170,13 +170,18 @@ def _lines(batch: Any, context_sum: Any, weight_bytes: Any, kv_bytes_per_token: 
             attention_flops_per_token * batch / peak)
 
 
+def _scalar(x: Any) -> Any:
+    """A numpy scalar as a Python number (object arrays already hold Python ints)."""
+    return x.item() if isinstance(x, np.generic) else x
+
+
 def _elementwise(kernel: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """Apply a scalar kernel to broadcast numpy arrays; float array out (None -> inf)."""
     names = list(kwargs)
     arrays = np.broadcast_arrays(*(np.asarray(kwargs[n]) for n in names))
     out = np.empty(arrays[0].shape, dtype=float)
     for index in np.ndindex(out.shape):
-        value = kernel(**{n: a[index].item() for n, a in zip(names, arrays, strict=True)})
+        value = kernel(**{n: _scalar(a[index]) for n, a in zip(names, arrays, strict=True)})
         out[index] = np.inf if value is None else float(value)
     return out
 
@@ -272,7 +277,8 @@ def stretch_crossover(**kw: Any) -> Any:
     return _vectorized(_crossover)(**kw)
 
 
-@formula(topic="stretch", proof=_P9, steps="nonnegative_int", overhead="nonnegative", **_DECODE)
+@formula(result="nonnegative", topic="stretch", proof=_P9, steps="nonnegative_int", overhead="nonnegative",
+         **_DECODE)
 def stretch_time(**kw: Any) -> Any:
     """Time of n consecutive decode steps of a fixed batch, roofline max form [s].
 
@@ -312,7 +318,8 @@ def stretch_time(**kw: Any) -> Any:
     return _vectorized(_time)(**kw)
 
 
-@formula(topic="stretch", proof=_P9, steps="nonnegative_int", overhead="nonnegative", **_DECODE)
+@formula(result="nonnegative", topic="stretch", proof=_P9, steps="nonnegative_int", overhead="nonnegative",
+         **_DECODE)
 def stretch_time_no_overlap(**kw: Any) -> Any:
     """Time of n consecutive decode steps, no-overlap form (memory + compute + overhead per step) [s].
 
@@ -331,7 +338,8 @@ def stretch_time_no_overlap(**kw: Any) -> Any:
     return _vectorized(_time_no_overlap)(**kw)
 
 
-@formula(topic="stretch", proof=_P9, target_time="nonnegative", overhead="nonnegative", **_DECODE)
+@formula(result="nonnegative_int", topic="stretch", proof=_P9, target_time="nonnegative",
+         overhead="nonnegative", **_DECODE)
 def stretch_steps_until(**kw: Any) -> Any:
     """First step count n whose cumulative stretch time reaches a time: min n with stretch_time(n) >= t [steps].
 
@@ -370,7 +378,8 @@ def stretch_steps_until(**kw: Any) -> Any:
     return _vectorized(_until)(**kw)
 
 
-@formula(topic="stretch", proof=_P9, target_time="nonnegative", overhead="nonnegative", **_DECODE)
+@formula(result="nonnegative_int", topic="stretch", proof=_P9, target_time="nonnegative",
+         overhead="nonnegative", **_DECODE)
 def stretch_steps_until_no_overlap(**kw: Any) -> Any:
     """First step count n with stretch_time_no_overlap(n) >= t [steps].
 
@@ -386,8 +395,8 @@ def stretch_steps_until_no_overlap(**kw: Any) -> Any:
     return _vectorized(_until_no_overlap)(**kw)
 
 
-@formula(topic="stretch", proof=_P9, batch="positive_int", context="nonnegative_int", steps="nonnegative_int",
-         block_size="positive_int")
+@formula(result="nonnegative_int", topic="stretch", proof=_P9, batch="positive_int", context="nonnegative_int",
+         steps="nonnegative_int", block_size="positive_int")
 def stretch_blocks(*, batch: Any, context: Any, steps: Any, block_size: Any) -> Any:
     """Blocks B sequences of context c hold after n more decode steps: B ceil((c + n) / b) [blocks].
 
@@ -421,8 +430,8 @@ def stretch_blocks(*, batch: Any, context: Any, steps: Any, block_size: Any) -> 
     return batch * -(-(context + steps) // block_size)
 
 
-@formula(topic="stretch", proof=_P9, batch="positive_int", context="nonnegative_int", block_size="positive_int",
-         pool_blocks="nonnegative_int")
+@formula(result="nonnegative_int", topic="stretch", proof=_P9, batch="positive_int", context="nonnegative_int",
+         block_size="positive_int", pool_blocks="nonnegative_int")
 def stretch_pool_overflow_step(*, batch: Any, context: Any, block_size: Any, pool_blocks: Any) -> Any:
     """First step count n at which B sequences of context c need more than a pool of P blocks [steps].
 
