@@ -201,6 +201,11 @@ class TickCosts:
         Returns
         -------
         TickCosts, or None for a cost model without stretch sums (module docstring).
+
+        Raises
+        ------
+        InvalidValueError
+            A time in ``times`` that is not an int or a Fraction.
         """
         constants = cls.rationals(cost_model)
         if constants is None:
@@ -278,6 +283,10 @@ def advance(costs: TickCosts, batch: int, context_sum: int, *, max_steps: int,
         min(max_steps, the first n whose cumulative time reaches ``horizon``) and the exact
         duration of those steps.
 
+    Raises
+    ------
+    Nothing for valid inputs (the caller's state); no checks are made (a hot path).
+
     Examples
     --------
     >>> costs = TickCosts.build(UnitCostModel(decode=Fraction(1, 2)))
@@ -302,6 +311,10 @@ def blocks_growth(residues: Sequence[int], block_size: int, steps: int) -> int:
         c % block_size == r (c >= 0).
     block_size : int >= 1 [tokens/block]
     steps : int >= 0
+
+    Raises
+    ------
+    Nothing; no checks are made (a hot path).
 
     Returns
     -------
@@ -334,6 +347,10 @@ def first_pool_overflow(residues: Sequence[int], block_size: int, free_blocks: A
     -------
     int or None: min n with ``blocks_growth(residues, block_size, n) > free_blocks``; None
     for an unlimited pool or an empty batch.
+
+    Raises
+    ------
+    Nothing; no checks are made (a hot path).
 
     Notes
     -----
