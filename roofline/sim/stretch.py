@@ -53,11 +53,11 @@ from typing import Any, overload
 
 from .. import formulas as f
 from .._checks import check_int, check_nonnegative
-from ..errors import InvalidValueError
+from ..errors import InvalidValueError, SimulationError
 from ..formulas.stretch import lines_steps_until, lines_sum
 from .cost import CostModel, RooflineCostModel, UnitCostModel
 from .kv import KVPool
-from .policies import SimulationError, serve_serial, serve_static
+from .policies import serve_serial, serve_static
 from .requests import Request, check_requests
 from .results import DECODE, PREFILL, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary
 
