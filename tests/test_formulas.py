@@ -136,7 +136,7 @@ def test_docstring_gives_units_returns_raises_and_an_example(name):
 
 
 def test_inexact_formulas_are_few_and_checked_elsewhere():
-    """Only the two transcendental expected shares are inexact (checked to 1e-12 in test_batching)."""
+    """Only the two transcendental expected shares are inexact (checked to 1e-12 in test_useful_share)."""
     assert set(NAMES) - set(EXACT_NAMES) == {"expected_useful_share_uniform", "expected_useful_share_exponential"}
 
 

@@ -64,7 +64,7 @@ def derive(p: Proof) -> None:
     from .. import formulas as f
     from ..sim import Request, UnitCostModel, serve_static
     from ..symbolic import SYMBOLS, symbols_for
-    from ..symbolic import batching as sb
+    from ..symbolic import useful_share as sb
     from ..symbolic._symbols import S
 
     B, s = S.batch, S.spread
