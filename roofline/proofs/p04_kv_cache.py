@@ -78,8 +78,12 @@ def derive(p: Proof) -> None:
     blocks_kw = dict(kw, block_size=BLOCK)
     in_blocks = kc.sequences_that_fit_blocks.subs(symbols_for(blocks_kw))
     blocks = f.kv_capacity_blocks(budget=LESSON_BUDGET, kv_bytes_per_token=model.kv_bytes_per_token, block_size=BLOCK)
+    per_seq_blocks = f.blocks_per_sequence(context=CONTEXT, block_size=BLOCK)
+    p.equal(f"fast path kv_capacity_blocks = floor(53e9 / ({BLOCK} x 131,072)) = 25,272 blocks", blocks,
+            LESSON_BUDGET // (BLOCK * 131_072))
+    p.equal(f"fast path blocks_per_sequence = ceil(1,000 / {BLOCK}) = 63 blocks", per_seq_blocks, -(-CONTEXT // BLOCK))
     p.equal(f"in {BLOCK}-token blocks: floor(floor(53e9 / ({BLOCK} k)) / ceil(1000 / {BLOCK})) = 401", in_blocks, 401,
-            value=f"{blocks:,} blocks / {f.blocks_per_sequence(context=CONTEXT, block_size=BLOCK)} per sequence")
+            value=f"{blocks:,} blocks / {per_seq_blocks} per sequence")
     full = sequences * per_sequence
     p.holds("404 sequences fill the cache; a 405th would not fit",
             full <= LESSON_BUDGET < (sequences + 1) * per_sequence,

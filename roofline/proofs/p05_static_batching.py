@@ -37,6 +37,7 @@ import sys
 from collections.abc import Sequence
 from fractions import Fraction
 
+from ._audit import audit_run
 from ._proof import Proof, run_script, si
 
 NAME = "p05_static_batching"
@@ -72,6 +73,7 @@ def derive(p: Proof) -> None:
     p.section("The reference scheduler runs the batch (one step = one time unit)")
     unit_requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o) for i, o in enumerate(REPLIES)]
     unit = serve_static(unit_requests, UnitCostModel(), batch_size=B)
+    audit_run(p, "one step = one unit", unit, unit_requests, policy="static", batch_size=B)
     p.equal("steps = 1 prefill + 999 decode = 1,000 (the longest row)", unit.summary.steps, max(REPLIES))
     p.equal("scheduler's useful share (useful rows / rows over its steps) = the formula", unit.summary.useful_share,
             share)
@@ -113,6 +115,7 @@ def derive(p: Proof) -> None:
     real = [Request(id=i, arrival_s=0, prompt_tokens=pr, output_tokens=o)
             for i, (pr, o) in enumerate(zip(PROMPTS, REPLIES, strict=True))]
     run = serve_static(real, cost, batch_size=B)
+    audit_run(p, "roofline steps", run, real, policy="static", batch_size=B, cost=cost)
     assert run.steps is not None
     prefill = run.steps[0]
     p.equal(f"prompts {', '.join(map(str, PROMPTS))} padded to {max(PROMPTS)}: B x max - sum padding tokens",
