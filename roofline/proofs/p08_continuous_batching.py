@@ -126,7 +126,8 @@ def derive(p: Proof) -> None:
     p.holds("and the mean end-to-end latency falls", c_real.e2e.mean < s_real.e2e.mean,
             f"{si(c_real.e2e.mean, 's')} against {si(s_real.e2e.mean, 's')}")
 
-    p.conclude(f"slot occupancy {float(occupancy) * 100:.1f} % (static: 40 % useful); {cont.summary.steps:,} steps against {static.summary.steps:,} "
+    p.conclude(f"slot occupancy {float(occupancy) * 100:.1f} % (static: long-run useful share 40 %); "
+               f"{cont.summary.steps:,} steps against {static.summary.steps:,} "
                f"({float(ratio):.2f}); 100-token reply back at step 100 (static 1,000); a late arrival waits "
                f"{si(newcomer.queue_wait_s, 's')} (static {si(newcomer_static.queue_wait_s, 's')}); Llama 8B/H100 "
                f"x{speedup:.2f} tokens/s")
