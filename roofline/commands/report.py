@@ -5,7 +5,8 @@ Default: Llama 3.1 8B in BF16 on H100 SXM, context 1,000 tokens, batch sizes 1, 
 leaves at 0.9 utilization: usable memory x 0.9 - weights - a reserve for the activation
 peak and non-torch memory taken from a published vLLM log for the model size (named with
 its source; not given where no log is known), and the upper bound with reserve 0. Every
-number names its FLOPs convention where it depends on one: "exact" (2 x matmul parameters + 4 L H d c attention FLOPs) or "lesson" (2 x P).
+number names its FLOPs convention where it depends on one: "exact" (2 x matmul parameters
++ 4 L H d c attention FLOPs) or "lesson" (2 x P).
 """
 
 from __future__ import annotations
