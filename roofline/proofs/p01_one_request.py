@@ -64,7 +64,8 @@ def derive(p: Proof) -> None:
           "step streams all the weights from HBM, whatever the batch.")
     p.equal("parameters P (counted from the config) = the published total", P, model.published_parameters,
             value=f"{P:,}")
-    p.equal("weight bytes W = 2 bytes x P (BF16)", W, 2 * P, value=f"{W:,} B = {si(W, 'B')}")
+    p.equal("weight bytes W = 2 bytes x P (BF16; the definition, checked on the preset)", W, 2 * P,
+            value=f"{W:,} B = {si(W, 'B')}")
     p.within("~16 GB of weights read per token (lesson)", W, 15_500_000_000, 16_500_000_000, unit="B")
 
     p.section("Step time of one request (batch 1)")

@@ -61,7 +61,8 @@ def derive(p: Proof) -> None:
     shape = dict(num_hidden_layers=model.num_hidden_layers, num_key_value_heads=model.num_key_value_heads,
                  head_dim=model.head_dim, kv_bytes=2)
     k = kc.kv_bytes_per_token.subs(symbols_for(shape))
-    p.equal("k = 2 x 32 x 8 x 128 x 2 = 131,072 B = 128 KiB", k, 128 * 1024, value=f"{int(k):,} B")
+    p.equal("k = 2 x 32 x 8 x 128 x 2 = 131,072 B = 128 KiB (the definition at the config's shape)", k, 128 * 1024,
+            value=f"{int(k):,} B")
     p.equal("the preset's kv_bytes_per_token and the fast path agree", model.kv_bytes_per_token,
             f.kv_bytes_per_token(**shape))
     wrong = 2 * model.num_hidden_layers * model.hidden_size * 2

@@ -121,7 +121,7 @@ def derive(p: Proof) -> None:
     budget = kv_budget_for(model, gpu)
     pool = KVPool.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=16)
     assert pool.capacity_tokens is not None
-    p.equal("KV budget = 39.5 GiB x 0.9 - weight bytes", budget,
+    p.equal("KV budget, upper bound (reserve 0) = 39.5 GiB x 0.9 - weight bytes", budget,
             Fraction(gpu.usable_memory) * Fraction(9, 10) - model.weight_bytes,
             value=f"{si(budget, 'B')} = {pool.capacity_blocks} blocks of 16 = {pool.capacity_tokens:,} tokens, "
                   f"about {pool.capacity_tokens // (PROMPT + SCALE)} requests of {PROMPT} + {SCALE} tokens")

@@ -6,12 +6,15 @@ back at the end. The per-batch useful share = sum(O_i) / (B x max O_i). Serving 
 one, request j of n (all at t = 0) finishes at the sum of the service times of requests
 1..j.
 
-Derived here (each from its definition, with SymPy's ``summation``):
+Definitions, written as SymPy sums (a proof calls them definitions):
 
 * ``static_useful_share`` = useful row-steps / occupied row-steps, the occupied ones
   summed over the batch's ``length_max`` steps.
-* ``serial_completion_time``, ``serial_wait``, ``serial_mean_wait``: sums over the queue.
+* ``serial_completion_time``, ``serial_wait``: sums of the service times over the queue.
 * ``static_handback_delay``, ``static_join_wait``: ready time against hand-back time.
+
+Derived (SymPy's ``summation`` does the work): ``serial_mean_wait``, the mean of the
+waits over the n requests.
 
 The expectation of the share over random lengths: :mod:`roofline.symbolic.useful_share`.
 Fast paths: :mod:`roofline.formulas.batching`. Proofs: proofs/p01_one_request.py
