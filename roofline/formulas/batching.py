@@ -44,11 +44,11 @@ def _exact(x: Any) -> Any:
     return x
 
 
-
 # --------------------------------------------------------------------------- static batching
 
 
-@formula(topic="batching", proof=_P5, batch="positive_int", length_sum="positive", length_max="positive",
+@formula(result="share",
+         topic="batching", proof=_P5, batch="positive_int", length_sum="positive", length_max="positive",
          requires=("length_sum", "length_max <= length_sum <= batch x length_max",
                    lambda batch, length_sum, length_max: (length_max <= length_sum)
                    & (length_sum <= batch * length_max)))
@@ -95,7 +95,7 @@ def static_useful_share(*, batch: Any, length_sum: Any, length_max: Any) -> Any:
 # --------------------------------------------------------------------------- serial waits
 
 
-@formula(topic="batching", proof=_P1, position="positive_int", service_time="nonnegative")
+@formula(result="nonnegative", topic="batching", proof=_P1, position="positive_int", service_time="nonnegative")
 def serial_completion_time(*, position: Any, service_time: Any) -> Any:
     """When request j finishes, served one by one from t = 0 with equal service times [s].
 
@@ -128,7 +128,7 @@ def serial_completion_time(*, position: Any, service_time: Any) -> Any:
     return position * service_time
 
 
-@formula(topic="batching", proof=_P1, position="positive_int", service_time="nonnegative")
+@formula(result="nonnegative", topic="batching", proof=_P1, position="positive_int", service_time="nonnegative")
 def serial_wait(*, position: Any, service_time: Any) -> Any:
     """Time request j waits before its own work starts, served one by one from t = 0 [s].
 
@@ -161,7 +161,7 @@ def serial_wait(*, position: Any, service_time: Any) -> Any:
     return (position - 1) * service_time
 
 
-@formula(topic="batching", proof=_P1, requests="positive_int", service_time="nonnegative")
+@formula(result="nonnegative", topic="batching", proof=_P1, requests="positive_int", service_time="nonnegative")
 def serial_mean_wait(*, requests: Any, service_time: Any) -> Any:
     """Mean wait before work starts over n requests served one by one from t = 0 [s].
 
@@ -193,7 +193,7 @@ def serial_mean_wait(*, requests: Any, service_time: Any) -> Any:
     return _exact(requests - 1) * service_time / 2
 
 
-@formula(topic="batching", proof=_P5, output_tokens="positive_int", length_max="positive",
+@formula(result="nonnegative", topic="batching", proof=_P5, output_tokens="positive_int", length_max="positive",
          step_time="nonnegative", requires=("output_tokens", "output_tokens <= length_max",
                                             lambda output_tokens, length_max, step_time: output_tokens <= length_max))
 def static_handback_delay(*, output_tokens: Any, length_max: Any, step_time: Any) -> Any:
@@ -232,8 +232,10 @@ def static_handback_delay(*, output_tokens: Any, length_max: Any, step_time: Any
     return (length_max - output_tokens) * step_time
 
 
-@formula(topic="batching", proof=_P5, arrival_time="nonnegative", length_max="positive",
-         step_time="nonnegative")
+@formula(result="nonnegative", topic="batching", proof=_P5, arrival_time="nonnegative", length_max="positive",
+         step_time="nonnegative",
+         requires=("arrival_time", "arrival_time <= length_max x step_time (an arrival before the batch ends)",
+                   lambda arrival_time, length_max, step_time: arrival_time <= length_max * step_time))
 def static_join_wait(*, arrival_time: Any, length_max: Any, step_time: Any) -> Any:
     """How long a request arriving after a static batch started waits before its work starts [s].
 
@@ -252,7 +254,7 @@ def static_join_wait(*, arrival_time: Any, length_max: Any, step_time: Any) -> A
     Raises
     ------
     InvalidValueError
-        A negative or non-finite argument.
+        A negative or non-finite argument, or an arrival after the batch's end.
 
     Notes
     -----

@@ -55,14 +55,13 @@ def _elementwise(kernel: Callable[..., Any], **kwargs: Any) -> Any:
     arrays = np.broadcast_arrays(*(np.asarray(kwargs[n]) for n in names))
     out = np.empty(arrays[0].shape, dtype=float)
     for index in np.ndindex(out.shape):
-        values = {n: a[index].item() for n, a in zip(names, arrays, strict=False)}
+        values = {n: getattr(a[index], "item", lambda v=a[index]: v)() for n, a in zip(names, arrays, strict=False)}
         out[index] = float(kernel(**values))
     return out
 
 
 def _any_array(*values: Any) -> bool:
     return any(isinstance(v, np.ndarray) for v in values)
-
 
 
 # --------------------------------------------------------------------------- continuous uniform
@@ -98,7 +97,8 @@ def _uniform_share_kernel(*, batch: int, spread: Any) -> Any:
     return (batch + 1) / (2 * batch) + (batch - 1) / (2 * batch) * low_over_max
 
 
-@formula(topic="useful_share", proof=_P6, batch="positive_int", spread="share", exact=False, max_test_value=1000)
+@formula(result="share",
+         topic="useful_share", proof=_P6, batch="positive_int", spread="share", exact=False, max_test_value=1000)
 def expected_useful_share_uniform(*, batch: Any, spread: Any) -> Any:
     """Expected useful share of a static batch of B iid continuous-uniform output lengths [1].
 
@@ -151,7 +151,7 @@ def expected_useful_share_uniform(*, batch: Any, spread: Any) -> Any:
     return _uniform_share_kernel(batch=batch, spread=spread)
 
 
-@formula(topic="useful_share", proof=_P6, batch="positive_int", spread="share")
+@formula(result="share", topic="useful_share", proof=_P6, batch="positive_int", spread="share")
 def approx_useful_share_uniform(*, batch: Any, spread: Any) -> Any:
     """The lesson's approximation of the useful share, mean / longest, for uniform lengths [1].
 
@@ -205,7 +205,7 @@ def _discrete_share_kernel(*, batch: int, min_length: int, length_range: int) ->
     return total / n**batch
 
 
-@formula(topic="useful_share", proof=_P6, batch="positive_int", min_length="positive_int",
+@formula(result="share", topic="useful_share", proof=_P6, batch="positive_int", min_length="positive_int",
          length_range="nonnegative_int", max_test_value=24)
 def expected_useful_share_discrete_uniform(*, batch: Any, min_length: Any, length_range: Any) -> Any:
     """Expected useful share of a static batch of B iid integer lengths, uniform on a range [1].
@@ -300,7 +300,7 @@ def _exponential_share_kernel(*, batch: int, scale: Any, cap: Any) -> Any:
     return 1 / batch + (batch - 1) / batch * integral
 
 
-@formula(topic="useful_share", proof=_P6, batch="positive_int", scale="positive", cap="positive",
+@formula(result="share", topic="useful_share", proof=_P6, batch="positive_int", scale="positive", cap="positive",
          exact=False, max_test_value=64)
 def expected_useful_share_exponential(*, batch: Any, scale: Any, cap: Any) -> Any:
     """Expected useful share of a static batch of B iid truncated-exponential lengths [1].
