@@ -22,8 +22,9 @@ import numpy as np
 from . import formulas as f
 from ._checks import check_int, check_number
 from .errors import InvalidValueError
-from .hardware import Accelerator, GiB, Source, Sourced
+from .hardware import Accelerator, Source, Sourced
 from .models import ModelConfig
+from .units import GiB
 
 __all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacity", "kv_capacity", "kv_budget_for",
            "published_reserve", "LLAMA3_8B_80GB_RESERVE"]
