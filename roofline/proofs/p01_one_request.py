@@ -99,6 +99,7 @@ def derive(p: Proof) -> None:
     p.within("~0.33 % busy (lesson), 2 x P convention", share * 100, Fraction(30, 100), Fraction(35, 100))
     p.within("~0.33 % busy (lesson), exact convention", share_exact * 100, Fraction(30, 100), Fraction(35, 100))
     p.equal("HBM busy the whole step: bandwidth_share = 1", st.bandwidth_share.subs(symbols_for(kw)), 1)
+    p.equal("fast path bandwidth_share = 1 too", f.bandwidth_share(**kw), 1)
     p.say("The lesson's 0.33 % lies between the two conventions (0.339 % with 2 x P, 0.316 % with the "
           "exact matmul count): the GPU is loaded with reading, not thinking.")
 

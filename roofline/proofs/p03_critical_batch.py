@@ -65,6 +65,12 @@ def derive(p: Proof) -> None:
             S.batch * S.flops_per_token / S.weight_bytes)
     p.equal("lesson (F = 2P FLOP, W = 2P bytes): I = B FLOP/byte",
             si_.arithmetic_intensity.subs(weights_only).subs(S.flops_per_token, S.weight_bytes), S.batch)
+    p.equal("fast path ridge_point = peak / BW", f.ridge_point(peak_flops=PEAK, bandwidth=BW), ridge,
+            value=f"{float(ridge):.2f} FLOP/byte")
+    at_kv = f.arithmetic_intensity(batch=8, context=CONTEXT, weight_bytes=Fraction(W), kv_bytes_per_token=Fraction(k),
+                                   flops_per_token=Fraction(F2P), attention_flops_per_token=0)
+    p.equal(f"fast path arithmetic_intensity at B = 8, c = {CONTEXT:,} = 8 F / (W + 8 c k)", at_kv,
+            Fraction(8 * F2P, W + 8 * CONTEXT * k), value=f"{float(at_kv):.2f} FLOP/byte")
 
     p.section("Critical batch without KV reads")
     p.show("B* (real) = solve(I = I*, B)", si_.critical_batch_real)

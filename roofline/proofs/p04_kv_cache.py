@@ -81,6 +81,8 @@ def derive(p: Proof) -> None:
                                                          kv_bytes_per_token=model.kv_bytes_per_token)))
     sequences = kc.sequences_that_fit.subs(symbols_for(kw))
     p.equal("floor(53e9 / 131,072) tokens", tokens, 404_357, value=f"{int(tokens):,} tokens")
+    p.equal("fast path kv_capacity_tokens = symbolic",
+            f.kv_capacity_tokens(budget=LESSON_BUDGET, kv_bytes_per_token=model.kv_bytes_per_token), tokens)
     p.equal("floor(404,357 / 1,000) = 404 sequences (the lesson's ~404)", sequences, 404)
     p.equal("fast path sequences_that_fit = symbolic", f.sequences_that_fit(**kw), sequences)
     blocks_kw = dict(kw, block_size=BLOCK)
