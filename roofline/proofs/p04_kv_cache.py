@@ -69,6 +69,9 @@ def derive(p: Proof) -> None:
     p.holds("case K1: the wrong width (hidden_size, i.e. 32 query heads) would give 4x: 512 KiB",
             wrong == 4 * model.kv_bytes_per_token, f"{wrong // 1024} KiB")
     per_sequence = CONTEXT * model.kv_bytes_per_token
+    p.equal(f"a request of 100 prompt + 901 output tokens ends holding P + O - 1 = {CONTEXT:,} tokens of KV "
+            "(its last token is never fed back; fast path lifetime_kv_slots)",
+            f.lifetime_kv_slots(prompt_tokens=100, output_tokens=901), CONTEXT)
     p.equal(f"one sequence at {CONTEXT:,} tokens holds c k", per_sequence, 131_072_000,
             value=si(per_sequence, "B"))
 
