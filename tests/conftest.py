@@ -1,4 +1,4 @@
-"""Shared test configuration: Hypothesis profiles, the path to ../shared, the proofs run once per session.
+"""Shared test configuration: Hypothesis profiles, and the proofs run once per session.
 
 Profiles (chosen by the HYPOTHESIS_PROFILE environment variable):
 
@@ -20,7 +20,6 @@ import os
 import sys
 from collections.abc import Iterator
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -65,16 +64,6 @@ settings.register_profile(
     parent=settings(),
     max_examples=_FUZZ.get(os.environ.get("HYPOTHESIS_PROFILE", "default"), 25),
 )
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """../shared beside the checkout (design notes, cases, traces); it must exist."""
-    assert SHARED.is_dir(), f"expected the shared folder at {SHARED}"
-    return SHARED
 
 
 # --------------------------------------------------------------------------- the proofs, run once per session
