@@ -171,6 +171,13 @@ def derive(p: Proof) -> None:
                           flops_per_token=2 * (whole["projections"] + VOCAB * HIDDEN),
                           attention_flops_per_token=4 * LAYERS * HEADS * HEAD_DIM,
                           bandwidth=Fraction(gpu.bandwidth), peak_flops=Fraction(gpu.peak_flops), overhead=0)
+    p.equal("one GPU holding it all is memory-bound at B = 1: its step = (W + k c) / BW", one_gpu,
+            Fraction(whole_w + whole_k * CONTEXT) / Fraction(gpu.bandwidth), value=si(one_gpu, "s"))
+    comp_gpu = f.compute_time(batch=1, context_sum=CONTEXT, flops_per_token=f_gpu, attention_flops_per_token=a_gpu,
+                              peak_flops=Fraction(gpu.peak_flops))
+    p.equal("compute time per GPU at B = 1 = (F_gpu + a_gpu c) / peak (fast path compute_time)", comp_gpu,
+            Fraction(f_gpu + a_gpu * CONTEXT) / Fraction(gpu.peak_flops), value=si(comp_gpu, "s"))
+    p.holds("below the memory time, so the step is memory-bound as used above", comp_gpu < mem)
     p.holds("never below the whole model's roofline / T", t_tp >= one_gpu / T_GPUS,
             f"{si(t_tp, 's')} >= {si(one_gpu, 's')} / {T_GPUS} = {si(one_gpu / T_GPUS, 's')}")
     p.say(f"Against one (imaginary) GPU holding all {si(whole_w, 'B')}: {si(one_gpu, 's')} per step, so 8 GPUs "
