@@ -44,9 +44,6 @@ DERIVATIONS = DOCS / "derivations.md"
 GENERATED = DOCS / "_generated"
 REGENERATE = "python docs/_generate.py"
 
-if str(ROOT) not in sys.path:  # run as a script from a checkout: use the checkout's package
-    sys.path.insert(0, str(ROOT))
-
 #: Accelerator fields behind the formulas' keyword arguments (the fields hold sourced values).
 ACCELERATOR_ARGUMENTS = {"bandwidth": "hbm_bandwidth", "peak_flops": "peak_bf16", "memory": "memory_usable"}
 
@@ -125,23 +122,6 @@ def _summary(func: Any) -> str:
     return doc[0].strip() if doc else ""
 
 
-def _quantities() -> dict[str, tuple[str, str]]:
-    """name -> (short symbol, meaning) of the quantities, where the package has such a table."""
-    for module_name, attribute in (("roofline.quantities", "QUANTITIES"), ("roofline.proofs._proof", "SHORT")):
-        try:
-            table = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError):
-            continue
-        out = {}
-        for name, value in table.items():
-            if isinstance(value, tuple) and len(value) >= 2:
-                out[name] = (str(value[0]), str(value[1]))
-            else:
-                out[name] = (str(getattr(value, "symbol", "")), str(getattr(value, "meaning", "")))
-        return out
-    return {}
-
-
 def _proof_modules(root: Path) -> dict[str, str]:
     """Proof module name -> its source, for the proofs shipped in the package."""
     from roofline.proofs import proof_names
@@ -184,7 +164,8 @@ def derivations_page(root: Path = ROOT) -> str:
 
     tests = collect_tests(root)
     proofs = _proof_modules(root)
-    quantities = _quantities()
+    from roofline.quantities import QUANTITIES
+
     accelerators, models = _scenarios(proofs.values())
     registry_wide = [t for t in tests if "REGISTRY" in t.source]
     model_terms = {m: get_model(m) for m in models}
@@ -228,7 +209,7 @@ def derivations_page(root: Path = ROOT) -> str:
             "",
         ]
         for spec in specs:
-            out += _entry(spec, tests, proofs, quantities, accelerators, model_terms, bool(registry_wide))
+            out += _entry(spec, tests, proofs, QUANTITIES, accelerators, model_terms, bool(registry_wide))
 
     arguments = {argument for spec in REGISTRY.values() for argument in spec.domains}
     out += _constants_section(accelerators, models, arguments, get_accelerator, get_model)
@@ -250,7 +231,7 @@ def _entry(
     spec: Any,
     tests: list[FoundTest],
     proofs: dict[str, str],
-    quantities: dict[str, tuple[str, str]],
+    quantities: dict[str, Any],
     accelerators: list[str],
     model_terms: dict[str, Any],
     registry_wide: bool,
@@ -292,12 +273,16 @@ def _entry(
     out.append(f"| Arithmetic | {arithmetic} |")
     if spec.requires is not None:
         out.append(f"| Requires | `{spec.requires[0]}`: {_table_cell(spec.requires[1])} |")
-    out += ["", "Arguments:", "", "| Argument | Symbol | Meaning | Domain | Value in the proofs' scenarios |",
-            "|---|---|---|---|---|"]
+    out += ["", "Arguments (meaning and unit from {py:data}`roofline.quantities.QUANTITIES`):", "",
+            "| Argument | Symbol | Unit | Meaning | Domain here | Value in the proofs' scenarios |",
+            "|---|---|---|---|---|---|"]
     for argument, domain in spec.domains.items():
-        short, meaning = quantities.get(argument, ("", ""))
+        q = quantities.get(argument)
+        symbol, unit, meaning = (q.symbol, q.unit, q.meaning) if q is not None else ("", "", "")
+        if q is not None and q.assumptions:
+            meaning += f" (assumed: {q.assumptions})"
         out.append(
-            f"| `{argument}` | {_table_cell(short)} | {_table_cell(meaning)} | {domain} | "
+            f"| `{argument}` | {markdown_text(symbol)} | {markdown_text(unit)} | {markdown_text(meaning)} | {domain} | "
             f"{_argument_source(argument, accelerators, model_terms)} |"
         )
     out += ["", "Tests:", ""]
@@ -535,4 +520,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # run as a script from a checkout: document the checkout's package
     sys.exit(main())
