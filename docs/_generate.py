@@ -209,7 +209,9 @@ def derivations_page(root: Path = ROOT) -> str:
             "",
         ]
         for spec in specs:
-            out += _entry(spec, tests, proofs, QUANTITIES, accelerators, model_terms, bool(registry_wide))
+            out += _entry(
+                spec, tests, proofs, QUANTITIES, accelerators, model_terms, bool(registry_wide), lesson_proofs(root)
+            )
 
     arguments = {argument for spec in REGISTRY.values() for argument in spec.domains}
     out += _constants_section(accelerators, models, arguments, get_accelerator, get_model)
@@ -220,6 +222,12 @@ def markdown_text(text: str) -> str:
     """``text`` with Markdown's special characters escaped outside its ``code`` spans."""
     parts = re.split(r"(`[^`]*`)", text)
     return "".join(p if p.startswith("`") else re.sub(r"([\\*<>\[\]|]|(?<!\w)_|_(?!\w))", r"\\\1", p) for p in parts)
+
+
+def lesson_proofs(root: Path = ROOT) -> set[str]:
+    """The proofs the lesson page walks through: those it includes the output of."""
+    text = (root / "docs" / "lesson.md").read_text(encoding="utf-8")
+    return set(re.findall(r"_generated/proofs/(p\d\d_\w+)\.txt", text))
 
 
 def _test_ref(test: FoundTest) -> str:
@@ -235,6 +243,7 @@ def _entry(
     accelerators: list[str],
     model_terms: dict[str, Any],
     registry_wide: bool,
+    lesson_proofs: set[str],
 ) -> list[str]:
     name, topic = spec.name, spec.topic
     fast_module = spec.fast.__module__
@@ -263,7 +272,9 @@ def _entry(
         f"| Fast path | {{py:func}}`{fast_module}.{name}` ({{source}}`{fast_module}.{name}`) |",
         f"| Symbolic form | `roofline.symbolic.{topic}.{name}` ({{source}}`roofline.symbolic.{topic}.{name}`) |",
         f"| Proof | {{py:mod}}`roofline.proofs.{proof}` ({{source}}`roofline.proofs.{proof}`; "
-        f"script `proofs/{spec.proof}`; output: {{ref}}`on the lesson page <proof-{slug(proof)}>`) |",
+        f"script `proofs/{spec.proof}`; {{ref}}`its output <output-{slug(proof)}>`"
+        + (f"; {{ref}}`the claim on the lesson page <proof-{slug(proof)}>`" if proof in lesson_proofs else "")
+        + ") |",
     ]
     if used_by:
         out.append("| Also used by | " + ", ".join(f"{{py:mod}}`roofline.proofs.{p}`" for p in used_by) + " |")
@@ -378,6 +389,34 @@ def pages_for_tests(root: Path = ROOT) -> dict[str, str]:
     return pages
 
 
+def proofs_page(names: list[str]) -> str:
+    """The page of every proof's output (docs/_generated/proofs/index.md); the outputs are written beside it."""
+    lines = [
+        "# Proofs",
+        "",
+        "Every proof the package ships, with its claim and its full output as",
+        "`roofline prove <name> --verbose` prints it, run when these docs were built.",
+        "[The lesson page](../../lesson.md) walks through the lesson's claims with the same outputs.",
+        "",
+    ]
+    for name in names:
+        doc = (importlib.import_module(f"roofline.proofs.{name}").__doc__ or "").strip().splitlines()
+        lines += [
+            f"(output-{slug(name)})=",
+            f"## `{name}`",
+            "",
+            markdown_text(doc[0]) if doc else "",
+            "",
+            f"Claim, assumptions and sources: {{py:mod}}`roofline.proofs.{name}`; script `proofs/{name}.py`.",
+            "",
+            f"```{{literalinclude}} {name}.txt",
+            ":language: text",
+            "```",
+            "",
+        ]
+    return "\n".join(lines)
+
+
 def _write_if_changed(path: Path, text: str) -> None:
     """Write ``text`` unless the file already holds it (keeps Sphinx's incremental builds incremental)."""
     if not path.exists() or path.read_text(encoding="utf-8") != text:
@@ -394,10 +433,12 @@ def build_time_pages(app: Any) -> None:
     logger = logging.getLogger("roofline.docs")
     for name, text in pages_for_tests().items():
         _write_if_changed(GENERATED / "tests" / name, text)
-    for verdict in proofs.run_proofs():
+    verdicts = proofs.run_proofs()
+    for verdict in verdicts:
         _write_if_changed(GENERATED / "proofs" / f"{verdict.name}.txt", verdict.output.rstrip() + "\n" + verdict.line())
         if not verdict.passed:
             logger.warning("proof %s fails: %s", verdict.name, "; ".join(verdict.failures))
+    _write_if_changed(GENERATED / "proofs" / "index.md", proofs_page([v.name for v in verdicts]))
     charts = GENERATED / "charts"
     with contextlib.redirect_stdout(io.StringIO()):
         status = cli.main(["plot", "--out", str(charts), "--format", "svg"])
