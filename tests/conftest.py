@@ -48,6 +48,14 @@ settings.register_profile(
     parent=settings(),
     max_examples=max(200, settings().max_examples) if os.environ.get("HYPOTHESIS_PROFILE") != "wheel" else 10,
 )
+# The generated-bad-input tests of every entry point (tests/test_fuzz_*.py): one run per
+# formula or command each, so fewer examples by default; the thorough profile gives 500.
+_FUZZ = {"default": 25, "thorough": 500, "wheel": 5}
+settings.register_profile(
+    "fuzz",
+    parent=settings(),
+    max_examples=_FUZZ.get(os.environ.get("HYPOTHESIS_PROFILE", "default"), 25),
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

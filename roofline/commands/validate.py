@@ -3,8 +3,9 @@
 Rows: the shipped published points (``roofline/data/measurements/published.json``),
 the shipped calibration files, and any ``--measurements FILE`` written by ``roofline
 calibrate``. Prints, per row, the prediction with spec and with measured constants,
-their errors, the median absolute errors, the sources and what the model leaves out;
-``--json`` prints the same as JSON. See :mod:`roofline.validate`.
+their errors, the median absolute errors, the sources and what the model leaves out,
+then the published points this version cannot price yet and why (tensor parallelism, a
+missing preset); ``--json`` prints the same as JSON. See :mod:`roofline.validate`.
 """
 
 from __future__ import annotations
@@ -44,14 +45,27 @@ def run(args: argparse.Namespace) -> int:
         A measurement file is missing or invalid (the message names the file and the
         field), or nothing is left to validate.
     """
-    from ..validate import default_measurements, validate
+    from ..validate import default_measurements, pending_published, validate
 
     rows = default_measurements(
         args.measurements, published=not args.no_published, shipped=not args.no_shipped
     )
     report = validate(rows, flops=args.flops)
+    pending = [] if args.no_published else pending_published()
     if args.json:
-        print(json.dumps(report.to_dict(), indent=1, allow_nan=False))
+        doc = report.to_dict()
+        doc["pending_published"] = [
+            {"id": p.id, "model": p.model, "accelerator": p.accelerator, "tensor_parallel": p.tensor_parallel,
+             "batch": p.batch, "measured_s": p.measured_s, "metric": p.metric, "source": p.source,
+             "reasons": list(p.reasons)}
+            for p in pending
+        ]
+        print(json.dumps(doc, indent=1, allow_nan=False))
     else:
         print(report.format())
+        if pending:
+            print("")
+            print(f"Published points not priced by this version ({len(pending)}; measured step time, why):")
+            for p in pending:
+                print(f"  {p.id}: {p.measured_s * 1e3:.3f} ms; {'; '.join(p.reasons)}")
     return 0
