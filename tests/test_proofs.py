@@ -29,6 +29,8 @@ KEY_NUMBERS = {
     "p06_expected_useful_share": ["5/8 at s = 1", "0.772", "0.513, 0.475, 0.409, 0.510"],
     "p07_anyscale": ["predicted 143 tokens/s", "measured ~81", "6.1x", "21.6x"],
     "p08_continuous_batching": ["useful share 1 (static 40 %)", "back at step 100"],
+    "p11_tensor_parallel": ["8,820,367,360 parameters", "40,960 B", "1.344 ms", "10.19 us", "the crossover is B = 132",
+                            "131.84 sequences", "6.37x faster"],
 }
 
 

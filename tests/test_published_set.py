@@ -144,7 +144,7 @@ def test_bad_set_fields_are_refused_by_name(tmp_path: Path, edit, field: str, me
 
 def test_moe_model_is_pending_not_priced_on_all_experts(monkeypatch: pytest.MonkeyPatch) -> None:
     """A model with routed experts is left unpriced (predict would read all experts), with a reason naming it."""
-    import roofline.validate as v
+    import roofline.calibrate.published as v
 
     class _MoE:
         num_experts = 8

@@ -174,7 +174,7 @@ def _published(tmp_path: Path, edit) -> Path:
         (lambda d: d["points"][0].pop("published_value"), "points.0.published_value", "is missing"),
         (lambda d: d["points"][1].update(published_unit="s"), "points.1.published_unit", "must be 'ms'"),
         (lambda d: d["points"][0].update(model="llama-9"), "points.0.model", "unknown model"),
-        (lambda d: d["points"][0].update(accelerator="b200"), "points.0.accelerator", "unknown accelerator"),
+        (lambda d: d["points"][0].update(accelerator="tpu-v5e"), "points.0.accelerator", "unknown accelerator"),
         (lambda d: d["points"][0].update(metric="vibes"), "points.0.metric", "must be one of"),
         (lambda d: d["points"][1].update(id=d["points"][0]["id"]), "points.1.id", "appears twice"),
         (lambda d: d["points"][0].update(batch=0), "points.0.batch", "integer >= 1"),
