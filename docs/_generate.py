@@ -45,7 +45,13 @@ GENERATED = DOCS / "_generated"
 REGENERATE = "python docs/_generate.py"
 
 #: Accelerator fields behind the formulas' keyword arguments (the fields hold sourced values).
-ACCELERATOR_ARGUMENTS = {"bandwidth": "hbm_bandwidth", "peak_flops": "peak_bf16", "memory": "memory_usable"}
+ACCELERATOR_ARGUMENTS = {
+    "bandwidth": "hbm_bandwidth",
+    "peak_flops": "peak_bf16",
+    "memory": "memory_usable",
+    "link_bandwidth": "scale_up.bandwidth",
+    "link_latency": "scale_up.latency",
+}
 
 
 # --------------------------------------------------------------------------- tests
@@ -308,9 +314,12 @@ def _entry(
 
 
 def _argument_source(argument: str, accelerators: list[str], model_terms: dict[str, Any]) -> str:
-    if argument in ACCELERATOR_ARGUMENTS and accelerators:
-        field = ACCELERATOR_ARGUMENTS[argument]
-        return ", ".join(f"{{ref}}`{a} {field} <constant-{slug(a)}>`" for a in accelerators)
+    from roofline.hardware import get_accelerator
+
+    field = ACCELERATOR_ARGUMENTS.get(argument)
+    having = [a for a in accelerators if field is not None and field in get_accelerator(a).sources()]
+    if having:
+        return ", ".join(f"{{ref}}`{a} {field} <constant-{slug(a)}>`" for a in having)
     cells = []
     for name, model in model_terms.items():
         terms = model.step_terms()
