@@ -1,6 +1,6 @@
 """Batching: serial waits, static batching's useful share of a given batch, and its waits.
 
-Conventions (docs/conventions.md, "Serving policies" and "Latency metrics"):
+Conventions (docs/conventions.md, "Serving policies" and "Useful share and slot occupancy"):
 
 * one by one (serial), all n requests at t = 0, equal service time s: request j
   finishes at j s and waits (j - 1) s before its own work starts; mean wait (n - 1) s / 2;

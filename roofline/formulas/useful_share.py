@@ -1,6 +1,6 @@
 """The expected useful share of a static batch over random output lengths.
 
-Conventions (docs/conventions.md, "Latency metrics", the two shares): the **per-batch useful share**
+Conventions (docs/conventions.md, "Useful share and slot occupancy"): the **per-batch useful share**
 of a static batch is sum(O_i) / (B x max O_i) (:func:`roofline.formulas.static_useful_share`);
 this topic gives its **expectation** for B iid output lengths X_i,
 E[sum X_i / (B max X_i)], which equals E[X_1 / max X_i] by symmetry. Three length laws:

@@ -3,7 +3,7 @@
 Topic ``useful_share``: ``roofline.symbolic.useful_share`` (derivations),
 ``roofline.formulas.useful_share`` (fast paths), ``tests/test_useful_share.py``.
 
-Two shares, never one name for both (docs/conventions.md, "Latency metrics"): the
+Two shares, never one name for both (docs/conventions.md, "Useful share and slot occupancy"): the
 **per-batch useful share** of a static batch, sum O_i / (B max O_i), and its expectation
 over random lengths; the **long-run useful share** of a run, useful rows / occupied rows
 summed over all its steps, which over many batches tends to E[X] / E[max X]. (Slot

@@ -1,6 +1,6 @@
 """The expected useful share of a static batch over random output lengths, derived.
 
-Conventions (docs/conventions.md, "Latency metrics", the two shares): the per-batch
+Conventions (docs/conventions.md, "Useful share and slot occupancy"): the per-batch
 useful share of a static batch of B rows is sum(O_i) / (B x max O_i)
 (:mod:`roofline.symbolic.batching`); this module derives its **expectation**
 E[sum X_i / (B max X_i)] for B iid output lengths X_i. By symmetry and linearity it
