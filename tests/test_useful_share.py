@@ -192,3 +192,14 @@ def test_numerical_formulas_say_so():
     for name in ("expected_useful_share_uniform", "expected_useful_share_exponential",
                  "expected_useful_share_discrete_uniform"):
         assert spec[name].max_test_value >= 20
+
+
+def test_discrete_uniform_refuses_work_beyond_its_documented_limit() -> None:
+    """10^8 lengths in batches of 10^9 would never return: refused by name; 200,001 lengths in batches of 8 run."""
+    from roofline.formulas.useful_share import MAX_DISCRETE_WORK
+
+    with pytest.raises(InvalidValueError, match="length_range=100000000"):
+        f.expected_useful_share_discrete_uniform(batch=10**9, min_length=1, length_range=10**8)
+    assert 8 * 200_001 * (200_001).bit_length() <= MAX_DISCRETE_WORK
+    share = f.expected_useful_share_discrete_uniform(batch=8, min_length=1, length_range=200_000)
+    assert abs(float(share) - 0.5625) < 1e-5  # (B + 1) / (2B) for lengths from 1 to a wide range

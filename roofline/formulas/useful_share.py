@@ -205,8 +205,21 @@ def _discrete_share_kernel(*, batch: int, min_length: int, length_range: int) ->
     return total / n**batch
 
 
+#: Largest work the exact discrete-uniform sum accepts: n values x B x log2(n + 1) bits (about 1 s here).
+MAX_DISCRETE_WORK = 5 * 10**7
+
+
+def _discrete_work(batch: Any, length_range: Any) -> Any:
+    n = np.asarray(length_range, dtype=object) + 1
+    bits = np.frompyfunc(lambda v: int(v).bit_length(), 1, 1)(n)
+    return n * np.asarray(batch, dtype=object) * bits
+
+
 @formula(result="share", topic="useful_share", proof=_P6, batch="positive_int", min_length="positive_int",
-         length_range="nonnegative_int", max_test_value=24)
+         length_range="nonnegative_int", max_test_value=24,
+         requires=("length_range", f"(length_range + 1) x batch x log2(length_range + 2) <= {MAX_DISCRETE_WORK:,} "
+                   "(the exact sum's work; use expected_useful_share_uniform for wide ranges)",
+                   lambda batch, min_length, length_range: _discrete_work(batch, length_range) <= MAX_DISCRETE_WORK))
 def expected_useful_share_discrete_uniform(*, batch: Any, min_length: Any, length_range: Any) -> Any:
     """Expected useful share of a static batch of B iid integer lengths, uniform on a range [1].
 
@@ -227,7 +240,10 @@ def expected_useful_share_discrete_uniform(*, batch: Any, min_length: Any, lengt
     Raises
     ------
     InvalidValueError
-        A non-integer or out-of-range argument.
+        A non-integer or out-of-range argument, or a sum whose work (n x B x log2(n + 1),
+        n = length_range + 1) exceeds :data:`MAX_DISCRETE_WORK` (5e7, about a second): the
+        exact sum grows with the range, so wide ranges are refused instead of running for hours;
+        the continuous-uniform form :func:`expected_useful_share_uniform` is their approximation.
 
     Notes
     -----
