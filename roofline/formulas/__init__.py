@@ -7,11 +7,7 @@ fast == symbolic exactly for every entry.
 
 Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
 :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
-<<<<<<< HEAD
-:mod:`.parallel` (tensor parallelism), :mod:`.stretch` (decode stretches).
-=======
-:mod:`.useful_share`, :mod:`.parallel` (tensor parallelism).
->>>>>>> main
+:mod:`.useful_share`, :mod:`.parallel` (tensor parallelism), :mod:`.stretch` (decode stretches).
 """
 
 from ._core import REGISTRY, FormulaSpec
@@ -25,16 +21,10 @@ from .parallel import *  # noqa: F403
 from .parallel import __all__ as _parallel_all
 from .step_time import *  # noqa: F403
 from .step_time import __all__ as _step_all
-<<<<<<< HEAD
 from .stretch import *  # noqa: F403
 from .stretch import __all__ as _stretch_all
-
-__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_parallel_all,
-           *_stretch_all]
-=======
 from .useful_share import *  # noqa: F403
 from .useful_share import __all__ as _useful_share_all
 
 __all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_useful_share_all,
-           *_parallel_all]
->>>>>>> main
+           *_parallel_all, *_stretch_all]
