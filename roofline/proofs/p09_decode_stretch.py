@@ -52,7 +52,7 @@ def derive(p: Proof) -> None:
     from .. import formulas as f
     from ..hardware import get_accelerator
     from ..models import get_model
-    from ..sim import Request, RooflineCostModel, serve_serial
+    from ..sim import KVPool, Request, RooflineCostModel, serve_serial
     from ..sim.stretch import serve_serial_events
     from ..symbolic import SYMBOLS, symbols_for
     from ..symbolic import stretch as ss
@@ -102,11 +102,15 @@ def derive(p: Proof) -> None:
             < f.stretch_blocks(batch=10, context=16, steps=17, block_size=16))
 
     p.section("An event engine on the closed forms equals the step engine, and does not step")
-    reqs = [Request(id=i, arrival_s=Fraction(i, 10), prompt_tokens=50 + 7 * i, output_tokens=1 + 37 * i)
+    # prompts of 1,500+ tokens make the prefill compute-bound; the pool holds exactly the largest request's
+    # lifetime KV, 1,633 + 704 - 1 = 2,336 tokens = 146 blocks of 16 (the block boundary itself)
+    reqs = [Request(id=i, arrival_s=Fraction(i, 10), prompt_tokens=1500 + 7 * i, output_tokens=1 + 37 * i)
             for i in range(20)]
-    events, steps = serve_serial_events(reqs, cost), serve_serial(reqs, cost)
+    pool = KVPool.blocks(146, block_size=16)
+    events, steps = serve_serial_events(reqs, cost, kv_pool=pool), serve_serial(reqs, cost, kv_pool=pool)
     p.equal("20 requests served one by one: every hand-back time is the same", [r.handed_back_s for r in
             events.requests], [r.handed_back_s for r in steps.requests])
+    p.equal("none is rejected: the largest fits the 146-block pool exactly", steps.summary.rejected, 0)
     p.holds("and the summary is the same", events.summary == steps.summary)
     big = serve_serial_events([Request(id=0, arrival_s=0, prompt_tokens=100, output_tokens=10**9)], cost)
     decode = f.stretch_time(steps=10**9 - 1, batch=1, context_sum=101, overhead=0, **terms)
