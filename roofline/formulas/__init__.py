@@ -7,12 +7,14 @@ fast == symbolic exactly for every entry.
 
 Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
 :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
-:mod:`.parallel` (tensor parallelism).
+:mod:`.parallel` (tensor parallelism), :mod:`.fidelity` (the estimate beside the bound).
 """
 
 from ._core import REGISTRY, FormulaSpec
 from .batching import *  # noqa: F403
 from .batching import __all__ as _batching_all
+from .fidelity import *  # noqa: F403
+from .fidelity import __all__ as _fidelity_all
 from .intensity import *  # noqa: F403
 from .intensity import __all__ as _intensity_all
 from .kv_cache import *  # noqa: F403
@@ -22,4 +24,5 @@ from .parallel import __all__ as _parallel_all
 from .step_time import *  # noqa: F403
 from .step_time import __all__ as _step_all
 
-__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_parallel_all]
+__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_parallel_all,
+           *_fidelity_all]
