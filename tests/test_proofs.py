@@ -31,6 +31,7 @@ KEY_NUMBERS = {
     "p08_continuous_batching": ["useful share 1 (static 40 %)", "back at step 100"],
     "p11_tensor_parallel": ["8,820,367,360 parameters", "40,960 B", "1.344 ms", "10.19 us", "the crossover is B = 132",
                             "131.84 sequences", "6.37x faster"],
+    "p15_estimate": ["eta_bw = 0.7830", "t_step = 2.2155 ms", "8.377 ms (+7.5 %)", "4.824 ms (-38.1 %)"],
 }
 
 
