@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Claim (p15): the estimate is the bound with an engine's constants; two vLLM rows fix them, a held-out row checks them.
+"""Claim (p15): the estimate is the bound with an engine's constants; two vLLM rows fix them, a third checks them.
 
-Run ``python proofs/p15_estimate.py`` (or ``roofline prove p11``): it prints the derivation,
+Run ``python proofs/p15_estimate.py`` (or ``roofline prove p15``): it prints the derivation,
 each step checked, and exits with status 0 when every check passes, 1 otherwise.
 The derivation itself, with the full Claim, Assumptions and Sources, is
 ``roofline/proofs/p15_estimate.py``, shipped inside the package so that ``roofline prove``

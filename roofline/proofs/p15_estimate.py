@@ -1,4 +1,4 @@
-"""p15: the estimate is the bound with an engine's constants; two vLLM rows fix them, a held-out row checks them.
+"""p15: the estimate is the bound with an engine's constants; two vLLM rows fix them, a third checks them.
 
 Claim
 -----
