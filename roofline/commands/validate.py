@@ -149,7 +149,13 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
                 f"{float(acc.peak_flops) / 1e12:,.1f} TFLOP/s [{acc.peak_bf16.source.kind}: "
                 f"{acc.peak_bf16.source.citation}]"
             )
-    if report.profiles or report.unavailable:
+    unavailable = dict(report.unavailable)
+    fitted = {p.name for p in report.profiles}
+    for point in pending:
+        if point.engine_profile and point.split == "calibration" and point.engine_profile not in fitted:
+            why = unavailable.get(point.engine_profile, "its calibration rows are not priced yet:")
+            unavailable[point.engine_profile] = f"{why} {point.id} ({'; '.join(point.reasons)})"
+    if report.profiles or unavailable:
         lines.append("")
         lines.append("Engine profiles of the estimate (constants: value [kind: source]):")
         for p in report.profiles:
@@ -160,7 +166,7 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
                 lines.append(f"    {item}")
         if report.profiles:
             lines.append(f"  fit: {report.profiles[0].eta_bw.source.conditions}")
-        for name, why in report.unavailable:
+        for name, why in unavailable.items():
             lines.append(f"  {name}: no constants; {why}")
     published = [r.measurement for r in report.rows if r.measurement.group == "published"]
     if published:
