@@ -96,10 +96,11 @@ class DecodeStep:
 
 
 def _profile(estimate: Any) -> Any:
-    """The engine profile ``estimate`` names (roofline.calibrate.fit, imported on first use)."""
-    from .calibrate.fit import get_engine_profile
-
-    return get_engine_profile(estimate)
+    """``estimate`` if it is an engine profile (it has ``constants``, ``overhead``, ``scaled`` and ``name``)."""
+    if not all(hasattr(estimate, a) for a in ("constants", "overhead", "scaled", "name")):
+        raise InvalidValueError("estimate", estimate, "expected an engine profile: "
+                                "roofline.calibrate.get_engine_profile('vllm') (keys: roofline validate)")
+    return estimate
 
 
 def decode_step(
@@ -126,11 +127,11 @@ def decode_step(
     overhead : [s] >= 0, fixed per-step overhead
     kv_reads : bool
         False drops the KV bytes (and attention FLOPs): the weights-only picture.
-    estimate : str, EngineProfile or None
-        None (default): the roofline bound. An engine profile (its key such as ``"vllm"``,
-        its name, or a :class:`roofline.calibrate.fit.EngineProfile`): that profile's
-        estimate, :func:`roofline.formulas.estimated_step_time` (``overhead`` is added to
-        its t_step).
+    estimate : EngineProfile or None
+        None (default): the roofline bound. An engine profile
+        (:func:`roofline.calibrate.get_engine_profile`, e.g. ``get_engine_profile("vllm")``):
+        that profile's estimate, :func:`roofline.formulas.estimated_step_time` (``overhead``
+        is added to its t_step).
 
     Returns
     -------
@@ -141,9 +142,7 @@ def decode_step(
     InvalidValueError
         A batch that is not an integer >= 1, a context that is not an integer >= 0, a
         negative overhead, an unknown convention, a model/accelerator of the wrong type,
-        or a profile whose calibration rows are not priced yet (field ``estimate``).
-    UnknownPresetError
-        An unknown engine profile.
+        or an ``estimate`` that is not an engine profile.
 
     Examples
     --------
@@ -151,7 +150,9 @@ def decode_step(
     >>> s = decode_step(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), batch=1, context=0)
     >>> round(float(s.step_time) * 1e3, 2), s.bound
     (4.79, 'memory')
-    >>> e = decode_step(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), batch=1, context=0, estimate="vllm")
+    >>> from roofline.calibrate import get_engine_profile
+    >>> vllm = get_engine_profile("vllm")
+    >>> e = decode_step(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), batch=1, context=0, estimate=vllm)
     >>> round(float(e.step_time) * 1e3, 2), e.time_kind
     (8.34, 'estimate: vLLM with CUDA graphs')
     """

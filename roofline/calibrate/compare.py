@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ __all__ = [
     "calibration_measurements",
     "default_measurements",
     "predict",
+    "estimate_step",
     "validate",
 ]
 
@@ -398,7 +399,11 @@ def default_measurements(
 
 
 def validate(
-    measurements: Sequence[Measurement] | None = None, *, flops: str = "exact", estimate: bool = True
+    measurements: Sequence[Measurement] | None = None,
+    *,
+    flops: str = "exact",
+    profiles: Mapping[str, Any] | None = None,
+    unavailable: Mapping[str, str] | None = None,
 ) -> Report:
     """Predict every measurement with spec and measured constants (the bound) and its profile's estimate.
 
@@ -408,10 +413,14 @@ def validate(
         Default: :func:`default_measurements` (published points and shipped files).
     flops : {"exact", "lesson"}
         FLOP convention (:meth:`roofline.ModelConfig.flops_per_token`).
-    estimate : bool, default True
-        Fit each engine profile on the calibration rows among ``measurements``
-        (:func:`roofline.calibrate.fit.fit_profiles`) and estimate every row of a fitted
-        profile; False leaves the estimate out.
+    profiles : mapping, optional
+        Engine profile name -> :class:`roofline.calibrate.fit.EngineProfile`: every row of a
+        profile given here also gets that profile's estimate (``predict`` on the profile's
+        scaled spec accelerator + t_step + L t_layer). None (default): the bound only.
+        :func:`roofline.calibrate.fit.validate_with_estimates` fits them on the calibration
+        rows and passes them.
+    unavailable : mapping, optional
+        Profile name -> why it has no constants, carried into the report.
 
     Returns
     -------
@@ -448,12 +457,7 @@ def validate(
     for m in items:
         if not isinstance(m, Measurement):
             raise InvalidValueError("measurements", m, "every item must be a Measurement")
-    profiles: dict[str, Any] = {}
-    unavailable: dict[str, str] = {}
-    if estimate:
-        from .fit import fit_profiles
-
-        profiles, unavailable = fit_profiles(items, flops=flops)
+    profiles = dict(profiles or {})
     rows = []
     for m in items:
         pm, bm = predict(m, m.measured_constants, flops=flops)
@@ -464,9 +468,7 @@ def validate(
             ps, bs, es = None, None, None
         est: float | None = None
         if m.engine_profile in profiles and m.spec is not None:
-            from .fit import estimate_row
-
-            est = estimate_row(m, profiles[m.engine_profile], flops=flops)
+            est = estimate_step(m, profiles[m.engine_profile], flops=flops)
         rows.append(Row(
             measurement=m,
             predicted_spec_s=ps,
@@ -479,4 +481,34 @@ def validate(
             error_estimate=None if est is None else (est - m.measured_s) / m.measured_s,
         ))
     return Report(rows=tuple(rows), flops=flops, profiles=tuple(profiles.values()),
-                  unavailable=tuple(unavailable.items()))
+                  unavailable=tuple((unavailable or {}).items()))
+
+
+def estimate_step(measurement: Measurement, profile: Any, *, flops: str = "exact") -> float:
+    """The estimate of a measurement's step under an engine profile [s].
+
+    Parameters
+    ----------
+    measurement : Measurement
+        With spec constants (``measurement.spec``).
+    profile : EngineProfile
+        :class:`roofline.calibrate.fit.EngineProfile` (its ``scaled`` and ``overhead``).
+    flops : {"exact", "lesson"}
+
+    Returns
+    -------
+    float [s]
+        :func:`predict` on the profile's scaled spec accelerator, max(bytes / (eta_bw BW),
+        FLOPs / (eta_mm peak)) plus whatever ``predict`` adds beyond the roofline, + t_step +
+        L t_layer (docs/conventions.md, "Bound and estimate"). On one GPU this is
+        :func:`roofline.formulas.estimated_step_time` of the row (tested).
+
+    Raises
+    ------
+    InvalidValueError
+        The row has no spec constants (field ``spec``).
+    """
+    if measurement.spec is None:
+        raise InvalidValueError("spec", None, f"row {measurement.id!r} has no datasheet constants to scale")
+    t, _ = predict(measurement, profile.scaled(measurement.spec), flops=flops)
+    return t + float(profile.overhead(measurement.model.num_hidden_layers))

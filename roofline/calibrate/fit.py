@@ -55,7 +55,7 @@ import attrs
 
 from ..errors import InvalidValueError, UnknownPresetError
 from ..hardware import Accelerator, Source, Sourced, get_accelerator
-from .compare import predict
+from .compare import Report, estimate_step, predict, validate
 from .schema import Measurement
 
 __all__ = [
@@ -69,6 +69,7 @@ __all__ = [
     "get_engine_profile",
     "profile_names",
     "estimate_row",
+    "validate_with_estimates",
 ]
 
 #: Short command-line keys of the published set's engine profiles (the profile names are the file's).
@@ -545,19 +546,47 @@ def get_engine_profile(name: str | EngineProfile, *, flops: str = "exact") -> En
 
 
 def estimate_row(m: Measurement, profile: EngineProfile, *, flops: str = "exact") -> float:
-    """The estimate of a measurement's step under ``profile`` [s].
-
-    ``predict`` on the profile's scaled spec accelerator (max(bytes / (eta_bw BW), FLOPs /
-    (eta_mm peak)), plus whatever ``predict`` adds beyond the roofline) + t_step + L t_layer.
-    On one GPU this is :func:`roofline.formulas.estimated_step_time` of the row (tested).
+    """The estimate of a measurement's step under ``profile`` [s] (:func:`roofline.calibrate.compare.estimate_step`).
 
     Raises
     ------
     InvalidValueError
         The row has no spec constants (field ``spec``).
     """
-    if m.spec is None:
-        raise InvalidValueError("spec", None, f"row {m.id!r} has no datasheet constants to scale")
-    t, _ = predict(m, profile.scaled(m.spec), flops=flops)
-    return t + float(profile.overhead(m.model.num_hidden_layers))
+    return estimate_step(m, profile, flops=flops)
+
+
+def validate_with_estimates(measurements: Sequence[Measurement] | None = None, *, flops: str = "exact") -> Report:
+    """:func:`roofline.calibrate.compare.validate` with each profile fitted on the calibration rows among them.
+
+    Parameters
+    ----------
+    measurements : sequence of Measurement, optional
+        Default: :func:`roofline.calibrate.compare.default_measurements`.
+    flops : {"exact", "lesson"}
+
+    Returns
+    -------
+    Report
+        Bound and estimate for every row; the profiles fitted on the calibration rows of
+        ``measurements`` only (:func:`fit_profiles`), so a validation row's estimate never
+        saw the row. Profiles without a priced calibration row are listed as unavailable.
+
+    Raises
+    ------
+    InvalidValueError
+        As :func:`roofline.calibrate.compare.validate` and :func:`fit_profile`.
+
+    Examples
+    --------
+    >>> from roofline.calibrate import load_published
+    >>> report = validate_with_estimates(load_published())
+    >>> report.targets()[0]["met"]
+    True
+    """
+    from .compare import default_measurements
+
+    items = list(default_measurements() if measurements is None else measurements)
+    profiles, unavailable = fit_profiles(items, flops=flops) if items else ({}, {})
+    return validate(items, flops=flops, profiles=profiles, unavailable=unavailable)
 

@@ -197,7 +197,7 @@ def _estimate_json(model: ModelConfig, accelerator: Accelerator, name: Any, cont
 
     profile = get_engine_profile(name)
 
-    def step(batch: int, ctx: int) -> dict[str, Any]:
+    def step(batch: int, ctx: int) -> dict[str, Any]:  # the bound's step_json, on the profile's estimate
         return step_json(estimate_mod.decode_step(model, accelerator, batch=batch, context=ctx, estimate=profile))
 
     constants = {}

@@ -57,13 +57,14 @@ def run(args: argparse.Namespace) -> int:
         A measurement file is missing or invalid (the message names the file and the
         field), or nothing is left to validate.
     """
-    from ..calibrate.compare import default_measurements, validate
+    from ..calibrate.compare import default_measurements
+    from ..calibrate.fit import validate_with_estimates
     from ..calibrate.published import pending_published
 
     rows = default_measurements(
         args.measurements, published=not args.no_published, shipped=not args.no_shipped
     )
-    report = validate(rows, flops=args.flops)
+    report = validate_with_estimates(rows, flops=args.flops)
     pending = [] if args.no_published else pending_published()
     if args.json:
         doc = report.to_dict()
