@@ -72,7 +72,7 @@ class DecodeStep:
     step_time_no_overlap [s], throughput [tokens/s], math_busy_share [1],
     bandwidth_share [1], intensity [FLOP/byte], bound ("memory" or "compute"),
     flops_convention ("exact" or "lesson"),
-    time_kind (``"bound"``, or ``"estimate: <profile name>"`` when the times are an
+    time_kind ("bound", or "estimate: " and the profile's name when the times are an
     engine profile's estimate: memory and compute time at eta_bw x bandwidth and
     eta_mm x peak, step time with t_step + L t_layer added; docs/conventions.md,
     "Bound and estimate").

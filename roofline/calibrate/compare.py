@@ -199,7 +199,7 @@ class Report:
         """Per subset of the split (``"calibration"``, ``"validation"``, then ``""`` for rows of no subset).
 
         Each: ``rows``, ``batch1_rows``, and for the bound (spec constants) and the estimate
-        the number of rows with a value, the median and the maximum |error| [1], over all
+        the number of rows with a value, the median and the maximum absolute error [1], over all
         rows of the subset (``bound_median``, ``estimate_max``, ...) and over its batch-1 rows
         (``batch1_bound_median``, ...); None where no row has a value.
         """

@@ -1,8 +1,8 @@
 """The estimate beside the bound: the bound's bytes and FLOPs with an engine's constants.
 
 Conventions (docs/conventions.md, "Bound and estimate"): the **bound** is the roofline
-step time of :mod:`.step_time` (no efficiency factor, overhead 0 unless given); the
-**estimate** is
+step time of :mod:`roofline.formulas.step_time` (no efficiency factor, overhead 0 unless given); the
+**estimate** is::
 
     max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + L x t_layer
 
