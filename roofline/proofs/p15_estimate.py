@@ -76,10 +76,14 @@ def derive(p: Proof) -> None:
     x, t = sp.symbols("x t_s", positive=True)  # x = 1 / eta_bw
 
     def memory_time(row_id: str) -> Fraction:
+        """Bytes / BW by the definition (W + k S) / BW, checked against the fast path."""
         m = rows[row_id]
         assert m.spec is not None
-        return Fraction(f.memory_time(weight_bytes=m.model.weight_bytes, kv_bytes_per_token=m.model.kv_bytes_per_token,
-                                      context_sum=m.context_sum, bandwidth=Fraction(m.spec.bandwidth)))
+        by_hand = Fraction(m.model.weight_bytes + m.model.kv_bytes_per_token * m.context_sum) / m.spec.bandwidth
+        fast = f.memory_time(weight_bytes=m.model.weight_bytes, kv_bytes_per_token=m.model.kv_bytes_per_token,
+                             context_sum=m.context_sum, bandwidth=Fraction(m.spec.bandwidth))
+        p.equal(f"{row_id}: memory_time = (W + k S) / BW", fast, by_hand, value=si(by_hand, "s"))
+        return by_hand
 
     equations = []
     table = []
@@ -87,9 +91,13 @@ def derive(p: Proof) -> None:
         m = rows[row_id]
         assert m.spec is not None
         mem = memory_time(row_id)
-        comp = Fraction(f.compute_time(batch=m.batch, **{k: v for k, v in m.model.step_terms("exact").items()
-                                                          if k in ("flops_per_token", "attention_flops_per_token")},
-                                       context_sum=m.context_sum, peak_flops=Fraction(m.spec.peak_flops)))
+        terms = m.model.step_terms("exact")
+        comp = Fraction(m.batch * terms["flops_per_token"] + terms["attention_flops_per_token"] * m.context_sum) \
+            / m.spec.peak_flops
+        p.equal(f"{row_id}: compute_time = (B F + a S) / peak", f.compute_time(
+            batch=m.batch, flops_per_token=terms["flops_per_token"],
+            attention_flops_per_token=terms["attention_flops_per_token"], context_sum=m.context_sum,
+            peak_flops=Fraction(m.spec.peak_flops)), comp)
         p.holds(f"{row_id} is memory-bound: {si(mem, 's')} of reading > {si(comp, 's')} of math", mem > comp)
         measured = Fraction(m.measured_s)
         equations.append(sp.Eq(sp.Rational(mem.numerator, mem.denominator) * x + t,
@@ -117,9 +125,14 @@ def derive(p: Proof) -> None:
               peak_flops=m.spec.peak_flops)
     est = f.estimated_step_time(**kw, eta_bw=eta, eta_mm=1, t_step=ts, t_layer=0,
                                 num_hidden_layers=m.model.num_hidden_layers)
-    bound = f.step_time(**kw, overhead=0)
+    bound = f.step_time(**{**kw, "bandwidth": Fraction(m.spec.bandwidth)}, overhead=0)
     p.equal("estimate = (bytes / BW) / eta_bw + t_step (memory-bound)", est, mem / eta + ts,
             value=si(est, "s"))
+    p.equal("bound = bytes / BW (memory-bound, overhead 0)", bound, mem, value=si(bound, "s"))
+    tput = f.estimated_throughput(**kw, eta_bw=eta, eta_mm=1, t_step=ts, t_layer=0,
+                                  num_hidden_layers=m.model.num_hidden_layers)
+    p.equal("estimated throughput = B / estimate", tput, m.batch / (mem / eta + ts),
+            value=f"{float(tput):,.0f} tokens/s")
     measured = Fraction(m.measured_s)
     err_est = (est - measured) / measured
     err_bound = (bound - measured) / measured
@@ -131,6 +144,25 @@ def derive(p: Proof) -> None:
     p.holds("the bound is below the measurement", bound < measured)
     p.holds("the estimate is within 15 % of the held-out measurement", abs(err_est) <= Fraction(15, 100),
             f"{float(err_est) * 100:+.1f} %")
+
+    p.section("A prefill under the same constants is compute-bound: there eta_mm matters")
+    tokens = 4096
+    pairs = tokens * (tokens + 1) // 2
+    gemm = m.spec.measured_bf16
+    assert gemm is not None
+    eta_mm = Fraction(gemm.value) / Fraction(m.spec.peak_flops)
+    p.say(f"eta_mm = measured GEMM / dense peak = {float(gemm.value) / 1e12:.1f} / "
+          f"{float(m.spec.peak_flops) / 1e12:.1f} TFLOP/s = {float(eta_mm):.4f} ({gemm.source.citation})")
+    flops = tokens * terms["flops_per_token"] + terms["attention_flops_per_token"] * pairs
+    read = terms["weight_bytes"] + terms["kv_bytes_per_token"] * tokens
+    mem_side = Fraction(read) / (eta * m.spec.bandwidth)
+    math_side = Fraction(flops) / (eta_mm * m.spec.peak_flops)
+    pre = f.estimated_prefill_step_time(**{k: v for k, v in kw.items() if k not in ("batch", "context_sum")},
+                                        prefill_tokens=tokens, attention_pairs=pairs, eta_bw=eta, eta_mm=eta_mm,
+                                        t_step=ts, t_layer=0, num_hidden_layers=m.model.num_hidden_layers)
+    p.equal(f"{tokens:,}-token prefill = max(bytes / (eta_bw BW), FLOPs / (eta_mm peak)) + t_step", pre,
+            max(mem_side, math_side) + ts, value=si(pre, "s"))
+    p.holds("it is compute-bound", math_side > mem_side, f"{si(math_side, 's')} > {si(mem_side, 's')}")
     p.conclude(
         f"two vLLM rows give eta_bw = {float(eta_bw):.4f}, t_step = {float(t_step) * 1e3:.4f} ms; "
         f"held-out H100 row: estimate {float(est) * 1e3:.3f} ms ({float(err_est) * 100:+.1f} %), "
