@@ -155,6 +155,9 @@ def derive(p: Proof) -> None:
           f"{float(m.spec.peak_flops) / 1e12:.1f} TFLOP/s = {float(eta_mm):.4f} ({gemm.source.citation})")
     flops = tokens * terms["flops_per_token"] + terms["attention_flops_per_token"] * pairs
     read = terms["weight_bytes"] + terms["kv_bytes_per_token"] * tokens
+    p.equal("prefill bytes = W + k T (weights once, the prompt's KV written)",
+            f.prefill_bytes(weight_bytes=terms["weight_bytes"], kv_bytes_per_token=terms["kv_bytes_per_token"],
+                            prefill_tokens=tokens), read, value=si(read, "B"))
     mem_side = Fraction(read) / (eta * m.spec.bandwidth)
     math_side = Fraction(flops) / (eta_mm * m.spec.peak_flops)
     pre = f.estimated_prefill_step_time(**{k: v for k, v in kw.items() if k not in ("batch", "context_sum")},
