@@ -32,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from .. import formulas as f
-from .._checks import check_positive
+from .._checks import check_nonnegative, check_positive
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
@@ -207,8 +207,9 @@ class RooflineCostModel:
         flops: str = "exact",
         overhead: Any = 0,
         exact: bool = True,
+        estimate: Any = None,
     ) -> RooflineCostModel:
-        """The cost model of ``model`` on ``accelerator``.
+        """The cost model of ``model`` on ``accelerator``: the bound, or an engine profile's estimate.
 
         Parameters
         ----------
@@ -220,6 +221,13 @@ class RooflineCostModel:
             FLOPs convention (:meth:`roofline.ModelConfig.flops_per_token`).
         overhead : [s] >= 0
         exact : bool
+        estimate : str, EngineProfile or None
+            None (default): the roofline bound. An engine profile (``"vllm"``, ...;
+            :mod:`roofline.calibrate.fit`): the cost model gains its constants, bandwidth x
+            eta_bw, peak x eta_mm and overhead + t_step + layers x t_layer, so every decode
+            step costs :func:`roofline.formulas.estimated_step_time` and every prefill
+            :func:`roofline.formulas.estimated_prefill_step_time` (docs/conventions.md,
+            "Bound and estimate").
 
         Returns
         -------
@@ -228,8 +236,17 @@ class RooflineCostModel:
         Raises
         ------
         InvalidValueError
-            An unknown FLOPs convention or a bad overhead.
+            An unknown FLOPs convention or a bad overhead; a profile without constants.
+        UnknownPresetError
+            An unknown engine profile.
         """
+        if estimate is not None:
+            from ..calibrate.fit import get_engine_profile
+
+            profile = get_engine_profile(estimate)
+            check_nonnegative("overhead", overhead)
+            overhead = overhead + profile.overhead(model.num_hidden_layers)
+            accelerator = profile.scaled(accelerator)
         return cls(
             **model.step_terms(flops),
             **accelerator.step_terms(),
