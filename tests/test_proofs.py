@@ -32,7 +32,7 @@ KEY_NUMBERS = {
     "p06_expected_useful_share": ["5/8 at s = 1", "0.772", "0.513, 0.475, 0.409, 0.510"],
     "p07_anyscale": ["predicted 143 tokens/s", "measured ~81", "6.1x", "21.6x", "1.74 %", "0.39 %"],
     "p08_continuous_batching": ["slot occupancy 70.5 %", "back at step 100"],
-    "p09_decode_stretch": ["j* = 50.44", "1,982,585 steps", "outgrown at step 17"],
+    "p13_decode_stretch": ["j* = 50.44", "1,982,585 steps", "outgrown at step 17"],
     "p11_tensor_parallel": ["8,820,367,360 parameters", "40,960 B", "1.344 ms", "10.19 us", "the crossover is B = 132",
                             "131.84 sequences", "6.37x faster"],
     "p15_estimate": ["eta_bw = 0.7830", "t_step = 2.2155 ms", "8.377 ms (+7.5 %)", "4.824 ms (-38.1 %)"],

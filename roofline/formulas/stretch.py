@@ -28,7 +28,7 @@ take the four line coefficients directly; the event engine (``roofline.sim.stret
 calls them on integer ticks. They are not registered (their inputs are not the
 model's quantities); the registered formulas are built on them.
 
-Derivations: ``roofline.symbolic.stretch``. Proof: ``proofs/p09_decode_stretch.py``.
+Derivations: ``roofline.symbolic.stretch``. Proof: ``proofs/p13_decode_stretch.py``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ __all__ = [
     "stretch_pool_overflow_step",
 ]
 
-_P9 = "p09_decode_stretch.py"
+_P9 = "p13_decode_stretch.py"
 
 _SIZES: dict[str, Any] = dict(weight_bytes="positive", kv_bytes_per_token="nonnegative")
 _FLOPS: dict[str, Any] = dict(flops_per_token="positive", attention_flops_per_token="nonnegative")

@@ -30,7 +30,7 @@ Derived here:
   blocks: B ceiling(y) > P iff ceiling(y) > floor(P / B) iff y > floor(P / B) for
   integer-valued ceiling(y); ``solve`` gives the boundary of y = (c + n) / b.
 
-Fast paths: :mod:`roofline.formulas.stretch`. Proof: proofs/p09_decode_stretch.py.
+Fast paths: :mod:`roofline.formulas.stretch`. Proof: proofs/p13_decode_stretch.py.
 """
 
 from __future__ import annotations

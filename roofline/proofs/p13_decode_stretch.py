@@ -1,4 +1,4 @@
-"""p09: a stretch of decode steps of a fixed batch is priced in closed form: a simulator jumps event to event.
+"""p13: a stretch of decode steps of a fixed batch is priced in closed form: a simulator jumps event to event.
 
 Claim
 -----
@@ -42,7 +42,7 @@ from fractions import Fraction
 
 from ._proof import Proof, run_script, si
 
-NAME = "p09_decode_stretch"
+NAME = "p13_decode_stretch"
 
 
 def derive(p: Proof) -> None:
@@ -62,7 +62,7 @@ def derive(p: Proof) -> None:
     terms = {k: Fraction(v) for k, v in model.step_terms("exact").items()}
     terms.update(bandwidth=Fraction(gpu.bandwidth), peak_flops=Fraction(gpu.peak_flops))
 
-    p.title("p09 a stretch of decode steps of a fixed batch, in closed form (Llama 3.1 8B, H100 SXM)")
+    p.title("p13 a stretch of decode steps of a fixed batch, in closed form (Llama 3.1 8B, H100 SXM)")
 
     p.section("Step j of a stretch: memory and compute times are lines in j")
     j = sp.Symbol("j", nonnegative=True, integer=True)
