@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Claim (p09): a stretch of decode steps of a fixed batch is priced in closed form.
+"""Claim (p13): a stretch of decode steps of a fixed batch is priced in closed form.
 
 Run ``python proofs/p13_decode_stretch.py`` (or ``roofline prove p09``): it prints the derivation,
 each step checked, and exits with status 0 when every check passes, 1 otherwise.
