@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Claim (p13): a stretch of decode steps of a fixed batch is priced in closed form.
 
-Run ``python proofs/p13_decode_stretch.py`` (or ``roofline prove p09``): it prints the derivation,
+Run ``python proofs/p13_decode_stretch.py`` (or ``roofline prove p13``): it prints the derivation,
 each step checked, and exits with status 0 when every check passes, 1 otherwise.
 The derivation itself, with the full Claim, Assumptions and Sources, is
 ``roofline/proofs/p13_decode_stretch.py``, shipped inside the package so that ``roofline prove``
