@@ -42,7 +42,7 @@ def test_simulate_prints_one_row_per_policy_matching_the_library(trace: Path, ca
                     ("static", serve_static(reqs, cost, batch_size=8, kv_pool=pool)),
                     ("continuous", serve_continuous(reqs, cost, max_num_seqs=256, kv_pool=pool))):
         assert rows[name][1:4] == [f"{r.summary.completed:,}", "0", f"{r.summary.steps:,}"]
-        assert f" {100 * float(r.summary.useful_share):.1f}% " in " ".join(rows[name])
+        assert f" {100 * float(r.summary.long_run_useful_share):.1f}% " in " ".join(rows[name])
 
 
 def test_simulate_json_holds_each_policy_summary(trace: Path, capsys: pytest.CaptureFixture) -> None:
