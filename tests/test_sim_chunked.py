@@ -338,3 +338,22 @@ def test_bad_chunking_options_raise_naming_the_field(kwargs, field):
     with pytest.raises(InvalidValueError) as err:
         serve_continuous(reqs, UnitCostModel(), **kwargs)
     assert err.value.field == field
+
+
+@given(_WORK, cost_models(kind="unit"), st.data(), st.integers(1, 4), st.booleans(), st.booleans())
+def test_inter_token_gaps_add_up_to_each_request_s_decode_time(reqs, cost, data, max_num_seqs, on_demand, chunked):
+    """ITL counts O - 1 gaps per request handed back, and they add up to finish - first token (so their mean is
+    the requests' time-weighted TPOT), preemptions included; static batching reports none."""
+    pool = data.draw(tight_pools(reqs))
+    kw = dict(prefill="chunked", max_num_batched_tokens=max_num_seqs + 9) if chunked else {}
+    r = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, admission="on_demand" if on_demand else "reserve",
+                         kv_pool=pool, **kw)
+    done = [x for x in r.requests if not x.rejected]
+    gaps = sum(x.request.output_tokens - 1 for x in done)
+    itl = r.summary.itl
+    if gaps == 0:
+        assert itl is None
+    else:
+        assert itl.mean * gaps == sum(x.finish_s - x.first_token_s for x in done)
+        assert itl.p50 <= itl.p90 <= itl.p99 <= itl.max
+    assert serve_static(reqs, cost, batch_size=2, kv_pool=pool).summary.itl is None
