@@ -40,7 +40,7 @@ from .cost import CostModel
 from .kv import KVPool
 from .requests import Request, check_requests
 from .results import RequestResult, SimResult, StepTable, summarize
-from .workloads import ClosedLoop
+from .workloads import ClosedLoop, Workload
 
 __all__ = [
     "SimulationError",
@@ -90,6 +90,7 @@ class _Run:
         self.cost: Any = cost_model
         self.pool = kv_pool if kv_pool is not None else KVPool.unlimited()
         self.closed = requests if isinstance(requests, ClosedLoop) else None
+        self.spec: dict[str, Any] | None = None
         self.client: list[int | None]
         self.arrival: list[Any]
         if isinstance(requests, ClosedLoop):
@@ -105,6 +106,7 @@ class _Run:
             self.think = cost_model.to_time(requests.think_time_s)
             self.sent = min(n, requests.clients)
         else:
+            self.spec = requests.spec if isinstance(requests, Workload) else None
             self.requests = check_requests(requests)
             n = len(self.requests)
             self.arrival = [cost_model.to_time(r.arrival_s) for r in self.requests]
@@ -191,6 +193,8 @@ class _Run:
             self.requests = tuple(Request(id=j, arrival_s=self.arrival[j], prompt_tokens=p, output_tokens=o)
                                   for j, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)))
             options = dict(options, workload=self.closed.to_dict())
+        elif self.spec is not None:
+            options = dict(options, workload=self.spec)
         results = tuple(
             RequestResult(r, self.arrival[i], self.admitted[i], self.first[i], self.finish[i], self.handed[i],
                           self.preemptions[i], self.prefilled[i], self.generated[i], self.reason[i], self.client[i])
