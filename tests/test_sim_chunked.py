@@ -36,13 +36,13 @@ def naive_chunked(reqs: tuple[Request, ...], cost: Any, *, max_num_seqs: int, bu
     b = 1 if pool is None else pool.block_size
     n = len(reqs)
     arr = [cost.to_time(r.arrival_s) for r in reqs]
-    P = [r.prompt_tokens for r in reqs]
-    O = [r.output_tokens for r in reqs]
+    prompt = [r.prompt_tokens for r in reqs]
+    out_len = [r.output_tokens for r in reqs]
     gen, kv, held, done, target = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
     phase = ["new"] * n  # new, waiting, prefilling, decoding, done, rejected
     res: list[dict[str, Any]] = [dict(adm=None, first=None, fin=None, pre=0, pf=0) for _ in reqs]
     for i in range(n):
-        if cap is not None and _blocks(P[i] + O[i] - 1, b) > cap:
+        if cap is not None and _blocks(prompt[i] + out_len[i] - 1, b) > cap:
             phase[i] = "rejected"
     order: list[int] = []  # admitted sequences, admission order
     waiting: deque[int] = deque()
@@ -80,8 +80,8 @@ def naive_chunked(reqs: tuple[Request, ...], cost: Any, *, max_num_seqs: int, bu
                 left -= q
         while waiting and left and len(order) < max_num_seqs:
             i = waiting[0]
-            t = P[i] + gen[i]
-            need = _blocks(t, b) if on_demand else _blocks(P[i] + O[i] - 1, b)
+            t = prompt[i] + gen[i]
+            need = _blocks(t, b) if on_demand else _blocks(prompt[i] + out_len[i] - 1, b)
             grow = sum(_blocks(kv[j] + 1, b) - held[j] for j in decoding) if on_demand else 0
             if cap is not None and used + grow + need > cap:
                 break
@@ -124,7 +124,7 @@ def naive_chunked(reqs: tuple[Request, ...], cost: Any, *, max_num_seqs: int, bu
         steps.append((kind, now, end, len(decoding) + len(chunks), len(decoding) + completed, context, tokens,
                       pairs, kv_tokens, used, len(decoding), cached, len(chunks) - completed))
         for i in list(order):
-            if phase[i] == "decoding" and gen[i] == O[i]:
+            if phase[i] == "decoding" and gen[i] == out_len[i]:
                 order.remove(i)
                 phase[i] = "done"
                 res[i]["fin"] = end
