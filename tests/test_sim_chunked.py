@@ -145,17 +145,12 @@ def fast_view(r: Any) -> tuple[list[tuple], list[tuple]]:
     return steps, out
 
 
-@st.composite
-def tight_pools(draw: st.DrawFn, reqs: tuple[Request, ...]) -> KVPool | None:
+def tight_pools(reqs: tuple[Request, ...]) -> st.SearchStrategy[KVPool]:
     """Often a pool where every request fits alone but few together (so on-demand admission preempts)."""
-    if not reqs or draw(st.integers(0, 3)) == 0:
-        return draw(kv_pools(max_blocks=60, max_block_size=8, unlimited=None))
-    b = draw(st.integers(1, 8))
-    need = max(_blocks(r.prompt_tokens + r.output_tokens - 1, b) for r in reqs)
-    return KVPool(draw(st.integers(max(need - 1, 0), need + need // 2 + 2)), b)
+    return kv_pools(min_blocks=0, max_blocks=60, max_block_size=8, unlimited=None, tight_for=reqs)
 
 
-_WORK = workloads(min_size=0, max_size=10, max_prompt_tokens=40, max_output_tokens=25)
+_WORK = workloads(min_size=0, max_size=10, arrivals="boundaries", max_prompt_tokens=40, max_output_tokens=25)
 
 
 @given(_WORK, cost_models(kind="unit") | st.sampled_from([

@@ -34,22 +34,14 @@ from roofline.sim import (
     serve_serial,
     serve_static,
 )
+from roofline.testing import strategies
 
 # --------------------------------------------------------------------------- strategies
 
-
-@st.composite
-def workloads(draw: st.DrawFn, *, max_requests: int = 10, max_prompt: int = 40, max_output: int = 25) -> list[Request]:
+def workloads(*, max_requests: int = 10) -> st.SearchStrategy[tuple[Request, ...]]:
     """Requests in arrival order; gaps often 0 or a whole step so that arrivals fall on step boundaries."""
-    n = draw(st.integers(0, max_requests))
-    t = Fraction(0)
-    out = []
-    for i in range(n):
-        t += draw(st.sampled_from([Fraction(0), Fraction(0), Fraction(1, 2), Fraction(1), Fraction(3)])
-                  | st.fractions(0, 8))
-        out.append(Request(id=i, arrival_s=t, prompt_tokens=draw(st.integers(1, max_prompt)),
-                           output_tokens=draw(st.integers(1, max_output))))
-    return out
+    return strategies.workloads(min_size=0, max_size=max_requests, arrivals="boundaries", lengths="uniform",
+                                max_prompt_tokens=40, max_output_tokens=25)
 
 
 cost_models = st.one_of(
@@ -62,20 +54,12 @@ cost_models = st.one_of(
     ),
 )
 
-pools = st.one_of(
-    st.none(),
-    st.builds(KVPool, capacity_blocks=st.integers(0, 60), block_size=st.integers(1, 8)),
-)
+pools = strategies.kv_pools(min_blocks=0, max_blocks=60, max_block_size=8, unlimited=None)
 
 
-@st.composite
-def tight_pools(draw: st.DrawFn, reqs: list[Request]) -> KVPool | None:
+def tight_pools(reqs: tuple[Request, ...]) -> st.SearchStrategy[KVPool]:
     """Often a pool where every request fits alone but not many together (so on-demand admission preempts)."""
-    if not reqs or draw(st.integers(0, 3)) == 0:
-        return draw(pools)
-    b = draw(st.integers(1, 8))
-    need = max(-(-(r.prompt_tokens + r.output_tokens - 1) // b) for r in reqs)
-    return KVPool(draw(st.integers(max(need - 1, 0), need + need // 2 + 2)), b)
+    return strategies.kv_pools(min_blocks=0, max_blocks=60, max_block_size=8, unlimited=None, tight_for=reqs)
 
 
 # --------------------------------------------------------------------------- oracles
@@ -337,7 +321,7 @@ def test_every_request_is_handed_back_or_rejected_once_with_its_tokens(
 ) -> None:
     """Each request is handed back (with exactly O tokens, in time order) or rejected with a reason; tokens add up."""
     for r in all_policies(reqs, cost, pool):
-        assert [x.request for x in r.requests] == reqs
+        assert [x.request for x in r.requests] == list(reqs)
         for x in r.requests:
             if x.rejected:
                 assert x.handed_back_s is None and x.e2e_s is None and x.rejected_reason

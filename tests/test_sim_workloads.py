@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import find, given
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 import roofline.formulas as f
 from roofline.errors import InvalidValueError
@@ -26,6 +27,7 @@ from roofline.sim import (
     serve_static,
     synthetic_workload,
 )
+from roofline.testing import strategies
 from roofline.testing.strategies import cost_models
 
 _LENGTHS = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 20)), min_size=1, max_size=14)
@@ -199,3 +201,42 @@ def test_generated_workload_runs_under_every_policy_with_a_pool():
               serve_continuous(w, UnitCostModel(), kv_pool=pool, admission="on_demand", prefill="chunked",
                                max_num_batched_tokens=256)):
         assert r.summary.completed + r.summary.rejected == 40
+
+
+# --------------------------------------------------------------------------- public strategies
+
+
+@given(st.data())
+def test_boundary_arrivals_are_whole_or_half_steps_or_short_gaps(data):
+    """workloads(arrivals="boundaries") starts at 0 and draws gaps of at most 8 / rate, mostly 0, 1/2, 1 or 3 steps."""
+    w = data.draw(strategies.workloads(min_size=1, max_size=12, arrivals="boundaries", rate=2))
+    times = [r.arrival_s for r in w]
+    assert times[0] == 0
+    assert all(0 <= b - a <= 4 for a, b in zip(times, times[1:], strict=False))
+
+
+def test_boundary_arrivals_reach_each_kind_of_gap():
+    """The boundary gaps 1/2, 1 and 3 (rate 1) are each drawn in some workload."""
+    for gap in (Fraction(1, 2), 1, 3):
+        find(strategies.workloads(min_size=2, max_size=2, arrivals="boundaries"),
+             lambda w, g=gap: w[1].arrival_s - w[0].arrival_s == g)
+
+
+@given(st.data())
+def test_tight_pools_hold_the_largest_request_give_or_take_a_block(data):
+    """kv_pools(tight_for=w): a pool from one block short of w's largest lifetime KV to 1.5 times it + 2 blocks,
+    or a plain pool; with an empty workload, a plain pool."""
+    w = data.draw(strategies.workloads(min_size=0, max_size=6, max_prompt_tokens=50, max_output_tokens=20))
+    pool = data.draw(strategies.kv_pools(max_blocks=3, block_size=4, tight_for=w))
+    if w and pool.capacity_blocks is not None and pool.capacity_blocks > 3:
+        need = max(-(-(r.prompt_tokens + r.output_tokens - 1) // 4) for r in w)
+        assert need - 1 <= pool.capacity_blocks <= need + need // 2 + 2
+
+
+def test_tight_pools_sometimes_leave_out_the_largest_request():
+    """A tight pool one block too small for the largest request is drawn (it is then rejected, the others run)."""
+    reqs = (Request(id=0, arrival_s=0, prompt_tokens=30, output_tokens=3),)
+    pool = find(strategies.kv_pools(block_size=1, tight_for=reqs), lambda p: p.capacity_blocks == 31)
+    assert pool.never_fits_reason(30, 3) is not None
+    with pytest.raises(InvalidArgument):
+        strategies.kv_pools(tight_for=[1, 2])

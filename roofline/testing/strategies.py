@@ -34,6 +34,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -63,7 +64,7 @@ __all__ = [
 ]
 
 #: Arrival patterns of :func:`workloads`.
-ARRIVALS = ("zero", "poisson", "uniform", "bursty", "any")
+ARRIVALS = ("zero", "poisson", "uniform", "bursty", "boundaries", "any")
 #: Length distributions of :func:`workloads`.
 LENGTHS = ("identical", "narrow", "uniform", "wide", "any")
 #: Arrival times drawn by :func:`workloads` are multiples of this [s] (exact Fractions
@@ -480,6 +481,9 @@ def _arrival_times(draw: st.DrawFn, n: int, kind: str, rate: Fraction) -> list[F
         gaps = [_quantise(-math.log1p(-draw(u)) * float(mean_gap)) for _ in range(n - 1)]
     elif kind == "uniform":
         gaps = [draw(_times(2 * mean_gap)) for _ in range(n - 1)]
+    elif kind == "boundaries":  # mostly 0, half a gap, one or three whole gaps; sometimes any gap in [0, 8 gaps]
+        whole = st.sampled_from([Fraction(0), Fraction(0), mean_gap / 2, mean_gap, 3 * mean_gap])
+        gaps = [draw(whole | _times(8 * mean_gap)) for _ in range(n - 1)]
     else:  # bursty: a request joins the current burst or opens a new one after a longer gap
         u = st.floats(min_value=0, max_value=1, exclude_max=True)
         for _ in range(n - 1):
@@ -523,11 +527,14 @@ def workloads(
     ----------
     min_size, max_size : int, 0 <= min_size <= max_size
         Number of requests.
-    arrivals : {"zero", "poisson", "uniform", "bursty", "any"}
+    arrivals : {"zero", "poisson", "uniform", "bursty", "boundaries", "any"}
         ``"zero"``: everyone at t = 0. ``"poisson"``: exponential gaps of mean 1 / rate
         (a Poisson process, quantised). ``"uniform"``: gaps drawn from [0, 2 / rate].
         ``"bursty"``: requests come in bursts that share one arrival instant; bursts are
-        separated by exponential gaps of mean 4 / rate. ``"any"``: one of these per workload.
+        separated by exponential gaps of mean 4 / rate. ``"boundaries"``: gaps mostly 0,
+        1 / (2 rate), 1 / rate or 3 / rate (with unit steps and rate 1, arrivals fall on step
+        boundaries and between them), sometimes any gap in [0, 8 / rate]. ``"any"``: one of
+        these per workload.
     lengths : {"identical", "narrow", "uniform", "wide", "any"}
         How prompt and output lengths spread (each drawn separately, same kind):
         ``"identical"``: one P and one O for all requests. ``"narrow"`` (small spread):
@@ -676,6 +683,7 @@ def kv_pools(
     block_size: int | None = None,
     max_block_size: int = 32,
     unlimited: bool | None = False,
+    tight_for: Sequence[Request] | None = None,
 ) -> st.SearchStrategy[KVPool]:
     """KV pools of the reference scheduler (:class:`roofline.sim.kv.KVPool`).
 
@@ -689,6 +697,13 @@ def kv_pools(
     unlimited : bool or None, default False
         False: finite pools only; True: unlimited pools only (``capacity_blocks=None``);
         None: either.
+    tight_for : sequence of Request or None
+        A workload to size the pool for: three draws in four give a pool of
+        ``block_size`` (or a drawn one up to ``max_block_size``) blocks holding from one block
+        less than the largest request's lifetime KV, blocks_for(P + O - 1), up to 1.5 times it
+        plus 2 blocks, so that each request fits alone (the largest sometimes not) but few fit
+        together and on-demand admission preempts; the fourth a pool drawn as without it.
+        An empty workload draws as without it.
 
     Returns
     -------
@@ -714,7 +729,22 @@ def kv_pools(
         _check_int("max_block_size", max_block_size, 1)
     if unlimited not in (True, False, None):
         raise InvalidArgument(f"unlimited={unlimited!r} must be True, False or None")
-    return _kv_pools(min_blocks, max_blocks, block_size, max_block_size, unlimited)
+    plain = _kv_pools(min_blocks, max_blocks, block_size, max_block_size, unlimited)
+    if not tight_for:
+        return plain
+    if not all(isinstance(r, Request) for r in tight_for):
+        raise InvalidArgument("tight_for must be a sequence of roofline.sim.Request")
+    return _tight_pools(tuple(tight_for), block_size, max_block_size, plain)
+
+
+@st.composite
+def _tight_pools(draw: st.DrawFn, reqs: tuple[Request, ...], block_size: int | None, max_block_size: int,
+                 plain: st.SearchStrategy[KVPool]) -> KVPool:
+    if draw(st.integers(0, 3)) == 0:
+        return draw(plain)
+    b = block_size if block_size is not None else draw(st.integers(1, max_block_size))
+    need = max(-(-(r.prompt_tokens + r.output_tokens - 1) // b) for r in reqs)
+    return KVPool(draw(st.integers(max(need - 1, 0), need + need // 2 + 2)), b)
 
 
 @st.composite
