@@ -1,4 +1,5 @@
-"""The serving policies of the reference scheduler: serial, static batching, continuous batching.
+"""The serving policies of the reference scheduler: serial, static batching, continuous batching
+(prefill in steps of its own, or chunked prefill with mixed steps).
 
 Each policy is a function ``serve_<name>(requests, cost_model, *, <options>)`` that
 returns a :class:`~roofline.sim.SimResult`. They share these rules
@@ -19,7 +20,14 @@ returns a :class:`~roofline.sim.SimResult`. They share these rules
 * Every simulation terminates: each step produces at least one new output token and
   no token is produced twice (a preempted request keeps its tokens), so a run takes at
   most sum(O) steps over the requests not rejected; ``max_steps`` (default: that bound)
-  raises :class:`SimulationError` if it is ever passed.
+  raises :class:`SimulationError` if it is ever passed. With chunked prefill a step may
+  only advance prompt chunks; such steps come in runs without preemption that end with a
+  token within ceil(longest (re-)prefill / N) steps, so the bound is sum(O) x (1 + that).
+* ``max_model_len``: a request whose prompt + output exceeds it is rejected on arrival with
+  the reason, under every policy.
+* Closed-loop workloads (:class:`~roofline.sim.ClosedLoop`) create arrivals as the run goes
+  (a client's next request arrives at its previous one's hand-back plus the think time);
+  :func:`serve_continuous` takes them, serial and static batching refuse them by name.
 
 Costs come from a cost model (:mod:`roofline.sim.cost`): exact Fractions under an
 exact model (the presets' constants are exact), floats otherwise.
