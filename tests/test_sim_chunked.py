@@ -352,3 +352,44 @@ def test_inter_token_gaps_add_up_to_each_request_s_decode_time(reqs, cost, data,
         assert itl.mean * gaps == sum(x.finish_s - x.first_token_s for x in done)
         assert itl.p50 <= itl.p90 <= itl.p99 <= itl.max
     assert serve_static(reqs, cost, batch_size=2, kv_pool=pool).summary.itl is None
+
+
+# --------------------------------------------------------------------------- metrics by hand
+
+
+def test_goodput_by_hand():
+    """B = 2, outputs 3, 2, 2, unit steps, prefill in its own step: TTFT 1, 1, 3; TPOT 3/2, 1, 1; makespan 4."""
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=4, output_tokens=o) for i, o in enumerate([3, 2, 2])]
+    r = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2)
+    assert [x.ttft_s for x in r.requests] == [1, 1, 3] and [x.tpot_s for x in r.requests] == [Fraction(3, 2), 1, 1]
+    g = r.goodput(ttft_s=2)
+    assert (g.met, g.requests_per_s, g.output_tokens_per_s, g.share) == (2, Fraction(1, 2), Fraction(5, 4),
+                                                                         Fraction(2, 3))
+    assert r.goodput(tpot_s=1).met == 2 and r.goodput(ttft_s=3, tpot_s=2).met == 3
+    assert r.goodput(e2e_s=3).met == 1 and r.goodput().met == 3
+    one = serve_continuous([Request(id=0, arrival_s=0, prompt_tokens=4, output_tokens=1)], UnitCostModel())
+    assert one.goodput(tpot_s=0).met == 1  # O = 1 has no TPOT: the limit does not apply
+    with pytest.raises(InvalidValueError) as err:
+        r.goodput(ttft_s=-1)
+    assert err.value.field == "ttft_s"
+
+
+def test_slot_occupancy_and_shares_by_hand():
+    """The same run: slots held 2, 2, 2, 2 of 2 (the waiting sequence holds its slot during a prefill step);
+    static batching of B = 2: per-batch shares 5/6 and 1, long-run (5 + 2) / (6 + 2) = 7/8, slots 8 / (2 x 5)."""
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=4, output_tokens=o) for i, o in enumerate([3, 2, 2])]
+    cont = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2).summary
+    assert cont.slot_occupancy == 1 and cont.long_run_useful_share == 1 and cont.per_batch_useful_share is None
+    static = serve_static(reqs, UnitCostModel(), batch_size=2).summary
+    assert static.per_batch_useful_share == (Fraction(5, 6) + 1) / 2
+    assert static.long_run_useful_share == Fraction(7, 8) and static.slot_occupancy == Fraction(6 + 2, 2 * 5)
+
+
+@given(st.lists(st.fractions(0, 10, max_denominator=7), min_size=1, max_size=40))
+def test_percentiles_of_counts_equal_those_of_the_values(values):
+    """Percentiles from value -> count equal nearest-rank percentiles of the expanded values, exactly."""
+    from collections import Counter
+
+    from roofline.sim import Percentiles
+
+    assert Percentiles.of_counts(Counter(values)) == Percentiles.of(values)
