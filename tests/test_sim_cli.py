@@ -217,7 +217,8 @@ def test_simulate_generated_open_loop_and_the_anyscale_command(capsys: pytest.Ca
 
 @pytest.mark.parametrize(("args", "words"), [
     (["--max-concurrency", "4", "--request-rate", "2"], "--request-rate=2.0: --max-concurrency runs closed-loop"),
-    (["--num-prompts", "4", "--output-len-dist", "exponential"], "cap=None: the capped exponential needs a cap"),
+    (["--num-prompts", "4", "--output-len-dist", "exponential"], "--output-len-cap=None: the capped exponential"),
+    (["--num-prompts", "4", "--random-range-ratio", "1"], "--random-range-ratio=1.0: must be < 1"),
     (["--num-prompts", "4", "--input-len-dist", "trace", "--output-len-dist", "trace"], "resampling lengths needs"),
     (["--num-prompts", "4", "--chunked-prefill", "--max-num-batched-tokens", "16"],
      "--max-num-batched-tokens=16: must be >= --max-num-seqs=256"),

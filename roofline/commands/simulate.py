@@ -200,6 +200,12 @@ def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         return requests, {"kind": "trace", "path": args.trace, "requests": len(requests)}
     in_dist = _length_dist(args.input_len_dist, args.random_range_ratio)
     out_dist = _length_dist(args.output_len_dist, args.random_range_ratio)
+    if args.random_range_ratio >= 1:
+        raise InvalidValueError("--random-range-ratio", float(args.random_range_ratio), "must be < 1")
+    for flag, dist, cap in (("--input-len-cap", in_dist, args.input_len_cap),
+                            ("--output-len-cap", out_dist, args.output_len_cap)):
+        if dist == "exponential" and cap is None:
+            raise InvalidValueError(flag, cap, "the capped exponential needs a cap in tokens (keep samples <= cap)")
     trace = None
     if "trace" in (in_dist, out_dist):
         if args.trace is None:
