@@ -23,9 +23,16 @@ The KV pool is the budget the accelerator leaves at ``--utilization`` (usable me
 utilization - weight bytes), in paged blocks of ``--block-size`` tokens, for every
 policy (a request whose lifetime KV exceeds it is rejected).
 
+The trace: by default the Azure LLM inference trace 2023 of a conversation service
+shipped with the package (19,366 requests over one hour; Azure Public Dataset, CC-BY 4.0;
+Patel et al., "Splitwise", ISCA 2024); ``--trace code`` the shipped coding-service trace
+(8,819 requests); any other value is a file (``.gz`` read as gzip).
+
 Examples::
 
-    roofline simulate --trace azure_llm_2023_conv.csv --chunked-prefill --max-num-batched-tokens 2048
+    roofline simulate --limit 1000
+    roofline simulate --trace code --float
+    roofline simulate --chunked-prefill --max-num-batched-tokens 2048
     roofline simulate --max-concurrency 10 --num-prompts 200 --random-input-len 512 --random-output-len 128
     roofline simulate --model opt-13b --accelerator a100-40gb --num-prompts 1000 --random-input-len 512 \
         --random-output-len 128 --output-len-dist exponential --output-len-cap 512   # Anyscale benchmark
@@ -42,24 +49,29 @@ from typing import Any
 
 from .. import estimate
 from ..errors import InvalidValueError
-from ..hardware import GB, get_accelerator
+from ..hardware import get_accelerator
 from ..models import load_model
 from ..sim import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     LENGTH_DISTRIBUTIONS,
     POLICIES,
+    SHIPPED_TRACES,
     ClosedLoop,
     KVPool,
     RooflineCostModel,
     SimResult,
     load_trace,
+    shipped_trace,
     synthetic_workload,
 )
-from ._args import add_flops_option, add_model_options, int_arg, number_arg
+from ..units import GB, format_time
+from ._args import add_flops_option, add_model_options, int_arg, number_arg, plain
 
 DEFAULT_BATCH_SIZE = 8
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_BLOCK_SIZE = 16
+#: The trace ``simulate`` serves when ``--trace`` is not given: the shipped conversation trace.
+DEFAULT_TRACE = "conv"
 #: vLLM's ``benchmark_serving.py`` defaults for the random dataset [tokens].
 DEFAULT_INPUT_LEN = 1024
 DEFAULT_OUTPUT_LEN = 128
@@ -80,12 +92,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate",
         help="serve a trace or a generated workload under serial, static and continuous batching and compare",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--trace", default=None,
-                   help="request trace: Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens), plain CSV or JSONL "
-                        "(arrival_s,prompt_tokens,output_tokens)")
+    p.add_argument("--trace", default=DEFAULT_TRACE, metavar="{conv,code} or FILE",
+                   help="request trace: 'conv' or 'code' for the shipped Azure LLM inference traces of 2023 "
+                        "(conversation, 19,366 requests; code, 8,819 requests), or a file: Azure CSV "
+                        "(TIMESTAMP,ContextTokens,GeneratedTokens), plain CSV or JSONL "
+                        "(arrival_s,prompt_tokens,output_tokens), optionally gzip-compressed (.gz) "
+                        "(default: %(default)s); with --num-prompts or --max-concurrency, only the source of "
+                        "'trace' lengths")
     p.add_argument("--format", choices=("azure", "csv", "jsonl"), default=None,
                    help="trace format (default: from the extension and header)")
     p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
@@ -175,6 +191,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def trace_path(value: str) -> str:
+    """The file ``--trace`` names: a shipped trace's path for ``conv``/``code``, else ``value`` itself.
+
+    Raises
+    ------
+    InvalidValueError
+        ``value`` is a shipped name and also a file in the current folder (field ``--trace``):
+        ambiguous, so refused rather than guessed; ``./conv`` names the file.
+    """
+    if value not in SHIPPED_TRACES:
+        return value
+    if os.path.lexists(value):
+        raise InvalidValueError("--trace", value, f"names the shipped trace and a file here; write ./{value} "
+                                                  "for the file")
+    return str(shipped_trace(value))
+
+
 def _length_dist(dist: str | None, ratio: Fraction) -> str:
     if dist is not None:
         return dist
@@ -194,10 +227,11 @@ def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         if args.trace is None:
             raise InvalidValueError("--trace", None, "give a trace, or --num-prompts / --max-concurrency to generate "
                                     "a workload")
-        requests = load_trace(args.trace, format=args.format)
+        path = trace_path(args.trace)
+        requests = load_trace(path, format=args.format)
         if args.limit is not None:
             requests = requests[: args.limit]
-        return requests, {"kind": "trace", "path": args.trace, "requests": len(requests)}
+        return requests, {"kind": "trace", "path": path, "requests": len(requests)}
     in_dist = _length_dist(args.input_len_dist, args.random_range_ratio)
     out_dist = _length_dist(args.output_len_dist, args.random_range_ratio)
     if args.random_range_ratio >= 1:
@@ -210,7 +244,7 @@ def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     if "trace" in (in_dist, out_dist):
         if args.trace is None:
             raise InvalidValueError("--input-len-dist", in_dist, "resampling lengths needs --trace")
-        trace = load_trace(args.trace, format=args.format)
+        trace = load_trace(trace_path(args.trace), format=args.format)
     count = args.num_prompts
     if args.max_concurrency is not None:
         if args.request_rate is not None:
@@ -307,16 +341,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _t(seconds: Any) -> str:
-    if seconds is None:
-        return "-"
-    s = float(seconds)
-    if s >= 100:
-        return f"{s:,.0f} s"
-    if s >= 1:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} us"
+    return format_time(seconds, decimals=(2, 1, 0), whole_from=100, none="-")
 
 
 def _p(stats: Any, q: str) -> str:

@@ -138,8 +138,9 @@ def derive(p: Proof) -> None:
     p.section(f"Roofline step times: Llama 3.1 8B BF16 on an H100 SXM, {PROMPT}-token prompts")
     s_static = serve_static(requests, cost, batch_size=SLOTS).summary
     s_sep = serve_continuous(requests, cost, max_num_seqs=SLOTS).summary
-    runs: dict[int, Any] = {n: serve_continuous(requests, cost, max_num_seqs=SLOTS, prefill="chunked", max_num_batched_tokens=n)
-            for n in BUDGETS}
+    runs: dict[int, Any] = {
+        n: serve_continuous(requests, cost, max_num_seqs=SLOTS, prefill="chunked", max_num_batched_tokens=n)
+        for n in BUDGETS}
     p.table(_HEADER, [_row("static", s_static), _row("continuous, separate prefill", s_sep),
                       *(_row(f"chunked, N = {n:,}", r.summary) for n, r in runs.items())])
     for n, r in runs.items():
@@ -164,32 +165,28 @@ def derive(p: Proof) -> None:
             + f" against {float(s_sep.output_tokens_per_s):,.1f} tokens/s")
 
     p.section(f"The Azure conversation trace, first {TRACE_REQUESTS:,} requests (float step times)")
-    shipped = getattr(sim, "shipped_trace", None)
-    if shipped is None:  # pragma: no cover - the trace ships with the package
-        p.say("the conversation trace is not shipped with this build: section not run")
-    else:
-        trace = sim.load_trace(shipped("conv"))[:TRACE_REQUESTS]
-        pool = KVPool.from_budget(budget=kv_budget_for(model, gpu), kv_bytes_per_token=model.kv_bytes_per_token)
-        fast = RooflineCostModel.for_model(model, gpu, exact=False)
-        t_static: Any = serve_static(trace, fast, batch_size=8, kv_pool=pool, record_steps=False).summary
-        t_sep: Any = serve_continuous(trace, fast, kv_pool=pool, record_steps=False).summary
-        t_chk: Any = serve_continuous(trace, fast, kv_pool=pool, prefill="chunked", max_num_batched_tokens=2048,
-                                 record_steps=False).summary
-        p.table(_HEADER, [_row("static, B = 8", t_static), _row("continuous, separate prefill", t_sep),
-                          _row("chunked, N = 2,048", t_chk)])
-        assert t_sep.itl is not None and t_chk.itl is not None and t_sep.tpot is not None and t_chk.tpot is not None
-        p.holds("every request is served under each policy",
-                t_static.completed == t_sep.completed == t_chk.completed == TRACE_REQUESTS)
-        p.holds("chunked prefill cuts the worst gap between two tokens", t_chk.itl.max * 2 < t_sep.itl.max,
-                f"{si(t_chk.itl.max, 's')} against {si(t_sep.itl.max, 's')}: "
-                f"{float(t_sep.itl.max / t_chk.itl.max):.1f}x")
-        p.holds("and the ITL and TPOT p99", t_chk.itl.p99 < t_sep.itl.p99 and t_chk.tpot.p99 < t_sep.tpot.p99,
-                f"ITL {si(t_chk.itl.p99, 's')} against {si(t_sep.itl.p99, 's')}; TPOT {si(t_chk.tpot.p99, 's')} "
-                f"against {si(t_sep.tpot.p99, 's')}")
-        p.holds("at the price of a longer TTFT p99 (a long prompt is spread over steps)",
-                t_chk.ttft.p99 > t_sep.ttft.p99, f"{si(t_chk.ttft.p99, 's')} against {si(t_sep.ttft.p99, 's')}")
-        p.within("with the same throughput (ratio)", t_chk.output_tokens_per_s / t_sep.output_tokens_per_s,
-                 Fraction(99, 100), Fraction(101, 100))
+    trace = sim.load_trace(sim.shipped_trace("conv"))[:TRACE_REQUESTS]
+    pool = KVPool.from_budget(budget=kv_budget_for(model, gpu), kv_bytes_per_token=model.kv_bytes_per_token)
+    fast = RooflineCostModel.for_model(model, gpu, exact=False)
+    t_static: Any = serve_static(trace, fast, batch_size=8, kv_pool=pool, record_steps=False).summary
+    t_sep: Any = serve_continuous(trace, fast, kv_pool=pool, record_steps=False).summary
+    t_chk: Any = serve_continuous(trace, fast, kv_pool=pool, prefill="chunked", max_num_batched_tokens=2048,
+                             record_steps=False).summary
+    p.table(_HEADER, [_row("static, B = 8", t_static), _row("continuous, separate prefill", t_sep),
+                      _row("chunked, N = 2,048", t_chk)])
+    assert t_sep.itl is not None and t_chk.itl is not None and t_sep.tpot is not None and t_chk.tpot is not None
+    p.holds("every request is served under each policy",
+            t_static.completed == t_sep.completed == t_chk.completed == TRACE_REQUESTS)
+    p.holds("chunked prefill cuts the worst gap between two tokens", t_chk.itl.max * 2 < t_sep.itl.max,
+            f"{si(t_chk.itl.max, 's')} against {si(t_sep.itl.max, 's')}: "
+            f"{float(t_sep.itl.max / t_chk.itl.max):.1f}x")
+    p.holds("and the ITL and TPOT p99", t_chk.itl.p99 < t_sep.itl.p99 and t_chk.tpot.p99 < t_sep.tpot.p99,
+            f"ITL {si(t_chk.itl.p99, 's')} against {si(t_sep.itl.p99, 's')}; TPOT {si(t_chk.tpot.p99, 's')} "
+            f"against {si(t_sep.tpot.p99, 's')}")
+    p.holds("at the price of a longer TTFT p99 (a long prompt is spread over steps)",
+            t_chk.ttft.p99 > t_sep.ttft.p99, f"{si(t_chk.ttft.p99, 's')} against {si(t_sep.ttft.p99, 's')}")
+    p.within("with the same throughput (ratio)", t_chk.output_tokens_per_s / t_sep.output_tokens_per_s,
+             Fraction(99, 100), Fraction(101, 100))
 
     p.section("Closed loop: N clients, Little's law")
     p.show("requests per second", closed_loop_throughput)

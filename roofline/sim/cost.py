@@ -252,7 +252,7 @@ class RooflineCostModel:
         """
         return cls(
             **model.step_terms(flops),
-            bandwidth=accelerator.bandwidth, peak_flops=accelerator.peak_flops,
+            **accelerator.step_terms(),
             overhead=overhead, exact=exact,
         )
 

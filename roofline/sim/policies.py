@@ -43,7 +43,7 @@ from typing import Any
 
 from .. import formulas as f
 from .._checks import check_int, check_nonnegative
-from ..errors import InvalidValueError, RooflineError
+from ..errors import InvalidValueError, SimulationError
 from .cost import CostModel
 from .kv import KVPool
 from .requests import Request, check_requests
@@ -72,10 +72,6 @@ PREFILL_MODES = ("separate", "chunked")
 #: chunked prefill (``vllm/config.py``, ``_DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048``; engine
 #: arguments, ``--max-num-batched-tokens``).
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
-
-
-class SimulationError(RooflineError):
-    """A simulation passed its ``max_steps`` safeguard, or reached a state it cannot leave."""
 
 
 class _Run:

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._symbols import declare
+from ._symbols import S, declare
 
-clients = declare("clients", positive=True, integer=True)  # N
-e2e_latency = declare("e2e_latency", positive=True)  # E [s], mean end-to-end latency
-think_time = declare("think_time", nonnegative=True)  # Z [s]
-_rate = sp.Symbol("rate", positive=True)
+clients, e2e_latency, think_time = S.clients, S.e2e_latency, S.think_time  # N, E [s], Z [s]
+_rate = declare("rate", positive=True)  # the unknown of the solve [requests/s]
 
 (closed_loop_throughput,) = sp.solve(sp.Eq(clients, _rate * (e2e_latency + think_time)), _rate)

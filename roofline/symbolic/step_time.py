@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._symbols import S, declare
+from ._symbols import S
 
 B, Ssum, W, k = S.batch, S.context_sum, S.weight_bytes, S.kv_bytes_per_token
 F, a, BW, peak, t0 = S.flops_per_token, S.attention_flops_per_token, S.bandwidth, S.peak_flops, S.overhead
@@ -47,9 +47,9 @@ prefill_flops = S.prefill_tokens * F + a * S.attention_pairs
 prefill_step_time = sp.Max(prefill_bytes / BW, prefill_flops / peak) + t0
 
 # mixed step: decode rows plus prompt chunks (chunked prefill)
-chunk_tokens = declare("chunk_tokens", nonnegative=True, integer=True)  # q [tokens] of one chunk
-cached_tokens = declare("cached_tokens", nonnegative=True, integer=True)  # p0 [tokens] before it (or summed)
-decode_rows = declare("decode_rows", nonnegative=True, integer=True)  # D [rows]
+chunk_tokens = S.chunk_tokens  # q [tokens] of one chunk
+cached_tokens = S.cached_tokens  # p0 [tokens] cached before it (or summed over a step's chunks)
+decode_rows = S.decode_rows  # D [rows]
 chunk_attention_pairs = sp.expand(sp.summation(cached_tokens + _i, (_i, 1, chunk_tokens)))
 
 _T, _Q = S.prefill_tokens, S.attention_pairs

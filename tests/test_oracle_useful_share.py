@@ -31,7 +31,7 @@ RUNS = 400
 Z = 6
 
 #: Cheap simulation oracles run at least 200 examples, more under a bigger profile (tests/conftest.py).
-AT_LEAST_200 = settings(max_examples=max(200, settings().max_examples))
+AT_LEAST_200 = settings(settings.get_profile("simulation_oracle"))
 
 
 def simulated_share(lengths: Any, *, prompt: int = 1) -> Fraction:
@@ -57,7 +57,8 @@ def test_mean_share_over_every_outcome_equals_the_closed_form_exactly(batch: int
 
 def _share_fast(lengths: np.ndarray) -> Fraction:
     requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=int(o)) for i, o in enumerate(lengths)]
-    return serve_static(requests, UnitCostModel(), batch_size=len(requests), record_steps=False).summary.long_run_useful_share
+    result = serve_static(requests, UnitCostModel(), batch_size=len(requests), record_steps=False)
+    return result.summary.long_run_useful_share
 
 
 @given(batch=st.integers(2, 16), min_length=st.integers(1, 30), length_range=st.integers(0, 60),

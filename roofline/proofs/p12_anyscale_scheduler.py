@@ -1,4 +1,4 @@
-"""p11: the Anyscale benchmark, run as one ``roofline simulate`` command per cap on the reference scheduler.
+"""p12: the Anyscale benchmark, run as one ``roofline simulate`` command per cap on the reference scheduler.
 
 Claim
 -----
@@ -45,7 +45,7 @@ from typing import Any
 
 from ._proof import Proof, run_script
 
-NAME = "p11_anyscale_scheduler"
+NAME = "p12_anyscale_scheduler"
 CAPS_AND_BATCHES = ((32, 16), (128, 12), (512, 8), (1536, 4))
 
 
@@ -67,7 +67,7 @@ def _run(args: list[str]) -> tuple[int, str]:
 
 def derive(p: Proof) -> None:
     """Derive and check the claim (see the module docstring)."""
-    p.title("p11 the Anyscale benchmark as roofline simulate commands (OPT-13B, A100 40GB)")
+    p.title("p12 the Anyscale benchmark as roofline simulate commands (OPT-13B, A100 40GB)")
     p.say("roofline " + " ".join(command(1536, 4)))
     rows = []
     outputs: dict[int, Any] = {}
