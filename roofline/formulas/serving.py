@@ -15,8 +15,8 @@ from ._core import formula
 __all__ = ["closed_loop_throughput"]
 
 
-@formula(topic="serving", proof="p10_chunked_prefill.py", clients="positive_int", e2e_latency="positive",
-         think_time="nonnegative")
+@formula(result="positive", topic="serving", proof="p10_chunked_prefill.py", clients="positive_int",
+         e2e_latency="positive", think_time="nonnegative")
 def closed_loop_throughput(*, clients: Any, e2e_latency: Any, think_time: Any) -> Any:
     """Requests per second of N closed-loop clients [requests/s]: N / (E + Z).
 

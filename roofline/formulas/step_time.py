@@ -476,7 +476,8 @@ _MIXED: dict[str, Any] = dict(decode_rows="nonnegative", context_sum="nonnegativ
                               cached_tokens="nonnegative", attention_pairs="nonnegative")
 
 
-@formula(topic="step_time", proof=_P10, chunk_tokens="nonnegative_int", cached_tokens="nonnegative_int")
+@formula(result="nonnegative", topic="step_time", proof=_P10, chunk_tokens="nonnegative_int",
+         cached_tokens="nonnegative_int")
 def chunk_attention_pairs(*, chunk_tokens: Any, cached_tokens: Any) -> Any:
     """Query-key pairs of a prompt chunk of q tokens after p0 cached ones: q p0 + q (q + 1) / 2.
 
@@ -513,7 +514,7 @@ def chunk_attention_pairs(*, chunk_tokens: Any, cached_tokens: Any) -> Any:
     return chunk_tokens * cached_tokens + chunk_tokens * (chunk_tokens + 1) // 2
 
 
-@formula(topic="step_time", proof=_P10, context_sum="nonnegative", cached_tokens="nonnegative",
+@formula(result="positive", topic="step_time", proof=_P10, context_sum="nonnegative", cached_tokens="nonnegative",
          prefill_tokens="nonnegative", **_SIZES)
 def mixed_step_bytes(*, weight_bytes: Any, kv_bytes_per_token: Any, context_sum: Any, cached_tokens: Any,
                      prefill_tokens: Any) -> Any:
@@ -547,7 +548,7 @@ def mixed_step_bytes(*, weight_bytes: Any, kv_bytes_per_token: Any, context_sum:
     return weight_bytes + kv_bytes_per_token * (context_sum + cached_tokens + prefill_tokens)
 
 
-@formula(topic="step_time", proof=_P10, decode_rows="nonnegative", context_sum="nonnegative",
+@formula(result="nonnegative", topic="step_time", proof=_P10, decode_rows="nonnegative", context_sum="nonnegative",
          prefill_tokens="nonnegative", attention_pairs="nonnegative", **_FLOPS)
 def mixed_step_flops(*, decode_rows: Any, prefill_tokens: Any, flops_per_token: Any, attention_flops_per_token: Any,
                      context_sum: Any, attention_pairs: Any) -> Any:
@@ -585,7 +586,7 @@ def mixed_step_flops(*, decode_rows: Any, prefill_tokens: Any, flops_per_token: 
     return rows * flops_per_token + attention_flops_per_token * (context_sum + attention_pairs)
 
 
-@formula(topic="step_time", proof=_P10, overhead="nonnegative", **_MIXED, **_SIZES, **_FLOPS, **_HW)
+@formula(result="positive", topic="step_time", proof=_P10, overhead="nonnegative", **_MIXED, **_SIZES, **_FLOPS, **_HW)
 def mixed_step_time(**kw: Any) -> Any:
     """Mixed step time [s]: max(bytes / bandwidth, FLOPs / peak) + overhead.
 
