@@ -8,9 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import find, given
+from hypothesis import given
 from hypothesis import strategies as st
-from hypothesis.errors import InvalidArgument
 
 import roofline.formulas as f
 from roofline.errors import InvalidValueError
@@ -30,18 +29,19 @@ from roofline.sim import (
 from roofline.testing import strategies
 from roofline.testing.strategies import cost_models
 
-_LENGTHS = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 20)), min_size=1, max_size=14)
-_THINK = st.sampled_from([0, Fraction(1, 2), 3, Fraction(7, 3)])
+_LOOPS = strategies.closed_loops(max_clients=5, max_size=14, max_prompt_tokens=40, max_output_tokens=20)
 _MODES = st.sampled_from([{}, {"prefill": "chunked", "max_num_batched_tokens": 24}])
 
 
-@given(_LENGTHS, st.integers(1, 5), _THINK, cost_models(), _MODES, st.integers(1, 4))
-def test_closed_loop_obeys_littles_law_exactly(pairs, clients, think, cost, mode, max_num_seqs):
+@given(_LOOPS, cost_models(), _MODES, st.integers(1, 4))
+def test_closed_loop_obeys_littles_law_exactly(loop, cost, mode, max_num_seqs):
     """Over whole client cycles, requests per second (M over the clients' mean span) = N / (mean E2E + Z),
     the registered formula, exactly with Fractions."""
-    r = serve_continuous(ClosedLoop(clients=clients, lengths=pairs, think_time_s=think), cost,
-                         max_num_seqs=max_num_seqs, **mode)
+    clients, think, pairs = loop.clients, loop.think_time_s, loop.lengths
+    r = serve_continuous(loop, cost, max_num_seqs=max_num_seqs, **mode)
     done = r.requests
+    if not done:
+        return
     assert all(x.handed_back_s is not None for x in done)
     n = min(clients, len(pairs))  # clients that send anything
     ends = {}
@@ -53,12 +53,12 @@ def test_closed_loop_obeys_littles_law_exactly(pairs, clients, think, cost, mode
     assert rate == f.closed_loop_throughput(clients=n, e2e_latency=mean_e2e, think_time=think)
 
 
-@given(_LENGTHS, st.integers(1, 5), _THINK, cost_models(kind="unit"), _MODES)
-def test_each_client_sends_its_next_request_at_its_hand_back_plus_think_time(pairs, clients, think, cost, mode):
+@given(_LOOPS, cost_models(kind="unit"), _MODES)
+def test_each_client_sends_its_next_request_at_its_hand_back_plus_think_time(loop, cost, mode):
     """Requests 0..N-1 arrive at 0; every later one arrives Z after the hand-back of its client's previous one, and
     the k-th hand-back (in time order) releases request N + k."""
-    r = serve_continuous(ClosedLoop(clients=clients, lengths=pairs, think_time_s=think), cost, max_num_seqs=3,
-                         **mode)
+    clients, think = loop.clients, loop.think_time_s
+    r = serve_continuous(loop, cost, max_num_seqs=3, **mode)
     last: dict[int, Any] = {}
     for x in r.requests:
         if x.request.id < clients:
@@ -71,10 +71,11 @@ def test_each_client_sends_its_next_request_at_its_hand_back_plus_think_time(pai
     assert later == backs[: len(later)]
 
 
-@given(_LENGTHS, _THINK, cost_models())
-def test_one_closed_loop_client_is_one_by_one_serving(pairs, think, cost):
+@given(strategies.closed_loops(max_clients=1, max_size=14, max_prompt_tokens=40, max_output_tokens=20), cost_models())
+def test_one_closed_loop_client_is_one_by_one_serving(loop, cost):
     """N = 1: continuous batching of one client's requests equals serial serving of the same arrivals."""
-    r = serve_continuous(ClosedLoop(clients=1, lengths=pairs, think_time_s=think), cost)
+    think = loop.think_time_s
+    r = serve_continuous(loop, cost)
     serial = serve_serial([x.request for x in r.requests], cost)
     assert [x.handed_back_s for x in r.requests] == [x.handed_back_s for x in serial.requests]
     assert [x.ttft_s for x in r.requests] == [x.ttft_s for x in serial.requests]
@@ -201,42 +202,3 @@ def test_generated_workload_runs_under_every_policy_with_a_pool():
               serve_continuous(w, UnitCostModel(), kv_pool=pool, admission="on_demand", prefill="chunked",
                                max_num_batched_tokens=256)):
         assert r.summary.completed + r.summary.rejected == 40
-
-
-# --------------------------------------------------------------------------- public strategies
-
-
-@given(st.data())
-def test_boundary_arrivals_are_whole_or_half_steps_or_short_gaps(data):
-    """workloads(arrivals="boundaries") starts at 0 and draws gaps of at most 8 / rate, mostly 0, 1/2, 1 or 3 steps."""
-    w = data.draw(strategies.workloads(min_size=1, max_size=12, arrivals="boundaries", rate=2))
-    times = [r.arrival_s for r in w]
-    assert times[0] == 0
-    assert all(0 <= b - a <= 4 for a, b in zip(times, times[1:], strict=False))
-
-
-def test_boundary_arrivals_reach_each_kind_of_gap():
-    """The boundary gaps 1/2, 1 and 3 (rate 1) are each drawn in some workload."""
-    for gap in (Fraction(1, 2), 1, 3):
-        find(strategies.workloads(min_size=2, max_size=2, arrivals="boundaries"),
-             lambda w, g=gap: w[1].arrival_s - w[0].arrival_s == g)
-
-
-@given(st.data())
-def test_tight_pools_hold_the_largest_request_give_or_take_a_block(data):
-    """kv_pools(tight_for=w): a pool from one block short of w's largest lifetime KV to 1.5 times it + 2 blocks,
-    or a plain pool; with an empty workload, a plain pool."""
-    w = data.draw(strategies.workloads(min_size=0, max_size=6, max_prompt_tokens=50, max_output_tokens=20))
-    pool = data.draw(strategies.kv_pools(max_blocks=3, block_size=4, tight_for=w))
-    if w and pool.capacity_blocks is not None and pool.capacity_blocks > 3:
-        need = max(-(-(r.prompt_tokens + r.output_tokens - 1) // 4) for r in w)
-        assert need - 1 <= pool.capacity_blocks <= need + need // 2 + 2
-
-
-def test_tight_pools_sometimes_leave_out_the_largest_request():
-    """A tight pool one block too small for the largest request is drawn (it is then rejected, the others run)."""
-    reqs = (Request(id=0, arrival_s=0, prompt_tokens=30, output_tokens=3),)
-    pool = find(strategies.kv_pools(block_size=1, tight_for=reqs), lambda p: p.capacity_blocks == 31)
-    assert pool.never_fits_reason(30, 3) is not None
-    with pytest.raises(InvalidArgument):
-        strategies.kv_pools(tight_for=[1, 2])
