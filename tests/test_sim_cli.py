@@ -251,10 +251,9 @@ def test_simulate_generated_open_loop_and_the_anyscale_command(capsys: pytest.Ca
     (["--max-concurrency", "4", "--request-rate", "2"], "--request-rate=2.0: --max-concurrency runs closed-loop"),
     (["--num-prompts", "4", "--output-len-dist", "exponential"], "--output-len-cap=None: the capped exponential"),
     (["--num-prompts", "4", "--random-range-ratio", "1"], "--random-range-ratio=1.0: must be < 1"),
-    (["--num-prompts", "4", "--input-len-dist", "trace", "--output-len-dist", "trace"], "resampling lengths needs"),
+    (["--num-prompts", "4", "--input-len-dist", "trace"], "--output-len-dist='fixed': resampling a trace draws"),
     (["--num-prompts", "4", "--chunked-prefill", "--max-num-batched-tokens", "16"],
      "--max-num-batched-tokens=16: must be >= --max-num-seqs=256"),
-    ([], "--trace=None: give a trace, or --num-prompts / --max-concurrency"),
 ])
 def test_simulate_generated_workload_errors_exit_2(args: list[str], words: str,
                                                    capsys: pytest.CaptureFixture) -> None:
@@ -262,3 +261,12 @@ def test_simulate_generated_workload_errors_exit_2(args: list[str], words: str,
     assert main(["simulate", *args]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
+
+
+def test_simulate_resamples_lengths_from_the_shipped_trace(capsys: pytest.CaptureFixture) -> None:
+    """--input-len-dist trace --output-len-dist trace draws (prompt, output) pairs of the trace (the shipped one)."""
+    args = ["simulate", "--num-prompts", "30", "--request-rate", "5", "--input-len-dist", "trace", "--output-len-dist",
+            "trace", "--policy", "continuous", "--json", "--float", "--seed", "1"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["workload"]["input_distribution"] == "trace" and data["results"][0]["summary"]["requests"] == 30

@@ -241,6 +241,10 @@ def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         if dist == "exponential" and cap is None:
             raise InvalidValueError(flag, cap, "the capped exponential needs a cap in tokens (keep samples <= cap)")
     trace = None
+    if (in_dist == "trace") != (out_dist == "trace"):
+        raise InvalidValueError("--output-len-dist" if in_dist == "trace" else "--input-len-dist",
+                                out_dist if in_dist == "trace" else in_dist,
+                                "resampling a trace draws (prompt, output) pairs: give trace for both length options")
     if "trace" in (in_dist, out_dist):
         if args.trace is None:
             raise InvalidValueError("--input-len-dist", in_dist, "resampling lengths needs --trace")

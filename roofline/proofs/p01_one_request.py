@@ -128,7 +128,7 @@ def derive(p: Proof) -> None:
             value=si(last.handed_back_s, "s"))
     assert sim.summary.queue_wait is not None
     p.equal("reference scheduler: mean queue wait = (n - 1) s / 2", sim.summary.queue_wait.mean, mean_wait)
-    p.holds("meanwhile the GPU makes one token per step", sim.summary.useful_share == 1,
+    p.holds("meanwhile the GPU makes one token per step", sim.summary.long_run_useful_share == 1,
             f"{float(REPLY * USERS / last.handed_back_s):.0f} tokens/s for everyone together")
 
     p.conclude(f"W = {si(W, 'B')} read per token, step {si(memory, 's')}, math busy "

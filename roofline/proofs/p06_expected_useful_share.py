@@ -157,7 +157,7 @@ def derive(p: Proof) -> None:
         lengths = rng.integers(1, 201, size=8)
         requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=int(o)) for i, o in enumerate(lengths)]
         summary = serve_static(requests, UnitCostModel(), batch_size=8, record_steps=False).summary
-        per_batch.append(float(summary.useful_share))
+        per_batch.append(float(summary.per_batch_useful_share))
         useful.append(int(lengths.sum()))
         occupied.append(8 * int(lengths.max()))
     exact_d = float(f.expected_useful_share_discrete_uniform(batch=8, min_length=1, length_range=199))

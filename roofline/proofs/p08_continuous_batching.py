@@ -58,9 +58,10 @@ def derive(p: Proof) -> None:
     p.section(f"{len(requests)} requests, {SLOTS} slots, one step = one time unit")
     static = serve_static(requests, unit, batch_size=SLOTS)
     cont = serve_continuous(requests, unit, max_num_seqs=SLOTS)
-    p.equal("static batching: useful share 40 % (three batches of 100, 200, 300, 1,000)", static.summary.useful_share,
-            Fraction(2, 5))
-    p.equal("continuous batching: every row of every step makes a token, useful share 1", cont.summary.useful_share, 1)
+    p.equal("static batching: useful share 40 % (three batches of 100, 200, 300, 1,000)",
+            static.summary.long_run_useful_share, Fraction(2, 5))
+    p.equal("continuous batching: every row of every step makes a token, useful share 1",
+            cont.summary.long_run_useful_share, 1)
     assert cont.steps is not None
     decode = [s for s in cont.steps if s.kind == "decode"]
     p.holds("no decode step carries a finished row", all(s.padded_rows == 0 for s in decode))

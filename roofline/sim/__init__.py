@@ -33,7 +33,7 @@ Examples
 ...         for i, o in enumerate([100, 200, 300, 1000])]
 >>> result = serve_static(reqs, cost, batch_size=4)
 >>> r100 = result.requests[0]
->>> round(float(r100.finish_s), 2), round(float(r100.handed_back_s), 2), float(result.summary.useful_share)
+>>> round(float(r100.finish_s), 2), round(float(r100.handed_back_s), 2), float(result.summary.long_run_useful_share)
 (0.48, 4.87, 0.4)
 """
 

@@ -362,7 +362,7 @@ def serve_static(
     >>> reqs = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o)
     ...         for i, o in enumerate([100, 200, 300, 1000])]
     >>> s = serve_static(reqs, UnitCostModel(), batch_size=4).summary
-    >>> s.steps, s.useful_share
+    >>> s.steps, s.long_run_useful_share
     (1000, Fraction(2, 5))
     """
     _refuse_closed_loop(requests, "serve_static")
