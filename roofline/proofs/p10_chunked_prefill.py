@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+from ._audit import audit_run
 from ._proof import Proof, run_script, si
 
 NAME = "p10_chunked_prefill"
@@ -137,12 +138,15 @@ def derive(p: Proof) -> None:
 
     p.section(f"Roofline step times: Llama 3.1 8B BF16 on an H100 SXM, {PROMPT}-token prompts")
     s_static = serve_static(requests, cost, batch_size=SLOTS).summary
-    s_sep = serve_continuous(requests, cost, max_num_seqs=SLOTS).summary
+    separate_real = serve_continuous(requests, cost, max_num_seqs=SLOTS)
+    s_sep = separate_real.summary
     runs: dict[int, Any] = {
         n: serve_continuous(requests, cost, max_num_seqs=SLOTS, prefill="chunked", max_num_batched_tokens=n)
         for n in BUDGETS}
     p.table(_HEADER, [_row("static", s_static), _row("continuous, separate prefill", s_sep),
                       *(_row(f"chunked, N = {n:,}", r.summary) for n, r in runs.items())])
+    audit_run(p, "continuous, separate prefill", separate_real, requests, policy="continuous", cost=cost)
+    audit_run(p, f"chunked, N = {BUDGETS[-1]}", runs[BUDGETS[-1]], requests, policy="continuous", cost=cost)
     for n, r in runs.items():
         worst = max((s.decode_rows + s.prefill_tokens for s in r.steps), default=0)
         p.holds(f"N = {n:,}: no step holds more than N tokens (decode rows + chunks)", worst <= n, f"at most {worst:,}")
@@ -167,6 +171,9 @@ def derive(p: Proof) -> None:
     p.section(f"The Azure conversation trace, first {TRACE_REQUESTS:,} requests (float step times)")
     trace = sim.load_trace(sim.shipped_trace("conv"))[:TRACE_REQUESTS]
     pool = KVPool.from_budget(budget=kv_budget_for(model, gpu), kv_bytes_per_token=model.kv_bytes_per_token)
+    blocks = (Fraction(gpu.usable_memory) * Fraction(9, 10) - model.weight_bytes) // (16 * model.kv_bytes_per_token)
+    p.equal("the KV pool: floor((usable memory x 0.9 - weights) / (16 k)) blocks of 16 tokens", pool.capacity_blocks,
+            blocks, value=f"{blocks:,} blocks")
     fast = RooflineCostModel.for_model(model, gpu, exact=False)
     t_static: Any = serve_static(trace, fast, batch_size=8, kv_pool=pool, record_steps=False).summary
     t_sep: Any = serve_continuous(trace, fast, kv_pool=pool, record_steps=False).summary

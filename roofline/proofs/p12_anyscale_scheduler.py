@@ -40,6 +40,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 from ._proof import Proof, run_script
@@ -97,6 +98,20 @@ def derive(p: Proof) -> None:
     tpot = [(s["continuous-chunked"]["tpot"]["p99"], s["continuous"]["tpot"]["p99"]) for _, _, s in rows]
     p.holds("with a TPOT p99 no worse at caps 128 and above", all(a <= b for a, b in tpot[1:]),
             ", ".join(f"{a * 1e3:.1f} ms vs {b * 1e3:.1f} ms" for a, b in tpot))
+
+    p.section("Static batching's per-batch useful share, from the same seeded workload")
+    from .. import formulas as f
+    from ..sim import anyscale_workload
+
+    for cap, batch, s in rows:
+        lengths = [r.output_tokens for r in anyscale_workload(cap, seed=0)]
+        p.require(f"cap {cap}: the library's anyscale_workload(cap, seed=0) is the command's workload",
+                  sum(lengths) == s["static"]["output_tokens"])
+        batches = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
+        shares = [f.static_useful_share(batch=len(b), length_sum=sum(b), length_max=max(b)) for b in batches]
+        mean = sum(shares, start=Fraction(0)) / len(shares)
+        p.equal(f"cap {cap}, B = {batch}: the command's per-batch useful share = mean of sum O / (B max O)",
+                s["static"]["per_batch_useful_share"], float(mean), value=f"{float(mean) * 100:.1f} %")
 
     p.section("The seed is part of the result")
     text, data = outputs[32]
