@@ -2,10 +2,10 @@
 
 Runs each policy (serial, static B = 8, continuous with reserve and on-demand admission,
 continuous with chunked prefill (N = 2,048) under both admissions, and 256 closed-loop
-clients sending the trace's lengths to continuous batching with chunked prefill)
-on all requests of ``../shared/traces/azure_llm_2023_conv.csv`` with Llama 3.1 8B on
-H100 SXM (exact Fractions unless ``--float``), each in a fresh process, and reports wall
-time, simulated steps per second and peak memory (the child's peak RSS, and its growth
+clients sending the trace's lengths to continuous batching with chunked prefill) on all
+requests of the shipped Azure conversation trace (``roofline.sim.shipped_trace("conv")``)
+with Llama 3.1 8B on H100 SXM (exact Fractions unless ``--float``), each in a fresh
+process, and reports wall time, simulated steps, time per step and peak memory (the child's peak RSS, and its growth
 over the RSS after loading the trace). ``--profile POLICY`` prints the cProfile top
 functions of one policy instead; ``--check-float`` runs every policy in both modes and
 reports the largest relative difference of the hand-back times.
@@ -35,8 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-TRACE = REPO.parent / "shared" / "traces" / "azure_llm_2023_conv.csv"
+
+def _shipped_conversation_trace() -> Path:
+    from roofline.sim import shipped_trace
+
+    return Path(shipped_trace("conv"))
 
 POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "serial": ("serial", {}),
@@ -147,7 +150,8 @@ def check_float(trace: Path, names: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--trace", type=Path, default=None,
+                        help="trace file (default: the shipped Azure conversation trace)")
     parser.add_argument("--float", action="store_true", help="float mode instead of exact Fractions")
     parser.add_argument("--no-steps", action="store_true", help="do not keep step records")
     parser.add_argument("--policy", nargs="+", choices=list(POLICIES), default=list(POLICIES))
@@ -155,6 +159,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="functions shown by --profile")
     parser.add_argument("--check-float", action="store_true", help="compare float mode with exact mode")
     args = parser.parse_args()
+    if args.trace is None:
+        args.trace = _shipped_conversation_trace()
     if args.profile:
         profile(args.trace, args.profile, exact=not args.float, record=not args.no_steps, top=args.top)
     elif args.check_float:
