@@ -1,9 +1,11 @@
 """Benchmark of the reference scheduler on the full Azure conversation trace.
 
-Runs each policy (serial, static B = 8, continuous with reserve and on-demand admission)
-on all requests of ``../shared/traces/azure_llm_2023_conv.csv`` with Llama 3.1 8B on
-H100 SXM (exact Fractions unless ``--float``), each in a fresh process, and reports wall
-time, simulated steps per second and peak memory (the child's peak RSS, and its growth
+Runs each policy (serial, static B = 8, continuous with reserve and on-demand admission,
+continuous with chunked prefill (N = 2,048) under both admissions, and 256 closed-loop
+clients sending the trace's lengths to continuous batching with chunked prefill) on all
+requests of the shipped Azure conversation trace (``roofline.sim.shipped_trace("conv")``)
+with Llama 3.1 8B on H100 SXM (exact Fractions unless ``--float``), each in a fresh
+process, and reports wall time, simulated steps, time per step and peak memory (the child's peak RSS, and its growth
 over the RSS after loading the trace). ``--profile POLICY`` prints the cProfile top
 functions of one policy instead; ``--check-float`` runs every policy in both modes and
 reports the largest relative difference of the hand-back times.
@@ -14,9 +16,11 @@ Run from the repository root::
     python benchmarks/bench_sim.py --no-steps         # summary totals only (what the CLI table needs)
     python benchmarks/bench_sim.py --profile serial
     python benchmarks/bench_sim.py --check-float
+    python benchmarks/bench_sim.py --policy continuous continuous-chunked   # the chunked modes against today's
 
 Not a test: timings depend on the machine. The first target is each policy within 30 s
-on 2 cores, exact.
+on 2 cores, exact; the chunked-prefill modes within 2x of continuous batching's time per
+step ("us/step").
 """
 
 from __future__ import annotations
@@ -31,15 +35,36 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-TRACE = REPO.parent / "shared" / "traces" / "azure_llm_2023_conv.csv"
+
+def _shipped_conversation_trace() -> Path:
+    from roofline.sim import shipped_trace
+
+    return Path(shipped_trace("conv"))
 
 POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "serial": ("serial", {}),
     "static": ("static", {"batch_size": 8}),
     "continuous": ("continuous", {"max_num_seqs": 256, "admission": "reserve"}),
     "continuous-on-demand": ("continuous", {"max_num_seqs": 256, "admission": "on_demand"}),
+    "continuous-chunked": ("continuous", {"max_num_seqs": 256, "admission": "reserve", "prefill": "chunked",
+                                          "max_num_batched_tokens": 2048}),
+    "continuous-chunked-on-demand": ("continuous", {"max_num_seqs": 256, "admission": "on_demand",
+                                                    "prefill": "chunked", "max_num_batched_tokens": 2048}),
+    "closed-loop-256-separate": ("continuous", {"max_num_seqs": 256, "admission": "reserve", "clients": 256}),
+    "closed-loop-256": ("continuous", {"max_num_seqs": 256, "admission": "reserve", "prefill": "chunked",
+                                       "max_num_batched_tokens": 2048, "clients": 256}),
 }
+
+
+def _workload(requests: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The requests, or closed-loop clients sending the trace's lengths when the options name clients."""
+    from roofline.sim import ClosedLoop
+
+    options = dict(options)
+    clients = options.pop("clients", None)
+    if clients is None:
+        return requests, options
+    return ClosedLoop(clients=clients, lengths=requests), options
 
 
 def _setup(trace: Path, exact: bool) -> tuple[Any, Any, Any]:
@@ -63,13 +88,14 @@ def _child(name: str, trace: str, exact: bool, record: bool, queue: Any) -> None
     requests, cost, pool = _setup(Path(trace), exact)
     base = _rss_mib()
     policy, options = POLICIES[name]
+    requests, options = _workload(requests, options)
     t0 = time.perf_counter()
     result = FUNCS[policy](requests, cost, kv_pool=pool, record_steps=record, **options)
     wall = time.perf_counter() - t0
     s = result.summary
     queue.put(dict(
         name=name, wall=wall, steps=s.steps, peak_rss=_rss_mib(), growth=_rss_mib() - base,
-        makespan=float(s.makespan_s), tput=float(s.output_tokens_per_s), useful=float(s.useful_share),
+        makespan=float(s.makespan_s), tput=float(s.output_tokens_per_s), useful=float(s.long_run_useful_share),
         ttft50=float(s.ttft.p50), e2e99=float(s.e2e.p99), preempt=s.preemptions, rejected=s.rejected,
         requests=s.requests,
     ))
@@ -79,7 +105,7 @@ def bench(trace: Path, *, exact: bool, record: bool, names: list[str]) -> None:
     ctx = mp.get_context("spawn")
     print(f"trace {trace.name}; Llama 3.1 8B on H100 SXM; {'exact Fractions' if exact else 'floats'}; "
           f"step records {'kept' if record else 'off'}; Python {sys.version.split()[0]}")
-    print(f"{'policy':<22}{'wall s':>8}{'steps':>11}{'steps/s':>10}{'peak RSS MiB':>14}{'growth MiB':>12}"
+    print(f"{'policy':<30}{'wall s':>8}{'steps':>11}{'us/step':>9}{'peak RSS MiB':>14}{'growth MiB':>12}"
           f"{'makespan s':>12}{'tok/s':>8}{'useful':>8}{'TTFT p50':>10}{'E2E p99':>10}{'preempt':>9}")
     for name in names:
         queue = ctx.Queue()
@@ -87,7 +113,7 @@ def bench(trace: Path, *, exact: bool, record: bool, names: list[str]) -> None:
         proc.start()
         r = queue.get()
         proc.join()
-        print(f"{r['name']:<22}{r['wall']:>8.2f}{r['steps']:>11,}{r['steps'] / r['wall']:>10,.0f}"
+        print(f"{r['name']:<30}{r['wall']:>8.2f}{r['steps']:>11,}{r['wall'] / r['steps'] * 1e6:>9.1f}"
               f"{r['peak_rss']:>14.0f}{r['growth']:>12.0f}{r['makespan']:>12,.0f}{r['tput']:>8,.0f}"
               f"{r['useful']:>8.3f}{r['ttft50']:>10.3f}{r['e2e99']:>10.2f}{r['preempt']:>9,}")
     print(f"({r['requests']:,} requests)")
@@ -98,6 +124,7 @@ def profile(trace: Path, name: str, *, exact: bool, record: bool, top: int) -> N
 
     requests, cost, pool = _setup(trace, exact)
     policy, options = POLICIES[name]
+    requests, options = _workload(requests, options)
     prof = cProfile.Profile()
     prof.enable()
     FUNCS[policy](requests, cost, kv_pool=pool, record_steps=record, **options)
@@ -112,17 +139,19 @@ def check_float(trace: Path, names: list[str]) -> None:
     _, float_cost, _ = _setup(trace, False)
     for name in names:
         policy, options = POLICIES[name]
+        requests, options = _workload(requests, options)
         a = FUNCS[policy](requests, exact_cost, kv_pool=pool, record_steps=False, **options)
         b = FUNCS[policy](requests, float_cost, kv_pool=pool, record_steps=False, **options)
         worst = max((abs(y.handed_back_s - float(x.handed_back_s)) / float(x.handed_back_s)
                      for x, y in zip(a.requests, b.requests, strict=True) if x.handed_back_s), default=0.0)
         same = (a.summary.steps, a.summary.preemptions) == (b.summary.steps, b.summary.preemptions)
-        print(f"{name:<22} same steps and preemptions: {same}; max relative hand-back difference {worst:.2e}")
+        print(f"{name:<30} same steps and preemptions: {same}; max relative hand-back difference {worst:.2e}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--trace", type=Path, default=None,
+                        help="trace file (default: the shipped Azure conversation trace)")
     parser.add_argument("--float", action="store_true", help="float mode instead of exact Fractions")
     parser.add_argument("--no-steps", action="store_true", help="do not keep step records")
     parser.add_argument("--policy", nargs="+", choices=list(POLICIES), default=list(POLICIES))
@@ -130,6 +159,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="functions shown by --profile")
     parser.add_argument("--check-float", action="store_true", help="compare float mode with exact mode")
     args = parser.parse_args()
+    if args.trace is None:
+        args.trace = _shipped_conversation_trace()
     if args.profile:
         profile(args.trace, args.profile, exact=not args.float, record=not args.no_steps, top=args.top)
     elif args.check_float:

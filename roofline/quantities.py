@@ -103,6 +103,12 @@ _TABLE = (
     Quantity("attention_pairs", "Q", "token pairs", "causal attention pairs of a prefill step", "nonnegative"),
     Quantity("output_tokens", "O", "tokens", "output tokens of one request (the first from prefill)",
              "positive_int"),
+    # mixed steps (chunked prefill)
+    Quantity("decode_rows", "D", "rows", "decode rows of a mixed step (running sequences advanced by a token)",
+             "nonnegative"),
+    Quantity("chunk_tokens", "q", "tokens", "prompt tokens of one chunk", "nonnegative_int"),
+    Quantity("cached_tokens", "p0", "tokens", "prompt tokens already cached before a chunk (summed over a "
+             "step's chunks)", "nonnegative"),
     # KV cache
     Quantity("num_hidden_layers", "L", "layers", "decoder layers", "positive_int"),
     Quantity("num_key_value_heads", "H_kv", "heads", "KV heads (GQA; equal to the query heads for MHA)",
@@ -133,6 +139,10 @@ _TABLE = (
     Quantity("target_time", "t_*", "s", "a time measured from the stretch's start (e.g. the next arrival)",
              "nonnegative"),
     Quantity("pool_blocks", "P", "blocks", "KV blocks a batch may hold", "nonnegative_int"),
+    # closed-loop serving
+    Quantity("clients", "N", "clients", "closed-loop clients (the concurrency)", "positive_int"),
+    Quantity("e2e_latency", "E", "s", "mean end-to-end latency of the clients' requests", "positive"),
+    Quantity("think_time", "Z", "s", "a client's pause between a hand-back and its next request", "nonnegative"),
     # tensor parallelism
     Quantity("tensor_parallel_size", "T", "GPUs", "GPUs in the tensor-parallel group", "positive_int",
              "1 is one GPU: no all-reduce"),

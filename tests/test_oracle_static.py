@@ -57,9 +57,11 @@ def test_each_batch_runs_as_many_steps_as_its_longest_output(requests: Any, batc
        cost=cost_models(kind="any"))
 def test_useful_share_is_sum_over_rows_times_longest_from_the_step_records(requests: Any, batch: int,
                                                                            cost: Any) -> None:
-    """Per batch, useful rows / occupied rows over its step records = static_useful_share = sum O / (m max O)."""
+    """Per batch, useful rows / occupied rows over its step records = static_useful_share = sum O / (m max O);
+    the summary's per-batch share is their mean, its long-run share useful rows / rows over all steps."""
     result = serve_static(requests, cost, batch_size=batch)
     useful_all = rows_all = 0
+    shares = []
     for members, steps in batches_of(result):
         outputs = [r.request.output_tokens for r in members]
         m, o_max = len(outputs), max(outputs)
@@ -71,8 +73,11 @@ def test_useful_share_is_sum_over_rows_times_longest_from_the_step_records(reque
         assert share == Fraction(sum(outputs), m * o_max)
         useful_all += useful
         rows_all += rows
+        shares.append(share)
     if requests:
-        assert result.summary.useful_share == Fraction(useful_all, rows_all)
+        assert result.summary.long_run_useful_share == Fraction(useful_all, rows_all)
+        assert result.summary.per_batch_useful_share == sum(shares) / len(shares)
+        assert result.summary.slot_occupancy == Fraction(rows_all, batch * result.summary.steps)
 
 
 @AT_LEAST_200

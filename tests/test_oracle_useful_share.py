@@ -39,7 +39,7 @@ def simulated_share(lengths: Any, *, prompt: int = 1) -> Fraction:
     requests = [Request(id=i, arrival_s=0, prompt_tokens=prompt, output_tokens=int(o)) for i, o in enumerate(lengths)]
     result = serve_static(requests, UnitCostModel(), batch_size=len(requests))
     share = Fraction(sum(s.useful_rows for s in result.steps), sum(s.batch for s in result.steps))
-    assert share == result.summary.useful_share
+    assert share == result.summary.long_run_useful_share
     return share
 
 
@@ -57,7 +57,8 @@ def test_mean_share_over_every_outcome_equals_the_closed_form_exactly(batch: int
 
 def _share_fast(lengths: np.ndarray) -> Fraction:
     requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=int(o)) for i, o in enumerate(lengths)]
-    return serve_static(requests, UnitCostModel(), batch_size=len(requests), record_steps=False).summary.useful_share
+    result = serve_static(requests, UnitCostModel(), batch_size=len(requests), record_steps=False)
+    return result.summary.long_run_useful_share
 
 
 @given(batch=st.integers(2, 16), min_length=st.integers(1, 30), length_range=st.integers(0, 60),

@@ -51,7 +51,7 @@ def test_lesson_static_batch_runs_1000_steps_with_40_percent_useful() -> None:
     """Replies of 100, 200, 300, 1,000 tokens in one static batch: 1,000 steps of 4 rows, useful share 40%."""
     r = serve_static(reqs((10, 100), (10, 200), (10, 300), (10, 1000)), UnitCostModel(), batch_size=4)
     assert r.summary.steps == 1000 and r.summary.prefill_steps == 1
-    assert r.summary.useful_share == Fraction(2, 5)
+    assert r.summary.long_run_useful_share == Fraction(2, 5)
     assert runs(r) == [("prefill", 4, 1), ("decode", 4, 999)]
     useful = [s.useful_rows for s in r.steps]
     # step k (0 = the prefill) makes token k + 1: the 100-token row's last token is made in step 99
@@ -230,7 +230,7 @@ def test_q3_requests_that_can_never_fit_are_rejected_and_do_not_block(admission:
 def test_q4_static_batching_waste(outputs: tuple[int, ...], steps: int, share: Fraction) -> None:
     """Q4: one static batch runs max O steps with useful share sum(O) / (B x max O): 39.6%, 55%, 40%."""
     r = serve_static(reqs(*[(8, o) for o in outputs]), UnitCostModel(), batch_size=len(outputs))
-    assert r.summary.steps == steps and r.summary.useful_share == share
+    assert r.summary.steps == steps and r.summary.long_run_useful_share == share
     assert {x.handed_back_s for x in r.requests} == {steps}
 
 

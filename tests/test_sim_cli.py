@@ -38,8 +38,10 @@ def test_simulate_prints_one_row_per_policy_matching_the_library(trace: Path, ca
     """The default run compares serial, static (B = 8) and continuous with the library's numbers."""
     assert main(["simulate", "--trace", str(trace)]) == 0
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in
-            (["serial"], ["static"], ["continuous"])}
+    rows: dict[str, list[str]] = {}
+    for line in out.splitlines():  # the first table's rows (the latency table repeats the names)
+        if line.split()[:1] in (["serial"], ["static"], ["continuous"]):
+            rows.setdefault(line.split()[0], line.split())
     assert list(rows) == ["serial", "static", "continuous"]
     model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
     pool = KVPool.from_budget(budget=kv_budget_for(model, acc), kv_bytes_per_token=model.kv_bytes_per_token)
@@ -50,7 +52,7 @@ def test_simulate_prints_one_row_per_policy_matching_the_library(trace: Path, ca
                     ("static", serve_static(reqs, cost, batch_size=8, kv_pool=pool)),
                     ("continuous", serve_continuous(reqs, cost, max_num_seqs=256, kv_pool=pool))):
         assert rows[name][1:4] == [f"{r.summary.completed:,}", "0", f"{r.summary.steps:,}"]
-        assert f" {100 * float(r.summary.useful_share):.1f}% " in " ".join(rows[name])
+        assert f" {100 * float(r.summary.long_run_useful_share):.1f}% " in " ".join(rows[name])
 
 
 def test_simulate_json_holds_each_policy_summary(trace: Path, capsys: pytest.CaptureFixture) -> None:
@@ -188,3 +190,83 @@ def test_exact_times_reach_the_table_unrounded() -> None:
     """Sanity: the exact cost model's durations are Fractions, so the table's figures come from exact sums."""
     cost = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
     assert isinstance(cost.decode_time(8, 8000), Fraction) and isinstance(cost.prefill_time(100, 5050), Fraction)
+
+
+def test_simulate_chunked_prefill_adds_a_row_matching_the_library(trace: Path, capsys: pytest.CaptureFixture) -> None:
+    """--chunked-prefill --max-num-batched-tokens 2048 adds continuous batching with chunked prefill beside the
+    other policies (which run without a budget), with the library's summary, ITL and goodput."""
+    args = ["simulate", "--trace", str(trace), "--chunked-prefill", "--max-num-batched-tokens", "2048", "--json",
+            "--slo-ttft", "50", "--slo-tpot", "10"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["label"] for r in data["results"]] == ["serial", "static", "continuous", "continuous-chunked"]
+    chunked = data["results"][3]
+    assert chunked["options"]["prefill"] == "chunked" and chunked["options"]["max_num_batched_tokens"] == 2048
+    assert data["results"][2]["options"]["max_prefill_tokens"] is None
+    model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    pool = KVPool(data["kv_pool"]["capacity_blocks"], 16)
+    lib = serve_continuous(load_trace(trace), RooflineCostModel.for_model(model, acc), kv_pool=pool,
+                           prefill="chunked", max_num_batched_tokens=2048)
+    assert chunked["summary"] == lib.summary.to_dict()
+    assert chunked["summary"]["itl"]["p90"] is not None and data["results"][1]["summary"]["itl"] is None
+    goodput = lib.goodput(ttft_s=Fraction(50, 1000), tpot_s=Fraction(10, 1000)).to_dict()
+    assert chunked["goodput"] == goodput and 0 < goodput["met"] <= 40
+    assert main(args[:-5]) == 0
+    out = capsys.readouterr().out
+    assert "continuous-chunked" in out and "LR useful = long-run useful share" in out and "per-batch useful" in out
+
+
+def test_simulate_closed_loop_clients(capsys: pytest.CaptureFixture) -> None:
+    """--max-concurrency 10 --num-prompts 200 runs ten closed-loop clients (continuous batching only), seeded."""
+    args = ["simulate", "--max-concurrency", "10", "--num-prompts", "200", "--random-input-len", "256",
+            "--random-output-len", "64", "--random-range-ratio", "0.5", "--seed", "3", "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["workload"]["kind"] == "closed_loop" and data["workload"]["seed"] == 3
+    assert data["workload"]["clients"] == 10 and data["workload"]["input_distribution"] == "uniform"
+    (cont,) = data["results"]
+    assert cont["policy"] == "continuous" and cont["summary"]["completed"] == 200
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out) == data  # the seed makes it reproducible
+    assert main(args[:-1] + ["--policy", "static"]) == 2
+    assert "--max-concurrency=10: closed-loop clients are served by continuous batching only" in \
+        capsys.readouterr().err
+
+
+def test_simulate_generated_open_loop_and_the_anyscale_command(capsys: pytest.CaptureFixture) -> None:
+    """--num-prompts with --request-rate gives Poisson arrivals; the Anyscale benchmark's command runs."""
+    assert main(["simulate", "--num-prompts", "50", "--request-rate", "4", "--json", "--policy", "continuous"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["workload"]["arrival"] == "poisson" and data["workload"]["rate"] == 4
+    anyscale = ["simulate", "--model", "opt-13b", "--accelerator", "a100-40gb", "--num-prompts", "1000",
+                "--random-input-len", "512", "--random-output-len", "128", "--output-len-dist", "exponential",
+                "--output-len-cap", "32", "--batch-size", "16", "--float", "--json"]
+    assert main(anyscale) == 0
+    results = {r["label"]: r["summary"] for r in json.loads(capsys.readouterr().out)["results"]}
+    assert all(s["completed"] == 1000 for s in results.values())
+    assert results["continuous"]["output_tokens_per_s"] > results["static"]["output_tokens_per_s"]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--max-concurrency", "4", "--request-rate", "2"], "--request-rate=2.0: --max-concurrency runs closed-loop"),
+    (["--num-prompts", "4", "--output-len-dist", "exponential"], "--output-len-cap=None: the capped exponential"),
+    (["--num-prompts", "4", "--random-range-ratio", "1"], "--random-range-ratio=1.0: must be < 1"),
+    (["--num-prompts", "4", "--input-len-dist", "trace"], "--output-len-dist='fixed': resampling a trace draws"),
+    (["--num-prompts", "4", "--chunked-prefill", "--max-num-batched-tokens", "16"],
+     "--max-num-batched-tokens=16: must be >= --max-num-seqs=256"),
+])
+def test_simulate_generated_workload_errors_exit_2(args: list[str], words: str,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    """Options that do not go together print one line naming them and return 2."""
+    assert main(["simulate", *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+
+
+def test_simulate_resamples_lengths_from_the_shipped_trace(capsys: pytest.CaptureFixture) -> None:
+    """--input-len-dist trace --output-len-dist trace draws (prompt, output) pairs of the trace (the shipped one)."""
+    args = ["simulate", "--num-prompts", "30", "--request-rate", "5", "--input-len-dist", "trace", "--output-len-dist",
+            "trace", "--policy", "continuous", "--json", "--float", "--seed", "1"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["workload"]["input_distribution"] == "trace" and data["results"][0]["summary"]["requests"] == 30

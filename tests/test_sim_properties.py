@@ -34,22 +34,14 @@ from roofline.sim import (
     serve_static,
     shipped_trace,
 )
+from roofline.testing import strategies
 
 # --------------------------------------------------------------------------- strategies
 
-
-@st.composite
-def workloads(draw: st.DrawFn, *, max_requests: int = 10, max_prompt: int = 40, max_output: int = 25) -> list[Request]:
+def workloads(*, max_requests: int = 10) -> st.SearchStrategy[tuple[Request, ...]]:
     """Requests in arrival order; gaps often 0 or a whole step so that arrivals fall on step boundaries."""
-    n = draw(st.integers(0, max_requests))
-    t = Fraction(0)
-    out = []
-    for i in range(n):
-        t += draw(st.sampled_from([Fraction(0), Fraction(0), Fraction(1, 2), Fraction(1), Fraction(3)])
-                  | st.fractions(0, 8))
-        out.append(Request(id=i, arrival_s=t, prompt_tokens=draw(st.integers(1, max_prompt)),
-                           output_tokens=draw(st.integers(1, max_output))))
-    return out
+    return strategies.workloads(min_size=0, max_size=max_requests, arrivals="boundaries", lengths="uniform",
+                                max_prompt_tokens=40, max_output_tokens=25)
 
 
 cost_models = st.one_of(
@@ -62,20 +54,12 @@ cost_models = st.one_of(
     ),
 )
 
-pools = st.one_of(
-    st.none(),
-    st.builds(KVPool, capacity_blocks=st.integers(0, 60), block_size=st.integers(1, 8)),
-)
+pools = strategies.kv_pools(min_blocks=0, max_blocks=60, max_block_size=8, unlimited=None)
 
 
-@st.composite
-def tight_pools(draw: st.DrawFn, reqs: list[Request]) -> KVPool | None:
+def tight_pools(reqs: tuple[Request, ...]) -> st.SearchStrategy[KVPool]:
     """Often a pool where every request fits alone but not many together (so on-demand admission preempts)."""
-    if not reqs or draw(st.integers(0, 3)) == 0:
-        return draw(pools)
-    b = draw(st.integers(1, 8))
-    need = max(-(-(r.prompt_tokens + r.output_tokens - 1) // b) for r in reqs)
-    return KVPool(draw(st.integers(max(need - 1, 0), need + need // 2 + 2)), b)
+    return strategies.kv_pools(min_blocks=0, max_blocks=60, max_block_size=8, unlimited=None, tight_for=reqs)
 
 
 # --------------------------------------------------------------------------- oracles
@@ -177,7 +161,7 @@ def naive_continuous(reqs: list[Request], cost: Any, *, max_num_seqs: int, on_de
 
 
 def naive_static(reqs: list[Request], cost: Any, *, batch_size: int, max_wait: Any,
-                 pool: KVPool | None) -> tuple[list[tuple], list[tuple]]:
+                 pool: KVPool | None, budget: int | None = None) -> tuple[list[tuple], list[tuple]]:
     """Static batching by scanning time forward event by event, with every row's state explicit."""
     cap = None if pool is None else pool.capacity_blocks
     b = 1 if pool is None else pool.block_size
@@ -187,6 +171,8 @@ def naive_static(reqs: list[Request], cost: Any, *, batch_size: int, max_wait: A
 
     def fits(rows: list[int]) -> bool:
         longest = max(prompt[i] for i in rows) + max(output[i] for i in rows) - 1
+        if budget is not None and len(rows) * max(prompt[i] for i in rows) > budget:
+            return False
         return cap is None or len(rows) * _blocks(longest, b) <= cap
 
     unserved = [i for i in range(len(reqs)) if fits([i])]
@@ -289,13 +275,16 @@ def test_on_demand_preemption_matches_the_naive_oracle(
                                                max_prefill=max_prefill)
 
 
-@given(workloads(), cost_models, pools, st.integers(1, 4), st.none() | st.sampled_from([0, Fraction(1, 2), 2, 7]))
+@given(workloads(), cost_models, pools, st.integers(1, 4), st.none() | st.sampled_from([0, Fraction(1, 2), 2, 7]),
+       st.none() | st.integers(1, 120))
 def test_static_matches_the_naive_oracle_step_by_step(
-    reqs: list[Request], cost: Any, pool: KVPool | None, batch_size: int, max_wait: Any
+    reqs: list[Request], cost: Any, pool: KVPool | None, batch_size: int, max_wait: Any, budget: int | None
 ) -> None:
-    """Static batching equals the naive event-by-event scheduler exactly: every step and every request."""
-    fast = serve_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, kv_pool=pool)
-    assert fast_view(fast) == naive_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, pool=pool)
+    """Static batching (with or without a token budget) equals the naive event-by-event scheduler exactly."""
+    fast = serve_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, kv_pool=pool,
+                        max_num_batched_tokens=budget)
+    assert fast_view(fast) == naive_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, pool=pool,
+                                           budget=budget)
 
 
 @given(workloads(), cost_models, pools)
@@ -320,6 +309,9 @@ def all_policies(reqs: list[Request], cost: Any, pool: KVPool | None, **kw: Any)
         serve_continuous(reqs, cost, max_num_seqs=4, kv_pool=pool, **kw),
         serve_continuous(reqs, cost, max_num_seqs=4, admission="on_demand", kv_pool=pool, max_prefill_tokens=60,
                          **kw),
+        serve_continuous(reqs, cost, max_num_seqs=4, kv_pool=pool, prefill="chunked", max_num_batched_tokens=16, **kw),
+        serve_continuous(reqs, cost, max_num_seqs=3, admission="on_demand", kv_pool=pool, prefill="chunked",
+                         max_num_batched_tokens=7, **kw),
     ]
 
 
@@ -329,7 +321,7 @@ def test_every_request_is_handed_back_or_rejected_once_with_its_tokens(
 ) -> None:
     """Each request is handed back (with exactly O tokens, in time order) or rejected with a reason; tokens add up."""
     for r in all_policies(reqs, cost, pool):
-        assert [x.request for x in r.requests] == reqs
+        assert [x.request for x in r.requests] == list(reqs)
         for x in r.requests:
             if x.rejected:
                 assert x.handed_back_s is None and x.e2e_s is None and x.rejected_reason
@@ -341,8 +333,13 @@ def test_every_request_is_handed_back_or_rejected_once_with_its_tokens(
         s = r.summary
         assert s.completed + s.rejected == len(reqs)
         assert s.output_tokens == sum(x.request.output_tokens for x in r.requests if not x.rejected)
-        assert s.steps == len(r.steps) == s.prefill_steps + s.decode_steps
-        assert s.steps <= sum(x.request.output_tokens for x in r.requests)
+        assert s.steps == len(r.steps) == s.prefill_steps + s.decode_steps + s.mixed_steps
+        if r.options.get("prefill") != "chunked":
+            assert s.steps <= sum(x.request.output_tokens for x in r.requests)
+        elif s.preemptions == 0:  # a step makes a token, or prefills chunks of N tokens (the last may be less)
+            budget = r.options["max_num_batched_tokens"]
+            assert s.steps <= sum(x.request.output_tokens + -(-x.request.prompt_tokens // budget)
+                                  for x in r.requests)
 
 
 @given(workloads(), cost_models, pools)
@@ -357,7 +354,8 @@ def test_kv_in_use_never_exceeds_capacity_and_steps_do_not_overlap(
         for s in steps:
             assert cap is None or s.kv_blocks <= cap
             assert s.kv_tokens <= s.kv_blocks * b
-            assert s.duration_s > 0 and 0 < s.useful_rows <= s.batch
+            assert s.duration_s > 0 and 0 < s.useful_rows + s.partial_rows and s.useful_rows <= s.batch
+            assert s.padded_rows >= 0
         for a, c in pairwise(steps):
             assert c.start_s >= a.end_s
         assert r.summary.peak_kv_blocks == max((s.kv_blocks for s in steps), default=0)
@@ -511,4 +509,4 @@ def test_empty_workload_gives_an_empty_result() -> None:
     """No requests: no steps, a zero makespan and no percentiles, under every policy."""
     for r in all_policies([], UnitCostModel(), None):
         assert len(r.steps) == 0 and r.summary.makespan_s == 0 and r.summary.ttft is None
-        assert r.summary.output_tokens_per_s is None and r.summary.useful_share is None
+        assert r.summary.output_tokens_per_s is None and r.summary.long_run_useful_share is None

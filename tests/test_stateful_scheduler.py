@@ -1,4 +1,4 @@
-"""A stateful test of continuous batching: interleaved arrivals and clock advances.
+"""A stateful test of continuous batching (prefill separate or chunked): interleaved arrivals and clock advances.
 
 The reference scheduler has a batch API only (``serve_continuous(requests, ...)``,
 no engine to feed one request or one step at a time), so the state machine drives it
@@ -11,8 +11,9 @@ After every rule the whole workload so far is simulated again and checked:
   (every step record and every request finished before t is identical to the previous
   run's), which is what an incremental engine would guarantee by construction;
 * after every simulated step: KV blocks in use <= the pool, batch <= max_num_seqs,
-  prefill tokens <= the per-step budget, one step at a time, each duration the cost
-  model's time for that composition;
+  prefill tokens <= the per-step budget (with chunked prefill: decode rows + chunk tokens
+  <= max_num_batched_tokens), one step at a time, each duration the cost model's time for
+  that composition (a mixed step's from its decode rows and chunks);
 * per request: rejected exactly when it can never fit (lifetime KV > pool, or prompt
   > the prefill budget); otherwise admitted at a step boundary no earlier than its
   arrival, handed back when its last token comes, with exactly O tokens, each produced
@@ -55,19 +56,27 @@ class ContinuousScheduler(RuleBasedStateMachine):
         max_num_seqs=batch_sizes(max_value=6),
         admission=st.sampled_from(["on_demand", "reserve"]),
         max_prefill=st.one_of(st.none(), st.integers(1, 120)),
+        chunked=st.booleans(),
         first=workloads(max_size=6, max_prompt_tokens=60, max_output_tokens=30),
     )
     def configure(self, cost: Any, pool: KVPool, max_num_seqs: int, admission: str, max_prefill: int | None,
-                  first: tuple[Request, ...]) -> None:
-        """Pick the scheduler's settings and a first workload (the clock at its last arrival)."""
+                  chunked: bool, first: tuple[Request, ...]) -> None:
+        """Pick the scheduler's settings and a first workload (the clock at its last arrival); with chunked
+        prefill the budget is max(max_num_seqs, the drawn prefill budget or 2,048)."""
         self.cost, self.pool, self.max_num_seqs = cost, pool, max_num_seqs
-        self.admission, self.max_prefill = admission, max_prefill
+        self.chunked = chunked
+        self.budget = max(max_num_seqs, 2048 if max_prefill is None else max_prefill) if chunked else None
+        self.admission, self.max_prefill = admission, None if chunked else max_prefill
         self.requests = list(first)
         if first:
             self.now = first[-1].arrival_s
             self.result = self.simulate()
 
     def simulate(self) -> SimResult:
+        if self.chunked:
+            return serve_continuous(self.requests, self.cost, max_num_seqs=self.max_num_seqs,
+                                    admission=self.admission, kv_pool=self.pool, prefill="chunked",
+                                    max_num_batched_tokens=self.budget)
         return serve_continuous(self.requests, self.cost, max_num_seqs=self.max_num_seqs, admission=self.admission,
                                 kv_pool=self.pool, max_prefill_tokens=self.max_prefill)
 
@@ -124,9 +133,14 @@ class ContinuousScheduler(RuleBasedStateMachine):
         capacity = self.pool.capacity_blocks
         for s in self.result.steps:
             assert capacity is None or s.kv_blocks <= capacity
-            assert 1 <= s.batch <= self.max_num_seqs and s.useful_rows == s.batch
+            assert 1 <= s.batch <= self.max_num_seqs and s.useful_rows + s.partial_rows == s.batch
             assert s.kv_tokens <= s.kv_blocks * self.pool.block_size
-            if s.kind == "prefill":
+            if self.chunked:
+                assert s.decode_rows + s.prefill_tokens <= self.budget
+                assert s.duration_s == (self.cost.mixed_time(s.decode_rows, s.context_sum, s.prefill_tokens,
+                                                             s.cached_tokens, s.attention_pairs)
+                                        if s.prefill_tokens else self.cost.decode_time(s.batch, s.context_sum))
+            elif s.kind == "prefill":
                 assert self.max_prefill is None or s.prefill_tokens <= self.max_prefill
                 assert s.duration_s == self.cost.prefill_time(s.prefill_tokens, s.attention_pairs)
             else:
@@ -139,7 +153,7 @@ class ContinuousScheduler(RuleBasedStateMachine):
         """Rejected iff it can never fit; otherwise admitted at a boundary after arrival, with exactly O tokens."""
         if self.result is None:
             return
-        prefill_starts = {s.start_s for s in self.result.steps if s.kind == "prefill"}
+        prefill_starts = {s.start_s for s in self.result.steps if s.prefill_tokens}
         produced = sum(s.useful_rows for s in self.result.steps)
         total = 0
         for r in self.result.requests:

@@ -15,12 +15,21 @@ from roofline import get_accelerator, get_model, model_names
 from roofline.estimate import kv_budget_for
 from roofline.hardware import ACCELERATORS, Accelerator
 from roofline.models import ModelConfig
-from roofline.sim import KVPool, Request, RooflineCostModel, UnitCostModel, check_requests, serve_continuous
+from roofline.sim import (
+    ClosedLoop,
+    KVPool,
+    Request,
+    RooflineCostModel,
+    UnitCostModel,
+    check_requests,
+    serve_continuous,
+)
 from roofline.testing import strategies as rs
 from roofline.testing.strategies import (
     TIME_RESOLUTION,
     accelerators,
     batch_sizes,
+    closed_loops,
     cost_models,
     kv_budgets,
     kv_pools,
@@ -46,7 +55,7 @@ def test_every_public_strategy_is_tested_here():
     """Each name in strategies.__all__ is either a constant or is exercised by this module."""
     strategies = {n for n in rs.__all__ if callable(getattr(rs, n))}
     assert strategies == {"positive_fractions", "domain_values", "model_configs", "accelerators", "requests",
-                          "workloads", "batch_sizes", "kv_budgets", "kv_pools", "cost_models", "links",
+                          "workloads", "closed_loops", "batch_sizes", "kv_budgets", "kv_pools", "cost_models", "links",
                           "decode_stretches"}
 
 
@@ -323,3 +332,65 @@ def test_links_needs_an_option():
     """Both options False is an InvalidArgument when the strategy is built."""
     with pytest.raises(InvalidArgument):
         links(presets=False, generated=False)
+
+
+# --------------------------------------------------------------------------- workloads and pools of the scheduler
+
+
+@given(st.data())
+def test_boundary_arrivals_are_whole_or_half_steps_or_short_gaps(data):
+    """workloads(arrivals="boundaries") starts at 0 and draws gaps of at most 8 / rate, mostly 0, 1/2, 1 or 3 steps."""
+    w = data.draw(workloads(min_size=1, max_size=12, arrivals="boundaries", rate=2))
+    times = [r.arrival_s for r in w]
+    assert times[0] == 0
+    assert all(0 <= b - a <= 4 for a, b in zip(times, times[1:], strict=False))
+
+
+def test_boundary_arrivals_reach_each_kind_of_gap():
+    """The boundary gaps 1/2, 1 and 3 (rate 1) are each drawn in some workload."""
+    for gap in (Fraction(1, 2), 1, 3):
+        find(workloads(min_size=2, max_size=2, arrivals="boundaries"),
+             lambda w, g=gap: w[1].arrival_s - w[0].arrival_s == g)
+
+
+@given(st.data())
+def test_tight_pools_hold_the_largest_request_give_or_take_a_block(data):
+    """kv_pools(tight_for=w): a pool from one block short of w's largest lifetime KV to 1.5 times it + 2 blocks,
+    or a plain pool; with an empty workload, a plain pool."""
+    w = data.draw(workloads(min_size=0, max_size=6, max_prompt_tokens=50, max_output_tokens=20))
+    pool = data.draw(kv_pools(max_blocks=3, block_size=4, tight_for=w))
+    if w and pool.capacity_blocks is not None and pool.capacity_blocks > 3:
+        need = max(-(-(r.prompt_tokens + r.output_tokens - 1) // 4) for r in w)
+        assert need - 1 <= pool.capacity_blocks <= need + need // 2 + 2
+
+
+def test_tight_pools_sometimes_leave_out_the_largest_request():
+    """A tight pool one block too small for the largest request is drawn (it is then rejected, the others run)."""
+    reqs = (Request(id=0, arrival_s=0, prompt_tokens=30, output_tokens=3),)
+    pool = find(kv_pools(block_size=1, tight_for=reqs), lambda p: p.capacity_blocks == 31)
+    assert pool.never_fits_reason(30, 3) is not None
+    with pytest.raises(InvalidArgument):
+        kv_pools(tight_for=[1, 2])
+
+
+@given(st.data())
+def test_whole_step_arrivals_are_multiples_of_the_step(data):
+    """workloads(arrivals="whole_steps", rate=3) draws gaps of exactly 0, 1/3, 2/3 or 1."""
+    w = data.draw(workloads(min_size=2, max_size=10, arrivals="whole_steps", rate=3))
+    assert {b.arrival_s - a.arrival_s for a, b in zip(w, w[1:], strict=False)} <= {0, Fraction(1, 3),
+                                                                                  Fraction(2, 3), 1}
+
+
+@given(closed_loops(min_clients=2, max_clients=4, max_size=6, max_prompt_tokens=9, max_output_tokens=5))
+def test_closed_loops_are_valid_and_within_range(loop):
+    """closed_loops draws 2..4 clients, up to 6 requests of lengths in range, a think time >= 0."""
+    assert 2 <= loop.clients <= 4 and len(loop.lengths) <= 6 and loop.think_time_s >= 0
+    assert all(1 <= p <= 9 and 1 <= o <= 5 for p, o in loop.lengths)
+
+
+def test_closed_loops_shrink_and_refuse_bad_ranges():
+    """closed_loops shrinks to one client, no think time; a bad range is an InvalidArgument when built."""
+    assert find(closed_loops(min_size=1), lambda c: True) == ClosedLoop(clients=1, lengths=[(1, 1)])
+    assert find(closed_loops(), lambda c: c.think_time_s > 0).think_time_s == Fraction(1, 2)
+    with pytest.raises(InvalidArgument):
+        closed_loops(min_clients=3, max_clients=2)

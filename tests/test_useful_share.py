@@ -109,7 +109,8 @@ def test_exponential_share_falls_with_the_batch_and_depends_on_cap_over_scale_on
 
 def _scheduler_share(lengths: np.ndarray) -> Fraction:
     requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=int(o)) for i, o in enumerate(lengths)]
-    return serve_static(requests, UnitCostModel(), batch_size=len(requests), record_steps=False).summary.useful_share
+    return serve_static(requests, UnitCostModel(), batch_size=len(requests),
+                        record_steps=False).summary.per_batch_useful_share
 
 
 def test_monte_carlo_over_the_reference_scheduler_matches_the_discrete_uniform():
@@ -126,7 +127,8 @@ def test_pooled_share_over_many_batches_is_mean_over_expected_longest():
     rng = np.random.default_rng(11)
     requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=int(o))
                 for i, o in enumerate(rng.integers(1, 101, size=8 * 300))]
-    pooled = float(serve_static(requests, UnitCostModel(), batch_size=8, record_steps=False).summary.useful_share)
+    pooled = float(serve_static(requests, UnitCostModel(), batch_size=8,
+                                record_steps=False).summary.long_run_useful_share)
     lengths = np.array([r.output_tokens for r in requests], float).reshape(300, 8)
     useful, occupied = lengths.sum(axis=1), 8 * lengths.max(axis=1)
     assert math.isclose(pooled, useful.sum() / occupied.sum(), rel_tol=1e-12)

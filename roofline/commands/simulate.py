@@ -1,10 +1,23 @@
-"""``roofline simulate``: serve a request trace under each policy and compare them.
+"""``roofline simulate``: serve a workload under each policy and compare them.
 
-Runs the exact step-level reference scheduler (:mod:`roofline.sim`) on a trace for a
-model on an accelerator: one-by-one (serial), static batching and continuous batching,
-with roofline step times (exact Fractions unless ``--float``), and prints one row per
-policy: requests handed back and rejected, steps, makespan, output tokens/s, useful
-share, TTFT, TPOT and E2E percentiles (nearest rank), peak KV and preemptions.
+Runs the exact step-level reference scheduler (:mod:`roofline.sim`) for a model on an
+accelerator: one-by-one (serial), static batching and continuous batching (and, with
+``--chunked-prefill``, continuous batching with chunked prefill beside it), with roofline
+step times (exact Fractions unless ``--float``), and prints one row per policy: requests
+handed back and rejected, steps, makespan, output tokens/s, the long-run useful share,
+slot occupancy, TTFT, TPOT, ITL and E2E percentiles (nearest rank), peak KV and
+preemptions; then queue wait, TTFT, TPOT, ITL and E2E at p50 / p90 / p99, and goodput
+when SLOs are given (``--slo-ttft``, ``--slo-tpot``, ``--slo-e2e``, in milliseconds as
+vLLM's ``--goodput``).
+
+The workload is a trace (``--trace``), or generated with vLLM's benchmark flag names:
+``--num-prompts M`` requests at ``--request-rate R`` (Poisson; ``--burstiness`` < 1 or > 1
+for gamma arrivals; ``inf``, the default, sends them all at t = 0) with
+``--random-input-len`` / ``--random-output-len`` lengths (``--input-len-dist``,
+``--output-len-dist``: fixed, uniform with ``--random-range-ratio``, capped exponential,
+lognormal, or trace pairs), or ``--max-concurrency N`` closed-loop clients, each sending
+its next request when its previous one is handed back (plus ``--think-time``). ``--seed``
+makes it reproducible and is printed with the results.
 
 The KV pool is the budget the accelerator leaves at ``--utilization`` (usable memory x
 utilization - weight bytes), in paged blocks of ``--block-size`` tokens, for every
@@ -15,8 +28,14 @@ shipped with the package (19,366 requests over one hour; Azure Public Dataset, C
 Patel et al., "Splitwise", ISCA 2024); ``--trace code`` the shipped coding-service trace
 (8,819 requests); any other value is a file (``.gz`` read as gzip).
 
-Examples: ``roofline simulate --limit 1000``; ``roofline simulate --trace code --float``;
-``roofline simulate --trace my_trace.jsonl``
+Examples::
+
+    roofline simulate --limit 1000
+    roofline simulate --trace code --float
+    roofline simulate --chunked-prefill --max-num-batched-tokens 2048
+    roofline simulate --max-concurrency 10 --num-prompts 200 --random-input-len 512 --random-output-len 128
+    roofline simulate --model opt-13b --accelerator a100-40gb --num-prompts 1000 --random-input-len 512 \
+        --random-output-len 128 --output-len-dist exponential --output-len-cap 512   # Anyscale benchmark
 """
 
 from __future__ import annotations
@@ -32,7 +51,19 @@ from .. import estimate
 from ..errors import InvalidValueError
 from ..hardware import get_accelerator
 from ..models import load_model
-from ..sim import POLICIES, SHIPPED_TRACES, KVPool, RooflineCostModel, SimResult, load_trace, shipped_trace
+from ..sim import (
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    LENGTH_DISTRIBUTIONS,
+    POLICIES,
+    SHIPPED_TRACES,
+    ClosedLoop,
+    KVPool,
+    RooflineCostModel,
+    SimResult,
+    load_trace,
+    shipped_trace,
+    synthetic_workload,
+)
 from ..units import GB, format_time
 from ._args import add_estimate_option, add_flops_option, add_model_options, int_arg, number_arg, plain
 
@@ -41,13 +72,26 @@ DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_BLOCK_SIZE = 16
 #: The trace ``simulate`` serves when ``--trace`` is not given: the shipped conversation trace.
 DEFAULT_TRACE = "conv"
+#: vLLM's ``benchmark_serving.py`` defaults for the random dataset [tokens].
+DEFAULT_INPUT_LEN = 1024
+DEFAULT_OUTPUT_LEN = 128
+#: The policies' row labels; continuous batching with chunked prefill is its own row.
+CHUNKED = "continuous-chunked"
+
+
+def _rate_arg(text: str) -> Fraction | None:
+    """--request-rate: requests/s > 0, or ``inf`` (every request at t = 0; vLLM's default)."""
+    if text.strip().lower() in ("inf", "infinity"):
+        return None
+    value: Fraction = number_arg("--request-rate", positive=True)(text)
+    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``simulate`` subcommand."""
     p = sub.add_parser(
         "simulate",
-        help="serve a request trace under serial, static and continuous batching and compare",
+        help="serve a trace or a generated workload under serial, static and continuous batching and compare",
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -56,7 +100,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(conversation, 19,366 requests; code, 8,819 requests), or a file: Azure CSV "
                         "(TIMESTAMP,ContextTokens,GeneratedTokens), plain CSV or JSONL "
                         "(arrival_s,prompt_tokens,output_tokens), optionally gzip-compressed (.gz) "
-                        "(default: %(default)s)")
+                        "(default: %(default)s); with --num-prompts or --max-concurrency, only the source of "
+                        "'trace' lengths")
     p.add_argument("--format", choices=("azure", "csv", "jsonl"), default=None,
                    help="trace format (default: from the extension and header)")
     p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
@@ -80,7 +125,59 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="continuous batching: reserve each request's lifetime KV (P + O - 1) on admission, or "
                         "allocate blocks on demand and preempt by recompute (default: reserve)")
     p.add_argument("--max-prefill-tokens", type=int_arg("--max-prefill-tokens", 1), default=None,
-                   help="continuous batching: prefill token budget per step (default: none)")
+                   help="continuous batching without chunking: prefill token budget per step (default: none)")
+    p.add_argument("--chunked-prefill", "--enable-chunked-prefill", action="store_true", dest="chunked_prefill",
+                   help="also run continuous batching with chunked prefill: each step gives every running decode its "
+                        "token, then fills --max-num-batched-tokens with prompt chunks (vLLM V1)")
+    p.add_argument("--max-num-batched-tokens", type=int_arg("--max-num-batched-tokens", 1), default=None,
+                   help="per-step token budget. With --chunked-prefill: the chunked row's decode rows + prompt "
+                        f"chunks (default: {DEFAULT_MAX_NUM_BATCHED_TOKENS}, vLLM's), the other rows run without a "
+                        "budget. Without: static batching forms batches whose padded prefill fits it, and continuous "
+                        "batching uses it as --max-prefill-tokens (longer prompts are rejected)")
+    p.add_argument("--max-model-len", type=int_arg("--max-model-len", 1), default=None,
+                   help="reject requests whose prompt + output exceed this many tokens (default: no limit)")
+    w = p.add_argument_group("generated workload (vLLM benchmark_serving / vllm bench serve names)")
+    w.add_argument("--num-prompts", "--requests", type=int_arg("--num-prompts", 1), default=None, dest="num_prompts",
+                   help="generate this many requests instead of reading --trace")
+    w.add_argument("--request-rate", "--rate", type=_rate_arg, default=None, dest="request_rate",
+                   help="requests per second, Poisson arrivals (gamma with --burstiness); inf (default): all at t = 0")
+    w.add_argument("--burstiness", type=number_arg("--burstiness", positive=True), default=Fraction(1),
+                   help="gamma shape of the arrival gaps (vLLM's): 1 is Poisson; coefficient of variation "
+                        "1 / sqrt(burstiness) (default: 1)")
+    w.add_argument("--max-concurrency", "--concurrency", type=int_arg("--max-concurrency", 1), default=None,
+                   dest="max_concurrency",
+                   help="closed loop: N clients, each sending its next request when its previous one is handed "
+                        "back (continuous batching only)")
+    w.add_argument("--think-time", type=number_arg("--think-time"), default=Fraction(0),
+                   help="closed loop: seconds a client waits after a hand-back before its next request (default: 0)")
+    w.add_argument("--random-input-len", "--input-len", type=int_arg("--random-input-len", 1),
+                   default=DEFAULT_INPUT_LEN, dest="input_len",
+                   help="prompt tokens, the mean of --input-len-dist (default: %(default)s, vLLM's)")
+    w.add_argument("--random-output-len", "--output-len", type=int_arg("--random-output-len", 1),
+                   default=DEFAULT_OUTPUT_LEN, dest="output_len",
+                   help="output tokens, the mean of --output-len-dist (default: %(default)s, vLLM's)")
+    w.add_argument("--random-range-ratio", type=number_arg("--random-range-ratio"), default=Fraction(0),
+                   help="uniform lengths in [len (1 - r), len (1 + r)] (default: 0, fixed lengths)")
+    w.add_argument("--input-len-dist", choices=LENGTH_DISTRIBUTIONS, default=None,
+                   help="prompt lengths: fixed, uniform, exponential (capped), lognormal, or trace (resample "
+                        "(prompt, output) pairs of --trace) (default: uniform if --random-range-ratio > 0, else fixed)")
+    w.add_argument("--output-len-dist", choices=LENGTH_DISTRIBUTIONS, default=None,
+                   help="output lengths, as --input-len-dist")
+    w.add_argument("--input-len-cap", type=int_arg("--input-len-cap", 1), default=None,
+                   help="exponential / lognormal prompt lengths: keep only samples <= this")
+    w.add_argument("--output-len-cap", type=int_arg("--output-len-cap", 1), default=None,
+                   help="exponential / lognormal output lengths: keep only samples <= this (the Anyscale "
+                        "benchmark's caps: 32, 128, 512, 1536)")
+    w.add_argument("--len-sigma", type=number_arg("--len-sigma", positive=True), default=Fraction(1),
+                   help="lognormal lengths: standard deviation of log(length) (default: 1)")
+    w.add_argument("--seed", type=int_arg("--seed", 0), default=0, help="seed of the generated workload (default: 0)")
+    g = p.add_argument_group("service level objectives (goodput)")
+    g.add_argument("--slo-ttft", type=number_arg("--slo-ttft"), default=None, metavar="MS",
+                   help="TTFT limit in milliseconds (as vLLM's --goodput ttft:MS)")
+    g.add_argument("--slo-tpot", type=number_arg("--slo-tpot"), default=None, metavar="MS",
+                   help="TPOT limit in milliseconds")
+    g.add_argument("--slo-e2e", type=number_arg("--slo-e2e"), default=None, metavar="MS",
+                   help="end-to-end latency limit in milliseconds")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=DEFAULT_BLOCK_SIZE,
                    help="paged KV block size in tokens; 1 for token accounting (default: %(default)s)")
     p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
@@ -112,18 +209,88 @@ def trace_path(value: str) -> str:
     return str(shipped_trace(value))
 
 
+def _length_dist(dist: str | None, ratio: Fraction) -> str:
+    if dist is not None:
+        return dist
+    return "uniform" if ratio > 0 else "fixed"
+
+
+def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The workload the arguments ask for: (requests or ClosedLoop, JSON-ready description).
+
+    Raises
+    ------
+    RooflineError
+        No workload given, a bad trace, or options that do not go together.
+    """
+    generated = args.num_prompts is not None or args.max_concurrency is not None
+    if not generated:
+        if args.trace is None:
+            raise InvalidValueError("--trace", None, "give a trace, or --num-prompts / --max-concurrency to generate "
+                                    "a workload")
+        path = trace_path(args.trace)
+        requests = load_trace(path, format=args.format)
+        if args.limit is not None:
+            requests = requests[: args.limit]
+        return requests, {"kind": "trace", "path": path, "requests": len(requests)}
+    in_dist = _length_dist(args.input_len_dist, args.random_range_ratio)
+    out_dist = _length_dist(args.output_len_dist, args.random_range_ratio)
+    if args.random_range_ratio >= 1:
+        raise InvalidValueError("--random-range-ratio", float(args.random_range_ratio), "must be < 1")
+    for flag, dist, cap in (("--input-len-cap", in_dist, args.input_len_cap),
+                            ("--output-len-cap", out_dist, args.output_len_cap)):
+        if dist == "exponential" and cap is None:
+            raise InvalidValueError(flag, cap, "the capped exponential needs a cap in tokens (keep samples <= cap)")
+    trace = None
+    if (in_dist == "trace") != (out_dist == "trace"):
+        raise InvalidValueError("--output-len-dist" if in_dist == "trace" else "--input-len-dist",
+                                out_dist if in_dist == "trace" else in_dist,
+                                "resampling a trace draws (prompt, output) pairs: give trace for both length options")
+    if "trace" in (in_dist, out_dist):
+        if args.trace is None:
+            raise InvalidValueError("--input-len-dist", in_dist, "resampling lengths needs --trace")
+        trace = load_trace(trace_path(args.trace), format=args.format)
+    count = args.num_prompts
+    if args.max_concurrency is not None:
+        if args.request_rate is not None:
+            raise InvalidValueError("--request-rate", float(args.request_rate),
+                                    "--max-concurrency runs closed-loop clients, whose arrivals are their hand-backs; "
+                                    "give a rate or a concurrency, not both")
+        if count is None:
+            count = args.max_concurrency
+    arrival = "burst" if args.request_rate is None else ("poisson" if args.burstiness == 1 else "gamma")
+    cv = 1 / args.burstiness ** Fraction(1, 2) if arrival == "gamma" else 1
+    work = synthetic_workload(
+        count, arrival=arrival, rate=args.request_rate, cv=float(cv) if arrival == "gamma" else 1,
+        input_len=args.input_len, output_len=args.output_len, input_distribution=in_dist,
+        output_distribution=out_dist, range_ratio=args.random_range_ratio, input_cap=args.input_len_cap,
+        output_cap=args.output_len_cap, sigma=args.len_sigma, trace=trace, seed=args.seed,
+    )
+    spec = dict(work.spec, burstiness=float(args.burstiness) if arrival == "gamma" else None)
+    if args.max_concurrency is None:
+        return work, spec
+    closed = ClosedLoop(clients=args.max_concurrency, lengths=work.requests, think_time_s=args.think_time,
+                        seed=args.seed)
+    spec = dict(spec, kind="closed_loop", clients=args.max_concurrency, think_time_s=float(args.think_time),
+                arrival=None, rate=None)
+    return closed, spec
+
+
 def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     """Run the policies the parsed arguments ask for; return the inputs and the SimResults.
 
     Returns
     -------
-    dict with ``requests`` (list of Request), ``model``, ``accelerator``, ``pool`` (KVPool),
-    ``budget`` [bytes], ``results`` (list of SimResult, in the order serial, static, continuous).
+    dict with ``requests`` (list of Request, or a ClosedLoop), ``workload`` (its description,
+    the seed included), ``model``, ``accelerator``, ``pool`` (KVPool), ``budget`` [bytes],
+    ``results`` (list of SimResult, in the order serial, static, continuous, continuous with
+    chunked prefill), ``labels`` (each result's row label) and ``slo`` (limits [s] or None).
 
     Raises
     ------
     RooflineError
-        A bad trace (TraceError), preset, option value or KV budget.
+        A bad trace (TraceError), preset, option value or KV budget; a closed loop with
+        ``--policy serial`` or ``static``.
     """
     model = load_model(args.model, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     accelerator = get_accelerator(args.accelerator)
@@ -135,19 +302,48 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     cost = RooflineCostModel.for_model(model, accelerator, flops=args.flops, overhead=args.overhead,
                                        exact=not args.float_mode, estimate=args.estimate)
     time_kind = "bound" if args.estimate is None else f"estimate: {_profile_name(args.estimate)}"
-    requests = load_trace(trace_path(args.trace), format=args.format)
-    if args.limit is not None:
-        requests = requests[: args.limit]
-    options = {
-        "serial": {},
-        "static": {"batch_size": args.batch_size, "max_wait": args.max_wait},
-        "continuous": {"max_num_seqs": args.max_num_seqs, "admission": args.admission.replace("-", "_"),
-                       "max_prefill_tokens": args.max_prefill_tokens},
+    requests, workload = build_workload(args)
+    closed = isinstance(requests, ClosedLoop)
+    budget_tokens = args.max_num_batched_tokens
+    if budget_tokens is not None and args.max_prefill_tokens is not None:
+        raise InvalidValueError("--max-num-batched-tokens", budget_tokens, "give it or --max-prefill-tokens, not both")
+    if args.chunked_prefill and (budget_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS) < args.max_num_seqs:
+        raise InvalidValueError("--max-num-batched-tokens", budget_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
+                                f"must be >= --max-num-seqs={args.max_num_seqs}: each running decode takes one token "
+                                "of the step's budget (vLLM refuses the same)")
+    # with --chunked-prefill the budget is the chunked row's; the other rows run as without it
+    shared_budget = None if args.chunked_prefill else budget_tokens
+    separate_budget = args.max_prefill_tokens if args.max_prefill_tokens is not None else shared_budget
+    common = {"kv_pool": pool, "record_steps": args.out is not None, "max_model_len": args.max_model_len}
+    runs: dict[str, tuple[Any, dict[str, Any]]] = {
+        "serial": (POLICIES["serial"], {}),
+        "static": (POLICIES["static"], {"batch_size": args.batch_size, "max_wait": args.max_wait,
+                                        "max_num_batched_tokens": shared_budget}),
+        "continuous": (POLICIES["continuous"], {"max_num_seqs": args.max_num_seqs,
+                                                "admission": args.admission.replace("-", "_"),
+                                                "max_prefill_tokens": separate_budget}),
+        CHUNKED: (POLICIES["continuous"], {"max_num_seqs": args.max_num_seqs,
+                                           "admission": args.admission.replace("-", "_"), "prefill": "chunked",
+                                           "max_num_batched_tokens": budget_tokens}),
     }
-    names = list(POLICIES) if args.policy == "all" else [args.policy]
-    record = args.out is not None
-    results = [POLICIES[name](requests, cost, kv_pool=pool, record_steps=record, **options[name]) for name in names]
-    return dict(requests=requests, model=model, accelerator=accelerator, pool=pool, budget=budget, results=results,
+    if args.policy == "all":
+        names = ["continuous"] if closed else ["serial", "static", "continuous"]
+        if args.chunked_prefill:
+            names.append(CHUNKED)
+    elif args.policy == "continuous" and args.chunked_prefill:
+        names = [CHUNKED]
+    else:
+        names = [args.policy]
+    if closed and set(names) & {"serial", "static"}:
+        raise InvalidValueError("--max-concurrency", args.max_concurrency, f"closed-loop clients are served by "
+                                f"continuous batching only, not --policy {args.policy}: their arrivals are created "
+                                "as the run goes")
+    results = [runs[name][0](requests, cost, **common, **runs[name][1]) for name in names]
+    ms = Fraction(1, 1000)
+    slo = {key: None if value is None else value * ms
+           for key, value in (("ttft_s", args.slo_ttft), ("tpot_s", args.slo_tpot), ("e2e_s", args.slo_e2e))}
+    return dict(requests=requests, workload=workload, model=model, accelerator=accelerator, pool=pool, budget=budget,
+                results=results, labels=names, slo=slo if any(v is not None for v in slo.values()) else None,
                 time_kind=time_kind)
 
 
@@ -165,52 +361,106 @@ def _p(stats: Any, q: str) -> str:
     return "-" if stats is None else _t(getattr(stats, q))
 
 
+def _share(x: Any) -> str:
+    return "-" if x is None else f"{100 * float(x):.1f}%"
+
+
 COLUMNS = (
-    ("policy", 10), ("done", 7), ("rejected", 8), ("steps", 10), ("makespan", 10), ("tokens/s", 9),
-    ("useful", 7), ("TTFT p50", 9), ("TTFT p99", 9), ("TPOT p50", 9), ("TPOT p99", 9), ("E2E p50", 9),
-    ("E2E p99", 9), ("peak KV", 8), ("preempt", 8),
+    ("policy", 18), ("done", 7), ("rejected", 8), ("steps", 10), ("makespan", 10), ("tokens/s", 9),
+    ("LR useful", 9), ("slots", 6), ("TTFT p50", 9), ("TTFT p99", 9), ("TPOT p50", 9), ("TPOT p99", 9),
+    ("ITL p99", 9), ("E2E p50", 9), ("E2E p99", 9), ("peak KV", 8), ("preempt", 8),
 )
+LATENCY = ("queue wait", "ttft", "tpot", "itl", "e2e")
 
 
-def format_table(run: dict[str, Any], trace: str) -> str:
-    """The comparison table as text: one row per policy."""
-    reqs, pool, model, acc = run["requests"], run["pool"], run["model"], run["accelerator"]
-    last = float(reqs[-1].arrival_s) if reqs else 0.0
+def _row(cells: tuple[str, ...], widths: list[int]) -> str:
+    return "  ".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+
+def _describe(workload: dict[str, Any]) -> str:
+    if workload["kind"] == "trace":
+        return os.path.basename(workload["path"])
+    lengths = (f"prompts {workload['input_distribution']} {workload['input_len']}, outputs "
+               f"{workload['output_distribution']} {workload['output_len']}")
+    cap = workload.get("output_cap")
+    if cap is not None:
+        lengths += f" (cap {cap})"
+    if workload["kind"] == "closed_loop":
+        return (f"{workload['clients']} closed-loop clients, think time {workload['think_time_s']} s, {lengths}, "
+                f"seed {workload['seed']}")
+    arrival = "all at t = 0" if workload["arrival"] == "burst" else f"{workload['arrival']} at {workload['rate']}/s"
+    if workload["arrival"] == "gamma":
+        arrival += f" (burstiness {workload['burstiness']})"
+    return f"generated ({arrival}; {lengths}; seed {workload['seed']})"
+
+
+def format_table(run: dict[str, Any], trace: str | None = None) -> str:
+    """The comparison as text: one row per policy, then latency percentiles and goodput."""
+    pool, model, acc = run["pool"], run["model"], run["accelerator"]
+    reqs = run["results"][0].requests if run["results"] else ()
+    last = float(max((r.arrival_s for r in reqs), default=0))
     lines = [
-        f"roofline simulate: {len(reqs):,} requests from {os.path.basename(trace)} (arrivals over {last:,.1f} s)",
+        f"roofline simulate: {len(reqs):,} requests from {_describe(run['workload'])} (arrivals over {last:,.1f} s)",
         f"  {model.name} (weights {model.weight_dtype}, KV {model.kv_dtype}) on {acc.name}; "
         f"KV pool {pool.capacity_blocks:,} blocks x {pool.block_size} tokens = {pool.capacity_tokens:,} tokens "
         f"({float(run['budget']) / 1e9:.2f} GB)",
         f"  step times: {_kind_text(run.get('time_kind', 'bound'))}",
         "",
-        "  ".join(f"{name:>{w}}" if i else f"{name:<{w}}" for i, (name, w) in enumerate(COLUMNS)),
     ]
-    for r in run["results"]:
+    widths = [w for _, w in COLUMNS]
+    lines.append(_row(tuple(name for name, _ in COLUMNS), widths))
+    for label, r in zip(run["labels"], run["results"], strict=True):
         s = r.summary
         peak = "-" if not pool.capacity_blocks else f"{100 * s.peak_kv_blocks / pool.capacity_blocks:.1f}%"
         cells = (
-            r.policy, f"{s.completed:,}", f"{s.rejected:,}", f"{s.steps:,}", _t(s.makespan_s),
+            label, f"{s.completed:,}", f"{s.rejected:,}", f"{s.steps:,}", _t(s.makespan_s),
             "-" if s.output_tokens_per_s is None else f"{float(s.output_tokens_per_s):,.0f}",
-            "-" if s.useful_share is None else f"{100 * float(s.useful_share):.1f}%",
-            _p(s.ttft, "p50"), _p(s.ttft, "p99"), _p(s.tpot, "p50"), _p(s.tpot, "p99"),
+            _share(s.long_run_useful_share), _share(s.slot_occupancy),
+            _p(s.ttft, "p50"), _p(s.ttft, "p99"), _p(s.tpot, "p50"), _p(s.tpot, "p99"), _p(s.itl, "p99"),
             _p(s.e2e, "p50"), _p(s.e2e, "p99"), peak, f"{s.preemptions:,}",
         )
-        widths = [w for _, w in COLUMNS]
-        lines.append("  ".join(f"{c:>{w}}" if i else f"{c:<{w}}"
-                               for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
-    opts = {r.policy: r.options for r in run["results"]}
-    lines += [
-        "",
-        "  static: batch size {batch_size}, max wait {wait}; continuous: max_num_seqs {max_num_seqs}, "
-        "admission {admission}".format(
-            batch_size=opts.get("static", {}).get("batch_size", "-"),
-            wait="none" if opts.get("static", {}).get("max_wait_s") is None else f"{opts['static']['max_wait_s']} s",
-            max_num_seqs=opts.get("continuous", {}).get("max_num_seqs", "-"),
-            admission=opts.get("continuous", {}).get("admission", "-"),
-        ),
-        "  TTFT includes queueing; TPOT = (E2E - TTFT) / (O - 1); E2E ends when the result is handed back "
-        "(static: at the end of its batch); percentiles are nearest-rank; useful = rows producing a token.",
-    ]
+        lines.append(_row(cells, widths))
+    lines += ["", "  latency p50 / p90 / p99:"]
+    lat_widths = [18] + [28] * len(LATENCY)
+    lines.append(_row(("policy", *LATENCY), lat_widths))
+    for label, r in zip(run["labels"], run["results"], strict=True):
+        s = r.summary
+        stats = (s.queue_wait, s.ttft, s.tpot, s.itl, s.e2e)
+        lines.append(_row((label, *(" / ".join(_p(x, q) for q in ("p50", "p90", "p99")) for x in stats)),
+                          lat_widths))
+    if run["slo"] is not None:
+        limits = ", ".join(f"{k[:-2].upper()} <= {float(v) * 1e3:g} ms" for k, v in run["slo"].items() if v is not None)
+        lines += ["", f"  goodput ({limits}):"]
+        for label, r in zip(run["labels"], run["results"], strict=True):
+            g = r.goodput(**run["slo"])
+            rate = "-" if g.requests_per_s is None else f"{float(g.requests_per_s):,.2f} requests/s"
+            tokens = "-" if g.output_tokens_per_s is None else f"{float(g.output_tokens_per_s):,.0f} tokens/s"
+            lines.append(f"    {label:<18}  {g.met:,} of {g.requests:,} requests met it ({_share(g.share)}): "
+                         f"{rate}, {tokens}")
+    opts = {label: r.options for label, r in zip(run["labels"], run["results"], strict=True)}
+    static = opts.get("static", {})
+    notes = []
+    if "static" in opts:
+        per_batch = run["results"][run["labels"].index("static")].summary.per_batch_useful_share
+        notes.append(f"static: batch size {static['batch_size']}, max wait "
+                     f"{'none' if static.get('max_wait_s') is None else str(static['max_wait_s']) + ' s'}, "
+                     f"per-batch useful share (mean over batches) {_share(per_batch)}")
+    for label in ("continuous", CHUNKED):
+        if label in opts:
+            o = opts[label]
+            text = f"{label}: max_num_seqs {o['max_num_seqs']}, admission {o['admission']}"
+            if label == CHUNKED:
+                text += f", max_num_batched_tokens {o['max_num_batched_tokens']:,} (decode rows first, then chunks)"
+            notes.append(text)
+    lines += ["", *(f"  {n}" for n in notes),
+              "  LR useful = long-run useful share: rows producing a token / occupied rows over all steps; slots = "
+              "slot occupancy: sequences holding a slot / (max batch x steps).",
+              "  TTFT includes queueing; TPOT = (E2E - TTFT) / (O - 1); ITL = gaps between a request's streamed "
+              "tokens (none for static batching, which hands all tokens back at once); E2E ends when the result is "
+              "handed back; percentiles are nearest-rank."]
+    if run["workload"]["kind"] == "closed_loop":
+        lines.append("  closed-loop clients are served by continuous batching only (serial and static batching "
+                     "need their arrivals up front).")
     return "\n".join(lines)
 
 
@@ -220,29 +470,37 @@ def _kind_text(kind: str) -> str:
     return f"[{kind}] (engine profile constants fitted on published measurements; not a bound)"
 
 
-def to_json(run: dict[str, Any], trace: str) -> str:
-    """The comparison as JSON: inputs and each policy's options and summary (SI units, floats)."""
+def to_json(run: dict[str, Any], trace: str | None = None) -> str:
+    """The comparison as JSON: inputs, the workload (seed included) and each policy's options and summary."""
     model, acc, pool = run["model"], run["accelerator"], run["pool"]
+    results = []
+    for label, r in zip(run["labels"], run["results"], strict=True):
+        d = dict(r.to_dict(), label=label)
+        if run["slo"] is not None:
+            d["goodput"] = r.goodput(**run["slo"]).to_dict()
+        results.append(d)
+    workload = run["workload"]
     return json.dumps({
-        "trace": {"path": trace, "requests": len(run["requests"])},
+        "trace": {"path": workload.get("path"), "requests": len(run["results"][0].requests) if results else 0},
+        "workload": workload,
         "model": {"name": model.name, "weight_dtype": model.weight_dtype, "kv_dtype": model.kv_dtype},
         "accelerator": {"key": acc.key, "name": acc.name},
         "time_kind": run.get("time_kind", "bound"),
         "kv_pool": {"budget_bytes": float(run["budget"]), "capacity_blocks": pool.capacity_blocks,
                     "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens},
-        "results": [r.to_dict() for r in run["results"]],
+        "results": results,
     }, indent=2)
 
 
-def _write_out(results: list[SimResult], out: str) -> None:
+def _write_out(results: list[SimResult], labels: list[str], out: str) -> None:
     directory = Path(out)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        for r in results:
-            with open(directory / f"{r.policy}-requests.csv", "w", encoding="utf-8", newline="") as fh:
+        for label, r in zip(labels, results, strict=True):
+            with open(directory / f"{label}-requests.csv", "w", encoding="utf-8", newline="") as fh:
                 r.write_requests_csv(fh)
             if r.steps is not None:
-                with open(directory / f"{r.policy}-steps.csv", "w", encoding="utf-8", newline="") as fh:
+                with open(directory / f"{label}-steps.csv", "w", encoding="utf-8", newline="") as fh:
                     r.steps.write_csv(fh)
     except OSError as exc:
         raise InvalidValueError("--out", out, f"cannot write: {exc.strerror or exc}") from None
@@ -251,8 +509,7 @@ def _write_out(results: list[SimResult], out: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Simulate and print the comparison for the parsed arguments; return 0."""
     result = simulate_trace(args)
-    trace = trace_path(args.trace)
-    print(to_json(result, trace) if args.json else format_table(result, trace))
+    print(to_json(result) if args.json else format_table(result))
     if args.out is not None:
-        _write_out(result["results"], args.out)
+        _write_out(result["results"], result["labels"], args.out)
     return 0

@@ -15,6 +15,15 @@ c_i tokens (its KV cache including the new token), and ``context_sum`` = sum(c_i
 see :meth:`roofline.ModelConfig.flops_per_token`.  For B sequences of equal context c,
 pass ``context_sum = batch * context``.
 
+A mixed step (chunked prefill, docs/conventions.md "Chunked prefill and mixed steps")
+gives D decode rows their token and processes prompt chunks of T tokens in all, after
+sum p0 tokens already cached, with Q query-key pairs:
+
+* bytes = weight_bytes + k x (context_sum + cached_tokens + prefill_tokens)
+* FLOPs = (decode_rows + prefill_tokens) x F + a x (context_sum + attention_pairs)
+
+With no chunk it is the decode step; with no decode row and nothing cached, the prefill step.
+
 Derivations: ``roofline.symbolic.step_time``; proofs: ``proofs/p01_one_request.py``,
 ``proofs/p02_batching.py``.
 """
@@ -39,6 +48,10 @@ __all__ = [
     "prefill_bytes",
     "prefill_flops",
     "prefill_step_time",
+    "chunk_attention_pairs",
+    "mixed_step_bytes",
+    "mixed_step_flops",
+    "mixed_step_time",
 ]
 
 _P1 = "p01_one_request.py"
@@ -452,5 +465,165 @@ def prefill_step_time(**kw: Any) -> Any:
     comp = prefill_flops.unchecked(
         flops_per_token=kw["flops_per_token"], attention_flops_per_token=kw["attention_flops_per_token"],
         prefill_tokens=kw["prefill_tokens"], attention_pairs=kw["attention_pairs"],
+    ) / kw["peak_flops"]
+    return maximum(mem, comp) + kw["overhead"]
+
+
+# --------------------------------------------------------------------------- mixed steps (chunked prefill)
+
+_P10 = "p10_chunked_prefill.py"
+_MIXED: dict[str, Any] = dict(decode_rows="nonnegative", context_sum="nonnegative", prefill_tokens="nonnegative",
+                              cached_tokens="nonnegative", attention_pairs="nonnegative")
+
+
+@formula(result="nonnegative", topic="step_time", proof=_P10, chunk_tokens="nonnegative_int",
+         cached_tokens="nonnegative_int")
+def chunk_attention_pairs(*, chunk_tokens: Any, cached_tokens: Any) -> Any:
+    """Query-key pairs of a prompt chunk of q tokens after p0 cached ones: q p0 + q (q + 1) / 2.
+
+    Query i (1-based) of the chunk attends over the p0 cached tokens and i of its own
+    (causal); summed with SymPy in ``roofline.symbolic.step_time``. With p0 = 0 it is
+    :func:`causal_attention_pairs`, and the pairs of a prompt split into chunks add up to
+    those of the whole prompt.
+
+    Parameters
+    ----------
+    chunk_tokens : [tokens], integer >= 0 (q)
+    cached_tokens : [tokens], integer >= 0 (p0, the prompt tokens already prefilled)
+
+    Returns
+    -------
+    [token pairs], int (or integer array).
+
+    Raises
+    ------
+    InvalidValueError
+        A negative or non-integer argument.
+
+    Notes
+    -----
+    docs/conventions.md, "Chunked prefill and mixed steps".
+
+    Examples
+    --------
+    A prompt of 10 tokens in chunks of 4, 4 and 2: 10 + 26 + 19 = 55 = 10 x 11 / 2.
+
+    >>> [chunk_attention_pairs(chunk_tokens=q, cached_tokens=p0) for q, p0 in ((4, 0), (4, 4), (2, 8))]
+    [10, 26, 19]
+    """
+    return chunk_tokens * cached_tokens + chunk_tokens * (chunk_tokens + 1) // 2
+
+
+@formula(result="positive", topic="step_time", proof=_P10, context_sum="nonnegative", cached_tokens="nonnegative",
+         prefill_tokens="nonnegative", **_SIZES)
+def mixed_step_bytes(*, weight_bytes: Any, kv_bytes_per_token: Any, context_sum: Any, cached_tokens: Any,
+                     prefill_tokens: Any) -> Any:
+    """Bytes moved by a mixed step [bytes]: W + k (S + sum p0 + T).
+
+    Parameters
+    ----------
+    weight_bytes : [bytes], > 0
+    kv_bytes_per_token : [bytes/token], >= 0
+    context_sum : [tokens], >= 0, S: the decode rows' contexts (KV incl. the new token)
+    cached_tokens : [tokens], >= 0, sum over the chunks of the prompt tokens cached before each (read)
+    prefill_tokens : [tokens], >= 0, T: the chunks' tokens (written)
+
+    Returns
+    -------
+    [bytes], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    docs/conventions.md, "Chunked prefill and mixed steps".
+
+    Examples
+    --------
+    >>> mixed_step_bytes(weight_bytes=100, kv_bytes_per_token=2, context_sum=30, cached_tokens=8, prefill_tokens=2)
+    180
+    """
+    return weight_bytes + kv_bytes_per_token * (context_sum + cached_tokens + prefill_tokens)
+
+
+@formula(result="nonnegative", topic="step_time", proof=_P10, decode_rows="nonnegative", context_sum="nonnegative",
+         prefill_tokens="nonnegative", attention_pairs="nonnegative", **_FLOPS)
+def mixed_step_flops(*, decode_rows: Any, prefill_tokens: Any, flops_per_token: Any, attention_flops_per_token: Any,
+                     context_sum: Any, attention_pairs: Any) -> Any:
+    """FLOPs of a mixed step [FLOP]: (D + T) F + a (S + Q).
+
+    Parameters
+    ----------
+    decode_rows : [rows], >= 0 (D)
+    prefill_tokens : [tokens], >= 0 (T, the chunks' tokens)
+    flops_per_token : [FLOP/token], > 0
+    attention_flops_per_token : [FLOP/(token x context token)], >= 0
+    context_sum : [tokens], >= 0 (S, the decode rows' contexts)
+    attention_pairs : [token pairs], >= 0
+        Q = sum over the chunks of :func:`chunk_attention_pairs`.
+
+    Returns
+    -------
+    [FLOP], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    docs/conventions.md, "Chunked prefill and mixed steps".
+
+    Examples
+    --------
+    >>> mixed_step_flops(decode_rows=3, prefill_tokens=2, flops_per_token=10, attention_flops_per_token=1,
+    ...                  context_sum=30, attention_pairs=19)
+    99
+    """
+    rows = decode_rows + prefill_tokens
+    return rows * flops_per_token + attention_flops_per_token * (context_sum + attention_pairs)
+
+
+@formula(result="positive", topic="step_time", proof=_P10, overhead="nonnegative", **_MIXED, **_SIZES, **_FLOPS, **_HW)
+def mixed_step_time(**kw: Any) -> Any:
+    """Mixed step time [s]: max(bytes / bandwidth, FLOPs / peak) + overhead.
+
+    Parameters
+    ----------
+    decode_rows, context_sum, prefill_tokens, cached_tokens, attention_pairs :
+        as :func:`mixed_step_bytes` and :func:`mixed_step_flops`
+    weight_bytes, kv_bytes_per_token, flops_per_token, attention_flops_per_token,
+    bandwidth, peak_flops, overhead : as :func:`step_time`
+
+    Returns
+    -------
+    [s], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    docs/conventions.md, "Chunked prefill and mixed steps". With ``prefill_tokens = 0`` it
+    is :func:`step_time`; with no decode row and nothing cached, :func:`prefill_step_time`.
+
+    Examples
+    --------
+    >>> mixed_step_time(decode_rows=3, context_sum=30, prefill_tokens=2, cached_tokens=8, attention_pairs=19,
+    ...     weight_bytes=100, kv_bytes_per_token=2, flops_per_token=10, attention_flops_per_token=1,
+    ...     bandwidth=1, peak_flops=1, overhead=0)
+    180.0
+    """
+    mem = mixed_step_bytes.unchecked(
+        weight_bytes=kw["weight_bytes"], kv_bytes_per_token=kw["kv_bytes_per_token"], context_sum=kw["context_sum"],
+        cached_tokens=kw["cached_tokens"], prefill_tokens=kw["prefill_tokens"],
+    ) / kw["bandwidth"]
+    comp = mixed_step_flops.unchecked(
+        decode_rows=kw["decode_rows"], prefill_tokens=kw["prefill_tokens"], flops_per_token=kw["flops_per_token"],
+        attention_flops_per_token=kw["attention_flops_per_token"], context_sum=kw["context_sum"],
+        attention_pairs=kw["attention_pairs"],
     ) / kw["peak_flops"]
     return maximum(mem, comp) + kw["overhead"]

@@ -12,7 +12,11 @@ step must hold:
 * the KV blocks held after the first step, ceil(tokens / b) per sequence;
 * with a roofline cost model: each step's bytes (W + k x tokens), FLOPs (B F + a S in a
   decode step, T F + a Q in a prefill) and duration max(bytes / BW, FLOPs / peak), and the
-  compute time of the first and last decode step, FLOPs / peak.
+  compute time of the first and last decode step, FLOPs / peak. A chunked-prefill step
+  (docs/conventions.md, "Chunked prefill and mixed steps") is priced the same way over its
+  whole composition: bytes W + k (S + p0 + T), FLOPs (D + T) F + a (S + Q), D decode rows of
+  context sum S, chunks of T tokens after p0 cached ones with Q pairs (a decode step is
+  D = B, T = p0 = Q = 0; a prefill step D = S = p0 = 0).
 
 A fault in any formula the scheduler uses for these numbers makes a check fail
 (tests/test_planted_faults.py plants such faults).
@@ -53,8 +57,8 @@ def audit_run(p: Proof, label: str, run: Any, requests: Sequence[Any], *, policy
     p : Proof
     label : str, names the run in the checks' labels
     run : roofline.sim.SimResult, from ``serve_static`` (``serve_serial`` is static with batch
-        size 1) or ``serve_continuous`` with ``record_steps=True``, no preemption (lifetime KV
-        reserved at admission)
+        size 1) or ``serve_continuous`` (prefill separate or chunked) with ``record_steps=True``,
+        no preemption (lifetime KV reserved at admission)
     requests : the workload given to the scheduler, in arrival order, all at t = 0
     policy : {"static", "continuous"}
     batch_size : int, the static batch size (1 for serial)
@@ -81,7 +85,7 @@ def audit_run(p: Proof, label: str, run: Any, requests: Sequence[Any], *, policy
         joined = [r for r, done in zip(requests, run.requests, strict=True) if done.admitted_s == first_start]
         blocks = sum(_ceil_div(r.prompt_tokens + r.output_tokens - 1, block_size) for r in joined)
         how = "sum of ceil((P + O - 1) / b) over the requests that joined"
-    recorded_pairs = sum(s.attention_pairs for s in steps if s.kind == "prefill")
+    recorded_pairs = sum(s.attention_pairs for s in steps if s.prefill_tokens)  # prefill and mixed steps
     rule = "B p_max (p_max + 1) / 2 per batch (prompts padded)" if policy == "static" else "sum of p (p + 1) / 2"
     p.holds(f"{label}: the prefills' causal pairs = {rule}",
             recorded_pairs == pairs, f"{recorded_pairs:,} pairs")
@@ -102,16 +106,19 @@ def audit_run(p: Proof, label: str, run: Any, requests: Sequence[Any], *, policy
         seen.add(key)
         if s.kind == "decode":
             nbytes, flops = W + k * s.context_sum, s.batch * F + a * s.context_sum
-        else:
+        elif s.kind == "prefill" and not s.cached_tokens and not s.context_sum:
             nbytes, flops = W + k * s.prefill_tokens, s.prefill_tokens * F + a * s.attention_pairs
+        else:  # a chunked-prefill step with cached tokens or decode rows
+            nbytes = W + k * (s.context_sum + s.cached_tokens + s.prefill_tokens)
+            flops = (s.decode_rows + s.prefill_tokens) * F + a * (s.context_sum + s.attention_pairs)
         if exact:
             duration = max(Fraction(nbytes) / Fraction(BW), Fraction(flops) / Fraction(peak))
         else:
             duration = max(nbytes / BW, flops / peak)
         if not (_same(s.bytes, nbytes) and _same(s.flops, flops) and _same(s.duration_s, duration)):
             bad.append(s.index)
-    p.holds(f"{label}: every step's bytes, FLOPs and time = W + k tokens, B F + a S (prefill T F + a Q), "
-            "max(bytes / BW, FLOPs / peak)", not bad,
+    p.holds(f"{label}: every step's bytes, FLOPs and time = W + k tokens, B F + a S (prefill T F + a Q; mixed "
+            "(D + T) F + a (S + Q)), max(bytes / BW, FLOPs / peak)", not bad,
             f"{len(steps):,} steps" + (f", first wrong: step {bad[0]}" if bad else ""))
     from .. import formulas as f
 

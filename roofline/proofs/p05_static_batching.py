@@ -76,7 +76,7 @@ def derive(p: Proof) -> None:
     audit_run(p, "one step = one unit", unit, unit_requests, policy="static", batch_size=B)
     p.equal("steps = 1 prefill + 999 decode = 1,000 (the longest row)", unit.summary.steps, max(REPLIES))
     p.equal("scheduler's long-run useful share (useful rows / occupied rows over its steps; one batch, so the "
-            "per-batch share) = the formula", unit.summary.useful_share, share)
+            "per-batch share) = the formula", unit.summary.long_run_useful_share, share)
     assert unit.steps is not None  # recorded (record_steps defaults to True)
     padded = sum(int(s.padded_rows) for s in unit.steps)
     p.equal("row-steps spent on finished rows = B max - sum O", padded, B * max(REPLIES) - sum(REPLIES),
@@ -128,7 +128,8 @@ def derive(p: Proof) -> None:
     p.holds("with roofline steps (~4.8 ms) the 100-token answer is ready after ~0.5 s and handed back after ~5 s",
             Fraction(45, 100) < r100.finish_s < Fraction(55, 100) and 4 < r100.handed_back_s < 6,
             f"{si(r100.finish_s, 's')} and {si(r100.handed_back_s, 's')}")
-    p.equal("and the batch's useful share is still 40 % (the scheduler's count)", run.summary.useful_share, share)
+    p.equal("and the batch's useful share is still 40 % (the scheduler's count)", run.summary.long_run_useful_share,
+            share)
 
     p.conclude(f"{max(REPLIES):,} steps, {float(share) * 100:.0f} % useful (Q4: {float(q4a) * 100:.1f} %, "
                f"{float(q4b) * 100:.0f} %); at 5 ms/step the 100-token answer is ready at "

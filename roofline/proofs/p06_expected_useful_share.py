@@ -193,7 +193,7 @@ def derive(p: Proof) -> None:
         if run_index == 0:
             audit_run(p, "the first batch", result, requests, policy="static", batch_size=8)
         summary = result.summary
-        per_batch.append(float(summary.useful_share))
+        per_batch.append(float(summary.per_batch_useful_share))
         useful.append(int(lengths.sum()))
         occupied.append(8 * int(lengths.max()))
     exact_d = float(f.expected_useful_share_discrete_uniform(batch=8, min_length=1, length_range=199))

@@ -66,7 +66,7 @@ def derive(p: Proof) -> None:
     audit_run(p, "static", static, requests, policy="static", batch_size=SLOTS)
     audit_run(p, "continuous", cont, requests, policy="continuous")
     p.equal("static batching: long-run useful share (useful rows / occupied rows) 40 %, three batches of 100, 200, "
-            "300, 1,000", static.summary.useful_share, Fraction(2, 5))
+            "300, 1,000", static.summary.long_run_useful_share, Fraction(2, 5))
     assert cont.steps is not None and static.steps is not None
     occupied = sum(s.batch for s in cont.steps)
     p.equal("continuous: occupied row-steps = sum of O (each request holds its slot for its 1 prefill + O - 1 "

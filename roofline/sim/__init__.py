@@ -9,7 +9,13 @@ Fractions for the presets) and a KV pool (:class:`KVPool`), and run a policy:
 * :func:`serve_serial`: one request at a time, first come first served;
 * :func:`serve_static`: static batching (fixed batches, padded, run to the longest);
 * :func:`serve_continuous`: continuous (iteration-level) batching, KV admission by
-  reserving the lifetime or on demand with preemption by recompute.
+  reserving the lifetime or on demand with preemption by recompute; admitted prompts
+  prefill in a step of their own (``prefill="separate"``) or in chunks beside the running
+  decodes under a per-step token budget (``prefill="chunked"``, mixed steps).
+
+Workloads (:mod:`roofline.sim.workloads`): traces, seeded generators
+(:func:`synthetic_workload`, :func:`anyscale_workload`) and closed-loop clients
+(:class:`ClosedLoop`, served by :func:`serve_continuous`).
 
 Each returns a :class:`SimResult`: per-request :class:`RequestResult`, per-step
 :class:`StepRecord` (``result.steps``, a :class:`StepTable`) and a :class:`Summary`.
@@ -27,15 +33,35 @@ Examples
 ...         for i, o in enumerate([100, 200, 300, 1000])]
 >>> result = serve_static(reqs, cost, batch_size=4)
 >>> r100 = result.requests[0]
->>> round(float(r100.finish_s), 2), round(float(r100.handed_back_s), 2), float(result.summary.useful_share)
+>>> round(float(r100.finish_s), 2), round(float(r100.handed_back_s), 2), float(result.summary.long_run_useful_share)
 (0.48, 4.87, 0.4)
 """
 
 from .cost import CostModel, RooflineCostModel, UnitCostModel
 from .kv import KVPool
-from .policies import ADMISSIONS, POLICIES, SimulationError, serve_continuous, serve_serial, serve_static
+from .policies import (
+    ADMISSIONS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    POLICIES,
+    PREFILL_MODES,
+    SimulationError,
+    serve_continuous,
+    serve_serial,
+    serve_static,
+)
 from .requests import SHIPPED_TRACES, TRACE_FORMATS, Request, check_requests, load_trace, parse_trace, shipped_trace
-from .results import Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary, percentile
+from .results import Goodput, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary, percentile
+from .workloads import (
+    ANYSCALE_CAPS,
+    ARRIVAL_PROCESSES,
+    LENGTH_DISTRIBUTIONS,
+    ClosedLoop,
+    Workload,
+    anyscale_workload,
+    arrival_times,
+    lengths,
+    synthetic_workload,
+)
 
 __all__ = [
     "Request",
@@ -54,7 +80,19 @@ __all__ = [
     "serve_continuous",
     "POLICIES",
     "ADMISSIONS",
+    "PREFILL_MODES",
+    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "SimulationError",
+    "ClosedLoop",
+    "Workload",
+    "synthetic_workload",
+    "anyscale_workload",
+    "arrival_times",
+    "lengths",
+    "ARRIVAL_PROCESSES",
+    "LENGTH_DISTRIBUTIONS",
+    "ANYSCALE_CAPS",
+    "Goodput",
     "SimResult",
     "RequestResult",
     "StepRecord",

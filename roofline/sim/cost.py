@@ -9,6 +9,14 @@ once per step, so its two hot methods take positional arguments:
   ``prefill_tokens`` tokens (padding included) with ``attention_pairs`` causal
   query-key pairs.
 
+Chunked prefill (``serve_continuous(prefill="chunked")``) also needs
+``mixed_time(decode_rows, context_sum, prefill_tokens, cached_tokens, attention_pairs)``
+(and ``mixed_work``): a step that gives ``decode_rows`` running sequences their token and
+processes prompt chunks of ``prefill_tokens`` tokens in all, after ``cached_tokens`` prompt
+tokens already cached, with ``attention_pairs`` query-key pairs (docs/conventions.md,
+"Chunked prefill and mixed steps"). Both shipped models have it; the CostModel protocol
+does not require it, so a model without it can still run the other modes.
+
 ``decode_work`` and ``prefill_work`` give the same steps' (bytes, FLOPs), for the
 step records. ``to_time`` converts an arrival time to the model's time type, and
 ``exact`` says whether times are exact (int/Fraction) or floats.
@@ -120,7 +128,17 @@ class UnitCostModel:
         """The fixed prefill duration [s]."""
         return self.prefill
 
+    def mixed_time(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
+                   attention_pairs: int) -> Any:
+        """A step with prompt tokens takes the prefill duration, one without the decode duration [s]."""
+        return self.prefill if prefill_tokens else self.decode
+
     def decode_work(self, batch: int, context_sum: int) -> tuple[None, None]:
+        """Not modelled: ``(None, None)``."""
+        return None, None
+
+    def mixed_work(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
+                   attention_pairs: int) -> tuple[None, None]:
         """Not modelled: ``(None, None)``."""
         return None, None
 
@@ -183,6 +201,8 @@ class RooflineCostModel:
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
+    _mixed_cache: dict[tuple[int, int, int, int, int], Any] = attrs.field(init=False, repr=False, eq=False,
+                                                                       factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.exact, bool):
@@ -281,6 +301,37 @@ class RooflineCostModel:
                 cache.clear()
             cache[key] = duration
         return duration
+
+    def mixed_time(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
+                   attention_pairs: int) -> Any:
+        """Mixed step duration [s] (:func:`roofline.formulas.mixed_step_time`); a step without
+        prompt tokens is a decode step (:meth:`decode_time`, the same value)."""
+        if not prefill_tokens:
+            return self.decode_time(decode_rows, context_sum)
+        cache = self._mixed_cache
+        key = (decode_rows, context_sum, prefill_tokens, cached_tokens, attention_pairs)
+        duration = cache.get(key)
+        if duration is None:
+            duration = f.mixed_step_time.unchecked(decode_rows=decode_rows, context_sum=context_sum,
+                                                   prefill_tokens=prefill_tokens, cached_tokens=cached_tokens,
+                                                   attention_pairs=attention_pairs, **self._terms)
+            if len(cache) >= _CACHE_SIZE:
+                cache.clear()
+            cache[key] = duration
+        return duration
+
+    def mixed_work(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
+                   attention_pairs: int) -> tuple[Any, Any]:
+        """(bytes, FLOPs) of a mixed step (:func:`~roofline.formulas.mixed_step_bytes`, ``mixed_step_flops``)."""
+        return (
+            f.mixed_step_bytes.unchecked(weight_bytes=self.weight_bytes, kv_bytes_per_token=self.kv_bytes_per_token,
+                                         context_sum=context_sum, cached_tokens=cached_tokens,
+                                         prefill_tokens=prefill_tokens),
+            f.mixed_step_flops.unchecked(decode_rows=decode_rows, prefill_tokens=prefill_tokens,
+                                         flops_per_token=self.flops_per_token,
+                                         attention_flops_per_token=self.attention_flops_per_token,
+                                         context_sum=context_sum, attention_pairs=attention_pairs),
+        )
 
     def decode_work(self, batch: int, context_sum: int) -> tuple[Any, Any]:
         """(bytes [bytes], FLOPs [FLOP]) of a decode step (``roofline.formulas.decode_bytes``, ``decode_flops``)."""

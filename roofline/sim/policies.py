@@ -1,4 +1,5 @@
-"""The serving policies of the reference scheduler: serial, static batching, continuous batching.
+"""The serving policies of the reference scheduler: serial, static batching, continuous batching
+(prefill in steps of its own, or chunked prefill with mixed steps).
 
 Each policy is a function ``serve_<name>(requests, cost_model, *, <options>)`` that
 returns a :class:`~roofline.sim.SimResult`. They share these rules
@@ -19,7 +20,14 @@ returns a :class:`~roofline.sim.SimResult`. They share these rules
 * Every simulation terminates: each step produces at least one new output token and
   no token is produced twice (a preempted request keeps its tokens), so a run takes at
   most sum(O) steps over the requests not rejected; ``max_steps`` (default: that bound)
-  raises :class:`SimulationError` if it is ever passed.
+  raises :class:`SimulationError` if it is ever passed. With chunked prefill a step may
+  only advance prompt chunks; such steps come in runs without preemption that end with a
+  token within ceil(longest (re-)prefill / N) steps, so the bound is sum(O) x (1 + that).
+* ``max_model_len``: a request whose prompt + output exceeds it is rejected on arrival with
+  the reason, under every policy.
+* Closed-loop workloads (:class:`~roofline.sim.ClosedLoop`) create arrivals as the run goes
+  (a client's next request arrives at its previous one's hand-back plus the think time);
+  :func:`serve_continuous` takes them, serial and static batching refuse them by name.
 
 Costs come from a cost model (:mod:`roofline.sim.cost`): exact Fractions under an
 exact model (the presets' constants are exact), floats otherwise.
@@ -30,6 +38,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterable
+from fractions import Fraction
 from typing import Any
 
 from .. import formulas as f
@@ -39,6 +48,7 @@ from .cost import CostModel
 from .kv import KVPool
 from .requests import Request, check_requests
 from .results import RequestResult, SimResult, StepTable, summarize
+from .workloads import ClosedLoop, Workload
 
 __all__ = [
     "SimulationError",
@@ -47,17 +57,29 @@ __all__ = [
     "serve_continuous",
     "POLICIES",
     "ADMISSIONS",
+    "PREFILL_MODES",
+    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
 ]
 
 #: Admission modes of continuous batching.
 ADMISSIONS = ("reserve", "on_demand")
 
+#: Prefill modes of continuous batching: admitted prompts in a step of their own, or in
+#: chunks beside the running decodes under a per-step token budget.
+PREFILL_MODES = ("separate", "chunked")
+
+#: max_num_batched_tokens when chunked prefill is asked for without one: vLLM's default for
+#: chunked prefill (``vllm/config.py``, ``_DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048``; engine
+#: arguments, ``--max-num-batched-tokens``).
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+
 
 class _Run:
     """The state every policy shares: inputs, per-request outcomes, running totals."""
 
-    def __init__(self, requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | None,
-                 record_steps: bool, max_steps: int | None) -> None:
+    def __init__(self, requests: Iterable[Request] | ClosedLoop, cost_model: Any, kv_pool: KVPool | None,
+                 record_steps: bool, max_steps: int | None, *, max_model_len: int | None = None,
+                 max_batch: int = 1, streams: bool = True) -> None:
         if not isinstance(cost_model, CostModel):
             raise InvalidValueError("cost_model", cost_model, "expected a cost model (roofline.sim.RooflineCostModel, "
                                     "UnitCostModel or an object with the CostModel methods)")
@@ -67,16 +89,43 @@ class _Run:
             raise InvalidValueError("record_steps", record_steps, "must be True or False")
         if max_steps is not None:
             check_int("max_steps", max_steps, minimum=0)
-        self.requests = check_requests(requests)
-        self.cost = cost_model
+        if max_model_len is not None:
+            check_int("max_model_len", max_model_len, minimum=1)
+        self.cost: Any = cost_model
         self.pool = kv_pool if kv_pool is not None else KVPool.unlimited()
-        n = len(self.requests)
-        self.arrival = [cost_model.to_time(r.arrival_s) for r in self.requests]
-        self.prompt = [r.prompt_tokens for r in self.requests]
-        self.output = [r.output_tokens for r in self.requests]
+        self.closed = requests if isinstance(requests, ClosedLoop) else None
+        self.spec: dict[str, Any] | None = None
+        self.client: list[int | None]
+        self.arrival: list[Any]
+        if isinstance(requests, ClosedLoop):
+            self.closed = requests
+            lengths = requests.lengths
+            n = len(lengths)
+            self.requests: tuple[Request, ...] = ()
+            self.prompt = [p for p, _ in lengths]
+            self.output = [o for _, o in lengths]
+            zero = cost_model.to_time(0)
+            self.arrival = [zero if j < requests.clients else None for j in range(n)]
+            self.client = [j if j < requests.clients else None for j in range(n)]
+            self.think = cost_model.to_time(requests.think_time_s)
+            self.sent = min(n, requests.clients)
+        else:
+            self.spec = requests.spec if isinstance(requests, Workload) else None
+            self.requests = check_requests(requests)
+            n = len(self.requests)
+            self.arrival = [cost_model.to_time(r.arrival_s) for r in self.requests]
+            self.prompt = [r.prompt_tokens for r in self.requests]
+            self.output = [r.output_tokens for r in self.requests]
+            self.client = [None] * n
+        self.n = n
         self.reason: list[str | None] = [
             self.pool.never_fits_reason(p, o) for p, o in zip(self.prompt, self.output, strict=True)
         ]
+        if max_model_len is not None:
+            for i, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)):
+                if p + o > max_model_len:
+                    self.reason[i] = (f"prompt + output of {p + o} tokens ({p} + {o}) exceeds "
+                                      f"max_model_len={max_model_len}")
         self.admitted: list[Any] = [None] * n
         self.first: list[Any] = [None] * n
         self.finish: list[Any] = [None] * n
@@ -88,8 +137,15 @@ class _Run:
         self.capacity = math.inf if self.pool.capacity_blocks is None else self.pool.capacity_blocks
         self.steps = 0
         self.prefill_steps = 0
+        self.mixed_steps = 0
         self.useful_rows = 0
         self.rows = 0
+        self.slot_rows = 0
+        self.max_batch = max_batch
+        self.batch_share_sum: Any = 0
+        self.batches = 0
+        self.streams = streams
+        self.itl: dict[Any, int] = {}
         self.peak_tokens = 0
         self.peak_blocks = 0
         self.first_start: Any = None
@@ -110,6 +166,24 @@ class _Run:
                    if self.max_steps is None else "the simulation needs more steps")
             raise SimulationError(f"max_steps={limit}: passed after {self.steps} steps ({why})")
 
+    def hand_back(self, i: int, t: Any) -> None:
+        """Request i's last token came at t and it is handed back then; a closed-loop client sends its next."""
+        self.finish[i] = self.handed[i] = t
+        self.release(i, t)
+
+    def release(self, i: int, t: Any) -> None:
+        """Closed loop: request i's client is free at t (handed back or rejected) and sends its next request."""
+        if self.closed is not None and self.sent < self.n:
+            j = self.sent
+            self.arrival[j] = t + self.think
+            self.client[j] = self.client[i]
+            self.sent += 1
+
+    def add_itl(self, gap: Any, count: int = 1) -> None:
+        """Count ``count`` inter-token gaps of ``gap`` seconds."""
+        itl = self.itl
+        itl[gap] = itl.get(gap, 0) + count
+
     def peak(self, tokens: int, blocks: int) -> None:
         if tokens > self.peak_tokens:
             self.peak_tokens = tokens
@@ -117,9 +191,17 @@ class _Run:
             self.peak_blocks = blocks
 
     def result(self, policy: str, options: dict[str, Any]) -> SimResult:
+        if self.closed is not None:
+            if any(t is None for t in self.arrival):  # pragma: no cover - every client hands back
+                raise SimulationError("a closed-loop request was never sent")
+            self.requests = tuple(Request(id=j, arrival_s=self.arrival[j], prompt_tokens=p, output_tokens=o)
+                                  for j, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)))
+            options = dict(options, workload=self.closed.to_dict())
+        elif self.spec is not None:
+            options = dict(options, workload=self.spec)
         results = tuple(
             RequestResult(r, self.arrival[i], self.admitted[i], self.first[i], self.finish[i], self.handed[i],
-                          self.preemptions[i], self.prefilled[i], self.generated[i], self.reason[i])
+                          self.preemptions[i], self.prefilled[i], self.generated[i], self.reason[i], self.client[i])
             for i, r in enumerate(self.requests)
         )
         zero = self.cost.to_time(0)
@@ -129,7 +211,9 @@ class _Run:
             policy, results, steps=self.steps, prefill_steps=self.prefill_steps, busy=busy,
             useful_rows=self.useful_rows, rows=self.rows, peak_kv_tokens=self.peak_tokens,
             peak_kv_blocks=self.peak_blocks, kv_capacity_blocks=self.pool.capacity_blocks,
-            block_size=self.pool.block_size,
+            block_size=self.pool.block_size, mixed_steps=self.mixed_steps,
+            per_batch_useful_share=self.batch_share_sum / self.batches if self.batches else None,
+            slot_rows=self.slot_rows, max_batch=self.max_batch, itl=self.itl if self.streams else None,
         )
         return SimResult(policy, options, results, self.table, summary)
 
@@ -147,6 +231,7 @@ def serve_serial(
     cost_model: Any,
     *,
     kv_pool: KVPool | None = None,
+    max_model_len: int | None = None,
     record_steps: bool = True,
     max_steps: int | None = None,
 ) -> SimResult:
@@ -158,6 +243,9 @@ def serve_serial(
     cost_model : CostModel (:class:`~roofline.sim.RooflineCostModel` or :class:`~roofline.sim.UnitCostModel`)
     kv_pool : KVPool or None
         A request whose lifetime KV does not fit the pool is rejected; None: unlimited.
+    max_model_len : int >= 1 or None
+        A request whose prompt + output exceeds it is rejected with the reason (as engines
+        refuse a request longer than the model's context); None: no limit.
     record_steps : bool
         Keep every step's record (``SimResult.steps``); False keeps only the summary totals.
     max_steps : int or None
@@ -170,7 +258,9 @@ def serve_serial(
     Raises
     ------
     InvalidValueError
-        Bad requests (not in arrival order, repeated ids) or options.
+        Bad requests (not in arrival order, repeated ids) or options; a
+        :class:`~roofline.sim.ClosedLoop` workload (field ``requests``: its arrivals are
+        created as the run goes, which only :func:`serve_continuous` does).
     SimulationError
         ``max_steps`` passed.
 
@@ -189,9 +279,10 @@ def serve_serial(
     >>> [r.handed_back_s for r in serve_serial(reqs, UnitCostModel()).requests]
     [3, 5]
     """
-    run = _Run(requests, cost_model, kv_pool, record_steps, max_steps)
-    _serve_batches(run, batch_size=1, max_wait=None)
-    return run.result("serial", {})
+    _refuse_closed_loop(requests, "serve_serial")
+    run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len)
+    _serve_batches(run, batch_size=1, max_wait=None, budget=math.inf)
+    return run.result("serial", {"max_model_len": max_model_len})
 
 
 def serve_static(
@@ -201,6 +292,8 @@ def serve_static(
     batch_size: int = 8,
     max_wait: Any = None,
     kv_pool: KVPool | None = None,
+    max_num_batched_tokens: int | None = None,
+    max_model_len: int | None = None,
     record_steps: bool = True,
     max_steps: int | None = None,
 ) -> SimResult:
@@ -220,6 +313,16 @@ def serve_static(
         The batch's padded KV, rows x blocks_for(p_max + o_max - 1), must fit: a batch
         closes early (fewer rows) when the next request would overflow it; a request that
         does not fit alone is rejected. None: unlimited.
+    max_num_batched_tokens : int >= 1 or None [tokens]
+        Per-step token budget. The batch is **formed smaller**: a request joins only while
+        the padded prefill, rows x p_max tokens, stays within the budget (it closes the
+        batch like a KV overflow); a request whose prompt alone exceeds it is rejected.
+        Decode steps (rows <= rows x p_max tokens) always fit. Chosen over prefilling the
+        padded prompts in several steps because static batching has no per-row state to
+        resume a half-prefilled prompt from, and engines that pad (Hugging Face TGI's
+        ``--max-batch-prefill-tokens``) limit the batch they form. None: no budget.
+    max_model_len : int >= 1 or None
+        As :func:`serve_serial`.
     record_steps : bool
     max_steps : int or None
 
@@ -230,7 +333,8 @@ def serve_static(
     Raises
     ------
     InvalidValueError
-        Bad requests or options.
+        Bad requests or options; a :class:`~roofline.sim.ClosedLoop` workload (as
+        :func:`serve_serial`).
     SimulationError
         ``max_steps`` passed.
 
@@ -258,17 +362,34 @@ def serve_static(
     >>> reqs = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o)
     ...         for i, o in enumerate([100, 200, 300, 1000])]
     >>> s = serve_static(reqs, UnitCostModel(), batch_size=4).summary
-    >>> s.steps, s.useful_share
+    >>> s.steps, s.long_run_useful_share
     (1000, Fraction(2, 5))
     """
+    _refuse_closed_loop(requests, "serve_static")
     check_int("batch_size", batch_size, minimum=1)
     _opt_time("max_wait", max_wait)
-    run = _Run(requests, cost_model, kv_pool, record_steps, max_steps)
-    _serve_batches(run, batch_size=batch_size, max_wait=None if max_wait is None else cost_model.to_time(max_wait))
-    return run.result("static", {"batch_size": batch_size, "max_wait_s": None if max_wait is None else float(max_wait)})
+    if max_num_batched_tokens is not None:
+        check_int("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
+    run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
+               max_batch=batch_size, streams=False)
+    budget = math.inf if max_num_batched_tokens is None else max_num_batched_tokens
+    if max_num_batched_tokens is not None:
+        for i, p in enumerate(run.prompt):
+            if run.reason[i] is None and p > max_num_batched_tokens:
+                run.reason[i] = f"prompt of {p} tokens exceeds max_num_batched_tokens={max_num_batched_tokens}"
+    _serve_batches(run, batch_size=batch_size, max_wait=None if max_wait is None else cost_model.to_time(max_wait),
+                   budget=budget)
+    return run.result("static", {"batch_size": batch_size, "max_wait_s": None if max_wait is None else float(max_wait),
+                                 "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len})
 
 
-def _serve_batches(run: _Run, *, batch_size: int, max_wait: Any) -> None:
+def _refuse_closed_loop(requests: Any, name: str) -> None:
+    if isinstance(requests, ClosedLoop):
+        raise InvalidValueError("requests", requests, f"{name} does not take closed-loop clients: their arrivals "
+                                "are created as the run goes, which only serve_continuous does")
+
+
+def _serve_batches(run: _Run, *, batch_size: int, max_wait: Any, budget: Any) -> None:
     """Static batching (serial when batch_size == 1); fills ``run``."""
     arr, prompt, output, pool = run.arrival, run.prompt, run.output, run.pool
     eligible = [i for i, why in enumerate(run.reason) if why is None]
@@ -283,8 +404,8 @@ def _serve_batches(run: _Run, *, batch_size: int, max_wait: Any) -> None:
         while stop - k < batch_size and stop < len(eligible):
             j = eligible[stop]
             pm, om = max(p_max, prompt[j]), max(o_max, output[j])
-            if (stop - k + 1) * pool.lifetime_blocks(pm, om) > run.capacity:
-                ready = arr[j]  # full for KV once the one that does not fit is there
+            if (stop - k + 1) * pool.lifetime_blocks(pm, om) > run.capacity or (stop - k + 1) * pm > budget:
+                ready = arr[j]  # full for KV (or the token budget) once the one that does not fit is there
                 break
             stop, p_max, o_max = stop + 1, pm, om
         if ready is None:
@@ -328,9 +449,12 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
         run.finish[by_output[q]] = t
         q += 1
     decode_time = run.cost.decode_time
+    serial = m == 1
     for j in range(1, o_max):
         s = t
         t = s + decode_time(m, m * (p_max + j))
+        if serial:  # one request: its tokens stream, one per step
+            run.add_itl(t - s)
         if table is not None:  # rows still producing: those with O_i > j (q of them have finished)
             table.add_decode(s, t, m, m - q, m * (p_max + j), m * pool.blocks_for(p_max + j))
         while q < m and output[by_output[q]] == j + 1:
@@ -343,7 +467,12 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
     run.prefill_steps += 1
     run.useful_rows += sum(output[i] for i in members)
     run.rows += m * o_max
+    run.slot_rows += m * o_max
+    run.batch_share_sum += Fraction(sum(output[i] for i in members), m * o_max)
+    run.batches += 1
     run.peak(m * (p_max + o_max - 1), m * pool.lifetime_blocks(p_max, o_max))
+    for i in members:
+        run.release(i, t)
     return t
 
 
@@ -351,13 +480,16 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
 
 
 def serve_continuous(
-    requests: Iterable[Request],
+    requests: Iterable[Request] | ClosedLoop,
     cost_model: Any,
     *,
     max_num_seqs: int = 256,
     admission: str = "reserve",
     kv_pool: KVPool | None = None,
     max_prefill_tokens: int | None = None,
+    prefill: str = "separate",
+    max_num_batched_tokens: int | None = None,
+    max_model_len: int | None = None,
     record_steps: bool = True,
     max_steps: int | None = None,
 ) -> SimResult:
@@ -365,8 +497,11 @@ def serve_continuous(
 
     Parameters
     ----------
-    requests : iterable of Request, in arrival order
+    requests : iterable of Request, in arrival order, or a :class:`~roofline.sim.ClosedLoop`
+        A closed loop's arrivals are created as the run goes: each client's next request
+        arrives when its previous one is handed back (plus the think time).
     cost_model : CostModel
+        ``prefill="chunked"`` also needs its ``mixed_time`` (both shipped models have it).
     max_num_seqs : int >= 1, default 256 (vLLM's default)
         Most sequences running at once.
     admission : {"reserve", "on_demand"}, default "reserve"
@@ -381,18 +516,32 @@ def serve_continuous(
     max_prefill_tokens : int >= 1 or None
         Per-step prefill token budget (no chunking): the admissions of one boundary
         prefill at most this many tokens together; a request whose (re-)prefill alone
-        exceeds it is rejected. None: no budget.
+        exceeds it is rejected. None: no budget. Only with ``prefill="separate"``.
+    prefill : {"separate", "chunked"}, default "separate"
+        "separate": admitted prompts prefill in a step of their own while the running
+        sequences wait (vLLM before its V1 engine). "chunked": chunked prefill with mixed
+        steps (vLLM V1, SGLang, Sarathi-Serve; see the Notes).
+    max_num_batched_tokens : int >= 1 or None [tokens]
+        The per-step token budget N (vLLM's name). "chunked": every step's decode rows
+        plus prompt-chunk tokens stay within N; it must be >= ``max_num_seqs`` (each running
+        decode takes one token; vLLM refuses the same); None: 2,048
+        (:data:`DEFAULT_MAX_NUM_BATCHED_TOKENS`). "separate": the prefill budget, the same as
+        ``max_prefill_tokens`` (give one of the two).
+    max_model_len : int >= 1 or None
+        A request whose prompt + output exceeds it is rejected with the reason; None: no limit.
     record_steps : bool
     max_steps : int or None
 
     Returns
     -------
-    SimResult with ``policy == "continuous"``.
+    SimResult with ``policy == "continuous"``; ``options["prefill"]`` names the mode.
 
     Raises
     ------
     InvalidValueError
-        Bad requests or options.
+        Bad requests or options (an unknown ``prefill``, a budget below ``max_num_seqs``
+        with chunking, both budgets given, a cost model without ``mixed_time`` with
+        chunking).
     SimulationError
         ``max_steps`` passed.
 
@@ -412,9 +561,26 @@ def serve_continuous(
        from the next step on;
     4. otherwise one decode step advances every running sequence by one token.
 
-    Preemption by recompute (case Q2): a preempted sequence drops its KV and keeps its
+    Preemption by recompute: a preempted sequence drops its KV and keeps its
     g generated tokens; when re-admitted, it is prefilled over P + g tokens, which gives
     token g + 1. Its tokens are never counted twice.
+
+    Chunked prefill (``prefill="chunked"``; docs/conventions.md, "Chunked prefill and mixed
+    steps"): every step first gives each running decode row its token (D rows, D <= N),
+    then fills what is left of N with prompt chunks, first come first served: first the
+    prompts already partly prefilled (in admission order), then waiting requests admitted
+    while fewer than ``max_num_seqs`` hold a slot, budget is left and their KV fits. A
+    prompt longer than what is left is split across steps; the step that processes its
+    last chunk gives its first token, and it decodes from the next step on. The step's
+    cost is its exact composition (:func:`roofline.formulas.mixed_step_time`): D rows of
+    context sum S, chunk tokens T after sum p0 cached ones, Q = sum q p0 + q (q + 1) / 2
+    pairs. KV: "reserve" reserves the lifetime on admission as before; "on_demand"
+    allocates the blocks of the whole (re-)prefill, blocks_for(P + g), on admission (as
+    vLLM's V0 block manager does with chunked prefill too), so a chunk never needs a block,
+    and decode growth preempts the most recently admitted sequence, partly prefilled ones
+    included (they drop the chunks done and start over). A step therefore always makes
+    progress: a decode token, or a chunk. With a budget as large as every prompt, no
+    waiting prefill step stalls the running decodes.
 
     KV accounting (:class:`~roofline.sim.KVPool`): a sequence holding c tokens holds
     blocks_for(c) blocks, on admission and on growth alike (case K6). The running
@@ -434,20 +600,51 @@ def serve_continuous(
     check_int("max_num_seqs", max_num_seqs, minimum=1)
     if admission not in ADMISSIONS:
         raise InvalidValueError("admission", admission, f"expected one of {', '.join(ADMISSIONS)}")
+    if prefill not in PREFILL_MODES:
+        raise InvalidValueError("prefill", prefill, f"expected one of {', '.join(PREFILL_MODES)}")
     if max_prefill_tokens is not None:
         check_int("max_prefill_tokens", max_prefill_tokens, minimum=1)
-    run = _Run(requests, cost_model, kv_pool, record_steps, max_steps)
+    if max_num_batched_tokens is not None:
+        check_int("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
+    options: dict[str, Any] = {"max_num_seqs": max_num_seqs, "admission": admission,
+                               "max_prefill_tokens": max_prefill_tokens}
+    if prefill == "chunked":
+        if max_prefill_tokens is not None:
+            raise InvalidValueError("max_prefill_tokens", max_prefill_tokens,
+                                    "is the budget without chunking; with prefill='chunked' give "
+                                    "max_num_batched_tokens")
+        budget = DEFAULT_MAX_NUM_BATCHED_TOKENS if max_num_batched_tokens is None else max_num_batched_tokens
+        if budget < max_num_seqs:
+            raise InvalidValueError("max_num_batched_tokens", budget, f"must be >= max_num_seqs={max_num_seqs}: each "
+                                    "running decode row takes one token of the step's budget")
+        if not callable(getattr(cost_model, "mixed_time", None)):
+            raise InvalidValueError("cost_model", cost_model, "chunked prefill needs a cost model with mixed_time "
+                                    "(roofline.sim.RooflineCostModel or UnitCostModel)")
+        run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
+                   max_batch=max_num_seqs)
+        _Chunked(run, max_num_seqs, admission == "on_demand", budget).serve()
+        options.update(prefill=prefill, max_num_batched_tokens=budget, max_model_len=max_model_len)
+        return run.result("continuous", options)
+    name = "max_prefill_tokens"
+    if max_num_batched_tokens is not None:
+        if max_prefill_tokens is not None:
+            raise InvalidValueError("max_num_batched_tokens", max_num_batched_tokens,
+                                    "give max_prefill_tokens or max_num_batched_tokens, not both")
+        max_prefill_tokens, name = max_num_batched_tokens, "max_num_batched_tokens"
+    run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
+               max_batch=max_num_seqs)
     if max_prefill_tokens is not None:
         for i, p in enumerate(run.prompt):
             if run.reason[i] is None and p > max_prefill_tokens:
-                run.reason[i] = f"prompt of {p} tokens exceeds max_prefill_tokens={max_prefill_tokens}"
-    _Continuous(run, max_num_seqs, admission == "on_demand", max_prefill_tokens).serve()
-    options = {"max_num_seqs": max_num_seqs, "admission": admission, "max_prefill_tokens": max_prefill_tokens}
+                run.reason[i] = f"prompt of {p} tokens exceeds {name}={max_prefill_tokens}"
+    _Continuous(run, max_num_seqs, admission == "on_demand", max_prefill_tokens, name).serve()
+    options.update(max_prefill_tokens=max_prefill_tokens, prefill=prefill,
+                   max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len)
     return run.result("continuous", options)
 
 
 class _Continuous:
-    """The continuous-batching loop over a :class:`_Run`.
+    """The continuous-batching loop over a :class:`_Run` (prefill in steps of its own).
 
     Bookkeeping: ``tick`` counts decode steps. A running sequence i has generated
     g_i = tick + off_i tokens and holds P_i + g_i - 1 KV tokens before the next decode step,
@@ -455,14 +652,20 @@ class _Continuous:
     ``base`` = sum(P_i + off_i - 1); it finishes when tick reaches O_i - off_i. A sequence
     takes a new block in a decode step iff its KV before the step is a multiple of the block
     size: iff (P_i + off_i - 1 + tick) % b == 0, so sequences are counted by that residue.
+
+    Inter-token latency: every running sequence got its last token at the end of the last
+    decode step (``last_decode_end``), except those that joined since (``fresh``: the end
+    of their prefill step), so a decode step counts its gaps in O(1 + joins).
     """
 
-    def __init__(self, run: _Run, max_num_seqs: int, on_demand: bool, max_prefill: int | None) -> None:
+    def __init__(self, run: _Run, max_num_seqs: int, on_demand: bool, max_prefill: int | None,
+                 budget_name: str = "max_prefill_tokens") -> None:
         self.run = run
         self.max_num_seqs = max_num_seqs
         self.on_demand = on_demand
         self.max_prefill = math.inf if max_prefill is None else max_prefill
-        n = len(run.requests)
+        self.budget_name = budget_name
+        n = run.n
         self.off = [0] * n
         self.finish_tick = [-1] * n
         self.running: dict[int, None] = {}  # admission order: the last is preempted first
@@ -473,6 +676,9 @@ class _Continuous:
         self.tick = 0
         self.base = 0
         self.blocks = 0
+        self.last_decode_end: Any = None
+        self.fresh: dict[int, Any] = {}  # running sequences whose last token is not from the last decode step
+        self.last_token: dict[int, Any] = {}  # preempted sequences: time of their last token
 
     # ------------------------------------------------------------------ sequences
     def _held_blocks(self, i: int) -> int:
@@ -481,7 +687,8 @@ class _Continuous:
             return run.pool.blocks_for(run.prompt[i] + self.tick + self.off[i] - 1)
         return run.pool.lifetime_blocks(run.prompt[i], run.output[i])
 
-    def _join(self, i: int) -> None:
+    def _join(self, i: int, t: Any) -> None:
+        """Sequence i, whose latest token came at t, starts decoding."""
         run = self.run
         off = run.generated[i] - self.tick
         self.off[i] = off
@@ -493,6 +700,7 @@ class _Continuous:
         fin = run.output[i] - off
         self.finish_tick[i] = fin
         self.buckets.setdefault(fin, []).append(i)
+        self.fresh[i] = t
 
     def _leave(self, i: int) -> None:
         """Remove running sequence i (it stays in ``running`` for the caller to delete)."""
@@ -504,38 +712,80 @@ class _Continuous:
             self.residues[key % self.block_size] -= 1
         run.generated[i] = self.tick + self.off[i]
         self.finish_tick[i] = -1
+        self.fresh.pop(i, None)
+
+    def _preempt(self, victim: int) -> None:
+        """Preempt running sequence ``victim`` (already removed from ``running``)."""
+        last = self.fresh.get(victim, self.last_decode_end)
+        self._leave(victim)
+        self.last_token[victim] = last
+        self.run.preemptions[victim] += 1
+        self.waiting.appendleft(victim)
+
+    def _token_after_resume(self, i: int, t: Any) -> None:
+        """Count the gap to the token a resumed sequence gets from its recompute prefill at t."""
+        last = self.last_token.pop(i, None)
+        if last is not None:
+            self.run.add_itl(t - last)
+
+    def _decode_gaps(self, batch: int, end: Any) -> None:
+        """Count the gaps of the ``batch`` running sequences' tokens at ``end``; forget who is fresh."""
+        run, fresh = self.run, self.fresh
+        for t in fresh.values():
+            run.add_itl(end - t)
+        others = batch - len(fresh)
+        if others:
+            run.add_itl(end - self.last_decode_end, others)
+        fresh.clear()
+        self.last_decode_end = end
+
+    def _arrivals(self, nxt: int, now: Any) -> int:
+        """Queue the requests that have arrived by ``now`` (rejecting those that never fit); the next index."""
+        run, arr = self.run, self.run.arrival
+        n = run.n
+        while nxt < n and arr[nxt] is not None and arr[nxt] <= now:
+            if run.reason[nxt] is None:
+                self.waiting.append(nxt)
+            else:
+                run.release(nxt, arr[nxt])
+            nxt += 1
+        return nxt
+
+    def _idle_until(self, nxt: int, now: Any) -> Any:
+        """Nothing to run: the time of the next arrival (counted as idle once the device has started)."""
+        run = self.run
+        t = run.arrival[nxt]
+        if t is None:  # pragma: no cover - a closed loop always has a client that was handed back
+            raise SimulationError(f"closed-loop request {nxt} has no arrival while the server is idle")
+        if run.first_start is not None:
+            run.idle += t - now
+        return t
 
     # ------------------------------------------------------------------ loop
     def serve(self) -> None:
         run = self.run
-        arr, n = run.arrival, len(run.requests)
+        n = run.n
         limit = run.step_limit()
-        now = arr[0] if n else None
+        now = run.arrival[0] if n else None
         nxt = 0
         while True:
-            while nxt < n and arr[nxt] <= now:
-                if run.reason[nxt] is None:
-                    self.waiting.append(nxt)
-                nxt += 1
-            admitted = self._admit() if self.waiting else None
+            nxt = self._arrivals(nxt, now)
+            admitted = self._admit(now) if self.waiting else None
             if admitted:
                 now = self._prefill(admitted, now)
             elif self.running:
                 now = self._decode(now)
             elif self.waiting:  # pragma: no cover - excluded by the never-fits rule
-                raise SimulationError(f"request id={run.requests[self.waiting[0]].id} cannot be admitted "
-                                      "into an empty pool")
+                raise SimulationError(f"request {self.waiting[0]} cannot be admitted into an empty pool")
             elif nxt < n:
-                if run.first_start is not None:
-                    run.idle += arr[nxt] - now
-                now = arr[nxt]
+                now = self._idle_until(nxt, now)
                 continue
             else:
                 break
             run.check_steps(limit)
         run.end = now
 
-    def _admit(self) -> list[int]:
+    def _admit(self, now: Any) -> list[int]:
         run, waiting, pool = self.run, self.waiting, self.run.pool
         admitted: list[int] = []
         tokens = 0
@@ -546,7 +796,9 @@ class _Continuous:
             if length > self.max_prefill:  # only a resumed request can get here
                 waiting.popleft()
                 run.reason[i] = (f"recompute prefill of {length} tokens after preemption exceeds "
-                                 f"max_prefill_tokens={self.max_prefill}")
+                                 f"{self.budget_name}={self.max_prefill}")
+                self.last_token.pop(i, None)
+                run.release(i, now)
                 continue
             need = pool.blocks_for(length) if self.on_demand else pool.lifetime_blocks(run.prompt[i], run.output[i])
             if tokens + length > self.max_prefill or self.blocks + need > run.capacity:
@@ -569,37 +821,42 @@ class _Continuous:
         if run.table is not None:
             run.table.add_prefill(now, end, len(admitted), tokens, 0, pairs, kv_tokens, self.blocks)
         run.peak(kv_tokens, self.blocks)
+        run.slot_rows += len(self.running) + len(admitted)
         for i, length in zip(admitted, lengths, strict=True):
             if run.admitted[i] is None:
                 run.admitted[i] = now
                 run.first[i] = end
             run.prefilled[i] += length
             run.generated[i] += 1
+            self._token_after_resume(i, end)
             if run.generated[i] == run.output[i]:  # done: it holds P + O - 1 tokens, its lifetime blocks
                 self.blocks -= run.pool.lifetime_blocks(run.prompt[i], run.output[i])
-                run.finish[i] = run.handed[i] = end
+                run.hand_back(i, end)
             else:
-                self._join(i)
+                self._join(i, end)
         run.steps += 1
         run.prefill_steps += 1
         run.useful_rows += len(admitted)
         run.rows += len(admitted)
         return end
 
+    def _grow(self) -> int:
+        """On-demand admission: blocks the next decode step needs, preempting the most recent sequences
+        until they fit."""
+        run, running = self.run, self.running
+        r = -self.tick % self.block_size
+        grow = self.residues[r]
+        while self.blocks + grow > run.capacity:  # preempt the most recently admitted
+            victim, _ = running.popitem()
+            self._preempt(victim)
+            grow = self.residues[r]
+            if not running:  # pragma: no cover - a lone sequence always fits its lifetime
+                raise SimulationError(f"request {victim} cannot grow in an empty pool")
+        return grow
+
     def _decode(self, now: Any) -> Any:
         run, running = self.run, self.running
-        grow = 0
-        if self.on_demand:
-            r = -self.tick % self.block_size
-            grow = self.residues[r]
-            while self.blocks + grow > run.capacity:  # preempt the most recently admitted
-                victim, _ = running.popitem()
-                self._leave(victim)
-                run.preemptions[victim] += 1
-                self.waiting.appendleft(victim)
-                grow = self.residues[r]
-                if not running:  # pragma: no cover - a lone sequence always fits its lifetime
-                    raise SimulationError(f"request id={run.requests[victim].id} cannot grow in an empty pool")
+        grow = self._grow() if self.on_demand else 0
         batch = len(running)
         context_sum = self.base + batch * (self.tick + 1)
         end = now + run.cost.decode_time(batch, context_sum)
@@ -611,11 +868,179 @@ class _Continuous:
         run.steps += 1
         run.useful_rows += batch
         run.rows += batch
+        run.slot_rows += batch
+        self._decode_gaps(batch, end)
         for i in self.buckets.pop(self.tick, ()):
             if self.finish_tick[i] == self.tick and i in running:
                 self._leave(i)
                 del running[i]
-                run.finish[i] = run.handed[i] = end
+                run.hand_back(i, end)
+        return end
+
+
+class _Chunked(_Continuous):
+    """Continuous batching with chunked prefill and mixed steps (see :func:`serve_continuous`).
+
+    Decode rows keep the tick bookkeeping of :class:`_Continuous`; the sequences still
+    prefilling are ``prefilling`` (sequence -> prompt tokens done, admission order), and
+    ``order`` holds every admitted sequence in admission order (the last is preempted first).
+    """
+
+    def __init__(self, run: _Run, max_num_seqs: int, on_demand: bool, budget: int) -> None:
+        super().__init__(run, max_num_seqs, on_demand, None)
+        self.budget = budget
+        self.prefilling: dict[int, int] = {}
+        self.target = [0] * run.n  # tokens its (re-)prefill processes: P + g
+        self.prefill_kv = 0  # sum of the chunks done over ``prefilling``
+        self.order: dict[int, None] = {}
+
+    def step_limit(self) -> int:
+        """max_steps, or a bound: a step with decode rows makes a token (sum(O) of them); a run of steps
+        without one (no preemption happens then) gives the head prompt min(N, what is left) tokens each,
+        so it ends within ceil(longest (re-)prefill / N) steps with a token."""
+        run = self.run
+        if run.max_steps is not None:
+            return run.max_steps
+        live = [(p, o) for p, o, why in zip(run.prompt, run.output, run.reason, strict=True) if why is None]
+        longest = max((p + o - 1 for p, o in live), default=0)
+        return sum(o for _, o in live) * (1 + -(-longest // self.budget))
+
+    def serve(self) -> None:
+        run = self.run
+        n = run.n
+        limit = self.step_limit()
+        now = run.arrival[0] if n else None
+        nxt = 0
+        while True:
+            nxt = self._arrivals(nxt, now)
+            if self.running or self.prefilling or self.waiting:
+                now = self._step(now)
+            elif nxt < n:
+                now = self._idle_until(nxt, now)
+                continue
+            else:
+                break
+            run.check_steps(limit)
+        run.end = now
+
+    def _held(self, i: int) -> int:
+        """Blocks held by sequence i while it prefills."""
+        run = self.run
+        if self.on_demand:
+            return run.pool.blocks_for(self.target[i])
+        return run.pool.lifetime_blocks(run.prompt[i], run.output[i])
+
+    def _preempt_last(self) -> None:
+        victim, _ = self.order.popitem()
+        if victim in self.prefilling:
+            self.prefill_kv -= self.prefilling.pop(victim)
+            self.blocks -= self._held(victim)
+            self.run.preemptions[victim] += 1
+            self.waiting.appendleft(victim)
+            # its last token (if it had one) is still the one before its earlier preemption
+        else:
+            del self.running[victim]
+            self._preempt(victim)
+
+    def _step(self, now: Any) -> Any:
+        run, pool, running, prefilling = self.run, self.run.pool, self.running, self.prefilling
+        grow = 0
+        if self.on_demand:
+            r = -self.tick % self.block_size
+            grow = self.residues[r]
+            while self.blocks + grow > run.capacity:
+                self._preempt_last()
+                grow = self.residues[r]
+        decode = len(running)
+        left = self.budget - decode
+        chunks: list[tuple[int, int, int]] = []  # (sequence, chunk tokens, tokens done before it)
+        for i, done in prefilling.items():
+            if not left:
+                break
+            q = min(self.target[i] - done, left)
+            chunks.append((i, q, done))
+            left -= q
+        waiting = self.waiting
+        while waiting and left and len(self.order) < self.max_num_seqs:
+            i = waiting[0]
+            target = run.prompt[i] + run.generated[i]
+            need = pool.blocks_for(target) if self.on_demand else pool.lifetime_blocks(run.prompt[i], run.output[i])
+            if self.blocks + grow + need > run.capacity:
+                break
+            waiting.popleft()
+            self.blocks += need
+            self.target[i] = target
+            prefilling[i] = 0
+            self.order[i] = None
+            if run.admitted[i] is None:
+                run.admitted[i] = now
+            q = min(target, left)
+            chunks.append((i, q, 0))
+            left -= q
+        if not decode and not chunks:  # pragma: no cover - an empty pool admits the head of the queue
+            raise SimulationError(f"request {waiting[0]} cannot be admitted into an empty pool")
+        if run.first_start is None:
+            run.first_start = now
+        context_sum = self.base + decode * (self.tick + 1)
+        tokens = cached = pairs = 0
+        for _, q, done in chunks:
+            tokens += q
+            cached += done
+            pairs += q * done + q * (q + 1) // 2  # roofline.formulas.chunk_attention_pairs
+        if tokens:
+            end = now + run.cost.mixed_time(decode, context_sum, tokens, cached, pairs)
+        else:
+            end = now + run.cost.decode_time(decode, context_sum)
+        self.blocks += grow
+        run.slot_rows += len(self.order)
+        self.prefill_kv += tokens
+        kv_tokens = context_sum + self.prefill_kv
+        blocks = self.blocks
+        if decode:
+            self.tick += 1
+            self._decode_gaps(decode, end)
+        completed = 0
+        for i, q, done in chunks:
+            run.prefilled[i] += q
+            if done + q < self.target[i]:
+                prefilling[i] = done + q
+                continue
+            completed += 1
+            del prefilling[i]
+            self.prefill_kv -= done + q
+            run.generated[i] += 1
+            if run.first[i] is None:
+                run.first[i] = end
+            self._token_after_resume(i, end)
+            if run.generated[i] == run.output[i]:
+                del self.order[i]
+                self.blocks -= self._held(i)
+                run.hand_back(i, end)
+            else:
+                self._join(i, end)
+        if decode:
+            for i in self.buckets.pop(self.tick, ()):
+                if self.finish_tick[i] == self.tick and i in running:
+                    self._leave(i)
+                    del running[i]
+                    del self.order[i]
+                    run.hand_back(i, end)
+        useful = decode + completed
+        if run.table is not None:
+            if tokens:
+                run.table.add_mixed(now, end, decode + len(chunks), useful, decode, context_sum, tokens, cached, pairs,
+                                    kv_tokens, blocks, len(chunks) - completed)
+            else:
+                run.table.add_decode(now, end, decode, decode, context_sum, blocks)
+        run.peak(kv_tokens, blocks)
+        run.steps += 1
+        if tokens:
+            if decode:
+                run.mixed_steps += 1
+            else:
+                run.prefill_steps += 1
+        run.useful_rows += useful
+        run.rows += useful
         return end
 
 

@@ -36,12 +36,14 @@ __all__ = [
     "Percentiles",
     "Summary",
     "SimResult",
+    "Goodput",
     "percentile",
 ]
 
 PREFILL = "prefill"
 DECODE = "decode"
-_KINDS = (PREFILL, DECODE)
+MIXED = "mixed"
+_KINDS = (PREFILL, DECODE, MIXED)
 _CHECKPOINT = 4096  # exact start time kept every this many steps (random access)
 
 
@@ -96,21 +98,29 @@ class StepRecord:
     Attributes
     ----------
     index : int, 0-based position in the run
-    kind : {"prefill", "decode"}
+    kind : {"prefill", "decode", "mixed"}
+        "mixed" (chunked prefill only): decode rows and prompt chunks in one step; a
+        chunked-prefill step with only chunks is "prefill", with only decode rows "decode".
     start_s, duration_s : [s]; ``end_s`` = start + duration
     batch : int [rows], sequences in the step (static batching: all rows of the batch,
-        finished ones included)
+        finished ones included; chunked prefill: decode rows + rows carrying a chunk)
     useful_rows : int [rows], rows that produce a new output token; ``padded_rows`` =
-        batch - useful_rows (static batching's finished rows)
-    context_sum : int [tokens], decode: sum of c_i (KV incl. the new token); prefill: 0
-    prefill_tokens : int [tokens], prefill: tokens processed incl. padding; decode: 0
+        batch - useful_rows - partial_rows (static batching's finished rows)
+    context_sum : int [tokens], decode rows: sum of c_i (KV incl. the new token); prefill: 0
+    prefill_tokens : int [tokens], prompt tokens processed (incl. padding, or the chunks'); decode: 0
     padding_tokens : int [tokens], prefill: padding among ``prefill_tokens``; decode: 0
-    attention_pairs : int [pairs], prefill: causal query-key pairs; decode: 0
+    attention_pairs : int [pairs], prefill: causal query-key pairs (chunks: q p0 + q (q + 1) / 2 each); decode: 0
     kv_tokens : int [tokens], KV written and held at the end of the step (all rows)
     kv_blocks : int [blocks], pool blocks held at the end of the step (reserved ones
         included under reserve-the-lifetime admission)
     bytes : int or None [bytes], FLOPs : int or None [FLOP]
         From the cost model (None for :class:`~roofline.sim.UnitCostModel`).
+    decode_rows : int [rows], rows advanced by one decode token (a decode step: ``batch``;
+        a prefill step: 0)
+    cached_tokens : int [tokens], chunked prefill: sum over the step's chunks of the prompt
+        tokens cached before each (read as KV); 0 otherwise
+    partial_rows : int [rows], chunked prefill: rows whose chunk does not finish their prompt
+        (working, but producing no token yet); 0 otherwise
     """
 
     index: int
@@ -127,6 +137,9 @@ class StepRecord:
     kv_blocks: int
     bytes: Any
     flops: Any
+    decode_rows: int = 0
+    cached_tokens: int = 0
+    partial_rows: int = 0
 
     @property
     def end_s(self) -> Any:
@@ -135,8 +148,8 @@ class StepRecord:
 
     @property
     def padded_rows(self) -> int:
-        """Rows that ride along without producing a token [rows]."""
-        return self.batch - self.useful_rows
+        """Rows that ride along without producing a token or processing a prompt chunk [rows]."""
+        return self.batch - self.useful_rows - self.partial_rows
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (times as floats)."""
@@ -146,7 +159,8 @@ class StepRecord:
 
 
 _STEP_FIELDS = ("index", "kind", "start_s", "duration_s", "batch", "useful_rows", "padded_rows", "context_sum",
-                "prefill_tokens", "padding_tokens", "attention_pairs", "kv_tokens", "kv_blocks", "bytes", "flops")
+                "prefill_tokens", "padding_tokens", "attention_pairs", "kv_tokens", "kv_blocks", "bytes", "flops",
+                "decode_rows", "cached_tokens", "partial_rows")
 
 
 class StepTable(Sequence[StepRecord]):
@@ -173,6 +187,8 @@ class StepTable(Sequence[StepRecord]):
         self._pf_padding = array("q")
         self._pf_pairs = array("q")
         self._pf_kv = array("q")
+        self._mx_step = array("q")  # step index of each chunked-prefill step with prompt tokens, increasing
+        self._mx = array("q")  # 6 per such step: decode_rows, context_sum, cached, pairs, kv_tokens, partial
         self._gaps: dict[int, Any] = {}
         self._checkpoints: list[Any] = []
         self._end: Any = None
@@ -208,20 +224,43 @@ class StepTable(Sequence[StepRecord]):
         self._tokens.append(context_sum)
         self._blocks.append(kv_blocks)
 
+    def add_mixed(self, start: Any, end: Any, batch: int, useful: int, decode_rows: int, context_sum: int,
+                  prefill_tokens: int, cached_tokens: int, attention_pairs: int, kv_tokens: int, kv_blocks: int,
+                  partial_rows: int) -> None:
+        """Append a chunked-prefill step with prompt chunks (used by the policies)."""
+        self._mx_step.append(len(self._kind))
+        self._start(start, end)
+        self._kind.append(2)
+        self._batch.append(batch)
+        self._useful.append(useful)
+        self._tokens.append(prefill_tokens)
+        self._blocks.append(kv_blocks)
+        self._mx.extend((decode_rows, context_sum, cached_tokens, attention_pairs, kv_tokens, partial_rows))
+
     def __len__(self) -> int:
         return len(self._kind)
 
-    def _duration(self, i: int, pf: int) -> Any:
-        if self._kind[i]:
+    def _duration(self, i: int, pf: int, mx: int) -> Any:
+        kind = self._kind[i]
+        if kind == 1:
             return self._cost.decode_time(self._batch[i], self._tokens[i])
+        if kind == 2:
+            m = self._mx
+            return self._cost.mixed_time(m[6 * mx], m[6 * mx + 1], self._tokens[i], m[6 * mx + 2], m[6 * mx + 3])
         return self._cost.prefill_time(self._tokens[i], self._pf_pairs[pf])
 
-    def _record(self, i: int, pf: int, start: Any, duration: Any) -> StepRecord:
-        batch, tokens = self._batch[i], self._tokens[i]
-        if self._kind[i]:
-            work = self._cost.decode_work(batch, tokens)
+    def _record(self, i: int, pf: int, mx: int, start: Any, duration: Any) -> StepRecord:
+        batch, tokens, kind = self._batch[i], self._tokens[i], self._kind[i]
+        if kind == 1:
+            nbytes, flops = self._cost.decode_work(batch, tokens)
             return StepRecord(i, DECODE, start, duration, batch, self._useful[i], tokens, 0, 0, 0, tokens,
-                              self._blocks[i], *work)
+                              self._blocks[i], nbytes, flops, decode_rows=batch)
+        if kind == 2:
+            rows, context, cached, pairs, kv, partial = self._mx[6 * mx: 6 * mx + 6]
+            nbytes, flops = self._cost.mixed_work(rows, context, tokens, cached, pairs)
+            return StepRecord(i, MIXED if rows else PREFILL, start, duration, batch, self._useful[i], context, tokens,
+                              0, pairs, kv, self._blocks[i], nbytes, flops, decode_rows=rows, cached_tokens=cached,
+                              partial_rows=partial)
         pairs = self._pf_pairs[pf]
         work = self._cost.prefill_work(tokens, pairs)
         return StepRecord(i, PREFILL, start, duration, batch, self._useful[i], 0, tokens, self._pf_padding[pf],
@@ -232,14 +271,17 @@ class StepTable(Sequence[StepRecord]):
         j = first - first % _CHECKPOINT
         t = self._checkpoints[j // _CHECKPOINT] if j < len(self._kind) else None
         pf = _bisect(self._pf_step, j)
+        mx = _bisect(self._mx_step, j)
         gaps, kinds = self._gaps, self._kind
         while j < last:
             start = gaps.get(j, t)
-            d = self._duration(j, pf)
+            d = self._duration(j, pf, mx)
             if j >= first:
-                yield self._record(j, pf, start, d)
-            if not kinds[j]:
+                yield self._record(j, pf, mx, start, d)
+            if kinds[j] == 0:
                 pf += 1
+            elif kinds[j] == 2:
+                mx += 1
             t = start + d
             j += 1
 
@@ -316,7 +358,9 @@ class RequestResult:
         Output tokens it produced (each counted once, preemption or not): equals
         ``request.output_tokens`` when handed back.
     rejected_reason : str or None
-        Why it was rejected (it can never fit), or None.
+        Why it was rejected (it can never fit, or it exceeds ``max_model_len``), or None.
+    client : int or None
+        Closed-loop workloads: the client (0-based) that sent it; None for open-loop ones.
     """
 
     request: Request
@@ -329,6 +373,7 @@ class RequestResult:
     prefill_tokens: int
     generated_tokens: int
     rejected_reason: str | None
+    client: int | None = None
 
     @property
     def rejected(self) -> bool:
@@ -369,13 +414,13 @@ class RequestResult:
             "ttft_s": _num(self.ttft_s), "tpot_s": _num(self.tpot_s), "e2e_s": _num(self.e2e_s),
             "preemptions": self.preemptions, "prefill_tokens": self.prefill_tokens,
             "generated_tokens": self.generated_tokens, "rejected": self.rejected,
-            "rejected_reason": self.rejected_reason,
+            "rejected_reason": self.rejected_reason, "client": self.client,
         }
 
 
 _REQUEST_FIELDS = ("id", "arrival_s", "prompt_tokens", "output_tokens", "admitted_s", "first_token_s", "finish_s",
                    "handed_back_s", "queue_wait_s", "ttft_s", "tpot_s", "e2e_s", "preemptions", "prefill_tokens",
-                   "generated_tokens", "rejected", "rejected_reason")
+                   "generated_tokens", "rejected", "rejected_reason", "client")
 
 
 # --------------------------------------------------------------------------- summary
@@ -400,6 +445,23 @@ class Percentiles:
         p50, p90, p99 = (_nearest_rank(ordered, q) for q in (50, 90, 99))
         return cls(p50, p90, p99, mean=_div(sum(ordered), len(ordered)), max=ordered[-1])
 
+    @classmethod
+    def of_counts(cls, counts: dict[Any, int]) -> Percentiles | None:
+        """The statistics of a multiset given as value -> count (None when empty); same as :meth:`of`."""
+        items = sorted((v, c) for v, c in counts.items() if c)
+        n = sum(c for _, c in items)
+        if not n:
+            return None
+        ranks = {q: int(-(-q * n // 100)) for q in (50, 90, 99)}
+        found: dict[int, Any] = {}
+        seen = 0
+        for v, c in items:
+            seen += c
+            for q, rank in ranks.items():
+                if q not in found and seen >= rank:
+                    found[q] = v
+        total = sum((v * c for v, c in items), start=0 * items[0][0])
+        return cls(found[50], found[90], found[99], mean=_div(total, n), max=items[-1][0])
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {k: _num(v) for k, v in attrs.asdict(self).items()}
@@ -413,16 +475,34 @@ class Summary:
     ----------
     policy : str
     requests, completed, rejected, preemptions : int
-    steps, prefill_steps, decode_steps : int
+    steps, prefill_steps, decode_steps, mixed_steps : int
+        ``mixed_steps``: chunked-prefill steps with decode rows and prompt chunks (0 in the
+        other modes); decode_steps = steps - prefill_steps - mixed_steps.
     output_tokens : int [tokens], sum of O over the requests handed back
     makespan_s : [s], last hand-back - first arrival (0 if nothing was handed back)
     busy_s : [s], sum of the step durations
     output_tokens_per_s : [tokens/s] or None (output_tokens / makespan)
-    useful_share : [1] or None
-        Rows producing a token / rows in the steps, over all steps (static batching:
-        sum(O_i) / (B x max O_i) per batch; 1 for serial and continuous).
+    long_run_useful_share : [1] or None
+        The **long-run useful share** (docs/conventions.md, "Latency metrics"): rows producing
+        a token / occupied rows, summed over all steps (static batching: padded finished rows
+        count as occupied; 1 for serial and continuous). Rows carrying a prompt chunk that
+        does not finish the prompt count in neither. ``useful_share`` is an alias.
+    per_batch_useful_share : [1] or None
+        Static batching (and serial, 1): the mean over its batches of the **per-batch useful
+        share** sum(O_i) / (m x max O_i) of a batch of m rows; None for continuous batching.
+    slot_occupancy : [1] or None
+        Slots held / (max batch x steps): the sequences holding a slot during each step
+        (static: the batch's rows; continuous: running sequences, those waiting through a
+        prefill step included), summed over the steps, over ``max batch`` (serial: 1; static:
+        ``batch_size``; continuous: ``max_num_seqs``) times the steps.
     queue_wait, ttft, e2e : Percentiles or None, over the requests handed back
     tpot : Percentiles or None, over the requests handed back with O >= 2
+    itl : Percentiles or None
+        Inter-token latency: every gap between two consecutive output tokens of a request
+        where tokens stream (serial and continuous batching; None for static batching, whose
+        tokens all arrive at hand-back). A gap includes steps the request waited through
+        (a prefill step of others, a preemption). Gaps of a request later rejected after a
+        preemption are included (the client saw them).
     peak_kv_tokens, peak_kv_blocks : int, the largest KV in use at the end of any step
     kv_capacity_blocks : int or None, block_size : int, the pool's
     """
@@ -435,19 +515,28 @@ class Summary:
     steps: int
     prefill_steps: int
     decode_steps: int
+    mixed_steps: int
     output_tokens: int
     makespan_s: Any
     busy_s: Any
     output_tokens_per_s: Any
-    useful_share: Any
+    long_run_useful_share: Any
+    per_batch_useful_share: Any
+    slot_occupancy: Any
     queue_wait: Percentiles | None
     ttft: Percentiles | None
     tpot: Percentiles | None
     e2e: Percentiles | None
+    itl: Percentiles | None
     peak_kv_tokens: int
     peak_kv_blocks: int
     kv_capacity_blocks: int | None
     block_size: int
+
+    @property
+    def useful_share(self) -> Any:
+        """Alias of :attr:`long_run_useful_share` (the name before both shares were named)."""
+        return self.long_run_useful_share
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (times and shares as floats)."""
@@ -456,6 +545,38 @@ class Summary:
             v = getattr(self, a.name)
             out[a.name] = v.to_dict() if isinstance(v, Percentiles) else _num(v)
         return out
+
+
+@attrs.frozen
+class Goodput:
+    """Requests that met every latency limit given (an SLO), and their rate.
+
+    Attributes
+    ----------
+    ttft_s, tpot_s, e2e_s : [s] or None, the limits (None: not limited)
+    met : int, requests handed back within every limit (a request with O = 1 has no TPOT:
+        the TPOT limit does not apply to it); rejected requests never meet it
+    requests : int, all requests of the run
+    requests_per_s : [requests/s] or None, met / makespan (None for a zero makespan)
+    output_tokens_per_s : [tokens/s] or None, the output tokens of those requests / makespan
+    """
+
+    ttft_s: Any
+    tpot_s: Any
+    e2e_s: Any
+    met: int
+    requests: int
+    requests_per_s: Any
+    output_tokens_per_s: Any
+
+    @property
+    def share(self) -> Any:
+        """met / requests [1] (None without requests)."""
+        return _div(self.met, self.requests) if self.requests else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {k: _num(v) for k, v in attrs.asdict(self).items()}
 
 
 @attrs.frozen
@@ -486,6 +607,54 @@ class SimResult:
             out["steps"] = [s.to_dict() for s in self.steps]
         return out
 
+    def goodput(self, *, ttft_s: Any = None, tpot_s: Any = None, e2e_s: Any = None) -> Goodput:
+        """Goodput under an SLO: the requests handed back within every limit given, per second.
+
+        Parameters
+        ----------
+        ttft_s, tpot_s, e2e_s : [s] >= 0 or None
+            Limits on TTFT, TPOT and E2E (docs/conventions.md, "Latency metrics"); None: no
+            limit on that metric.
+
+        Returns
+        -------
+        Goodput
+
+        Raises
+        ------
+        InvalidValueError
+            A negative or non-numeric limit.
+
+        Examples
+        --------
+        >>> from roofline.sim import Request, UnitCostModel, serve_continuous
+        >>> reqs = [Request(id=i, arrival_s=0, prompt_tokens=4, output_tokens=o) for i, o in enumerate([3, 5])]
+        >>> g = serve_continuous(reqs, UnitCostModel(), max_num_seqs=1).goodput(ttft_s=2)
+        >>> g.met, g.requests_per_s
+        (1, Fraction(1, 8))
+        """
+        from .._checks import check_nonnegative
+
+        for name, value in (("ttft_s", ttft_s), ("tpot_s", tpot_s), ("e2e_s", e2e_s)):
+            if value is not None:
+                check_nonnegative(name, value)
+        met, tokens = 0, 0
+        for r in self.requests:
+            if r.handed_back_s is None:
+                continue
+            if ttft_s is not None and r.ttft_s > ttft_s:
+                continue
+            tpot = r.tpot_s
+            if tpot_s is not None and tpot is not None and tpot > tpot_s:
+                continue
+            if e2e_s is not None and r.e2e_s > e2e_s:
+                continue
+            met += 1
+            tokens += r.request.output_tokens
+        span = self.summary.makespan_s
+        return Goodput(ttft_s, tpot_s, e2e_s, met, len(self.requests), _div(met, span) if span else None,
+                       _div(tokens, span) if span else None)
+
     def to_json(self, *, requests: bool = False, steps: bool = False) -> str:
         """:meth:`to_dict` as JSON text (deterministic: byte-identical for the same run)."""
         return json.dumps(self.to_dict(requests=requests, steps=steps), indent=2, sort_keys=False)
@@ -501,7 +670,9 @@ class SimResult:
 
 def summarize(policy: str, results: Iterable[RequestResult], *, steps: int, prefill_steps: int, busy: Any,
               useful_rows: int, rows: int, peak_kv_tokens: int, peak_kv_blocks: int,
-              kv_capacity_blocks: int | None, block_size: int) -> Summary:
+              kv_capacity_blocks: int | None, block_size: int, mixed_steps: int = 0,
+              per_batch_useful_share: Any = None, slot_rows: int = 0, max_batch: int = 1,
+              itl: dict[Any, int] | None = None) -> Summary:
     """Build the :class:`Summary` from the results and the run's running totals (used by the policies)."""
     results = list(results)
     done = [r for r in results if r.handed_back_s is not None]
@@ -511,13 +682,16 @@ def summarize(policy: str, results: Iterable[RequestResult], *, steps: int, pref
     return Summary(
         policy=policy, requests=len(results), completed=len(done), rejected=sum(r.rejected for r in results),
         preemptions=sum(r.preemptions for r in results), steps=steps, prefill_steps=prefill_steps,
-        decode_steps=steps - prefill_steps, output_tokens=output, makespan_s=makespan, busy_s=busy,
-        output_tokens_per_s=_div(output, makespan) if makespan else None,
-        useful_share=_div(useful_rows, rows) if rows else None,
+        decode_steps=steps - prefill_steps - mixed_steps, mixed_steps=mixed_steps, output_tokens=output,
+        makespan_s=makespan, busy_s=busy, output_tokens_per_s=_div(output, makespan) if makespan else None,
+        long_run_useful_share=_div(useful_rows, rows) if rows else None,
+        per_batch_useful_share=per_batch_useful_share,
+        slot_occupancy=_div(slot_rows, max_batch * steps) if steps else None,
         queue_wait=Percentiles.of([r.queue_wait_s for r in done]),
         ttft=Percentiles.of([r.ttft_s for r in done]),
         tpot=Percentiles.of([r.tpot_s for r in done if r.request.output_tokens >= 2]),
         e2e=Percentiles.of([r.e2e_s for r in done]),
+        itl=None if itl is None else Percentiles.of_counts(itl),
         peak_kv_tokens=peak_kv_tokens, peak_kv_blocks=peak_kv_blocks,
         kv_capacity_blocks=kv_capacity_blocks, block_size=block_size,
     )

@@ -13,6 +13,12 @@ Derived::
     bandwidth_share = memory_time / step_time
 
 Prefill of p tokens: causal attention pairs = sum_{i=1}^{p} i (SymPy ``summation``).
+Mixed step (chunked prefill, docs/conventions.md "Chunked prefill and mixed steps"): D decode
+rows of contexts summing to S, plus prompt chunks; a chunk of q tokens after p0 cached ones
+has sum_{i=1}^{q} (p0 + i) query-key pairs (``summation``). Each chunk token is one more row
+of the decode step and its KV read or written is one more context token, so the mixed step
+is the decode step with B -> D + T and, for bytes, S -> S + sum p0 + T, for FLOPs,
+S -> S + Q (T chunk tokens, Q their pairs).
 
 Fast paths: :mod:`roofline.formulas.step_time`. Proofs: proofs/p01_one_request.py,
 proofs/p02_batching.py.
@@ -43,3 +49,14 @@ causal_attention_pairs = sp.factor(sp.summation(_i, (_i, 1, S.prompt_tokens)))
 prefill_bytes = W + k * S.prefill_tokens
 prefill_flops = S.prefill_tokens * F + a * S.attention_pairs
 prefill_step_time = sp.Max(prefill_bytes / BW, prefill_flops / peak) + t0
+
+# mixed step: decode rows plus prompt chunks (chunked prefill)
+chunk_tokens = S.chunk_tokens  # q [tokens] of one chunk
+cached_tokens = S.cached_tokens  # p0 [tokens] cached before it (or summed over a step's chunks)
+decode_rows = S.decode_rows  # D [rows]
+chunk_attention_pairs = sp.expand(sp.summation(cached_tokens + _i, (_i, 1, chunk_tokens)))
+
+_T, _Q = S.prefill_tokens, S.attention_pairs
+mixed_step_bytes = decode_bytes.subs(Ssum, Ssum + cached_tokens + _T)
+mixed_step_flops = decode_flops.subs({B: decode_rows + _T, Ssum: Ssum + _Q}, simultaneous=True)
+mixed_step_time = sp.Max(mixed_step_bytes / BW, mixed_step_flops / peak) + t0

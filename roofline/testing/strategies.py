@@ -36,6 +36,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -47,6 +48,7 @@ from ..models import ModelConfig, get_model, model_names
 from ..sim.cost import RooflineCostModel, UnitCostModel
 from ..sim.kv import KVPool
 from ..sim.requests import Request
+from ..sim.workloads import ClosedLoop
 
 __all__ = [
     "positive_fractions",
@@ -56,6 +58,7 @@ __all__ = [
     "links",
     "requests",
     "workloads",
+    "closed_loops",
     "batch_sizes",
     "kv_budgets",
     "kv_pools",
@@ -67,7 +70,7 @@ __all__ = [
 ]
 
 #: Arrival patterns of :func:`workloads`.
-ARRIVALS = ("zero", "poisson", "uniform", "bursty", "any")
+ARRIVALS = ("zero", "poisson", "uniform", "bursty", "boundaries", "whole_steps", "any")
 #: Length distributions of :func:`workloads`.
 LENGTHS = ("identical", "narrow", "uniform", "wide", "any")
 #: Arrival times drawn by :func:`workloads` are multiples of this [s] (exact Fractions
@@ -529,6 +532,11 @@ def _arrival_times(draw: st.DrawFn, n: int, kind: str, rate: Fraction) -> list[F
         gaps = [_quantise(-math.log1p(-draw(u)) * float(mean_gap)) for _ in range(n - 1)]
     elif kind == "uniform":
         gaps = [draw(_times(2 * mean_gap)) for _ in range(n - 1)]
+    elif kind == "whole_steps":  # whole multiples of the mean gap (step boundaries when it is the step time)
+        gaps = [draw(st.sampled_from([0, 0, 1, 2, 3])) * mean_gap for _ in range(n - 1)]
+    elif kind == "boundaries":  # mostly 0, half a gap, one or three whole gaps; sometimes any gap in [0, 8 gaps]
+        whole = st.sampled_from([Fraction(0), Fraction(0), mean_gap / 2, mean_gap, 3 * mean_gap])
+        gaps = [draw(whole | _times(8 * mean_gap)) for _ in range(n - 1)]
     else:  # bursty: a request joins the current burst or opens a new one after a longer gap
         u = st.floats(min_value=0, max_value=1, exclude_max=True)
         for _ in range(n - 1):
@@ -572,11 +580,17 @@ def workloads(
     ----------
     min_size, max_size : int, 0 <= min_size <= max_size
         Number of requests.
-    arrivals : {"zero", "poisson", "uniform", "bursty", "any"}
+    arrivals : {"zero", "poisson", "uniform", "bursty", "boundaries", "any"}
         ``"zero"``: everyone at t = 0. ``"poisson"``: exponential gaps of mean 1 / rate
         (a Poisson process, quantised). ``"uniform"``: gaps drawn from [0, 2 / rate].
         ``"bursty"``: requests come in bursts that share one arrival instant; bursts are
-        separated by exponential gaps of mean 4 / rate. ``"any"``: one of these per workload.
+        separated by exponential gaps of mean 4 / rate. ``"boundaries"``: gaps mostly 0,
+        1 / (2 rate), 1 / rate or 3 / rate (with unit steps and rate 1, arrivals fall on step
+        boundaries and between them), sometimes any gap in [0, 8 / rate]. ``"whole_steps"``:
+        gaps of 0, 1, 2 or 3 times 1 / rate exactly (with rate = 1 / step time, every arrival is
+        on a step boundary). ``"any"``: one of these per workload. (``"boundaries"`` and
+        ``"whole_steps"`` gaps are exact multiples of 1 / rate, on the :data:`TIME_RESOLUTION`
+        grid only when 1 / rate is.)
     lengths : {"identical", "narrow", "uniform", "wide", "any"}
         How prompt and output lengths spread (each drawn separately, same kind):
         ``"identical"``: one P and one O for all requests. ``"narrow"`` (small spread):
@@ -621,6 +635,69 @@ def workloads(
     _check_lengths(min_prompt_tokens, max_prompt_tokens, min_output_tokens, max_output_tokens)
     return _workloads(min_size, max_size, arrivals, lengths, Fraction(rate),
                       (min_prompt_tokens, max_prompt_tokens), (min_output_tokens, max_output_tokens))
+
+
+def closed_loops(
+    *,
+    min_clients: int = 1,
+    max_clients: int = 8,
+    min_size: int = 1,
+    max_size: int = 16,
+    lengths: str = "any",
+    min_prompt_tokens: int = 1,
+    max_prompt_tokens: int = 256,
+    min_output_tokens: int = 1,
+    max_output_tokens: int = 64,
+    think: bool = True,
+) -> st.SearchStrategy[ClosedLoop]:
+    """Closed-loop workloads (:class:`roofline.sim.ClosedLoop`): N clients sending drawn lengths in turn.
+
+    Parameters
+    ----------
+    min_clients, max_clients : int, 1 <= min_clients <= max_clients
+    min_size, max_size : int, 0 <= min_size <= max_size, the requests sent in all
+    lengths : as :func:`workloads`
+    min_prompt_tokens, max_prompt_tokens, min_output_tokens, max_output_tokens : int >= 1 [tokens]
+    think : bool, default True
+        Draw a think time: 0, 1/2, 3, or an exact Fraction in [0, 4] with denominator <= 6 [s];
+        False: always 0.
+
+    Returns
+    -------
+    SearchStrategy of ClosedLoop (shrinks towards one client, few short requests, no think time)
+
+    Raises
+    ------
+    InvalidArgument
+        A bad range or an unknown ``lengths``.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> find(closed_loops(min_clients=2, min_size=3), lambda c: True)
+    ClosedLoop(clients=2, lengths=((1, 1), (1, 1), (1, 1)), think_time_s=0, seed=None)
+    """
+    _check_int("min_clients", min_clients, 1)
+    _check_int("max_clients", max_clients, 1)
+    _check_range(min_clients, max_clients, names=("min_clients", "max_clients"))
+    _check_int("min_size", min_size, 0)
+    _check_int("max_size", max_size, 0)
+    _check_range(min_size, max_size, names=("min_size", "max_size"))
+    _check_choice("lengths", lengths, LENGTHS)
+    _check_lengths(min_prompt_tokens, max_prompt_tokens, min_output_tokens, max_output_tokens)
+    thinks = (st.sampled_from([0, Fraction(1, 2), 3]) | st.fractions(0, 4, max_denominator=6)) if think else st.just(0)
+    return _closed_loops(min_clients, max_clients, min_size, max_size, lengths,
+                         (min_prompt_tokens, max_prompt_tokens), (min_output_tokens, max_output_tokens), thinks)
+
+
+@st.composite
+def _closed_loops(draw: st.DrawFn, min_clients: int, max_clients: int, min_size: int, max_size: int, lengths: str,
+                  prompt: tuple[int, int], output: tuple[int, int], thinks: st.SearchStrategy[Any]) -> ClosedLoop:
+    clients = draw(st.integers(min_clients, max_clients))
+    n = draw(st.integers(min_size, max_size))
+    ps = draw(_lengths(n, lengths, *prompt))
+    os_ = draw(_lengths(n, lengths, *output))
+    return ClosedLoop(clients=clients, lengths=list(zip(ps, os_, strict=True)), think_time_s=draw(thinks))
 
 
 # --------------------------------------------------------------------------- scheduler settings
@@ -725,6 +802,7 @@ def kv_pools(
     block_size: int | None = None,
     max_block_size: int = 32,
     unlimited: bool | None = False,
+    tight_for: Sequence[Request] | None = None,
 ) -> st.SearchStrategy[KVPool]:
     """KV pools of the reference scheduler (:class:`roofline.sim.kv.KVPool`).
 
@@ -738,6 +816,13 @@ def kv_pools(
     unlimited : bool or None, default False
         False: finite pools only; True: unlimited pools only (``capacity_blocks=None``);
         None: either.
+    tight_for : sequence of Request or None
+        A workload to size the pool for: three draws in four give a pool of
+        ``block_size`` (or a drawn one up to ``max_block_size``) blocks holding from one block
+        less than the largest request's lifetime KV, blocks_for(P + O - 1), up to 1.5 times it
+        plus 2 blocks, so that each request fits alone (the largest sometimes not) but few fit
+        together and on-demand admission preempts; the fourth a pool drawn as without it.
+        An empty workload draws as without it.
 
     Returns
     -------
@@ -763,7 +848,22 @@ def kv_pools(
         _check_int("max_block_size", max_block_size, 1)
     if unlimited not in (True, False, None):
         raise InvalidArgument(f"unlimited={unlimited!r} must be True, False or None")
-    return _kv_pools(min_blocks, max_blocks, block_size, max_block_size, unlimited)
+    plain = _kv_pools(min_blocks, max_blocks, block_size, max_block_size, unlimited)
+    if not tight_for:
+        return plain
+    if not all(isinstance(r, Request) for r in tight_for):
+        raise InvalidArgument("tight_for must be a sequence of roofline.sim.Request")
+    return _tight_pools(tuple(tight_for), block_size, max_block_size, plain)
+
+
+@st.composite
+def _tight_pools(draw: st.DrawFn, reqs: tuple[Request, ...], block_size: int | None, max_block_size: int,
+                 plain: st.SearchStrategy[KVPool]) -> KVPool:
+    if draw(st.integers(0, 3)) == 0:
+        return draw(plain)
+    b = block_size if block_size is not None else draw(st.integers(1, max_block_size))
+    need = max(-(-(r.prompt_tokens + r.output_tokens - 1) // b) for r in reqs)
+    return KVPool(draw(st.integers(max(need - 1, 0), need + need // 2 + 2)), b)
 
 
 @st.composite

@@ -1,0 +1,413 @@
+"""Workloads: closed-loop clients and seeded open-loop generators (docs/conventions.md, "Workloads").
+
+* :class:`ClosedLoop`: N clients, each sending its next request when its previous one is
+  handed back, plus an optional think time ("concurrency N" benchmarks). The arrivals are
+  created by the scheduler as it runs; :func:`~roofline.sim.serve_continuous` accepts it.
+* Seeded generators (numpy's ``default_rng``; the same seed gives the same workload):
+  arrival times (:func:`arrival_times`: Poisson at a rate, gamma with a coefficient of
+  variation, or a burst at t = 0) and lengths (:func:`lengths`: fixed, uniform, capped
+  exponential, lognormal, or resampled from a trace); :func:`synthetic_workload` combines
+  them, :func:`anyscale_workload` is the Anyscale continuous-batching benchmark's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from fractions import Fraction
+from typing import Any, overload
+
+import attrs
+import numpy as np
+
+from .._checks import check_int, check_nonnegative, check_number, check_positive
+from ..errors import InvalidValueError
+from .requests import Request
+
+__all__ = [
+    "ClosedLoop",
+    "Workload",
+    "ARRIVAL_PROCESSES",
+    "LENGTH_DISTRIBUTIONS",
+    "TIME_RESOLUTION",
+    "arrival_times",
+    "lengths",
+    "synthetic_workload",
+    "anyscale_workload",
+    "ANYSCALE_CAPS",
+]
+
+
+def _clients(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    check_int(attribute.name, value, minimum=1)
+
+
+def _think(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    check_nonnegative(attribute.name, value)
+
+
+def _lengths(value: Iterable[Any]) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    for i, pair in enumerate(value):
+        if isinstance(pair, Request):
+            pair = (pair.prompt_tokens, pair.output_tokens)
+        try:
+            p, o = pair
+        except (TypeError, ValueError):
+            raise InvalidValueError(f"lengths[{i}]", pair, "expected (prompt_tokens, output_tokens)") from None
+        check_int(f"lengths[{i}].prompt_tokens", p, minimum=1)
+        check_int(f"lengths[{i}].output_tokens", o, minimum=1)
+        out.append((p, o))
+    return tuple(out)
+
+
+@attrs.frozen
+class ClosedLoop:
+    """A closed-loop workload: ``clients`` clients send the requests of ``lengths`` in order.
+
+    Parameters
+    ----------
+    clients : int >= 1
+        N, the clients (the concurrency). Clients 0..N-1 send requests 0..N-1 at t = 0.
+    lengths : sequence of (prompt_tokens, output_tokens) pairs, or of Requests (their arrival
+        times are ignored)
+        The requests in the order they are sent; M = len(lengths) requests in all.
+    think_time_s : [s] >= 0, default 0
+        Z: a client sends its next request Z after its previous one is handed back.
+    seed : int or None
+        The seed that drew the lengths (recorded with the result; not used here).
+
+    Raises
+    ------
+    InvalidValueError
+        A bad client count, think time or length.
+
+    Notes
+    -----
+    docs/conventions.md, "Workloads": request N + k is sent by the client whose request is
+    the (k + 1)-th to be handed back (ties: in the order the scheduler hands them back), at
+    that hand-back time + Z. A request rejected on arrival (it can never fit, or exceeds
+    ``max_model_len``) counts as handed back at its arrival. Over whole client cycles
+    (Little's law), requests per second = N / (mean E2E + Z) exactly when rates are measured
+    over the clients' mean span (see ``tests/test_sim_workloads.py``).
+
+    Examples
+    --------
+    >>> from roofline.sim import ClosedLoop, UnitCostModel, serve_continuous
+    >>> r = serve_continuous(ClosedLoop(clients=1, lengths=[(4, 3), (4, 2)]), UnitCostModel())
+    >>> [(x.arrival_s, x.handed_back_s, x.client) for x in r.requests]
+    [(0, 3, 0), (3, 5, 0)]
+    """
+
+    clients: int = attrs.field(validator=_clients)
+    lengths: tuple[tuple[int, int], ...] = attrs.field(converter=_lengths)
+    think_time_s: Any = attrs.field(default=0, validator=_think)
+    seed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description."""
+        return {"kind": "closed_loop", "clients": self.clients, "requests": len(self.lengths),
+                "think_time_s": float(self.think_time_s), "seed": self.seed}
+
+
+# --------------------------------------------------------------------------- seeded generators
+
+#: Arrival processes of :func:`arrival_times`.
+ARRIVAL_PROCESSES = ("poisson", "gamma", "burst")
+#: Length distributions of :func:`lengths` ("trace" resamples (P, O) pairs in :func:`synthetic_workload`).
+LENGTH_DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal", "trace")
+#: Generated arrival times are rounded to this grid [s] (exact Fractions with small denominators).
+TIME_RESOLUTION = Fraction(1, 10**6)
+#: The caps of the Anyscale benchmark's output lengths [tokens].
+ANYSCALE_CAPS = (32, 128, 512, 1536)
+
+
+@attrs.frozen
+class Workload:
+    """Requests in arrival order with the description that generated them (the seed included).
+
+    A sequence of :class:`~roofline.sim.Request`: pass it to any policy as the requests.
+
+    Attributes
+    ----------
+    requests : tuple of Request
+    spec : dict, JSON-ready: the generator, its parameters and its seed
+    """
+
+    requests: tuple[Request, ...]
+    spec: dict[str, Any]
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter(self.requests)
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    @overload
+    def __getitem__(self, index: int) -> Request: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Request, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Request | tuple[Request, ...]:
+        return self.requests[index]
+
+
+def _rng(seed: Any) -> np.random.Generator:
+    check_int("seed", seed, minimum=0)
+    return np.random.default_rng(seed)
+
+
+def _quantise(seconds: float) -> Fraction:
+    return round(Fraction(seconds) / TIME_RESOLUTION) * TIME_RESOLUTION
+
+
+def arrival_times(n: int, *, process: str = "poisson", rate: Any = None, cv: Any = 1,
+                  seed: int = 0) -> list[Fraction]:
+    """Seeded arrival times [s] of n requests, the first at 0.
+
+    Parameters
+    ----------
+    n : int >= 0
+    process : {"poisson", "gamma", "burst"}
+        "poisson": gaps exponential with mean 1 / rate. "gamma": gaps gamma-distributed with
+        mean 1 / rate and coefficient of variation ``cv`` (shape 1 / cv^2; cv = 1 is Poisson;
+        vLLM's ``--burstiness`` is the shape, so cv = 1 / sqrt(burstiness)). "burst": every
+        request at t = 0 (``rate`` ignored).
+    rate : [requests/s] > 0 (not for "burst")
+    cv : [1] > 0, default 1 ("gamma" only)
+    seed : int >= 0
+
+    Returns
+    -------
+    list of Fraction [s], non-decreasing, on the :data:`TIME_RESOLUTION` grid.
+
+    Raises
+    ------
+    InvalidValueError
+        A bad count, process, rate, cv or seed.
+
+    Notes
+    -----
+    docs/conventions.md, "Workloads". The same arguments give the same times.
+
+    Examples
+    --------
+    >>> arrival_times(3, process="burst")
+    [Fraction(0, 1), Fraction(0, 1), Fraction(0, 1)]
+    >>> t = arrival_times(20_000, rate=4, seed=1)
+    >>> round(float(t[-1] / (len(t) - 1)), 2)
+    0.25
+    """
+    check_int("n", n, minimum=0)
+    if process not in ARRIVAL_PROCESSES:
+        raise InvalidValueError("process", process, f"expected one of {', '.join(ARRIVAL_PROCESSES)}")
+    rng = _rng(seed)
+    if process == "burst" or n == 0:
+        return [Fraction(0)] * n
+    if rate is None:
+        raise InvalidValueError("rate", rate, f"the {process} process needs a rate in requests/s")
+    check_positive("rate", rate)
+    mean = 1 / float(rate)
+    if process == "poisson":
+        gaps = rng.exponential(mean, n - 1)
+    else:
+        check_positive("cv", cv)
+        shape = 1 / float(cv) ** 2
+        gaps = rng.gamma(shape, mean / shape, n - 1)
+    times = [Fraction(0)]
+    for t in np.cumsum(gaps):
+        times.append(max(times[-1], _quantise(float(t))))
+    return times
+
+
+def lengths(n: int, *, distribution: str = "fixed", mean: int, range_ratio: Any = 0, cap: int | None = None,
+            sigma: Any = 1, seed: int = 0) -> list[int]:
+    """Seeded token lengths (prompt or output) of n requests.
+
+    Parameters
+    ----------
+    n : int >= 0
+    distribution : {"fixed", "uniform", "exponential", "lognormal"}
+        "fixed": ``mean`` each. "uniform": integers uniform on
+        [max(1, floor(mean (1 - r))), ceil(mean (1 + r))] (vLLM's random dataset with
+        ``--random-range-ratio`` r). "exponential": round(X), X exponential of mean
+        ``mean``, kept only if <= ``cap`` (redrawn otherwise; the Anyscale benchmark's
+        ``capped_exponential``), 0 served as 1. "lognormal": round(X), X lognormal with mean
+        ``mean`` and log-space standard deviation ``sigma`` (kept only if <= ``cap`` when a
+        cap is given), 0 served as 1.
+    mean : int >= 1 [tokens]
+    range_ratio : [1] in [0, 1), default 0 ("uniform")
+    cap : int >= 1 or None [tokens] ("exponential": required; "lognormal": optional)
+    sigma : > 0, default 1 ("lognormal")
+    seed : int >= 0
+
+    Returns
+    -------
+    list of int >= 1 [tokens]
+
+    Raises
+    ------
+    InvalidValueError
+        A bad count, distribution, mean, ratio, cap, sigma or seed.
+
+    Notes
+    -----
+    docs/conventions.md, "Workloads". Sources: vLLM ``benchmarks/benchmark_serving.py``
+    (random dataset); anyscale/llm-continuous-batching-benchmarks, ``benchmark_throughput.py``
+    (``gen_random_response_lens``).
+
+    Examples
+    --------
+    >>> lengths(3, mean=512)
+    [512, 512, 512]
+    >>> max(lengths(1000, distribution="exponential", mean=128, cap=32, seed=0))
+    32
+    """
+    check_int("n", n, minimum=0)
+    check_int("mean", mean, minimum=1)
+    if distribution not in LENGTH_DISTRIBUTIONS[:-1]:
+        raise InvalidValueError("distribution", distribution,
+                                f"expected one of {', '.join(LENGTH_DISTRIBUTIONS[:-1])}")
+    if cap is not None:
+        check_int("cap", cap, minimum=1)
+    rng = _rng(seed)
+    if distribution == "fixed":
+        return [mean] * n
+    if distribution == "uniform":
+        check_number("range_ratio", range_ratio)
+        if not 0 <= range_ratio < 1:
+            raise InvalidValueError("range_ratio", range_ratio, "must be in [0, 1)")
+        low = max(1, math.floor(mean * (1 - Fraction(range_ratio))))
+        high = math.ceil(mean * (1 + Fraction(range_ratio)))
+        return [int(x) for x in rng.integers(low, high + 1, n)]
+    if distribution == "exponential":
+        if cap is None:
+            raise InvalidValueError("cap", cap, "the capped exponential needs a cap in tokens")
+
+        def draw() -> float:
+            return float(rng.exponential(mean))
+    else:
+        check_positive("sigma", sigma)
+        s = float(sigma)
+        mu = math.log(mean) - s * s / 2
+
+        def draw() -> float:
+            return float(rng.lognormal(mu, s))
+    out: list[int] = []
+    while len(out) < n:
+        value = round(draw())
+        if cap is None or value <= cap:
+            out.append(max(1, value))
+    return out
+
+
+def synthetic_workload(
+    num_prompts: int,
+    *,
+    arrival: str = "poisson",
+    rate: Any = None,
+    cv: Any = 1,
+    input_len: int = 1024,
+    output_len: int = 128,
+    input_distribution: str = "fixed",
+    output_distribution: str = "fixed",
+    range_ratio: Any = 0,
+    input_cap: int | None = None,
+    output_cap: int | None = None,
+    sigma: Any = 1,
+    trace: Sequence[Request] | None = None,
+    seed: int = 0,
+) -> Workload:
+    """A seeded open-loop workload: arrivals from :func:`arrival_times`, lengths from :func:`lengths`.
+
+    Parameters
+    ----------
+    num_prompts : int >= 0 (vLLM's ``--num-prompts``)
+    arrival : {"poisson", "gamma", "burst"}; rate : [requests/s]; cv : [1]
+        As :func:`arrival_times`.
+    input_len, output_len : int >= 1 [tokens], the means
+    input_distribution, output_distribution : {"fixed", "uniform", "exponential", "lognormal", "trace"}
+        As :func:`lengths`; "trace" (both must be "trace") resamples (prompt, output) pairs
+        of ``trace`` uniformly with replacement, keeping each pair together.
+    range_ratio, sigma : as :func:`lengths`; input_cap, output_cap : its ``cap``
+    trace : sequence of Request or None
+    seed : int >= 0
+        The arrivals, prompts and outputs use seeds derived from it (numpy's SeedSequence),
+        so changing one distribution does not change the others' draws.
+
+    Returns
+    -------
+    Workload (ids 0, 1, ...; ``spec`` records every parameter and the seed)
+
+    Raises
+    ------
+    InvalidValueError
+        Any bad parameter, or "trace" without a trace (or for only one of the two lengths).
+
+    Examples
+    --------
+    >>> w = synthetic_workload(4, arrival="burst", input_len=512, output_len=64, seed=7)
+    >>> [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in w][:1], w.spec["seed"]
+    ([(Fraction(0, 1), 512, 64)], 7)
+    """
+    check_int("num_prompts", num_prompts, minimum=0)
+    check_int("seed", seed, minimum=0)
+    arrival_seed, input_seed, output_seed = (int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(3))
+    times = arrival_times(num_prompts, process=arrival, rate=rate, cv=cv, seed=arrival_seed)
+    if "trace" in (input_distribution, output_distribution):
+        if input_distribution != output_distribution:
+            raise InvalidValueError("input_distribution", input_distribution,
+                                    "resampling a trace draws (prompt, output) pairs: give 'trace' for both")
+        if not trace:
+            raise InvalidValueError("trace", trace, "resampling needs a non-empty trace")
+        picks = np.random.default_rng(input_seed).integers(0, len(trace), num_prompts)
+        prompts = [trace[int(k)].prompt_tokens for k in picks]
+        outputs = [trace[int(k)].output_tokens for k in picks]
+    else:
+        prompts = lengths(num_prompts, distribution=input_distribution, mean=input_len, range_ratio=range_ratio,
+                          cap=input_cap, sigma=sigma, seed=input_seed)
+        outputs = lengths(num_prompts, distribution=output_distribution, mean=output_len, range_ratio=range_ratio,
+                          cap=output_cap, sigma=sigma, seed=output_seed)
+    requests = tuple(Request(id=i, arrival_s=t, prompt_tokens=p, output_tokens=o)
+                     for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True)))
+    spec = {"kind": "open_loop", "num_prompts": num_prompts, "arrival": arrival,
+            "rate": None if rate is None or arrival == "burst" else float(rate),
+            "cv": float(cv) if arrival == "gamma" else None, "input_len": input_len, "output_len": output_len,
+            "input_distribution": input_distribution, "output_distribution": output_distribution,
+            "range_ratio": float(range_ratio), "input_cap": input_cap, "output_cap": output_cap,
+            "sigma": float(sigma), "seed": seed}
+    return Workload(requests, spec)
+
+
+def anyscale_workload(cap: int, *, seed: int = 0, num_prompts: int = 1000) -> Workload:
+    """The Anyscale continuous-batching benchmark's workload: a burst of 512-token prompts, capped exponential outputs.
+
+    Parameters
+    ----------
+    cap : int >= 1 [tokens], the output cap (the benchmark's: 32, 128, 512, 1,536)
+    seed : int >= 0
+    num_prompts : int >= 0, default 1,000
+
+    Returns
+    -------
+    Workload: ``num_prompts`` requests at t = 0, 512 prompt tokens, outputs round(X) with X
+    exponential of mean 128 kept if <= cap (0 served as 1).
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    Anyscale, "How continuous batching enables 23x throughput in LLM inference while reducing
+    p50 latency" (2023); anyscale/llm-continuous-batching-benchmarks (``benchmark_throughput.py``).
+
+    Examples
+    --------
+    >>> w = anyscale_workload(32)
+    >>> len(w), {r.prompt_tokens for r in w}, max(r.output_tokens for r in w)
+    (1000, {512}, 32)
+    """
+    return synthetic_workload(num_prompts, arrival="burst", input_len=512, output_len=128,
+                              output_distribution="exponential", output_cap=cap, seed=seed)

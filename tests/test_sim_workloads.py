@@ -1,0 +1,204 @@
+"""Workloads: closed-loop clients (Little's law, exactly) and the seeded generators' distributions."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import roofline.formulas as f
+from roofline.errors import InvalidValueError
+from roofline.sim import (
+    ClosedLoop,
+    KVPool,
+    Request,
+    UnitCostModel,
+    anyscale_workload,
+    arrival_times,
+    lengths,
+    serve_continuous,
+    serve_serial,
+    serve_static,
+    synthetic_workload,
+)
+from roofline.testing import strategies
+from roofline.testing.strategies import cost_models
+
+_LOOPS = strategies.closed_loops(max_clients=5, max_size=14, max_prompt_tokens=40, max_output_tokens=20)
+_MODES = st.sampled_from([{}, {"prefill": "chunked", "max_num_batched_tokens": 24}])
+
+
+@given(_LOOPS, cost_models(), _MODES, st.integers(1, 4))
+def test_closed_loop_obeys_littles_law_exactly(loop, cost, mode, max_num_seqs):
+    """Over whole client cycles, requests per second (M over the clients' mean span) = N / (mean E2E + Z),
+    the registered formula, exactly with Fractions."""
+    clients, think, pairs = loop.clients, loop.think_time_s, loop.lengths
+    r = serve_continuous(loop, cost, max_num_seqs=max_num_seqs, **mode)
+    done = r.requests
+    if not done:
+        return
+    assert all(x.handed_back_s is not None for x in done)
+    n = min(clients, len(pairs))  # clients that send anything
+    ends = {}
+    for x in done:  # each client's span: its last hand-back + Z
+        ends[x.client] = max(ends.get(x.client, 0), x.handed_back_s + think)
+    assert sorted(ends) == list(range(n))
+    rate = len(done) / (Fraction(sum(ends.values())) / n)
+    mean_e2e = Fraction(sum(x.e2e_s for x in done)) / len(done)
+    assert rate == f.closed_loop_throughput(clients=n, e2e_latency=mean_e2e, think_time=think)
+
+
+@given(_LOOPS, cost_models(kind="unit"), _MODES)
+def test_each_client_sends_its_next_request_at_its_hand_back_plus_think_time(loop, cost, mode):
+    """Requests 0..N-1 arrive at 0; every later one arrives Z after the hand-back of its client's previous one, and
+    the k-th hand-back (in time order) releases request N + k."""
+    clients, think = loop.clients, loop.think_time_s
+    r = serve_continuous(loop, cost, max_num_seqs=3, **mode)
+    last: dict[int, Any] = {}
+    for x in r.requests:
+        if x.request.id < clients:
+            assert x.arrival_s == 0 and x.client == x.request.id
+        else:
+            assert x.arrival_s == last[x.client] + think
+        last[x.client] = x.handed_back_s
+    backs = sorted(x.handed_back_s for x in r.requests)
+    later = [x.arrival_s - think for x in r.requests[clients:]]
+    assert later == backs[: len(later)]
+
+
+@given(strategies.closed_loops(max_clients=1, max_size=14, max_prompt_tokens=40, max_output_tokens=20), cost_models())
+def test_one_closed_loop_client_is_one_by_one_serving(loop, cost):
+    """N = 1: continuous batching of one client's requests equals serial serving of the same arrivals."""
+    think = loop.think_time_s
+    r = serve_continuous(loop, cost)
+    serial = serve_serial([x.request for x in r.requests], cost)
+    assert [x.handed_back_s for x in r.requests] == [x.handed_back_s for x in serial.requests]
+    assert [x.ttft_s for x in r.requests] == [x.ttft_s for x in serial.requests]
+    t = 0
+    for x in r.requests:
+        assert x.arrival_s == t and x.queue_wait_s == 0
+        t = x.handed_back_s + think
+
+
+def test_closed_loop_with_a_rejected_request_moves_the_client_on():
+    """A request rejected on arrival counts as handed back at its arrival: its client sends the next one then."""
+    loop = ClosedLoop(clients=1, lengths=[(4, 3), (50, 3), (4, 2)], think_time_s=1)
+    r = serve_continuous(loop, UnitCostModel(), max_model_len=20)
+    assert [x.arrival_s for x in r.requests] == [0, 4, 5]
+    assert r.requests[1].rejected and r.requests[2].handed_back_s == 7
+
+
+def test_serial_and_static_refuse_closed_loop_clients():
+    """Serial and static batching need their arrivals up front: a closed loop is refused, naming the argument."""
+    loop = ClosedLoop(clients=2, lengths=[(4, 3)] * 3)
+    for serve in (serve_serial, serve_static):
+        with pytest.raises(InvalidValueError, match="does not take closed-loop clients") as err:
+            serve(loop, UnitCostModel())
+        assert err.value.field == "requests"
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    (dict(clients=0, lengths=[(1, 1)]), "clients"),
+    (dict(clients=1, lengths=[(0, 1)]), "lengths[0].prompt_tokens"),
+    (dict(clients=1, lengths=[(1, 1), 3]), "lengths[1]"),
+    (dict(clients=1, lengths=[(1, 1)], think_time_s=-1), "think_time_s"),
+])
+def test_bad_closed_loops_raise_naming_the_field(kwargs, field):
+    """A bad client count, length pair or think time raises InvalidValueError naming it."""
+    with pytest.raises(InvalidValueError) as err:
+        ClosedLoop(**kwargs)
+    assert err.value.field == field
+
+
+# --------------------------------------------------------------------------- generators
+
+
+def test_generators_are_seeded_and_record_their_seed():
+    """The same seed gives the same workload; another seed another one; the spec records the seed."""
+    kw = dict(arrival="gamma", rate=3, cv=2, input_len=300, output_len=50, input_distribution="lognormal",
+              output_distribution="uniform", range_ratio=Fraction(1, 2))
+    a, b, c = (synthetic_workload(200, seed=s, **kw) for s in (5, 5, 6))
+    assert a == b and a.requests != c.requests and a.spec["seed"] == 5
+    r = serve_continuous(a, UnitCostModel())
+    assert r.options["workload"]["seed"] == 5 and r.summary.completed == 200
+
+
+def test_poisson_and_gamma_arrivals_have_their_rate_and_variation():
+    """Poisson gaps: mean 1 / rate, CV 1; gamma gaps: mean 1 / rate, CV as given (n = 40,000, 4 standard errors)."""
+    n = 40_000
+    for process, cv in (("poisson", 1), ("gamma", Fraction(1, 2)), ("gamma", 3)):
+        t = np.array([float(x) for x in arrival_times(n, process=process, rate=8, cv=cv, seed=11)])
+        gaps = np.diff(t)
+        assert t[0] == 0 and np.all(gaps >= 0)
+        se = float(cv) / 8 / math.sqrt(n)
+        assert abs(gaps.mean() - 1 / 8) <= 4 * se + 1e-6
+        assert abs(gaps.std() / gaps.mean() - float(cv)) <= 0.05 * float(cv) + 0.02
+    assert arrival_times(3, process="burst", rate=None) == [0, 0, 0]
+
+
+def test_capped_exponential_lengths_are_the_anyscale_sampler():
+    """round(X), X exponential of mean 128, kept if <= cap, 0 served as 1: the sample mean matches the exact mean
+    of that integer distribution, and nothing exceeds the cap."""
+    for cap in (32, 512):
+        drawn = lengths(20_000, distribution="exponential", mean=128, cap=cap, seed=2)
+        assert max(drawn) == cap and min(drawn) >= 1
+        # P(round(X) = k) for k = 0..cap, renormalised to the kept values; 0 is served as 1
+        probs = [(1 - math.exp(-0.5 / 128))] + [math.exp(-(k - 0.5) / 128) - math.exp(-(k + 0.5) / 128)
+                                                for k in range(1, cap + 1)]
+        mean = (probs[0] * 1 + sum(k * p for k, p in enumerate(probs) if k)) / sum(probs)
+        sd = math.sqrt(sum(p * (max(k, 1) - mean) ** 2 for k, p in enumerate(probs)) / sum(probs))
+        assert abs(np.mean(drawn) - mean) <= 4 * sd / math.sqrt(len(drawn))
+
+
+def test_uniform_lognormal_and_trace_lengths():
+    """Uniform lengths stay in [len (1 - r), len (1 + r)] and cover it; lognormal ones have the given mean;
+    trace resampling keeps each (prompt, output) pair of the trace together."""
+    u = lengths(5000, distribution="uniform", mean=100, range_ratio=Fraction(1, 4), seed=1)
+    assert min(u) == 75 and max(u) == 125
+    ln = lengths(40_000, distribution="lognormal", mean=200, sigma=Fraction(1, 2), seed=1)
+    assert abs(np.mean(ln) - 200) <= 4 * 200 * math.sqrt(math.exp(0.25) - 1) / math.sqrt(len(ln)) + 0.5
+    trace = [Request(id=i, arrival_s=i, prompt_tokens=10 + i, output_tokens=100 + i) for i in range(7)]
+    w = synthetic_workload(300, arrival="poisson", rate=2, input_distribution="trace", output_distribution="trace",
+                           trace=trace, seed=4)
+    assert {(r.prompt_tokens, r.output_tokens) for r in w} == {(10 + i, 100 + i) for i in range(7)}
+
+
+def test_anyscale_workload():
+    """The Anyscale benchmark's workload: 1,000 requests at t = 0 with 512-token prompts, outputs capped."""
+    for cap in (32, 128, 512, 1536):
+        w = anyscale_workload(cap, seed=0)
+        assert len(w) == 1000 and {r.prompt_tokens for r in w} == {512} and {r.arrival_s for r in w} == {0}
+        assert max(r.output_tokens for r in w) <= cap
+
+
+@pytest.mark.parametrize(("call", "field"), [
+    (lambda: arrival_times(3, process="weibull", rate=1), "process"),
+    (lambda: arrival_times(3, rate=None), "rate"),
+    (lambda: arrival_times(3, process="gamma", rate=1, cv=0), "cv"),
+    (lambda: lengths(3, distribution="zipf", mean=3), "distribution"),
+    (lambda: lengths(3, distribution="exponential", mean=3), "cap"),
+    (lambda: lengths(3, distribution="uniform", mean=3, range_ratio=1), "range_ratio"),
+    (lambda: lengths(3, mean=0), "mean"),
+    (lambda: synthetic_workload(3, arrival="burst", seed=-1), "seed"),
+    (lambda: synthetic_workload(3, arrival="burst", input_distribution="trace", output_distribution="trace"), "trace"),
+])
+def test_bad_generator_arguments_raise_naming_the_field(call, field):
+    """A bad generator argument raises InvalidValueError naming it."""
+    with pytest.raises(InvalidValueError) as err:
+        call()
+    assert err.value.field == field
+
+
+def test_generated_workload_runs_under_every_policy_with_a_pool():
+    """A generated open-loop workload is a sequence of Requests every policy serves."""
+    w = synthetic_workload(40, rate=5, input_len=64, output_len=16, output_distribution="lognormal", seed=9)
+    pool = KVPool.blocks(40, block_size=16)
+    for r in (serve_serial(w, UnitCostModel(), kv_pool=pool), serve_static(w, UnitCostModel(), kv_pool=pool),
+              serve_continuous(w, UnitCostModel(), kv_pool=pool, admission="on_demand", prefill="chunked",
+                               max_num_batched_tokens=256)):
+        assert r.summary.completed + r.summary.rejected == 40
