@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from ._io import parse_json, read_text_file
-from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError
+from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError, shown
 
 __all__ = [
     "ModelConfig",
@@ -414,6 +414,22 @@ def _flag(cfg: dict[str, Any], key: str, default: bool, *, source: str) -> bool:
     return value
 
 
+def _text_fields(cfg: dict[str, Any], *, source: str, name: Any, weight_dtype: Any, kv_dtype: Any) -> None:
+    """Refuse a config's text fields (and the caller's overrides) of the wrong type, or empty.
+
+    ``model_type``, ``torch_dtype``/``dtype`` and the names must be non-empty strings where
+    given (null is absent): a list as ``model_type``, a number as a name or an empty
+    ``torch_dtype`` would otherwise be turned into something the user did not write.
+    """
+    for key in ("model_type", "torch_dtype", "dtype", "_name", "_name_or_path", "_source"):
+        value = cfg.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{source}: field {key!r}={shown(value)} must be a non-empty string")
+    for key, value in (("name", name), ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidValueError(key, value, "must be a non-empty string or None")
+
+
 def _from_dict(
     cfg: dict[str, Any],
     *,
@@ -422,6 +438,7 @@ def _from_dict(
     weight_dtype: str | None,
     kv_dtype: str | None,
 ) -> ModelConfig:
+    _text_fields(cfg, source=source, name=name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     model_type = str(cfg.get("model_type", "")).lower()
     is_opt = model_type == "opt"
     layers = _field(cfg, "num_hidden_layers", source=source)
@@ -500,6 +517,8 @@ def get_model(name: str) -> ModelConfig:
     ------
     UnknownPresetError
         If no preset has that name.
+    InvalidValueError
+        ``name`` not a str.
 
     Examples
     --------
@@ -508,7 +527,9 @@ def get_model(name: str) -> ModelConfig:
     >>> get_model("llama-3.1-8b").kv_bytes_per_token
     131072
     """
-    key = name.strip().lower() if isinstance(name, str) else repr(name)
+    if not isinstance(name, str):
+        raise InvalidValueError("name", name, "expected a preset name (str); see roofline.model_names()")
+    key = name.strip().lower()
     if key not in _PRESET_CACHE:
         names = model_names()
         if key not in names:
@@ -528,8 +549,13 @@ def load_model(
     Raises
     ------
     UnknownPresetError, ConfigError, InvalidValueError
+        (InvalidValueError for ``spec`` neither a str nor a path, or a dtype override not a str.)
     """
+    if not isinstance(spec, (str, os.PathLike)):
+        raise InvalidValueError("spec", spec, "expected a preset name or a path to a config.json")
     text = os.fspath(spec)
+    if not isinstance(text, str):
+        raise InvalidValueError("spec", spec, "expected a str path, not bytes")
     if text.endswith(".json") or os.path.sep in text or Path(text).is_file():
         model = ModelConfig.from_hf_config(text)
     else:

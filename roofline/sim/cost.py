@@ -79,6 +79,10 @@ def _exact_time(value: Any) -> Any:
 
 def _check_duration(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     check_positive(attribute.name, value)
+    try:
+        float(value)  # the float mode converts every duration
+    except OverflowError:
+        raise InvalidValueError(attribute.name, value, "too large for a float") from None
 
 
 @attrs.frozen
@@ -95,7 +99,7 @@ class UnitCostModel:
     Raises
     ------
     InvalidValueError
-        A duration that is not a finite number > 0.
+        A duration that is not a finite number > 0, or too large for a float.
 
     Notes
     -----
@@ -256,10 +260,16 @@ class RooflineCostModel:
         Raises
         ------
         InvalidValueError
-            An unknown FLOPs convention or a bad overhead; a profile without constants.
+            ``model`` not a ModelConfig or ``accelerator`` not an Accelerator (a class, None...),
+            an unknown FLOPs convention or a bad overhead; a profile without constants.
         UnknownPresetError
             An unknown engine profile.
         """
+        if not isinstance(model, ModelConfig):
+            raise InvalidValueError("model", model, "expected a roofline.ModelConfig (roofline.load_model(...))")
+        if not isinstance(accelerator, Accelerator):
+            raise InvalidValueError("accelerator", accelerator,
+                                    "expected a roofline.Accelerator (roofline.get_accelerator(...))")
         if estimate is not None:
             from ..calibrate.fit import get_engine_profile
 

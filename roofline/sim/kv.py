@@ -21,9 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import numpy as np
 
 from .. import formulas as f
 from .._checks import check_int
+from ..errors import InvalidValueError
 
 __all__ = ["KVPool"]
 
@@ -104,13 +106,18 @@ class KVPool:
         Raises
         ------
         InvalidValueError
-            A bad budget, KV size or block size (:func:`roofline.formulas.kv_capacity_blocks`).
+            A bad budget, KV size or block size (:func:`roofline.formulas.kv_capacity_blocks`): not a
+            finite number (an array, NaN, inf), out of range, an integer too large for a float beside
+            a float, or a pool too large for a float (``budget / kv_bytes_per_token`` overflows).
 
         Examples
         --------
         >>> KVPool.from_budget(budget=5691 * 16 * 131_072, kv_bytes_per_token=131_072).capacity_tokens
         91056
         """
+        for name, value in (("budget", budget), ("kv_bytes_per_token", kv_bytes_per_token)):
+            if isinstance(value, np.ndarray):
+                raise InvalidValueError(name, value, "expected a number (one pool), not an array")
         blocks = f.kv_capacity_blocks(budget=budget, kv_bytes_per_token=kv_bytes_per_token, block_size=block_size)
         return cls(int(blocks), block_size)
 

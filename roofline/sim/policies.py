@@ -80,6 +80,9 @@ class _Run:
     def __init__(self, requests: Iterable[Request] | ClosedLoop, cost_model: Any, kv_pool: KVPool | None,
                  record_steps: bool, max_steps: int | None, *, max_model_len: int | None = None,
                  max_batch: int = 1, streams: bool = True) -> None:
+        if isinstance(cost_model, type):
+            raise InvalidValueError("cost_model", cost_model, "a class, not a cost model: pass an instance "
+                                    "(RooflineCostModel.for_model(model, accelerator) or UnitCostModel())")
         if not isinstance(cost_model, CostModel):
             raise InvalidValueError("cost_model", cost_model, "expected a cost model (roofline.sim.RooflineCostModel, "
                                     "UnitCostModel or an object with the CostModel methods)")
