@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from ._io import parse_json, read_text_file
+from ._io import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, parse_json, read_text_file
 from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError, shown
 
 __all__ = [
@@ -414,17 +414,40 @@ def _flag(cfg: dict[str, Any], key: str, default: bool, *, source: str) -> bool:
     return value
 
 
+def _check_values(value: Any, path: str, *, source: str, depth: int = 0) -> None:
+    """Refuse, anywhere in a config, nesting deeper than a JSON file may have, a non-finite float
+    and an integer of more than a hundred digits (no dimension is that large, and its repr in a
+    message would fail past 4,300 digits); a dict built in Python may even contain itself."""
+    if depth > MAX_JSON_DEPTH:
+        raise ConfigError(f"{source}: field {path!r} is nested more than {MAX_JSON_DEPTH} levels deep")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_values(item, f"{path}.{key}" if path else str(key), source=source, depth=depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_values(item, f"{path}[{i}]", source=source, depth=depth + 1)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{source}: field {path!r}={value!r} must be finite")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_NUMBER_CHARS:
+        raise ConfigError(f"{source}: field {path!r}={shown(value)} is implausibly large")
+
+
 def _text_fields(cfg: dict[str, Any], *, source: str, name: Any, weight_dtype: Any, kv_dtype: Any) -> None:
     """Refuse a config's text fields (and the caller's overrides) of the wrong type, or empty.
 
     ``model_type``, ``torch_dtype``/``dtype`` and the names must be non-empty strings where
     given (null is absent): a list as ``model_type``, a number as a name or an empty
     ``torch_dtype`` would otherwise be turned into something the user did not write.
+    Values anywhere in the config are checked first (:func:`_check_values`).
     """
+    _check_values(cfg, "", source=source)
     for key in ("model_type", "torch_dtype", "dtype", "_name", "_name_or_path", "_source"):
         value = cfg.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ConfigError(f"{source}: field {key!r}={shown(value)} must be a non-empty string")
+    published = cfg.get("_published_parameters")
+    if published is not None and (isinstance(published, bool) or not isinstance(published, int) or published <= 0):
+        raise ConfigError(f"{source}: field '_published_parameters'={shown(published)} must be a positive integer")
     for key, value in (("name", name), ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidValueError(key, value, "must be a non-empty string or None")

@@ -64,7 +64,7 @@ def number_arg(name: str, *, positive: bool = False, at_most_one: bool = False) 
         try:
             value = exact_decimal(text)  # bounded: 1e999999999 is refused, not built digit by digit
         except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected a finite decimal number ({exc})") from None
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected a finite number ({exc})") from None
         if value < 0 or (positive and value == 0):
             raise argparse.ArgumentTypeError(f"{name}={text!r}: must be {'>' if positive else '>='} 0")
         if at_most_one and value > 1:
