@@ -38,9 +38,10 @@ from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
+import numpy as np
 
 from .. import formulas as f
-from .._checks import check_nonnegative, check_positive
+from .._checks import check_nonnegative, check_positive, check_scalar
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
@@ -78,6 +79,8 @@ def _exact_time(value: Any) -> Any:
 
 
 def _check_duration(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if isinstance(value, np.ndarray):
+        raise InvalidValueError(attribute.name, value, "expected one duration, not an array")
     check_positive(attribute.name, value)
     try:
         float(value)  # the float mode converts every duration
@@ -99,7 +102,7 @@ class UnitCostModel:
     Raises
     ------
     InvalidValueError
-        A duration that is not a finite number > 0, or too large for a float.
+        A duration that is not one finite number > 0 (an array, NaN...), or too large for a float.
 
     Notes
     -----
@@ -270,6 +273,11 @@ class RooflineCostModel:
         if not isinstance(accelerator, Accelerator):
             raise InvalidValueError("accelerator", accelerator,
                                     "expected a roofline.Accelerator (roofline.get_accelerator(...))")
+        if not isinstance(flops, str):
+            raise InvalidValueError("flops", flops, "expected 'exact' or 'lesson'")
+        check_scalar("overhead", overhead)
+        if not isinstance(exact, bool):
+            raise InvalidValueError("exact", exact, "must be True or False")
         if estimate is not None:
             from ..calibrate.fit import get_engine_profile
 

@@ -42,7 +42,7 @@ from fractions import Fraction
 from typing import Any
 
 from .. import formulas as f
-from .._checks import check_int, check_nonnegative
+from .._checks import check_count, check_nonnegative, check_scalar
 from ..errors import InvalidValueError, SimulationError
 from .cost import CostModel
 from .kv import KVPool
@@ -91,9 +91,9 @@ class _Run:
         if not isinstance(record_steps, bool):
             raise InvalidValueError("record_steps", record_steps, "must be True or False")
         if max_steps is not None:
-            check_int("max_steps", max_steps, minimum=0)
+            check_count("max_steps", max_steps, minimum=0)
         if max_model_len is not None:
-            check_int("max_model_len", max_model_len, minimum=1)
+            check_count("max_model_len", max_model_len, minimum=1)
         self.cost: Any = cost_model
         self.pool = kv_pool if kv_pool is not None else KVPool.unlimited()
         self.closed = requests if isinstance(requests, ClosedLoop) else None
@@ -223,7 +223,12 @@ class _Run:
 
 def _opt_time(name: str, value: Any) -> None:
     if value is not None:
+        check_scalar(name, value)
         check_nonnegative(name, value)
+        try:
+            float(value)  # compared with times that may be floats
+        except OverflowError:
+            raise InvalidValueError(name, value, "too large for a float") from None
 
 
 # --------------------------------------------------------------------------- serial and static
@@ -369,10 +374,10 @@ def serve_static(
     (1000, Fraction(2, 5))
     """
     _refuse_closed_loop(requests, "serve_static")
-    check_int("batch_size", batch_size, minimum=1)
+    check_count("batch_size", batch_size, minimum=1)
     _opt_time("max_wait", max_wait)
     if max_num_batched_tokens is not None:
-        check_int("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
+        check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
     run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
                max_batch=batch_size, streams=False)
     budget = math.inf if max_num_batched_tokens is None else max_num_batched_tokens
@@ -600,15 +605,15 @@ def serve_continuous(
     >>> [x.handed_back_s for x in r.requests], [s.kind for s in r.steps]
     ([4, 3], ['prefill', 'prefill', 'decode', 'decode'])
     """
-    check_int("max_num_seqs", max_num_seqs, minimum=1)
-    if admission not in ADMISSIONS:
+    check_count("max_num_seqs", max_num_seqs, minimum=1)
+    if not isinstance(admission, str) or admission not in ADMISSIONS:
         raise InvalidValueError("admission", admission, f"expected one of {', '.join(ADMISSIONS)}")
-    if prefill not in PREFILL_MODES:
+    if not isinstance(prefill, str) or prefill not in PREFILL_MODES:
         raise InvalidValueError("prefill", prefill, f"expected one of {', '.join(PREFILL_MODES)}")
     if max_prefill_tokens is not None:
-        check_int("max_prefill_tokens", max_prefill_tokens, minimum=1)
+        check_count("max_prefill_tokens", max_prefill_tokens, minimum=1)
     if max_num_batched_tokens is not None:
-        check_int("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
+        check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
     options: dict[str, Any] = {"max_num_seqs": max_num_seqs, "admission": admission,
                                "max_prefill_tokens": max_prefill_tokens}
     if prefill == "chunked":

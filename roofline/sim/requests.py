@@ -150,8 +150,9 @@ def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
     Raises
     ------
     InvalidValueError
-        Not an iterable (field ``requests``), an item that is not a Request (field ``requests[i]``), an arrival earlier than the
-        one before it (field ``requests[i].arrival_s``), or a repeated id (``requests[i].id``).
+        Not an iterable (field ``requests``), an item that is not a Request (field ``requests[i]``),
+        an arrival earlier than the one before it (field ``requests[i].arrival_s``), or a repeated
+        id (``requests[i].id``).
         Nothing is reordered silently.
 
     Examples
