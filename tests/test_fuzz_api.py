@@ -121,20 +121,20 @@ def test_generated_arguments_give_a_sound_result_or_a_project_error_naming_one(n
 
 
 @pytest.mark.parametrize(("call", "field"), [
-    (lambda: serve_serial(None, COST), "requests"),
-    (lambda: serve_static(5, COST), "requests"),
-    (lambda: serve_continuous("abc", COST), "requests"),
+    (lambda: serve_serial(None, COST), "requests"),  # type: ignore[arg-type]
+    (lambda: serve_static(5, COST), "requests"),  # type: ignore[arg-type]
+    (lambda: serve_continuous("abc", COST), "requests"),  # type: ignore[arg-type]
     (lambda: serve_serial(REQS, UnitCostModel), "cost_model"),
     (lambda: serve_continuous(REQS, RooflineCostModel), "cost_model"),
-    (lambda: RooflineCostModel.for_model(None, A), "model"),
-    (lambda: RooflineCostModel.for_model(M, roofline.Accelerator), "accelerator"),
+    (lambda: RooflineCostModel.for_model(None, A), "model"),  # type: ignore[arg-type]
+    (lambda: RooflineCostModel.for_model(M, roofline.Accelerator), "accelerator"),  # type: ignore[arg-type]
     (lambda: KVPool.from_budget(budget=10**400, kv_bytes_per_token=1.5), "budget"),
     (lambda: KVPool.from_budget(budget=1e308, kv_bytes_per_token=5e-324), "kv_capacity_blocks"),
     (lambda: KVPool.from_budget(budget=np.array([1e9]), kv_bytes_per_token=1), "budget"),
     (lambda: UnitCostModel(decode=10**400, prefill=0.5), "decode"),
     (lambda: Request(id=0, arrival_s=10**400, prompt_tokens=1, output_tokens=1), "arrival_s"),
     (lambda: Request(id=0, arrival_s=0, prompt_tokens=10**16, output_tokens=1), "prompt_tokens"),
-    (lambda: roofline.load_model(None), "spec"),
+    (lambda: roofline.load_model(None), "spec"),  # type: ignore[arg-type]
 ])
 def test_each_listed_api_fault_names_the_argument(call: Any, field: str) -> None:
     """The issue's API faults: each an InvalidValueError naming the argument, not a TypeError or OverflowError."""

@@ -73,12 +73,12 @@ def _rows(draw: st.DrawFn) -> list[list[tuple[str, Any]]]:
         o = draw(_GOOD_TOKENS | _BAD_TOKENS.map(lambda s: (s, None)))
         rows.append([t, p, o])
     if draw(st.booleans()):  # mostly nondecreasing arrivals, so later cells are reached
-        good = sorted(t[1] for t, _, _ in rows if t[1] is not None)
+        good = sorted(Fraction(t[1]) for t, _, _ in rows if t[1] is not None)
         it = iter(good)
         for row in rows:
             if row[0][1] is not None:
                 value = next(it)
-                row[0] = (_decimal(value), value)
+                row[0] = (_decimal(value), value)  # type: ignore[assignment]
     return rows
 
 

@@ -81,7 +81,7 @@ def _arrival(instance: object, attribute: attrs.Attribute, value: Any) -> None:
         raise InvalidValueError(attribute.name, value, "must be finite")
     if value < 0:
         raise InvalidValueError(attribute.name, value, "must be >= 0")
-    if value > MAX_ARRIVAL_S:
+    if value > MAX_ARRIVAL_S:  # type: ignore[operator]  # a Real, compared as such
         raise InvalidValueError(attribute.name, value, f"must be <= {MAX_ARRIVAL_S:.0e} s (MAX_ARRIVAL_S)")
 
 

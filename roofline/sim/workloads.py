@@ -387,16 +387,16 @@ def synthetic_workload(
     ([(Fraction(0, 1), 512, 64)], 7)
     """
     _check_n("num_prompts", num_prompts)
-    for field, value in (("arrival", arrival), ("input_distribution", input_distribution),
-                         ("output_distribution", output_distribution)):
-        if not isinstance(value, str):
-            raise InvalidValueError(field, value, "expected a name (str)")
+    for field, name in (("arrival", arrival), ("input_distribution", input_distribution),
+                        ("output_distribution", output_distribution)):
+        if not isinstance(name, str):
+            raise InvalidValueError(field, name, "expected a name (str)")
     check_count("seed", seed, minimum=0)
-    for field, value in (("input_len", input_len), ("output_len", output_len)):
+    for field, mean in (("input_len", input_len), ("output_len", output_len)):
         if "trace" not in (input_distribution, output_distribution):
-            check_count(field, value, minimum=1)
-            if value > MAX_TOKENS:
-                raise InvalidValueError(field, value, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS)")
+            check_count(field, mean, minimum=1)
+            if mean > MAX_TOKENS:
+                raise InvalidValueError(field, mean, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS)")
     arrival_seed, input_seed, output_seed = (int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(3))
     times = arrival_times(num_prompts, process=arrival, rate=rate, cv=cv, seed=arrival_seed)
     if "trace" in (input_distribution, output_distribution):
