@@ -60,7 +60,16 @@ class InvalidValueError(RooflineError):
 
 
 class ConfigError(RooflineError):
-    """A model configuration (config.json or dict) is missing a field or is malformed."""
+    """A model configuration (config.json or dict) is missing a field or is malformed.
+
+    A message longer than 2 x :data:`MAX_SHOWN` characters (a 10,000-character value quoted in
+    it) keeps its start, which names the file and field, and its end, which says what is wrong.
+    """
+
+    def __init__(self, message: str) -> None:
+        if len(message) > 2 * MAX_SHOWN:
+            message = f"{message[:MAX_SHOWN]}... ({len(message):,} characters) ...{message[-MAX_SHOWN // 2:]}"
+        super().__init__(message)
 
 
 class UnknownPresetError(RooflineError):

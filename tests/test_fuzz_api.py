@@ -149,3 +149,19 @@ def test_an_integer_too_long_to_print_is_named_by_its_size() -> None:
     with pytest.raises(InvalidValueError) as exc:
         Request(id=0, arrival_s=0, prompt_tokens=10**5000, output_tokens=1)
     assert str(exc.value).startswith("prompt_tokens=<an integer of 16,610 bits>: must be <=")
+
+
+def test_the_uniform_share_of_a_billion_rows_uses_the_series_and_agrees_with_the_recurrence() -> None:
+    """expected_useful_share_uniform at B = 10^9 (once a 10^9-step loop) is 1/2 + 1/(2 (1 + r)) + O(1/B) for
+    r = 2s/(1 - s) = 18; just past the recurrence's limit the series equals the recurrence to 1e-14."""
+    from roofline.formulas import expected_useful_share_uniform
+    from roofline.formulas.useful_share import _RECURRENCE_MAX_BATCH, _j_large
+
+    share = expected_useful_share_uniform(batch=10**9, spread=0.9)
+    assert abs(share - (0.5 + 0.5 / 19)) < 1e-8
+    assert expected_useful_share_uniform(batch=2**70, spread=0.9) == pytest.approx(0.5 + 0.5 / 19, rel=1e-15)
+    n, r = _RECURRENCE_MAX_BATCH + 1, 18.0
+    j = math.log1p(r) / r
+    for m in range(1, n + 1):
+        j = (1 / m - j) / r
+    assert _j_large(n, r) == pytest.approx(j, rel=1e-14)

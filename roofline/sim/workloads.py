@@ -229,22 +229,23 @@ def arrival_times(n: int, *, process: str = "poisson", rate: Any = None, cv: Any
     if not isinstance(process, str) or process not in ARRIVAL_PROCESSES:
         raise InvalidValueError("process", process, f"expected one of {', '.join(ARRIVAL_PROCESSES)}")
     rng = _rng(seed)
-    if process == "burst" or n == 0:
+    if process == "burst":
         return [Fraction(0)] * n
     if rate is None:
+        if n == 0:
+            return []
         raise InvalidValueError("rate", rate, f"the {process} process needs a rate in requests/s")
     check_scalar("rate", rate)
     check_positive("rate", rate)
+    mean = _float_op("rate", rate, lambda: 1 / float(rate))
     if process != "poisson":
         check_scalar("cv", cv)
         check_positive("cv", cv)
-    mean = _float_op("rate", rate, lambda: 1 / float(rate))
-    if process == "poisson":
-        gaps = rng.exponential(mean, n - 1)
-    else:
         shape = _float_op("cv", cv, lambda: 1 / float(cv) ** 2)
         scale = _float_op("cv", cv, lambda: mean / shape)
-        gaps = rng.gamma(shape, scale, n - 1)
+    if n == 0:
+        return []
+    gaps = rng.exponential(mean, n - 1) if process == "poisson" else rng.gamma(shape, scale, n - 1)
     cumulative = np.cumsum(gaps)
     if n > 1 and not (np.isfinite(cumulative[-1]) and cumulative[-1] <= MAX_ARRIVAL_S):
         raise InvalidValueError("rate", rate, f"the arrivals at this rate pass MAX_ARRIVAL_S={MAX_ARRIVAL_S:.0e} s")
