@@ -6,7 +6,7 @@ symbolic form in :mod:`roofline.symbolic` and its proof script; the test suite c
 fast == symbolic exactly for every entry.
 
 Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
-:mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`.
+:mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`, :mod:`.moe`.
 """
 
 from ._core import REGISTRY, FormulaSpec
@@ -16,7 +16,9 @@ from .intensity import *  # noqa: F403
 from .intensity import __all__ as _intensity_all
 from .kv_cache import *  # noqa: F403
 from .kv_cache import __all__ as _kv_all
+from .moe import *  # noqa: F403
+from .moe import __all__ as _moe_all
 from .step_time import *  # noqa: F403
 from .step_time import __all__ as _step_all
 
-__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all]
+__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_moe_all]
