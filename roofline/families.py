@@ -178,7 +178,7 @@ def _layer_windows(cfg: dict[str, Any], layers: int, source: str, *, default_pat
 
 
 def _moe_layers_qwen(cfg: dict[str, Any], layers: int, source: str) -> int:
-    """Qwen2-MoE / Qwen3-MoE: layer i is sparse unless in mlp_only_layers, and iff (i + 1) % decoder_sparse_step == 0."""
+    """Qwen2/Qwen3-MoE: layer i is sparse iff not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0."""
     step = field(cfg, "decoder_sparse_step", source=source, required=False, default=1)
     only = cfg.get("mlp_only_layers") or []
     if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):

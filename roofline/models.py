@@ -395,7 +395,9 @@ class ModelConfig:
             out.append(("norms", "sinks", (H,), False))
         return out
 
-    def _mlp_groups(self, width: int, cls: str, prefix: str, bias: bool) -> list[tuple[str, str, tuple[int, ...], bool]]:
+    def _mlp_groups(
+        self, width: int, cls: str, prefix: str, bias: bool
+    ) -> list[tuple[str, str, tuple[int, ...], bool]]:
         h = self.hidden_size
         names = ("gate_proj", "up_proj", "down_proj") if self.gated_mlp else ("up_proj", "down_proj")
         out = [(cls, prefix + n, (width, h) if n == "down_proj" else (h, width), True) for n in names]

@@ -149,6 +149,12 @@ class RooflineCostModel:
     exact : bool, default True
         True: constants are converted to Fractions (exactly; floats keep their binary
         value) and every duration is an exact Fraction. False: floats throughout.
+    routed_expert_bytes : [bytes] >= 0, default 0
+        Mixture of experts: one routed expert's bytes summed over the MoE layers; then
+        ``weight_bytes`` is the shared weights (all but the routed experts) and a step of
+        T tokens reads W + X x E (1 - (1 - k/E)^T) (uniform routing,
+        :func:`roofline.formulas.moe_decode_weight_bytes`).
+    num_experts, experts_per_token : int >= 0, default 0 (a dense model)
 
     Raises
     ------
@@ -180,13 +186,21 @@ class RooflineCostModel:
     peak_flops: Any
     overhead: Any = 0
     exact: bool = True
+    routed_expert_bytes: Any = 0
+    num_experts: int = 0
+    experts_per_token: int = 0
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
+    _routed: Any = attrs.field(init=False, repr=False, eq=False, default=0)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.exact, bool):
             raise InvalidValueError("exact", self.exact, "must be True or False")
+        if self.num_experts:
+            f.moe_decode_weight_bytes(
+                shared_weight_bytes=self.weight_bytes, routed_expert_bytes=self.routed_expert_bytes,
+                num_experts=self.num_experts, experts_per_token=self.experts_per_token, batch=1)
         # the checked fast paths validate every constant once, naming a bad one
         given = {name: getattr(self, name) for name in _TERMS}
         f.step_time(batch=1, context_sum=0, **given)
@@ -197,6 +211,7 @@ class RooflineCostModel:
             terms["bandwidth"] = Fraction(terms["bandwidth"])
             terms["peak_flops"] = Fraction(terms["peak_flops"])
         object.__setattr__(self, "_terms", terms)
+        object.__setattr__(self, "_routed", convert(self.routed_expert_bytes))
 
     @classmethod
     def for_model(
@@ -229,12 +244,49 @@ class RooflineCostModel:
         ------
         InvalidValueError
             An unknown FLOPs convention or a bad overhead.
+        UnsupportedModelError
+            A model with sliding-window layers: a step's cost then depends on each
+            sequence's context, not only on their sum, which this cost model takes
+            (use :func:`roofline.estimate.decode_step` or ``roofline report``).
+
+        Notes
+        -----
+        Mixture of experts: the weight bytes of a step are the shared weights plus the
+        expected experts its tokens touch (uniform routing); multi-head latent attention
+        needs nothing more (its KV bytes and attention FLOPs per token are constants).
+        The compute peak follows the matmul inputs (:func:`roofline.estimate.compute_peak`).
         """
+        from ..errors import UnsupportedModelError
+        from ..estimate import compute_peak
+
+        if model.has_sliding_window:
+            raise UnsupportedModelError(model.model_type, "sliding-window layers in the reference scheduler (its cost "
+                                        "model and KV pool take a batch's summed context, which windows do not price)")
+        terms = model.step_terms(flops)
+        moe: dict[str, Any] = {}
+        if model.is_moe:
+            terms["weight_bytes"] = model.shared_weight_bytes
+            moe = dict(routed_expert_bytes=model.routed_expert_bytes, num_experts=model.num_experts,
+                       experts_per_token=model.num_experts_per_tok)
         return cls(
-            **model.step_terms(flops),
-            bandwidth=accelerator.bandwidth, peak_flops=accelerator.peak_flops,
-            overhead=overhead, exact=exact,
+            **terms,
+            bandwidth=accelerator.bandwidth, peak_flops=compute_peak(model, accelerator),
+            overhead=overhead, exact=exact, **moe,
         )
+
+    def weights_read(self, tokens: int) -> Any:
+        """Weight bytes a step of ``tokens`` tokens reads [bytes]: ``weight_bytes``, plus the routed
+        experts they touch for a MoE model (uniform routing)."""
+        if not self.num_experts:
+            return self._terms["weight_bytes"]
+        if tokens == 0:
+            return self._terms["weight_bytes"]
+        return self._terms["weight_bytes"] + self._routed * f.experts_touched.unchecked(
+            num_experts=self.num_experts, experts_per_token=self.experts_per_token, batch=tokens)
+
+    def _weights_exactness(self, tokens: int) -> Any:
+        """Weight bytes of a step as given (dense) or as read by its tokens (MoE)."""
+        return self.weight_bytes if not self.num_experts else self.weights_read(tokens)
 
     def to_time(self, value: Any) -> Any:
         """``value`` [s] as an exact number (exact mode) or a float."""
@@ -246,7 +298,8 @@ class RooflineCostModel:
         key = (batch, context_sum)
         duration = cache.get(key)
         if duration is None:
-            duration = f.step_time.unchecked(batch=batch, context_sum=context_sum, **self._terms)
+            terms = self._terms if not self.num_experts else dict(self._terms, weight_bytes=self.weights_read(batch))
+            duration = f.step_time.unchecked(batch=batch, context_sum=context_sum, **terms)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -258,8 +311,10 @@ class RooflineCostModel:
         key = (prefill_tokens, attention_pairs)
         duration = cache.get(key)
         if duration is None:
+            terms = (self._terms if not self.num_experts
+                     else dict(self._terms, weight_bytes=self.weights_read(prefill_tokens)))
             duration = f.prefill_step_time.unchecked(prefill_tokens=prefill_tokens, attention_pairs=attention_pairs,
-                                                     **self._terms)
+                                                     **terms)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -268,8 +323,8 @@ class RooflineCostModel:
     def decode_work(self, batch: int, context_sum: int) -> tuple[Any, Any]:
         """(bytes [bytes], FLOPs [FLOP]) of a decode step (``roofline.formulas.decode_bytes``, ``decode_flops``)."""
         return (
-            f.decode_bytes.unchecked(weight_bytes=self.weight_bytes, kv_bytes_per_token=self.kv_bytes_per_token,
-                                     context_sum=context_sum),
+            f.decode_bytes.unchecked(weight_bytes=self._weights_exactness(batch),
+                                     kv_bytes_per_token=self.kv_bytes_per_token, context_sum=context_sum),
             f.decode_flops.unchecked(batch=batch, flops_per_token=self.flops_per_token,
                                      attention_flops_per_token=self.attention_flops_per_token,
                                      context_sum=context_sum),
@@ -278,8 +333,8 @@ class RooflineCostModel:
     def prefill_work(self, prefill_tokens: int, attention_pairs: int) -> tuple[Any, Any]:
         """(bytes, FLOPs) of a prefill step (:func:`~roofline.formulas.prefill_bytes`, ``prefill_flops``)."""
         return (
-            f.prefill_bytes.unchecked(weight_bytes=self.weight_bytes, kv_bytes_per_token=self.kv_bytes_per_token,
-                                      prefill_tokens=prefill_tokens),
+            f.prefill_bytes.unchecked(weight_bytes=self._weights_exactness(prefill_tokens),
+                                      kv_bytes_per_token=self.kv_bytes_per_token, prefill_tokens=prefill_tokens),
             f.prefill_flops.unchecked(flops_per_token=self.flops_per_token,
                                       attention_flops_per_token=self.attention_flops_per_token,
                                       prefill_tokens=prefill_tokens, attention_pairs=attention_pairs),
