@@ -29,6 +29,7 @@ KEY_NUMBERS = {
     "p06_expected_useful_share": ["5/8 at s = 1", "0.772", "0.513, 0.475, 0.409, 0.510"],
     "p07_anyscale": ["predicted 143 tokens/s", "measured ~81", "6.1x", "21.6x"],
     "p08_continuous_batching": ["useful share 1 (static 40 %)", "back at step 100"],
+    "p09_moe": ["B* = 1,082", "B* = 2,965", "B* = 299", "B* = 326"],
 }
 
 

@@ -134,9 +134,25 @@ def build_report(
         rows.append({"batch": b, "kv_limit": b == kv_limit, "fits": b <= kv_limit,
                      "weights_only": step_json(without), "with_kv": step_json(with_kv)})
 
+    experts = None
+    if model.is_moe:
+        experts = {
+            "num_experts": model.num_experts, "experts_per_token": model.num_experts_per_tok,
+            "num_moe_layers": model.num_moe_layers, "num_shared_experts": model.num_shared_experts,
+            "routing": "uniform routing",
+            "touched": [{"batch": b, "experts_touched": float(model.experts_touched(b)),
+                         "weight_bytes_read": float(model.decode_weight_bytes(b))} for b in table_batches],
+        }
     return {
         "model": {
             "name": model.name, "parameters": model.parameters, "weight_dtype": model.weight_dtype,
+            "model_type": model.model_type, "total_parameters": model.parameters,
+            "active_parameters": model.active_parameters, "other_tower_parameters": model.tower_parameters,
+            "experts": experts, "multi_head_latent_attention": model.is_mla,
+            "sliding_windows": sorted({w for w in model.layer_windows if w is not None}),
+            "quantization": None if model.quantization is None else model.quantization[0],
+            "weight_bytes_by_class": {c: float(v) for c, v in model.weight_bytes_by_class().items() if v},
+            "compute_peak_flops": float(estimate.compute_peak(model, accelerator)),
             "kv_dtype": model.kv_dtype, "matmul_parameters": model.matmul_parameters,
             "matmul_flops_per_token": model.matmul_flops_per_token,
             "lesson_flops_per_token": model.lesson_flops_per_token,
@@ -158,6 +174,7 @@ def build_report(
         "eight": {"weights_only": step_json(eight), "with_kv": step_json(eight_kv)},
         "kv": {
             "kv_bytes_per_token": float(model.kv_bytes_per_token),
+            "kv_bytes_per_sequence": float(model.kv_bytes(context)),
             "given_budget": cap_json(lesson_cap),
             "real_budget": cap_json(real_cap),
             "utilization": float(utilization),
@@ -190,8 +207,11 @@ def format_report(r: dict[str, Any]) -> str:
         "One request at a time (batch 1, weights only)",
         f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {m['parameters']:,} parameters x "
         f"{w['bytes'] / m['parameters']:g} B",
+        f"  parameters            total {m['total_parameters']:,}, active per token {m['active_parameters']:,}"
+        + (f" (other towers {m['other_tower_parameters']:,})" if m["other_tower_parameters"] else ""),
+        *_moe_lines(m),
         f"  step time             {_t(lesson['step_time_s']):>12} = weight bytes / bandwidth "
-        f"= {w['bytes'] / 1e9:.2f} GB / {bw / 1e12:.2f} TB/s",
+        f"= {lesson['bytes'] / 1e9:.2f} GB / {bw / 1e12:.2f} TB/s",
         f"  compute time [lesson] {_t(lesson['compute_time_s']):>12} = 2 x P / peak "
         f"= {m['lesson_flops_per_token'] / 1e9:.2f} GFLOP / {peak / 1e12:.1f} TFLOP/s",
         f"  compute time [exact]  {_t(exact['compute_time_s']):>12} = 2 x matmul params / peak "
@@ -223,6 +243,9 @@ def format_report(r: dict[str, Any]) -> str:
         "KV cache",
         f"  KV bytes per token    {kv['kv_bytes_per_token']:9,.0f} B     = 2 x layers x KV heads x head_dim x "
         f"KV bytes ({kv['kv_bytes_per_token'] / 1024:g} KiB)",
+        f"  KV per sequence       {kv['kv_bytes_per_sequence']:9,.0f} B     at {ctx:,} tokens"
+        + (f" (windows {m['sliding_windows']} tokens: sum over layers of min(c, w) x per-layer bytes)"
+           if m["sliding_windows"] else ""),
         f"  in a {given['budget_bytes'] / 1e9:g} GB budget     {given['sequences']:6d} sequences of "
         f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']} with "
         f"{given['block_size']}-token blocks)",
@@ -244,6 +267,17 @@ def format_report(r: dict[str, Any]) -> str:
             f"{wk['throughput_tokens_per_s']:>10.0f} {wk['intensity_flop_per_byte']:>7.1f}  {wk['bound']}{note}"
         )
     return "\n".join(out)
+
+
+def _moe_lines(m: dict[str, Any]) -> list[str]:
+    """The experts a batch touches (MoE models only): E (1 - (1 - k/E)^B), uniform routing."""
+    e = m["experts"]
+    if not e:
+        return []
+    touched = ", ".join(f"B={t['batch']}: {t['experts_touched']:.2f}" for t in e["touched"])
+    return [f"  experts (MoE)         {e['num_experts']} routed, {e['experts_per_token']} per token, "
+            f"{e['num_shared_experts']} shared, {e['num_moe_layers']} MoE layers; touched per layer "
+            f"({e['routing']}): {touched}"]
 
 
 def _none(value: Any) -> str:
