@@ -458,7 +458,9 @@ def _read_text_config(cfg: dict[str, Any], source: str, owner: str, default_type
     try:
         return kind, FAMILIES[kind].reader(text, f"{source} text_config")
     except ConfigError as exc:
-        raise ConfigError(str(exc).replace(f"{source} text_config: field ", f"{source}: field text_config.")) from None
+        message = str(exc).replace(f"{source} text_config: ", f"{source}: ")
+        message = message.replace("field '", "field 'text_config.")
+        raise ConfigError(message) from None
 
 
 def _read_llava(cfg: dict[str, Any], source: str) -> dict[str, Any]:

@@ -571,8 +571,10 @@ class ModelConfig:
         """Bytes of one routed expert summed over the MoE layers [bytes] (0 for a dense model)."""
         if not self.is_moe:
             return 0
-        return sum(self._group_bytes(g) * g.count for g in self.tensor_groups()
-                   if g.cls == "experts" or g.name.startswith("experts.")) / self.num_experts
+        total = sum(self._group_bytes(g) * g.count for g in self.tensor_groups()
+                    if g.cls == "experts" or g.name.startswith("experts."))
+        per_expert = Fraction(total) / self.num_experts
+        return int(per_expert) if per_expert.denominator == 1 else per_expert
 
     @property
     def shared_weight_bytes(self) -> int | Fraction:

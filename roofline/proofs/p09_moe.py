@@ -106,7 +106,7 @@ def derive(p: Proof) -> None:
         rows.append((name, m.num_experts, m.num_experts_per_tok, f"{m.parameters / m.active_parameters:.2f}",
                      dense, b_star, f"{b_star / dense:.2f}"))
 
-    p.section("Summary (H100 SXM, ridge %.1f FLOP/byte)" % float(ridge))
+    p.section(f"Summary (H100 SXM, ridge {float(ridge):.1f} FLOP/byte)")
     p.table(("model", "E", "k", "total/active", "B* dense", "B* MoE", "ratio"), rows)
     mix, qwen = results["mixtral-8x7b"][0], results["qwen3-30b-a3b"][0]
     p.equal("Mixtral 8x7B: B* = 1,082", mix, 1082)
