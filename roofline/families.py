@@ -590,8 +590,8 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
     kw = FAMILIES[model_type].reader(cfg, source)
     kw.setdefault("model_type", model_type)
     text = cfg.get("text_config") if FAMILIES[model_type].wrapper else None
-    kw.update(read_quantization(cfg.get("quantization_config"), source=source,
-                                model_type=model_type))
+    kw.update(read_quantization(cfg.get("quantization_config"), source=source, model_type=model_type,
+                                cfg_moe=bool(kw.get("num_experts"))))
     dtype = cfg.get("torch_dtype", cfg.get("dtype")) or (text or {}).get("torch_dtype") or "bfloat16"
     kw["torch_dtype"] = dtype
     return kw
@@ -657,25 +657,38 @@ def _group(q: dict[str, Any], *keys: str, source: str) -> int:
     return g
 
 
-def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    """Tensor classes a quantized checkpoint quantizes (lm_head only when the config says so)."""
+def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, moe: bool) -> tuple[str, ...]:
+    """Tensor classes a quantized checkpoint quantizes (lm_head only when the config says so).
+
+    ``modules_to_not_convert`` / ``ignore`` entries are mapped onto tensor classes: the
+    lm_head and embeddings (never quantized here unless ``lm_head`` is true), the router
+    (``mlp.gate``, ``router``), other towers (``vision``, ``visual``, ``multi_modal``), and
+    attention (``self_attn``) when the model is a MoE whose only other quantized class is
+    the experts (gpt-oss). Anything else is refused by name rather than guessed.
+    """
     classes = list(default)
     skipped = q.get("modules_to_not_convert") or q.get("ignore") or []
     if not isinstance(skipped, list):
-        skipped = []
-    text = " ".join(str(s) for s in skipped)
-    if "router" in text or ".gate" in text or "mlp.gate" in text:
-        classes = [c for c in classes if c != "router"]
-    if "self_attn" in text or "attn" in text:
-        classes = [c for c in classes if c != "projections"] + (["experts"] if "experts" in classes else [])
-        if model_type == "gpt_oss":
-            classes = ["experts"]
+        raise ConfigError(f"quantization_config.modules_to_not_convert={skipped!r} must be a list")
+    for entry in map(str, skipped):
+        if any(tag in entry for tag in ("lm_head", "embed_tokens", "vision", "visual", "multi_modal", "mm_")):
+            continue
+        if "router" in entry or entry.rstrip("$").endswith(("mlp.gate", ".gate")):
+            classes = [c for c in classes if c != "router"]
+        elif "self_attn" in entry and moe:
+            classes = [c for c in classes if c != "projections"] if model_type == "gpt_oss" else classes
+            if model_type != "gpt_oss":
+                raise UnsupportedModelError(model_type, f"quantization_config leaves {entry!r} unquantized: "
+                                            "attention apart from the dense MLP is not a modelled tensor class")
+        else:
+            raise UnsupportedModelError(model_type, f"quantization_config leaves {entry!r} unquantized: not mapped "
+                                        "onto a tensor class (embeddings, lm_head, projections, experts, router)")
     if q.get("lm_head") is True:
         classes.append("lm_head")
     return tuple(dict.fromkeys(classes))
 
 
-def read_quantization(q: Any, *, source: str, model_type: str) -> dict[str, Any]:
+def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = False) -> dict[str, Any]:
     """ModelConfig keyword arguments (``quantization``, ``activation_dtype``) for a ``quantization_config``.
 
     Supported ``quant_method`` values: gptq and awq (weight-only b-bit, per-group fp16
@@ -702,20 +715,21 @@ def read_quantization(q: Any, *, source: str, model_type: str) -> dict[str, Any]
         raise UnsupportedModelError(model_type, f"quantization_config.quant_method {q.get('quant_method')!r} "
                                     f"(supported: {', '.join(_QUANT_METHODS)})")
     linear = ("projections", "experts")
+    moe = bool(cfg_moe)
     if method == "gptq":
         bits = _bits(q, "bits", source=source)
         return dict(quantization=("gptq", bits, _group(q, "group_size", source=source),
-                                  _classes(q, model_type, linear), "group+zero"))
+                                  _classes(q, model_type, linear, moe=moe), "group+zero"))
     if method == "awq":
         bits = _bits(q, "bits", "w_bit", source=source)
         zero = flag(q, "zero_point", True, source=source)
         return dict(quantization=("awq", bits, _group(q, "group_size", "q_group_size", source=source),
-                                  _classes(q, model_type, linear), "group+zero" if zero else "group"))
+                                  _classes(q, model_type, linear, moe=moe), "group+zero" if zero else "group"))
     if method == "mxfp4":
         return dict(quantization=("mxfp4", 4, 32, ("experts",), "mxfp4"))
     if method == "fp8":
         block = q.get("weight_block_size")
-        classes = _classes(q, model_type, linear)
+        classes = _classes(q, model_type, linear, moe=moe)
         act = "fp8" if q.get("activation_scheme") in ("dynamic", "static") else None
         if block is None:
             return dict(quantization=("fp8", 8, 0, classes, "tensor"), activation_dtype=act)
@@ -730,10 +744,10 @@ def read_quantization(q: Any, *, source: str, model_type: str) -> dict[str, Any]
     (scheme,) = groups.values()
     weights = (scheme or {}).get("weights") or {}
     acts = (scheme or {}).get("input_activations")
-    bits, kind = weights.get("num_bits"), weights.get("type")
+    ct_bits, kind = weights.get("num_bits"), weights.get("type")
     strategy = weights.get("strategy")
-    classes = _classes(q, model_type, linear)
-    if kind == "float" and bits == 8:
+    classes = _classes(q, model_type, linear, moe=moe)
+    if kind == "float" and ct_bits == 8:
         act = "fp8" if acts and acts.get("type") == "float" and acts.get("num_bits") == 8 else None
         if strategy == "block":
             bi, bo = weights.get("block_structure") or [128, 128]
@@ -741,14 +755,14 @@ def read_quantization(q: Any, *, source: str, model_type: str) -> dict[str, Any]
         if strategy == "channel":
             return dict(quantization=("compressed-tensors", 8, -1, classes, "group"), activation_dtype=act)
         return dict(quantization=("compressed-tensors", 8, 0, classes, "tensor"), activation_dtype=act)
-    if kind == "int" and bits in (4, 8):
+    if kind == "int" and ct_bits in (4, 8):
         if acts:
-            raise UnsupportedModelError(model_type, f"compressed-tensors int{bits} weights with quantized "
+            raise UnsupportedModelError(model_type, f"compressed-tensors int{ct_bits} weights with quantized "
                                         "activations (the accelerator tables hold no INT8 peak)")
         group = weights.get("group_size") if strategy == "group" else -1
         if not isinstance(group, int) or isinstance(group, bool) or (group <= 0 and group != -1):
             raise ConfigError(f"{source}: field 'quantization_config.config_groups.weights.group_size'={group!r} "
                               "must be a positive integer")
-        zero = "group" if weights.get("symmetric", True) else "group+zero"
-        return dict(quantization=("compressed-tensors", bits, group, classes, zero))
-    raise UnsupportedModelError(model_type, f"compressed-tensors weights of type {kind!r} with {bits!r} bits")
+        ct_scheme = "group" if weights.get("symmetric", True) else "group+zero"
+        return dict(quantization=("compressed-tensors", ct_bits, group, classes, ct_scheme))
+    raise UnsupportedModelError(model_type, f"compressed-tensors weights of type {kind!r} with {ct_bits!r} bits")

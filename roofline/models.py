@@ -400,7 +400,8 @@ class ModelConfig:
     ) -> list[tuple[str, str, tuple[int, ...], bool]]:
         h = self.hidden_size
         names = ("gate_proj", "up_proj", "down_proj") if self.gated_mlp else ("up_proj", "down_proj")
-        out = [(cls, prefix + n, (width, h) if n == "down_proj" else (h, width), True) for n in names]
+        out: list[tuple[str, str, tuple[int, ...], bool]] = [
+            (cls, prefix + n, (width, h) if n == "down_proj" else (h, width), True) for n in names]
         if bias:
             out += [("norms", prefix + n + ".bias", (h,) if n == "down_proj" else (width,), False) for n in names]
         return out

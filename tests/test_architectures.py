@@ -232,7 +232,7 @@ BASE = {"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "int
      "text_config"),
 ])
 def test_bad_input_is_one_line_naming_the_field(change, error, field, tmp_path):
-    """k > E, a window of 0, an unknown quant method, an unknown type, an invalid text_config: one line naming the field."""
+    """k > E, a window of 0, an unknown quant method or type, an invalid text_config: one line naming the field."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**BASE, **change}))
     with pytest.raises(error) as info:

@@ -262,7 +262,7 @@ class RooflineCostModel:
         if model.has_sliding_window:
             raise UnsupportedModelError(model.model_type, "sliding-window layers in the reference scheduler (its cost "
                                         "model and KV pool take a batch's summed context, which windows do not price)")
-        terms = model.step_terms(flops)
+        terms: dict[str, Any] = dict(model.step_terms(flops))
         moe: dict[str, Any] = {}
         if model.is_moe:
             terms["weight_bytes"] = model.shared_weight_bytes
