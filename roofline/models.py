@@ -103,6 +103,13 @@ def _windows(instance: object, attribute: attrs.Attribute, value: Any) -> None:
             raise InvalidValueError("sliding_window", w, "must be a positive integer (tokens) or null")
 
 
+def _to_tuple(value: Any) -> Any:
+    """Lists (from JSON or ``attrs.asdict``) to tuples, recursively; anything else unchanged."""
+    if isinstance(value, list):
+        return tuple(_to_tuple(v) for v in value)
+    return value
+
+
 def _class_dtypes(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     if not isinstance(value, tuple):
         raise InvalidValueError(attribute.name, value, "must be a tuple of (tensor class, dtype) pairs")
@@ -292,11 +299,11 @@ class ModelConfig:
     qk_nope_head_dim: int | None = attrs.field(default=None, validator=_optional_pos_int)
     qk_rope_head_dim: int | None = attrs.field(default=None, validator=_optional_pos_int)
     v_head_dim: int | None = attrs.field(default=None, validator=_optional_pos_int)
-    layer_windows: tuple[int | None, ...] = attrs.field(default=(), validator=_windows)
+    layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_to_tuple, validator=_windows)
     attention_sinks: bool = attrs.field(default=False, validator=_bool)
     tower_parameters: int = attrs.field(default=0, validator=_nonneg_int)
-    class_dtypes: tuple[tuple[str, str], ...] = attrs.field(default=(), validator=_class_dtypes)
-    quantization: tuple[Any, ...] | None = None
+    class_dtypes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_to_tuple, validator=_class_dtypes)
+    quantization: tuple[Any, ...] | None = attrs.field(default=None, converter=_to_tuple)
     activation_dtype: str | None = None
 
     def __attrs_post_init__(self) -> None:
