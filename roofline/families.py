@@ -505,6 +505,19 @@ class Family:
     wrapper: bool = False
 
 
+def _deepseek_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """DeepSeekMoE (``model_type`` "deepseek"): Llama attention, DeepSeek's MoE with shared experts."""
+    kw = _llama_like(cfg, source, tied=False)
+    if cfg.get("n_routed_experts"):
+        kw.update(_experts(cfg, source, "n_routed_experts"))
+        shared = _count(cfg, "n_shared_experts", source=source)
+        width = field(cfg, "moe_intermediate_size", source=source)
+        kw.update(moe_intermediate_size=width,
+                  num_moe_layers=_moe_layers_deepseek(cfg, kw["num_hidden_layers"], source),
+                  num_shared_experts=shared, shared_expert_intermediate_size=shared * width)
+    return kw
+
+
 def _deepseek_v2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return _read_deepseek(cfg, source, v3=False)
 
@@ -535,6 +548,7 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("gpt_neox", "dense, plain MLP, biases, LayerNorm, untied (Pythia)", _read_gpt_neox),
     Family("opt", "dense, plain MLP (ffn_dim), learned positions (+2), biases, LayerNorm", _read_opt),
     Family("falcon", "dense, plain MLP, multi_query or num_kv_heads, 1 or 2 LayerNorms per layer", _read_falcon),
+    Family("deepseek", "DeepSeekMoE: Llama attention + MoE with shared experts, first_k_dense_replace", _deepseek_moe),
     Family("deepseek_v2", "MLA + MoE with shared experts, first_k_dense_replace dense layers", _deepseek_v2),
     Family("deepseek_v3", "MLA + MoE with shared experts and e_score_correction_bias; MTP layers not counted",
            _deepseek_v3),
@@ -547,6 +561,8 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
 _ENCODER = "encoder-only model: it has no autoregressive decode step to price"
 _SEQ2SEQ = "encoder-decoder model: decode attends to an encoder's output through cross-attention, not modelled"
 _SSM = "state-space or hybrid model: its recurrent layers hold a fixed state, not a KV cache; not modelled"
+_TOWER = ("multimodal model whose vision tower is not modelled (only llava with CLIP and gemma3 with SigLIP are); "
+          "its other towers' weights could not be counted")
 _XATTN = "cross-attention decoder: its cross-attention layers to image features are not modelled"
 
 #: Model types refused by name, with the reason.
@@ -557,7 +573,9 @@ REFUSED: dict[str, str] = {
                      "prophetnet", "switch_transformers", "m2m_100", "nllb-moe", "blenderbot"), _SEQ2SEQ),
     **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "rwkv", "rwkv5", "rwkv6",
                      "recurrent_gemma", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "lfm2",
-                     "qwen3_next", "plamo2", "minimax"), _SSM),
+                     "qwen3_next", "plamo2", "minimax", "minimax_m1"), _SSM),
+    **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "mistral3", "pixtral", "llava_next", "idefics3",
+                     "paligemma", "internvl"), _TOWER),
     **dict.fromkeys(("mllama", "idefics", "flamingo"), _XATTN),
 }
 

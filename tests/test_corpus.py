@@ -86,6 +86,10 @@ KV = {
     "gpt-oss-20b": ((12 * 1000 + 12 * 128) * 2048, (12 * 32768 + 12 * 128) * 2048),
     # a 4,096-token window on all 32 layers
     "mistral-7b-v0.1": (131_072 * 1000, 131_072 * 4096),
+    # MLA with q_lora_rank: 60 x 576 x 2 = 69,120 B/token
+    "deepseek-v2.5": (69_120_000, 69_120 * 32768),
+    # DeepSeekMoE keeps MHA: 28 x 2 x 16 x 128 x 2 = 229,376 B/token
+    "deepseek-moe-16b-base": (229_376_000, 229_376 * 32768),
     # MQA: 32 x 2 x 1 x 64 x 2 = 8,192 B/token
     "falcon-7b": (8_192_000, 8192 * 32768),
     # llava: the Vicuna-7B text model, 32 x 2 x 32 x 128 x 2 = 524,288 B/token
