@@ -255,3 +255,29 @@ def test_cli_refuses_a_mamba_config_on_one_line(tmp_path, capsys):
     assert main(["report", "--model", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "mamba" in err[0] and "state-space" in err[0]
+
+
+def test_windowed_critical_context_by_hand():
+    """c* with windows: all windows >= c* gives the dense c*; all windows of 100 never cross; half of them: solved."""
+    from roofline.estimate import criticality
+
+    dense = get_model("llama-3.1-8b")
+    c_dense = criticality(dense, H100, context=0).critical_context
+    wide = attrs.evolve(dense, layer_windows=(10**6,) * 32)
+    assert criticality(wide, H100, context=0).critical_context == c_dense
+    narrow = attrs.evolve(dense, layer_windows=(100,) * 32)
+    assert criticality(narrow, H100, context=0).critical_context is None
+    half = attrs.evolve(dense, layer_windows=(100, None) * 16)
+    target = 32 * c_dense  # token-layers of KV at the dense c*
+    assert criticality(half, H100, context=0).critical_context == (target - 16 * 100) / 16
+
+
+def test_windowed_block_accounting():
+    """Blocks of a windowed layer cover positions c - w .. c - 1: 1,000 tokens, window 512, blocks of 16 -> 33."""
+    from roofline.estimate import windowed_block_bytes
+
+    one = attrs.evolve(get_model("llama-3.2-1b"), layer_windows=(512,) + (None,) * 15)
+    per_layer_token = one.layer_kv_elements * one.kv_bytes_per_element
+    blocks = (999 // 16 - 488 // 16 + 1) + 15 * 63  # 62 - 30 + 1 = 33 for the windowed layer
+    assert windowed_block_bytes(one, 1000, 16) == blocks * 16 * per_layer_token
+    assert (999 // 16 - 488 // 16 + 1) == 33
