@@ -241,8 +241,10 @@ def format_report(r: dict[str, Any]) -> str:
         f"({r['eight']['weights_only']['throughput_tokens_per_s'] / exact['throughput_tokens_per_s']:.2f}x)",
         "",
         "KV cache",
-        f"  KV bytes per token    {kv['kv_bytes_per_token']:9,.0f} B     = 2 x layers x KV heads x head_dim x "
-        f"KV bytes ({kv['kv_bytes_per_token'] / 1024:g} KiB)",
+        f"  KV bytes per token    {kv['kv_bytes_per_token']:9,.0f} B     = "
+        + ("layers x (kv_lora_rank + qk_rope_head_dim) x KV bytes [MLA]" if m["multi_head_latent_attention"]
+           else "2 x layers x KV heads x head_dim x KV bytes")
+        + f" ({kv['kv_bytes_per_token'] / 1024:g} KiB)" + (", at full attention" if m["sliding_windows"] else ""),
         f"  KV per sequence       {kv['kv_bytes_per_sequence']:9,.0f} B     at {ctx:,} tokens"
         + (f" (windows {m['sliding_windows']} tokens: sum over layers of min(c, w) x per-layer bytes)"
            if m["sliding_windows"] else ""),
