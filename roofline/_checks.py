@@ -26,8 +26,13 @@ def check_number(field: str, value: Any) -> None:
     """Raise unless ``value`` is a finite real number or an array of them."""
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "iuf":
-            if value.dtype.kind == "O" and all(_is_number(v) for v in value.flat):
-                return _check_finite_array(field, value)
+            if value.dtype.kind == "O":
+                for v in value.flat:  # each element as a scalar: a real, finite number
+                    if not _is_number(v):
+                        raise InvalidValueError(field, value, f"expected a numeric array (holds {v!r})")
+                    if not isinstance(v, (int, Fraction, np.integer)) and not math.isfinite(float(v)):
+                        raise InvalidValueError(field, value, f"must be finite (holds {v!r})")
+                return None
             raise InvalidValueError(field, value, "expected a numeric array")
         return _check_finite_array(field, value)
     if not _is_number(value):

@@ -4,21 +4,24 @@ Each command module exposes ``register(subparsers)``, which adds its parser and 
 ``func`` to a function ``run(args) -> int``. Input errors (any
 :class:`roofline.errors.RooflineError`, a ValueError) print one line,
 ``roofline <command>: error: <message>``, on stderr and exit with status 2, as
-argparse does for a bad option.
+argparse does for a bad option. Output that cannot be written (a full disk,
+``> /dev/full``) is one line on stderr and exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from .errors import RooflineError
 
-#: Command modules under roofline.commands, in the order ``roofline --help`` lists them.
-COMMANDS = ("report", "simulate", "calibrate", "validate", "prove", "plot")
+#: Command modules under roofline.commands, in the order ``roofline --help`` lists them
+#: (``presets`` adds ``models`` and ``accelerators``).
+COMMANDS = ("report", "simulate", "calibrate", "validate", "prove", "plot", "presets")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -52,12 +55,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("roofline: error: a command is required (see roofline --help)", file=sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return status
     except RooflineError as exc:
         print(f"roofline {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # e.g. `roofline report | head`
+    except BrokenPipeError:  # e.g. `roofline report | head`: the reader has all it wanted
+        _silence_stdout()
         return 0
+    except OSError as exc:  # e.g. `roofline report > /dev/full`: the output could not be written
+        _silence_stdout()
+        print(f"roofline {args.command}: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # pragma: no cover - stdout without a file descriptor
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,8 @@ __all__ = [
     "ConfigError",
     "UnknownPresetError",
     "TraceError",
+    "FileReadError",
+    "SimulationError",
     "UnsupportedModelError",
 ]
 
@@ -64,6 +66,23 @@ class TraceError(RooflineError):
         self.line = line
         self.field = field
         super().__init__(f"{path}:{line}: field {field!r}: {message}")
+
+
+class FileReadError(RooflineError):
+    """A user-named file cannot be read as text (or JSON); ``reason`` says why.
+
+    Callers that know what the file is for turn it into their own error naming the file
+    (ConfigError, TraceError, MeasurementFileError).
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class SimulationError(RooflineError):
+    """A simulation passed its ``max_steps`` safeguard, or reached a state it cannot leave."""
 
 
 class UnsupportedModelError(ConfigError):

@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 
 from . import formulas as f
-from ._checks import check_int
+from ._checks import check_int, check_number
 from .errors import InvalidValueError
 from .hardware import Accelerator
 from .models import ModelConfig
@@ -29,17 +29,29 @@ __all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacit
            "compute_peak", "windowed_block_bytes"]
 
 
-def _check_parts(model: Any, accelerator: Any = None) -> None:
+_NO_ACCELERATOR = object()
+
+
+def _check_parts(model: Any, accelerator: Any = _NO_ACCELERATOR) -> None:
     if not isinstance(model, ModelConfig):
         raise InvalidValueError("model", model, "expected a ModelConfig (roofline.get_model or load_model)")
-    if accelerator is not None and not isinstance(accelerator, Accelerator):
+    if accelerator is not _NO_ACCELERATOR and not isinstance(accelerator, Accelerator):
         raise InvalidValueError("accelerator", accelerator, "expected an Accelerator (roofline.get_accelerator)")
 
 
-def _check_scalar_int(field: str, value: Any, minimum: int) -> None:
+def _check_scalar(field: str, value: Any, *, minimum: int | None = None) -> None:
+    """A real scalar (an integer >= ``minimum`` when one is given); arrays go to roofline.formulas."""
     if isinstance(value, np.ndarray):
         raise InvalidValueError(field, value, "expected a scalar; roofline.formulas takes arrays")
-    check_int(field, value, minimum=minimum)
+    if minimum is None:
+        check_number(field, value)
+    else:
+        check_int(field, value, minimum=minimum)
+
+
+def _check_flag(field: str, value: Any) -> None:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidValueError(field, value, "expected True or False")
 
 
 def _model_terms(model: ModelConfig, flops: str, batch: Any = 1, context: Any = 0) -> dict[str, Any]:
@@ -65,20 +77,19 @@ def compute_peak(model: ModelConfig, accelerator: Accelerator) -> Any:
 
     Weight-only quantization (GPTQ, AWQ, w4a16, mxfp4) dequantizes to the activation dtype
     and uses its peak (BF16/FP16); docs/conventions.md, "Weight dtypes per tensor class".
+    (:attr:`roofline.ModelConfig.compute_dtype`, :meth:`roofline.Accelerator.peak`.)
 
     Raises
     ------
     InvalidValueError
         FP8 activations on an accelerator without an FP8 peak.
     """
-    if model.activation_dtype == "fp8":
-        return accelerator.peak("fp8")
-    return accelerator.peak_flops
+    return accelerator.peak(model.compute_dtype)
 
 
 def _hardware_terms(accelerator: Accelerator, model: ModelConfig | None = None) -> dict[str, Fraction]:
-    peak = accelerator.peak_flops if model is None else compute_peak(model, accelerator)
-    return dict(bandwidth=Fraction(accelerator.bandwidth), peak_flops=Fraction(peak))
+    dtype = "bf16" if model is None else model.compute_dtype
+    return {name: Fraction(value) for name, value in accelerator.step_terms(dtype).items()}
 
 
 @attrs.frozen
@@ -152,8 +163,10 @@ def decode_step(
     (4.79, 'memory')
     """
     _check_parts(model, accelerator)
-    _check_scalar_int("batch", batch, 1)
-    _check_scalar_int("context", context, 0)
+    _check_scalar("batch", batch, minimum=1)
+    _check_scalar("context", context, minimum=0)
+    _check_scalar("overhead", overhead)
+    _check_flag("kv_reads", kv_reads)
     terms = _model_terms(model, flops, batch, context)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
@@ -250,7 +263,7 @@ def criticality(model: ModelConfig, accelerator: Accelerator, *, context: int, f
     (True, 296, 415)
     """
     _check_parts(model, accelerator)
-    _check_scalar_int("context", context, 0)
+    _check_scalar("context", context, minimum=0)
     terms = _model_terms(model, flops, 1, context)
     hw = _hardware_terms(accelerator, model)
     weights_only = dict(terms, kv_bytes_per_token=Fraction(0), attention_flops_per_token=Fraction(0))
@@ -412,6 +425,8 @@ def kv_budget_for(
     60.48
     """
     _check_parts(model, accelerator)
+    _check_scalar("utilization", utilization)
+    _check_scalar("reserved", reserved)
     budget = f.kv_budget(
         memory=Fraction(accelerator.usable_memory), utilization=utilization,
         weight_bytes=Fraction(model.weight_bytes), reserved=reserved,
@@ -452,6 +467,9 @@ def kv_capacity(
     404
     """
     _check_parts(model)
+    _check_scalar("budget", budget)
+    _check_scalar("context", context, minimum=1)
+    _check_scalar("block_size", block_size, minimum=1)
     k = model.kv_bytes_per_token
     if not model.has_sliding_window:
         return KVCapacity(
@@ -468,8 +486,6 @@ def kv_capacity(
             ),
             kv_bytes_per_sequence=k * context,
         )
-    check_int("context", context, minimum=1)
-    check_int("block_size", block_size, minimum=1)
     per_sequence = model.kv_bytes(context)
     return KVCapacity(
         budget=budget,

@@ -23,6 +23,7 @@ import attrs
 
 from ._checks import check_positive
 from .errors import InvalidValueError, UnknownPresetError
+from .units import GB, TB, GiB, MiB
 
 __all__ = [
     "Source",
@@ -37,11 +38,6 @@ __all__ = [
     "TB",
 ]
 
-GB = 10**9
-GiB = 2**30
-MiB = 2**20
-TB = 10**12
-TFLOP = 10**12
 
 SourceKind = Literal["datasheet", "measured", "derived"]
 _KINDS = ("datasheet", "measured", "derived")
@@ -161,6 +157,26 @@ class Accelerator:
     def usable_memory(self) -> int | Fraction:
         """Memory seen by software [bytes]."""
         return self.memory_usable.value
+
+    def step_terms(self, dtype: str = "bf16") -> dict[str, int | Fraction]:
+        """The accelerator's inputs to the step-time formulas, keyed by their keyword names.
+
+        The twin of :meth:`roofline.ModelConfig.step_terms`: ``bandwidth`` [bytes/s] and
+        ``peak_flops`` [FLOP/s] (the dense peak for ``dtype``, see :meth:`peak`), exact
+        (int or Fraction). Pass both with ``**`` to any fast path of
+        :mod:`roofline.formulas.step_time` or :mod:`roofline.formulas.intensity`.
+
+        Raises
+        ------
+        InvalidValueError
+            For a dtype :meth:`peak` does not know.
+
+        Examples
+        --------
+        >>> get_accelerator("h100-sxm").step_terms()
+        {'bandwidth': 3350000000000, 'peak_flops': 989400000000000}
+        """
+        return {"bandwidth": self.bandwidth, "peak_flops": self.peak(dtype)}
 
     def peak(self, dtype: str = "bf16") -> int | Fraction:
         """Dense peak [FLOP/s] for ``dtype`` in {"bf16", "fp16", "fp8"}.

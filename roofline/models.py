@@ -11,7 +11,6 @@ published parameter total where one exists; a test checks the computed count equ
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from fractions import Fraction
@@ -21,8 +20,8 @@ from typing import Any
 
 import attrs
 
-from ._io import FileReadError, read_text_file
-from .errors import ConfigError, InvalidValueError, UnknownPresetError
+from ._io import parse_json, read_text_file
+from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError
 
 __all__ = [
     "ModelConfig",
@@ -537,6 +536,12 @@ class ModelConfig:
         return dtype_bytes(self.weight_dtype, field="weight_dtype")
 
     @property
+    def compute_dtype(self) -> str:
+        """The dtype whose dense peak the matmuls run at: "fp8" for FP8 weights with FP8 activations,
+        else "bf16" (weight-only quantization dequantizes to the activations' dtype)."""
+        return "fp8" if self.activation_dtype == "fp8" else "bf16"
+
+    @property
     def kv_bytes_per_element(self) -> int | Fraction:
         """Bytes per KV-cache element of ``kv_dtype``."""
         return dtype_bytes(self.kv_dtype, field="kv_dtype")
@@ -808,8 +813,8 @@ class ModelConfig:
             except FileReadError as exc:
                 raise ConfigError(f"{path}: model config {exc.reason}") from None
             try:
-                config = json.loads(text, parse_constant=_reject_constant)
-            except (json.JSONDecodeError, ValueError) as exc:
+                config = parse_json(text)
+            except ValueError as exc:
                 raise ConfigError(f"{path}: not valid JSON: {exc}") from None
             if not isinstance(config, dict):
                 raise ConfigError(f"{path}: expected a JSON object, got {type(config).__name__}")
@@ -828,9 +833,6 @@ class ModelConfig:
         """
         return get_model(name).with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 
-
-def _reject_constant(token: str) -> Any:
-    raise ValueError(f"non-finite number {token} is not allowed")
 
 
 _MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB
@@ -896,7 +898,7 @@ def get_model(name: str) -> ModelConfig:
         if key not in names:
             raise UnknownPresetError("model", str(name), names)
         path = resources.files("roofline.data").joinpath("models", key + ".json")
-        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg = parse_json(path.read_text(encoding="utf-8"))
         _PRESET_CACHE[key] = _from_dict(cfg, name=key, source=f"preset {key}", weight_dtype=None, kv_dtype=None)
     return _PRESET_CACHE[key]
 

@@ -102,8 +102,9 @@ def throughput_curves(
         raise InvalidValueError("max_batch", max_batch, "must be an integer >= 2")
     per_token, attention = model.flops_per_token(flops)
     batch = np.arange(1, max_batch + 1)
-    common = dict(weight_bytes=float(model.weight_bytes), flops_per_token=float(per_token),
-                  bandwidth=float(accelerator.bandwidth), peak_flops=float(accelerator.peak_flops), overhead=0)
+    hardware = accelerator.step_terms()
+    common = dict(weight_bytes=float(model.weight_bytes), flops_per_token=float(per_token), overhead=0,
+                  **{name: float(value) for name, value in hardware.items()})
     weights_only = f.throughput(batch=batch, context_sum=np.zeros_like(batch), kv_bytes_per_token=0,
                                 attention_flops_per_token=0, **common)
     with_kv = f.throughput(batch=batch, context_sum=batch * context, kv_bytes_per_token=float(model.kv_bytes_per_token),
@@ -113,7 +114,7 @@ def throughput_curves(
     with_kv = np.where(batch <= kv_limit, with_kv, np.nan)
     critical = f.critical_batch(context=0, weight_bytes=model.weight_bytes, kv_bytes_per_token=0,
                                 flops_per_token=per_token, attention_flops_per_token=0,
-                                peak_flops=Fraction(accelerator.peak_flops), bandwidth=Fraction(accelerator.bandwidth))
+                                **{name: Fraction(value) for name, value in hardware.items()})
     return dict(batch=batch, weights_only=weights_only, with_kv=with_kv, kv_limit=kv_limit,
                 ceiling=float(accelerator.peak_flops) / float(per_token), critical_batch=int(critical),
                 ridge=float(accelerator.ridge_point), context=context, kv_budget=kv_budget, flops=flops)
@@ -313,6 +314,7 @@ def write_charts(
             try:
                 fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata)
             except OSError as exc:
-                raise InvalidValueError("out_dir", str(out_dir), f"cannot write {path.name}: {exc.strerror or exc}") from None
+                reason = f"cannot write {path.name}: {exc.strerror or exc}"
+                raise InvalidValueError("out_dir", str(out_dir), reason) from None
             written.append(path)
     return written

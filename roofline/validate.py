@@ -45,6 +45,7 @@ from .errors import InvalidValueError, RooflineError
 from .formulas import step_time
 from .hardware import Accelerator, get_accelerator
 from .models import ModelConfig, get_model
+from .units import format_share, format_time
 
 __all__ = [
     "LEFT_OUT",
@@ -166,16 +167,11 @@ def predict(
     (6.637, 'memory')
     """
     model = measurement.model
-    f, a = model.flops_per_token(flops)
     kw = dict(
         batch=measurement.batch,
         context_sum=measurement.context_sum,
-        weight_bytes=model.weight_bytes,
-        kv_bytes_per_token=model.kv_bytes_per_token,
-        flops_per_token=f,
-        attention_flops_per_token=a,
-        bandwidth=accelerator.bandwidth,
-        peak_flops=accelerator.peak_flops,
+        **model.step_terms(flops),
+        **accelerator.step_terms(),
     )
     t = float(step_time(**kw, overhead=0))
     memory = float(model.weight_bytes + model.kv_bytes_per_token * measurement.context_sum) / float(
@@ -383,13 +379,11 @@ def _constants(acc: Accelerator | None) -> dict[str, Any] | None:
 
 
 def _ms(seconds: float | None) -> str:
-    return "n/a" if seconds is None else f"{seconds * 1e3:.3f} ms"
+    return format_time(seconds, unit="ms", decimals=(3, 3, 3))
 
 
 def _pct(value: float | None, *, signed: bool = True) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:+.1%}" if signed else f"{value:.1%}"
+    return format_share(value, signed=signed)
 
 
 # --------------------------------------------------------------------------- data

@@ -3,8 +3,10 @@
 Profiles (chosen by the HYPOTHESIS_PROFILE environment variable):
 
 * ``default``: keeps the whole suite within a few minutes on 2 cores (CI): 60 examples
-  per property; the cheap simulation oracles of tests/test_properties_*.py ask for at
-  least 200 (``AT_LEAST_200``);
+  per property; the cheap simulation oracles of tests/test_oracle_*.py ask for at
+  least 200 (profile ``simulation_oracle``, registered here);
+* ``wheel``: 10 examples per property, for CI's second run of the suite against the
+  installed wheel (that run checks packaging, not the properties);
 * ``thorough``: many more examples, for a release or a change to a formula: 1,000 per
   property (the simulation oracles included), and the reproduction blob of any failure.
 """
@@ -30,7 +32,22 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
     print_blob=True,
 )
+settings.register_profile(
+    "wheel",
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# The simulation oracles (formula vs the reference scheduler) are cheap and catch the most:
+# at least 200 examples each, more where the active profile asks for more. Test modules use
+# it as ``@settings(settings.get_profile("simulation_oracle"))`` (no import from conftest).
+settings.register_profile(
+    "simulation_oracle",
+    parent=settings(),
+    max_examples=max(200, settings().max_examples) if os.environ.get("HYPOTHESIS_PROFILE") != "wheel" else 10,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -84,9 +84,9 @@ def test_weight_dtype_override_replaces_the_quantization():
 
 def test_gemma3_windowed_capacity_at_32k():
     """Gemma 3 1B at 32,768 tokens: 511 sequences fit on an H100 (85 if priced as full attention)."""
-    from tests.test_corpus import HERE
+    from pathlib import Path
 
-    m = ModelConfig.from_hf_config(HERE / "gemma-3-1b-pt.json")
+    m = ModelConfig.from_hf_config(Path(__file__).parent / "data" / "configs" / "gemma-3-1b-pt.json")
     from roofline.estimate import kv_budget_for
 
     budget = kv_budget_for(m, H100)

@@ -39,6 +39,9 @@ ADMISSIBLE = {
     # MoE: at most E experts per token (k folded into [1, E])
     **{name: (lambda kw: dict(kw, experts_per_token=1 + (kw["experts_per_token"] - 1) % kw["num_experts"]))
        for name in ("experts_touched", "moe_decode_weight_bytes", "moe_arithmetic_intensity", "moe_compute_margin")},
+    # an arrival before the running batch ends: the drawn arrival as a share of the batch's duration
+    "static_join_wait": lambda kw: dict(
+        kw, arrival_time=kw["length_max"] * kw["step_time"] * (Fraction(kw["arrival_time"]) % 1)),
 }
 
 

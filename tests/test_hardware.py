@@ -7,7 +7,8 @@ from fractions import Fraction
 import pytest
 
 from roofline import InvalidValueError, UnknownPresetError, accelerator_names, get_accelerator
-from roofline.hardware import GiB, MiB, Source, Sourced
+from roofline.hardware import Source, Sourced
+from roofline.units import GiB, MiB
 
 EXPECTED = {
     # key: (bandwidth B/s, dense BF16 FLOP/s, dense FP8 or None, label bytes)

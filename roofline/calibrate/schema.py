@@ -19,8 +19,8 @@ from typing import Any
 
 import attrs
 
-from .._io import FileReadError, read_text_file
-from ..errors import InvalidValueError, RooflineError
+from .._io import parse_json, read_text_file
+from ..errors import FileReadError, InvalidValueError, RooflineError
 from ..hardware import Accelerator, Source, Sourced, get_accelerator
 from ..models import ModelConfig
 
@@ -182,9 +182,6 @@ class _Reader:
         return value
 
 
-def _reject_constant(token: str) -> Any:
-    raise ValueError(f"non-finite number {token} is not allowed")
-
 
 def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Parse a JSON object from ``path`` (NaN and Infinity rejected).
@@ -200,7 +197,7 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     except FileReadError as exc:
         raise MeasurementFileError(name, "(file)", exc.reason) from None
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
+        doc = parse_json(text)
     except ValueError as exc:
         raise MeasurementFileError(name, "(file)", f"not valid JSON: {exc}") from None
     if not isinstance(doc, dict):

@@ -8,6 +8,7 @@ and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -19,10 +20,25 @@ DEFAULT_ACCELERATOR = "h100-sxm"
 MAXIMUM = 10**15
 
 
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def plain(doc: str | None) -> str:
+    """A docstring as help text: reST roles (``:mod:`x```) and literals (````x````) shown as plain x."""
+    return _ROLE.sub(r"\1", doc or "").replace("``", "")
+
+
+def _ascii(name: str, text: str) -> None:
+    """Numbers on the command line are ASCII: Python would read Arabic-Indic or full-width digits as 12."""
+    if not text.isascii():
+        raise argparse.ArgumentTypeError(f"{name}={text!r}: numbers must be written with ASCII digits")
+
+
 def int_arg(name: str, minimum: int = 0, maximum: int = MAXIMUM) -> Any:
     """An argparse type: an integer in [``minimum``, ``maximum``]."""
 
     def parse(text: str) -> int:
+        _ascii(name, text)
         try:
             value = int(text)
         except ValueError:
@@ -41,6 +57,7 @@ def number_arg(name: str, *, positive: bool = False, at_most_one: bool = False) 
     (> 0 if ``positive``; <= 1 if ``at_most_one``). NaN and infinity are refused."""
 
     def parse(text: str) -> Fraction:
+        _ascii(name, text)
         try:
             value = Fraction(text)
         except (ValueError, ZeroDivisionError, OverflowError):

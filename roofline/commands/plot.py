@@ -14,12 +14,14 @@ Needs matplotlib (``pip install 'roofline[plot]'``). Example: ``roofline plot --
 from __future__ import annotations
 
 import argparse
+import json
 from fractions import Fraction
 from typing import Any
 
-from ..hardware import GB, get_accelerator
+from ..hardware import get_accelerator
 from ..models import load_model
-from ._args import add_flops_option, add_model_options, int_arg, number_arg
+from ..units import GB
+from ._args import add_flops_option, add_model_options, int_arg, number_arg, plain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plot",
         help="write the lesson's two charts (throughput vs batch, useful share vs spread) to PNG and SVG",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default="charts", help="output folder, created if missing (default: %(default)s)")
@@ -41,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batch", type=int_arg("--max-batch", 2, maximum=100_000), default=512,
                    help="largest batch size drawn (default: %(default)s)")
     add_flops_option(p, default="lesson")
+    p.add_argument("--json", action="store_true", help="print the written paths as JSON")
     p.set_defaults(func=run)
 
 
@@ -52,6 +55,9 @@ def run(args: Any) -> int:
     accelerator = get_accelerator(args.accelerator)
     paths = write_charts(args.out, model, accelerator, formats=args.formats, context=args.context,
                          kv_budget=int(args.kv_budget_gb * GB), max_batch=args.max_batch, flops=args.flops)
-    for path in paths:
-        print(path)
+    if args.json:
+        print(json.dumps({"written": [str(path) for path in paths]}, indent=2))
+    else:
+        for path in paths:
+            print(path)
     return 0

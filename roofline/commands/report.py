@@ -16,9 +16,10 @@ from typing import Any
 from .. import estimate
 from .._checks import check_int, check_positive
 from ..errors import InvalidValueError
-from ..hardware import GB, Accelerator, get_accelerator
+from ..hardware import Accelerator, get_accelerator
 from ..models import ModelConfig, load_model
-from ._args import add_model_options, int_arg, number_arg
+from ..units import GB, format_time
+from ._args import add_model_options, int_arg, number_arg, plain
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
 LESSON_KV_BUDGET_GB = 53
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
         help="the lesson's numbers for a model on an accelerator",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_options(p)
@@ -184,11 +185,7 @@ def build_report(
 
 
 def _t(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3f} ms"
-    return f"{seconds * 1e6:.2f} us"
+    return format_time(seconds, decimals=(3, 3, 2))
 
 
 def format_report(r: dict[str, Any]) -> str:

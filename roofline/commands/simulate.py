@@ -24,10 +24,11 @@ from typing import Any
 
 from .. import estimate
 from ..errors import InvalidValueError
-from ..hardware import GB, get_accelerator
+from ..hardware import get_accelerator
 from ..models import load_model
 from ..sim import POLICIES, KVPool, RooflineCostModel, SimResult, load_trace
-from ._args import add_flops_option, add_model_options, int_arg, number_arg
+from ..units import GB, format_time
+from ._args import add_flops_option, add_model_options, int_arg, number_arg, plain
 
 DEFAULT_BATCH_SIZE = 8
 DEFAULT_MAX_NUM_SEQS = 256
@@ -39,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate",
         help="serve a request trace under serial, static and continuous batching and compare",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--trace", required=True,
@@ -120,16 +121,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _t(seconds: Any) -> str:
-    if seconds is None:
-        return "-"
-    s = float(seconds)
-    if s >= 100:
-        return f"{s:,.0f} s"
-    if s >= 1:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} us"
+    return format_time(seconds, decimals=(2, 1, 0), whole_from=100, none="-")
 
 
 def _p(stats: Any, q: str) -> str:

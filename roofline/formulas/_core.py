@@ -2,6 +2,8 @@
 
 Each public fast path is declared with :func:`formula`, which
 
+* checks that every keyword argument is a quantity of :data:`roofline.quantities.QUANTITIES`
+  and that its domain is the table's or narrower (a programming error otherwise);
 * records it in :data:`REGISTRY` with the name of its symbolic form
   (``roofline.symbolic.<topic>.<name>``, loaded lazily so that ``import roofline``
   never imports SymPy), the proof script that derives it and the domain of each
@@ -30,6 +32,7 @@ import numpy as np
 
 from .._checks import check_int, check_nonnegative, check_number, check_positive
 from ..errors import InvalidValueError
+from ..quantities import DOMAINS, QUANTITIES, narrows
 
 __all__ = ["Formula", "FormulaSpec", "REGISTRY", "formula", "maximum", "floor", "ceil", "DOMAINS"]
 
@@ -41,17 +44,6 @@ class Formula(Protocol):
     unchecked: Callable[..., Any]
 
     def __call__(self, **kwargs: Any) -> Any: ...
-
-#: Domain kinds a keyword argument may have, and the SymPy assumptions they mean.
-DOMAINS = {
-    "positive": dict(positive=True),
-    "nonnegative": dict(nonnegative=True),
-    "positive_int": dict(positive=True, integer=True),
-    "nonnegative_int": dict(nonnegative=True, integer=True),
-    "share": dict(positive=True),  # 0 < x <= 1
-    "real": dict(real=True),
-}
-
 
 def _check(kind: str, name: str, value: Any) -> None:
     if kind == "positive":
@@ -100,6 +92,11 @@ class FormulaSpec:
         ``(field, text, predicate)``: a relation between arguments the formula needs
         (e.g. a batch's longest output at most its sum); the checked fast path raises
         InvalidValueError naming ``field`` when ``predicate(**kwargs)`` is false.
+    result : str
+        Domain of the result (a key of :data:`roofline.quantities.DOMAINS`); the checked
+        fast path raises InvalidValueError naming the formula and its inputs when a result
+        is not finite or outside it (float overflow or underflow of valid inputs), except
+        the ``inf`` (arrays) or ``None`` (scalars) of ``none_when_infinite``.
     """
 
     name: str
@@ -111,6 +108,7 @@ class FormulaSpec:
     exact: bool = True
     max_test_value: int | None = None
     requires: tuple[str, str, Callable[..., Any]] | None = None
+    result: str = "real"
 
     def admits(self, **kwargs: Any) -> bool:
         """Whether the arguments satisfy the relation in ``requires`` (always True without one)."""
@@ -134,12 +132,17 @@ def formula(
     exact: bool = True,
     max_test_value: int | None = None,
     requires: tuple[str, str, Callable[..., Any]] | None = None,
+    result: str = "real",
     **domains: Any,
 ) -> Callable[[Callable[..., Any]], Formula]:
     """Register a fast path and wrap it with domain checks (see module docstring)."""
-    for kind in domains.values():
-        if kind not in DOMAINS:  # pragma: no cover - programming error
-            raise AssertionError(kind)
+    if result not in DOMAINS:  # pragma: no cover - programming error
+        raise AssertionError(result)
+    for name, kind in domains.items():  # programming errors, caught at import
+        if name not in QUANTITIES:
+            raise AssertionError(f"{name!r} is not in roofline.quantities.QUANTITIES; add it to the table")
+        if kind not in DOMAINS or not narrows(QUANTITIES[name].domain, kind):
+            raise AssertionError(f"{name}: domain {kind!r} is not within the table's {QUANTITIES[name].domain!r}")
 
     def decorate(func: Callable[..., Any]) -> Formula:
         @functools.wraps(func)
@@ -165,16 +168,69 @@ def formula(
                 assert requires is not None
                 field, text, _ = requires
                 raise InvalidValueError(field, kwargs[field], f"{func.__name__} requires {text}")
-            return func(**kwargs)
+            exact_ints = {n: v.astype(object) for n, v in kwargs.items()
+                          if isinstance(v, np.ndarray) and v.dtype.kind in "iu"}
+            out = func(**{**kwargs, **exact_ints})  # integer arrays as Python ints: they never wrap
+            if exact_ints:
+                out = _from_object(out)
+            _check_result(func.__name__, result, none_when_infinite, out, kwargs)
+            return out
 
         checked.unchecked = func  # type: ignore[attr-defined]
         spec = FormulaSpec(
-            func.__name__, topic, checked, dict(domains), proof, none_when_infinite, exact, max_test_value, requires
+            func.__name__, topic, checked, dict(domains), proof, none_when_infinite, exact, max_test_value, requires,
+            result,
         )
         REGISTRY[func.__name__] = spec
         return checked  # type: ignore[return-value]  # carries .unchecked, set above
 
     return decorate
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _from_object(out: Any) -> Any:
+    """An object array computed from Python ints back to int64 or float64 where that is exact."""
+    if not isinstance(out, np.ndarray) or out.dtype.kind != "O" or out.size == 0:
+        return out
+    values = out.ravel().tolist()
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        if _INT64.min <= min(values) and max(values) <= _INT64.max:
+            return out.astype(np.int64)
+        return out  # exact Python ints too large for int64
+    if all(isinstance(v, float) for v in values):
+        return out.astype(np.float64)
+    return out
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, Fraction)) or math.isfinite(float(value))
+
+
+def _check_result(name: str, kind: str, none_when_infinite: bool, out: Any, kwargs: dict[str, Any]) -> None:
+    """Raise InvalidValueError when a result is not finite or outside its domain."""
+    if out is None and none_when_infinite:
+        return
+    values = np.asarray(out, dtype=object).ravel().tolist() if isinstance(out, np.ndarray) else [out]
+    for v in values:
+        if v is None and none_when_infinite:
+            continue
+        if none_when_infinite and isinstance(v, float) and v == math.inf:
+            continue
+        ok = _finite(v)
+        if ok and kind != "real":
+            ok = v > 0 if kind.startswith("positive") or kind == "share" else v >= 0
+            if ok and kind == "share":
+                ok = v <= 1 if not isinstance(v, float) else v <= 1 + 1e-12
+        if not ok:
+            inputs = ", ".join(f"{k}={np.array2string(a, threshold=6) if isinstance(a, np.ndarray) else repr(a)}"
+                               for k, a in kwargs.items())
+            rng = {"real": "finite", "share": "in (0, 1]", "positive": "> 0", "positive_int": "> 0",
+                   "nonnegative": ">= 0", "nonnegative_int": ">= 0"}[kind]
+            raise InvalidValueError(
+                name, v, f"result is not {rng} for {inputs} (float overflow or underflow: pass ints or Fractions)"
+            )
 
 
 # --------------------------------------------------------------------------- helpers

@@ -24,7 +24,8 @@ Conventions (../shared/design/CONVENTIONS.md, "Serving policies"):
 
 Fast paths are keyword-only, with no float literals in the exact ones; the
 expected shares' registry entries carry ``exact`` (False where the result is a float)
-and ``max_test_value`` (bound on inputs for exact or symbolic evaluation in tests). Derivations: ``roofline.symbolic.batching``. Proofs:
+and ``max_test_value`` (bound on inputs for exact or symbolic evaluation in tests).
+Derivations: ``roofline.symbolic.batching``. Proofs:
 ``proofs/p01_one_request.py`` (serial waits), ``proofs/p05_static_batching.py``,
 ``proofs/p06_expected_useful_share.py``.
 """
@@ -72,7 +73,7 @@ def _elementwise(kernel: Callable[..., Any], **kwargs: Any) -> Any:
     arrays = np.broadcast_arrays(*(np.asarray(kwargs[n]) for n in names))
     out = np.empty(arrays[0].shape, dtype=float)
     for index in np.ndindex(out.shape):
-        values = {n: a[index].item() for n, a in zip(names, arrays, strict=False)}
+        values = {n: getattr(a[index], "item", lambda v=a[index]: v)() for n, a in zip(names, arrays, strict=False)}
         out[index] = float(kernel(**values))
     return out
 
@@ -84,9 +85,11 @@ def _any_array(*values: Any) -> bool:
 # --------------------------------------------------------------------------- static batching
 
 
-@formula(topic="batching", proof=_P5, batch="positive_int", length_sum="positive", length_max="positive",
+@formula(result="share",
+         topic="batching", proof=_P5, batch="positive_int", length_sum="positive", length_max="positive",
          requires=("length_sum", "length_max <= length_sum <= batch x length_max",
-                   lambda batch, length_sum, length_max: (length_max <= length_sum) & (length_sum <= batch * length_max)))
+                   lambda batch, length_sum, length_max: (length_max <= length_sum)
+                   & (length_sum <= batch * length_max)))
 def static_useful_share(*, batch: Any, length_sum: Any, length_max: Any) -> Any:
     """Useful share of a static batch: sum(O_i) / (B x max O_i) [1].
 
@@ -130,7 +133,7 @@ def static_useful_share(*, batch: Any, length_sum: Any, length_max: Any) -> Any:
 # --------------------------------------------------------------------------- serial waits
 
 
-@formula(topic="batching", proof=_P1, position="positive_int", service_time="nonnegative")
+@formula(result="nonnegative", topic="batching", proof=_P1, position="positive_int", service_time="nonnegative")
 def serial_completion_time(*, position: Any, service_time: Any) -> Any:
     """When request j finishes, served one by one from t = 0 with equal service times [s].
 
@@ -163,7 +166,7 @@ def serial_completion_time(*, position: Any, service_time: Any) -> Any:
     return position * service_time
 
 
-@formula(topic="batching", proof=_P1, position="positive_int", service_time="nonnegative")
+@formula(result="nonnegative", topic="batching", proof=_P1, position="positive_int", service_time="nonnegative")
 def serial_wait(*, position: Any, service_time: Any) -> Any:
     """Time request j waits before its own work starts, served one by one from t = 0 [s].
 
@@ -196,7 +199,7 @@ def serial_wait(*, position: Any, service_time: Any) -> Any:
     return (position - 1) * service_time
 
 
-@formula(topic="batching", proof=_P1, requests="positive_int", service_time="nonnegative")
+@formula(result="nonnegative", topic="batching", proof=_P1, requests="positive_int", service_time="nonnegative")
 def serial_mean_wait(*, requests: Any, service_time: Any) -> Any:
     """Mean wait before work starts over n requests served one by one from t = 0 [s].
 
@@ -228,7 +231,7 @@ def serial_mean_wait(*, requests: Any, service_time: Any) -> Any:
     return _exact(requests - 1) * service_time / 2
 
 
-@formula(topic="batching", proof=_P5, output_tokens="positive_int", length_max="positive",
+@formula(result="nonnegative", topic="batching", proof=_P5, output_tokens="positive_int", length_max="positive",
          step_time="nonnegative", requires=("output_tokens", "output_tokens <= length_max",
                                             lambda output_tokens, length_max, step_time: output_tokens <= length_max))
 def static_handback_delay(*, output_tokens: Any, length_max: Any, step_time: Any) -> Any:
@@ -267,8 +270,10 @@ def static_handback_delay(*, output_tokens: Any, length_max: Any, step_time: Any
     return (length_max - output_tokens) * step_time
 
 
-@formula(topic="batching", proof=_P5, arrival_time="nonnegative", length_max="positive",
-         step_time="nonnegative")
+@formula(result="nonnegative", topic="batching", proof=_P5, arrival_time="nonnegative", length_max="positive",
+         step_time="nonnegative",
+         requires=("arrival_time", "arrival_time <= length_max x step_time (an arrival before the batch ends)",
+                   lambda arrival_time, length_max, step_time: arrival_time <= length_max * step_time))
 def static_join_wait(*, arrival_time: Any, length_max: Any, step_time: Any) -> Any:
     """How long a request arriving after a static batch started waits before its work starts [s].
 
@@ -287,7 +292,7 @@ def static_join_wait(*, arrival_time: Any, length_max: Any, step_time: Any) -> A
     Raises
     ------
     InvalidValueError
-        A negative or non-finite argument.
+        A negative or non-finite argument, or an arrival after the batch's end.
 
     Notes
     -----
@@ -336,7 +341,8 @@ def _uniform_share_kernel(*, batch: int, spread: Any) -> Any:
     return (batch + 1) / (2 * batch) + (batch - 1) / (2 * batch) * low_over_max
 
 
-@formula(topic="batching", proof=_P6, batch="positive_int", spread="share", exact=False, max_test_value=1000)
+@formula(result="share",
+         topic="batching", proof=_P6, batch="positive_int", spread="share", exact=False, max_test_value=1000)
 def expected_useful_share_uniform(*, batch: Any, spread: Any) -> Any:
     """Expected useful share of a static batch of B iid continuous-uniform output lengths [1].
 
@@ -389,7 +395,7 @@ def expected_useful_share_uniform(*, batch: Any, spread: Any) -> Any:
     return _uniform_share_kernel(batch=batch, spread=spread)
 
 
-@formula(topic="batching", proof=_P6, batch="positive_int", spread="share")
+@formula(result="share", topic="batching", proof=_P6, batch="positive_int", spread="share")
 def approx_useful_share_uniform(*, batch: Any, spread: Any) -> Any:
     """The lesson's approximation of the useful share, mean / longest, for uniform lengths [1].
 
@@ -443,7 +449,7 @@ def _discrete_share_kernel(*, batch: int, min_length: int, length_range: int) ->
     return total / n**batch
 
 
-@formula(topic="batching", proof=_P6, batch="positive_int", min_length="positive_int",
+@formula(result="share", topic="batching", proof=_P6, batch="positive_int", min_length="positive_int",
          length_range="nonnegative_int", max_test_value=24)
 def expected_useful_share_discrete_uniform(*, batch: Any, min_length: Any, length_range: Any) -> Any:
     """Expected useful share of a static batch of B iid integer lengths, uniform on a range [1].
@@ -538,7 +544,7 @@ def _exponential_share_kernel(*, batch: int, scale: Any, cap: Any) -> Any:
     return 1 / batch + (batch - 1) / batch * integral
 
 
-@formula(topic="batching", proof=_P6, batch="positive_int", scale="positive", cap="positive",
+@formula(result="share", topic="batching", proof=_P6, batch="positive_int", scale="positive", cap="positive",
          exact=False, max_test_value=64)
 def expected_useful_share_exponential(*, batch: Any, scale: Any, cap: Any) -> Any:
     """Expected useful share of a static batch of B iid truncated-exponential lengths [1].

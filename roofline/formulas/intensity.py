@@ -38,7 +38,7 @@ _MODEL: dict[str, Any] = dict(
 )
 
 
-@formula(topic="intensity", proof=_P3, batch="positive", context="nonnegative", **_MODEL)
+@formula(result="positive", topic="intensity", proof=_P3, batch="positive", context="nonnegative", **_MODEL)
 def arithmetic_intensity(
     *, batch: Any, context: Any, weight_bytes: Any, kv_bytes_per_token: Any,
     flops_per_token: Any, attention_flops_per_token: Any,
@@ -77,7 +77,7 @@ def arithmetic_intensity(
     return (batch * flops_per_token + attention_flops_per_token * s) / (weight_bytes + kv_bytes_per_token * s)
 
 
-@formula(topic="intensity", proof=_P3, context="positive", kv_bytes_per_token="positive",
+@formula(result="positive", topic="intensity", proof=_P3, context="positive", kv_bytes_per_token="positive",
          flops_per_token="positive", attention_flops_per_token="nonnegative")
 def intensity_limit(*, context: Any, kv_bytes_per_token: Any, flops_per_token: Any,
                     attention_flops_per_token: Any) -> Any:
@@ -107,7 +107,7 @@ def intensity_limit(*, context: Any, kv_bytes_per_token: Any, flops_per_token: A
     return (flops_per_token + attention_flops_per_token * context) / (kv_bytes_per_token * context)
 
 
-@formula(topic="intensity", proof=_P3, peak_flops="positive", bandwidth="positive")
+@formula(result="positive", topic="intensity", proof=_P3, peak_flops="positive", bandwidth="positive")
 def ridge_point(*, peak_flops: Any, bandwidth: Any) -> Any:
     """Ridge point I* = peak FLOP/s / HBM bandwidth [FLOP/byte].
 
@@ -149,7 +149,7 @@ def _none_or_inf(value: Any, exists: Any) -> Any:
     return value if exists else None
 
 
-@formula(topic="intensity", proof=_P3, none_when_infinite=True, **_CRIT)
+@formula(result="positive", topic="intensity", proof=_P3, none_when_infinite=True, **_CRIT)
 def critical_batch_real(**kw: Any) -> Any:
     """The real batch at which intensity equals the ridge point [sequences].
 
@@ -184,7 +184,7 @@ def critical_batch_real(**kw: Any) -> Any:
     return num / den if den > 0 else None
 
 
-@formula(topic="intensity", proof=_P3, none_when_infinite=True, **_CRIT)
+@formula(result="positive_int", topic="intensity", proof=_P3, none_when_infinite=True, **_CRIT)
 def critical_batch(**kw: Any) -> Any:
     """Critical batch B*: the smallest integer batch whose decode step is compute-bound.
 
@@ -220,7 +220,7 @@ def critical_batch(**kw: Any) -> Any:
     return None if real is None else ceil(real)
 
 
-@formula(topic="intensity", proof=_P3, none_when_infinite=True, kv_bytes_per_token="positive",
+@formula(result="positive", topic="intensity", proof=_P3, none_when_infinite=True, kv_bytes_per_token="positive",
          flops_per_token="positive", attention_flops_per_token="nonnegative",
          peak_flops="positive", bandwidth="positive")
 def critical_context(

@@ -33,7 +33,8 @@ __all__ = [
 _P4 = "p04_kv_cache.py"
 
 
-@formula(topic="kv_cache", proof=_P4, num_hidden_layers="positive_int", num_key_value_heads="positive_int",
+@formula(result="positive",
+         topic="kv_cache", proof=_P4, num_hidden_layers="positive_int", num_key_value_heads="positive_int",
          head_dim="positive_int", kv_bytes="positive")
 def kv_bytes_per_token(*, num_hidden_layers: Any, num_key_value_heads: Any, head_dim: Any, kv_bytes: Any) -> Any:
     """KV-cache bytes per token [bytes/token]: 2 L H_kv d e (keys and values).
@@ -61,7 +62,7 @@ def kv_bytes_per_token(*, num_hidden_layers: Any, num_key_value_heads: Any, head
     return 2 * num_hidden_layers * num_key_value_heads * head_dim * kv_bytes
 
 
-@formula(topic="kv_cache", proof=_P4, memory="positive", utilization="share", weight_bytes="positive",
+@formula(result="real", topic="kv_cache", proof=_P4, memory="positive", utilization="share", weight_bytes="positive",
          reserved="nonnegative")
 def kv_budget(*, memory: Any, utilization: Any, weight_bytes: Any, reserved: Any) -> Any:
     """Bytes left for the KV cache [bytes]: memory x utilization - weights - reserved.
@@ -90,7 +91,7 @@ def kv_budget(*, memory: Any, utilization: Any, weight_bytes: Any, reserved: Any
     return memory * utilization - weight_bytes - reserved
 
 
-@formula(topic="kv_cache", proof=_P4, budget="nonnegative", kv_bytes_per_token="positive")
+@formula(result="nonnegative", topic="kv_cache", proof=_P4, budget="nonnegative", kv_bytes_per_token="positive")
 def kv_capacity_tokens(*, budget: Any, kv_bytes_per_token: Any) -> Any:
     """Tokens of KV the budget holds: floor(budget / k) [tokens].
 
@@ -115,7 +116,7 @@ def kv_capacity_tokens(*, budget: Any, kv_bytes_per_token: Any) -> Any:
     return budget // kv_bytes_per_token
 
 
-@formula(topic="kv_cache", proof=_P4, budget="nonnegative", kv_bytes_per_token="positive",
+@formula(result="nonnegative", topic="kv_cache", proof=_P4, budget="nonnegative", kv_bytes_per_token="positive",
          block_size="positive_int")
 def kv_capacity_blocks(*, budget: Any, kv_bytes_per_token: Any, block_size: Any) -> Any:
     """Paged blocks of b tokens the budget holds: floor(budget / (b k)) [blocks].
@@ -142,7 +143,7 @@ def kv_capacity_blocks(*, budget: Any, kv_bytes_per_token: Any, block_size: Any)
     return budget // (block_size * kv_bytes_per_token)
 
 
-@formula(topic="kv_cache", proof=_P4, context="nonnegative_int", block_size="positive_int")
+@formula(result="nonnegative", topic="kv_cache", proof=_P4, context="nonnegative_int", block_size="positive_int")
 def blocks_per_sequence(*, context: Any, block_size: Any) -> Any:
     """Blocks a sequence holding c tokens needs: ceil(c / b) [blocks].
 
@@ -167,7 +168,7 @@ def blocks_per_sequence(*, context: Any, block_size: Any) -> Any:
     return -(-context // block_size)
 
 
-@formula(topic="kv_cache", proof=_P4, budget="nonnegative", kv_bytes_per_token="positive",
+@formula(result="nonnegative", topic="kv_cache", proof=_P4, budget="nonnegative", kv_bytes_per_token="positive",
          context="positive_int")
 def sequences_that_fit(*, budget: Any, kv_bytes_per_token: Any, context: Any) -> Any:
     """Sequences of c tokens that fit, token-level accounting: floor(floor(budget / k) / c).
@@ -194,7 +195,7 @@ def sequences_that_fit(*, budget: Any, kv_bytes_per_token: Any, context: Any) ->
     return (budget // kv_bytes_per_token) // context
 
 
-@formula(topic="kv_cache", proof=_P4, budget="nonnegative", kv_bytes_per_token="positive",
+@formula(result="nonnegative", topic="kv_cache", proof=_P4, budget="nonnegative", kv_bytes_per_token="positive",
          context="positive_int", block_size="positive_int")
 def sequences_that_fit_blocks(*, budget: Any, kv_bytes_per_token: Any, context: Any, block_size: Any) -> Any:
     """Sequences of c tokens that fit in paged blocks: floor(blocks / ceil(c / b)).
@@ -224,7 +225,8 @@ def sequences_that_fit_blocks(*, budget: Any, kv_bytes_per_token: Any, context: 
     return blocks // (-(-context // block_size))
 
 
-@formula(topic="kv_cache", proof=_P4, prompt_tokens="nonnegative_int", output_tokens="positive_int")
+@formula(result="nonnegative", topic="kv_cache", proof=_P4, prompt_tokens="nonnegative_int",
+         output_tokens="positive_int")
 def lifetime_kv_slots(*, prompt_tokens: Any, output_tokens: Any) -> Any:
     """KV slots a request writes over its life: P + O - 1 (the last token is never fed back).
 

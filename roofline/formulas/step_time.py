@@ -50,7 +50,7 @@ _HW: dict[str, Any] = dict(bandwidth="positive", peak_flops="positive")
 _DECODE: dict[str, Any] = dict(batch="positive", context_sum="nonnegative", **_SIZES, **_FLOPS, **_HW)
 
 
-@formula(topic="step_time", proof=_P1, context_sum="nonnegative", **_SIZES)
+@formula(result="positive", topic="step_time", proof=_P1, context_sum="nonnegative", **_SIZES)
 def decode_bytes(*, weight_bytes: Any, kv_bytes_per_token: Any, context_sum: Any) -> Any:
     """Bytes read from HBM by one decode step [bytes].
 
@@ -82,7 +82,7 @@ def decode_bytes(*, weight_bytes: Any, kv_bytes_per_token: Any, context_sum: Any
     return weight_bytes + kv_bytes_per_token * context_sum
 
 
-@formula(topic="step_time", proof=_P1, batch="positive", context_sum="nonnegative", **_FLOPS)
+@formula(result="positive", topic="step_time", proof=_P1, batch="positive", context_sum="nonnegative", **_FLOPS)
 def decode_flops(*, batch: Any, flops_per_token: Any, attention_flops_per_token: Any, context_sum: Any) -> Any:
     """FLOPs of one decode step [FLOP].
 
@@ -115,7 +115,7 @@ def decode_flops(*, batch: Any, flops_per_token: Any, attention_flops_per_token:
     return batch * flops_per_token + attention_flops_per_token * context_sum
 
 
-@formula(topic="step_time", proof=_P1, context_sum="nonnegative", bandwidth="positive", **_SIZES)
+@formula(result="positive", topic="step_time", proof=_P1, context_sum="nonnegative", bandwidth="positive", **_SIZES)
 def memory_time(*, weight_bytes: Any, kv_bytes_per_token: Any, context_sum: Any, bandwidth: Any) -> Any:
     """Time to stream one decode step's bytes from HBM [s].
 
@@ -149,7 +149,8 @@ def memory_time(*, weight_bytes: Any, kv_bytes_per_token: Any, context_sum: Any,
     ) / bandwidth
 
 
-@formula(topic="step_time", proof=_P1, batch="positive", context_sum="nonnegative", peak_flops="positive", **_FLOPS)
+@formula(result="positive",
+         topic="step_time", proof=_P1, batch="positive", context_sum="nonnegative", peak_flops="positive", **_FLOPS)
 def compute_time(
     *, batch: Any, flops_per_token: Any, attention_flops_per_token: Any, context_sum: Any, peak_flops: Any
 ) -> Any:
@@ -200,7 +201,7 @@ def _times(kw: dict[str, Any]) -> tuple[Any, Any]:
     return mem, comp
 
 
-@formula(topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
+@formula(result="positive", topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
 def step_time(**kw: Any) -> Any:
     """Decode step time, roofline lower bound with perfect overlap [s].
 
@@ -240,7 +241,7 @@ def step_time(**kw: Any) -> Any:
     return maximum(mem, comp) + kw["overhead"]
 
 
-@formula(topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
+@formula(result="positive", topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
 def step_time_no_overlap(**kw: Any) -> Any:
     """Decode step time, no-overlap upper bound [s]: memory time + compute time + overhead.
 
@@ -261,7 +262,7 @@ def step_time_no_overlap(**kw: Any) -> Any:
     return mem + comp + kw["overhead"]
 
 
-@formula(topic="step_time", proof=_P2, overhead="nonnegative", **_DECODE)
+@formula(result="positive", topic="step_time", proof=_P2, overhead="nonnegative", **_DECODE)
 def throughput(**kw: Any) -> Any:
     """Decode throughput [tokens/s]: batch / step time (one token per sequence per step).
 
@@ -281,7 +282,7 @@ def throughput(**kw: Any) -> Any:
     return kw["batch"] / step_time.unchecked(**kw)
 
 
-@formula(topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
+@formula(result="share", topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
 def math_busy_share(**kw: Any) -> Any:
     """Share of the step the math units are busy: compute time / step time [1], in (0, 1].
 
@@ -303,7 +304,7 @@ def math_busy_share(**kw: Any) -> Any:
     return comp / (maximum(mem, comp) + kw["overhead"])
 
 
-@formula(topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
+@formula(result="share", topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
 def bandwidth_share(**kw: Any) -> Any:
     """Share of the step HBM is streaming: memory time / step time [1], in (0, 1].
 
@@ -326,7 +327,7 @@ def bandwidth_share(**kw: Any) -> Any:
 # --------------------------------------------------------------------------- prefill
 
 
-@formula(topic="step_time", proof=_P1, prompt_tokens="nonnegative_int")
+@formula(result="nonnegative", topic="step_time", proof=_P1, prompt_tokens="nonnegative_int")
 def causal_attention_pairs(*, prompt_tokens: Any) -> Any:
     """Query-key pairs of causal attention over a prompt of p tokens: p (p + 1) / 2.
 
@@ -354,7 +355,7 @@ def causal_attention_pairs(*, prompt_tokens: Any) -> Any:
     return prompt_tokens * (prompt_tokens + 1) // 2
 
 
-@formula(topic="step_time", proof=_P1, prefill_tokens="nonnegative", **_SIZES)
+@formula(result="positive", topic="step_time", proof=_P1, prefill_tokens="nonnegative", **_SIZES)
 def prefill_bytes(*, weight_bytes: Any, kv_bytes_per_token: Any, prefill_tokens: Any) -> Any:
     """Bytes moved by one prefill step [bytes]: weights read once + KV written for every token.
 
@@ -381,7 +382,8 @@ def prefill_bytes(*, weight_bytes: Any, kv_bytes_per_token: Any, prefill_tokens:
     return weight_bytes + kv_bytes_per_token * prefill_tokens
 
 
-@formula(topic="step_time", proof=_P1, prefill_tokens="nonnegative", attention_pairs="nonnegative", **_FLOPS)
+@formula(result="nonnegative",
+         topic="step_time", proof=_P1, prefill_tokens="nonnegative", attention_pairs="nonnegative", **_FLOPS)
 def prefill_flops(
     *, flops_per_token: Any, attention_flops_per_token: Any, prefill_tokens: Any, attention_pairs: Any
 ) -> Any:
@@ -411,7 +413,7 @@ def prefill_flops(
     return prefill_tokens * flops_per_token + attention_flops_per_token * attention_pairs
 
 
-@formula(
+@formula(result="positive",
     topic="step_time", proof=_P1, prefill_tokens="nonnegative", attention_pairs="nonnegative",
     overhead="nonnegative", **_SIZES, **_FLOPS, **_HW,
 )

@@ -32,7 +32,7 @@ import attrs
 from ..errors import InvalidValueError
 from ._proof import CheckFailed, Proof
 
-__all__ = ["Verdict", "proof_names", "run_proof", "run_proofs", "Proof"]
+__all__ = ["Verdict", "proof_names", "resolve_name", "run_proof", "run_proofs", "Proof"]
 
 _NAME = re.compile(r"^p\d\d_[a-z0-9_]+$")
 
@@ -73,6 +73,22 @@ def proof_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if _NAME.match(m.name))
 
 
+def resolve_name(name: str) -> str:
+    """The proof module's name for ``name``: itself, its file name (``p01_one_request.py``) or a prefix (``p01``).
+
+    Raises
+    ------
+    InvalidValueError
+        If no proof (or more than one) has that name.
+    """
+    names = proof_names()
+    key = name.removesuffix(".py") if isinstance(name, str) else name
+    matches = [n for n in names if n == key] or [n for n in names if isinstance(key, str) and n.startswith(key)]
+    if len(matches) != 1:
+        raise InvalidValueError("proof", name, f"expected one of {', '.join(names)}")
+    return matches[0]
+
+
 def run_proof(name: str) -> Verdict:
     """Run one proof in this process and return its :class:`Verdict` (never raises for a failed check).
 
@@ -87,12 +103,7 @@ def run_proof(name: str) -> Verdict:
     InvalidValueError
         If no proof (or more than one) has that name.
     """
-    names = proof_names()
-    key = name.removesuffix(".py")
-    matches = [n for n in names if n == key] or [n for n in names if n.startswith(key)]
-    if len(matches) != 1:
-        raise InvalidValueError("proof", name, f"expected one of {', '.join(names)}")
-    module_name = matches[0]
+    module_name = resolve_name(name)
     out = io.StringIO()
     proof = Proof(module_name, stream=out)
     start = time.perf_counter()

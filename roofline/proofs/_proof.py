@@ -10,86 +10,26 @@ makes the script exit with status 1; nothing is skipped.
 
 from __future__ import annotations
 
-import math
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import IO, Any
 
-__all__ = ["Proof", "si", "pretty", "run_script", "CheckFailed"]
+from ..quantities import QUANTITIES
+from ..units import si
 
-_PREFIXES = [(10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k"), (1, ""), (Fraction(1, 10**3), "m"),
-             (Fraction(1, 10**6), "u"), (Fraction(1, 10**9), "n")]
+__all__ = ["Proof", "si", "pretty", "run_script", "CheckFailed"]
 
 
 class CheckFailed(AssertionError):
     """Raised by :meth:`Proof.require` when a step that later steps depend on fails."""
 
 
-def si(value: Any, unit: str, digits: int = 4) -> str:
-    """``value`` [unit] with an SI prefix and ``digits`` significant digits: ``si(0.004794, "s") == "4.794 ms"``.
-
-    Parameters
-    ----------
-    value : real number (int, Fraction, float, SymPy number)
-    unit : str, appended after the prefix
-    digits : int >= 1, significant digits
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> si(Fraction(16_060_522_496, 3_350_000_000_000), "s")
-    '4.794 ms'
-    >>> si(16_060_522_496, "B")
-    '16.06 GB'
-    """
-    x = float(value)
-    if x == 0 or not math.isfinite(x):
-        return f"{x:g} {unit}"
-    scale, prefix = _PREFIXES[-1]
-    for scale, prefix in _PREFIXES:  # noqa: B007 - the first prefix that fits is kept
-        if abs(x) >= float(scale):
-            break
-    scaled = x / float(scale)
-    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(scaled)))))
-    return f"{scaled:.{decimals}f} {prefix}{unit}"
-
-
-#: Short names for printing (the symbols keep the fast paths' keyword names): name -> (short, meaning).
+#: Short names for printing (the symbols keep the fast paths' keyword names): name -> (short, meaning [unit]),
+#: read from the table of quantities.
 SHORT: dict[str, tuple[str, str]] = {
-    "batch": ("B", "sequences in the batch"),
-    "context": ("c", "context per sequence [tokens]"),
-    "context_sum": ("S", "sum of the contexts [tokens]"),
-    "weight_bytes": ("W", "weight bytes [B]"),
-    "kv_bytes_per_token": ("k", "KV bytes per token [B/token]"),
-    "flops_per_token": ("F", "matmul FLOPs per token"),
-    "attention_flops_per_token": ("a", "attention FLOPs per token per context token"),
-    "bandwidth": ("BW", "HBM bandwidth [B/s]"),
-    "peak_flops": ("peak", "dense peak [FLOP/s]"),
-    "overhead": ("t0", "fixed per-step overhead [s]"),
-    "num_hidden_layers": ("L", "layers"),
-    "num_key_value_heads": ("H_kv", "KV heads"),
-    "head_dim": ("d", "head width"),
-    "kv_bytes": ("e", "bytes per KV element"),
-    "budget": ("M", "KV budget [B]"),
-    "block_size": ("b", "tokens per block"),
-    "service_time": ("T", "service time of one request [s]"),
-    "position": ("j", "place in the queue"),
-    "requests": ("n", "requests in the queue"),
-    "length_sum": ("O_sum", "sum of the batch's output lengths [tokens]"),
-    "length_max": ("O_max", "longest output of the batch [tokens]"),
-    "output_tokens": ("O", "output tokens of one request"),
-    "step_time": ("t", "time of one step [s]"),
-    "arrival_time": ("t_arr", "arrival after the batch started [s]"),
-    "spread": ("s", "(high - low) / (high + low) of uniform lengths"),
-    "min_length": ("lo", "shortest length [tokens]"),
-    "length_range": ("r", "longest - shortest [tokens]"),
-    "scale": ("mu", "mean of the exponential before truncation [tokens]"),
-    "cap": ("cap", "truncation point [tokens]"),
+    q.name: (q.symbol, q.meaning if q.unit == "1" else f"{q.meaning} [{q.unit}]") for q in QUANTITIES.values()
 }
 
 

@@ -254,10 +254,9 @@ class RooflineCostModel:
         Mixture of experts: the weight bytes of a step are the shared weights plus the
         expected experts its tokens touch (uniform routing); multi-head latent attention
         needs nothing more (its KV bytes and attention FLOPs per token are constants).
-        The compute peak follows the matmul inputs (:func:`roofline.estimate.compute_peak`).
+        The compute peak follows the matmul inputs (:attr:`roofline.ModelConfig.compute_dtype`).
         """
         from ..errors import UnsupportedModelError
-        from ..estimate import compute_peak
 
         if model.has_sliding_window:
             raise UnsupportedModelError(model.model_type, "sliding-window layers in the reference scheduler (its cost "
@@ -268,10 +267,10 @@ class RooflineCostModel:
             terms["weight_bytes"] = model.shared_weight_bytes
             moe = dict(routed_expert_bytes=model.routed_expert_bytes, num_experts=model.num_experts,
                        experts_per_token=model.num_experts_per_tok)
+        hardware: dict[str, Any] = dict(accelerator.step_terms(model.compute_dtype))
         return cls(
             **terms,
-            bandwidth=accelerator.bandwidth, peak_flops=compute_peak(model, accelerator),
-            overhead=overhead, exact=exact, **moe,
+            **hardware, overhead=overhead, exact=exact, **moe,
         )
 
     def weights_read(self, tokens: int) -> Any:

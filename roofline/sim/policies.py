@@ -34,7 +34,7 @@ from typing import Any
 
 from .. import formulas as f
 from .._checks import check_int, check_nonnegative
-from ..errors import InvalidValueError, RooflineError
+from ..errors import InvalidValueError, SimulationError
 from .cost import CostModel
 from .kv import KVPool
 from .requests import Request, check_requests
@@ -51,10 +51,6 @@ __all__ = [
 
 #: Admission modes of continuous batching.
 ADMISSIONS = ("reserve", "on_demand")
-
-
-class SimulationError(RooflineError):
-    """A simulation passed its ``max_steps`` safeguard, or reached a state it cannot leave."""
 
 
 class _Run:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import io
-import json
 import math
 import os
 import re
@@ -34,8 +33,8 @@ from typing import Any
 
 import attrs
 
-from .._io import FileReadError, read_text_file
-from ..errors import InvalidValueError, TraceError
+from .._io import parse_json, read_text_file
+from ..errors import FileReadError, InvalidValueError, TraceError
 from ..formulas import lifetime_kv_slots
 
 __all__ = ["Request", "load_trace", "parse_trace", "check_requests", "TRACE_FORMATS"]
@@ -257,16 +256,13 @@ def _rows_jsonl(text: str, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
         if not raw.strip():
             raise TraceError(path, n, "row", "blank line inside the trace")
         try:
-            obj = json.loads(raw, parse_float=Fraction, parse_constant=_reject_constant)
+            obj = parse_json(raw, parse_float=Fraction)
         except ValueError as exc:
             raise TraceError(path, n, "row", f"not valid JSON: {exc}") from None
         if not isinstance(obj, dict):
             raise TraceError(path, n, "row", f"expected a JSON object, got {type(obj).__name__}")
         yield n, obj
 
-
-def _reject_constant(token: str) -> Any:
-    raise ValueError(f"non-finite number {token} is not allowed")
 
 
 def parse_trace(text: str, *, path: str = "<string>", format: str | None = None) -> list[Request]:

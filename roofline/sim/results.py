@@ -26,6 +26,7 @@ from typing import IO, Any, overload
 
 import attrs
 
+from ..errors import InvalidValueError
 from .requests import Request
 
 __all__ = [
@@ -58,8 +59,8 @@ def percentile(values: Sequence[Any], q: int | Any) -> Any:
 
     Raises
     ------
-    ValueError
-        Empty ``values`` or ``q`` outside (0, 100].
+    InvalidValueError
+        Empty ``values`` or ``q`` outside (0, 100] (a ValueError, named by the argument).
 
     Examples
     --------
@@ -67,9 +68,9 @@ def percentile(values: Sequence[Any], q: int | Any) -> Any:
     (20, 50)
     """
     if not values:
-        raise ValueError("percentile of no values")
-    if not 0 < q <= 100:
-        raise ValueError(f"q={q!r} must be in (0, 100]")
+        raise InvalidValueError("values", values, "percentile of no values")
+    if isinstance(q, bool) or not isinstance(q, (int, Fraction, float)) or not 0 < q <= 100:
+        raise InvalidValueError("q", q, "must be a number in (0, 100]")
     return _nearest_rank(sorted(values), q)
 
 

@@ -1,8 +1,9 @@
-"""Every symbol of the derivations, declared once with its assumptions.
+"""Every symbol of the derivations, created once from the table of quantities.
 
-Names equal the fast paths' keyword arguments (``roofline.formulas``); the
-assumptions follow the argument's domain (``positive``, ``nonnegative``,
-``integer``).
+Names equal the fast paths' keyword arguments (``roofline.formulas``); each symbol's
+assumptions are those of its quantity's domain in :data:`roofline.quantities.QUANTITIES`
+(``positive``, ``nonnegative``, ``integer``). Topic modules declare their own auxiliary
+symbols (bounds of a sum, a solve's unknown) with :func:`declare`.
 """
 
 from __future__ import annotations
@@ -12,57 +13,12 @@ from typing import Any
 
 import sympy as sp
 
+from ..quantities import DOMAINS, QUANTITIES
+
 __all__ = ["SYMBOLS", "S", "symbols_for", "evaluate"]
 
-_POS = dict(positive=True)
-_NONNEG = dict(nonnegative=True)
-_POSINT = dict(positive=True, integer=True)
-_NONNEGINT = dict(nonnegative=True, integer=True)
-
-_DECLARED: dict[str, dict[str, bool]] = {
-    # one step
-    "batch": _POS,  # B [sequences]; integer in practice, real in the solve for B*
-    "context": _NONNEG,  # c [tokens] per sequence
-    "context_sum": _NONNEG,  # S = sum c_i [tokens]
-    "weight_bytes": _POS,  # W [bytes]
-    "kv_bytes_per_token": _NONNEG,  # k [bytes/token]
-    "flops_per_token": _POS,  # F [FLOP/token]
-    "attention_flops_per_token": _NONNEG,  # a [FLOP/(token x context token)]
-    "bandwidth": _POS,  # [bytes/s]
-    "peak_flops": _POS,  # [FLOP/s]
-    "overhead": _NONNEG,  # t0 [s]
-    # prefill
-    "prompt_tokens": _NONNEGINT,  # p [tokens]
-    "prefill_tokens": _NONNEG,  # T [tokens]
-    "attention_pairs": _NONNEG,  # Q [token pairs]
-    "output_tokens": _POSINT,  # O [tokens]
-    # KV cache
-    "num_hidden_layers": _POSINT,
-    "num_key_value_heads": _POSINT,
-    "head_dim": _POSINT,
-    "kv_bytes": _POS,  # [bytes/element]
-    "memory": _POS,  # [bytes]
-    "utilization": _POS,  # (0, 1]
-    "reserved": _NONNEG,  # [bytes]
-    "budget": _NONNEG,  # [bytes]
-    "block_size": _POSINT,  # [tokens/block]
-    # batching
-    "length_sum": _POS,  # sum of the batch's output lengths [tokens]
-    "length_max": _POS,  # the batch's longest output [tokens]
-    "spread": _POS,  # half-width / mean of uniform lengths, in (0, 1]
-    "min_length": _POSINT,  # shortest output of a discrete uniform [tokens]
-    "length_range": _NONNEGINT,  # longest - shortest of a discrete uniform [tokens]
-    "scale": _POS,  # mean of the exponential before truncation [tokens]
-    "cap": _POS,  # truncation point of the exponential [tokens]
-    "position": _POSINT,  # j, place in a first-come-first-served queue
-    "requests": _POSINT,  # n, requests served one after another
-    "service_time": _NONNEG,  # [s] per request
-    "step_time": _NONNEG,  # [s] per step
-    "arrival_time": _NONNEG,  # [s] after the batch started
-}
-
 #: name -> sympy.Symbol, the only place symbols are created.
-SYMBOLS: dict[str, sp.Symbol] = {name: sp.Symbol(name, **kw) for name, kw in _DECLARED.items()}
+SYMBOLS: dict[str, sp.Symbol] = {q.name: sp.Symbol(q.name, **DOMAINS[q.domain]) for q in QUANTITIES.values()}
 
 
 class _Namespace:

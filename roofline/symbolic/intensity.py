@@ -41,4 +41,5 @@ critical_batch = sp.Piecewise((sp.ceiling(_sol), sp.Gt(sp.numer(sp.together(_sol
 
 _c_star = sp.Symbol("c_star")
 (_csol,) = sp.solve(sp.Eq(intensity_limit.subs(S.context, _c_star), ridge_point), _c_star)
-critical_context = sp.Piecewise((_csol, sp.Gt(sp.numer(sp.together(_csol)) * sp.denom(sp.together(_csol)), 0)), (sp.oo, True))
+_csol_sign = sp.numer(sp.together(_csol)) * sp.denom(sp.together(_csol))
+critical_context = sp.Piecewise((_csol, sp.Gt(_csol_sign, 0)), (sp.oo, True))

@@ -31,7 +31,7 @@ from roofline.testing.strategies import (
 )
 
 #: Cheap simulation oracles run at least 200 examples, more under a bigger profile (tests/conftest.py).
-AT_LEAST_200 = settings(max_examples=max(200, settings().max_examples))
+AT_LEAST_200 = settings(settings.get_profile("simulation_oracle"))
 
 
 @AT_LEAST_200

@@ -31,7 +31,7 @@ RUNS = 400
 Z = 6
 
 #: Cheap simulation oracles run at least 200 examples, more under a bigger profile (tests/conftest.py).
-AT_LEAST_200 = settings(max_examples=max(200, settings().max_examples))
+AT_LEAST_200 = settings(settings.get_profile("simulation_oracle"))
 
 
 def simulated_share(lengths: Any, *, prompt: int = 1) -> Fraction:

@@ -19,7 +19,7 @@ from roofline.sim import Request, SimResult, UnitCostModel, serve_static
 from roofline.testing.strategies import batch_sizes, cost_models, workloads
 
 #: Cheap simulation oracles run at least 200 examples, more under a bigger profile (tests/conftest.py).
-AT_LEAST_200 = settings(max_examples=max(200, settings().max_examples))
+AT_LEAST_200 = settings(settings.get_profile("simulation_oracle"))
 
 
 def batches_of(result: SimResult) -> list[tuple[list[Any], list[Any]]]:

@@ -44,7 +44,7 @@ TERMS = ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flo
          "peak_flops", "overhead")
 
 #: Cheap simulation oracles run at least 200 examples, more under a bigger profile (tests/conftest.py).
-AT_LEAST_200 = settings(max_examples=max(200, settings().max_examples))
+AT_LEAST_200 = settings(settings.get_profile("simulation_oracle"))
 
 
 def _terms(cost: RooflineCostModel) -> dict[str, Fraction]:

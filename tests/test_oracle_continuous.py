@@ -27,7 +27,7 @@ from roofline.sim import KVPool, Request, SimResult, UnitCostModel, serve_contin
 from roofline.testing.strategies import batch_sizes, cost_models, kv_pools, workloads
 
 #: Cheap simulation oracles run at least 200 examples, more under a bigger profile (tests/conftest.py).
-AT_LEAST_200 = settings(max_examples=max(200, settings().max_examples))
+AT_LEAST_200 = settings(settings.get_profile("simulation_oracle"))
 
 
 def decode_clock(result: SimResult) -> Any:

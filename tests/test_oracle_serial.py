@@ -21,7 +21,7 @@ from roofline.sim import Request, RooflineCostModel, serve_serial
 from roofline.testing.strategies import cost_models, workloads
 
 #: Cheap simulation oracles run at least 200 examples, more under a bigger profile (tests/conftest.py).
-AT_LEAST_200 = settings(max_examples=max(200, settings().max_examples))
+AT_LEAST_200 = settings(settings.get_profile("simulation_oracle"))
 
 
 def service_time(cost: Any, prompt: int, output: int) -> Any:

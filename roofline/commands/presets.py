@@ -1,0 +1,107 @@
+"""``roofline models`` and ``roofline accelerators``: the shipped presets, their key facts and sources.
+
+``roofline models`` prints one line per model preset: parameters, weight bytes in its
+dtype, layers, attention heads and KV heads, head width and KV bytes per token, and where
+its config comes from. ``roofline accelerators`` prints one line per accelerator preset:
+memory (as labelled and as software sees it), HBM bandwidth, dense BF16 and FP8 peaks and
+the ridge point, then every value's source. Both take ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import attrs
+
+from ..hardware import Accelerator, accelerator_names, get_accelerator
+from ..models import ModelConfig, get_model, model_names
+from ..units import GB, GiB
+from ._args import plain
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``models`` and ``accelerators`` subcommands."""
+    for name, helptext, func in (
+        ("models", "list the model presets with their key facts and sources", run_models),
+        ("accelerators", "list the accelerator presets with their key facts and sources", run_accelerators),
+    ):
+        p = sub.add_parser(name, help=helptext, description=plain(__doc__),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        p.set_defaults(func=func)
+
+
+def model_facts(model: ModelConfig) -> dict[str, Any]:
+    """A model preset's key facts (SI units; exact integers where the model has them)."""
+    return {
+        "name": model.name,
+        "parameters": model.parameters,
+        "weight_dtype": model.weight_dtype,
+        "weight_bytes": float(model.weight_bytes),
+        "kv_dtype": model.kv_dtype,
+        "num_hidden_layers": model.num_hidden_layers,
+        "hidden_size": model.hidden_size,
+        "num_attention_heads": model.num_attention_heads,
+        "num_key_value_heads": model.num_key_value_heads,
+        "head_dim": model.head_dim,
+        "kv_bytes_per_token": float(model.kv_bytes_per_token),
+        "source": model.source,
+    }
+
+
+def accelerator_facts(accelerator: Accelerator) -> dict[str, Any]:
+    """An accelerator preset's key facts (SI units) and every value's source."""
+    return {
+        "key": accelerator.key,
+        "name": accelerator.name,
+        "memory_label_bytes": float(accelerator.memory_label.value),
+        "memory_usable_bytes": float(accelerator.usable_memory),
+        "bandwidth_bytes_per_s": float(accelerator.bandwidth),
+        "peak_bf16_flops": float(accelerator.peak_flops),
+        "peak_fp8_flops": None if accelerator.peak_fp8 is None else float(accelerator.peak_fp8.value),
+        "ridge_point_flop_per_byte": float(accelerator.ridge_point),
+        "sources": {field: attrs.asdict(value.source) for field, value in accelerator.sources().items()},
+    }
+
+
+def run_models(args: Any) -> int:
+    """Print the model presets; return 0."""
+    facts = [model_facts(get_model(name)) for name in model_names()]
+    if args.json:
+        print(json.dumps(facts, indent=2))
+        return 0
+    print(f"{'model':<16} {'parameters':>16} {'weights':>19} {'layers':>6} {'heads':>5} {'KV heads':>8} "
+          f"{'head_dim':>8} {'KV/token':>9}  source")
+    for m in facts:
+        print(f"{m['name']:<16} {m['parameters']:>16,} {m['weight_bytes'] / GB:>7.2f} GB {m['weight_dtype']:<9} "
+              f"{m['num_hidden_layers']:>6} "
+              f"{m['num_attention_heads']:>5} {m['num_key_value_heads']:>8} {m['head_dim']:>8} "
+              f"{m['kv_bytes_per_token'] / 1024:>5.0f} KiB  {m['source']}")
+    print("weights in the checkpoint's dtype (--weight-dtype on report and simulate changes it); "
+          "KV per token for full attention (K and V, every layer)")
+    return 0
+
+
+def run_accelerators(args: Any) -> int:
+    """Print the accelerator presets; return 0."""
+    facts = [accelerator_facts(get_accelerator(name)) for name in accelerator_names()]
+    if args.json:
+        print(json.dumps(facts, indent=2))
+        return 0
+    print(f"{'accelerator':<12} {'memory':>7} {'usable':>10} {'HBM':>10} {'BF16 dense':>13} {'FP8 dense':>13} "
+          f"{'ridge':>12}")
+    for a in facts:
+        fp8 = "-" if a["peak_fp8_flops"] is None else f"{a['peak_fp8_flops'] / 1e12:,.1f} TFLOP/s"
+        print(f"{a['key']:<12} {a['memory_label_bytes'] / GB:>4.0f} GB {a['memory_usable_bytes'] / GiB:>6.1f} GiB "
+              f"{a['bandwidth_bytes_per_s'] / 1e12:>5.2f} TB/s {a['peak_bf16_flops'] / 1e12:>6,.1f} TFLOP/s "
+              f"{fp8:>13} {a['ridge_point_flop_per_byte']:>6.1f} FLOP/B")
+    print()
+    print("Sources (kind: citation, date):")
+    for a in facts:
+        print(f"  {a['name']}:")
+        for field, src in a["sources"].items():
+            print(f"    {field}: {src['kind']}: {src['citation']}, {src['date']}"
+                  + (f" ({src['conditions']})" if src["conditions"] else ""))
+    return 0

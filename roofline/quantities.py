@@ -1,0 +1,148 @@
+"""The table of quantities: one description of every argument the formulas take.
+
+Each :class:`Quantity` gives the name (equal to the fast paths' keyword argument and
+the SymPy symbol's name), the short symbol proofs and docs print, the SI unit, what it
+means, its domain and the assumptions behind it. Three readers use this one table:
+
+* :mod:`roofline.symbolic` creates each symbol with the SymPy assumptions of its domain;
+* :func:`roofline.formulas._core.formula` checks each fast path's argument against its
+  domain (a formula may narrow it, e.g. ``kv_bytes_per_token`` > 0 where it divides, or
+  ``batch`` an integer where the formula counts sequences; never widen it);
+* the proofs print the short symbols and the legend.
+
+Conventions: ``docs/conventions.md`` ("Units": bytes, seconds, FLOP, tokens inside the
+library). Importing this module does not import SymPy.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["Quantity", "QUANTITIES", "DOMAINS", "quantity", "narrows"]
+
+#: Domain kinds a quantity may have, and the SymPy assumptions each one means.
+DOMAINS: dict[str, dict[str, bool]] = {
+    "positive": dict(positive=True),
+    "nonnegative": dict(nonnegative=True),
+    "positive_int": dict(positive=True, integer=True),
+    "nonnegative_int": dict(nonnegative=True, integer=True),
+    "share": dict(positive=True),  # 0 < x <= 1
+    "real": dict(real=True),
+}
+
+#: general domain -> the domains a formula may narrow it to.
+_NARROWER: dict[str, frozenset[str]] = {
+    "real": frozenset(DOMAINS),
+    "nonnegative": frozenset({"nonnegative", "positive", "nonnegative_int", "positive_int", "share"}),
+    "positive": frozenset({"positive", "positive_int", "share"}),
+    "nonnegative_int": frozenset({"nonnegative_int", "positive_int"}),
+    "positive_int": frozenset({"positive_int"}),
+    "share": frozenset({"share"}),
+}
+
+
+def narrows(general: str, specific: str) -> bool:
+    """Whether domain ``specific`` is ``general`` or a subset of it.
+
+    >>> narrows("nonnegative", "positive_int"), narrows("positive_int", "positive")
+    (True, False)
+    """
+    return specific in _NARROWER[general]
+
+
+@attrs.frozen
+class Quantity:
+    """One quantity of the model.
+
+    Attributes
+    ----------
+    name : str
+        Keyword argument of the fast paths and name of the SymPy symbol.
+    symbol : str
+        Short name printed by proofs and docs (``"B"``, ``"W"``).
+    unit : str
+        SI unit inside the library (``"bytes"``, ``"s"``, ``"FLOP/s"``, ``"tokens"``; ``"1"`` for a ratio).
+    meaning : str
+        What it is, in one line.
+    domain : str
+        A key of :data:`DOMAINS`: the widest range any formula accepts.
+    assumptions : str
+        What the model assumes about it (empty when nothing beyond the domain).
+    """
+
+    name: str
+    symbol: str
+    unit: str
+    meaning: str
+    domain: str = attrs.field(validator=attrs.validators.in_(DOMAINS))
+    assumptions: str = ""
+
+
+_TABLE = (
+    # one step
+    Quantity("batch", "B", "sequences", "sequences in the batch (one decode step advances each by a token)",
+             "positive", "real in the solve for the critical batch; an integer wherever sequences are counted"),
+    Quantity("context", "c", "tokens", "context of one sequence, its KV cache including the new token",
+             "nonnegative"),
+    Quantity("context_sum", "S", "tokens", "sum of the batch's contexts", "nonnegative"),
+    Quantity("weight_bytes", "W", "bytes", "bytes of weights read once per step", "positive",
+             "every weight is read once per step, shared by the batch"),
+    Quantity("kv_bytes_per_token", "k", "bytes/token", "KV cache bytes of one token of context (full attention)",
+             "nonnegative", "2 x layers x KV heads x head_dim x bytes per KV element"),
+    Quantity("flops_per_token", "F", "FLOP/token", "matmul FLOPs per token (2 x matmul parameters, or 2P)",
+             "positive"),
+    Quantity("attention_flops_per_token", "a", "FLOP/token^2",
+             "attention FLOPs per generated token per context token (4 x layers x heads x head_dim)", "nonnegative"),
+    Quantity("bandwidth", "BW", "bytes/s", "HBM bandwidth", "positive", "datasheet value unless measured"),
+    Quantity("peak_flops", "peak", "FLOP/s", "dense tensor-core peak", "positive",
+             "the dense figure, never the 2:4 sparsity one"),
+    Quantity("overhead", "t0", "s", "fixed per-step overhead", "nonnegative", "0 in the bound"),
+    # prefill
+    Quantity("prompt_tokens", "p", "tokens", "prompt tokens of one request", "nonnegative_int"),
+    Quantity("prefill_tokens", "N_p", "tokens", "tokens processed by a prefill step", "nonnegative"),
+    Quantity("attention_pairs", "Q", "token pairs", "causal attention pairs of a prefill step", "nonnegative"),
+    Quantity("output_tokens", "O", "tokens", "output tokens of one request (the first from prefill)",
+             "positive_int"),
+    # KV cache
+    Quantity("num_hidden_layers", "L", "layers", "decoder layers", "positive_int"),
+    Quantity("num_key_value_heads", "H_kv", "heads", "KV heads (GQA; equal to the query heads for MHA)",
+             "positive_int"),
+    Quantity("head_dim", "d", "elements", "width of one attention head", "positive_int",
+             "from the config when present, else hidden / heads"),
+    Quantity("kv_bytes", "e", "bytes/element", "bytes per KV element", "positive"),
+    Quantity("memory", "Mem", "bytes", "usable device memory (as software sees it, not the label)", "positive"),
+    Quantity("utilization", "u", "1", "share of memory the engine may use", "share"),
+    Quantity("reserved", "R", "bytes", "memory reserved for activations and the runtime", "nonnegative"),
+    Quantity("budget", "M", "bytes", "KV budget", "nonnegative"),
+    Quantity("block_size", "b", "tokens/block", "tokens per paged KV block", "positive_int"),
+    # batching
+    Quantity("length_sum", "O_sum", "tokens", "sum of the batch's output lengths", "positive"),
+    Quantity("length_max", "O_max", "tokens", "longest output of the batch", "positive"),
+    Quantity("spread", "s", "1", "(high - low) / (high + low) of uniform lengths", "share"),
+    Quantity("min_length", "lo", "tokens", "shortest length of a discrete uniform", "positive_int"),
+    Quantity("length_range", "r", "tokens", "longest - shortest of a discrete uniform", "nonnegative_int"),
+    Quantity("scale", "mu", "tokens", "mean of the exponential before truncation", "positive"),
+    Quantity("cap", "cap", "tokens", "truncation point of the exponential", "positive"),
+    Quantity("position", "j", "requests", "place in a first-come-first-served queue", "positive_int"),
+    Quantity("requests", "n", "requests", "requests served one after another", "positive_int"),
+    Quantity("service_time", "T", "s", "service time of one request", "nonnegative"),
+    Quantity("step_time", "t", "s", "time of one step", "nonnegative"),
+    Quantity("arrival_time", "t_arr", "s", "arrival after the batch started", "nonnegative"),
+)
+
+#: name -> Quantity, for every argument of every registered formula.
+QUANTITIES: dict[str, Quantity] = {q.name: q for q in _TABLE}
+
+
+def quantity(name: str) -> Quantity:
+    """The :class:`Quantity` called ``name``.
+
+    Raises
+    ------
+    KeyError
+        If no quantity has that name (a programming error: add it to the table).
+    """
+    try:
+        return QUANTITIES[name]
+    except KeyError:
+        raise KeyError(f"{name!r} is not in roofline.quantities.QUANTITIES; add it to the table") from None

@@ -1,0 +1,79 @@
+"""The command line as a whole: presets, --json everywhere, one-line errors, plain help texts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from roofline.cli import main
+
+
+def test_models_lists_every_preset_with_its_facts(capsys: pytest.CaptureFixture[str]) -> None:
+    """`roofline models --json` gives Llama 3.1 8B's 8,030,261,248 parameters and 131,072 KV bytes per token."""
+    assert main(["models", "--json"]) == 0
+    facts = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
+    assert facts["llama-3.1-8b"]["parameters"] == 8_030_261_248
+    assert facts["llama-3.1-8b"]["kv_bytes_per_token"] == 131_072
+    assert "meta-llama/Llama-3.1-8B" in facts["llama-3.1-8b"]["source"]
+
+
+def test_models_text_shows_each_preset_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text listing has a line per preset with its parameter count."""
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "8,030,261,248" in out and "70,553,706,496" in out
+
+
+def test_accelerators_gives_values_and_sources(capsys: pytest.CaptureFixture[str]) -> None:
+    """`roofline accelerators --json`: H100 SXM at 3.35 TB/s, 989.4 TFLOP/s dense BF16, ridge 295.3, sourced."""
+    assert main(["accelerators", "--json"]) == 0
+    facts = {a["key"]: a for a in json.loads(capsys.readouterr().out)}
+    h100 = facts["h100-sxm"]
+    assert h100["bandwidth_bytes_per_s"] == 3.35e12 and h100["peak_bf16_flops"] == 989.4e12
+    assert round(h100["ridge_point_flop_per_byte"], 1) == 295.3
+    assert h100["sources"]["hbm_bandwidth"]["kind"] == "datasheet"
+
+
+def test_prove_refuses_an_unknown_name_even_with_list(capsys: pytest.CaptureFixture[str]) -> None:
+    """`prove --list p99` is an error (exit 2, one line naming p99), not a listing of everything."""
+    assert main(["prove", "--list", "p99"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "p99" in err
+
+
+def test_prove_list_json_names_the_claims(capsys: pytest.CaptureFixture[str]) -> None:
+    """`prove --list p01 --json` gives just that proof and its claim."""
+    assert main(["prove", "--list", "p01", "--json"]) == 0
+    claims = json.loads(capsys.readouterr().out)
+    assert list(claims) == ["p01_one_request"] and "weights" in claims["p01_one_request"]
+
+
+@pytest.mark.parametrize("value", ["١٢", "１２", "12\u0663"])
+def test_numbers_must_be_ascii(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Arabic-Indic or full-width digits are refused (Python's int() would read them as 12)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["report", "--context", value])
+    assert exc.value.code == 2
+    assert "ASCII" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["report", "simulate", "prove", "plot", "models", "accelerators",
+                                     "calibrate", "validate"])
+def test_help_texts_show_no_raw_markup(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every --help is plain text: no ``literal`` or :role:`x` markup."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and ":mod:" not in out and ":func:" not in out and ":class:" not in out
+
+
+def test_output_to_a_full_device_is_one_line_and_status_1() -> None:
+    """`roofline models > /dev/full` prints one error line and exits 1, no traceback."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "roofline", "models"], stdout=full, stderr=subprocess.PIPE,
+                              text=True, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().count("\n") == 0 and "No space left on device" in proc.stderr
