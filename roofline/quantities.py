@@ -128,6 +128,14 @@ _TABLE = (
     Quantity("service_time", "T", "s", "service time of one request", "nonnegative"),
     Quantity("step_time", "t", "s", "time of one step", "nonnegative"),
     Quantity("arrival_time", "t_arr", "s", "arrival after the batch started", "nonnegative"),
+    # mixture of experts
+    Quantity("num_experts", "E", "experts", "routed experts of one MoE layer", "positive_int"),
+    Quantity("experts_per_token", "k_e", "experts", "routed experts each token picks (k <= E)", "positive_int",
+             "uniform routing: every k-subset equally likely, tokens independent"),
+    Quantity("shared_weight_bytes", "W_s", "bytes", "weight bytes every step reads: all but the routed experts",
+             "positive"),
+    Quantity("routed_expert_bytes", "X", "bytes", "bytes of one routed expert summed over the MoE layers",
+             "nonnegative", "each MoE layer routes on its own, with the same expectation"),
 )
 
 #: name -> Quantity, for every argument of every registered formula.

@@ -36,12 +36,10 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._symbols import S, declare
+from ._symbols import S
 
-E = declare("num_experts", positive=True, integer=True)
-k = declare("experts_per_token", positive=True, integer=True)
-W_s = declare("shared_weight_bytes", positive=True)
-X = declare("routed_expert_bytes", nonnegative=True)
+E, k = S.num_experts, S.experts_per_token
+W_s, X = S.shared_weight_bytes, S.routed_expert_bytes
 B, c = S.batch, S.context
 kv, F, a = S.kv_bytes_per_token, S.flops_per_token, S.attention_flops_per_token
 peak, BW = S.peak_flops, S.bandwidth
