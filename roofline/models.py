@@ -536,6 +536,16 @@ class ModelConfig:
         return dtype_bytes(self.weight_dtype, field="weight_dtype")
 
     @property
+    def weight_format(self) -> str:
+        """How the weights are stored, in words: ``weight_dtype``, or e.g. ``"mxfp4/bfloat16"`` (quantized
+        classes in the method's format, the others in ``weight_dtype``)."""
+        if self.quantization is not None:
+            return f"{self.quantization[0]}/{self.weight_dtype}"
+        if self.class_dtypes:
+            return "/".join(dict.fromkeys([self.weight_dtype, *(d for _, d in self.class_dtypes)]))
+        return self.weight_dtype
+
+    @property
     def compute_dtype(self) -> str:
         """The dtype whose dense peak the matmuls run at: "fp8" for FP8 weights with FP8 activations,
         else "bf16" (weight-only quantization dequantizes to the activations' dtype)."""

@@ -152,6 +152,7 @@ def build_report(
             "experts": experts, "multi_head_latent_attention": model.is_mla,
             "sliding_windows": sorted({w for w in model.layer_windows if w is not None}),
             "quantization": None if model.quantization is None else model.quantization[0],
+            "weight_format": model.weight_format, "compute_dtype": model.compute_dtype,
             "weight_bytes_by_class": {c: float(v) for c, v in model.weight_bytes_by_class().items() if v},
             "compute_peak_flops": float(estimate.compute_peak(model, accelerator)),
             "kv_dtype": model.kv_dtype, "matmul_parameters": model.matmul_parameters,
@@ -194,11 +195,11 @@ def format_report(r: dict[str, Any]) -> str:
     lesson, exact = r["single"]["lesson"], r["single"]["exact"]
     cl, ce = r["criticality"]["lesson"], r["criticality"]["exact"]
     kv, given, real = r["kv"], r["kv"]["given_budget"], r["kv"]["real_budget"]
-    bw, peak = a["bandwidth_bytes_per_s"], a["peak_flops"]
+    bw, peak = a["bandwidth_bytes_per_s"], m["compute_peak_flops"]  # the peak of the matmul inputs' dtype
     ctx = cl["context"]
     out = [
-        f"roofline report: {m['name']} (weights {m['weight_dtype']}, KV {m['kv_dtype']}) on {a['name']}",
-        f"  HBM {bw / 1e12:.3f} TB/s, dense BF16 peak {peak / 1e12:.1f} TFLOP/s, "
+        f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {a['name']}",
+        f"  HBM {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
         f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB (sources: roofline.hardware)",
         "",
         "One request at a time (batch 1, weights only)",
