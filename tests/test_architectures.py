@@ -281,3 +281,42 @@ def test_windowed_block_accounting():
     blocks = (999 // 16 - 488 // 16 + 1) + 15 * 63  # 62 - 30 + 1 = 33 for the windowed layer
     assert windowed_block_bytes(one, 1000, 16) == blocks * 16 * per_layer_token
     assert (999 // 16 - 488 // 16 + 1) == 33
+
+
+FAMILY_SHAPES = {  # model_type readers on published shapes; totals from the model pages (safetensors)
+    "Qwen/Qwen1.5-MoE-A2.7B": ({"model_type": "qwen2_moe", "num_hidden_layers": 24, "hidden_size": 2048,
+                                "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632,
+                                "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+                                "num_experts": 60, "num_experts_per_tok": 4, "vocab_size": 151936,
+                                "tie_word_embeddings": False, "decoder_sparse_step": 1, "mlp_only_layers": []},
+                               14_315_784_192),
+    "google/gemma-7b": ({"model_type": "gemma", "num_hidden_layers": 28, "hidden_size": 3072,
+                         "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256,
+                         "intermediate_size": 24576, "vocab_size": 256000}, 8_537_680_896),
+    "google/gemma-2-9b": ({"model_type": "gemma2", "num_hidden_layers": 42, "hidden_size": 3584,
+                           "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+                           "intermediate_size": 14336, "vocab_size": 256000, "sliding_window": 4096}, 9_241_705_984),
+    "microsoft/Phi-3-mini-4k-instruct": ({"model_type": "phi3", "num_hidden_layers": 32, "hidden_size": 3072,
+                                          "num_attention_heads": 32, "num_key_value_heads": 32,
+                                          "intermediate_size": 8192, "vocab_size": 32064,
+                                          "tie_word_embeddings": False, "sliding_window": 2047}, 3_821_079_552),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_SHAPES))
+def test_family_readers_on_published_shapes(name, tmp_path):
+    """Qwen2-MoE (gated shared expert), Gemma (tied, head_dim 256), Gemma 2 (4 norms), Phi-3: totals as published."""
+    cfg, total = FAMILY_SHAPES[name]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert ModelConfig.from_hf_config(path).parameters == total
+
+
+def test_gemma2_alternates_local_and_global_layers(tmp_path):
+    """Gemma 2 without layer_types: every 2nd layer global (transformers' default), 4,096-token windows."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(FAMILY_SHAPES["google/gemma-2-9b"][0]))
+    m = ModelConfig.from_hf_config(path)
+    assert m.layer_windows == (4096, None) * 21
+    per_layer = 2 * 8 * 256 * 2
+    assert m.kv_bytes(8192) == (21 * 8192 + 21 * 4096) * per_layer
