@@ -2,8 +2,11 @@
 
 One rule for every file a user names: it must be a regular file (not a directory, a
 device such as /dev/zero, or a pipe, which could hang a read), no larger than a limit,
-and UTF-8 text (a byte-order mark is accepted). Callers turn :class:`FileReadError` into
-their own error naming the file (ConfigError, TraceError, MeasurementFileError).
+and UTF-8 text (a byte-order mark is accepted). A gzip file (``.gz``, for callers that
+accept one) obeys the same limit on its decompressed size, inflated no further than it, so a
+small file that inflates without end (a gzip bomb) is refused, not decompressed. Callers
+turn :class:`FileReadError` into their own error naming the file (ConfigError, TraceError,
+MeasurementFileError).
 
 One rule for every JSON document (:func:`parse_json`): strict JSON only. ``NaN`` and
 ``Infinity`` are refused, an object with the same key twice is refused (the second value
@@ -13,8 +16,10 @@ overflowing Python's stack.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,13 +35,22 @@ MAX_BYTES = 1 << 30
 MAX_JSON_DEPTH = 64
 
 
-def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES) -> str:
+def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES, gzip_ok: bool = False) -> str:
     """The text of a regular UTF-8 file of at most ``max_bytes`` bytes.
+
+    Parameters
+    ----------
+    path : str or path-like
+    max_bytes : int [bytes]
+        Largest file accepted; for a gzip file, the largest decompressed size too.
+    gzip_ok : bool
+        Read a file whose name ends in ``.gz`` as gzip-compressed text.
 
     Raises
     ------
     FileReadError
-        Missing, not a regular file, too large, unreadable, or not UTF-8.
+        Missing, not a regular file, too large (compressed or decompressed), unreadable,
+        not valid gzip (for ``.gz``), or not UTF-8.
     """
     p = Path(path)
     try:
@@ -47,11 +61,27 @@ def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES) 
         size = p.stat().st_size
         if size > max_bytes:
             raise FileReadError(str(p), f"cannot read: {size:,} bytes is more than the {max_bytes:,} allowed")
-        return p.read_bytes().decode("utf-8-sig")
+        if gzip_ok and p.name.endswith(".gz"):
+            data = _read_gzip(p, max_bytes)
+        else:
+            data = p.read_bytes()
+        return data.decode("utf-8-sig")
     except OSError as exc:
         raise FileReadError(str(p), f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise FileReadError(str(p), f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_gzip(p: Path, max_bytes: int) -> bytes:
+    """The decompressed bytes of a gzip file, refused once they pass ``max_bytes`` (never inflated further)."""
+    try:
+        with gzip.open(p, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise FileReadError(str(p), f"not a valid gzip file ({exc or type(exc).__name__})") from None
+    if len(data) > max_bytes:
+        raise FileReadError(str(p), f"cannot read: decompresses to more than the {max_bytes:,} bytes allowed")
+    return data
 
 
 def _reject_constant(token: str) -> Any:

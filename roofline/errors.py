@@ -18,6 +18,7 @@ __all__ = [
     "TraceError",
     "FileReadError",
     "SimulationError",
+    "MeasurementFileError",
     "UnsupportedModelError",
 ]
 
@@ -83,6 +84,19 @@ class FileReadError(RooflineError):
 
 class SimulationError(RooflineError):
     """A simulation passed its ``max_steps`` safeguard, or reached a state it cannot leave."""
+
+
+class MeasurementFileError(RooflineError):
+    """A measurement file (calibration or published points) has a missing or bad field.
+
+    The message names the file, the field (dotted path, e.g. ``bandwidth.value``) and
+    what is wrong, on one line.
+    """
+
+    def __init__(self, path: str, field: str, message: str) -> None:
+        self.path = path
+        self.field = field
+        super().__init__(f"{path}: field {field!r}: {message}")
 
 
 class UnsupportedModelError(ConfigError):

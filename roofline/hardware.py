@@ -7,11 +7,18 @@ measured (achieved) values.  Every value is a :class:`Sourced` number whose
 where it comes from (precise to the table) and when.  Derived values such as the
 ridge point are properties, never stored.
 
-Units: bytes, bytes/s, FLOP/s (conventions: ../shared/design/CONVENTIONS.md, Units).
+Each accelerator also carries its GPU-to-GPU links (:class:`Link`: NVLink through
+NVSwitch or a bridge, AMD Infinity Fabric, PCIe) with bandwidth per GPU and per
+direction, the latency of one all-reduce ring step, generation and reach, for
+tensor parallelism (docs/conventions.md, "Tensor parallelism").
+
+Units: bytes, bytes/s, FLOP/s, s (docs/conventions.md, "Units").
 Peak FLOP/s is always the **dense** figure; the 2:4 sparsity figure NVIDIA prints
 is never used.
 
-Facts: ../shared/design/CONSTANTS.md ("Accelerators", "Measured (achieved) values").
+Facts: NVIDIA and AMD datasheets (each value's Source names the table), public
+nvidia-smi / rocm-smi logs for the memory software sees, NCCL's and RCCL's ring
+latency models for the link latencies.
 """
 
 from __future__ import annotations
@@ -21,13 +28,14 @@ from typing import Literal
 
 import attrs
 
-from ._checks import check_positive
+from ._checks import check_int, check_positive
 from .errors import InvalidValueError, UnknownPresetError
 from .units import GB, TB, GiB, MiB
 
 __all__ = [
     "Source",
     "Sourced",
+    "Link",
     "Accelerator",
     "ACCELERATORS",
     "accelerator_names",
@@ -38,6 +46,11 @@ __all__ = [
     "TB",
 ]
 
+
+#: The largest tensor-parallel group modelled over PCIe: one server of 8 cards. A larger group
+#: crosses servers, and the network between servers is not modelled (docs/conventions.md,
+#: "Tensor parallelism"); such a group is refused by name, never priced as PCIe.
+MAX_PCIE_GROUP = 8
 
 SourceKind = Literal["datasheet", "measured", "derived"]
 _KINDS = ("datasheet", "measured", "derived")
@@ -99,6 +112,57 @@ def _optional_sourced(instance: object, attribute: attrs.Attribute, value: objec
         raise InvalidValueError(attribute.name, value, "must be a Sourced value or None")
 
 
+def _sourced(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if not isinstance(value, Sourced):
+        raise InvalidValueError(attribute.name, value, "must be a Sourced value")
+
+
+def _optional_link(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is not None and not isinstance(value, Link):
+        raise InvalidValueError(attribute.name, value, "must be a Link or None")
+
+
+@attrs.frozen
+class Link:
+    """One GPU-to-GPU interconnect of an accelerator (NVLink, Infinity Fabric or PCIe), each value sourced.
+
+    The ring all-reduce of tensor parallelism runs over one link kind
+    (docs/conventions.md, "Tensor parallelism"): 2 (T - 1) steps, each paying
+    ``latency`` and moving 1/T of the message at ``bandwidth``.
+
+    Parameters
+    ----------
+    name : str
+        The link as the field names it: ``"NVLink 4 (NVSwitch)"``, ``"PCIe Gen4 x16"``,
+        ``"Infinity Fabric (xGMI)"``.
+    bandwidth : Sourced [bytes/s]
+        Per GPU, per direction (half the "bidirectional" total vendors print).
+    latency : Sourced [s]
+        Small-message latency of one ring step (the alpha of the alpha-beta model).
+    generation : Sourced or None [generation]
+        NVLink or PCIe generation (4 for NVLink 4, 5 for PCIe Gen5); None where the
+        vendor numbers its link otherwise (Infinity Fabric).
+    max_gpus : Sourced or None [GPUs]
+        The most GPUs one group can span over this link (8 on an HGX board's NVSwitch,
+        2 for an NVLink bridge, 72 in an NVL72 rack); None: no stated limit (PCIe
+        through the host).
+    """
+
+    name: str = attrs.field(validator=_check_text)
+    bandwidth: Sourced = attrs.field(validator=_sourced)
+    latency: Sourced = attrs.field(validator=_sourced)
+    generation: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
+    max_gpus: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
+
+    def spans(self, tensor_parallel_size: int) -> bool:
+        """Whether a group of ``tensor_parallel_size`` GPUs can all-reduce over this link alone."""
+        return self.max_gpus is None or tensor_parallel_size <= self.max_gpus.value
+
+    def sources(self) -> dict[str, Sourced]:
+        """Every stored value by field name (None fields left out)."""
+        return {f.name: getattr(self, f.name) for f in attrs.fields(Link) if isinstance(getattr(self, f.name), Sourced)}
+
+
 @attrs.frozen
 class Accelerator:
     """One accelerator: datasheet figures, optional measured figures, each with its Source.
@@ -113,7 +177,7 @@ class Accelerator:
         Memory as printed on the datasheet (80 GB = 80e9 bytes).
     memory_usable : Sourced [bytes]
         Memory as seen by software (``torch.cuda.mem_get_info`` total or nvidia-smi);
-        the KV budget starts from this (CONVENTIONS.md, Memory).
+        the KV budget starts from this (docs/conventions.md, "Memory").
     hbm_bandwidth : Sourced [bytes/s]
         Peak HBM bandwidth from the datasheet.
     peak_bf16 : Sourced [FLOP/s]
@@ -122,10 +186,17 @@ class Accelerator:
         Dense FP8 peak; None where the part has no FP8 tensor cores.
     measured_bandwidth, measured_bf16 : Sourced or None
         Achieved values, where a public measurement exists.
+    scale_up : Link or None
+        The GPU-to-GPU fabric inside a server or rack (NVLink through NVSwitch or a
+        bridge, AMD Infinity Fabric); None for parts without one (L40S).
+    pcie : Link or None
+        The card's PCIe link (to the host, and between cards that have no scale-up
+        fabric); None where the GPU reaches its host otherwise (GB200: NVLink-C2C).
 
     Notes
     -----
     The ridge point is ``peak_bf16 / hbm_bandwidth`` [FLOP/byte], a property.
+    :meth:`link` picks the link a tensor-parallel group of T GPUs all-reduces over.
     """
 
     key: str
@@ -137,6 +208,8 @@ class Accelerator:
     peak_fp8: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
     measured_bandwidth: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
     measured_bf16: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
+    scale_up: Link | None = attrs.field(default=None, validator=_optional_link)
+    pcie: Link | None = attrs.field(default=None, validator=_optional_link)
 
     @property
     def bandwidth(self) -> int | Fraction:
@@ -208,13 +281,64 @@ class Accelerator:
             peak_bf16=self.measured_bf16 or self.peak_bf16,
         )
 
+    def link(self, tensor_parallel_size: int) -> Link:
+        """The link a tensor-parallel group of ``tensor_parallel_size`` GPUs all-reduces over.
+
+        The scale-up fabric when the whole group fits on it (``Link.max_gpus``),
+        else PCIe within one server (at most :data:`MAX_PCIE_GROUP` GPUs)
+        (docs/conventions.md, "Tensor parallelism"). Groups that need the network
+        between servers are refused: it is not modelled.
+
+        Parameters
+        ----------
+        tensor_parallel_size : int >= 2 [GPUs]
+            T; one GPU all-reduces nothing and needs no link.
+
+        Returns
+        -------
+        Link
+
+        Raises
+        ------
+        InvalidValueError
+            T not an integer >= 2, or a part whose links cannot hold a group of T GPUs
+            (no interconnect facts, or T above the fabric's reach with no PCIe link).
+
+        Examples
+        --------
+        >>> get_accelerator("h100-pcie").link(2).name, get_accelerator("h100-pcie").link(4).name
+        ('NVLink 4 (bridge)', 'PCIe Gen5 x16')
+        """
+        check_int("tensor_parallel_size", tensor_parallel_size, minimum=2)
+        if self.scale_up is not None and self.scale_up.spans(tensor_parallel_size):
+            return self.scale_up
+        if self.pcie is not None and tensor_parallel_size <= MAX_PCIE_GROUP and self.pcie.spans(tensor_parallel_size):
+            return self.pcie
+        reach = []
+        if self.scale_up is not None and self.scale_up.max_gpus is not None:
+            reach.append(f"its {self.scale_up.name} reaches {self.scale_up.max_gpus.value} GPUs")
+        if self.pcie is not None:
+            reach.append(f"PCIe groups stop at one server of {MAX_PCIE_GROUP} GPUs")
+        raise InvalidValueError(
+            "tensor_parallel_size",
+            tensor_parallel_size,
+            f"{self.name}: no modelled link holds a group of {tensor_parallel_size} GPUs"
+            + (f" ({'; '.join(reach)}; the network between servers is not modelled)" if reach else
+               " (no interconnect facts)"),
+        )
+
     def sources(self) -> dict[str, Sourced]:
-        """Every stored value by field name (None fields left out)."""
-        return {
+        """Every stored value by field name (None fields left out); link values as ``"scale_up.bandwidth"``."""
+        out = {
             f.name: getattr(self, f.name)
             for f in attrs.fields(Accelerator)
             if isinstance(getattr(self, f.name), Sourced)
         }
+        for prefix in ("scale_up", "pcie"):
+            link = getattr(self, prefix)
+            if link is not None:
+                out.update({f"{prefix}.{name}": value for name, value in link.sources().items()})
+        return out
 
 
 # --------------------------------------------------------------------------- presets
@@ -236,6 +360,68 @@ _STAS = (
 def _ds(value: int | Fraction, unit: str, citation: str, date: str) -> Sourced:
     return Sourced(value, unit, Source("datasheet", citation, date))
 
+
+
+# ----------------------------------------------------------------- interconnects (per GPU, per direction)
+
+_PER_DIRECTION = "; per direction is half the bidirectional total"
+_NCCL = (
+    "NVIDIA/nccl src/graph/tuning.cc (commit b6475625), the latency model NCCL prices a ring all-reduce with: "
+    "baseLat + 2 (nRanks - 1) x hwLat"
+)
+_NCCL_COND = (
+    "NCCL's tuning-model constant for one ring step, LL protocol (what NCCL itself charges a small all-reduce); "
+    "not a single benchmark run; the per-call base latency (6.6 us) is outside the ring formula"
+)
+_RCCL = "ROCm/rccl src/graph/tuning.cc (commit 0023b9b0), RCCL's ring latency model (AMD's fork of NCCL's)"
+_RCCL_COND = "RCCL's tuning-model constant for one ring step, LL protocol; not a single benchmark run"
+
+
+def _nccl_latency(hw: str, micro: Fraction) -> Sourced:
+    return Sourced(
+        micro / 10**6, "s",
+        Source("measured", f"{_NCCL}: hwLat[{hw}][Ring][LL] = {float(micro):g} us", "2024", _NCCL_COND),
+    )
+
+
+_NVLINK_LAT = _nccl_latency("NVLINK", Fraction(6, 10))
+_PCIE_LAT = _nccl_latency("PCI", Fraction(1))
+_XGMI_LAT = Sourced(
+    Fraction(23, 10**7), "s",
+    Source("measured", _RCCL + ": hwLat[NVLINK (xGMI)][Ring][LL] = 2.3 us", "2023", _RCCL_COND),
+)
+_AMD_PCIE_LAT = Sourced(
+    Fraction(13, 10**7), "s",
+    Source("measured", _RCCL + ": hwLat[PCI][Ring][LL] = 1.3 us", "2023", _RCCL_COND),
+)
+
+
+def _pcie(gen: int, citation: str, date: str, latency: Sourced = _PCIE_LAT) -> Link:
+    """A PCIe x16 link: Gen4 64 GB/s and Gen5 128 GB/s bidirectional (32 and 64 GB/s per direction)."""
+    per_direction = {4: 32 * GB, 5: 64 * GB}[gen]
+    return Link(
+        name=f"PCIe Gen{gen} x16",
+        bandwidth=_ds(per_direction, "bytes/s", citation + f" (PCIe Gen{gen}: {2 * per_direction // GB}GB/s)"
+                      + _PER_DIRECTION, date),
+        latency=latency,
+        generation=_ds(gen, "generation", citation, date),
+    )
+
+
+def _nvlink(gen: int, total_gb: int, max_gpus: int, what: str, citation: str, date: str, reach: str) -> Link:
+    """An NVLink of ``total_gb`` GB/s bidirectional per GPU, spanning ``max_gpus`` GPUs."""
+    return Link(
+        name=f"NVLink {gen} ({what})",
+        bandwidth=_ds(total_gb * GB // 2, "bytes/s", citation + f" (NVLink: {total_gb}GB/s)" + _PER_DIRECTION,
+                      date),
+        latency=_NVLINK_LAT,
+        generation=_ds(gen, "generation", citation + f": NVLink generation {gen}", date),
+        max_gpus=_ds(max_gpus, "GPUs", reach, date),
+    )
+
+
+_HGX_H100 = "NVIDIA HGX H100/H200 8-GPU board: four NVSwitch chips connect all 8 GPUs (Hopper whitepaper, 'HGX H100')"
+_HGX_A100 = "NVIDIA HGX A100 8-GPU board: six NVSwitch chips connect all 8 GPUs (A100 datasheet)"
 
 H100_SXM = Accelerator(
     key="h100-sxm",
@@ -265,6 +451,8 @@ H100_SXM = Accelerator(
         "FLOP/s",
         Source("measured", _STAS, "2025", "PyTorch 2.7, CUDA 12.6, best shape, mean of 100 iterations"),
     ),
+    scale_up=_nvlink(4, 900, 8, "NVSwitch", _H100_DS, "2023", _HGX_H100),
+    pcie=_pcie(5, _H100_DS, "2023"),
 )
 
 H100_PCIE = Accelerator(
@@ -279,6 +467,11 @@ H100_PCIE = Accelerator(
     hbm_bandwidth=_ds(2_000_000_000_000, "bytes/s", _H100_PCIE_DS, "2023"),
     peak_bf16=_ds(756_000_000_000_000, "FLOP/s", _H100_PCIE_DS + _DENSE, "2023"),
     peak_fp8=_ds(1_513_000_000_000_000, "FLOP/s", _H100_PCIE_DS + _DENSE, "2023"),
+    scale_up=_nvlink(
+        4, 600, 2, "bridge", _H100_PCIE_DS, "2023",
+        "NVIDIA H100 PCIe product brief PB-11133-001: the NVLink bridge joins two adjacent H100 PCIe cards",
+    ),
+    pcie=_pcie(5, _H100_PCIE_DS, "2023"),
 )
 
 H200_SXM = Accelerator(
@@ -289,6 +482,8 @@ H200_SXM = Accelerator(
     hbm_bandwidth=_ds(4_800_000_000_000, "bytes/s", _H200_DS, "2024"),
     peak_bf16=_ds(989_400_000_000_000, "FLOP/s", _H200_DS + _DENSE, "2024"),
     peak_fp8=_ds(1_978_900_000_000_000, "FLOP/s", _H200_DS + _DENSE, "2024"),
+    scale_up=_nvlink(4, 900, 8, "NVSwitch", _H200_DS, "2024", _HGX_H100),
+    pcie=_pcie(5, _H200_DS, "2024"),
 )
 
 _A100_GEMM = Sourced(
@@ -309,6 +504,8 @@ A100_40GB = Accelerator(
     hbm_bandwidth=_ds(1_555_000_000_000, "bytes/s", _A100_DS, "2020"),
     peak_bf16=_ds(312_000_000_000_000, "FLOP/s", _A100_DS + _DENSE, "2020"),
     measured_bf16=_A100_GEMM,
+    scale_up=_nvlink(3, 600, 8, "NVSwitch", _A100_DS, "2020", _HGX_A100),
+    pcie=_pcie(4, _A100_DS, "2020"),
 )
 
 A100_80GB = Accelerator(
@@ -329,10 +526,147 @@ A100_80GB = Accelerator(
         ),
     ),
     measured_bf16=_A100_GEMM,
+    scale_up=_nvlink(3, 600, 8, "NVSwitch", _A100_DS, "2021", _HGX_A100),
+    pcie=_pcie(4, _A100_DS, "2021"),
+)
+
+# ------------------------------------------------------------ accelerators people buy now
+
+_B200_DS = (
+    "NVIDIA HGX B200 datasheet, 'Technical Specifications' table, individual Blackwell GPU (HGX B200 column): "
+    "FP16/BF16 Tensor Core 4.5 PFLOPS, FP8/FP6 9 PFLOPS, 180GB HBM3E | 7.7TB/s, 5th Generation NVLink 1.8TB/s, "
+    "PCIe Gen5 128GB/s"
+)
+_GB200_DS = (
+    "NVIDIA GB200 NVL72 datasheet, 'Technical Specifications' table, individual Blackwell GPU (GB200 NVL72 column): "
+    "FP16/BF16 Tensor Core 5 PFLOPS, FP8/FP6 10 PFLOPS, 186GB HBM3E | 8TB/s, 5th Generation NVLink 1.8TB/s"
+)
+_SPARSE = "; tensor figures printed with sparsity (footnote), dense is half"
+_H20_DS = (
+    "NVIDIA HGX H20 specifications as published by NVIDIA partners: 96GB HBM3, 4.0TB/s, FP16/BF16 Tensor Core "
+    "148 TFLOPS and FP8 296 TFLOPS dense (about 15 % of H100), NVLink 900GB/s, PCIe Gen5 128GB/s"
+)
+_L40S_DS = (
+    "NVIDIA L40S datasheet, specifications table: 48GB GDDR6 with ECC, 864GB/s, BFLOAT16 Tensor Core "
+    "362.05 | 733* TFLOPS, FP8 Tensor Core 733 | 1,466* TFLOPS (* with sparsity), "
+    "PCIe Gen4 x16: 64GB/s bidirectional, no NVLink"
+)
+_MI300X_DS = (
+    "AMD Instinct MI300X data sheet, specifications: 192 GB HBM3, 5.3 TB/s peak memory bandwidth, peak FP16/BF16 "
+    "1,307.4 TFLOPs (2,614.9 with sparsity), peak FP8 2,614.9 TFLOPs (5,229.8 with sparsity), 7 AMD Infinity "
+    "Fabric links at 128 GB/s peak each (896 GB/s), PCIe Gen5 x16 128 GB/s"
+)
+_MI325X_DS = (
+    "AMD Instinct MI325X data sheet, specifications: 256 GB HBM3E, 6 TB/s peak memory bandwidth, peak FP16/BF16 "
+    "1,307.4 TFLOPs, peak FP8 2,614.9 TFLOPs (sparsity doubles both), 7 AMD Infinity Fabric links at 128 GB/s "
+    "peak each (896 GB/s), PCIe Gen5 x16 128 GB/s"
+)
+_HGX_B200 = "NVIDIA HGX B200: two NVLink Switch chips connect all 8 GPUs (NVLink domain of 8)"
+_NVL72 = "NVIDIA GB200 NVL72: 72 GPUs in one NVLink domain (18 NVLink Switch trays)"
+_AMD_PLATFORM = "AMD Instinct MI300X/MI325X platform: 8 GPUs fully connected by Infinity Fabric (UBB 2.0 board)"
+
+
+def _smi(mib: int, where: str, date: str) -> Sourced:
+    return Sourced(mib * MiB, "bytes", Source("measured", f"nvidia-smi total memory {mib:,} MiB ({where})", date))
+
+
+def _infinity_fabric(citation: str, date: str) -> Link:
+    """AMD Infinity Fabric: 7 links x 128 GB/s bidirectional = 896 GB/s, 448 GB/s per direction per GPU."""
+    return Link(
+        name="Infinity Fabric (xGMI)",
+        bandwidth=_ds(448 * GB, "bytes/s", citation + " (7 x 128 GB/s = 896 GB/s)" + _PER_DIRECTION, date),
+        latency=_XGMI_LAT,
+        max_gpus=_ds(8, "GPUs", _AMD_PLATFORM, date),
+    )
+
+
+B200 = Accelerator(
+    key="b200",
+    name="NVIDIA B200 (HGX, 180GB)",
+    memory_label=_ds(180 * GB, "bytes", _B200_DS, "2025"),
+    memory_usable=_smi(183_359, "NVIDIA/TensorRT-LLM#10278, 8x B200", "2025-12"),
+    hbm_bandwidth=_ds(7_700_000_000_000, "bytes/s", _B200_DS + " (the 2024 launch figure was 8TB/s)", "2025"),
+    peak_bf16=_ds(2_250_000_000_000_000, "FLOP/s", _B200_DS + _SPARSE, "2025"),
+    peak_fp8=_ds(4_500_000_000_000_000, "FLOP/s", _B200_DS + _SPARSE, "2025"),
+    scale_up=_nvlink(5, 1800, 8, "NVSwitch", _B200_DS, "2025", _HGX_B200),
+    pcie=_pcie(5, _B200_DS, "2025"),
+)
+
+GB200 = Accelerator(
+    key="gb200",
+    name="NVIDIA GB200 (NVL72, one Blackwell GPU, 186GB)",
+    memory_label=_ds(186 * GB, "bytes", _GB200_DS, "2025"),
+    memory_usable=_smi(189_471, "public logs of GB200 NVL72 trays, driver 580", "2025"),
+    hbm_bandwidth=_ds(8_000_000_000_000, "bytes/s", _GB200_DS, "2025"),
+    peak_bf16=_ds(2_500_000_000_000_000, "FLOP/s", _GB200_DS + _SPARSE, "2025"),
+    peak_fp8=_ds(5_000_000_000_000_000, "FLOP/s", _GB200_DS + _SPARSE, "2025"),
+    scale_up=_nvlink(5, 1800, 72, "NVL72", _GB200_DS, "2025", _NVL72),
+)
+
+H20 = Accelerator(
+    key="h20",
+    name="NVIDIA H20 96GB",
+    memory_label=_ds(96 * GB, "bytes", _H20_DS, "2024"),
+    memory_usable=_smi(97_871, "deepseek-ai/DeepEP#17, 8x H20, driver 535", "2025-02"),
+    hbm_bandwidth=_ds(4_000_000_000_000, "bytes/s", _H20_DS, "2024"),
+    peak_bf16=_ds(148_000_000_000_000, "FLOP/s", _H20_DS, "2024"),
+    peak_fp8=_ds(296_000_000_000_000, "FLOP/s", _H20_DS, "2024"),
+    scale_up=_nvlink(4, 900, 8, "NVSwitch", _H20_DS, "2024", "NVIDIA HGX H20 8-GPU board (NVSwitch, as HGX H100)"),
+    pcie=_pcie(5, _H20_DS, "2024"),
+)
+
+L40S = Accelerator(
+    key="l40s",
+    name="NVIDIA L40S 48GB",
+    memory_label=_ds(48 * GB, "bytes", _L40S_DS, "2023"),
+    memory_usable=_smi(46_068, "akash-network/provider-configs#99, driver 595", "2026-09"),
+    hbm_bandwidth=_ds(864 * GB, "bytes/s", _L40S_DS + " (GDDR6, not HBM)", "2023"),
+    peak_bf16=_ds(362_050_000_000_000, "FLOP/s", _L40S_DS, "2023"),
+    peak_fp8=_ds(733_000_000_000_000, "FLOP/s", _L40S_DS, "2023"),
+    pcie=_pcie(4, _L40S_DS, "2023"),
+)
+
+MI300X = Accelerator(
+    key="mi300x",
+    name="AMD Instinct MI300X 192GB",
+    memory_label=_ds(192 * GB, "bytes", _MI300X_DS, "2023-12"),
+    memory_usable=Sourced(
+        205_822_885_888,
+        "bytes",
+        Source("measured", "rocm-smi --showmeminfo vram 'VRAM Total Memory (B): 205822885888' in public logs "
+               "(192 GiB less 320 MiB); torch.cuda.mem_get_info reports the same total", "2025"),
+    ),
+    hbm_bandwidth=_ds(5_300_000_000_000, "bytes/s", _MI300X_DS, "2023-12"),
+    peak_bf16=_ds(1_307_400_000_000_000, "FLOP/s", _MI300X_DS, "2023-12"),
+    peak_fp8=_ds(2_614_900_000_000_000, "FLOP/s", _MI300X_DS, "2023-12"),
+    scale_up=_infinity_fabric(_MI300X_DS, "2023-12"),
+    pcie=_pcie(5, _MI300X_DS, "2023-12", _AMD_PCIE_LAT),
+)
+
+#: amdgpu reserves 320 MiB of an MI300X's 192 GiB (192 GiB - 205,822,885,888 B); the same rule on 256 GiB.
+_AMDGPU_RESERVED = 192 * GiB - 205_822_885_888
+
+MI325X = Accelerator(
+    key="mi325x",
+    name="AMD Instinct MI325X 256GB",
+    memory_label=_ds(256 * GB, "bytes", _MI325X_DS, "2024-10"),
+    memory_usable=Sourced(
+        256 * GiB - _AMDGPU_RESERVED,
+        "bytes",
+        Source("derived", "256 GiB of HBM3E less the 320 MiB amdgpu keeps on an MI300X "
+               "(192 GiB - 205,822,885,888 B) = 274,542,362,624 B; a public amdgpu sysfs capture of an MI325X "
+               "(mem_info_vram_total) shows the same number", "2026"),
+    ),
+    hbm_bandwidth=_ds(6_000_000_000_000, "bytes/s", _MI325X_DS, "2024-10"),
+    peak_bf16=_ds(1_307_400_000_000_000, "FLOP/s", _MI325X_DS, "2024-10"),
+    peak_fp8=_ds(2_614_900_000_000_000, "FLOP/s", _MI325X_DS, "2024-10"),
+    scale_up=_infinity_fabric(_MI325X_DS, "2024-10"),
+    pcie=_pcie(5, _MI325X_DS, "2024-10", _AMD_PCIE_LAT),
 )
 
 ACCELERATORS: dict[str, Accelerator] = {
-    a.key: a for a in (H100_SXM, H100_PCIE, H200_SXM, A100_40GB, A100_80GB)
+    a.key: a
+    for a in (H100_SXM, H100_PCIE, H200_SXM, A100_40GB, A100_80GB, B200, GB200, H20, L40S, MI300X, MI325X)
 }
 
 _ALIASES = {
@@ -343,6 +677,11 @@ _ALIASES = {
     "a100": "a100-80gb",
     "a100-80": "a100-80gb",
     "a100-40": "a100-40gb",
+    "b200-sxm": "b200",
+    "h20-96gb": "h20",
+    "l40s-48gb": "l40s",
+    "mi300": "mi300x",
+    "mi325": "mi325x",
 }
 
 
@@ -358,7 +697,8 @@ def get_accelerator(name: str) -> Accelerator:
     ----------
     name : str
         A key of :data:`ACCELERATORS` (``"h100-sxm"``, ``"h100-pcie"``, ``"h200-sxm"``,
-        ``"a100-40gb"``, ``"a100-80gb"``) or an alias.
+        ``"a100-40gb"``, ``"a100-80gb"``, ``"b200"``, ``"gb200"``, ``"h20"``, ``"l40s"``,
+        ``"mi300x"``, ``"mi325x"``) or an alias.
 
     Returns
     -------

@@ -136,6 +136,18 @@ _TABLE = (
              "positive"),
     Quantity("routed_expert_bytes", "X", "bytes", "bytes of one routed expert summed over the MoE layers",
              "nonnegative", "each MoE layer routes on its own, with the same expectation"),
+    # tensor parallelism
+    Quantity("tensor_parallel_size", "T", "GPUs", "GPUs in the tensor-parallel group", "positive_int",
+             "1 is one GPU: no all-reduce"),
+    Quantity("hidden_size", "h", "elements", "hidden size (width of the activations all-reduced per token)",
+             "positive_int"),
+    Quantity("activation_bytes", "e_a", "bytes/element", "bytes per all-reduced activation element", "positive",
+             "2 for BF16/FP16 activations"),
+    Quantity("message_bytes", "M_ar", "bytes", "bytes one all-reduce sums over the group", "nonnegative"),
+    Quantity("link_bandwidth", "beta", "bytes/s", "GPU-to-GPU link bandwidth per GPU per direction", "positive",
+             "half the bidirectional figure vendors print (NVLink, Infinity Fabric, PCIe)"),
+    Quantity("link_latency", "alpha", "s", "latency of one ring step of an all-reduce (small message)",
+             "nonnegative"),
 )
 
 #: name -> Quantity, for every argument of every registered formula.

@@ -1,4 +1,4 @@
-"""Shared test configuration: Hypothesis profiles and the path to ../shared.
+"""Shared test configuration: Hypothesis profiles.
 
 Profiles (chosen by the HYPOTHESIS_PROFILE environment variable):
 
@@ -14,9 +14,7 @@ Profiles (chosen by the HYPOTHESIS_PROFILE environment variable):
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -48,13 +46,11 @@ settings.register_profile(
     parent=settings(),
     max_examples=max(200, settings().max_examples) if os.environ.get("HYPOTHESIS_PROFILE") != "wheel" else 10,
 )
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """../shared beside the checkout (design notes, cases, traces); it must exist."""
-    assert SHARED.is_dir(), f"expected the shared folder at {SHARED}"
-    return SHARED
+# The generated-bad-input tests of every entry point (tests/test_fuzz_*.py): one run per
+# formula or command each, so fewer examples by default; the thorough profile gives 500.
+_FUZZ = {"default": 25, "thorough": 500, "wheel": 5}
+settings.register_profile(
+    "fuzz",
+    parent=settings(),
+    max_examples=_FUZZ.get(os.environ.get("HYPOTHESIS_PROFILE", "default"), 25),
+)

@@ -1,4 +1,8 @@
-"""roofline calibrate: the CPU path end to end, the file's schema and loader, the measured Accelerator."""
+"""roofline calibrate: the CPU path end to end, the file's schema and loader, the measured Accelerator.
+
+The tests that measure need PyTorch (the ``calibrate`` extra, not the ``test`` one): they skip,
+saying so, when it is not installed, and run when it is.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,14 @@ import datetime
 import importlib.util
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-import torch
 
 import roofline.cli as cli
 from roofline.calibrate import (
@@ -42,6 +47,19 @@ from roofline.models import ModelConfig, get_model
 BATCHES = (1, 2, 3)
 CONTEXTS = (8, 33)
 SHAPES = ((64, 64, 64), (96, 128, 32))
+TORCH_MISSING = "PyTorch is not installed; these tests need the calibrate extra: pip install -e '.[calibrate]'"
+
+
+@pytest.fixture(scope="module")
+def torch() -> Any:
+    """The torch module; the test skips, with the install line as its reason, when PyTorch is not installed.
+
+    With ROOFLINE_REQUIRE_TORCH=1 (CI's run after installing the calibrate extra) a missing
+    PyTorch fails the test instead, so that run cannot skip silently.
+    """
+    if os.environ.get("ROOFLINE_REQUIRE_TORCH") == "1":
+        return importlib.import_module("torch")
+    return pytest.importorskip("torch", reason=TORCH_MISSING)
 
 
 def _commands() -> tuple[str, ...]:
@@ -56,7 +74,7 @@ def _cli(argv: list[str]) -> int:
 
 
 @pytest.fixture(scope="module")
-def calibration_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def calibration_file(torch: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A calibration file written by `roofline calibrate --device cpu` with tiny sizes, and its stdout."""
     out = tmp_path_factory.mktemp("calibrate") / "cpu.json"
     import contextlib
@@ -128,7 +146,7 @@ def test_cli_calibrate_writes_every_requested_point(calibration_file: tuple[Path
     assert "wrote " + str(calibration_file[0]) in calibration_file[1]
 
 
-def test_cli_calibrate_records_provenance(document: dict) -> None:
+def test_cli_calibrate_records_provenance(torch: Any, document: dict) -> None:
     """The file states schema 1, device, versions, date, timer, repetitions, CUDA graphs and the attention used."""
     assert document["schema"] == SCHEMA_VERSION == 1
     assert document["kind"] == "roofline-calibration"
@@ -187,7 +205,9 @@ def test_cli_calibrate_default_cpu_model_is_tiny(document: dict) -> None:
     assert (dec["flops_per_token"], dec["attention_flops_per_token"]) == TINY_MODEL.flops_per_token("exact")
 
 
-def test_loaded_calibration_gives_a_measured_accelerator(calibration_file: tuple[Path, str], document: dict) -> None:
+def test_loaded_calibration_gives_a_measured_accelerator(
+    torch: Any, calibration_file: tuple[Path, str], document: dict
+) -> None:
     """load_calibration returns the file's values; its Accelerator carries them as Sources of kind 'measured'."""
     path = calibration_file[0]
     cal = load_calibration(path)
@@ -260,7 +280,7 @@ def test_cli_validate_table_includes_calibration_rows(
 # --------------------------------------------------------------------------- measurement functions
 
 
-def test_decode_attention_matches_repeated_kv_softmax() -> None:
+def test_decode_attention_matches_repeated_kv_softmax(torch: Any) -> None:
     """decode_attention equals softmax(q k^T / sqrt(d)) v with KV heads repeated in Hugging Face order."""
     gen = torch.Generator().manual_seed(0)
     B, H, Hkv, c, d = 3, 8, 2, 11, 16
@@ -276,7 +296,7 @@ def test_decode_attention_matches_repeated_kv_softmax() -> None:
         decode_attention(q, k[:, :, :, :8], v[:, :, :, :8])
 
 
-def test_measure_decode_skips_points_that_do_not_fit_and_runs_mha_non_gated() -> None:
+def test_measure_decode_skips_points_that_do_not_fit_and_runs_mha_non_gated(torch: Any) -> None:
     """A point whose KV cache exceeds memory is skipped with the reason; an MHA LayerNorm non-gated model runs."""
     opt_like = ModelConfig(
         name="tiny-opt", num_hidden_layers=1, hidden_size=64, intermediate_size=128,
@@ -291,7 +311,7 @@ def test_measure_decode_skips_points_that_do_not_fit_and_runs_mha_non_gated() ->
     assert "ReLU" in out["step"]
 
 
-def test_measure_decode_runs_qk_norm_and_tied_embeddings() -> None:
+def test_measure_decode_runs_qk_norm_and_tied_embeddings(torch: Any) -> None:
     """A Qwen3-like tiny model (explicit head_dim, q/k norms, tied lm_head, GQA 4:1) is measured at every point."""
     qwen_like = ModelConfig(
         name="tiny-qwen3", num_hidden_layers=2, hidden_size=96, intermediate_size=160,
@@ -304,7 +324,7 @@ def test_measure_decode_runs_qk_norm_and_tied_embeddings() -> None:
     assert all(p["median_s"] > 0 for p in out["points"])
 
 
-def test_measure_decode_time_limit_skips_with_reason() -> None:
+def test_measure_decode_time_limit_skips_with_reason(torch: Any) -> None:
     """Points not started within max_seconds are listed as skipped, with the time limit as the reason."""
     out = measure_decode("cpu", model=TINY_MODEL, batches=(1, 2), contexts=(4,), repetitions=1, warmup=0,
                          max_seconds=1e-9)
@@ -312,7 +332,7 @@ def test_measure_decode_time_limit_skips_with_reason() -> None:
     assert [s["reason"] for s in out["skipped"]] == ["time limit: 1e-09 s spent before this point"] * 2
 
 
-def test_measure_functions_reject_bad_arguments() -> None:
+def test_measure_functions_reject_bad_arguments(torch: Any) -> None:
     """Bad devices, CUDA graphs on CPU, unsupported dtypes and tiny buffers raise errors naming the field."""
     with pytest.raises(InvalidValueError, match="cuda_graphs"):
         measure_decode("cpu", model=TINY_MODEL, batches=(1,), contexts=(4,), cuda_graphs=True)

@@ -42,6 +42,8 @@ ADMISSIBLE = {
     # an arrival before the running batch ends: the drawn arrival as a share of the batch's duration
     "static_join_wait": lambda kw: dict(
         kw, arrival_time=kw["length_max"] * kw["step_time"] * (Fraction(kw["arrival_time"]) % 1)),
+    # a group of at least two GPUs (one GPU has no all-reduce, so no crossover)
+    "allreduce_crossover_batch": lambda kw: dict(kw, tensor_parallel_size=kw["tensor_parallel_size"] + 1),
 }
 
 
@@ -123,6 +125,7 @@ def test_bad_input_names_the_argument(name):
     spec = f.REGISTRY[name]
     arg = sorted(spec.domains)[0]
     good = {a: (1 if k.endswith("_int") else Fraction(1, 2) if k == "share" else 1) for a, k in spec.domains.items()}
+    good = ADMISSIBLE[name](good) if name in ADMISSIBLE else good
     assert spec.admits(**good)
     for bad in (-1, float("nan"), float("inf"), "3", None):
         with pytest.raises(InvalidValueError) as info:

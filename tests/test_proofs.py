@@ -30,6 +30,8 @@ KEY_NUMBERS = {
     "p07_anyscale": ["predicted 143 tokens/s", "measured ~81", "6.1x", "21.6x"],
     "p08_continuous_batching": ["useful share 1 (static 40 %)", "back at step 100"],
     "p09_moe": ["B* = 1,082", "B* = 2,965", "B* = 299", "B* = 326"],
+    "p11_tensor_parallel": ["8,820,367,360 parameters", "40,960 B", "1.344 ms", "10.19 us", "the crossover is B = 132",
+                            "131.84 sequences", "6.37x faster"],
 }
 
 

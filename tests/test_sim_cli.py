@@ -11,7 +11,15 @@ import pytest
 from roofline import get_accelerator, get_model
 from roofline.cli import main
 from roofline.estimate import kv_budget_for
-from roofline.sim import KVPool, RooflineCostModel, load_trace, serve_continuous, serve_serial, serve_static
+from roofline.sim import (
+    KVPool,
+    RooflineCostModel,
+    load_trace,
+    serve_continuous,
+    serve_serial,
+    serve_static,
+    shipped_trace,
+)
 
 TRACE = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
     f"2023-11-16 18:15:{i // 4:02d}.{(i % 4) * 25:02d},{100 + 37 * i},{1 + (29 * i) % 60}\n" for i in range(40)
@@ -85,15 +93,39 @@ def test_simulate_float_mode_agrees_with_exact(trace: Path, capsys: pytest.Captu
         assert b["summary"]["e2e"]["p99"] == pytest.approx(a["summary"]["e2e"]["p99"], rel=1e-12)
 
 
-def test_simulate_real_trace_prefix(shared_dir: Path, capsys: pytest.CaptureFixture) -> None:
-    """The first 1,000 Azure conversation requests: continuous batching beats static, which beats serial."""
-    path = shared_dir / "traces" / "azure_llm_2023_conv.csv"
-    assert main(["simulate", "--trace", str(path), "--limit", "1000", "--json", "--float"]) == 0
-    results = {r["policy"]: r["summary"] for r in json.loads(capsys.readouterr().out)["results"]}
+def test_simulate_real_trace_prefix(capsys: pytest.CaptureFixture) -> None:
+    """No --trace: the shipped conversation trace; on its first 1,000 requests continuous beats static beats serial."""
+    assert main(["simulate", "--limit", "1000", "--json", "--float"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["trace"]["path"] == str(shipped_trace("conv"))
+    results = {r["policy"]: r["summary"] for r in data["results"]}
     tput = {k: v["output_tokens_per_s"] for k, v in results.items()}
     assert tput["continuous"] > tput["static"] > tput["serial"]
     assert all(v["completed"] == 1000 and v["rejected"] == 0 for v in results.values())
     assert results["continuous"]["ttft"]["p50"] < 0.1 < results["static"]["ttft"]["p50"]
+
+
+def test_simulate_trace_names_the_shipped_traces(capsys: pytest.CaptureFixture) -> None:
+    """--trace code serves the shipped code trace (its first request: 4,808 prompt and 10 output tokens)."""
+    assert main(["simulate", "--trace", "code", "--limit", "1", "--policy", "serial", "--float"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("roofline simulate: 1 requests from azure_llm_2023_code.csv.gz (arrivals over 0.0 s)")
+    assert main(["simulate", "--trace", "code", "--limit", "1", "--policy", "serial", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["results"][0]["summary"]
+    assert summary["steps"] == 10  # one prefill step and O - 1 = 9 decode steps
+
+
+def test_simulate_shipped_name_that_is_also_a_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """--trace conv with a file named conv in the current folder is ambiguous: exit 2, one line saying ./conv."""
+    (tmp_path / "conv").write_text(TRACE)
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate", "--trace", "conv"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--trace='conv'" in err and "./conv" in err
+    assert main(["simulate", "--trace", "./conv", "--limit", "2", "--policy", "serial"]) == 0
+    assert "2 requests from conv" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("args", "words"), [

@@ -13,7 +13,6 @@ import io
 from collections import deque
 from fractions import Fraction
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +32,7 @@ from roofline.sim import (
     serve_continuous,
     serve_serial,
     serve_static,
+    shipped_trace,
 )
 
 # --------------------------------------------------------------------------- strategies
@@ -415,9 +415,9 @@ def test_step_table_random_access_across_checkpoints() -> None:
 # --------------------------------------------------------------------------- exact and float modes
 
 
-def test_float_mode_agrees_with_exact_mode_on_the_azure_trace(shared_dir: Path) -> None:
+def test_float_mode_agrees_with_exact_mode_on_the_azure_trace() -> None:
     """On 1,500 real requests, float-mode times agree with exact Fractions to 1e-9 relative, with the same steps."""
-    reqs = load_trace(shared_dir / "traces" / "azure_llm_2023_conv.csv")[:1500]
+    reqs = load_trace(shipped_trace("conv"))[:1500]
     model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
     pool = KVPool.from_budget(budget=2 * 10**9, kv_bytes_per_token=model.kv_bytes_per_token)  # 953 blocks
     exact = RooflineCostModel.for_model(model, acc)

@@ -2,23 +2,63 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 from fractions import Fraction
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
-from roofline.errors import InvalidValueError, TraceError
-from roofline.sim import Request, check_requests, load_trace, parse_trace
+from roofline._io import read_text_file
+from roofline.errors import FileReadError, InvalidValueError, TraceError
+from roofline.sim import SHIPPED_TRACES, Request, check_requests, load_trace, parse_trace, shipped_trace
 
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
 
-def test_azure_conversation_trace_loads_every_row_exactly(shared_dir: Path) -> None:
+# The publisher's files (github.com/Azure/AzurePublicDataset, data/AzureLLMInferenceTrace_{conv,code}.csv):
+# rows after the header, first and last row, and SHA-256 of the bytes (roofline/data/traces/NOTICE).
+PUBLISHED = {
+    "conv": (19_366, "2023-11-16 18:15:46.6805900,374,44", "2023-11-16 19:14:08.4025270,197,183",
+             "2f1e5b666d4e3055fdbba98598ce2ec307767b9064e03e2fa46676dbcc7d0bf8"),
+    "code": (8_819, "2023-11-16 18:17:03.9799600,4808,10", "2023-11-16 19:14:19.9280160,549,173",
+             "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_shipped_trace_decompresses_to_the_publishers_bytes(name: str) -> None:
+    """A shipped .csv.gz holds the publisher's bytes: the row count, first and last rows and SHA-256 match."""
+    rows, first, last, sha256 = PUBLISHED[name]
+    path = shipped_trace(name)
+    assert path.name == SHIPPED_TRACES[name] == f"azure_llm_2023_{name}.csv.gz"
+    data = gzip.decompress(path.read_bytes())
+    lines = data.decode("ascii").split("\r\n")  # CRLF line ends; the last row has none
+    assert lines[0] == "TIMESTAMP,ContextTokens,GeneratedTokens"
+    assert (len(lines) - 1, lines[1], lines[-1]) == (rows, first, last)
+    assert hashlib.sha256(data).hexdigest() == sha256
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_shipped_trace_gzip_header_is_reproducible(name: str) -> None:
+    """The shipped gzip header has time 0 and no file name: rebuilding (tools/ship_traces.py) gives the same bytes."""
+    head = shipped_trace(name).read_bytes()[:10]
+    assert head[:3] == b"\x1f\x8b\x08"  # gzip magic, deflate
+    assert head[3] == 0  # FLG: no FNAME, FCOMMENT, FEXTRA
+    assert int.from_bytes(head[4:8], "little") == 0  # MTIME
+
+
+def test_unknown_shipped_trace_is_refused_by_name() -> None:
+    """shipped_trace of an unknown name raises InvalidValueError listing the shipped ones."""
+    with pytest.raises(InvalidValueError, match=r"name='azure': expected a shipped trace: conv, code"):
+        shipped_trace("azure")
+
+
+def test_azure_conversation_trace_loads_every_row_exactly() -> None:
     """The Azure conversation trace loads all 19,366 data rows, in order, with exact arrival seconds."""
-    reqs = load_trace(shared_dir / "traces" / "azure_llm_2023_conv.csv")
-    # 19,367 lines: the header and 19,366 rows; the last row has no newline, so `wc -l` says 19,366
-    # and ../shared/traces/README.md's "19,365 requests" is one short.
+    reqs = load_trace(shipped_trace("conv"))
+    # 19,367 lines: the header and 19,366 rows; the last row has no line ending, so `wc -l` says 19,366.
     assert len(reqs) == 19_366
     assert reqs[0] == Request(id=0, arrival_s=Fraction(0), prompt_tokens=374, output_tokens=44)
     assert reqs[1].arrival_s == Fraction(43_145_790, 10**7) and reqs[1].prompt_tokens == 396
@@ -28,9 +68,9 @@ def test_azure_conversation_trace_loads_every_row_exactly(shared_dir: Path) -> N
     assert sum(r.output_tokens for r in reqs) == 4_088_665
 
 
-def test_azure_code_trace_loads_every_row(shared_dir: Path) -> None:
+def test_azure_code_trace_loads_every_row() -> None:
     """The Azure code trace loads its 8,819 data rows."""
-    reqs = load_trace(shared_dir / "traces" / "azure_llm_2023_code.csv")
+    reqs = load_trace(shipped_trace("code"))
     assert len(reqs) == 8_819 and reqs[0].prompt_tokens == 4808 and reqs[-1].output_tokens == 173
 
 
@@ -50,6 +90,40 @@ def test_plain_csv_and_jsonl_read_decimal_seconds_exactly(tmp_path: Path) -> Non
     assert load_trace(csv_file) == expected
     assert load_trace(jsonl) == expected
     assert load_trace(csv_file, format="csv") == expected
+    for plain in (csv_file, jsonl):
+        packed = tmp_path / (plain.name + ".gz")
+        packed.write_bytes(gzip.compress(plain.read_bytes()))
+        assert load_trace(packed) == expected  # .csv.gz and .jsonl.gz: the format from the name without .gz
+
+
+def test_gzip_trace_errors_name_the_file(tmp_path: Path) -> None:
+    """A .gz trace that is not gzip, is cut short, or holds bad rows is a TraceError naming the file and line."""
+    fake = tmp_path / "fake.csv.gz"
+    fake.write_text("arrival_s,prompt_tokens,output_tokens\n0,1,1\n")
+    with pytest.raises(TraceError, match=r"fake\.csv\.gz:0: field 'file': not a valid gzip file"):
+        load_trace(fake)
+    cut = tmp_path / "cut.csv.gz"
+    cut.write_bytes(gzip.compress(b"arrival_s,prompt_tokens,output_tokens\n0,1,1\n" * 50)[:-12])
+    with pytest.raises(TraceError, match=r"cut\.csv\.gz:0: field 'file': not a valid gzip file"):
+        load_trace(cut)
+    bad = tmp_path / "bad.csv.gz"
+    bad.write_bytes(gzip.compress(b"arrival_s,prompt_tokens,output_tokens\n0,1,1\n1,0,1\n"))
+    with pytest.raises(TraceError, match=r"bad\.csv\.gz:3: field 'prompt_tokens': must be >= 1, got 0"):
+        load_trace(bad)
+    latin = tmp_path / "latin.csv.gz"
+    latin.write_bytes(gzip.compress("arrival_s,prompt_tokens,output_tokens\n0,1,1 \xe9\n".encode("latin-1")))
+    with pytest.raises(TraceError, match=r"latin\.csv\.gz:0: field 'file': not UTF-8"):
+        load_trace(latin)
+
+
+def test_gzip_size_limit_is_on_the_decompressed_text(tmp_path: Path) -> None:
+    """A gzip file whose text passes the size limit is refused though the file itself is small (a gzip bomb)."""
+    bomb = tmp_path / "bomb.csv.gz"
+    bomb.write_bytes(gzip.compress(b"0" * 1_000_000))  # about 1 kB on disk, 10^6 bytes of text
+    assert bomb.stat().st_size < 10_000
+    with pytest.raises(FileReadError, match=r"decompresses to more than the 100,000 bytes allowed"):
+        read_text_file(bomb, max_bytes=100_000, gzip_ok=True)
+    assert len(read_text_file(bomb, max_bytes=1_000_000, gzip_ok=True)) == 1_000_000  # exactly at the limit
 
 
 BAD = [

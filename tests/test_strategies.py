@@ -24,6 +24,7 @@ from roofline.testing.strategies import (
     cost_models,
     kv_budgets,
     kv_pools,
+    links,
     model_configs,
     requests,
     workloads,
@@ -45,7 +46,7 @@ def test_every_public_strategy_is_tested_here():
     """Each name in strategies.__all__ is either a constant or is exercised by this module."""
     strategies = {n for n in rs.__all__ if callable(getattr(rs, n))}
     assert strategies == {"positive_fractions", "domain_values", "model_configs", "accelerators", "requests",
-                          "workloads", "batch_sizes", "kv_budgets", "kv_pools", "cost_models"}
+                          "workloads", "batch_sizes", "kv_budgets", "kv_pools", "cost_models", "links"}
 
 
 @given(requests(max_arrival_s=Fraction(7, 2)))
@@ -288,3 +289,23 @@ def test_shrinking_goes_to_the_smallest_cases():
     assert find(cost_models(), lambda c: True) == UnitCostModel(1, 1)
     m = find(model_configs(), lambda m: True)
     assert isinstance(m, ModelConfig) and m.num_hidden_layers == 1
+
+
+@given(links(generated=False))
+def test_links_presets_only(link):
+    """generated=False: only the presets' NVLink, Infinity Fabric and PCIe links (the same objects)."""
+    assert any(link is a.scale_up or link is a.pcie for a in ACCELERATORS.values())
+
+
+@given(links(presets=False))
+def test_links_generated_bounds(link):
+    """Generated links: 1 GB/s to 2 TB/s per direction, 0.1 to 10 us per ring step, Sourced as derived."""
+    assert 10**9 <= link.bandwidth.value <= 2 * 10**12
+    assert Fraction(1, 10**7) <= link.latency.value <= Fraction(1, 10**5)
+    assert link.bandwidth.source.kind == "derived"
+
+
+def test_links_needs_an_option():
+    """Both options False is an InvalidArgument when the strategy is built."""
+    with pytest.raises(InvalidArgument):
+        links(presets=False, generated=False)

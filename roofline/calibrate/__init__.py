@@ -1,4 +1,23 @@
-"""Measured constants: ``roofline calibrate`` and the calibration file it writes.
+"""The measurement side: ``roofline calibrate`` measures, ``roofline validate`` compares.
+
+One module per job:
+
+* :mod:`~roofline.calibrate.plan`: what to measure (:class:`CalibrationPlan`, :data:`TINY_MODEL`);
+* :mod:`~roofline.calibrate.device`: PyTorch, the device, its facts, timing calls on it;
+* :mod:`~roofline.calibrate.microbench`: memory bandwidth and matmul FLOP/s;
+* :mod:`~roofline.calibrate.decode_step`: the synthetic decode step and its timing;
+* :mod:`~roofline.calibrate.run`: the whole run, one validated document;
+* :mod:`~roofline.calibrate.schema`: the calibration file (read, check, write), the
+  measured :class:`roofline.Accelerator`, and the :class:`Measurement` row type;
+* :mod:`~roofline.calibrate.published`: the published points, quoted from their sources;
+* :mod:`~roofline.calibrate.compare`: predictions with spec and measured constants,
+  their errors and medians (:func:`validate`).
+
+The text of both commands is laid out in :mod:`roofline.commands.calibrate` and
+:mod:`roofline.commands.validate`.
+
+Measured constants: ``roofline calibrate`` and the calibration file it writes
+----------------------------------------------------------------------------
 
 ``roofline calibrate`` measures, on the local accelerator (or the CPU, with tiny
 shapes), three things and writes them with their provenance to one JSON file:
@@ -75,31 +94,26 @@ Examples
 
 from __future__ import annotations
 
-from .bench import (
-    TINY_MODEL,
-    CalibrationPlan,
-    decode_attention,
-    import_torch,
-    measure_bandwidth,
-    measure_decode,
-    measure_matmul,
-    resolve_device,
-    run_calibration,
-)
+from ..errors import MeasurementFileError
+from .compare import LEFT_OUT, Report, Row, calibration_measurements, default_measurements, predict, validate
+from .decode_step import decode_attention, measure_decode
+from .device import import_torch, preset_for_device, resolve_device, spread
+from .microbench import measure_bandwidth, measure_matmul
+from .plan import TINY_MODEL, CalibrationPlan
+from .published import PUBLISHED_KIND, PendingPoint, load_published, pending_published, published_path
+from .run import run_calibration
 from .schema import (
     FILE_KIND,
     SCHEMA_VERSION,
     Calibration,
     DecodePoint,
-    MeasurementFileError,
+    Measurement,
     calibration_files,
     load_calibration,
     measured_accelerator,
     measurements_dir,
     parse_calibration,
-    preset_for_device,
     read_json,
-    spread,
     write_calibration,
 )
 
@@ -127,4 +141,17 @@ __all__ = [
     "preset_for_device",
     "read_json",
     "spread",
+    "LEFT_OUT",
+    "PUBLISHED_KIND",
+    "Measurement",
+    "PendingPoint",
+    "Row",
+    "Report",
+    "published_path",
+    "load_published",
+    "pending_published",
+    "calibration_measurements",
+    "default_measurements",
+    "predict",
+    "validate",
 ]

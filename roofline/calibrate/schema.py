@@ -1,8 +1,10 @@
-"""The calibration file (schema 1): validated loading and the measured :class:`Accelerator`.
+"""The measurement files and rows: the calibration file (schema 1) and the :class:`Measurement` row.
 
 This module never imports PyTorch: reading a calibration file, listing the shipped
 ones and building a measured accelerator work on a plain install. The layout of the
-file is documented in :mod:`roofline.calibrate`.
+file is documented in :mod:`roofline.calibrate`. :class:`FieldReader` checks the dotted
+fields of this file and of the published-points file; :class:`Measurement` is the row
+that both sources give ``roofline validate`` (:mod:`roofline.calibrate.compare`).
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ import json
 import math
 import os
 import re
-import statistics
-from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from .._io import parse_json, read_text_file
-from ..errors import FileReadError, InvalidValueError, RooflineError
+from ..errors import FileReadError, InvalidValueError, MeasurementFileError, RooflineError
 from ..hardware import Accelerator, Source, Sourced, get_accelerator
 from ..models import ModelConfig
 
@@ -36,9 +36,9 @@ __all__ = [
     "measured_accelerator",
     "calibration_files",
     "measurements_dir",
-    "preset_for_device",
-    "spread",
     "read_json",
+    "FieldReader",
+    "Measurement",
 ]
 
 #: Version of the calibration file layout this package writes and reads.
@@ -47,53 +47,17 @@ SCHEMA_VERSION = 1
 FILE_KIND = "roofline-calibration"
 
 
-class MeasurementFileError(RooflineError):
-    """A measurement file (calibration or published points) has a missing or bad field.
-
-    The message names the file, the field (dotted path, e.g. ``bandwidth.value``) and
-    what is wrong, on one line.
-    """
-
-    def __init__(self, path: str, field: str, message: str) -> None:
-        self.path = path
-        self.field = field
-        super().__init__(f"{path}: field {field!r}: {message}")
-
-
-def spread(times: Sequence[float]) -> float:
-    """Relative spread of repeated timings: (max - min) / median [dimensionless, >= 0].
-
-    Parameters
-    ----------
-    times : sequence of float [s], non-empty, each > 0
-
-    Returns
-    -------
-    float, >= 0 (0 when every repetition took the same time).
-
-    Raises
-    ------
-    InvalidValueError
-        For an empty sequence or a time that is not a finite number > 0.
-
-    Examples
-    --------
-    >>> spread([1.0, 2.0, 4.0])
-    1.5
-    """
-    if len(times) == 0:
-        raise InvalidValueError("times", list(times), "needs at least one timing")
-    for t in times:
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-            raise InvalidValueError("times", t, "every time must be a finite number > 0")
-    return (max(times) - min(times)) / statistics.median(times)
-
-
 # --------------------------------------------------------------------------- field checks
 
 
-class _Reader:
-    """Reads dotted fields of a parsed JSON document, raising MeasurementFileError."""
+class FieldReader:
+    """Reads dotted fields (``bandwidth.value``, ``points.0.id``) of a parsed JSON document.
+
+    Every check raises :class:`roofline.errors.MeasurementFileError` naming the file
+    (``path``), the dotted field and what is wrong; ``fail`` builds one for a caller's
+    own check. Used for the calibration file here and the published-points file
+    (:mod:`roofline.calibrate.published`).
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -401,7 +365,7 @@ def parse_calibration(doc: dict[str, Any], *, path: str = "<document>") -> Calib
         number, not an integer, an unknown preset, a schema other than 1...); the
         message names the file and the dotted field.
     """
-    r = _Reader(path)
+    r = FieldReader(path)
     if not isinstance(doc, dict):
         raise r.fail("(file)", "expected a JSON object")
     schema = r.get(doc, "schema")
@@ -497,12 +461,12 @@ def parse_calibration(doc: dict[str, Any], *, path: str = "<document>") -> Calib
     )
 
 
-def _times(r: _Reader, doc: Any, field: str) -> list[float]:
+def _times(r: FieldReader, doc: Any, field: str) -> list[float]:
     values = r.array(doc, field)
     return [r.check_positive(v, f"{field}.{i}") for i, v in enumerate(values)]
 
 
-def _model(r: _Reader, doc: Any) -> ModelConfig:
+def _model(r: FieldReader, doc: Any) -> ModelConfig:
     config = r.obj(doc, "decode.model")
     fields = {f.name for f in attrs.fields(ModelConfig)}
     unknown = sorted(set(config) - fields)
@@ -606,44 +570,68 @@ def calibration_files(directory: str | os.PathLike[str] | None = None) -> list[P
     return sorted(folder.glob("calibrate-*.json"))
 
 
-# Device names as PyTorch reports them -> preset keys. Order matters (first match).
-_DEVICE_PATTERNS: tuple[tuple[str, str | None], ...] = (
-    (r"h100.*(pcie)", "h100-pcie"),
-    (r"h100.*(nvl)", None),
-    (r"h100", "h100-sxm"),  # "NVIDIA H100 80GB HBM3" is the SXM5 part
-    (r"h200.*(nvl)", None),
-    (r"h200", "h200-sxm"),
-    (r"a100.*pcie", None),  # A100 PCIe (1,935 GB/s for 80 GB): no preset
-    (r"a100.*80", "a100-80gb"),
-    (r"a100.*40", "a100-40gb"),
-)
+# --------------------------------------------------------------------------- the rows validate checks
 
 
-def preset_for_device(name: str) -> str | None:
-    """The accelerator preset key for a device name as PyTorch reports it, or None.
+@attrs.frozen
+class Measurement:
+    """One measured decode step time with what is needed to predict it.
 
-    Parameters
+    Attributes
     ----------
-    name : str
-        ``torch.cuda.get_device_name()``, e.g. ``"NVIDIA H100 80GB HBM3"``.
-
-    Returns
-    -------
-    str or None
-        A key of :data:`roofline.hardware.ACCELERATORS`; None for parts without a
-        preset (PCIe A100, NVL variants, CPUs), so that no datasheet is assumed.
-
-    Examples
-    --------
-    >>> preset_for_device("NVIDIA H100 80GB HBM3")
-    'h100-sxm'
-    >>> preset_for_device("NVIDIA A100-SXM4-80GB")
-    'a100-80gb'
-    >>> preset_for_device("cpu") is None
-    True
+    id : str
+        Unique label (``"gpt-fast-llama-2-7b-a100-330w"``, ``"<file>:B8:c1000"``).
+    group : str
+        ``"published"`` or the calibration file's path.
+    model : ModelConfig
+        Shapes and dtypes (weight bytes, KV bytes per token, FLOPs per token).
+    spec : Accelerator or None
+        The spec (datasheet) constants; None when no preset describes the device.
+    measured_constants : Accelerator
+        The measured constants.
+    batch : int [sequences], >= 1
+    context_sum : int [tokens], >= 0
+        Sum over the batch of each sequence's context (CONVENTIONS.md, "One step").
+    measured_s : float [s], > 0
+        The measured step time (or time per output token).
+    metric : str
+        What was measured and how it became seconds per step.
+    source : str
+        Citation, one line.
+    composition : str
+        How ``batch`` and ``context_sum`` were chosen (an input, not a fit).
+    left_out : tuple of str
+        What the model leaves out for this row in particular.
+    quotes : tuple of str
+        The source's own words, verbatim (published points).
+    engine_profile : str
+        The engine profile whose constants an estimate would use (``"gpt-fast compiled"``,
+        ``"vLLM with CUDA graphs"``, ...) from the file's ``engine_profiles``; ``""`` if none.
+    split : str
+        ``"calibration"`` or ``"validation"`` when the published file fixes a split, else ``""``.
+    tensor_parallel : int, >= 1
+        Devices the model is split over (1 for every priced row in this version).
+    concurrency : int or None
+        Closed-loop clients when the source states a concurrency rather than a fixed batch.
+    assumptions : tuple of str
+        What was assumed where the source is silent.
     """
-    low = name.lower()
-    for pattern, key in _DEVICE_PATTERNS:
-        if re.search(pattern, low):
-            return key
-    return None
+
+    id: str
+    group: str
+    model: ModelConfig
+    spec: Accelerator | None
+    measured_constants: Accelerator
+    batch: int
+    context_sum: int
+    measured_s: float
+    metric: str
+    source: str
+    composition: str = ""
+    left_out: tuple[str, ...] = ()
+    quotes: tuple[str, ...] = ()
+    engine_profile: str = ""
+    split: str = ""
+    tensor_parallel: int = 1
+    concurrency: int | None = None
+    assumptions: tuple[str, ...] = ()

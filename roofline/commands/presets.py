@@ -97,13 +97,14 @@ def run_accelerators(args: Any) -> int:
     if args.json:
         print(json.dumps(facts, indent=2))
         return 0
-    print(f"{'accelerator':<12} {'memory':>7} {'usable':>10} {'HBM':>10} {'BF16 dense':>13} {'FP8 dense':>13} "
+    print(f"{'accelerator':<12} {'memory':>7} {'usable':>10} {'HBM':>10} {'BF16 dense':>15} {'FP8 dense':>15} "
           f"{'ridge':>12}")
     for a in facts:
         fp8 = "-" if a["peak_fp8_flops"] is None else f"{a['peak_fp8_flops'] / 1e12:,.1f} TFLOP/s"
+        bf16 = f"{a['peak_bf16_flops'] / 1e12:,.1f} TFLOP/s"
         print(f"{a['key']:<12} {a['memory_label_bytes'] / GB:>4.0f} GB {a['memory_usable_bytes'] / GiB:>6.1f} GiB "
-              f"{a['bandwidth_bytes_per_s'] / 1e12:>5.2f} TB/s {a['peak_bf16_flops'] / 1e12:>6,.1f} TFLOP/s "
-              f"{fp8:>13} {a['ridge_point_flop_per_byte']:>6.1f} FLOP/B")
+              f"{a['bandwidth_bytes_per_s'] / 1e12:>5.2f} TB/s {bf16:>15} {fp8:>15} "
+              f"{a['ridge_point_flop_per_byte']:>6.1f} FLOP/B")
     print()
     print("Sources (kind: citation, date):")
     for a in facts:

@@ -10,7 +10,13 @@ The KV pool is the budget the accelerator leaves at ``--utilization`` (usable me
 utilization - weight bytes), in paged blocks of ``--block-size`` tokens, for every
 policy (a request whose lifetime KV exceeds it is rejected).
 
-Example: ``roofline simulate --trace ../shared/traces/azure_llm_2023_conv.csv``
+The trace: by default the Azure LLM inference trace 2023 of a conversation service
+shipped with the package (19,366 requests over one hour; Azure Public Dataset, CC-BY 4.0;
+Patel et al., "Splitwise", ISCA 2024); ``--trace code`` the shipped coding-service trace
+(8,819 requests); any other value is a file (``.gz`` read as gzip).
+
+Examples: ``roofline simulate --limit 1000``; ``roofline simulate --trace code --float``;
+``roofline simulate --trace my_trace.jsonl``
 """
 
 from __future__ import annotations
@@ -26,13 +32,15 @@ from .. import estimate
 from ..errors import InvalidValueError
 from ..hardware import get_accelerator
 from ..models import load_model
-from ..sim import POLICIES, KVPool, RooflineCostModel, SimResult, load_trace
+from ..sim import POLICIES, SHIPPED_TRACES, KVPool, RooflineCostModel, SimResult, load_trace, shipped_trace
 from ..units import GB, format_time
 from ._args import add_flops_option, add_model_options, int_arg, number_arg, plain
 
 DEFAULT_BATCH_SIZE = 8
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_BLOCK_SIZE = 16
+#: The trace ``simulate`` serves when ``--trace`` is not given: the shipped conversation trace.
+DEFAULT_TRACE = "conv"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,9 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--trace", required=True,
-                   help="request trace: Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens), plain CSV or JSONL "
-                        "(arrival_s,prompt_tokens,output_tokens)")
+    p.add_argument("--trace", default=DEFAULT_TRACE, metavar="{conv,code} or FILE",
+                   help="request trace: 'conv' or 'code' for the shipped Azure LLM inference traces of 2023 "
+                        "(conversation, 19,366 requests; code, 8,819 requests), or a file: Azure CSV "
+                        "(TIMESTAMP,ContextTokens,GeneratedTokens), plain CSV or JSONL "
+                        "(arrival_s,prompt_tokens,output_tokens), optionally gzip-compressed (.gz) "
+                        "(default: %(default)s)")
     p.add_argument("--format", choices=("azure", "csv", "jsonl"), default=None,
                    help="trace format (default: from the extension and header)")
     p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
@@ -83,6 +94,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def trace_path(value: str) -> str:
+    """The file ``--trace`` names: a shipped trace's path for ``conv``/``code``, else ``value`` itself.
+
+    Raises
+    ------
+    InvalidValueError
+        ``value`` is a shipped name and also a file in the current folder (field ``--trace``):
+        ambiguous, so refused rather than guessed; ``./conv`` names the file.
+    """
+    if value not in SHIPPED_TRACES:
+        return value
+    if os.path.lexists(value):
+        raise InvalidValueError("--trace", value, f"names the shipped trace and a file here; write ./{value} "
+                                                  "for the file")
+    return str(shipped_trace(value))
+
+
 def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     """Run the policies the parsed arguments ask for; return the inputs and the SimResults.
 
@@ -105,7 +133,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     pool = KVPool.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=args.block_size)
     cost = RooflineCostModel.for_model(model, accelerator, flops=args.flops, overhead=args.overhead,
                                        exact=not args.float_mode)
-    requests = load_trace(args.trace, format=args.format)
+    requests = load_trace(trace_path(args.trace), format=args.format)
     if args.limit is not None:
         requests = requests[: args.limit]
     options = {
@@ -206,7 +234,8 @@ def _write_out(results: list[SimResult], out: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Simulate and print the comparison for the parsed arguments; return 0."""
     result = simulate_trace(args)
-    print(to_json(result, args.trace) if args.json else format_table(result, args.trace))
+    trace = trace_path(args.trace)
+    print(to_json(result, trace) if args.json else format_table(result, trace))
     if args.out is not None:
         _write_out(result["results"], args.out)
     return 0

@@ -6,7 +6,8 @@ symbolic form in :mod:`roofline.symbolic` and its proof script; the test suite c
 fast == symbolic exactly for every entry.
 
 Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
-:mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`, :mod:`.moe`.
+:mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
+:mod:`.parallel` (tensor parallelism), :mod:`.moe` (mixture of experts).
 """
 
 from ._core import REGISTRY, FormulaSpec
@@ -18,7 +19,10 @@ from .kv_cache import *  # noqa: F403
 from .kv_cache import __all__ as _kv_all
 from .moe import *  # noqa: F403
 from .moe import __all__ as _moe_all
+from .parallel import *  # noqa: F403
+from .parallel import __all__ as _parallel_all
 from .step_time import *  # noqa: F403
 from .step_time import __all__ as _step_all
 
-__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_moe_all]
+__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_parallel_all,
+           *_moe_all]

@@ -170,7 +170,8 @@ def formula(
                 raise InvalidValueError(field, kwargs[field], f"{func.__name__} requires {text}")
             exact_ints = {n: v.astype(object) for n, v in kwargs.items()
                           if isinstance(v, np.ndarray) and v.dtype.kind in "iu"}
-            out = func(**{**kwargs, **exact_ints})  # integer arrays as Python ints: they never wrap
+            with np.errstate(all="ignore"):  # float overflow becomes inf or 0, which the result check refuses
+                out = func(**{**kwargs, **exact_ints})  # integer arrays as Python ints: they never wrap
             if exact_ints:
                 out = _from_object(out)
             _check_result(func.__name__, result, none_when_infinite, out, kwargs)

@@ -1,7 +1,8 @@
 """The exact step-level reference scheduler and its cost models.
 
 Build a workload (:class:`Request`, or :func:`load_trace` for an Azure, CSV or JSONL
-trace), pick a cost model (:class:`UnitCostModel`: every step takes 1;
+trace, plain or gzip; :func:`shipped_trace` names the two Azure traces shipped with the
+package), pick a cost model (:class:`UnitCostModel`: every step takes 1;
 :class:`RooflineCostModel`: the roofline step time of ``roofline.formulas``, exact
 Fractions for the presets) and a KV pool (:class:`KVPool`), and run a policy:
 
@@ -33,7 +34,7 @@ Examples
 from .cost import CostModel, RooflineCostModel, UnitCostModel
 from .kv import KVPool
 from .policies import ADMISSIONS, POLICIES, SimulationError, serve_continuous, serve_serial, serve_static
-from .requests import TRACE_FORMATS, Request, check_requests, load_trace, parse_trace
+from .requests import SHIPPED_TRACES, TRACE_FORMATS, Request, check_requests, load_trace, parse_trace, shipped_trace
 from .results import Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary, percentile
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "parse_trace",
     "check_requests",
     "TRACE_FORMATS",
+    "shipped_trace",
+    "SHIPPED_TRACES",
     "CostModel",
     "UnitCostModel",
     "RooflineCostModel",

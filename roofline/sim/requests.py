@@ -15,6 +15,16 @@ Formats (chosen from the header line, or ``format=``):
   number such as ``0.125`` (read exactly).
 * JSONL (``.jsonl`` or ``.ndjson``): one object per line with the keys
   ``arrival_s``, ``prompt_tokens``, ``output_tokens`` (numbers read exactly).
+
+Any of them may be gzip-compressed (``.csv.gz``, ``.jsonl.gz``): :func:`load_trace`
+decompresses it with the same checks (the size limit applies to the decompressed text).
+
+Shipped traces: the two Azure LLM inference traces of 2023 (Azure Public Dataset,
+github.com/Azure/AzurePublicDataset; CC-BY 4.0; Patel et al., "Splitwise: Efficient
+generative LLM inference using phase splitting", ISCA 2024) are package data,
+``roofline/data/traces/``: :func:`shipped_trace` gives their paths by name
+(:data:`SHIPPED_TRACES`), and ``roofline/data/traces/NOTICE`` gives the license,
+source and citation.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from fractions import Fraction
+from importlib import resources
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -37,13 +48,21 @@ from .._io import parse_json, read_text_file
 from ..errors import FileReadError, InvalidValueError, TraceError
 from ..formulas import lifetime_kv_slots
 
-__all__ = ["Request", "load_trace", "parse_trace", "check_requests", "TRACE_FORMATS"]
+__all__ = ["Request", "load_trace", "parse_trace", "check_requests", "shipped_trace", "TRACE_FORMATS",
+           "SHIPPED_TRACES"]
 
 #: The formats :func:`load_trace` reads, and the columns each needs.
 TRACE_FORMATS: dict[str, tuple[str, str, str]] = {
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
     "csv": ("arrival_s", "prompt_tokens", "output_tokens"),
     "jsonl": ("arrival_s", "prompt_tokens", "output_tokens"),
+}
+
+#: The traces shipped as package data (``roofline/data/traces/``), by name: the Azure LLM
+#: inference traces of 2023, conversation (19,366 requests) and code (8,819 requests).
+SHIPPED_TRACES: dict[str, str] = {
+    "conv": "azure_llm_2023_conv.csv.gz",
+    "code": "azure_llm_2023_code.csv.gz",
 }
 
 
@@ -310,13 +329,16 @@ def parse_trace(text: str, *, path: str = "<string>", format: str | None = None)
 
 
 def load_trace(path: str | os.PathLike[str], *, format: str | None = None) -> list[Request]:
-    """Read a request trace from a file: Azure CSV, plain CSV or JSONL.
+    """Read a request trace from a file: Azure CSV, plain CSV or JSONL, plain or gzip-compressed.
 
     Parameters
     ----------
     path : str or path-like
+        The file; a name ending in ``.gz`` is read as gzip (``.csv.gz``, ``.jsonl.gz``).
+        For a shipped trace, pass ``shipped_trace("conv")`` or ``shipped_trace("code")``.
     format : {"azure", "csv", "jsonl"} or None
-        None picks the format from the extension and header (see :func:`parse_trace`).
+        None picks the format from the extension (ignoring ``.gz``) and header (see
+        :func:`parse_trace`).
 
     Returns
     -------
@@ -326,20 +348,60 @@ def load_trace(path: str | os.PathLike[str], *, format: str | None = None) -> li
     Raises
     ------
     TraceError
-        The file cannot be read, or a row is bad: a missing column, a token count that is
-        negative, zero or not an integer, an unparsable time, or a time earlier than the
-        row before it. The message names the file, line and field.
+        The file cannot be read (missing, not a regular file, over 1 GiB on disk or
+        decompressed, not valid gzip, not UTF-8), or a row is bad: a missing column, a token
+        count that is negative, zero or not an integer, an unparsable time, or a time earlier
+        than the row before it. The message names the file, line and field.
 
     Notes
     -----
     Requests are never skipped or reordered; ties in arrival time keep file order
     (first come first served).
+
+    Examples
+    --------
+    >>> reqs = load_trace(shipped_trace("code"))
+    >>> len(reqs), reqs[0].prompt_tokens, reqs[0].output_tokens
+    (8819, 4808, 10)
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TraceError(repr(path), 0, "path", "expected a file path")
     try:
-        text = read_text_file(path)
+        text = read_text_file(path, gzip_ok=True)
     except FileReadError as exc:
         raise TraceError(exc.path, 0, "file", exc.reason) from None
     p = Path(path)
+    if format is None and p.name.endswith((".jsonl.gz", ".ndjson.gz")):
+        format = "jsonl"
     return parse_trace(text, path=str(p), format=format)
+
+
+def shipped_trace(name: str) -> Path:
+    """The path of a trace shipped with the package, for :func:`load_trace`.
+
+    Parameters
+    ----------
+    name : {"conv", "code"}
+        ``"conv"``: the Azure LLM inference trace 2023, conversation service (19,366
+        requests over one hour); ``"code"``: the coding service (8,819 requests). Source:
+        Azure Public Dataset, github.com/Azure/AzurePublicDataset (CC-BY 4.0); cite Patel
+        et al., "Splitwise: Efficient generative LLM inference using phase splitting", ISCA
+        2024. The files are the publisher's bytes, gzip-compressed (``roofline/data/traces/NOTICE``).
+
+    Returns
+    -------
+    pathlib.Path of ``roofline/data/traces/azure_llm_2023_<name>.csv.gz``.
+
+    Raises
+    ------
+    InvalidValueError
+        An unknown name (field ``name``); the message lists the shipped ones.
+
+    Examples
+    --------
+    >>> shipped_trace("conv").name
+    'azure_llm_2023_conv.csv.gz'
+    """
+    if not isinstance(name, str) or name not in SHIPPED_TRACES:
+        raise InvalidValueError("name", name, f"expected a shipped trace: {', '.join(SHIPPED_TRACES)}")
+    return Path(str(resources.files("roofline.data").joinpath("traces", SHIPPED_TRACES[name])))

@@ -8,7 +8,8 @@ as a result. Each expression's name equals its fast path's name in
 keyword arguments, so ``expr.subs(symbols_for(kwargs))`` and the fast path take
 the same inputs.
 
-Topics: :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`.
+Topics: :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
+:mod:`.parallel` (tensor parallelism).
 """
 
 from ._symbols import SYMBOLS, evaluate, symbols_for

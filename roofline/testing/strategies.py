@@ -15,6 +15,8 @@ Strategies
 * :func:`model_configs`: decoder-only transformers (MHA, GQA, MQA, explicit head_dim,
   tied or not), generated or the shipped presets.
 * :func:`accelerators`: the presets, their measured copies, and generated parts.
+* :func:`links`: GPU-to-GPU links (the presets' NVLink, Infinity Fabric and PCIe, and
+  generated ones) for tensor parallelism.
 * :func:`requests`, :func:`workloads`: one :class:`roofline.sim.requests.Request`, or a
   workload (a tuple of them in arrival order with ids 0, 1, ...) with a chosen arrival
   pattern and length distribution.
@@ -41,7 +43,7 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ..hardware import ACCELERATORS, Accelerator, Source, Sourced
+from ..hardware import ACCELERATORS, Accelerator, Link, Source, Sourced
 from ..models import ModelConfig, get_model, model_names
 from ..sim.cost import RooflineCostModel, UnitCostModel
 from ..sim.kv import KVPool
@@ -52,6 +54,7 @@ __all__ = [
     "domain_values",
     "model_configs",
     "accelerators",
+    "links",
     "requests",
     "workloads",
     "batch_sizes",
@@ -417,6 +420,51 @@ def accelerators(
 
 
 _all_accelerators = accelerators  # for cost_models, whose keyword argument has this name
+
+
+@st.composite
+def _generated_links(draw: st.DrawFn) -> Link:
+    bandwidth = draw(st.integers(1, 2_000)) * 10**9
+    latency = Fraction(draw(st.integers(1, 100)), 10**7)  # 0.1 to 10 us in 0.1 us steps
+    return Link(name="generated link", bandwidth=_sourced(bandwidth, "bytes/s"), latency=_sourced(latency, "s"))
+
+
+def links(*, presets: bool = True, generated: bool = True) -> st.SearchStrategy[Link]:
+    """GPU-to-GPU links (:class:`roofline.hardware.Link`): the presets' and generated ones.
+
+    Parameters
+    ----------
+    presets : bool
+        Include every scale-up and PCIe link of :data:`roofline.hardware.ACCELERATORS`.
+    generated : bool
+        Include links with drawn bandwidth (1 GB/s to 2 TB/s per direction) and latency
+        (0.1 to 10 us per ring step).
+
+    Returns
+    -------
+    SearchStrategy of Link
+
+    Raises
+    ------
+    InvalidArgument
+        If both options are False.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> find(links(generated=False), lambda link: link.name.startswith("NVLink 5")).bandwidth.value
+    900000000000
+    """
+    options: list[st.SearchStrategy[Link]] = []
+    if presets:
+        parts = [ACCELERATORS[k] for k in sorted(ACCELERATORS)]
+        preset_links = [link for a in parts for link in (a.scale_up, a.pcie) if link is not None]
+        options.append(st.sampled_from(preset_links))
+    if generated:
+        options.append(_generated_links())
+    if not options:
+        raise InvalidArgument("at least one of presets, generated must be True")
+    return st.one_of(options)
 
 
 # --------------------------------------------------------------------------- requests and workloads
