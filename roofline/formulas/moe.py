@@ -163,9 +163,10 @@ def moe_compute_margin(**kw: Any) -> Any:
 
     Examples
     --------
+    >>> from fractions import Fraction
     >>> moe_compute_margin(batch=1, context=0, shared_weight_bytes=2, routed_expert_bytes=1,
     ...     num_experts=4, experts_per_token=2, kv_bytes_per_token=0, flops_per_token=4,
-    ...     attention_flops_per_token=0, peak_flops=1, bandwidth=1)
+    ...     attention_flops_per_token=0, peak_flops=Fraction(1), bandwidth=Fraction(1))
     Fraction(0, 1)
     """
     flops, nbytes = _flops_bytes(kw)
