@@ -1,8 +1,11 @@
 """Model configurations: built from a Hugging Face ``config.json`` or a shipped preset.
 
 A :class:`ModelConfig` describes a decoder-only transformer closely enough to count
-its parameters exactly, its weight bytes, its matmul FLOPs per token and its KV-cache
-bytes per token (conventions: ../shared/design/CONVENTIONS.md, "The model").
+its parameters exactly (total, and active per token for a mixture of experts), its weight
+bytes by tensor class, its matmul FLOPs per token and its KV cache (per token at full
+attention, and per sequence at a context with sliding windows or latent attention);
+conventions: docs/conventions.md, "The model" and "Architectures beyond the dense Llama
+shape". Families are read by ``model_type`` (:mod:`roofline.families`).
 
 Presets are the ``config.json`` files under ``roofline/data/models/`` (one per model
 of ../shared/design/CONSTANTS.md, plus the small models of the cases), each with the
@@ -796,21 +799,25 @@ class ModelConfig:
     ) -> ModelConfig:
         """Build from a Hugging Face ``config.json`` (a path, or the parsed dict).
 
-        Reads num_hidden_layers, hidden_size, intermediate_size (``ffn_dim`` for OPT),
-        num_attention_heads, num_key_value_heads (absent: = heads, MHA), head_dim
-        (absent: hidden_size // heads), vocab_size, tie_word_embeddings (absent: the
-        model type's default, False for llama/mistral/qwen2/qwen3, True for opt and
-        unknown types as in transformers' PretrainedConfig), attention_bias / mlp_bias,
-        and torch_dtype (or dtype). The weight dtype and the KV dtype both default to
-        torch_dtype (bfloat16 if absent) and can be set separately.
+        The config is read by its ``model_type`` through the family table
+        (:mod:`roofline.families`): each family maps its own field names (layers, widths,
+        heads, KV heads, head_dim when present else hidden // heads, vocabulary, tied
+        embeddings with the family's default, biases, norms, MLP shape, experts, latent
+        attention, sliding windows, a multimodal wrapper's ``text_config`` and towers) and
+        its ``quantization_config``. The weight dtype and the KV dtype both default to
+        torch_dtype (or dtype; bfloat16 if absent) and can be set separately; a weight
+        dtype given here overrides every tensor class and any quantization.
 
         Raises
         ------
+        UnsupportedModelError
+            A model_type refused by name or unknown (or absent), or a feature of a known
+            family that is not modelled (a vision tower, a quantization method).
         ConfigError
             File missing or not JSON, not an object, or a required field missing or
             not a positive integer (the message names the field and value).
         InvalidValueError
-            Heads not divisible by KV heads, unknown dtype.
+            Heads not divisible by KV heads, k > E, a window of 0, unknown dtype.
         """
         source = "dict"
         if not isinstance(config, dict):

@@ -219,8 +219,10 @@ def format_report(r: dict[str, Any]) -> str:
         "",
         "Where math catches up with reading",
         f"  ridge point           {cl['ridge_point_flop_per_byte']:9.1f} FLOP/byte = peak / bandwidth",
-        f"  critical batch, no KV {cl['critical_batch_weights_only']:9d} [lesson]  = ceil(ridge x W / 2P) "
-        f"~ step time / compute time; {ce['critical_batch_weights_only']} [exact]",
+        f"  critical batch, no KV {cl['critical_batch_weights_only']:9d} [lesson]  = "
+        + ("first B with B x 2P / peak >= (W_shared + experts touched(B) x expert bytes) / bandwidth"
+           if m["experts"] else "ceil(ridge x W / 2P) ~ step time / compute time")
+        + f"; {ce['critical_batch_weights_only']} [exact]",
         f"  critical batch at {ctx:,} tokens: {_none(cl['critical_batch'])} [lesson], "
         f"{_none(ce['critical_batch'])} [exact]"
         + (f"  (intensity limit as batch grows: {cl['intensity_limit_flop_per_byte']:.1f} [lesson], "
