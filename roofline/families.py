@@ -40,6 +40,7 @@ from typing import Any
 import attrs
 
 from .errors import ConfigError, UnsupportedModelError
+from .models import Quantization
 
 __all__ = ["Family", "FAMILIES", "REFUSED", "read_config", "read_quantization", "quantized_matrix_bytes",
            "supported_model_types"]
@@ -628,10 +629,11 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def quantized_matrix_bytes(quant: tuple[Any, ...], shape: tuple[int, ...], dtype: str) -> int | Fraction:
+def quantized_matrix_bytes(quant: Quantization, shape: tuple[int, ...], dtype: str = "bfloat16") -> int | Fraction:
     """Bytes of one quantized matrix of ``shape`` = (in_features, out_features) [bytes].
 
-    ``quant`` is ``(method, bits, group_size, classes, scheme)`` from :func:`read_quantization`:
+    ``quant`` is a :class:`roofline.models.Quantization` (from :func:`read_quantization`);
+    by its scheme:
 
     * ``"group"`` (GPTQ, AWQ, compressed-tensors group/channel): in x out x bits/8 for the
       packed weights, plus per group of ``group_size`` inputs and per output a 2-byte scale
@@ -641,7 +643,7 @@ def quantized_matrix_bytes(quant: tuple[Any, ...], shape: tuple[int, ...], dtype
     * ``"tensor"``: bits/8 per weight plus one 4-byte scale per matrix;
     * ``"mxfp4"``: 4 bits per weight plus a 1-byte E8M0 scale per 32 inputs.
     """
-    method, bits, group, _classes, scheme = quant
+    bits, group, scheme = quant.bits, quant.group_size, quant.scheme
     rows, cols = shape
     packed = Fraction(rows * cols * bits, 8)
     if scheme == "mxfp4":
@@ -649,7 +651,8 @@ def quantized_matrix_bytes(quant: tuple[Any, ...], shape: tuple[int, ...], dtype
     elif scheme == "tensor":
         extra = _FP32
     elif scheme == "block":
-        bi, bo = group
+        assert quant.block is not None
+        bi, bo = quant.block
         extra = _ceil_div(rows, bi) * _ceil_div(cols, bo) * _FP32
     else:  # "group" or "group+zero"
         groups = 1 if group == -1 else _ceil_div(rows, group)
@@ -736,25 +739,27 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
     moe = bool(cfg_moe)
     if method == "gptq":
         bits = _bits(q, "bits", source=source)
-        return dict(quantization=("gptq", bits, _group(q, "group_size", source=source),
-                                  _classes(q, model_type, linear, moe=moe), "group+zero"))
+        return dict(quantization=Quantization("gptq", bits, "group+zero", _group(q, "group_size", source=source),
+                                              classes=_classes(q, model_type, linear, moe=moe)))
     if method == "awq":
         bits = _bits(q, "bits", "w_bit", source=source)
         zero = flag(q, "zero_point", True, source=source)
-        return dict(quantization=("awq", bits, _group(q, "group_size", "q_group_size", source=source),
-                                  _classes(q, model_type, linear, moe=moe), "group+zero" if zero else "group"))
+        return dict(quantization=Quantization("awq", bits, "group+zero" if zero else "group",
+                                              _group(q, "group_size", "q_group_size", source=source),
+                                              classes=_classes(q, model_type, linear, moe=moe)))
     if method == "mxfp4":
-        return dict(quantization=("mxfp4", 4, 32, ("experts",), "mxfp4"))
+        return dict(quantization=Quantization("mxfp4", 4, "mxfp4", 32, classes=("experts",)))
     if method == "fp8":
         block = q.get("weight_block_size")
         classes = _classes(q, model_type, linear, moe=moe)
         act = "fp8" if q.get("activation_scheme") in ("dynamic", "static") else None
         if block is None:
-            return dict(quantization=("fp8", 8, 0, classes, "tensor"), activation_dtype=act)
+            return dict(quantization=Quantization("fp8", 8, "tensor", classes=classes), activation_dtype=act)
         if (not isinstance(block, list) or len(block) != 2
                 or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
             raise ConfigError(f"{source}: field 'quantization_config.weight_block_size'={block!r} must be [rows, cols]")
-        return dict(quantization=("fp8", 8, (block[1], block[0]), classes, "block"), activation_dtype=act)
+        return dict(quantization=Quantization("fp8", 8, "block", block=(block[1], block[0]), classes=classes),
+                    activation_dtype=act)
     # compressed-tensors
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or len(groups) != 1:
@@ -769,10 +774,13 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
         act = "fp8" if acts and acts.get("type") == "float" and acts.get("num_bits") == 8 else None
         if strategy == "block":
             bi, bo = weights.get("block_structure") or [128, 128]
-            return dict(quantization=("compressed-tensors", 8, (bo, bi), classes, "block"), activation_dtype=act)
+            return dict(quantization=Quantization("compressed-tensors", 8, "block", block=(bo, bi), classes=classes),
+                        activation_dtype=act)
         if strategy == "channel":
-            return dict(quantization=("compressed-tensors", 8, -1, classes, "group"), activation_dtype=act)
-        return dict(quantization=("compressed-tensors", 8, 0, classes, "tensor"), activation_dtype=act)
+            return dict(quantization=Quantization("compressed-tensors", 8, "group", -1, classes=classes),
+                        activation_dtype=act)
+        return dict(quantization=Quantization("compressed-tensors", 8, "tensor", classes=classes),
+                    activation_dtype=act)
     if kind == "int" and ct_bits in (4, 8):
         if acts:
             raise UnsupportedModelError(model_type, f"compressed-tensors int{ct_bits} weights with quantized "
@@ -782,5 +790,5 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
             raise ConfigError(f"{source}: field 'quantization_config.config_groups.weights.group_size'={group!r} "
                               "must be a positive integer")
         ct_scheme = "group" if weights.get("symmetric", True) else "group+zero"
-        return dict(quantization=("compressed-tensors", ct_bits, group, classes, ct_scheme))
+        return dict(quantization=Quantization("compressed-tensors", ct_bits, ct_scheme, group, classes=classes))
     raise UnsupportedModelError(model_type, f"compressed-tensors weights of type {kind!r} with {ct_bits!r} bits")

@@ -28,6 +28,7 @@ from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPreset
 
 __all__ = [
     "ModelConfig",
+    "Quantization",
     "TensorGroup",
     "TENSOR_CLASSES",
     "DTYPE_BYTES",
@@ -147,6 +148,59 @@ def _minimum(a: Any, b: int) -> Any:
 TENSOR_CLASSES = ("embedding", "lm_head", "projections", "experts", "router", "norms", "towers")
 
 
+_SCHEMES = ("group", "group+zero", "block", "tensor", "mxfp4")
+
+
+def _to_quantization(value: Any) -> Any:
+    """None, a :class:`Quantization`, or its ``attrs.asdict`` form (from JSON) -> Quantization or None."""
+    if isinstance(value, dict):
+        return Quantization(**value)
+    return value
+
+
+def _optional_block(value: Any) -> Any:
+    return None if value is None else tuple(value)
+
+
+def _str_tuple(value: Any) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class Quantization:
+    """How a quantized checkpoint stores its matrices (``quantization_config``, read by :mod:`roofline.families`).
+
+    Attributes
+    ----------
+    method : str
+        ``quant_method``: "gptq", "awq", "fp8", "compressed-tensors" or "mxfp4".
+    bits : int
+        Bits per stored weight (4 or 8; 2 and 3 for GPTQ).
+    scheme : {"group", "group+zero", "block", "tensor", "mxfp4"}
+        Where the scales sit: per group of ``group_size`` inputs and output (with a
+        packed zero point for "group+zero"), per ``block`` of (inputs, outputs), one per
+        matrix, or mxfp4's one E8M0 scale per 32 inputs.
+    group_size : int
+        Inputs per scale for the group schemes (-1: one group per output channel).
+    block : (int, int) or None
+        (inputs, outputs) per scale for the block scheme.
+    classes : tuple of str
+        Tensor classes stored this way; the others keep their dtype.
+
+    Notes
+    -----
+    Bytes of one matrix: :func:`roofline.families.quantized_matrix_bytes`
+    (docs/conventions.md, "Weight dtypes per tensor class").
+    """
+
+    method: str
+    bits: int
+    scheme: str = attrs.field(validator=attrs.validators.in_(_SCHEMES))
+    group_size: int = 0
+    block: tuple[int, int] | None = attrs.field(default=None, converter=_optional_block)
+    classes: tuple[str, ...] = attrs.field(default=("projections", "experts"), converter=_str_tuple)
+
+
 @attrs.frozen
 class TensorGroup:
     """Tensors of one shape and class, as many as the model holds.
@@ -245,9 +299,9 @@ class ModelConfig:
         occupy memory but take no part in decoding text.
     class_dtypes : tuple of (class, dtype)
         Tensor classes whose dtype differs from ``weight_dtype``.
-    quantization : tuple or None
-        ``(method, bits, group_size, classes)`` of a quantized checkpoint
-        (``roofline.families.read_quantization``); None if unquantized.
+    quantization : Quantization or None
+        How a quantized checkpoint stores its matrices (``roofline.families.read_quantization``);
+        None if unquantized.
     activation_dtype : str or None
         The dtype of matmul inputs when it is not the weights' (FP8 with FP8 activations:
         "fp8"); selects the compute peak.
@@ -305,7 +359,7 @@ class ModelConfig:
     attention_sinks: bool = attrs.field(default=False, validator=_bool)
     tower_parameters: int = attrs.field(default=0, validator=_nonneg_int)
     class_dtypes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_to_tuple, validator=_class_dtypes)
-    quantization: tuple[Any, ...] | None = attrs.field(default=None, converter=_to_tuple)
+    quantization: Quantization | None = attrs.field(default=None, converter=_to_quantization)
     activation_dtype: str | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -543,7 +597,7 @@ class ModelConfig:
         """How the weights are stored, in words: ``weight_dtype``, or e.g. ``"mxfp4/bfloat16"`` (quantized
         classes in the method's format, the others in ``weight_dtype``)."""
         if self.quantization is not None:
-            return f"{self.quantization[0]}/{self.weight_dtype}"
+            return f"{self.quantization.method}/{self.weight_dtype}"
         if self.class_dtypes:
             return "/".join(dict.fromkeys([self.weight_dtype, *(d for _, d in self.class_dtypes)]))
         return self.weight_dtype
@@ -561,7 +615,7 @@ class ModelConfig:
 
     def _group_bytes(self, g: TensorGroup) -> int | Fraction:
         """Bytes of one tensor of group ``g`` (its class's dtype, or its quantized format)."""
-        if self.quantization is not None and g.matmul and g.cls in self.quantization[3] and len(g.shape) == 2:
+        if self.quantization is not None and g.matmul and g.cls in self.quantization.classes and len(g.shape) == 2:
             from .families import quantized_matrix_bytes
 
             return quantized_matrix_bytes(self.quantization, g.shape, self._class_dtype(g.cls))

@@ -16,6 +16,7 @@ from roofline import ModelConfig, get_accelerator
 from roofline.errors import UnsupportedModelError
 from roofline.estimate import compute_peak, decode_step
 from roofline.families import quantized_matrix_bytes
+from roofline.models import Quantization
 
 H100 = get_accelerator("h100-sxm")
 
@@ -33,13 +34,13 @@ def _model(tmp_path, **extra) -> ModelConfig:
 
 
 @pytest.mark.parametrize("quant,shape,expected", [
-    (("gptq", 4, 128, (), "group+zero"), (4096, 4096), 4096 * 4096 // 2 + 32 * 4096 * 2 + 32 * 4096 // 2),
-    (("awq", 4, 128, (), "group"), (14336, 4096), 14336 * 4096 // 2 + 112 * 4096 * 2),
-    (("gptq", 8, -1, (), "group+zero"), (4096, 1024), 4096 * 1024 + 1024 * (2 + 1)),
-    (("fp8", 8, (128, 128), (), "block"), (7168, 2048), 7168 * 2048 + 56 * 16 * 4),
-    (("fp8", 8, 0, (), "tensor"), (4096, 4096), 4096 * 4096 + 4),
-    (("mxfp4", 4, 32, (), "mxfp4"), (2880, 5760), 2880 * 5760 // 2 + 90 * 5760),
-    (("compressed-tensors", 4, 128, (), "group"), (4096, 4096), 4096 * 4096 // 2 + 32 * 4096 * 2),
+    (Quantization("gptq", 4, "group+zero", 128), (4096, 4096), 4096 * 4096 // 2 + 32 * 4096 * 2 + 32 * 4096 // 2),
+    (Quantization("awq", 4, "group", 128), (14336, 4096), 14336 * 4096 // 2 + 112 * 4096 * 2),
+    (Quantization("gptq", 8, "group+zero", -1), (4096, 1024), 4096 * 1024 + 1024 * (2 + 1)),
+    (Quantization("fp8", 8, "block", block=(128, 128)), (7168, 2048), 7168 * 2048 + 56 * 16 * 4),
+    (Quantization("fp8", 8, "tensor"), (4096, 4096), 4096 * 4096 + 4),
+    (Quantization("mxfp4", 4, "mxfp4", 32), (2880, 5760), 2880 * 5760 // 2 + 90 * 5760),
+    (Quantization("compressed-tensors", 4, "group", 128), (4096, 4096), 4096 * 4096 // 2 + 32 * 4096 * 2),
 ])
 def test_quantized_matrix_bytes_by_hand(quant, shape, expected):
     """Packed weights plus scales (and zeros) per group, block or matrix, for each scheme."""

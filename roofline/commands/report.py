@@ -151,7 +151,7 @@ def build_report(
             "active_parameters": model.active_parameters, "other_tower_parameters": model.tower_parameters,
             "experts": experts, "multi_head_latent_attention": model.is_mla,
             "sliding_windows": sorted({w for w in model.layer_windows if w is not None}),
-            "quantization": None if model.quantization is None else model.quantization[0],
+            "quantization": None if model.quantization is None else model.quantization.method,
             "weight_format": model.weight_format, "compute_dtype": model.compute_dtype,
             "weight_bytes_by_class": {c: float(v) for c, v in model.weight_bytes_by_class().items() if v},
             "compute_peak_flops": float(estimate.compute_peak(model, accelerator)),

@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from ..hardware import ACCELERATORS, Accelerator, Link, Source, Sourced
-from ..models import ModelConfig, get_model, model_names
+from ..models import ModelConfig, Quantization, get_model, model_names
 from ..sim.cost import RooflineCostModel, UnitCostModel
 from ..sim.kv import KVPool
 from ..sim.requests import Request
@@ -264,13 +264,12 @@ def _with_architecture(base: st.SearchStrategy[ModelConfig], architecture: str) 
             windows = draw(st.lists(st.none() | st.integers(1, 8192), min_size=L, max_size=L).filter(
                 lambda ws: any(w is not None for w in ws)))
             return attrs.evolve(m, layer_windows=tuple(windows))
-        method = draw(st.sampled_from([("gptq", 4, 128, "group+zero"), ("awq", 4, 128, "group+zero"),
-                                       ("gptq", 8, -1, "group+zero"), ("fp8", 8, (128, 128), "block"),
-                                       ("fp8", 8, 0, "tensor")]))
-        name, bits, group, scheme = method
-        return attrs.evolve(m, weight_dtype="bfloat16",
-                            quantization=(name, bits, group, ("projections", "experts"), scheme),
-                            activation_dtype="fp8" if name == "fp8" else None)
+        quant = draw(st.sampled_from([
+            Quantization("gptq", 4, "group+zero", 128), Quantization("awq", 4, "group+zero", 128),
+            Quantization("gptq", 8, "group+zero", -1), Quantization("fp8", 8, "block", block=(128, 128)),
+            Quantization("fp8", 8, "tensor"), Quantization("mxfp4", 4, "mxfp4", 32)]))
+        return attrs.evolve(m, weight_dtype="bfloat16", quantization=quant,
+                            activation_dtype="fp8" if quant.method == "fp8" else None)
 
     return build()
 
