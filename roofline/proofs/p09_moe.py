@@ -77,6 +77,21 @@ def derive(p: Proof) -> None:
     p.holds("which is >= 0 (SymPy: nonnegative for positive X, E, BW, q)", convex.is_nonnegative)
     p.equal("g(0) = -W_s / BW < 0", sp.simplify(sm.moe_compute_margin.subs(B, 0)), -sm.W_s / sm.BW)
 
+    p.section("The intensity rises with B (monotone), so 'compute-bound' holds from B* on")
+    t = sm.experts_touched
+    t2 = sp.simplify(sp.diff(t, B, 2))
+    p.equal("t''(B) = -E q^B log(q)^2 <= 0: experts touched are concave in B", t2,
+            -(E * q**B * sp.log(q) ** 2).subs(q, (E - k) / E))
+    gap = t - B * sp.diff(t, B)
+    p.equal("u(B) = t - B t' has u(0) = 0", sp.simplify(gap.subs(B, 0)), 0)
+    p.equal("and u'(B) = -B t''(B) >= 0, so u(B) >= 0", sp.simplify(sp.diff(gap, B) + B * t2), 0)
+    per_seq = sp.Symbol("f_seq", positive=True)  # F + a c, FLOPs per sequence
+    kc = sp.Symbol("kc", nonnegative=True)  # KV bytes per sequence
+    intensity = B * per_seq / (sm.W_s + sm.X * t + kc * B)
+    num = sp.numer(sp.together(sp.diff(intensity, B)))
+    p.equal("numerator of dI/dB = f_seq (W_s + X (t - B t')) > 0", sp.simplify(num - per_seq * (sm.W_s + sm.X * gap)),
+            0)
+
     rows = []
     results = {}
     for name in ("mixtral-8x7b", "qwen3-30b-a3b"):

@@ -22,6 +22,8 @@ and the expectation is the same in every layer:
     moe_arithmetic_intensity = (B F + a B c) / (W_s + X experts_touched + k B c)
     moe_compute_margin = (B F + a B c) / peak - (W_s + X experts_touched + k B c) / BW
 
+The intensity rises with B: experts touched t(B) are concave (t'' <= 0) with t(0) = 0,
+so t - B t' >= 0 and dI/dB has the sign of W_s + X (t - B t') > 0 (proofs/p09_moe.py).
 The step is compute-bound iff the margin is >= 0. Its second derivative in B is
 X E q^B log(q)^2 / BW >= 0 (q = 1 - k / E): the margin is convex in B and negative at
 B = 0, so it crosses zero at most once and stays >= 0 after; the critical batch is the
