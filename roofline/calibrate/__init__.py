@@ -17,7 +17,7 @@ The text of both commands is laid out in :mod:`roofline.commands.calibrate` and
 :mod:`roofline.commands.validate`.
 
 Measured constants: ``roofline calibrate`` and the calibration file it writes
-----------------------------------------------------------------------------
+-----------------------------------------------------------------------------
 
 ``roofline calibrate`` measures, on the local accelerator (or the CPU, with tiny
 shapes), three things and writes them with their provenance to one JSON file:

@@ -157,16 +157,16 @@ class Report:
 
     @property
     def median_abs_error_spec(self) -> float | None:
-        """Median over the rows of |error| with spec constants [1] (None: no row has one)."""
+        """Median over the rows of ``|error|`` with spec constants [1] (None: no row has one)."""
         return _median_abs(r.error_spec for r in self.rows)
 
     @property
     def median_abs_error_measured(self) -> float | None:
-        """Median over the rows of |error| with measured constants [1] (None: no rows)."""
+        """Median over the rows of ``|error|`` with measured constants [1] (None: no rows)."""
         return _median_abs(r.error_measured for r in self.rows)
 
     def groups(self) -> dict[str, dict[str, Any]]:
-        """Per group (``"published"`` or a calibration file): rows and median |errors|."""
+        """Per group (``"published"`` or a calibration file): rows and median ``|errors|``."""
         out: dict[str, dict[str, Any]] = {}
         for name in dict.fromkeys(r.measurement.group for r in self.rows):
             rows = [r for r in self.rows if r.measurement.group == name]

@@ -422,7 +422,7 @@ def prefill_step_time(**kw: Any) -> Any:
 
     Parameters
     ----------
-    weight_bytes, kv_bytes_per_token, flops_per_token, attention_flops_per_token,
+    weight_bytes, kv_bytes_per_token, flops_per_token, attention_flops_per_token : as :func:`step_time`
     bandwidth, peak_flops, overhead : as :func:`step_time`
     prefill_tokens, attention_pairs : as :func:`prefill_flops`
 

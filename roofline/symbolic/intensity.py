@@ -1,6 +1,7 @@
 """Arithmetic intensity, ridge point, critical batch and critical context, derived.
 
-For B sequences at context c (S = B c in the step's bytes and FLOPs):
+For B sequences at context c (S = B c in the step's bytes and FLOPs)::
+
     I(B, c) = FLOPs / bytes
     ridge_point = peak / BW
     intensity_limit = limit_{B -> oo} I(B, c)                 (SymPy ``limit``)

@@ -8,10 +8,13 @@ bytes to its neighbour over its link (bandwidth beta per direction, latency alph
 step). The step time adds the all-reduces to the roofline of one GPU's share
 (no overlap of communication with compute).
 
-Definitions (the inputs of the derivation):
+Definitions (the inputs of the derivation)::
+
     one ring step = alpha + (M / T) / beta
     M = B h e_a                                   (allreduce_bytes)
-Derived:
+
+Derived::
+
     ring_allreduce_time = sum_{s=1}^{2 (T - 1)} one ring step      (SymPy ``summation``)
                         = 2 (T - 1) / T x M / beta + 2 (T - 1) x alpha
     ring_allreduce_bandwidth_time = ring time at alpha = 0
@@ -23,7 +26,7 @@ Derived:
 
 The per-GPU quantities (weight bytes, KV bytes per token, FLOPs per token) are
 arguments; how a model splits over T GPUs is the model's business. With T = 1 every
-all-reduce term is 0 and ``step_time_tp`` is :mod:`.step_time`'s ``step_time``.
+all-reduce term is 0 and ``step_time_tp`` is :mod:`roofline.symbolic.step_time`'s ``step_time``.
 
 Fast paths: :mod:`roofline.formulas.parallel`. Proof: proofs/p11_tensor_parallel.py.
 """

@@ -1,13 +1,17 @@
 """Decode and prefill step time, derived (conventions: CONVENTIONS.md, "One step").
 
-Definitions (the inputs of the derivation):
+Definitions (the inputs of the derivation)::
+
     bytes = W + k S,   FLOPs = B F + a S
-Derived:
+
+Derived::
+
     memory_time = bytes / BW,  compute_time = FLOPs / peak
     step_time = Max(memory_time, compute_time) + t0          (perfect overlap)
     step_time_no_overlap = memory_time + compute_time + t0   (upper bound)
     throughput = B / step_time,  math_busy_share = compute_time / step_time,
     bandwidth_share = memory_time / step_time
+
 Prefill of p tokens: causal attention pairs = sum_{i=1}^{p} i (SymPy ``summation``).
 
 Fast paths: :mod:`roofline.formulas.step_time`. Proofs: proofs/p01_one_request.py,
