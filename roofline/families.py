@@ -1,7 +1,7 @@
 """Model families by ``model_type``: the one table of what the package models and what it refuses.
 
 A Hugging Face ``config.json`` is read by its ``model_type`` (docs/conventions.md,
-"Architectures beyond the dense Llama shape"). Each family in :data:`FAMILIES` maps its
+"Architectures"). Each family in :data:`FAMILIES` maps its
 own field names (``n_layer``, ``n_embd``, ``num_local_experts``, ``n_routed_experts``...)
 to the keyword arguments of :class:`roofline.ModelConfig`; nothing is guessed. A
 ``model_type`` in :data:`REFUSED`, or any type not in :data:`FAMILIES`, is refused with
@@ -34,16 +34,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any
 
 import attrs
 
 from .errors import ConfigError, UnsupportedModelError
-from .models import Quantization
+from .quantization import Quantization, quantized_matrix_bytes
 
 __all__ = ["Family", "FAMILIES", "REFUSED", "read_config", "read_quantization", "quantized_matrix_bytes",
-           "supported_model_types"]
+           "supported_model_types", "Quantization"]
 
 #: Largest size accepted for any dimension of a config (layers, widths, vocabulary).
 MAX_DIMENSION = 1 << 32
@@ -618,48 +617,7 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- quantization
 
-#: Bytes of one scale of each format, and of a zero point (packed like the weights).
-_FP16 = 2
-_FP32 = 4
-_E8M0 = 1
 _QUANT_METHODS = ("gptq", "awq", "fp8", "compressed-tensors", "mxfp4")
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def quantized_matrix_bytes(quant: Quantization, shape: tuple[int, ...], dtype: str = "bfloat16") -> int | Fraction:
-    """Bytes of one quantized matrix of ``shape`` = (in_features, out_features) [bytes].
-
-    ``quant`` is a :class:`roofline.models.Quantization` (from :func:`read_quantization`);
-    by its scheme:
-
-    * ``"group"`` (GPTQ, AWQ, compressed-tensors group/channel): in x out x bits/8 for the
-      packed weights, plus per group of ``group_size`` inputs and per output a 2-byte scale
-      and (asymmetric) a bits/8 zero point; group_size -1 is one group per output channel;
-    * ``"block"`` (FP8 with ``weight_block_size`` [bi, bo]): 1 byte per weight plus a
-      4-byte scale per block;
-    * ``"tensor"``: bits/8 per weight plus one 4-byte scale per matrix;
-    * ``"mxfp4"``: 4 bits per weight plus a 1-byte E8M0 scale per 32 inputs.
-    """
-    bits, group, scheme = quant.bits, quant.group_size, quant.scheme
-    rows, cols = shape
-    packed = Fraction(rows * cols * bits, 8)
-    if scheme == "mxfp4":
-        extra: int | Fraction = _ceil_div(rows, 32) * cols * _E8M0
-    elif scheme == "tensor":
-        extra = _FP32
-    elif scheme == "block":
-        assert quant.block is not None
-        bi, bo = quant.block
-        extra = _ceil_div(rows, bi) * _ceil_div(cols, bo) * _FP32
-    else:  # "group" or "group+zero"
-        groups = 1 if group == -1 else _ceil_div(rows, group)
-        zero = Fraction(bits, 8) if scheme == "group+zero" else 0
-        extra = groups * cols * (_FP16 + zero)
-    total = packed + extra
-    return int(total) if total.denominator == 1 else total
 
 
 def _bits(q: dict[str, Any], *keys: str, source: str) -> int:

@@ -25,6 +25,7 @@ import attrs
 
 from ._io import parse_json, read_text_file
 from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError
+from .quantization import Quantization, _to_quantization, quantized_matrix_bytes
 
 __all__ = [
     "ModelConfig",
@@ -146,59 +147,6 @@ def _minimum(a: Any, b: int) -> Any:
 #: tensor class"): "norms" holds every vector (norms, biases, attention sinks); "towers" the
 #: weights of a multimodal model's other towers (vision encoder and projector).
 TENSOR_CLASSES = ("embedding", "lm_head", "projections", "experts", "router", "norms", "towers")
-
-
-_SCHEMES = ("group", "group+zero", "block", "tensor", "mxfp4")
-
-
-def _to_quantization(value: Any) -> Any:
-    """None, a :class:`Quantization`, or its ``attrs.asdict`` form (from JSON) -> Quantization or None."""
-    if isinstance(value, dict):
-        return Quantization(**value)
-    return value
-
-
-def _optional_block(value: Any) -> Any:
-    return None if value is None else tuple(value)
-
-
-def _str_tuple(value: Any) -> tuple[str, ...]:
-    return tuple(value)
-
-
-@attrs.frozen
-class Quantization:
-    """How a quantized checkpoint stores its matrices (``quantization_config``, read by :mod:`roofline.families`).
-
-    Attributes
-    ----------
-    method : str
-        ``quant_method``: "gptq", "awq", "fp8", "compressed-tensors" or "mxfp4".
-    bits : int
-        Bits per stored weight (4 or 8; 2 and 3 for GPTQ).
-    scheme : {"group", "group+zero", "block", "tensor", "mxfp4"}
-        Where the scales sit: per group of ``group_size`` inputs and output (with a
-        packed zero point for "group+zero"), per ``block`` of (inputs, outputs), one per
-        matrix, or mxfp4's one E8M0 scale per 32 inputs.
-    group_size : int
-        Inputs per scale for the group schemes (-1: one group per output channel).
-    block : (int, int) or None
-        (inputs, outputs) per scale for the block scheme.
-    classes : tuple of str
-        Tensor classes stored this way; the others keep their dtype.
-
-    Notes
-    -----
-    Bytes of one matrix: :func:`roofline.families.quantized_matrix_bytes`
-    (docs/conventions.md, "Weight dtypes per tensor class").
-    """
-
-    method: str
-    bits: int
-    scheme: str = attrs.field(validator=attrs.validators.in_(_SCHEMES))
-    group_size: int = 0
-    block: tuple[int, int] | None = attrs.field(default=None, converter=_optional_block)
-    classes: tuple[str, ...] = attrs.field(default=("projections", "experts"), converter=_str_tuple)
 
 
 @attrs.frozen
@@ -479,7 +427,7 @@ class ModelConfig:
 
         Notes
         -----
-        docs/conventions.md, "The model" and "Architectures beyond the dense Llama shape":
+        docs/conventions.md, "The model" and "Architectures":
         embeddings + lm_head (none held when tied) + per layer (attention projections,
         MLP or MoE: routed experts, shared experts, router; norms; biases) + final norm
         + other towers.
@@ -572,7 +520,7 @@ class ModelConfig:
 
         Notes
         -----
-        docs/conventions.md, "Architectures beyond the dense Llama shape" (mixture of experts):
+        docs/conventions.md, "Architectures" (mixture of experts):
         a tied lm_head is counted once; other towers are not used to decode text.
         """
         return sum(g.numel * min(g.count, g.active) for g in self.tensor_groups())
@@ -616,8 +564,6 @@ class ModelConfig:
     def _group_bytes(self, g: TensorGroup) -> int | Fraction:
         """Bytes of one tensor of group ``g`` (its class's dtype, or its quantized format)."""
         if self.quantization is not None and g.matmul and g.cls in self.quantization.classes and len(g.shape) == 2:
-            from .families import quantized_matrix_bytes
-
             return quantized_matrix_bytes(self.quantization, g.shape, self._class_dtype(g.cls))
         return g.numel * dtype_bytes(self._class_dtype(g.cls), field=f"dtype of {g.cls}")
 
@@ -684,7 +630,7 @@ class ModelConfig:
 
         Dense: every weight of the language model (towers excluded, as ``weight_bytes`` for
         a text-only model). MoE: shared weights + routed expert bytes x expected experts
-        touched (docs/conventions.md, "Architectures beyond the dense Llama shape").
+        touched (docs/conventions.md, "Architectures").
         """
         if not self.is_moe:
             return self.weight_bytes - self._group_bytes_of("towers") if self.tower_parameters else self.weight_bytes

@@ -1,4 +1,4 @@
-"""Architectures beyond the dense Llama shape: MoE, MLA, sliding windows, quantized weights, families, bad input.
+"""Architectures: MoE, MLA, sliding windows, quantized weights, families, bad input.
 
 Properties (Hypothesis) and hand-worked checks of docs/conventions.md, "Architectures beyond
 the dense Llama shape"; the scheduler's steps on a MoE and an MLA model against the formulas.

@@ -1,6 +1,6 @@
 """Mixture of experts: expected experts touched, the bytes a decode step reads, intensity, compute margin.
 
-Conventions (docs/conventions.md, "Architectures beyond the dense Llama shape"): under
+Conventions (docs/conventions.md, "Architectures"): under
 uniform independent routing, B tokens each picking k of E experts touch
 E (1 - (1 - k/E)^B) distinct experts in expectation (k at B = 1, tending to E). A decode
 step of B sequences at context c reads ``shared_weight_bytes`` (every weight but the

@@ -13,7 +13,7 @@ total / active parameters (3.6 for Mixtral, 9.1 for Qwen3-30B-A3B).
 
 Assumptions
 -----------
-* docs/conventions.md, "Architectures beyond the dense Llama shape": uniform independent
+* docs/conventions.md, "Architectures": uniform independent
   routing (each token picks k distinct experts, every k-subset equally likely); FLOPs
   per token = 2 x active matmul parameters; bytes = shared weights + one expert's bytes
   (over the MoE layers) x experts touched.

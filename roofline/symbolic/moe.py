@@ -1,6 +1,6 @@
 """Mixture of experts: experts a batch touches, the bytes it reads, its intensity, derived.
 
-(docs/conventions.md, "Architectures beyond the dense Llama shape", mixture of experts.)
+(docs/conventions.md, "Architectures", mixture of experts.)
 
 A MoE layer has E routed experts; each token picks k distinct ones. Under uniform
 independent routing (the stated default, named "uniform routing") every k-subset is
@@ -46,10 +46,10 @@ B, c = S.batch, S.context
 kv, F, a = S.kv_bytes_per_token, S.flops_per_token, S.attention_flops_per_token
 peak, BW = S.peak_flops, S.bandwidth
 
-#: P(a given expert is not among the k distinct experts one token picks).
+# P(a given expert is not among the k distinct experts one token picks).
 miss_one_token = sp.simplify(sp.combsimp(sp.binomial(E - 1, k) / sp.binomial(E, k)))
 _e = sp.Symbol("e", positive=True, integer=True)
-#: Expectation of the sum over the E experts of the indicator "touched by one of B tokens".
+# Expectation of the sum over the E experts of the indicator "touched by one of B tokens".
 experts_touched = sp.summation(1 - miss_one_token**B, (_e, 1, E))
 
 moe_decode_weight_bytes = W_s + X * experts_touched
