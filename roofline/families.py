@@ -361,16 +361,17 @@ def _read_falcon(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _read_deepseek(cfg: dict[str, Any], source: str, *, v3: bool) -> dict[str, Any]:
-    kw = _llama_like(cfg, source, tied=False)
-    layers = kw["num_hidden_layers"]
-    kw.update(
+    mla = dict(
         q_lora_rank=field(cfg, "q_lora_rank", source=source, required=False),
         kv_lora_rank=field(cfg, "kv_lora_rank", source=source),
         qk_nope_head_dim=field(cfg, "qk_nope_head_dim", source=source),
         qk_rope_head_dim=field(cfg, "qk_rope_head_dim", source=source),
         v_head_dim=field(cfg, "v_head_dim", source=source),
     )
-    kw["head_dim"] = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]  # never hidden / heads (56 for V3)
+    # a query/key head is qk_nope_head_dim + qk_rope_head_dim wide, never hidden / heads (56 for V3)
+    kw = _llama_like({**cfg, "head_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]}, source, tied=False)
+    kw.update(mla)
+    layers = kw["num_hidden_layers"]
     if cfg.get("n_routed_experts"):
         kw.update(_experts(cfg, source, "n_routed_experts"))
         shared = _count(cfg, "n_shared_experts", source=source)
