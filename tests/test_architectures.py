@@ -230,6 +230,18 @@ BASE = {"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "int
       "vision_config": {"model_type": "clip_vision_model"}}, ConfigError, "text_config.hidden_size"),
     ({"model_type": "llava", "text_config": {"model_type": "bert"}, "vision_config": {}}, UnsupportedModelError,
      "text_config"),
+    ({"model_type": "gpt_oss", "layer_types": ["linear_attention", "full_attention"], "sliding_window": 128},
+     UnsupportedModelError, "linear_attention"),
+    ({"model_type": "gpt_oss", "layer_types": ["full_attention"], "sliding_window": 128}, ConfigError,
+     "layer_types"),
+    ({"quantization_config": "fp8"}, ConfigError, "quantization_config"),
+    ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128]}}, ConfigError,
+     "quantization_config.weight_block_size"),
+    ({"quantization_config": {"quant_method": "gptq", "bits": 5}}, ConfigError, "quantization_config.bits"),
+    ({"model_type": "llava", "text_config": {"model_type": "llama"}, "vision_config": {"model_type": "pixtral"}},
+     UnsupportedModelError, "vision tower"),
+    ({"model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+      "mlp_only_layers": "all"}, ConfigError, "mlp_only_layers"),
 ])
 def test_bad_input_is_one_line_naming_the_field(change, error, field, tmp_path):
     """k > E, a window of 0, an unknown quant method or type, an invalid text_config: one line naming the field."""
