@@ -28,6 +28,11 @@ _K_LE_E = ("experts_per_token", "experts_per_token <= num_experts",
 _ROUTING: dict[str, Any] = dict(num_experts="positive_int", experts_per_token="positive_int", batch="positive_int")
 
 
+#: Largest batch for which (1 - k/E)^B is raised exactly as a Fraction; above it the power is taken in
+#: floating point (it is then below 2^-90 for every k/E >= 1/1024) and converted back to a Fraction.
+EXACT_BATCH_LIMIT = 1 << 16
+
+
 def _miss(num_experts: Any, experts_per_token: Any) -> Any:
     """(E - k) / E, exact for Python ints."""
     if isinstance(num_experts, int) and isinstance(experts_per_token, int):
@@ -47,8 +52,10 @@ def experts_touched(*, num_experts: Any, experts_per_token: Any, batch: Any) -> 
 
     Returns
     -------
-    [experts], E (1 - (1 - k/E)^B): exact Fraction for ints; k at B = 1; rises with B
-    towards E; between k and min(E, k B).
+    [experts], E (1 - (1 - k/E)^B): exact Fraction for ints up to B = ``EXACT_BATCH_LIMIT``
+    (65,536; above it the power is taken in floating point, where it has converged to
+    within float rounding of 0, so that a huge batch never hangs); k at B = 1; rises with
+    B towards E; between k and min(E, k B).
 
     Raises
     ------
@@ -62,7 +69,10 @@ def experts_touched(*, num_experts: Any, experts_per_token: Any, batch: Any) -> 
     >>> float(experts_touched(num_experts=8, experts_per_token=2, batch=16))
     7.919...
     """
-    return num_experts * (1 - _miss(num_experts, experts_per_token) ** batch)
+    miss = _miss(num_experts, experts_per_token)
+    if isinstance(miss, Fraction) and isinstance(batch, int) and batch > EXACT_BATCH_LIMIT:
+        return num_experts * (1 - Fraction(float(miss) ** batch))
+    return num_experts * (1 - miss**batch)
 
 
 @formula(topic="moe", proof=_P9, max_test_value=40, requires=_K_LE_E, shared_weight_bytes="positive",
