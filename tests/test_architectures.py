@@ -332,3 +332,11 @@ def test_gemma2_alternates_local_and_global_layers(tmp_path):
     assert m.layer_windows == (4096, None) * 21
     per_layer = 2 * 8 * 256 * 2
     assert m.kv_bytes(8192) == (21 * 8192 + 21 * 4096) * per_layer
+
+
+def test_a_huge_batch_does_not_hang():
+    """Above 65,536 tokens (1 - k/E)^B is taken in floats: B = 10^15 gives E at once, and stays a Fraction."""
+    touched = f.experts_touched(num_experts=128, experts_per_token=8, batch=10**15)
+    assert touched == 128 and isinstance(touched, Fraction)
+    step = decode_step(get_model("qwen3-30b-a3b"), H100, batch=10**15, context=1000)
+    assert step.bytes > get_model("qwen3-30b-a3b").weight_bytes
