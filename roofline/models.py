@@ -494,7 +494,14 @@ class ModelConfig:
         return self.vocab_size * self.hidden_size
 
     def parameters_by_class(self) -> dict[str, int]:
-        """Parameters held in memory, by tensor class (:data:`TENSOR_CLASSES`); they sum to :attr:`parameters`."""
+        """Parameters held in memory, by tensor class [parameters].
+
+        Returns
+        -------
+        dict
+            Tensor class (:data:`TENSOR_CLASSES`, every one present) -> parameters; the values
+            sum to :attr:`parameters` (a tied lm_head holds none).
+        """
         out = dict.fromkeys(TENSOR_CLASSES, 0)
         for g in self.tensor_groups():
             out[g.cls] += g.numel * g.count
@@ -576,6 +583,9 @@ class ModelConfig:
     def weight_bytes_by_class(self) -> dict[str, int | Fraction]:
         """Bytes held in memory by tensor class [bytes] (:data:`TENSOR_CLASSES`); they sum to :attr:`weight_bytes`.
 
+        The per-class split a tensor-parallel split starts from (projections and experts are
+        split, norms replicated, embeddings and lm_head split by vocabulary).
+
         Each class has its own dtype (``class_dtypes``, else ``weight_dtype``); quantized
         matrices cost their packed weights plus their scales and zeros
         (docs/conventions.md, "Weight dtypes per tensor class").
@@ -617,7 +627,19 @@ class ModelConfig:
     def experts_touched(self, batch: Any) -> Any:
         """Expected distinct routed experts B tokens touch in one MoE layer, uniform routing [experts].
 
-        E (1 - (1 - k/E)^B) (``roofline.formulas.experts_touched``); 0 for a dense model.
+        Parameters
+        ----------
+        batch : int >= 1 [tokens] (a decode step: one per sequence), or an integer array
+
+        Returns
+        -------
+        E (1 - (1 - k/E)^B) (:func:`roofline.formulas.experts_touched`; docs/conventions.md,
+        "Architectures"); 0 for a dense model.
+
+        Raises
+        ------
+        InvalidValueError
+            A batch that is not an integer >= 1.
         """
         if not self.is_moe:
             return 0
@@ -628,9 +650,19 @@ class ModelConfig:
     def decode_weight_bytes(self, batch: Any) -> Any:
         """Weight bytes one decode step of ``batch`` sequences reads [bytes], uniform routing.
 
-        Dense: every weight of the language model (towers excluded, as ``weight_bytes`` for
-        a text-only model). MoE: shared weights + routed expert bytes x expected experts
-        touched (docs/conventions.md, "Architectures").
+        Dense: every weight of the language model (other towers excluded; equal to
+        ``weight_bytes`` for a text-only model). MoE: shared weights + one routed expert's
+        bytes (over the MoE layers) x expected experts touched (docs/conventions.md,
+        "Architectures").
+
+        Parameters
+        ----------
+        batch : int >= 1 [sequences]
+
+        Raises
+        ------
+        InvalidValueError
+            A batch that is not an integer >= 1 (MoE models).
         """
         if not self.is_moe:
             return self.weight_bytes - self._group_bytes_of("towers") if self.tower_parameters else self.weight_bytes
@@ -709,7 +741,21 @@ class ModelConfig:
         return self._held(context) * self.layer_kv_elements * self.kv_bytes_per_element
 
     def attention_flops(self, context: Any) -> Any:
-        """Decode attention FLOPs of one token at ``context`` tokens [FLOP]: sum over layers of min(c, w_l) x 4 H d."""
+        """Decode attention FLOPs of one token at ``context`` tokens [FLOP].
+
+        Sum over layers of min(c, w_l) x the layer's rate (4 H d; MLA: the absorbed form);
+        ``attention_flops_per_token x c`` without sliding windows (docs/conventions.md,
+        "Architectures").
+
+        Parameters
+        ----------
+        context : int >= 0 [tokens] (or an integer numpy array)
+
+        Raises
+        ------
+        InvalidValueError
+            A negative or non-integer context.
+        """
         _check_context(context)
         if not self.layer_windows:
             return self.attention_flops_per_token * context
@@ -722,7 +768,17 @@ class ModelConfig:
         ----------
         batch : int >= 1 [sequences]
         contexts : int or sequence of int [tokens]
-            Every sequence's context (one int: all equal).
+            Every sequence's context c_i, the new token included (one int: all equal).
+
+        Returns
+        -------
+        decode_weight_bytes(batch) + sum_i kv_bytes(c_i) (docs/conventions.md, "One step"
+        and "Architectures").
+
+        Raises
+        ------
+        InvalidValueError
+            A bad batch or context, or a number of contexts other than ``batch``.
         """
         kv = self._kv_sum(batch, contexts)
         return self.decode_weight_bytes(batch) + kv
