@@ -340,3 +340,14 @@ def test_a_huge_batch_does_not_hang():
     assert touched == 128 and isinstance(touched, Fraction)
     step = decode_step(get_model("qwen3-30b-a3b"), H100, batch=10**15, context=1000)
     assert step.bytes > get_model("qwen3-30b-a3b").weight_bytes
+
+
+def test_gpt_oss_active_parameters_as_the_model_card_counts_them():
+    """gpt-oss counts active parameters without the embedding gather: 5.13 B (120b) and 3.61 B (20b) per token."""
+    from pathlib import Path
+
+    big = get_model("gpt-oss-120b")
+    small = ModelConfig.from_hf_config(Path(__file__).parent / "data" / "configs" / "gpt-oss-20b.json")
+    for model, card in ((big, 5.13), (small, 3.61)):
+        without_embedding = model.active_parameters - model.parameters_by_class()["embedding"]
+        assert round(without_embedding / 1e9, 2) == card
