@@ -229,7 +229,10 @@ def format_report(r: dict[str, Any]) -> str:
            f"{ce['intensity_limit_flop_per_byte']:.1f} [exact] FLOP/byte, not above the ridge)"
            if cl["critical_batch"] is None and ce["critical_batch"] is None else ""),
         f"  critical context c*   {_tokens(cl['critical_context_tokens'])} [lesson], "
-        f"{_tokens(ce['critical_context_tokens'])} [exact] = F / (ridge x k - a): above it, no batch is compute-bound",
+        f"{_tokens(ce['critical_context_tokens'])} [exact] = "
+        + ("solves F = (ridge x k_l - a_l) x sum over layers of min(c, w_l)" if m["sliding_windows"]
+           else "F / (ridge x k - a)")
+        + ": above it, no batch is compute-bound",
         "",
         "Batching: 8 requests side by side",
         f"  step time, batch 8    {_t(r['eight']['weights_only']['step_time_s']):>12} weights only "
