@@ -22,11 +22,12 @@ import numpy as np
 from . import formulas as f
 from ._checks import check_int, check_number
 from .errors import InvalidValueError
-from .hardware import Accelerator
+from .hardware import Accelerator, Source, Sourced
 from .models import ModelConfig
+from .units import GiB
 
 __all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacity", "kv_capacity", "kv_budget_for",
-           "compute_peak", "windowed_block_bytes"]
+           "compute_peak", "windowed_block_bytes", "published_reserve", "LLAMA3_8B_80GB_RESERVE"]
 
 
 _NO_ACCELERATOR = object()
@@ -407,7 +408,9 @@ def kv_budget_for(
     ----------
     model, accelerator
     utilization : in (0, 1], default 0.9 (as vLLM's gpu_memory_utilization)
-    reserved : [bytes] >= 0, activations and runtime
+    reserved : [bytes] >= 0, activations and runtime; 0 (the default) gives the upper bound. A
+        budget called "real" passes a published reserve, e.g. ``published_reserve(model, accelerator)``
+        (docs/conventions.md, "Memory").
 
     Returns
     -------
@@ -421,8 +424,11 @@ def kv_budget_for(
     Examples
     --------
     >>> from roofline import get_model, get_accelerator
-    >>> round(float(kv_budget_for(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))) / 1e9, 2)
+    >>> llama, h100 = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    >>> round(float(kv_budget_for(llama, h100)) / 1e9, 2)  # reserve 0: the upper bound
     60.48
+    >>> round(float(kv_budget_for(llama, h100, reserved=published_reserve(llama, h100).value)) / 1e9, 2)
+    57.2
     """
     _check_parts(model, accelerator)
     _check_scalar("utilization", utilization)
@@ -438,6 +444,66 @@ def kv_budget_for(
             f"{accelerator.name} at utilization {float(utilization)}",
         )
     return Fraction(budget)
+
+
+#: Memory vLLM keeps outside the weights and the KV cache for Llama 3 8B (8,030,261,248 parameters, BF16) on
+#: an 80 GB GPU: non-torch memory (CUDA context, NCCL, CUDA graphs) + the PyTorch activation peak of its
+#: profiling run, 1.79 GiB + 1.26 GiB = 3.05 GiB, as printed by vLLM (docs/conventions.md, "Memory").
+LLAMA3_8B_80GB_RESERVE = Sourced(
+    Fraction(179 + 126, 100) * GiB,
+    "bytes",
+    Source(
+        "measured",
+        "vLLM pull request #10511, \"[core] overhaul memory profiling and fix backward compatibility\", comment by "
+        "youkaichao, https://github.com/vllm-project/vllm/pull/10511: `vllm serve meta-llama/Meta-Llama-3-8B` logs "
+        "\"total_gpu_memory 79.22GiB; gpu_memory_utilization 0.90; model weights take 14.96GiB; non_torch_memory "
+        "1.79GiB; PyTorch activation peak memory 1.26GiB; available_kv_cache_memory 53.29GiB\"",
+        "2024-12-14",
+        "vLLM main of December 2024, tensor parallel 1, default max_num_batched_tokens; reserve = non_torch_memory "
+        "+ PyTorch activation peak memory",
+    ),
+)
+
+_LLAMA3_8B_PARAMETERS = 8_030_261_248
+
+
+def published_reserve(model: ModelConfig, accelerator: Accelerator) -> Sourced | None:
+    """The reserve [bytes] a published engine log gives for this model size on this card, or None.
+
+    A KV budget called "real" subtracts, besides the weights, the memory the engine keeps
+    for the activation peak and non-torch allocations (docs/conventions.md, "Memory").
+    The package knows one such log: :data:`LLAMA3_8B_80GB_RESERVE` (vLLM, Llama 3 8B,
+    80 GB GPU, 3.05 GiB), used for a model of the same size (8,030,261,248 parameters,
+    BF16 weights: Llama 3 and 3.1 8B) on a card showing 78 to 80 GiB to software.
+
+    Parameters
+    ----------
+    model : ModelConfig
+    accelerator : Accelerator
+
+    Returns
+    -------
+    Sourced [bytes] or None
+        None where no published log covers the pair: only the upper bound (reserve 0)
+        can then be given, and is named so.
+
+    Raises
+    ------
+    InvalidValueError
+        ``model`` or ``accelerator`` of the wrong type.
+
+    Examples
+    --------
+    >>> from roofline import get_model, get_accelerator
+    >>> float(published_reserve(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))) / 2**30
+    3.05
+    >>> published_reserve(get_model("opt-13b"), get_accelerator("a100-40gb")) is None
+    True
+    """
+    _check_parts(model, accelerator)
+    same_size = model.parameters == _LLAMA3_8B_PARAMETERS and model.weight_dtype == "bfloat16"
+    card_80gb = 78 * GiB <= accelerator.usable_memory <= 80 * GiB
+    return LLAMA3_8B_80GB_RESERVE if same_size and card_80gb else None
 
 
 def kv_capacity(

@@ -1,4 +1,4 @@
-"""Shared test configuration: Hypothesis profiles.
+"""Shared test configuration: Hypothesis profiles, and the proofs run once per session.
 
 Profiles (chosen by the HYPOTHESIS_PROFILE environment variable):
 
@@ -13,8 +13,18 @@ Profiles (chosen by the HYPOTHESIS_PROFILE environment variable):
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import os
+import sys
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import Any
 
+import attrs
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -54,3 +64,115 @@ settings.register_profile(
     parent=settings(),
     max_examples=_FUZZ.get(os.environ.get("HYPOTHESIS_PROFILE", "default"), 25),
 )
+
+
+# --------------------------------------------------------------------------- the proofs, run once per session
+
+
+def _perturbed(value: Any) -> Any:
+    """A planted fault: an integer result + 1, any other number scaled by 1 + 1/1000 (None stays None)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "iu":
+            return value + 1
+        return value * (1 + Fraction(1, 1000)) if value.dtype.kind == "O" else value * (1 + 1 / 1000)
+    if isinstance(value, Fraction):
+        return value * (1 + Fraction(1, 1000))
+    return value * (1 + 1 / 1000)
+
+
+class ProofHarness:
+    """Runs the proofs in this process with every registered fast path wrapped where the package looks it up.
+
+    Each wrapper records that its formula was called (so which proof uses which formula is
+    derived, not listed) and, for the one formula named by ``fault``, returns
+    :func:`_perturbed` of the true result, from the checked call and from ``.unchecked``
+    alike. The wrappers replace the attribute in every loaded ``roofline`` module that
+    holds the fast path (``roofline.formulas``, its topic module, ``from ..formulas import``
+    bindings) and the ``REGISTRY`` entry's ``fast``; :meth:`installed` puts the originals
+    back on exit.
+    """
+
+    def __init__(self) -> None:
+        import roofline.formulas as f
+        from roofline import proofs
+
+        for module in ("roofline.sim", "roofline.estimate",
+                       *(f"roofline.proofs.{name}" for name in proofs.proof_names())):
+            importlib.import_module(module)
+        self.registry = f.REGISTRY
+        self.specs = dict(f.REGISTRY)
+        self.names = proofs.proof_names()
+        self.fault: str | None = None
+        self.used: set[str] = set()
+        self.sites = {
+            name: [(module, name) for key, module in list(sys.modules.items())
+                   if key.startswith("roofline") and getattr(module, name, None) is spec.fast]
+            for name, spec in self.specs.items()
+        }
+
+    def _wrap(self, name: str, fast: Any) -> Any:
+        def checked(**kwargs: Any) -> Any:
+            self.used.add(name)
+            value = fast(**kwargs)
+            return _perturbed(value) if self.fault == name else value
+
+        def unchecked(**kwargs: Any) -> Any:
+            self.used.add(name)
+            value = fast.unchecked(**kwargs)
+            return _perturbed(value) if self.fault == name else value
+
+        functools.update_wrapper(checked, fast)
+        checked.unchecked = unchecked  # type: ignore[attr-defined]
+        return checked
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[ProofHarness]:
+        """Wrap every fast path for the duration of the block."""
+        try:
+            for name, spec in self.specs.items():
+                wrapper = self._wrap(name, spec.fast)
+                for module, attr in self.sites[name]:
+                    setattr(module, attr, wrapper)
+                self.registry[name] = attrs.evolve(spec, fast=wrapper)
+            yield self
+        finally:
+            for name, spec in self.specs.items():
+                for module, attr in self.sites[name]:
+                    setattr(module, attr, spec.fast)
+                self.registry[name] = spec
+            self.fault = None
+
+    def run(self, name: str, fault: str | None = None) -> tuple[Any, frozenset[str]]:
+        """Run one proof (output captured) with ``fault`` planted; its Verdict and the formulas it called."""
+        from roofline import proofs
+
+        self.fault, self.used = fault, set()
+        try:
+            verdict = proofs.run_proof(name)
+        finally:
+            self.fault = None
+        return verdict, frozenset(self.used)
+
+
+@attrs.frozen
+class ProofRuns:
+    """Every proof run once, unperturbed: its Verdict and the registered formulas it called."""
+
+    harness: ProofHarness
+    verdicts: dict[str, Any]
+    uses: dict[str, frozenset[str]]
+
+
+@pytest.fixture(scope="session")
+def proof_runs() -> ProofRuns:
+    """Each proof run once per test session (tests/test_proofs.py and tests/test_planted_faults.py share it)."""
+    harness = ProofHarness()
+    verdicts, uses = {}, {}
+    with harness.installed():
+        for name in harness.names:
+            verdicts[name], uses[name] = harness.run(name)
+    return ProofRuns(harness, verdicts, uses)

@@ -39,6 +39,8 @@ ADMISSIBLE = {
     # MoE: at most E experts per token (k folded into [1, E])
     **{name: (lambda kw: dict(kw, experts_per_token=1 + (kw["experts_per_token"] - 1) % kw["num_experts"]))
        for name in ("experts_touched", "moe_decode_weight_bytes", "moe_arithmetic_intensity", "moe_compute_margin")},
+    # drawn inputs stay far below the work limit (max_test_value 24): always admissible
+    "expected_useful_share_discrete_uniform": lambda kw: kw,
     # an arrival before the running batch ends: the drawn arrival as a share of the batch's duration
     "static_join_wait": lambda kw: dict(
         kw, arrival_time=kw["length_max"] * kw["step_time"] * (Fraction(kw["arrival_time"]) % 1)),
@@ -145,7 +147,7 @@ def test_docstring_gives_units_returns_raises_and_an_example(name):
 
 
 def test_inexact_formulas_are_few_and_checked_elsewhere():
-    """Only the two transcendental expected shares are inexact (checked to 1e-12 in test_batching)."""
+    """Only the two transcendental expected shares are inexact (checked to 1e-12 in test_useful_share)."""
     assert set(NAMES) - set(EXACT_NAMES) == {"expected_useful_share_uniform", "expected_useful_share_exponential"}
 
 

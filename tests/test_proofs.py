@@ -1,12 +1,15 @@
-"""Proof scripts: each runs alone and passes, every formula has one, and `roofline prove` gives one verdict each."""
+"""Proofs: each passes and prints its key numbers, every formula has one, `roofline prove` gives one verdict each.
+
+Each proof runs once per test session, in this process (the ``proof_runs`` fixture of
+tests/conftest.py, shared with tests/test_planted_faults.py). The scripts under proofs/ and
+`roofline prove` are tested on replays of those runs, so no proof runs twice.
+"""
 
 from __future__ import annotations
 
 import ast
 import importlib
-import subprocess
-import sys
-import time
+import runpy
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "proofs"
 NAMES = proofs.proof_names()
 
-#: Numbers each script must print (the lesson's values, derived).
+#: Numbers each proof must print (the lesson's values, derived).
 KEY_NUMBERS = {
     "p01_one_request": ["16.06 GB", "4.794 ms", "0.339 %", "0.316 %", "190.3 s"],
     "p02_batching": ["+0 (roofline, weights only)", "+273.9 us", "x8"],
@@ -27,27 +30,23 @@ KEY_NUMBERS = {
     "p04_kv_cache": ["131,072 B", "404 sequences", "401 in 16-token blocks"],
     "p05_static_batching": ["1,000 steps", "40 % useful", "500.0 ms", "5.000 s", "4.995 s"],
     "p06_expected_useful_share": ["5/8 at s = 1", "0.772", "0.513, 0.475, 0.409, 0.510"],
-    "p07_anyscale": ["predicted 143 tokens/s", "measured ~81", "6.1x", "21.6x"],
-    "p08_continuous_batching": ["useful share 1 (static 40 %)", "back at step 100"],
+    "p07_anyscale": ["predicted 143 tokens/s", "measured ~81", "6.1x", "21.6x", "1.74 %", "0.39 %"],
+    "p08_continuous_batching": ["slot occupancy 70.5 %", "back at step 100"],
     "p09_moe": ["B* = 1,082", "B* = 2,965", "B* = 299", "B* = 326"],
     "p11_tensor_parallel": ["8,820,367,360 parameters", "40,960 B", "1.344 ms", "10.19 us", "the crossover is B = 132",
                             "131.84 sequences", "6.37x faster"],
 }
 
 
-@pytest.fixture(scope="module")
-def script_runs() -> dict[str, subprocess.CompletedProcess[str]]:
-    """Every proofs/*.py script and `roofline prove`, each in its own interpreter, run side by side."""
-    commands = {path.stem: [sys.executable, str(path)] for path in sorted(SCRIPTS.glob("p[0-9][0-9]_*.py"))}
-    commands["roofline prove"] = [sys.executable, "-m", "roofline.cli", "prove"]
-    running = {name: subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for name, cmd in commands.items()}
-    done = {}
-    deadline = time.monotonic() + 300
-    for name, process in running.items():
-        out, err = process.communicate(timeout=max(1, deadline - time.monotonic()))
-        done[name] = subprocess.CompletedProcess(commands[name], process.returncode, out, err)
-    return done
+@pytest.fixture
+def replayed(proof_runs, monkeypatch):
+    """Every proof's ``derive`` replaced by a replay of its session run (same output, checks and summary)."""
+    for name, verdict in proof_runs.verdicts.items():
+        def replay(p, verdict=verdict):
+            p.stream.write(verdict.output)
+            p.checks, p.failures, p.summary = verdict.checks, list(verdict.failures), verdict.summary
+        monkeypatch.setattr(importlib.import_module(f"roofline.proofs.{name}"), "derive", replay)
+    return proof_runs.verdicts
 
 
 def test_the_proofs_folder_and_the_package_hold_the_same_proofs():
@@ -76,22 +75,30 @@ def test_each_proof_states_claim_assumptions_and_sources_and_does_no_work_at_imp
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_each_script_runs_alone_and_passes(script_runs, name):
-    """`python proofs/<name>.py` exits 0, ends with a PASS verdict and prints the claim's key numbers."""
-    run = script_runs[name]
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "[FAIL]" not in run.stdout
-    last = run.stdout.strip().splitlines()[-1]
-    assert last.startswith(f"PASS {name}: ")
+def test_each_proof_passes_and_prints_its_key_numbers(proof_runs, name):
+    """The proof passes with no failed check and prints the claim's key numbers (derivation or summary)."""
+    verdict = proof_runs.verdicts[name]
+    assert verdict.passed, verdict.line() + "\n" + verdict.output[-3000:]
+    assert "[FAIL]" not in verdict.output
     for number in KEY_NUMBERS[name]:
-        assert number in run.stdout, f"{name}: {number!r} not printed"
+        assert number in verdict.output + verdict.summary, f"{name}: {number!r} not printed"
 
 
-def test_roofline_prove_prints_one_passing_verdict_per_claim(script_runs):
+@pytest.mark.parametrize("name", NAMES)
+def test_each_script_prints_the_derivation_and_exits_with_the_verdict(replayed, name, capsys):
+    """`python proofs/<name>.py` prints the derivation and a PASS verdict with the key numbers, and exits 0."""
+    with pytest.raises(SystemExit) as info:
+        runpy.run_path(str(SCRIPTS / f"{name}.py"), run_name="__main__")
+    assert info.value.code == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith(f"PASS {name}: ")
+    assert any(number in last for number in KEY_NUMBERS[name]), last
+
+
+def test_roofline_prove_prints_one_passing_verdict_per_claim(replayed, capsys):
     """`roofline prove` prints PASS and the derived numbers for every claim, a total, and exits 0."""
-    run = script_runs["roofline prove"]
-    assert run.returncode == 0, run.stdout + run.stderr
-    lines = run.stdout.strip().splitlines()
+    assert cli_main(["prove"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split(":")[0] for line in lines[:-1]] == [f"PASS {n}" for n in NAMES]
     for name, numbers in KEY_NUMBERS.items():
         line = next(x for x in lines if x.startswith(f"PASS {name}:"))
@@ -99,7 +106,7 @@ def test_roofline_prove_prints_one_passing_verdict_per_claim(script_runs):
     assert lines[-1].startswith(f"{len(NAMES)} of {len(NAMES)} claims pass")
 
 
-def test_prove_selects_by_prefix_and_prints_the_derivation_when_verbose(capsys):
+def test_prove_selects_by_prefix_and_prints_the_derivation_when_verbose(replayed, capsys):
     """`roofline prove p04 --verbose` runs only p04 and prints its derivation before its verdict."""
     assert cli_main(["prove", "p04", "--verbose"]) == 0
     out = capsys.readouterr().out

@@ -22,8 +22,37 @@ def test_default_report_text(capsys):
     out = capsys.readouterr().out
     for text in ("llama-3.1-8b", "H100 SXM", "16.06 GB", "4.794 ms", "16.23 us", "0.34 %", "295.3 FLOP/byte",
                  "296 [lesson]", "none [lesson]", "415 tokens [lesson]", "393 tokens [exact]", "131,072 B",
-                 "128 KiB", "404 sequences", "461 sequences", "(KV limit)", "[exact]", "[lesson]"):
+                 "128 KiB", "404 sequences", "461 sequences", "(KV limit, reserve 0)", "[exact]", "[lesson]"):
         assert text in out, text
+
+
+def test_the_real_budget_subtracts_a_sourced_reserve_and_the_upper_bound_is_named(capsys):
+    """Real budget = 79.2 GiB x 0.9 - 16.06 GB - 3.05 GiB (vLLM log) = 57.20 GB: 436 sequences, 432 in blocks."""
+    assert main(["report"]) == 0
+    out = capsys.readouterr().out
+    # 79.2 GiB x 0.9 = 76,536,317,214.72 B; - 16,060,522,496 B of weights = 60,475,794,718.72 B (the upper bound);
+    # - 3.05 GiB = 3,274,912,563.2 B gives 57,200,882,155.52 B; / 131,072 B = 436,408.4 tokens -> 436 sequences
+    # of 1,000; / (16 x 131,072) = 27,275.5 -> 27,275 blocks / 63 per sequence -> 432 sequences.
+    assert "real budget               57.20 GB    = 79.2 GiB x 0.9 - weights - 3.05 GiB reserve" in out
+    assert "436 sequences of 1,000 tokens (token-level); 432 with 16-token blocks" in out
+    assert "https://github.com/vllm-project/vllm/pull/10511 (2024-12-14)" in out
+    assert "upper bound, reserve 0    60.48 GB" in out and "461 sequences" in out
+    r = _json(capsys)
+    assert r["kv"]["real_budget"]["sequences"] == 436 and r["kv"]["real_budget"]["sequences_blocks"] == 432
+    assert r["kv"]["real_budget"]["blocks"] == 27_275 and r["kv"]["real_budget"]["tokens"] == 436_408
+    assert r["kv"]["reserve"]["bytes"] == 3_274_912_563.2 and r["kv"]["reserve"]["date"] == "2024-12-14"
+    assert "non_torch_memory 1.79GiB; PyTorch activation peak memory 1.26GiB" in r["kv"]["reserve"]["citation"]
+
+
+def test_no_published_reserve_means_no_real_budget_only_the_upper_bound(capsys):
+    """OPT-13B on an A100 40GB: no engine log is known, so the real budget is not given; reserve 0 is."""
+    assert main(["report", "--model", "opt-13b", "--accelerator", "a100-40gb"]) == 0
+    out = capsys.readouterr().out
+    assert "real budget           not given: no published engine log" in out
+    assert "upper bound, reserve 0    12.46 GB" in out
+    r = _json(capsys, "--model", "opt-13b", "--accelerator", "a100-40gb")
+    assert r["kv"]["real_budget"] is None and r["kv"]["reserve"] is None
+    assert r["kv"]["upper_bound_budget"]["sequences"] == 15
 
 
 def test_default_report_json(capsys):
@@ -37,7 +66,8 @@ def test_default_report_json(capsys):
     assert r["criticality"]["lesson"]["critical_batch"] is None
     assert r["kv"]["kv_bytes_per_token"] == 131_072
     assert r["kv"]["given_budget"]["sequences"] == 404
-    assert r["kv"]["real_budget"]["sequences"] == 461
+    assert r["kv"]["real_budget"]["sequences"] == 436
+    assert r["kv"]["upper_bound_budget"]["sequences"] == 461
     assert [row["batch"] for row in r["table"]] == [1, 8, 64, 256, 457]
     eight = r["eight"]["weights_only"]
     assert eight["step_time_s"] == r["single"]["exact"]["step_time_s"]

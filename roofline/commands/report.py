@@ -2,14 +2,18 @@
 
 Default: Llama 3.1 8B in BF16 on H100 SXM, context 1,000 tokens, batch sizes 1, 8, 64,
 256 and the KV limit, a 53 GB KV budget (the lesson's) beside the budget a real H100
-leaves at 0.9 utilization. Every number names its FLOPs convention where it depends on
-one: "exact" (2 x matmul parameters + 4 L H d c attention FLOPs) or "lesson" (2 x P).
+leaves at 0.9 utilization: usable memory x 0.9 - weights - a reserve for the activation
+peak and non-torch memory taken from a published vLLM log for the model size (named with
+its source; not given where no log is known), and the upper bound with reserve 0. Every
+number names its FLOPs convention where it depends on one: "exact" (2 x matmul parameters
++ 4 L H d c attention FLOPs) or "lesson" (2 x P).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -92,10 +96,15 @@ def build_report(
               for conv in ("lesson", "exact")}
     crit = {conv: estimate.criticality(model, accelerator, context=context, flops=conv)
             for conv in ("lesson", "exact")}
-    real_budget = estimate.kv_budget_for(model, accelerator, utilization=utilization)
+    upper_budget = estimate.kv_budget_for(model, accelerator, utilization=utilization)
+    reserve = estimate.published_reserve(model, accelerator)
     lesson_cap = estimate.kv_capacity(model, budget=Fraction(kv_budget), context=context, block_size=block_size)
-    real_cap = estimate.kv_capacity(model, budget=real_budget, context=context, block_size=block_size)
-    kv_limit = real_cap.sequences_blocks
+    upper_cap = estimate.kv_capacity(model, budget=upper_budget, context=context, block_size=block_size)
+    real_cap = None
+    if reserve is not None:
+        real_budget = estimate.kv_budget_for(model, accelerator, utilization=utilization, reserved=reserve.value)
+        real_cap = estimate.kv_capacity(model, budget=real_budget, context=context, block_size=block_size)
+    kv_limit = upper_cap.sequences_blocks  # the table's KV limit: the upper bound (reserve 0)
     table_batches = sorted(set(batches) | ({kv_limit} if kv_limit > 0 else set()))
     one_kv = estimate.decode_step(model, accelerator, batch=1, context=context)
     eight = estimate.decode_step(model, accelerator, batch=8, context=0)
@@ -178,7 +187,11 @@ def build_report(
             "kv_bytes_per_token": float(model.kv_bytes_per_token),
             "kv_bytes_per_sequence": float(model.kv_bytes(context)),
             "given_budget": cap_json(lesson_cap),
-            "real_budget": cap_json(real_cap),
+            "real_budget": None if real_cap is None else cap_json(real_cap),
+            "reserve": None if reserve is None else {
+                "bytes": float(reserve.value), "kind": reserve.source.kind, "citation": reserve.source.citation,
+                "date": reserve.source.date, "conditions": reserve.source.conditions},
+            "upper_bound_budget": cap_json(upper_cap),
             "utilization": float(utilization),
         },
         "table": rows,
@@ -194,7 +207,7 @@ def format_report(r: dict[str, Any]) -> str:
     m, a, w = r["model"], r["accelerator"], r["weights"]
     lesson, exact = r["single"]["lesson"], r["single"]["exact"]
     cl, ce = r["criticality"]["lesson"], r["criticality"]["exact"]
-    kv, given, real = r["kv"], r["kv"]["given_budget"], r["kv"]["real_budget"]
+    kv, given, real, upper = r["kv"], r["kv"]["given_budget"], r["kv"]["real_budget"], r["kv"]["upper_bound_budget"]
     bw, peak = a["bandwidth_bytes_per_s"], m["compute_peak_flops"]  # the peak of the matmul inputs' dtype
     ctx = cl["context"]
     out = [
@@ -254,10 +267,11 @@ def format_report(r: dict[str, Any]) -> str:
         f"  in a {given['budget_bytes'] / 1e9:g} GB budget     {given['sequences']:6d} sequences of "
         f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']} with "
         f"{given['block_size']}-token blocks)",
-        f"  real budget           {real['budget_bytes'] / 1e9:9.2f} GB    = {a['usable_memory_bytes'] / 2**30:.1f} GiB "
-        f"x {kv['utilization']:g} - weights",
-        f"  fits                  {real['sequences']:9d} sequences of {real['context']:,} tokens "
-        f"(token-level); {real['sequences_blocks']} with {real['block_size']}-token blocks (the KV limit)",
+        *_real_budget_lines(a, kv, real),
+        f"  upper bound, reserve 0 {upper['budget_bytes'] / 1e9:8.2f} GB    = "
+        f"{a['usable_memory_bytes'] / 2**30:.1f} GiB x {kv['utilization']:g} - weights",
+        f"  fits                  {upper['sequences']:9d} sequences of {upper['context']:,} tokens "
+        f"(token-level); {upper['sequences_blocks']} with {upper['block_size']}-token blocks (the table's KV limit)",
         "",
         f"Step time, throughput and intensity against batch size (context {ctx:,} tokens, FLOPs [exact])",
         f"  {'batch':>6} | {'step, weights only':>18} {'tokens/s':>10} {'FLOP/B':>7} | "
@@ -265,7 +279,7 @@ def format_report(r: dict[str, Any]) -> str:
     ]
     for row in r["table"]:
         wo, wk = row["weights_only"], row["with_kv"]
-        note = " (KV limit)" if row["kv_limit"] else ("" if row["fits"] else " (KV does not fit)")
+        note = " (KV limit, reserve 0)" if row["kv_limit"] else ("" if row["fits"] else " (KV does not fit)")
         out.append(
             f"  {row['batch']:>6} | {_t(wo['step_time_s']):>18} {wo['throughput_tokens_per_s']:>10.0f} "
             f"{wo['intensity_flop_per_byte']:>7.1f} | {_t(wk['step_time_s']):>14} "
@@ -283,6 +297,27 @@ def _moe_lines(m: dict[str, Any]) -> list[str]:
     return [f"  experts (MoE)         {e['num_experts']} routed, {e['experts_per_token']} per token, "
             f"{e['num_shared_experts']} shared, {e['num_moe_layers']} MoE layers; touched per layer "
             f"({e['routing']}): {touched}"]
+
+
+def _real_budget_lines(a: dict[str, Any], kv: dict[str, Any], real: dict[str, Any] | None) -> list[str]:
+    """The real KV budget (usable x utilization - weights - the published reserve) and its source, or why not."""
+    reserve = kv["reserve"]
+    if real is None or reserve is None:
+        return ["  real budget           not given: no published engine log of the reserve (activation peak, "
+                "non-torch memory) for this model size on this card"]
+    return [
+        f"  real budget           {real['budget_bytes'] / 1e9:9.2f} GB    = {a['usable_memory_bytes'] / 2**30:.1f} GiB "
+        f"x {kv['utilization']:g} - weights - {reserve['bytes'] / 2**30:.2f} GiB reserve",
+        f"  fits                  {real['sequences']:9d} sequences of {real['context']:,} tokens "
+        f"(token-level); {real['sequences_blocks']} with {real['block_size']}-token blocks",
+        f"  reserve source        a published vLLM log, {_url(reserve['citation'])} ({reserve['date']}); "
+        "--json quotes it",
+    ]
+
+
+def _url(citation: str) -> str:
+    match = re.search(r"https?://\S+?(?=[:,;)\s]|$)", citation)
+    return match.group(0) if match else citation
 
 
 def _none(value: Any) -> str:

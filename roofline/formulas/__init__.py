@@ -7,7 +7,7 @@ fast == symbolic exactly for every entry.
 
 Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
 :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
-:mod:`.parallel` (tensor parallelism), :mod:`.moe` (mixture of experts).
+:mod:`.useful_share`, :mod:`.parallel` (tensor parallelism), :mod:`.moe` (mixture of experts).
 """
 
 from ._core import REGISTRY, FormulaSpec
@@ -23,6 +23,8 @@ from .parallel import *  # noqa: F403
 from .parallel import __all__ as _parallel_all
 from .step_time import *  # noqa: F403
 from .step_time import __all__ as _step_all
+from .useful_share import *  # noqa: F403
+from .useful_share import __all__ as _useful_share_all
 
-__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_parallel_all,
-           *_moe_all]
+__all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_useful_share_all,
+           *_parallel_all, *_moe_all]

@@ -34,6 +34,7 @@ import sys
 from collections.abc import Sequence
 from fractions import Fraction
 
+from ._audit import audit_run
 from ._proof import Proof, run_script, si
 
 NAME = "p01_one_request"
@@ -63,7 +64,8 @@ def derive(p: Proof) -> None:
           "step streams all the weights from HBM, whatever the batch.")
     p.equal("parameters P (counted from the config) = the published total", P, model.published_parameters,
             value=f"{P:,}")
-    p.equal("weight bytes W = 2 bytes x P (BF16)", W, 2 * P, value=f"{W:,} B = {si(W, 'B')}")
+    p.equal("weight bytes W = 2 bytes x P (BF16; the definition, checked on the preset)", W, 2 * P,
+            value=f"{W:,} B = {si(W, 'B')}")
     p.within("~16 GB of weights read per token (lesson)", W, 15_500_000_000, 16_500_000_000, unit="B")
 
     p.section("Step time of one request (batch 1)")
@@ -97,13 +99,14 @@ def derive(p: Proof) -> None:
     p.within("~0.33 % busy (lesson), 2 x P convention", share * 100, Fraction(30, 100), Fraction(35, 100))
     p.within("~0.33 % busy (lesson), exact convention", share_exact * 100, Fraction(30, 100), Fraction(35, 100))
     p.equal("HBM busy the whole step: bandwidth_share = 1", st.bandwidth_share.subs(symbols_for(kw)), 1)
+    p.equal("fast path bandwidth_share = 1 too", f.bandwidth_share(**kw), 1)
     p.say("The lesson's 0.33 % lies between the two conventions (0.339 % with 2 x P, 0.316 % with the "
           "exact matmul count): the GPU is loaded with reading, not thinking.")
 
     p.section(f"{USERS} users served one after another")
-    p.show("request j finishes at", sb.serial_completion_time)
-    p.show("request j waits before its work starts", sb.serial_wait)
-    p.show("mean wait over n requests", sb.serial_mean_wait)
+    p.show("request j finishes at (definition: the service times of requests 1..j)", sb.serial_completion_time)
+    p.show("request j waits before its work starts (definition: requests 1..j-1)", sb.serial_wait)
+    p.show("mean wait over n requests (derived: SymPy sums the waits over j)", sb.serial_mean_wait)
     p.legend("position", "service_time", "requests")
     cost = RooflineCostModel.for_model(model, gpu, flops="lesson")
     service = cost.prefill_time(PROMPT, f.causal_attention_pairs(prompt_tokens=PROMPT))
@@ -111,25 +114,34 @@ def derive(p: Proof) -> None:
     p.say(f"Service time of one request: 1 prefill step over {PROMPT} tokens (its first token) and "
           f"{REPLY - 1} decode steps at contexts {PROMPT + 1}..{PROMPT + REPLY - 1}: {si(service, 's')} "
           f"({si(service / REPLY, 's')} per token).")
+    kv_read = PROMPT + sum(PROMPT + j for j in range(1, REPLY))  # tokens of KV over the request's steps
+    by_hand = (REPLY * Fraction(W) + kv_read * Fraction(k)) / BW
+    p.holds("every step of it is memory-bound: the prefill's FLOPs take less than its reads",
+            Fraction(PROMPT * F_lesson) / PEAK < Fraction(W + PROMPT * k) / BW)
+    p.equal(f"service time = ({REPLY} W + k x {kv_read:,} context tokens) / BW, written out from the definitions",
+            service, by_hand, value=si(by_hand, "s"))
     wait_last = sb.serial_wait.subs(symbols_for(dict(position=USERS, service_time=service)))
     mean_wait = sb.serial_mean_wait.subs(symbols_for(dict(requests=USERS, service_time=service)))
-    p.equal(f"the last user waits (n - 1) s = {USERS - 1} x service time", wait_last, (USERS - 1) * service,
-            value=si(wait_last, "s"))
-    p.equal("fast path serial_wait = symbolic", f.serial_wait(position=USERS, service_time=service), wait_last)
+    p.equal("fast path serial_wait = symbolic", f.serial_wait(position=USERS, service_time=service), wait_last,
+            value=f"{USERS - 1} x {si(service, 's')} = {si(wait_last, 's')}")
     p.equal("fast path serial_mean_wait = symbolic", f.serial_mean_wait(requests=USERS, service_time=service),
             mean_wait, value=si(mean_wait, "s"))
     requests = [Request(id=i, arrival_s=0, prompt_tokens=PROMPT, output_tokens=REPLY) for i in range(USERS)]
-    sim = serve_serial(requests, cost)
+    sim = serve_serial(requests, cost, record_steps=False)
+    audit_run(p, "reference scheduler, first 2 users (the rest repeat them)", serve_serial(requests[:2], cost),
+              requests[:2], policy="static", batch_size=1, cost=cost)
     last = sim.requests[-1]
-    p.equal("reference scheduler: the last user's queue wait = (n - 1) s", last.queue_wait_s, wait_last,
+    measured = sim.requests[0].handed_back_s  # the first user's service time, as the scheduler ran it
+    p.equal("reference scheduler: the last user's queue wait = the formula at its own first service time",
+            last.queue_wait_s, f.serial_wait(position=USERS, service_time=measured),
             value=si(last.queue_wait_s, "s"))
     p.equal("reference scheduler: the last user is handed back at n s",
             last.handed_back_s, f.serial_completion_time(position=USERS, service_time=service),
             value=si(last.handed_back_s, "s"))
     assert sim.summary.queue_wait is not None
     p.equal("reference scheduler: mean queue wait = (n - 1) s / 2", sim.summary.queue_wait.mean, mean_wait)
-    p.holds("meanwhile the GPU makes one token per step", sim.summary.useful_share == 1,
-            f"{float(REPLY * USERS / last.handed_back_s):.0f} tokens/s for everyone together")
+    p.say(f"Meanwhile the GPU makes one token per step: {float(REPLY * USERS / last.handed_back_s):.0f} tokens/s "
+          "for everyone together.")
 
     p.conclude(f"W = {si(W, 'B')} read per token, step {si(memory, 's')}, math busy "
                f"{float(share) * 100:.3f} % [2P] / {float(share_exact) * 100:.3f} % [exact]; "

@@ -79,6 +79,9 @@ def derive(p: Proof) -> None:
     p.equal("fast path throughput = symbolic", f.throughput(**dict(base, batch=BATCH)), BATCH / t8)
     nol1 = st.step_time_no_overlap.subs(symbols_for(dict(base, batch=1)))
     nol8 = st.step_time_no_overlap.subs(symbols_for(dict(base, batch=BATCH)))
+    p.equal("fast path step_time_no_overlap = symbolic", f.step_time_no_overlap(**dict(base, batch=BATCH)), nol8)
+    p.equal(f"fast path compute_time = {BATCH} F / peak", f.compute_time(
+        batch=BATCH, flops_per_token=F, attention_flops_per_token=0, context_sum=0, peak_flops=PEAK), compute8)
     p.equal(f"no-overlap upper bound: {BATCH - 1} more tokens' FLOPs, + (B - 1) F / peak", nol8 - nol1,
             Fraction((BATCH - 1) * F) / PEAK,
             value=f"+{si(nol8 - nol1, 's')} (+{float((nol8 - nol1) / nol1) * 100:.2f} %)")

@@ -65,6 +65,12 @@ def derive(p: Proof) -> None:
             S.batch * S.flops_per_token / S.weight_bytes)
     p.equal("lesson (F = 2P FLOP, W = 2P bytes): I = B FLOP/byte",
             si_.arithmetic_intensity.subs(weights_only).subs(S.flops_per_token, S.weight_bytes), S.batch)
+    p.equal("fast path ridge_point = peak / BW", f.ridge_point(peak_flops=PEAK, bandwidth=BW), ridge,
+            value=f"{float(ridge):.2f} FLOP/byte")
+    at_kv = f.arithmetic_intensity(batch=8, context=CONTEXT, weight_bytes=Fraction(W), kv_bytes_per_token=Fraction(k),
+                                   flops_per_token=Fraction(F2P), attention_flops_per_token=0)
+    p.equal(f"fast path arithmetic_intensity at B = 8, c = {CONTEXT:,} = 8 F / (W + 8 c k)", at_kv,
+            Fraction(8 * F2P, W + 8 * CONTEXT * k), value=f"{float(at_kv):.2f} FLOP/byte")
 
     p.section("Critical batch without KV reads")
     p.show("B* (real) = solve(I = I*, B)", si_.critical_batch_real)
@@ -75,6 +81,7 @@ def derive(p: Proof) -> None:
     p.equal("B*(real) = I* W / F = (W / BW) / (F / peak): memory time / compute time per token", real,
             memory_per_step / compute_per_token,
             value=f"{si(memory_per_step, 's')} / {si(compute_per_token, 's')} = {float(real):.2f}")
+    p.equal("fast path critical_batch_real = symbolic", f.critical_batch_real(**kw), real)
     b_star = si_.critical_batch.subs(symbols_for(kw))
     p.equal("B* = ceiling = 296 sequences [lesson 2 x P] (case S1)", b_star, 296)
     p.equal("fast path critical_batch = symbolic", f.critical_batch(**kw), b_star)
@@ -86,18 +93,26 @@ def derive(p: Proof) -> None:
     below = f.step_time(batch=b_star - 1, context_sum=0, weight_bytes=W, kv_bytes_per_token=0, flops_per_token=F2P,
                         attention_flops_per_token=0, bandwidth=BW, peak_flops=PEAK, overhead=0)
     p.equal(f"at B = {b_star - 1} the step is still W / BW (memory-bound)", below, memory_per_step)
-    p.holds(f"at B = {b_star} compute time >= memory time (compute-bound)",
+    at_star = f.step_time(batch=b_star, context_sum=0, weight_bytes=W, kv_bytes_per_token=0, flops_per_token=F2P,
+                          attention_flops_per_token=0, bandwidth=BW, peak_flops=PEAK, overhead=0)
+    p.holds(f"at B = {b_star} compute time B F / peak >= memory time (compute-bound)",
             b_star * compute_per_token >= memory_per_step,
             f"{si(b_star * compute_per_token, 's')} >= {si(memory_per_step, 's')}")
+    p.equal(f"so the fast path's step at B = {b_star} is B F / peak", at_star, b_star * compute_per_token)
 
     p.section("With KV reads: the intensity's limit and the critical context")
     p.show("lim_{B -> oo} I(B, c)", si_.intensity_limit)
-    p.equal("the limit is SymPy's limit of I as B -> oo",
-            sp.limit(si_.arithmetic_intensity.subs({S.context: sp.Symbol("c", positive=True),
-                                                    S.kv_bytes_per_token: sp.Symbol("k", positive=True)}),
-                     S.batch, sp.oo).subs({sp.Symbol("c", positive=True): S.context,
-                                           sp.Symbol("k", positive=True): S.kv_bytes_per_token}),
-            si_.intensity_limit)
+    p.say("A second route to the limit, without SymPy's limit: the gap between the limit L and I(B) from the "
+          "definition must be exactly L W / (W + k c B), which vanishes as B grows.")
+    gap = sp.simplify(si_.intensity_limit - si_.arithmetic_intensity)
+    p.equal("L - I(B) = L W / (W + k c B) (algebra on the definition of I)", gap,
+            si_.intensity_limit * S.weight_bytes / (S.weight_bytes + S.kv_bytes_per_token * S.context * S.batch))
+    big = 10**9
+    lim_fast = f.intensity_limit(context=CONTEXT, kv_bytes_per_token=Fraction(k), flops_per_token=Fraction(F2P),
+                                 attention_flops_per_token=0)
+    i_big = Fraction(big * F2P) / (W + k * CONTEXT * big)  # I(B) from the definition, B F / (W + k c B)
+    p.equal(f"fast path limit at c = {CONTEXT:,}: L - I(10^9) = L W / (W + k c 10^9) exactly", lim_fast - i_big,
+            lim_fast * W / (W + k * CONTEXT * big), value=f"L = {float(lim_fast):.3f} FLOP/byte")
     p.show("c* = solve(limit = I*, c)", si_.critical_context)
     ckw = dict(kv_bytes_per_token=k, flops_per_token=F2P, attention_flops_per_token=0, peak_flops=PEAK, bandwidth=BW)
     c_star = si_.critical_context.subs(symbols_for(ckw))

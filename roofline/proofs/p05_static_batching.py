@@ -37,6 +37,7 @@ import sys
 from collections.abc import Sequence
 from fractions import Fraction
 
+from ._audit import audit_run
 from ._proof import Proof, run_script, si
 
 NAME = "p05_static_batching"
@@ -57,8 +58,8 @@ def derive(p: Proof) -> None:
     B = len(REPLIES)
     p.title("p05 static batching: replies of 100, 200, 300 and 1,000 tokens in one batch of 4")
 
-    p.section("Useful share: useful row-steps / occupied row-steps")
-    p.show("static_useful_share", sb.static_useful_share)
+    p.section("Per-batch useful share: useful row-steps / occupied row-steps")
+    p.show("static_useful_share (definition: sum O useful of B x O_max occupied row-steps)", sb.static_useful_share)
     p.legend("length_sum", "batch", "length_max")
     kw = dict(batch=B, length_sum=sum(REPLIES), length_max=max(REPLIES))
     share = sb.static_useful_share.subs(symbols_for(kw))
@@ -72,16 +73,17 @@ def derive(p: Proof) -> None:
     p.section("The reference scheduler runs the batch (one step = one time unit)")
     unit_requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o) for i, o in enumerate(REPLIES)]
     unit = serve_static(unit_requests, UnitCostModel(), batch_size=B)
+    audit_run(p, "one step = one unit", unit, unit_requests, policy="static", batch_size=B)
     p.equal("steps = 1 prefill + 999 decode = 1,000 (the longest row)", unit.summary.steps, max(REPLIES))
-    p.equal("scheduler's useful share (useful rows / rows over its steps) = the formula", unit.summary.useful_share,
-            share)
+    p.equal("scheduler's long-run useful share (useful rows / occupied rows over its steps; one batch, so the "
+            "per-batch share) = the formula", unit.summary.useful_share, share)
     assert unit.steps is not None  # recorded (record_steps defaults to True)
     padded = sum(int(s.padded_rows) for s in unit.steps)
     p.equal("row-steps spent on finished rows = B max - sum O", padded, B * max(REPLIES) - sum(REPLIES),
             value=f"{padded:,} of {B * max(REPLIES):,}")
 
     p.section("Short answers wait, at ~5 ms per step")
-    p.show("static_handback_delay", sb.static_handback_delay)
+    p.show("static_handback_delay (definition: handed back after O_max steps, ready after O)", sb.static_handback_delay)
     p.legend("length_max", "step_time", "output_tokens")
     five = UnitCostModel(decode=STEP, prefill=STEP)
     timed = serve_static(unit_requests, five, batch_size=B)
@@ -96,7 +98,7 @@ def derive(p: Proof) -> None:
     p.equal("fast path = symbolic", f.static_handback_delay(output_tokens=100, length_max=1000, step_time=STEP), delay)
 
     p.section("New requests wait at the door")
-    p.show("static_join_wait", sb.static_join_wait)
+    p.show("static_join_wait (definition: the batch ends after O_max steps)", sb.static_join_wait)
     p.legend("length_max", "step_time", "arrival_time")
     late = [*unit_requests, Request(id=B, arrival_s=STEP, prompt_tokens=1, output_tokens=100)]
     with_late = serve_static(late, five, batch_size=B)
@@ -113,6 +115,7 @@ def derive(p: Proof) -> None:
     real = [Request(id=i, arrival_s=0, prompt_tokens=pr, output_tokens=o)
             for i, (pr, o) in enumerate(zip(PROMPTS, REPLIES, strict=True))]
     run = serve_static(real, cost, batch_size=B)
+    audit_run(p, "roofline steps", run, real, policy="static", batch_size=B, cost=cost)
     assert run.steps is not None
     prefill = run.steps[0]
     p.equal(f"prompts {', '.join(map(str, PROMPTS))} padded to {max(PROMPTS)}: B x max - sum padding tokens",
@@ -125,7 +128,7 @@ def derive(p: Proof) -> None:
     p.holds("with roofline steps (~4.8 ms) the 100-token answer is ready after ~0.5 s and handed back after ~5 s",
             Fraction(45, 100) < r100.finish_s < Fraction(55, 100) and 4 < r100.handed_back_s < 6,
             f"{si(r100.finish_s, 's')} and {si(r100.handed_back_s, 's')}")
-    p.equal("and the batch is still 40 % useful", run.summary.useful_share, share)
+    p.equal("and the batch's useful share is still 40 % (the scheduler's count)", run.summary.useful_share, share)
 
     p.conclude(f"{max(REPLIES):,} steps, {float(share) * 100:.0f} % useful (Q4: {float(q4a) * 100:.1f} %, "
                f"{float(q4b) * 100:.0f} %); at 5 ms/step the 100-token answer is ready at "

@@ -1,25 +1,38 @@
 """p06: the expected useful share of a static batch with iid random lengths, exactly.
 
+Topic ``useful_share``: ``roofline.symbolic.useful_share`` (derivations),
+``roofline.formulas.useful_share`` (fast paths), ``tests/test_useful_share.py``.
+
+Two shares, never one name for both (docs/conventions.md, "Useful share and slot occupancy"): the
+**per-batch useful share** of a static batch, sum O_i / (B max O_i), and its expectation
+over random lengths; the **long-run useful share** of a run, useful rows / occupied rows
+summed over all its steps, which over many batches tends to E[X] / E[max X]. (Slot
+occupancy, occupied rows / (max batch x steps), is a third quantity, not used here.)
+
 Claim
 -----
-For B output lengths drawn iid, the expected useful share E[sum X_i / (B max X_i)]
+For B output lengths drawn iid, the expected per-batch useful share E[sum X_i / (B max X_i)]
 equals E[X_1 / max] and, by conditioning on the max,
 
     E[X_1 / max] = 1/B + (B - 1) Integral(G(m) F(m)^(B-2) f(m) / m, m)     (continuous X).
 
 * Continuous uniform lengths of relative spread s (low = mu (1 - s), high = mu (1 + s)):
   (B + 1)/(2B) + (B - 1)/2 lerchphi(-2s/(1 - s), 1, B), derived by SymPy for symbolic B
-  (logarithms for each integer B), and (B + 1)/(2B) at s = 1.
+  (logarithms for each integer B), and (B + 1)/(2B) at s = 1; checked at B = 3 and 8
+  against a seeded Monte Carlo of 200,000 batches.
 * Discrete uniform lengths: a finite sum over order statistics, exact.
 * The Anyscale benchmark's capped (truncated) exponential: no closed form for symbolic
-  B; evaluated numerically (and said so).
+  B; evaluated numerically (and said so), by two integration routes. At the benchmark's
+  settings (caps 32, 128, 512, 1,536 with B = 16, 12, 8, 4) the expected per-batch useful
+  share is 0.513, 0.475, 0.409 and 0.510: about half of a static batch's row-steps make
+  a token, as in the lesson's own example (40 %).
 
 The lesson's approximation "mean / longest" (read as E[X] / E[max]) is
 (B + 1) / (B + 1 + s (B - 1)) for the uniform: equal to the exact share at s = 1 and
-within about 1 % of it at every spread and batch checked. It is also exactly the
-**long-run** share over many batches (useful / occupied row-steps pooled), while
-E[X / max] is the expected share of one batch. The share falls as the spread grows
-and as the batch grows, and tends to 1 as the spread vanishes.
+within 1 % of it at every spread and batch checked. It is the limit of the long-run
+useful share over many batches, while E[X / max] is the expected per-batch share.
+The expected per-batch share falls as the spread grows and as the batch grows, and
+tends to 1 as the spread vanishes.
 
 Assumptions
 -----------
@@ -41,6 +54,7 @@ enables 23x throughput in LLM inference" (2023) and its benchmark code
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import sys
@@ -51,12 +65,15 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from ._audit import audit_run
 from ._proof import Proof, run_script
 
 NAME = "p06_expected_useful_share"
 ANYSCALE = ((32, 16), (128, 12), (512, 8), (1536, 4))  # (cap, static batch size)
 SCALE = 128
 SEED, RUNS = 20230615, 300
+MC_BATCHES = 200_000  # Monte Carlo batches for the continuous uniform
+SIMPSON_PANELS = 20_000  # composite Simpson panels of the second route for the exponential
 
 
 def derive(p: Proof) -> None:
@@ -64,7 +81,7 @@ def derive(p: Proof) -> None:
     from .. import formulas as f
     from ..sim import Request, UnitCostModel, serve_static
     from ..symbolic import SYMBOLS, symbols_for
-    from ..symbolic import batching as sb
+    from ..symbolic import useful_share as sb
     from ..symbolic._symbols import S
 
     B, s = S.batch, S.spread
@@ -103,9 +120,22 @@ def derive(p: Proof) -> None:
                 sp.Rational(n + 1, 2 * n))
     for n, spread in ((3, sp.Rational(1, 2)), (8, sp.Rational(9, 10)), (16, sp.Rational(1, 10))):
         fast = f.expected_useful_share_uniform(batch=n, spread=Fraction(spread.p, spread.q))
-        exact = sp.re(sp.N(sb.expected_useful_share_uniform.subs({B: n, s: spread}), 30))
+        exact = _uniform_reference(n, spread)
         p.holds(f"fast path (series / recurrence) = SymPy's lerchphi at B = {n}, s = {spread}",
                 abs(fast - float(exact)) <= 1e-13 * float(exact), f"{fast:.15f} vs {float(exact):.15f}")
+    p.say(f"An independent route: {MC_BATCHES:,} batches of uniform lengths drawn with numpy (seed {SEED}), "
+          "the mean of sum X / (B max X). Tolerance: 4 standard errors of that mean (a false alarm about once "
+          "in 16,000 seeds); it is below 1/4 of 1 % of the share, so a formula 1 % off would sit more than "
+          "16 standard errors away and fail.")
+    mc_rng = np.random.default_rng(SEED)
+    for n, spread in ((3, Fraction(1, 2)), (8, Fraction(9, 10))):
+        draws = mc_rng.uniform(1 - float(spread), 1 + float(spread), size=(MC_BATCHES, n))
+        shares_mc = draws.sum(axis=1) / (n * draws.max(axis=1))
+        mc_mean, mc_tol = float(shares_mc.mean()), 4 * float(shares_mc.std(ddof=1)) / math.sqrt(MC_BATCHES)
+        fast = float(f.expected_useful_share_uniform(batch=n, spread=spread))
+        p.holds(f"B = {n}, s = {spread}: Monte Carlo within 4 SE of the formula, and 4 SE < 1/4 of 1 %",
+                abs(mc_mean - fast) <= mc_tol < fast / 400,
+                f"{mc_mean:.5f} vs {fast:.5f}, 4 SE = {mc_tol:.1e} ({mc_tol / fast * 100:.3f} %)")
 
     p.section("The lesson's mean / longest")
     p.show("E[max] of B uniform on [low, high]", sb.expected_longest_uniform_interval)
@@ -125,7 +155,10 @@ def derive(p: Proof) -> None:
         rows.append(row)
     p.say("exact E[X/max] / approximation E[X]/E[max], by batch (rows) and spread (columns):")
     p.table(["B", *(f"s={float(v):g}" for v in spreads)], rows)
-    p.within("the approximation is within 1.5 % of the exact share on this grid", worst, 0, 0.015)
+    p.within("the approximation is within 1 % of the exact share on this grid", worst, 0, Fraction(1, 100))
+    p.equal("fast path approx_useful_share_uniform = symbolic at B = 4, s = 1/2: 10/13",
+            f.approx_useful_share_uniform(batch=4, spread=Fraction(1, 2)),
+            sb.approx_useful_share_uniform.subs({B: 4, s: sp.Rational(1, 2)}))
 
     p.section("Falls with the spread and with the batch; -> 1 as the spread vanishes")
     grid_s = [Fraction(i, 40) for i in range(1, 41)]
@@ -153,24 +186,27 @@ def derive(p: Proof) -> None:
     p.section("Monte Carlo over the reference scheduler (discrete uniform, B = 8, lengths 1..200)")
     rng = np.random.default_rng(SEED)
     per_batch, useful, occupied = [], [], []
-    for _ in range(RUNS):
+    for run_index in range(RUNS):
         lengths = rng.integers(1, 201, size=8)
         requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=int(o)) for i, o in enumerate(lengths)]
-        summary = serve_static(requests, UnitCostModel(), batch_size=8, record_steps=False).summary
+        result = serve_static(requests, UnitCostModel(), batch_size=8, record_steps=run_index == 0)
+        if run_index == 0:
+            audit_run(p, "the first batch", result, requests, policy="static", batch_size=8)
+        summary = result.summary
         per_batch.append(float(summary.useful_share))
         useful.append(int(lengths.sum()))
         occupied.append(8 * int(lengths.max()))
     exact_d = float(f.expected_useful_share_discrete_uniform(batch=8, min_length=1, length_range=199))
     mean = float(np.mean(per_batch))
     se = float(np.std(per_batch, ddof=1)) / math.sqrt(RUNS)
-    p.holds(f"mean of {RUNS} scheduler shares within 4 standard errors of E[X/max] (seed {SEED})",
+    p.holds(f"mean of {RUNS} per-batch shares of the scheduler within 4 standard errors of E[X/max] (seed {SEED})",
             abs(mean - exact_d) <= 4 * se, f"{mean:.4f} vs {exact_d:.4f}, SE {se:.4f}")
     u, o = np.array(useful, float), np.array(occupied, float)
     pooled = u.sum() / o.sum()
     e_max = sum(Fraction(m**8 - (m - 1) ** 8, 200**8) * m for m in range(1, 201))
     ratio_of_means = float(Fraction(201, 2) / e_max)
     se_pooled = float(np.std(u - pooled * o, ddof=1) / math.sqrt(RUNS) / o.mean())
-    p.holds("pooled share (all useful / all occupied) within 4 SE of E[X] / E[max], the long-run share",
+    p.holds("long-run useful share (all useful / all occupied row-steps) within 4 SE of E[X] / E[max]",
             abs(pooled - ratio_of_means) <= 4 * se_pooled, f"{pooled:.4f} vs {ratio_of_means:.4f}, SE {se_pooled:.4f}")
 
     p.section("The Anyscale benchmark's capped exponential (mean 128, truncated at the cap)")
@@ -182,28 +218,71 @@ def derive(p: Proof) -> None:
     p.legend("batch", "scale", "cap")
     p.say("SymPy integrates F and G in closed form but not the outer integral for symbolic B, so it stays an "
           "Integral and is evaluated numerically (mpmath at 20 digits); the fast path uses Gauss-Legendre "
-          "quadrature between quantiles of the max.")
+          "quadrature between quantiles of the max, in m / scale. A second route, independent of both: "
+          f"substitute u = F(m) (so du = f(m) dm, m = -scale log(1 - u z), z = 1 - exp(-cap / scale)) and "
+          f"integrate (B - 1) u^(B-2) G(m(u)) / m(u) over u in [0, 1] by composite Simpson ({SIMPSON_PANELS:,} "
+          "panels, numpy), with G(m) = (scale - (m + scale) exp(-m / scale)) / z written out by hand.")
     rows = []  # the Anyscale table
     for cap, n in ANYSCALE:
         fast = f.expected_useful_share_exponential(batch=n, scale=SCALE, cap=cap)
-        ref = float(sp.N(sb.expected_useful_share_exponential.subs(symbols_for(dict(batch=n, scale=SCALE, cap=cap))),
-                         20))
+        ref = _exponential_reference(n, SCALE, cap)
         p.holds(f"cap {cap}, B = {n}: fast path = SymPy's numerical integral to 1e-12", abs(fast - ref) <= 1e-12,
                 f"{fast:.12f}")
+        second = _exponential_share_in_u(n, SCALE, cap)
+        p.holds(f"cap {cap}, B = {n}: fast path = the second route (u = F(m), Simpson) to 1e-6 (1 % would be 4e-3)",
+                abs(fast - second) <= 1e-6, f"{second:.12f}, difference {abs(fast - second):.1e}")
         mean_x, e_max_x = _truncated_exponential_moments(n, SCALE, cap)
         rows.append([cap, n, f"{mean_x:.1f}", f"{e_max_x:.1f}", f"{fast:.4f}", f"{mean_x / e_max_x:.4f}"])
+    p.say("E[X/max] is the expected per-batch useful share; E[X]/E[max] the limit of the long-run useful share "
+          "over many batches:")
     p.table(["cap", "B", "E[X]", "E[max]", "E[X/max]", "E[X]/E[max]"], rows)
     shares = [float(r[4]) for r in rows]
-    p.holds("at the benchmark's settings only 40 % to 52 % of a static batch does useful work",
-            all(0.40 < v < 0.52 for v in shares), ", ".join(f"{v:.3f}" for v in shares))
+    p.say("At the benchmark's settings the expected per-batch useful share is "
+          f"{', '.join(f'{v:.3f}' for v in shares)} (caps 32 to 1,536): about half of a static batch's row-steps "
+          "make a token, as in the lesson's own example (40 %).")
 
     p.conclude(f"uniform: B = 4 -> {float(f.expected_useful_share_uniform(batch=4, spread=Fraction(1, 2))):.3f} at "
                f"s = 0.5, 5/8 at s = 1; mean/longest within {worst * 100:.1f} %; falls with s and B, -> 1 as s -> 0; "
-               f"Anyscale caps: {', '.join(f'{v:.3f}' for v in shares)}; scheduler Monte Carlo agrees")
+               f"Anyscale caps, expected per-batch share: {', '.join(f'{v:.3f}' for v in shares)}; "
+               f"Monte Carlo and the scheduler agree")
 
 
+def _exponential_share_in_u(batch: int, scale: int, cap: int) -> float:
+    """E[X_1 / max] for the truncated exponential by the route u = F(m), composite Simpson in numpy."""
+    z = -math.expm1(-cap / scale)
+    u = np.linspace(0.0, 1.0, 2 * SIMPSON_PANELS + 1)
+    m = -scale * np.log1p(-u * z)
+    safe = np.where(m > 0, m, 1.0)
+    g_over_m = (scale + -(safe + scale) * np.exp(-safe / scale)) / z / safe  # G(m) / m
+    g_over_m[0] = 0.0  # G(m) / m -> 0 as m -> 0
+    values = (batch - 1) * u ** (batch - 2) * g_over_m
+    h = u[1] - u[0]
+    simpson = h / 3 * (values[0] + values[-1] + 4 * values[1:-1:2].sum() + 2 * values[2:-1:2].sum())
+    return 1 / batch + float(simpson)
+
+
+@functools.cache
+def _uniform_reference(batch: int, spread: sp.Rational) -> float:
+    """SymPy's lerchphi form at 30 digits (cached: it takes seconds and uses no fast path)."""
+    from ..symbolic import useful_share as sb
+    from ..symbolic._symbols import S
+
+    return float(sp.re(sp.N(sb.expected_useful_share_uniform.subs({S.batch: batch, S.spread: spread}), 30)))
+
+
+@functools.cache
+def _exponential_reference(batch: int, scale: int, cap: int) -> float:
+    """SymPy's Integral evaluated by mpmath at 20 digits (cached: it takes seconds and uses no fast path)."""
+    from ..symbolic import symbols_for
+    from ..symbolic import useful_share as sb
+
+    return float(sp.N(sb.expected_useful_share_exponential.subs(symbols_for(dict(batch=batch, scale=scale, cap=cap))),
+                      20))
+
+
+@functools.cache
 def _truncated_exponential_moments(batch: int, scale: int, cap: int) -> tuple[float, float]:
-    """E[X] and E[max of B] for the exponential of mean ``scale`` truncated at ``cap`` (SymPy, numerically)."""
+    """E[X] and E[max of B] for the exponential of mean ``scale`` truncated at ``cap`` (SymPy, numerically; cached)."""
     x = sp.Symbol("x", positive=True)
     z = 1 - sp.exp(-sp.Rational(cap, scale))
     cdf = (1 - sp.exp(-x / scale)) / z

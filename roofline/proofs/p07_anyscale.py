@@ -31,7 +31,8 @@ Assumptions
   overhead, datasheet bandwidth and dense peak; prefill of the padded prompts is one step.
 * Lengths: the benchmark's ``capped_exponential`` sampler, round(X) with X exponential of
   mean 128, kept if <= cap (integers 0..cap); a length of 0 is served as 1 token (the
-  scheduler's minimum; probability 0.4 %). Expectations are exact sums over this
+  scheduler's minimum; probability (1 - e^(-1/256)) / (1 - e^(-(cap + 1/2)/128)), computed
+  for each cap: 1.74 %, 0.62 %, 0.40 %, 0.39 % at caps 32, 128, 512, 1,536). Expectations are exact sums over this
   integer distribution; the simulations draw 1,000 such lengths with a fixed seed.
 * Requests: ceil(1,000 / B) x B of them (the benchmark's config), all present at t = 0.
 * Continuous batching: the reference scheduler, KV pool = 39.5 GiB usable x 0.9 -
@@ -59,6 +60,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ._audit import audit_run
 from ._proof import Proof, run_script, si
 
 NAME = "p07_anyscale"
@@ -68,16 +70,22 @@ PUBLISHED_NAIVE, PUBLISHED_RATIO, PUBLISHED_VLLM = 81, 8, 23
 SEED = 2023
 
 
-def length_distribution(cap: int, scale: int = SCALE) -> tuple[np.ndarray, np.ndarray]:
-    """Integer lengths 1..cap and their probabilities under the benchmark's capped_exponential sampler.
+def sampled_distribution(cap: int, scale: int = SCALE) -> tuple[np.ndarray, np.ndarray]:
+    """Integer lengths 0..cap and their probabilities under the benchmark's capped_exponential sampler.
 
     round(X) = n for X in [n - 1/2, n + 1/2) (n >= 1) and 0 for X < 1/2, X exponential of mean
-    ``scale``, kept if <= cap; the mass at 0 is moved to 1 (served as one token).
+    ``scale``, kept if <= cap.
     """
     n = np.arange(0, cap + 1)
     low = np.maximum(n - 0.5, 0)
     weights = np.exp(-low / scale) - np.exp(-(n + 0.5) / scale)
-    probs = weights / weights.sum()
+    return n, weights / weights.sum()
+
+
+def length_distribution(cap: int, scale: int = SCALE) -> tuple[np.ndarray, np.ndarray]:
+    """Integer lengths 1..cap and their probabilities as served: the sampler's mass at 0 is moved to 1."""
+    n, probs = sampled_distribution(cap, scale)
+    probs = probs.copy()
     probs[1] += probs[0]
     return n[1:], probs[1:]
 
@@ -113,10 +121,27 @@ def derive(p: Proof) -> None:
     budget = kv_budget_for(model, gpu)
     pool = KVPool.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=16)
     assert pool.capacity_tokens is not None
-    p.equal("KV budget = 39.5 GiB x 0.9 - weight bytes", budget,
+    p.equal("KV budget, upper bound (reserve 0) = 39.5 GiB x 0.9 - weight bytes", budget,
             Fraction(gpu.usable_memory) * Fraction(9, 10) - model.weight_bytes,
             value=f"{si(budget, 'B')} = {pool.capacity_blocks} blocks of 16 = {pool.capacity_tokens:,} tokens, "
                   f"about {pool.capacity_tokens // (PROMPT + SCALE)} requests of {PROMPT} + {SCALE} tokens")
+    p.say("No engine log for OPT-13B on an A100 40GB is at hand, so no reserve for activations and the runtime "
+          "is subtracted: this pool (reserve 0) is an upper bound on what vLLM would leave.")
+    p.equal("the pool holds floor(budget / (16 k)) blocks", pool.capacity_blocks,
+            math.floor(budget / (16 * model.kv_bytes_per_token)))
+
+    p.section("Zero-length outputs, per cap")
+    p.say("The sampler rounds X and keeps it if <= cap, so a length of 0 (X < 1/2) is drawn with probability "
+          "(1 - e^(-1/256)) / (1 - e^(-(cap + 1/2)/128)); the scheduler serves it as 1 token.")
+    zero_rows = []
+    for cap, _ in SETTINGS:
+        lengths0, probs0 = sampled_distribution(cap)
+        closed = -math.expm1(-0.5 / SCALE) / -math.expm1(-(cap + 0.5) / SCALE)
+        p.holds(f"cap {cap}: P(length 0) from the sampler's distribution = the closed form",
+                lengths0[0] == 0 and math.isclose(float(probs0[0]), closed, rel_tol=1e-12),
+                f"{closed * 100:.2f} %")
+        zero_rows.append([cap, f"{closed * 100:.2f} %", f"{closed * math.ceil(TARGET / _) * _:.1f}"])
+    p.table(["cap", "P(length 0)", "expected zero-length requests in the run"], zero_rows)
 
     rng = np.random.default_rng(SEED)
     rows = []
@@ -138,9 +163,14 @@ def derive(p: Proof) -> None:
 
         drawn = sample_lengths(cap, count, rng)
         requests = [Request(id=i, arrival_s=0, prompt_tokens=PROMPT, output_tokens=o) for i, o in enumerate(drawn)]
-        sim_static = serve_static(requests, cost, batch_size=batch, record_steps=False)
+        audit = cap == SETTINGS[0][0]  # audit the step records of the first cap's runs (the cheapest)
+        sim_static = serve_static(requests, cost, batch_size=batch, record_steps=audit)
+        if audit:
+            audit_run(p, f"cap {cap}, static", sim_static, requests, policy="static", batch_size=batch, cost=cost)
         by_formula = sum(batch_time[max(drawn[i:i + batch]) - 1] for i in range(0, count, batch))
-        sim_cont = serve_continuous(requests, cost, kv_pool=pool, record_steps=False)
+        sim_cont = serve_continuous(requests, cost, kv_pool=pool, record_steps=audit)
+        if audit:
+            audit_run(p, f"cap {cap}, continuous", sim_cont, requests, policy="continuous", cost=cost)
         cont = float(sim_cont.summary.output_tokens_per_s)
         cont_counted = float((count * PROMPT + sim_cont.summary.output_tokens) / sim_cont.summary.makespan_s)
         results.append(dict(cap=cap, batch=batch, count=count, static_a=static_a, static_b=static_b, time_b=time_b,

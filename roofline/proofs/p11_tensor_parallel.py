@@ -152,6 +152,11 @@ def derive(p: Proof) -> None:
             value=si(lat, "s"))
     p.equal("bandwidth term 2 L x 2 (T - 1) / T x B h e / beta (fast path = symbolic)", bw,
             sp_.decode_allreduce_bandwidth_time.subs(symbols_for(kw)), value=si(bw, "s"))
+    message = f.allreduce_bytes(batch=1, hidden_size=HIDDEN, activation_bytes=BF16)
+    one_ring = f.ring_allreduce_time(message_bytes=message, tensor_parallel_size=T_GPUS, link_bandwidth=beta,
+                                     link_latency=alpha)
+    p.equal("the two terms are 2 L all-reduces of one ring each: 2 L x t_ring(B h e) (fast path ring_allreduce_time)",
+            lat + bw, 2 * LAYERS * one_ring, value=f"160 x {si(one_ring, 's')}")
     p.holds("at B = 1 the latency term exceeds the bandwidth term", lat > bw,
             f"{si(lat, 's')} > {si(bw, 's')}, x{float(lat / bw):.1f}")
     step = dict(batch=1, context_sum=CONTEXT, weight_bytes=w_gpu, kv_bytes_per_token=k_gpu, flops_per_token=f_gpu,
@@ -164,6 +169,8 @@ def derive(p: Proof) -> None:
             sp_.step_time_tp.subs(symbols_for(dict(step, **kw))), value=si(t_tp, "s"))
     p.equal("memory-bound at B = 1: step = W_gpu + k_gpu c over BW, plus the all-reduces", t_tp, mem + lat + bw,
             value=f"{si(mem, 's')} + {si(lat + bw, 's')}")
+    p.equal("fast path throughput_tp = B / step time", f.throughput_tp(**step, **{k: v for k, v in kw.items()
+                                                                                  if k != "batch"}), 1 / t_tp)
     p.within("the all-reduces add about a quarter to one GPU's memory time", (lat + bw) / mem, Fraction(1, 5),
              Fraction(3, 10))
     whole_w, whole_k = total * BF16, 2 * LAYERS * KV_HEADS * HEAD_DIM * BF16
@@ -171,6 +178,13 @@ def derive(p: Proof) -> None:
                           flops_per_token=2 * (whole["projections"] + VOCAB * HIDDEN),
                           attention_flops_per_token=4 * LAYERS * HEADS * HEAD_DIM,
                           bandwidth=Fraction(gpu.bandwidth), peak_flops=Fraction(gpu.peak_flops), overhead=0)
+    p.equal("one GPU holding it all is memory-bound at B = 1: its step = (W + k c) / BW", one_gpu,
+            Fraction(whole_w + whole_k * CONTEXT) / Fraction(gpu.bandwidth), value=si(one_gpu, "s"))
+    comp_gpu = f.compute_time(batch=1, context_sum=CONTEXT, flops_per_token=f_gpu, attention_flops_per_token=a_gpu,
+                              peak_flops=Fraction(gpu.peak_flops))
+    p.equal("compute time per GPU at B = 1 = (F_gpu + a_gpu c) / peak (fast path compute_time)", comp_gpu,
+            Fraction(f_gpu + a_gpu * CONTEXT) / Fraction(gpu.peak_flops), value=si(comp_gpu, "s"))
+    p.holds("below the memory time, so the step is memory-bound as used above", comp_gpu < mem)
     p.holds("never below the whole model's roofline / T", t_tp >= one_gpu / T_GPUS,
             f"{si(t_tp, 's')} >= {si(one_gpu, 's')} / {T_GPUS} = {si(one_gpu / T_GPUS, 's')}")
     p.say(f"Against one (imaginary) GPU holding all {si(whole_w, 'B')}: {si(one_gpu, 's')} per step, so 8 GPUs "

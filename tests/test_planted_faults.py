@@ -1,0 +1,58 @@
+"""Planted faults: every formula a proof uses is perturbed in turn, and some check of that proof must fail.
+
+Which proof uses which registered formula is derived, not listed: the session's single
+unperturbed run of each proof (the ``proof_runs`` fixture in tests/conftest.py) records
+every registry entry called while it runs, directly or through the reference scheduler
+and the estimate API. Each planted fault scales one fast path's result by 1 + 1/1000 (an
+integer result gets + 1), wherever the package looks the fast path up; the proof is run
+once per fault with its output captured. A fault counts as caught only when a check of
+the proof fails (a crash does not count). The score must be 100 %.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import roofline.formulas as f
+
+
+def test_the_harness_plants_the_fault_where_the_package_looks_it_up(proof_runs):
+    """Inside the harness a planted fault changes the result of f.<name>, its .unchecked and REGISTRY[name].fast."""
+    harness = proof_runs.harness
+    kw = dict(batch=4, length_sum=1600, length_max=1000)
+    with harness.installed():
+        harness.fault = "static_useful_share"
+        faulty = Fraction(2, 5) * (1 + Fraction(1, 1000))
+        assert f.static_useful_share(**kw) == faulty
+        assert f.static_useful_share.unchecked(**kw) == faulty
+        assert f.REGISTRY["static_useful_share"].fast(**kw) == faulty
+        harness.fault = "blocks_per_sequence"
+        assert f.blocks_per_sequence(context=1000, block_size=16) == 64
+        harness.fault = None
+    assert f.static_useful_share(**kw) == Fraction(2, 5)
+    assert f.REGISTRY["static_useful_share"].fast is f.static_useful_share
+
+
+def test_every_proof_uses_registered_formulas(proof_runs):
+    """Each proof calls at least one registered formula (recorded, not listed), and every proof passes unperturbed."""
+    for name, used in proof_runs.uses.items():
+        assert used, f"{name} calls no registered formula"
+        assert proof_runs.verdicts[name].passed, proof_runs.verdicts[name].line()
+
+
+def test_every_planted_fault_is_caught_by_a_check(proof_runs, capsys):
+    """Score = caught / planted over every (proof, formula it uses) pair; it must be 100 %."""
+    harness = proof_runs.harness
+    planted, missed = 0, []
+    with harness.installed():
+        for name in harness.names:
+            for formula in sorted(proof_runs.uses[name]):
+                verdict, _ = harness.run(name, fault=formula)
+                planted += 1
+                checks = [x for x in verdict.failures if not x.startswith("error:")]
+                if not checks:
+                    missed.append(f"{name} / {formula}: {verdict.failures or 'all checks passed'}")
+    caught = planted - len(missed)
+    with capsys.disabled():
+        print(f"\nplanted faults: {caught} of {planted} caught ({100 * caught / planted:.1f} %)")
+    assert not missed, f"{caught} of {planted} planted faults caught; missed:\n" + "\n".join(missed)
