@@ -111,13 +111,23 @@ def derive(p: Proof) -> None:
                   flops_per_token=F, attention_flops_per_token=0, peak_flops=PEAK, bandwidth=BW)
         p.section(f"{name}: E = {m.num_experts}, k = {m.num_experts_per_tok}, "
                   f"{m.parameters / 1e9:.2f} B total, {m.active_parameters / 1e9:.2f} B active")
-        p.holds(f"B* = {b_star}: compute-bound there", f.moe_compute_margin(batch=b_star, **kw) >= 0)
+        crit = criticality(m, gpu, context=0)
+        p.equal("the ridge point is peak / bandwidth", crit.ridge_point, ridge, value=f"{float(ridge):.1f} FLOP/byte")
+        c_star = Fraction(F) / (ridge * m.kv_bytes_per_token - m.attention_flops_per_token)
+        p.equal("c* = F / (ridge x k - a), as for a dense model (experts touched tend to E)", crit.critical_context,
+                c_star, value=f"{float(c_star):.0f} tokens")
+        margin = f.moe_compute_margin(batch=b_star, **kw)
+        p.equal("the compute margin at B* = its SymPy form", margin,
+                sm.moe_compute_margin.subs(symbols_for({**kw, "batch": b_star})))
+        p.holds(f"B* = {b_star}: compute-bound there", margin >= 0)
         p.holds(f"and memory-bound at {b_star - 1}", f.moe_compute_margin(batch=b_star - 1, **kw) < 0)
         touched = f.experts_touched(num_experts=m.num_experts, experts_per_token=m.num_experts_per_tok, batch=b_star)
         p.holds(f"at B* the tokens touch {float(touched):.6f} of {m.num_experts} experts (all but 1e-6 of them)",
                 m.num_experts - touched < Fraction(1, 10**6))
         p.holds(f"so B* is within 1 of ceil(ridge x all weights / F) = {full}", abs(b_star - full) <= 1)
-        p.holds(f"the dense model of the same active size: B* = {dense}", 280 <= dense <= 340)
+        p.equal(f"the dense model of the same active size: B* = {dense} = ceil(ridge x W_active / F)", dense,
+                -(-(ridge * dense_w) // F))
+        p.holds("about 300, as for any dense model (W ~ F bytes per FLOP)", 280 <= dense <= 340)
         rows.append((name, m.num_experts, m.num_experts_per_tok, f"{m.parameters / m.active_parameters:.2f}",
                      dense, b_star, f"{b_star / dense:.2f}"))
 
