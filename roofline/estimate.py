@@ -103,7 +103,11 @@ class DecodeStep:
     memory_time [s], compute_time [s], step_time [s] (roofline max + overhead),
     step_time_no_overlap [s], throughput [tokens/s], math_busy_share [1],
     bandwidth_share [1], intensity [FLOP/byte], bound ("memory" or "compute"),
-    flops_convention ("exact" or "lesson").
+    flops_convention ("exact" or "lesson"),
+    time_kind ("bound", or "estimate: " and the profile's name when the times are an
+    engine profile's estimate: memory and compute time at eta_bw x bandwidth and
+    eta_mm x peak, step time with t_step + L t_layer added; docs/conventions.md,
+    "Bound and estimate").
     """
 
     batch: Any
@@ -120,6 +124,15 @@ class DecodeStep:
     intensity: Any
     bound: str
     flops_convention: str
+    time_kind: str = "bound"
+
+
+def _profile(estimate: Any) -> Any:
+    """``estimate`` if it is an engine profile (it has ``constants``, ``overhead``, ``scaled`` and ``name``)."""
+    if not all(hasattr(estimate, a) for a in ("constants", "overhead", "scaled", "name")):
+        raise InvalidValueError("estimate", estimate, "expected an engine profile: "
+                                "roofline.calibrate.get_engine_profile('vllm') (keys: roofline validate)")
+    return estimate
 
 
 def decode_step(
@@ -131,8 +144,9 @@ def decode_step(
     flops: str = "exact",
     overhead: Any = 0,
     kv_reads: bool = True,
+    estimate: Any = None,
 ) -> DecodeStep:
-    """Cost of one decode step of ``batch`` sequences, each at ``context`` tokens.
+    """Cost of one decode step of ``batch`` sequences, each at ``context`` tokens: the bound, or an estimate.
 
     Parameters
     ----------
@@ -145,16 +159,22 @@ def decode_step(
     overhead : [s] >= 0, fixed per-step overhead
     kv_reads : bool
         False drops the KV bytes (and attention FLOPs): the weights-only picture.
+    estimate : EngineProfile or None
+        None (default): the roofline bound. An engine profile
+        (:func:`roofline.calibrate.get_engine_profile`, e.g. ``get_engine_profile("vllm")``):
+        that profile's estimate, :func:`roofline.formulas.estimated_step_time` (``overhead``
+        is added to its t_step).
 
     Returns
     -------
-    DecodeStep (scalars; exact Fractions for the presets).
+    DecodeStep (scalars; exact Fractions for the presets); ``time_kind`` says bound or estimate.
 
     Raises
     ------
     InvalidValueError
         A batch that is not an integer >= 1, a context that is not an integer >= 0, a
-        negative overhead, an unknown convention, or a model/accelerator of the wrong type.
+        negative overhead, an unknown convention, a model/accelerator of the wrong type,
+        or an ``estimate`` that is not an engine profile.
 
     Examples
     --------
@@ -162,6 +182,11 @@ def decode_step(
     >>> s = decode_step(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), batch=1, context=0)
     >>> round(float(s.step_time) * 1e3, 2), s.bound
     (4.79, 'memory')
+    >>> from roofline.calibrate import get_engine_profile
+    >>> vllm = get_engine_profile("vllm")
+    >>> e = decode_step(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), batch=1, context=0, estimate=vllm)
+    >>> round(float(e.step_time) * 1e3, 2), e.time_kind
+    (8.34, 'estimate: vLLM with CUDA graphs')
     """
     _check_parts(model, accelerator)
     _check_scalar("batch", batch, minimum=1)
@@ -171,6 +196,15 @@ def decode_step(
     terms = _model_terms(model, flops, batch, context)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
+    time_kind = "bound"
+    if estimate is not None:
+        profile = _profile(estimate)
+        time_kind = f"estimate: {profile.name}"
+        f.estimated_step_time(  # checks the constants and the arguments, naming a bad one
+            **terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
+            num_hidden_layers=model.num_hidden_layers, **profile.constants())
+        overhead = Fraction(overhead) + profile.overhead(model.num_hidden_layers)
+        accelerator = profile.scaled(accelerator)
     kw = dict(terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
               overhead=overhead)
     step = f.step_time(**kw)
@@ -207,6 +241,7 @@ def decode_step(
         ),
         bound="compute" if comp >= mem else "memory",
         flops_convention=flops,
+        time_kind=time_kind,
     )
 
 

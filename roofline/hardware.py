@@ -52,8 +52,8 @@ __all__ = [
 #: "Tensor parallelism"); such a group is refused by name, never priced as PCIe.
 MAX_PCIE_GROUP = 8
 
-SourceKind = Literal["datasheet", "measured", "derived"]
-_KINDS = ("datasheet", "measured", "derived")
+SourceKind = Literal["datasheet", "measured", "derived", "published", "fitted"]
+_KINDS = ("datasheet", "measured", "derived", "published", "fitted")
 
 
 def _check_kind(instance: object, attribute: attrs.Attribute, value: str) -> None:
@@ -72,7 +72,10 @@ class Source:
 
     Parameters
     ----------
-    kind : {"datasheet", "measured", "derived"}
+    kind : {"datasheet", "measured", "derived", "published", "fitted"}
+        ``"published"``: a figure quoted from a public source other than a datasheet (the
+        quote in ``citation``); ``"fitted"``: fitted on named calibration rows (named in
+        ``citation``, the method in ``conditions``), docs/conventions.md "Bound and estimate".
     citation : str
         Document and table or section (or, for a measurement, the tool and file).
     date : str

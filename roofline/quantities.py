@@ -148,6 +148,15 @@ _TABLE = (
              "half the bidirectional figure vendors print (NVLink, Infinity Fabric, PCIe)"),
     Quantity("link_latency", "alpha", "s", "latency of one ring step of an all-reduce (small message)",
              "nonnegative"),
+    # the estimate (docs/conventions.md, "Bound and estimate")
+    Quantity("eta_bw", "eta_bw", "1", "achieved share of the datasheet HBM bandwidth (an engine profile's constant)",
+             "share", "1 in the bound; measured, published or fitted on named calibration rows in an estimate"),
+    Quantity("eta_mm", "eta_mm", "1", "achieved share of the dense matmul peak (an engine profile's constant)",
+             "share", "1 in the bound; measured or published in an estimate"),
+    Quantity("t_step", "t_step", "s", "fixed time per step outside the roofline (CPU, scheduling, sampling)",
+             "nonnegative", "0 in the bound"),
+    Quantity("t_layer", "t_layer", "s", "fixed time per layer per step (kernel launches, small kernels)",
+             "nonnegative", "0 in the bound"),
 )
 
 #: name -> Quantity, for every argument of every registered formula.

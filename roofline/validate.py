@@ -15,9 +15,11 @@ from .calibrate.compare import (
     Row,
     calibration_measurements,
     default_measurements,
+    estimate_step,
     predict,
     validate,
 )
+from .calibrate.fit import EngineProfile, engine_profiles, get_engine_profile, validate_with_estimates
 from .calibrate.published import (
     PUBLISHED_KIND,
     PendingPoint,
@@ -40,5 +42,10 @@ __all__ = [
     "calibration_measurements",
     "default_measurements",
     "predict",
+    "estimate_step",
     "validate",
+    "EngineProfile",
+    "engine_profiles",
+    "get_engine_profile",
+    "validate_with_estimates",
 ]

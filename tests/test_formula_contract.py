@@ -64,3 +64,9 @@ def test_every_formula_declares_the_range_of_its_result() -> None:
         n for n, spec in f.REGISTRY.items() if spec.topic not in ("step_time", "intensity", "kv_cache", "batching",
                                                                    "useful_share")
     }
+
+
+def test_a_relation_between_arguments_is_checked_on_exact_integers():
+    """An int8 array that would wrap in the relation's product (128 x 0 in int8) is checked exactly, not overflowed."""
+    out = f.static_join_wait(arrival_time=0, length_max=128, step_time=np.array([0], dtype=np.int8))
+    assert out.tolist() == [0]

@@ -10,8 +10,10 @@ One module per job:
 * :mod:`~roofline.calibrate.schema`: the calibration file (read, check, write), the
   measured :class:`roofline.Accelerator`, and the :class:`Measurement` row type;
 * :mod:`~roofline.calibrate.published`: the published points, quoted from their sources;
-* :mod:`~roofline.calibrate.compare`: predictions with spec and measured constants,
-  their errors and medians (:func:`validate`).
+* :mod:`~roofline.calibrate.compare`: predictions with spec and measured constants (the
+  bound) and an engine profile's estimate, their errors and medians (:func:`validate`);
+* :mod:`~roofline.calibrate.fit`: the engine profiles of the estimate, fitted on the
+  calibration subset only (:func:`get_engine_profile`, :func:`validate_with_estimates`).
 
 The text of both commands is laid out in :mod:`roofline.commands.calibrate` and
 :mod:`roofline.commands.validate`.
@@ -95,9 +97,26 @@ Examples
 from __future__ import annotations
 
 from ..errors import MeasurementFileError
-from .compare import LEFT_OUT, Report, Row, calibration_measurements, default_measurements, predict, validate
+from .compare import (
+    LEFT_OUT,
+    Report,
+    Row,
+    calibration_measurements,
+    default_measurements,
+    estimate_step,
+    predict,
+    validate,
+)
 from .decode_step import decode_attention, measure_decode
 from .device import import_torch, preset_for_device, resolve_device, spread
+from .fit import (
+    EngineProfile,
+    engine_profiles,
+    fit_profile,
+    fit_profiles,
+    get_engine_profile,
+    validate_with_estimates,
+)
 from .microbench import measure_bandwidth, measure_matmul
 from .plan import TINY_MODEL, CalibrationPlan
 from .published import PUBLISHED_KIND, PendingPoint, load_published, pending_published, published_path
@@ -153,5 +172,12 @@ __all__ = [
     "calibration_measurements",
     "default_measurements",
     "predict",
+    "estimate_step",
     "validate",
+    "EngineProfile",
+    "engine_profiles",
+    "fit_profile",
+    "fit_profiles",
+    "get_engine_profile",
+    "validate_with_estimates",
 ]

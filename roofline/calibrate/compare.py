@@ -11,8 +11,13 @@ max((W + k S) / bandwidth, (B F + a S) / peak) with overhead 0, computed twice:
   (achieved values published for that part, each with its Source), or the
   bandwidth and matmul peak of the calibration file itself.
 
-Constants are never fitted per row or to the rows. The relative error of a row is
-(predicted - measured) / measured; the summary is the median of its absolute value.
+These two are the **bound** (docs/conventions.md, "Bound and estimate"): their constants
+are never fitted. Beside them, a published row of an engine profile gets the **estimate**
+of that profile (:mod:`roofline.calibrate.fit`): the same bytes and FLOPs with constants
+eta_bw, eta_mm, t_step, t_layer fitted on the profile's calibration rows only, never on a
+row of the validation subset. The relative error of a row is (predicted - measured) /
+measured; the summaries are the median and maximum of its absolute value, per subset
+(calibration, validation) of the file's fixed split.
 
 What the model leaves out (so predictions fall below measurements): see
 :data:`LEFT_OUT`, printed with every table.
@@ -27,7 +32,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +46,21 @@ from .schema import Calibration, Measurement, calibration_files, load_calibratio
 
 __all__ = [
     "LEFT_OUT",
+    "TARGETS",
     "Row",
     "Report",
     "calibration_measurements",
     "default_measurements",
     "predict",
+    "estimate_step",
     "validate",
 ]
 
 #: What the roofline step time leaves out; every table prints it.
 LEFT_OUT: tuple[str, ...] = (
     "CPU overhead per step (Python, the serving engine's scheduler, sampling, "
-    "detokenization, HTTP streaming): the overhead term is 0 in every prediction and is never fitted.",
+    "detokenization, HTTP streaming): the bound's overhead term is 0 and never fitted; the estimate's t_step "
+    "and t_layer stand for it, fitted on the calibration subset.",
     "Kernel launch gaps and synchronisation between kernels (CUDA graphs remove most of "
     "them; gpt-fast and calibrate's GPU default use graphs).",
     "Kernels below the constants: small batch-1 GEMMs, attention kernels and element-wise "
@@ -125,6 +133,11 @@ class Row:
         (predicted - measured) / measured; negative when the model is faster.
     bound_spec, bound_measured : str or None
         ``"memory"`` or ``"compute"``.
+    estimate_s : float or None [s]
+        The estimate of the row's engine profile (:func:`roofline.calibrate.fit.estimate_row`);
+        None for a row without a fitted profile or without spec constants.
+    error_estimate : float or None [1]
+        (estimate - measured) / measured.
     """
 
     measurement: Measurement
@@ -134,11 +147,36 @@ class Row:
     error_measured: float
     bound_spec: str | None
     bound_measured: str
+    estimate_s: float | None = None
+    error_estimate: float | None = None
 
 
 def _median_abs(values: Iterable[float | None]) -> float | None:
     xs = [abs(v) for v in values if v is not None]
     return statistics.median(xs) if xs else None
+
+
+def _max_abs(values: Iterable[float | None]) -> float | None:
+    xs = [abs(v) for v in values if v is not None]
+    return max(xs) if xs else None
+
+
+#: The estimate's targets on the validation subset: (label, rows, statistic, limit) (issue 15).
+TARGETS: tuple[tuple[str, str, str, float], ...] = (
+    ("estimate, validation subset", "all", "median", 0.15),
+    ("estimate, validation subset, batch 1", "batch1", "median", 0.10),
+)
+
+
+def _summary(rows: Sequence[Row]) -> dict[str, Any]:
+    batch1 = [r for r in rows if r.measurement.batch == 1]
+    out: dict[str, Any] = {"rows": len(rows), "batch1_rows": len(batch1)}
+    for label, part in (("", rows), ("batch1_", batch1)):
+        for what, errors in (("bound", [r.error_spec for r in part]), ("estimate", [r.error_estimate for r in part])):
+            out[f"{label}{what}_rows"] = sum(e is not None for e in errors)
+            out[f"{label}{what}_median"] = _median_abs(errors)
+            out[f"{label}{what}_max"] = _max_abs(errors)
+    return out
 
 
 @attrs.frozen
@@ -154,6 +192,34 @@ class Report:
 
     rows: tuple[Row, ...]
     flops: str = "exact"
+    profiles: tuple[Any, ...] = ()
+    unavailable: tuple[tuple[str, str], ...] = ()
+
+    def subsets(self) -> dict[str, dict[str, Any]]:
+        """Per subset of the split (``"calibration"``, ``"validation"``, then ``""`` for rows of no subset).
+
+        Each: ``rows``, ``batch1_rows``, and for the bound (spec constants) and the estimate
+        the number of rows with a value, the median and the maximum absolute error [1], over all
+        rows of the subset (``bound_median``, ``estimate_max``, ...) and over its batch-1 rows
+        (``batch1_bound_median``, ...); None where no row has a value.
+        """
+        out = {}
+        for name in ("calibration", "validation", ""):
+            rows = [r for r in self.rows if r.measurement.split == name]
+            if rows:
+                out[name] = _summary(rows)
+        return out
+
+    def targets(self) -> list[dict[str, Any]]:
+        """The estimate's targets on the validation subset: label, value [1], limit [1], met (None: no value)."""
+        summary = self.subsets().get("validation")
+        out = []
+        for label, rows, stat, limit in TARGETS:
+            prefix = "batch1_" if rows == "batch1" else ""
+            value = None if summary is None else summary[f"{prefix}estimate_{stat}"]
+            out.append({"target": f"{stat} |error| of the {label} <= {limit:.0%}", "value": value, "limit": limit,
+                        "met": None if value is None else value <= limit})
+        return out
 
     @property
     def median_abs_error_spec(self) -> float | None:
@@ -199,6 +265,10 @@ class Report:
                 "predicted_measured_s": r.predicted_measured_s,
                 "error_measured": r.error_measured,
                 "bound_measured": r.bound_measured,
+                "engine_profile": m.engine_profile,
+                "split": m.split,
+                "estimate_s": r.estimate_s,
+                "error_estimate": r.error_estimate,
                 "metric": m.metric,
                 "source": m.source,
                 "composition": m.composition,
@@ -217,8 +287,22 @@ class Report:
                 "rows_measured": len(self.rows),
             },
             "groups": self.groups(),
+            "subsets": self.subsets(),
+            "targets": self.targets(),
+            "profiles": [_profile_dict(p) for p in self.profiles],
+            "profiles_unavailable": dict(self.unavailable),
             "left_out": list(LEFT_OUT),
         }
+
+
+def _profile_dict(p: Any) -> dict[str, Any]:
+    constants = {}
+    for name, value in p.constants().items():
+        src = getattr(p, name)
+        constants[name] = {"value": float(value), "unit": "s" if name.startswith("t_") else "1",
+                           "source": None if src is None else attrs.asdict(src.source)}
+    return {"key": p.key, "name": p.name, "constants": constants, "calibration": list(p.calibration),
+            "fixed": list(p.fixed), "left_out": list(p.left_out)}
 
 
 def _constants(acc: Accelerator | None) -> dict[str, Any] | None:
@@ -314,8 +398,14 @@ def default_measurements(
     return rows
 
 
-def validate(measurements: Sequence[Measurement] | None = None, *, flops: str = "exact") -> Report:
-    """Predict every measurement with spec and measured constants; the errors and their medians.
+def validate(
+    measurements: Sequence[Measurement] | None = None,
+    *,
+    flops: str = "exact",
+    profiles: Mapping[str, Any] | None = None,
+    unavailable: Mapping[str, str] | None = None,
+) -> Report:
+    """Predict every measurement with spec and measured constants (the bound) and its profile's estimate.
 
     Parameters
     ----------
@@ -323,12 +413,21 @@ def validate(measurements: Sequence[Measurement] | None = None, *, flops: str = 
         Default: :func:`default_measurements` (published points and shipped files).
     flops : {"exact", "lesson"}
         FLOP convention (:meth:`roofline.ModelConfig.flops_per_token`).
+    profiles : mapping, optional
+        Engine profile name -> :class:`roofline.calibrate.fit.EngineProfile`: every row of a
+        profile given here also gets that profile's estimate (``predict`` on the profile's
+        scaled spec accelerator + t_step + L t_layer). None (default): the bound only.
+        :func:`roofline.calibrate.fit.validate_with_estimates` fits them on the calibration
+        rows and passes them.
+    unavailable : mapping, optional
+        Profile name -> why it has no constants, carried into the report.
 
     Returns
     -------
     Report
         One :class:`Row` per measurement; ``median_abs_error_spec`` and
-        ``median_abs_error_measured`` [dimensionless, e.g. 0.33 for 33%].
+        ``median_abs_error_measured`` [dimensionless, e.g. 0.33 for 33%]; per subset
+        medians and maxima of bound and estimate (:meth:`Report.subsets`).
 
     Raises
     ------
@@ -337,8 +436,10 @@ def validate(measurements: Sequence[Measurement] | None = None, *, flops: str = 
 
     Notes
     -----
-    Prediction: :func:`roofline.formulas.step_time` with overhead 0 (CONVENTIONS.md,
-    "One step"). Constants are the accelerators' as given; nothing is fitted.
+    Bound: :func:`roofline.formulas.step_time` with overhead 0 (docs/conventions.md,
+    "One step"), the accelerators' constants as given. Estimate: docs/conventions.md,
+    "Bound and estimate"; its constants come from the calibration rows only, so a
+    validation row's estimate never saw the row.
 
     Examples
     --------
@@ -353,16 +454,21 @@ def validate(measurements: Sequence[Measurement] | None = None, *, flops: str = 
     items = list(default_measurements() if measurements is None else measurements)
     if not items:
         raise InvalidValueError("measurements", items, "no measurement to validate")
-    rows = []
     for m in items:
         if not isinstance(m, Measurement):
             raise InvalidValueError("measurements", m, "every item must be a Measurement")
+    profiles = dict(profiles or {})
+    rows = []
+    for m in items:
         pm, bm = predict(m, m.measured_constants, flops=flops)
         if m.spec is not None:
             ps, bs = predict(m, m.spec, flops=flops)
             es: float | None = (ps - m.measured_s) / m.measured_s
         else:
             ps, bs, es = None, None, None
+        est: float | None = None
+        if m.engine_profile in profiles and m.spec is not None:
+            est = estimate_step(m, profiles[m.engine_profile], flops=flops)
         rows.append(Row(
             measurement=m,
             predicted_spec_s=ps,
@@ -371,5 +477,38 @@ def validate(measurements: Sequence[Measurement] | None = None, *, flops: str = 
             error_measured=(pm - m.measured_s) / m.measured_s,
             bound_spec=bs,
             bound_measured=bm,
+            estimate_s=est,
+            error_estimate=None if est is None else (est - m.measured_s) / m.measured_s,
         ))
-    return Report(rows=tuple(rows), flops=flops)
+    return Report(rows=tuple(rows), flops=flops, profiles=tuple(profiles.values()),
+                  unavailable=tuple((unavailable or {}).items()))
+
+
+def estimate_step(measurement: Measurement, profile: Any, *, flops: str = "exact") -> float:
+    """The estimate of a measurement's step under an engine profile [s].
+
+    Parameters
+    ----------
+    measurement : Measurement
+        With spec constants (``measurement.spec``).
+    profile : EngineProfile
+        :class:`roofline.calibrate.fit.EngineProfile` (its ``scaled`` and ``overhead``).
+    flops : {"exact", "lesson"}
+
+    Returns
+    -------
+    float [s]
+        :func:`predict` on the profile's scaled spec accelerator, max(bytes / (eta_bw BW),
+        FLOPs / (eta_mm peak)) plus whatever ``predict`` adds beyond the roofline, + t_step +
+        L t_layer (docs/conventions.md, "Bound and estimate"). On one GPU this is
+        :func:`roofline.formulas.estimated_step_time` of the row (tested).
+
+    Raises
+    ------
+    InvalidValueError
+        The row has no spec constants (field ``spec``).
+    """
+    if measurement.spec is None:
+        raise InvalidValueError("spec", None, f"row {measurement.id!r} has no datasheet constants to scale")
+    t, _ = predict(measurement, profile.scaled(measurement.spec), flops=flops)
+    return t + float(profile.overhead(measurement.model.num_hidden_layers))

@@ -90,3 +90,12 @@ def add_flops_option(parser: argparse.ArgumentParser, *, default: str) -> None:
     parser.add_argument("--flops", choices=("exact", "lesson"), default=default,
                         help="FLOPs convention: 'exact' (2 x matmul parameters + attention) or "
                              "'lesson' (2 x P) (default: %(default)s)")
+
+
+def add_estimate_option(p: argparse.ArgumentParser) -> None:
+    """``--estimate PROFILE``: an engine profile's estimate beside the bound (shared by report and simulate)."""
+    p.add_argument("--estimate", default=None, metavar="PROFILE",
+                   help="also (report) or instead (simulate) price steps with an engine profile's estimate: "
+                        "vllm, gpt-fast, lmdeploy or trtllm (constants fitted on published measurements; "
+                        "see roofline validate) (default: the bound only)")
+

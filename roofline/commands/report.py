@@ -7,6 +7,12 @@ peak and non-torch memory taken from a published vLLM log for the model size (na
 its source; not given where no log is known), and the upper bound with reserve 0. Every
 number names its FLOPs convention where it depends on one: "exact" (2 x matmul parameters
 + 4 L H d c attention FLOPs) or "lesson" (2 x P).
+
+Every time is the roofline bound (datasheet constants, no overhead: a lower bound) unless
+marked [estimate]: with ``--estimate PROFILE`` (an engine profile such as ``vllm``,
+``gpt-fast``, ``lmdeploy``, ``trtllm``) the report adds that profile's estimate beside the
+bound, with the profile's constants and their sources (docs/conventions.md, "Bound and
+estimate").
 """
 
 from __future__ import annotations
@@ -18,12 +24,13 @@ from fractions import Fraction
 from typing import Any
 
 from .. import estimate
+from .. import estimate as estimate_mod
 from .._checks import check_int, check_positive
 from ..errors import InvalidValueError
 from ..hardware import Accelerator, get_accelerator
 from ..models import ModelConfig, load_model
 from ..units import GB, format_time
-from ._args import add_model_options, int_arg, number_arg, plain
+from ._args import add_estimate_option, add_model_options, int_arg, number_arg, plain
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
 LESSON_KV_BUDGET_GB = 53
@@ -48,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    default=Fraction(9, 10), help="share of usable memory the server may use (default: 0.9)")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16,
                    help="paged KV block size in tokens (default: %(default)s)")
+    add_estimate_option(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
     p.set_defaults(func=run)
 
@@ -61,6 +69,7 @@ def build_report(
     kv_budget: Any = LESSON_KV_BUDGET_GB * GB,
     utilization: Any = Fraction(9, 10),
     block_size: int = 16,
+    estimate: Any = None,
 ) -> dict[str, Any]:
     """All the report's numbers as a JSON-ready dict (SI units, floats).
 
@@ -73,17 +82,27 @@ def build_report(
     kv_budget : [bytes] > 0, a budget to set beside the real one (lesson: 53e9)
     utilization : in (0, 1], for the real budget
     block_size : int > 0 [tokens/block]
+    estimate : str, EngineProfile or None
+        An engine profile (``"vllm"``, ...): adds key ``estimate`` with the profile's
+        constants and the estimate of the batch-1, batch-8 and table steps; None: the
+        bound only (every other key is the bound either way).
 
     Returns
     -------
     dict with keys ``model``, ``accelerator``, ``weights``, ``single``, ``criticality``,
-    ``eight``, ``kv``, ``table`` (see the text output for what each holds).
+    ``eight``, ``kv``, ``table`` (see the text output for what each holds), ``time_kind``
+    (``"bound"``: every time above) and, with ``estimate``, ``estimate``.
 
     Raises
     ------
     InvalidValueError
-        Bad context, batch, budget, utilization or block size; weights that leave no KV budget.
+        Bad context, batch, budget, utilization or block size; weights that leave no KV budget;
+        a profile without constants (field ``estimate``).
+    UnknownPresetError
+        An unknown engine profile.
     """
+    # ``estimate`` names the profile argument (the API's keyword); the body uses the module of that name
+    profile, estimate = estimate, estimate_mod
     check_int("context", context, minimum=1)
     for b in batches:
         check_int("batch", b, minimum=1)
@@ -153,7 +172,8 @@ def build_report(
             "touched": [{"batch": b, "experts_touched": float(model.experts_touched(b)),
                          "weight_bytes_read": float(model.decode_weight_bytes(b))} for b in table_batches],
         }
-    return {
+    out = {
+        "time_kind": "bound",
         "model": {
             "name": model.name, "parameters": model.parameters, "weight_dtype": model.weight_dtype,
             "model_type": model.model_type, "total_parameters": model.parameters,
@@ -196,6 +216,36 @@ def build_report(
         },
         "table": rows,
     }
+    if profile is not None:
+        out["estimate"] = _estimate_json(model, accelerator, profile, context, table_batches, step_json)
+    return out
+
+
+def _estimate_json(model: ModelConfig, accelerator: Accelerator, name: Any, context: int,
+                   batches: list[int], step_json: Any) -> dict[str, Any]:
+    """The estimate part of the report: the profile's constants and the estimated steps."""
+    from ..calibrate.fit import get_engine_profile
+
+    profile = get_engine_profile(name)
+
+    def step(batch: int, ctx: int) -> dict[str, Any]:  # the bound's step_json, on the profile's estimate
+        return step_json(estimate_mod.decode_step(model, accelerator, batch=batch, context=ctx, estimate=profile))
+
+    constants = {}
+    for name, value in profile.constants().items():
+        src = getattr(profile, name)
+        constants[name] = {"value": float(value), "unit": "s" if name.startswith("t_") else "1",
+                           "kind": "not fitted (0)" if src is None else src.source.kind,
+                           "citation": None if src is None else src.source.citation}
+    return {
+        "time_kind": f"estimate: {profile.name}",
+        "profile": {"key": profile.key, "name": profile.name, "constants": constants,
+                    "calibration": list(profile.calibration), "fixed": list(profile.fixed)},
+        "single": step(1, 0),
+        "single_with_kv": step(1, context),
+        "eight_with_kv": step(8, context),
+        "table": [{"batch": b, "with_kv": step(b, context)} for b in batches],
+    }
 
 
 def _t(seconds: float) -> str:
@@ -214,6 +264,8 @@ def format_report(r: dict[str, Any]) -> str:
         f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {a['name']}",
         f"  HBM {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
         f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB (sources: roofline.hardware)",
+        "  every time is the roofline bound (a lower bound: datasheet constants, no overhead) unless marked "
+        "[estimate]",
         "",
         "One request at a time (batch 1, weights only)",
         f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {m['parameters']:,} parameters x "
@@ -285,6 +337,8 @@ def format_report(r: dict[str, Any]) -> str:
             f"{wo['intensity_flop_per_byte']:>7.1f} | {_t(wk['step_time_s']):>14} "
             f"{wk['throughput_tokens_per_s']:>10.0f} {wk['intensity_flop_per_byte']:>7.1f}  {wk['bound']}{note}"
         )
+    if "estimate" in r:
+        out += _estimate_lines(r)
     return "\n".join(out)
 
 
@@ -297,6 +351,36 @@ def _moe_lines(m: dict[str, Any]) -> list[str]:
     return [f"  experts (MoE)         {e['num_experts']} routed, {e['experts_per_token']} per token, "
             f"{e['num_shared_experts']} shared, {e['num_moe_layers']} MoE layers; touched per layer "
             f"({e['routing']}): {touched}"]
+
+
+def _estimate_lines(r: dict[str, Any]) -> list[str]:
+    """The [estimate] section: the profile's constants, then estimate beside bound."""
+    e, p = r["estimate"], r["estimate"]["profile"]
+    ctx = r["criticality"]["lesson"]["context"]
+    c = p["constants"]
+    out = [
+        "",
+        f"Estimate [estimate]: engine profile {p['name']!r} (--estimate {p['key']}), not a bound: "
+        "constants fitted on published measurements (roofline validate)",
+        f"  constants             eta_bw {c['eta_bw']['value']:.4f} [{c['eta_bw']['kind']}], "
+        f"eta_mm {c['eta_mm']['value']:.4f} [{c['eta_mm']['kind']}], "
+        f"t_step {_t(c['t_step']['value'])} [{c['t_step']['kind']}], "
+        f"t_layer {_t(c['t_layer']['value'])} [{c['t_layer']['kind']}]",
+        "  step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + layers x t_layer",
+        f"  batch 1, weights only {_t(e['single']['step_time_s']):>12} [estimate] "
+        f"vs {_t(r['single']['exact']['step_time_s'])} [bound]",
+        f"  batch 1, KV at {ctx:,} tokens {_t(e['single_with_kv']['step_time_s'])} [estimate] "
+        f"vs {_t(r['single_with_kv']['step_time_s'])} [bound]",
+        f"  batch 8, KV at {ctx:,} tokens {_t(e['eight_with_kv']['step_time_s'])} [estimate] "
+        f"vs {_t(r['eight']['with_kv']['step_time_s'])} [bound]",
+        f"  {'batch':>6} | {'step, with KV [bound]':>22} | {'step, with KV [estimate]':>25} {'tokens/s':>10}  regime",
+    ]
+    bounds = {row["batch"]: row["with_kv"] for row in r["table"]}
+    for row in e["table"]:
+        est = row["with_kv"]
+        out.append(f"  {row['batch']:>6} | {_t(bounds[row['batch']]['step_time_s']):>22} | "
+                   f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10.0f}  {est['bound']}")
+    return out
 
 
 def _real_budget_lines(a: dict[str, Any], kv: dict[str, Any], real: dict[str, Any] | None) -> list[str]:
@@ -335,6 +419,7 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(
         model, accelerator, context=args.context, batches=args.batch,
         kv_budget=args.kv_budget_gb * GB, utilization=args.utilization, block_size=args.block_size,
+        estimate=args.estimate,
     )
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0

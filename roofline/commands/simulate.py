@@ -34,7 +34,7 @@ from ..hardware import get_accelerator
 from ..models import load_model
 from ..sim import POLICIES, SHIPPED_TRACES, KVPool, RooflineCostModel, SimResult, load_trace, shipped_trace
 from ..units import GB, format_time
-from ._args import add_flops_option, add_model_options, int_arg, number_arg, plain
+from ._args import add_estimate_option, add_flops_option, add_model_options, int_arg, number_arg, plain
 
 DEFAULT_BATCH_SIZE = 8
 DEFAULT_MAX_NUM_SEQS = 256
@@ -64,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", choices=("all", *POLICIES), default="all", help="policy to run (default: all)")
     add_model_options(p)
     add_flops_option(p, default="exact")
+    add_estimate_option(p)
     p.add_argument("--overhead", type=number_arg("--overhead"), default=Fraction(0),
                    help="fixed per-step overhead in seconds (default: 0)")
     p.add_argument("--float", action="store_true", dest="float_mode",
@@ -132,7 +133,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
         budget = estimate.kv_budget_for(model, accelerator, utilization=args.utilization)
     pool = KVPool.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=args.block_size)
     cost = RooflineCostModel.for_model(model, accelerator, flops=args.flops, overhead=args.overhead,
-                                       exact=not args.float_mode)
+                                       exact=not args.float_mode, estimate=args.estimate)
+    time_kind = "bound" if args.estimate is None else f"estimate: {_profile_name(args.estimate)}"
     requests = load_trace(trace_path(args.trace), format=args.format)
     if args.limit is not None:
         requests = requests[: args.limit]
@@ -145,7 +147,14 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     names = list(POLICIES) if args.policy == "all" else [args.policy]
     record = args.out is not None
     results = [POLICIES[name](requests, cost, kv_pool=pool, record_steps=record, **options[name]) for name in names]
-    return dict(requests=requests, model=model, accelerator=accelerator, pool=pool, budget=budget, results=results)
+    return dict(requests=requests, model=model, accelerator=accelerator, pool=pool, budget=budget, results=results,
+                time_kind=time_kind)
+
+
+def _profile_name(name: str) -> str:
+    from ..calibrate.fit import get_engine_profile
+
+    return get_engine_profile(name).name
 
 
 def _t(seconds: Any) -> str:
@@ -172,6 +181,7 @@ def format_table(run: dict[str, Any], trace: str) -> str:
         f"  {model.name} (weights {model.weight_dtype}, KV {model.kv_dtype}) on {acc.name}; "
         f"KV pool {pool.capacity_blocks:,} blocks x {pool.block_size} tokens = {pool.capacity_tokens:,} tokens "
         f"({float(run['budget']) / 1e9:.2f} GB)",
+        f"  step times: {_kind_text(run.get('time_kind', 'bound'))}",
         "",
         "  ".join(f"{name:>{w}}" if i else f"{name:<{w}}" for i, (name, w) in enumerate(COLUMNS)),
     ]
@@ -204,6 +214,12 @@ def format_table(run: dict[str, Any], trace: str) -> str:
     return "\n".join(lines)
 
 
+def _kind_text(kind: str) -> str:
+    if kind == "bound":
+        return "roofline bound (datasheet constants, overhead as given: a lower bound)"
+    return f"[{kind}] (engine profile constants fitted on published measurements; not a bound)"
+
+
 def to_json(run: dict[str, Any], trace: str) -> str:
     """The comparison as JSON: inputs and each policy's options and summary (SI units, floats)."""
     model, acc, pool = run["model"], run["accelerator"], run["pool"]
@@ -211,6 +227,7 @@ def to_json(run: dict[str, Any], trace: str) -> str:
         "trace": {"path": trace, "requests": len(run["requests"])},
         "model": {"name": model.name, "weight_dtype": model.weight_dtype, "kv_dtype": model.kv_dtype},
         "accelerator": {"key": acc.key, "name": acc.name},
+        "time_kind": run.get("time_kind", "bound"),
         "kv_pool": {"budget_bytes": float(run["budget"]), "capacity_blocks": pool.capacity_blocks,
                     "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens},
         "results": [r.to_dict() for r in run["results"]],

@@ -2,8 +2,11 @@
 
 Rows: the shipped published points (``roofline/data/measurements/published.json``),
 the shipped calibration files, and any ``--measurements FILE`` written by ``roofline
-calibrate``. Prints, per row, the prediction with spec and with measured constants,
-their errors, the median absolute errors, the sources and what the model leaves out,
+calibrate``. Prints, per row, the bound with spec and with measured constants, the
+estimate of the row's engine profile (constants fitted on the calibration subset only),
+their errors, the median and maximum absolute errors per subset (calibration, validation)
+with the estimate's targets, the profiles' constants with their sources, the sources of
+the rows and what the model leaves out,
 then the published points this version cannot price yet and why (tensor parallelism, a
 missing preset); ``--json`` prints the same as JSON. The rows and predictions:
 :mod:`roofline.calibrate.compare`; the published points: :mod:`roofline.calibrate.published`.
@@ -31,8 +34,9 @@ def register(subparsers: Any) -> None:
         "validate",
         help="compare predicted with measured decode step times (published points, calibrate files)",
         description="Predict every measured decode step (published points and calibration files) "
-        "with spec and with measured constants, and print the errors and their medians. "
-        "Constants are never fitted.",
+        "with the bound (spec and measured constants, never fitted) and the estimate of the row's engine "
+        "profile (constants fitted on the calibration subset only), and print the errors, their medians and "
+        "maxima per subset.",
     )
     p.add_argument("--measurements", action="append", default=[], metavar="FILE",
                    help="a calibration file from roofline calibrate (repeatable)")
@@ -53,20 +57,21 @@ def run(args: argparse.Namespace) -> int:
         A measurement file is missing or invalid (the message names the file and the
         field), or nothing is left to validate.
     """
-    from ..calibrate.compare import default_measurements, validate
+    from ..calibrate.compare import default_measurements
+    from ..calibrate.fit import validate_with_estimates
     from ..calibrate.published import pending_published
 
     rows = default_measurements(
         args.measurements, published=not args.no_published, shipped=not args.no_shipped
     )
-    report = validate(rows, flops=args.flops)
+    report = validate_with_estimates(rows, flops=args.flops)
     pending = [] if args.no_published else pending_published()
     if args.json:
         doc = report.to_dict()
         doc["pending_published"] = [
             {"id": p.id, "model": p.model, "accelerator": p.accelerator, "tensor_parallel": p.tensor_parallel,
              "batch": p.batch, "measured_s": p.measured_s, "metric": p.metric, "source": p.source,
-             "reasons": list(p.reasons)}
+             "reasons": list(p.reasons), "engine_profile": p.engine_profile, "split": p.split}
             for p in pending
         ]
         print(json.dumps(doc, indent=1, allow_nan=False))
@@ -92,18 +97,23 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
     from ..calibrate.compare import LEFT_OUT
 
     lines = [
-        "Predicted vs measured decode step time: roofline max(bytes / bandwidth, FLOPs / peak), "
-        f"overhead 0, FLOPs {report.flops}; constants never fitted; error = (predicted - measured) / measured",
+        "Predicted vs measured decode step time, FLOPs "
+        f"{report.flops}; error = (predicted - measured) / measured",
+        "  bound: roofline max(bytes / bandwidth, FLOPs / peak), overhead 0, constants never fitted "
+        "(spec = datasheet, meas. = measured constants)",
+        "  estimate: max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + L x t_layer "
+        "with the row's engine profile, constants fitted on the calibration subset only",
         "",
     ]
-    header = ("id", "model", "B", "ctx sum", "measured", "spec pred", "error", "meas. pred", "error", "bound")
+    header = ("id", "model", "B", "ctx sum", "subset", "measured", "bound spec", "error", "bound meas.", "error",
+              "estimate", "error", "regime")
     table = [header]
     for r in report.rows:
         m = r.measurement
         table.append((
-            m.id, m.model.name, str(m.batch), f"{m.context_sum:,}", _ms(m.measured_s),
-            _ms(r.predicted_spec_s), _pct(r.error_spec), _ms(r.predicted_measured_s),
-            _pct(r.error_measured), r.bound_measured,
+            m.id, m.model.name, str(m.batch), f"{m.context_sum:,}", _SUBSET.get(m.split, m.split),
+            _ms(m.measured_s), _ms(r.predicted_spec_s), _pct(r.error_spec), _ms(r.predicted_measured_s),
+            _pct(r.error_measured), _ms(r.estimate_s), _pct(r.error_estimate), r.bound_measured,
         ))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     left = {0, 1}
@@ -124,6 +134,7 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
                 f"  {name}: spec {_pct(g['median_abs_error_spec'], signed=False)}, "
                 f"measured {_pct(g['median_abs_error_measured'], signed=False)} ({g['rows']} rows)"
             )
+    lines.extend(_subset_lines(report))
     lines.append("")
     lines.append("Constants (bandwidth, dense BF16 peak):")
     seen = set()
@@ -139,6 +150,25 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
                 f"{float(acc.peak_flops) / 1e12:,.1f} TFLOP/s [{acc.peak_bf16.source.kind}: "
                 f"{acc.peak_bf16.source.citation}]"
             )
+    unavailable = dict(report.unavailable)
+    fitted = {p.name for p in report.profiles}
+    for point in pending:
+        if point.engine_profile and point.split == "calibration" and point.engine_profile not in fitted:
+            why = unavailable.get(point.engine_profile, "its calibration rows are not priced yet:")
+            unavailable[point.engine_profile] = f"{why} {point.id} ({'; '.join(point.reasons)})"
+    if report.profiles or unavailable:
+        lines.append("")
+        lines.append("Engine profiles of the estimate (constants: value [kind: source]):")
+        for p in report.profiles:
+            lines.append(f"  {p.name} (--estimate {p.key}): {p.describe()}")
+            for name, v in p.sources().items():
+                lines.append(f"    {name}: {v.source.kind}: {v.source.citation}")
+            for item in (*p.fixed, *p.left_out):
+                lines.append(f"    {item}")
+        if report.profiles:
+            lines.append(f"  fit: {report.profiles[0].eta_bw.source.conditions}")
+        for name, why in unavailable.items():
+            lines.append(f"  {name}: no constants; {why}")
     published = [r.measurement for r in report.rows if r.measurement.group == "published"]
     if published:
         lines.append("")
@@ -168,6 +198,39 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
         for p in pending:
             lines.append(f"  {p.id}: {p.measured_s * 1e3:.3f} ms; {'; '.join(p.reasons)}")
     return "\n".join(lines)
+
+
+_SUBSET = {"calibration": "cal", "validation": "val", "": "-"}
+
+
+def _subset_lines(report: Report) -> list[str]:
+    """Median and maximum |error| of bound and estimate per subset, then the estimate's targets."""
+    subsets = report.subsets()
+    if set(subsets) <= {""} and not any(r.error_estimate is not None for r in report.rows):
+        return []
+    lines = ["", "Per subset (|error|: median / max; bound = spec constants):"]
+    names = {"calibration": "calibration (constants fitted here)", "validation": "validation (held out)",
+             "": "no subset"}
+    for name, g in subsets.items():
+        lines.append(
+            f"  {names[name]}: {g['rows']} rows; bound {_pair(g, 'bound')}; estimate {_pair(g, 'estimate')}"
+        )
+        if g["batch1_rows"]:
+            lines.append(
+                f"    batch 1: {g['batch1_rows']} rows; bound {_pair(g, 'batch1_bound')}; "
+                f"estimate {_pair(g, 'batch1_estimate')}"
+            )
+    for t in report.targets():
+        verdict = "no estimate" if t["met"] is None else ("met" if t["met"] else "MISSED")
+        lines.append(f"  target: {t['target']}: {_pct(t['value'], signed=False)}, {verdict}")
+    return lines
+
+
+def _pair(g: dict[str, Any], what: str) -> str:
+    n = g[f"{what}_rows"]
+    if not n:
+        return "n/a"
+    return f"{_pct(g[f'{what}_median'], signed=False)} / {_pct(g[f'{what}_max'], signed=False)} ({n} rows)"
 
 
 def _ms(seconds: float | None) -> str:

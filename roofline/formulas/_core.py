@@ -164,12 +164,14 @@ def formula(
                     raise InvalidValueError(
                         name, kwargs[name], f"shape {shapes[name]} does not broadcast with the other arrays {shapes}"
                     ) from None
-            if not spec.admits(**kwargs):
+            exact_ints = {n: v.astype(object) for n, v in kwargs.items()
+                          if isinstance(v, np.ndarray) and v.dtype.kind in "iu"}
+            with np.errstate(all="ignore"):  # the relation on exact ints; a float overflow there refuses the input
+                admitted = spec.admits(**{**kwargs, **exact_ints})
+            if not admitted:
                 assert requires is not None
                 field, text, _ = requires
                 raise InvalidValueError(field, kwargs[field], f"{func.__name__} requires {text}")
-            exact_ints = {n: v.astype(object) for n, v in kwargs.items()
-                          if isinstance(v, np.ndarray) and v.dtype.kind in "iu"}
             with np.errstate(all="ignore"):  # float overflow becomes inf or 0, which the result check refuses
                 out = func(**{**kwargs, **exact_ints})  # integer arrays as Python ints: they never wrap
             if exact_ints:

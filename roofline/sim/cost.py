@@ -32,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from .. import formulas as f
-from .._checks import check_positive
+from .._checks import check_nonnegative, check_positive
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
@@ -222,8 +222,9 @@ class RooflineCostModel:
         flops: str = "exact",
         overhead: Any = 0,
         exact: bool = True,
+        estimate: Any = None,
     ) -> RooflineCostModel:
-        """The cost model of ``model`` on ``accelerator``.
+        """The cost model of ``model`` on ``accelerator``: the bound, or an engine profile's estimate.
 
         Parameters
         ----------
@@ -235,6 +236,13 @@ class RooflineCostModel:
             FLOPs convention (:meth:`roofline.ModelConfig.flops_per_token`).
         overhead : [s] >= 0
         exact : bool
+        estimate : str, EngineProfile or None
+            None (default): the roofline bound. An engine profile (``"vllm"``, ...;
+            :mod:`roofline.calibrate.fit`): the cost model gains its constants, bandwidth x
+            eta_bw, peak x eta_mm and overhead + t_step + layers x t_layer, so every decode
+            step costs :func:`roofline.formulas.estimated_step_time` and every prefill
+            :func:`roofline.formulas.estimated_prefill_step_time` (docs/conventions.md,
+            "Bound and estimate").
 
         Returns
         -------
@@ -243,7 +251,9 @@ class RooflineCostModel:
         Raises
         ------
         InvalidValueError
-            An unknown FLOPs convention or a bad overhead.
+            An unknown FLOPs convention or a bad overhead; a profile without constants.
+        UnknownPresetError
+            An unknown engine profile.
         UnsupportedModelError
             A model with sliding-window layers: a step's cost then depends on each
             sequence's context, not only on their sum, which this cost model takes
@@ -261,6 +271,13 @@ class RooflineCostModel:
         if model.has_sliding_window:
             raise UnsupportedModelError(model.model_type, "sliding-window layers in the reference scheduler (its cost "
                                         "model and KV pool take a batch's summed context, which windows do not price)")
+        if estimate is not None:
+            from ..calibrate.fit import get_engine_profile
+
+            profile = get_engine_profile(estimate)
+            check_nonnegative("overhead", overhead)
+            overhead = overhead + profile.overhead(model.num_hidden_layers)
+            accelerator = profile.scaled(accelerator)
         terms: dict[str, Any] = dict(model.step_terms(flops))
         moe: dict[str, Any] = {}
         if model.is_moe:

@@ -9,7 +9,7 @@ keyword arguments, so ``expr.subs(symbols_for(kwargs))`` and the fast path take
 the same inputs.
 
 Topics: :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
-:mod:`.useful_share`, :mod:`.parallel` (tensor parallelism).
+:mod:`.useful_share`, :mod:`.parallel` (tensor parallelism), :mod:`.fidelity` (the estimate beside the bound).
 """
 
 from ._symbols import SYMBOLS, evaluate, symbols_for

@@ -1,0 +1,592 @@
+"""Engine profiles: the estimate's constants, fitted on the calibration subset only.
+
+The **estimate** (docs/conventions.md, "Bound and estimate") is the bound's step with an
+engine's constants::
+
+    step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + L x t_layer
+
+(+ whatever :func:`roofline.calibrate.compare.predict` adds to the roofline, such as the
+all-reduce of tensor parallelism, once it prices it). An :class:`EngineProfile` holds one
+engine's four constants, each a :class:`roofline.Sourced` value whose :class:`roofline.Source`
+says where it comes from: ``"fitted"`` (naming the calibration rows) or ``"measured"``.
+
+The fit (:func:`fit_profile`)
+-----------------------------
+* Rows: the profile's points of the published set that the file's fixed split puts in the
+  ``calibration`` subset and that this version prices. A row of the ``validation`` subset is
+  refused by name: no constant is ever fitted to a row it is judged on.
+* Base constants: each row's spec (datasheet) bandwidth and dense peak, so eta_bw is the
+  achieved share of the datasheet bandwidth.
+* eta_mm is not fitted: no published row is compute-bound, so the data cannot see it. It is
+  the measured share of the matmul peak (``Accelerator.measured_bf16 / peak_bf16``,
+  stas00/ml-engineering's "Maximum Achievable Matmul FLOPS" table) of the accelerator the
+  calibration rows ran on (the lowest where they ran on several; H100 SXM's where none has
+  a measurement). Rows that are compute-bound at eta_bw = 1 are left out of the fit (they
+  would calibrate eta_mm) and listed.
+* For memory-bound rows the estimate is linear in x = 1 / eta_bw, t_step and t_layer:
+  ``estimate_i = x M_i + A_i + t_step + L_i t_layer``, with M_i the row's memory time at the
+  datasheet bandwidth and A_i what ``predict`` adds beyond the roofline (0 on one GPU); both
+  are read off ``predict`` itself at eta_bw = 1 and 1/2, so the fit prices each row exactly
+  as ``validate`` does.
+* Objective: least squares on relative error, sum_i ((estimate_i - measured_i) / measured_i)^2,
+  under eta_bw <= 1 (x >= 1), t_step >= 0, t_layer >= 0. Solved exactly in Fractions: the
+  unconstrained normal equations of every choice of free constants (the others at their
+  bound), the feasible solution of least cost wins (for a convex objective with bounds this
+  is the constrained optimum). Exact arithmetic makes the result independent of row order.
+* What the rows can separate: constants enter in the order eta_bw, t_step, t_layer, as many
+  as the rows determine (the design's rank): one row fits eta_bw alone; rows with a single
+  layer count cannot tell t_layer from t_step, so t_layer is 0 and t_step carries it. Each
+  profile lists what it left out and why (:attr:`EngineProfile.fixed`).
+* The fitted values are rounded (eta to 4 decimals, times to 0.1 us) and stored as exact
+  Fractions.
+
+Same rows in, same constants out; tests check it, and that no validation row enters a fit.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from collections.abc import Sequence
+from fractions import Fraction
+
+import attrs
+
+from ..errors import InvalidValueError, UnknownPresetError
+from ..hardware import Accelerator, Source, Sourced, get_accelerator
+from .compare import Report, estimate_step, predict, validate
+from .schema import Measurement
+
+__all__ = [
+    "EngineProfile",
+    "PROFILE_KEYS",
+    "FIT_METHOD",
+    "fit_profile",
+    "fit_profiles",
+    "engine_profiles",
+    "unavailable_profiles",
+    "get_engine_profile",
+    "profile_names",
+    "estimate_row",
+    "validate_with_estimates",
+]
+
+#: Short command-line keys of the published set's engine profiles (the profile names are the file's).
+PROFILE_KEYS: dict[str, str] = {
+    "gpt-fast compiled": "gpt-fast",
+    "LMDeploy TurboMind": "lmdeploy",
+    "vLLM with CUDA graphs": "vllm",
+    "TensorRT-LLM static batch": "trtllm",
+    "NVIDIA NIM (backend not stated)": "nim",
+}
+
+#: How every fitted constant was obtained (its Source's ``conditions``).
+FIT_METHOD = (
+    "least squares on relative error, sum ((estimate - measured) / measured)^2, over the named calibration rows "
+    "only, with eta_bw <= 1, t_step >= 0, t_layer >= 0, solved exactly (Fractions); base constants: the "
+    "datasheet bandwidth and dense peak of each row's accelerator; eta to 4 decimals, times to 0.1 us "
+    "(roofline.calibrate.fit)"
+)
+
+#: The date the fit's rule and the published set's split were fixed.
+FIT_DATE = "2026-12-01"
+
+_ETA_DIGITS = 10**4
+_TIME_UNITS = 10**7  # 0.1 us
+_NAMES = ("eta_bw", "t_step", "t_layer")
+_FALLBACK_MM = "h100-sxm"
+
+
+def _optional_sourced(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is not None and not isinstance(value, Sourced):
+        raise InvalidValueError(attribute.name, value, "must be a Sourced value or None (0 s)")
+
+
+def _sourced(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if not isinstance(value, Sourced):
+        raise InvalidValueError(attribute.name, value, "must be a Sourced value")
+
+
+def _share(instance: object, attribute: attrs.Attribute, value: Sourced) -> None:
+    _sourced(instance, attribute, value)
+    if not 0 < value.value <= 1:
+        raise InvalidValueError(attribute.name, float(value.value), "must be in (0, 1]")
+
+
+@attrs.frozen
+class EngineProfile:
+    """One engine's estimate constants, each with its source.
+
+    Parameters
+    ----------
+    key : str
+        Short name for the command line (``"vllm"``).
+    name : str
+        The profile as the published set names it (``"vLLM with CUDA graphs"``).
+    eta_bw : Sourced [1], in (0, 1]
+        Achieved share of the datasheet HBM bandwidth.
+    eta_mm : Sourced [1], in (0, 1]
+        Achieved share of the dense matmul peak.
+    t_step : Sourced or None [s]
+        Fixed time per step; None is 0 s (see ``fixed``).
+    t_layer : Sourced or None [s]
+        Fixed time per layer per step; None is 0 s (see ``fixed``).
+    calibration : tuple of str
+        Ids of the rows the constants were fitted on.
+    fixed : tuple of str
+        Each constant not fitted, and why.
+    left_out : tuple of str
+        Calibration rows of the profile not used by the fit, and why.
+
+    Notes
+    -----
+    docs/conventions.md, "Bound and estimate". The constants feed
+    :func:`roofline.formulas.estimated_step_time` (:meth:`constants`).
+    """
+
+    key: str
+    name: str
+    eta_bw: Sourced = attrs.field(validator=_share)
+    eta_mm: Sourced = attrs.field(validator=_share)
+    t_step: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
+    t_layer: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
+    calibration: tuple[str, ...] = ()
+    fixed: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
+
+    def constants(self) -> dict[str, Fraction]:
+        """``eta_bw``, ``eta_mm``, ``t_step`` [s], ``t_layer`` [s] as exact Fractions (0 for an absent time).
+
+        Pass them with ``**`` to :func:`roofline.formulas.estimated_step_time` and its siblings.
+        """
+        return {
+            "eta_bw": Fraction(self.eta_bw.value),
+            "eta_mm": Fraction(self.eta_mm.value),
+            "t_step": Fraction(self.t_step.value) if self.t_step is not None else Fraction(0),
+            "t_layer": Fraction(self.t_layer.value) if self.t_layer is not None else Fraction(0),
+        }
+
+    def overhead(self, num_hidden_layers: int) -> Fraction:
+        """t_step + L x t_layer [s] for a model of ``num_hidden_layers`` layers."""
+        c = self.constants()
+        return c["t_step"] + num_hidden_layers * c["t_layer"]
+
+    def sources(self) -> dict[str, Sourced]:
+        """Every stored constant by name (absent times left out)."""
+        return {n: v for n in ("eta_bw", "eta_mm", "t_step", "t_layer") if (v := getattr(self, n)) is not None}
+
+    def scaled(self, accelerator: Accelerator) -> Accelerator:
+        """``accelerator`` with its bandwidth times eta_bw and its peaks times eta_mm (sources ``"derived"``).
+
+        The roofline of the returned accelerator is the estimate's max(bytes / (eta_bw BW),
+        FLOPs / (eta_mm peak)); links (tensor parallelism) are kept as they are.
+        """
+        return _scaled(accelerator, Fraction(self.eta_bw.value), Fraction(self.eta_mm.value), self.name)
+
+    def describe(self) -> str:
+        """One line: the four constants with their kinds."""
+        c = self.constants()
+        parts = [f"eta_bw {float(c['eta_bw']):.4f} [{self.eta_bw.source.kind}]",
+                 f"eta_mm {float(c['eta_mm']):.4f} [{self.eta_mm.source.kind}]"]
+        for n in ("t_step", "t_layer"):
+            v = getattr(self, n)
+            parts.append(f"{n} {float(c[n]) * 1e3:.4f} ms [{v.source.kind if v is not None else 'not fitted: 0'}]")
+        return ", ".join(parts)
+
+
+def _scaled(acc: Accelerator, eta_bw: Fraction, eta_mm: Fraction, label: str) -> Accelerator:
+    def scale(v: Sourced, eta: Fraction, what: str) -> Sourced:
+        return Sourced(v.value * eta, v.unit, Source("derived", f"{what} {float(eta):.4f} x {v.source.citation}",
+                                                     v.source.date, label))
+
+    return attrs.evolve(
+        acc,
+        key=f"{acc.key}:{label}",
+        name=f"{acc.name} ({label})",
+        hbm_bandwidth=scale(acc.hbm_bandwidth, eta_bw, "eta_bw"),
+        peak_bf16=scale(acc.peak_bf16, eta_mm, "eta_mm"),
+        peak_fp8=None if acc.peak_fp8 is None else scale(acc.peak_fp8, eta_mm, "eta_mm"),
+    )
+
+
+def _eta_mm(rows: Sequence[Measurement]) -> Sourced:
+    """The measured matmul share of the calibration rows' accelerators (the lowest; H100 SXM's if none)."""
+    candidates = []
+    for m in rows:
+        acc = m.spec
+        if acc is not None and acc.measured_bf16 is not None:
+            candidates.append((Fraction(acc.measured_bf16.value) / Fraction(acc.peak_bf16.value), acc.key, acc))
+    if not candidates:
+        acc = get_accelerator(_FALLBACK_MM)
+        assert acc.measured_bf16 is not None
+        candidates.append((Fraction(acc.measured_bf16.value) / Fraction(acc.peak_bf16.value), acc.key, acc))
+        where = f"no calibration row ran on an accelerator with a measured matmul peak; {acc.key}'s"
+    else:
+        where = "the lowest over the calibration rows' accelerators" if len({c[1] for c in candidates}) > 1 else \
+            "the calibration rows' accelerator"
+    eta, key, acc = min(candidates, key=lambda c: (c[0], c[1]))
+    assert acc.measured_bf16 is not None
+    mm = acc.measured_bf16
+    citation = (
+        f"{mm.source.citation}: {float(mm.value) / 1e12:.1f} TFLOP/s achieved of the dense "
+        f"{float(acc.peak_bf16.value) / 1e12:.1f} TFLOP/s ({acc.name}) = {float(eta):.4f}; {where}"
+    )
+    return Sourced(eta, "1", Source("measured", citation, mm.source.date,
+                                    "not fitted: no calibration row is compute-bound; " + mm.source.conditions))
+
+
+def _row_parts(m: Measurement, eta_mm: Fraction, flops: str) -> tuple[Fraction, Fraction] | None:
+    """(M, A): the row's memory time at the datasheet bandwidth and what predict adds [s]; None if compute-bound."""
+    assert m.spec is not None
+    one, bound = predict(m, _scaled(m.spec, Fraction(1), eta_mm, "fit"), flops=flops)
+    if bound != "memory":
+        return None
+    two, _ = predict(m, _scaled(m.spec, Fraction(1, 2), eta_mm, "fit"), flops=flops)
+    memory = Fraction(two) - Fraction(one)
+    return memory, Fraction(one) - memory
+
+
+def _solve(a: list[list[Fraction]], b: list[Fraction]) -> list[Fraction] | None:
+    """Exact solution of the square system a x = b (Gauss-Jordan in Fractions); None when singular."""
+    n = len(b)
+    rows = [list(r) + [v] for r, v in zip(a, b, strict=True)]
+    for col in range(n):
+        pivot = next((r for r in range(col, n) if rows[r][col] != 0), None)
+        if pivot is None:
+            return None
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        for r in range(n):
+            if r != col and rows[r][col] != 0:
+                factor = rows[r][col] / rows[col][col]
+                rows[r] = [x - factor * y for x, y in zip(rows[r], rows[col], strict=True)]
+    return [rows[i][n] / rows[i][i] for i in range(n)]
+
+
+def _rank(columns: list[list[Fraction]]) -> int:
+    """Rank of the matrix whose columns are given (exact)."""
+    if not columns:
+        return 0
+    gram = [[sum((x * y for x, y in zip(ci, cj, strict=True)), Fraction(0)) for cj in columns] for ci in columns]
+    n = len(gram)
+    rank, rows = 0, [list(r) for r in gram]
+    for col in range(n):
+        pivot = next((r for r in range(rank, n) if rows[r][col] != 0), None)
+        if pivot is None:
+            continue
+        rows[rank], rows[pivot] = rows[pivot], rows[rank]
+        for r in range(n):
+            if r != rank and rows[r][col] != 0:
+                factor = rows[r][col] / rows[rank][col]
+                rows[r] = [x - factor * y for x, y in zip(rows[r], rows[rank], strict=True)]
+        rank += 1
+    return rank
+
+
+def _least_squares(columns: list[list[Fraction]], target: list[Fraction]) -> list[Fraction]:
+    """Bounded least squares: minimise |sum_j p_j col_j - target|^2 with p_0 >= 1 and p_j >= 0 (j > 0)."""
+    lower = [Fraction(1)] + [Fraction(0)] * (len(columns) - 1)
+    best: tuple[Fraction, list[Fraction]] | None = None
+    k = len(columns)
+    for size in range(k, -1, -1):
+        for free in itertools.combinations(range(k), size):
+            fixed_part = [sum((lower[j] * columns[j][i] for j in range(k) if j not in free), Fraction(0))
+                          for i in range(len(target))]
+            residual_target = [t - f for t, f in zip(target, fixed_part, strict=True)]
+            a = [[sum((x * y for x, y in zip(columns[p], columns[q], strict=True)), Fraction(0)) for q in free]
+                 for p in free]
+            b = [sum((x * y for x, y in zip(columns[p], residual_target, strict=True)), Fraction(0)) for p in free]
+            solution = _solve(a, b) if free else []
+            if solution is None:
+                continue
+            params = list(lower)
+            for j, v in zip(free, solution, strict=True):
+                params[j] = v
+            if any(p < lo for p, lo in zip(params, lower, strict=True)):
+                continue
+            cost = sum(((sum((params[j] * columns[j][i] for j in range(k)), Fraction(0)) - target[i]) ** 2
+                        for i in range(len(target))), Fraction(0))
+            if best is None or cost < best[0]:
+                best = (cost, params)
+    assert best is not None  # all constants at their bounds is always feasible
+    return best[1]
+
+
+def _key(name: str) -> str:
+    return PROFILE_KEYS.get(name) or re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def fit_profile(name: str, rows: Sequence[Measurement], *, flops: str = "exact") -> EngineProfile:
+    """Fit one engine profile's constants on its calibration rows (see the module docstring).
+
+    Parameters
+    ----------
+    name : str
+        The profile's name (every row's ``engine_profile`` must be it).
+    rows : sequence of Measurement
+        The profile's calibration rows: split ``"calibration"``, with a spec accelerator.
+    flops : {"exact", "lesson"}
+        FLOP convention of the bytes-and-FLOPs side (:meth:`roofline.ModelConfig.flops_per_token`).
+
+    Returns
+    -------
+    EngineProfile
+        eta_bw, t_step, t_layer of kind ``"fitted"`` (naming the rows used), eta_mm of kind
+        ``"measured"``; times the rows cannot separate are None (0 s), said in ``fixed``.
+
+    Raises
+    ------
+    InvalidValueError
+        No rows (field ``rows``); a row of another profile (``engine_profile``), of the
+        validation subset or of no subset (``split``), without spec constants (``spec``),
+        or twice (``id``).
+
+    Notes
+    -----
+    docs/conventions.md, "Bound and estimate": a constant is never fitted to the row it is
+    judged on. Same rows in (in any order), same constants out.
+    """
+    rows = list(rows)
+    if not rows:
+        raise InvalidValueError("rows", [], f"no calibration row to fit profile {name!r} on")
+    seen: set[str] = set()
+    for m in rows:
+        if not isinstance(m, Measurement):
+            raise InvalidValueError("rows", m, "every row must be a Measurement")
+        if m.engine_profile != name:
+            raise InvalidValueError("engine_profile", m.engine_profile, f"row {m.id!r} is not in profile {name!r}")
+        if m.split != "calibration":
+            raise InvalidValueError("split", m.split or "(none)",
+                                    f"row {m.id!r} is not in the calibration subset; a constant is never fitted "
+                                    "to a row it is judged on")
+        if m.spec is None:
+            raise InvalidValueError("spec", None, f"row {m.id!r} has no datasheet constants to scale")
+        if m.id in seen:
+            raise InvalidValueError("id", m.id, "appears twice in the rows")
+        seen.add(m.id)
+    rows.sort(key=lambda m: m.id)
+    eta_mm = _eta_mm(rows)
+    used, parts, left_out = [], [], []
+    for m in rows:
+        p = _row_parts(m, Fraction(eta_mm.value), flops)
+        if p is None:
+            left_out.append(f"{m.id}: compute-bound at eta_bw = 1 (it would calibrate eta_mm, which is not fitted)")
+            continue
+        used.append(m)
+        parts.append(p)
+    if not used:
+        raise InvalidValueError("rows", [m.id for m in rows], f"no memory-bound calibration row for profile {name!r}")
+    measured = [Fraction(m.measured_s) for m in used]
+    all_columns = [
+        [mem / t for (mem, _), t in zip(parts, measured, strict=True)],
+        [1 / t for t in measured],
+        [Fraction(m.model.num_hidden_layers) / t for m, t in zip(used, measured, strict=True)],
+    ]
+    target = [(t - extra) / t for (_, extra), t in zip(parts, measured, strict=True)]
+    k = 1
+    while k < len(all_columns) and _rank(all_columns[: k + 1]) == k + 1:
+        k += 1
+    solution = _least_squares(all_columns[:k], target) + [Fraction(0)] * (len(all_columns) - k)
+    ids = ", ".join(m.id for m in used)
+    citation = f"fitted on the {len(used)} calibration row(s) of profile {name!r} in the published set: {ids}"
+    eta_bw = Fraction(round(_ETA_DIGITS / solution[0]), _ETA_DIGITS)
+    values = {"t_step": Fraction(round(solution[1] * _TIME_UNITS), _TIME_UNITS),
+              "t_layer": Fraction(round(solution[2] * _TIME_UNITS), _TIME_UNITS)}
+    fixed = []
+    layers = sorted({m.model.num_hidden_layers for m in used})
+    reasons = {
+        1: f"the rows cannot separate it from eta_bw ({len(used)} row(s))",
+        2: f"the rows cannot separate it from t_step (every row has {layers[0]} layers)" if len(layers) == 1 else
+           f"the rows cannot separate it from eta_bw and t_step ({len(used)} rows)",
+    }
+    times: dict[str, Sourced | None] = {}
+    for i, n in enumerate(("t_step", "t_layer"), start=1):
+        if i >= k:
+            fixed.append(f"{n} = 0 s: not fitted, {reasons[i]}")
+            times[n] = None
+        elif values[n] == 0:
+            fixed.append(f"{n} = 0 s: fitted at its bound (a negative time is not allowed)")
+            times[n] = None
+        else:
+            times[n] = Sourced(values[n], "s", Source("fitted", citation, FIT_DATE, FIT_METHOD))
+    return EngineProfile(
+        key=_key(name),
+        name=name,
+        eta_bw=Sourced(eta_bw, "1", Source("fitted", citation, FIT_DATE, FIT_METHOD)),
+        eta_mm=eta_mm,
+        t_step=times["t_step"],
+        t_layer=times["t_layer"],
+        calibration=tuple(m.id for m in used),
+        fixed=tuple(fixed),
+        left_out=tuple(left_out),
+    )
+
+
+def fit_profiles(
+    measurements: Sequence[Measurement], *, flops: str = "exact"
+) -> tuple[dict[str, EngineProfile], dict[str, str]]:
+    """Fit every engine profile that has priced calibration rows among ``measurements``.
+
+    Parameters
+    ----------
+    measurements : sequence of Measurement
+        Rows of any subset; only the calibration rows of each profile are used.
+    flops : {"exact", "lesson"}
+
+    Returns
+    -------
+    (profiles, unavailable)
+        ``profiles``: profile name -> EngineProfile; ``unavailable``: profile name -> why
+        it has no constants (no priced calibration row).
+
+    Raises
+    ------
+    InvalidValueError
+        As :func:`fit_profile`.
+    """
+    names = list(dict.fromkeys(m.engine_profile for m in measurements if m.engine_profile))
+    profiles: dict[str, EngineProfile] = {}
+    unavailable: dict[str, str] = {}
+    for name in names:
+        rows = [m for m in measurements if m.engine_profile == name and m.split == "calibration"
+                and m.spec is not None]
+        if rows:
+            profiles[name] = fit_profile(name, rows, flops=flops)
+        else:
+            unavailable[name] = "no calibration row of this profile is priced by this version"
+    return profiles, unavailable
+
+
+@functools.lru_cache(maxsize=4)
+def _shipped(flops: str) -> tuple[dict[str, EngineProfile], dict[str, str]]:
+    from .published import load_published, pending_published
+
+    profiles, unavailable = fit_profiles(load_published(), flops=flops)
+    pending: dict[str, list[str]] = {}
+    for p in pending_published():
+        if p.engine_profile and p.split == "calibration":
+            pending.setdefault(p.engine_profile, []).append(f"{p.id} ({'; '.join(p.reasons)})")
+    for name, why in pending.items():
+        if name not in profiles:
+            unavailable[name] = "its calibration rows are not priced yet: " + ", ".join(why)
+    return profiles, unavailable
+
+
+def engine_profiles(*, flops: str = "exact") -> dict[str, EngineProfile]:
+    """The shipped engine profiles: fitted on the calibration rows of the published set (cached).
+
+    Parameters
+    ----------
+    flops : {"exact", "lesson"}
+
+    Returns
+    -------
+    dict
+        Profile name -> EngineProfile, in the published file's order.
+
+    Raises
+    ------
+    MeasurementFileError
+        The shipped published set is unreadable.
+
+    Examples
+    --------
+    >>> sorted(p.key for p in engine_profiles().values())
+    ['gpt-fast', 'lmdeploy', 'trtllm', 'vllm']
+    """
+    return dict(_shipped(flops)[0])
+
+
+def unavailable_profiles(*, flops: str = "exact") -> dict[str, str]:
+    """Profiles of the published set without constants yet, and why (their calibration rows are pending)."""
+    return dict(_shipped(flops)[1])
+
+
+def profile_names() -> list[str]:
+    """Keys accepted by :func:`get_engine_profile` for the shipped profiles (fitted ones), sorted."""
+    return sorted(p.key for p in engine_profiles().values())
+
+
+def get_engine_profile(name: str | EngineProfile, *, flops: str = "exact") -> EngineProfile:
+    """A shipped engine profile by key (``"vllm"``) or by name (``"vLLM with CUDA graphs"``), case-insensitive.
+
+    Parameters
+    ----------
+    name : str or EngineProfile
+        An EngineProfile is returned as it is.
+    flops : {"exact", "lesson"}
+
+    Returns
+    -------
+    EngineProfile
+
+    Raises
+    ------
+    UnknownPresetError
+        No profile has that name; a profile whose calibration rows are not priced yet is
+        refused with the reason (an InvalidValueError naming ``estimate``).
+
+    Examples
+    --------
+    >>> get_engine_profile("vllm").name
+    'vLLM with CUDA graphs'
+    """
+    if isinstance(name, EngineProfile):
+        return name
+    if not isinstance(name, str):
+        raise UnknownPresetError("engine profile", repr(name), profile_names())
+    wanted = name.strip().lower()
+    for profile in engine_profiles(flops=flops).values():
+        if wanted in (profile.key, profile.name.lower()):
+            return profile
+    for pname, why in unavailable_profiles(flops=flops).items():
+        if wanted in (_key(pname), pname.lower()):
+            raise InvalidValueError("estimate", name, f"profile {pname!r} has no constants yet: {why}")
+    raise UnknownPresetError("engine profile", name, profile_names())
+
+
+def estimate_row(m: Measurement, profile: EngineProfile, *, flops: str = "exact") -> float:
+    """The estimate of a measurement's step under ``profile`` [s] (:func:`roofline.calibrate.compare.estimate_step`).
+
+    Raises
+    ------
+    InvalidValueError
+        The row has no spec constants (field ``spec``).
+    """
+    return estimate_step(m, profile, flops=flops)
+
+
+def validate_with_estimates(measurements: Sequence[Measurement] | None = None, *, flops: str = "exact") -> Report:
+    """:func:`roofline.calibrate.compare.validate` with each profile fitted on the calibration rows among them.
+
+    Parameters
+    ----------
+    measurements : sequence of Measurement, optional
+        Default: :func:`roofline.calibrate.compare.default_measurements`.
+    flops : {"exact", "lesson"}
+
+    Returns
+    -------
+    Report
+        Bound and estimate for every row; the profiles fitted on the calibration rows of
+        ``measurements`` only (:func:`fit_profiles`), so a validation row's estimate never
+        saw the row. Profiles without a priced calibration row are listed as unavailable.
+
+    Raises
+    ------
+    InvalidValueError
+        As :func:`roofline.calibrate.compare.validate` and :func:`fit_profile`.
+
+    Examples
+    --------
+    >>> from roofline.calibrate import load_published
+    >>> report = validate_with_estimates(load_published())
+    >>> report.targets()[0]["met"]
+    True
+    """
+    from .compare import default_measurements
+
+    items = list(default_measurements() if measurements is None else measurements)
+    profiles, unavailable = fit_profiles(items, flops=flops) if items else ({}, {})
+    return validate(items, flops=flops, profiles=profiles, unavailable=unavailable)
+
