@@ -1026,6 +1026,15 @@ def get_model(name: str) -> ModelConfig:
     return _PRESET_CACHE[key]
 
 
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names an existing file; False for a name the system cannot look up (too
+    long, a NUL byte), which is then tried as a preset name, not reported as an output failure."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def load_model(
     spec: str | os.PathLike[str], *, weight_dtype: str | None = None, kv_dtype: str | None = None
 ) -> ModelConfig:
@@ -1042,7 +1051,7 @@ def load_model(
     text = os.fspath(spec)
     if not isinstance(text, str):
         raise InvalidValueError("spec", spec, "expected a str path, not bytes")
-    if text.endswith(".json") or os.path.sep in text or Path(text).is_file():
+    if text.endswith(".json") or os.path.sep in text or _is_file(text):
         model = ModelConfig.from_hf_config(text)
     else:
         model = get_model(text)

@@ -135,6 +135,20 @@ def test_generated_arguments_give_a_sound_result_or_a_project_error_naming_one(n
     (lambda: Request(id=0, arrival_s=10**400, prompt_tokens=1, output_tokens=1), "arrival_s"),
     (lambda: Request(id=0, arrival_s=0, prompt_tokens=10**16, output_tokens=1), "prompt_tokens"),
     (lambda: roofline.load_model(None), "spec"),  # type: ignore[arg-type]
+    (lambda: KVPool(np.array([1, 2]), 16), "capacity_blocks"),
+    (lambda: serve_static(REQS, COST, batch_size=np.array([1, 2])), "batch_size"),
+    (lambda: serve_static(REQS, COST, max_wait=np.array([1.0])), "max_wait"),
+    (lambda: serve_continuous(REQS, COST, admission=np.array([1, 2])), "admission"),  # type: ignore[arg-type]
+    (lambda: UnitCostModel(decode=np.array([1, 2])), "decode"),
+    (lambda: RooflineCostModel.for_model(M, A, flops=np.array([1])), "flops"),  # type: ignore[arg-type]
+    (lambda: synthetic_workload(3, rate=10**400), "rate"),
+    (lambda: synthetic_workload(3, rate=5e-324), "rate"),
+    (lambda: synthetic_workload(3, arrival="gamma", rate=1, cv=5e-324), "cv"),
+    (lambda: synthetic_workload(0, rate=np.array([1, 2])), "rate"),
+    (lambda: synthetic_workload(10**400, rate=1), "num_prompts"),
+    (lambda: synthetic_workload(3, rate=1, input_len=None), "input_len"),  # type: ignore[arg-type]
+    (lambda: ClosedLoop(clients=1, lengths=None), "lengths"),  # type: ignore[arg-type]
+    (lambda: ClosedLoop(clients=1, lengths=[(10**16, 1)]), "lengths[0].prompt_tokens"),
 ])
 def test_each_listed_api_fault_names_the_argument(call: Any, field: str) -> None:
     """The issue's API faults: each an InvalidValueError naming the argument, not a TypeError or OverflowError."""
@@ -165,3 +179,9 @@ def test_the_uniform_share_of_a_billion_rows_uses_the_series_and_agrees_with_the
     for m in range(1, n + 1):
         j = (1 / m - j) / r
     assert _j_large(n, r) == pytest.approx(j, rel=1e-14)
+
+
+def test_numpy_integers_in_a_pool_become_python_ints_that_never_wrap() -> None:
+    """KVPool(np.int64(2**62), block_size=np.int64(16)) holds 2**66 token slots, not an int64 product that wraps."""
+    pool = KVPool(np.int64(2**62), block_size=np.int64(16))
+    assert pool.capacity_tokens == 2**66 and type(pool.capacity_blocks) is int

@@ -196,6 +196,9 @@ def test_generated_command_lines_exit_0_or_2_with_one_line(command: str, files: 
     (["simulate", "--overhead", "\u0661", "--limit", "2"], ["--overhead", "ASCII"]),
     (["calibrate", "--repetitions", "\u0661\u0662"], ["--repetitions", "ASCII"]),
     (["calibrate", "--max-seconds", "nan"], ["--max-seconds", "nan"]),
+    (["calibrate", "--batches", "\u0661,2"], ["--batches", "comma-separated integers"]),
+    (["models", "a\nb"], ["a\\nb"]),
+    (["report", "--model", "x\ry.json"], ["x\\ry.json"]),
 ])
 def test_each_listed_fault_is_one_line_and_status_2(files: dict[str, list[str]], argv: list[str],
                                                     words: list[str]) -> None:

@@ -145,7 +145,9 @@ def test_a_mutated_preset_file_is_read_like_its_dict_and_duplicate_keys_are_refu
         assert "duplicate key 'hidden_size'" in str(from_file) or not strict, from_file
         return
     if isinstance(from_file, RooflineError):
-        assert str(path) in str(from_file) or isinstance(from_file, InvalidValueError), from_file
+        # The file named, or an error naming its field (InvalidValueError) or the model_type it cannot model.
+        assert str(path) in str(from_file) or isinstance(from_file, InvalidValueError) or \
+            "model_type" in str(from_file), from_file
         return
     assert isinstance(from_file, roofline.ModelConfig)
     _check_model(from_file)
@@ -173,6 +175,8 @@ BASE = PRESETS["llama-3.1-8b"]
     ({"hidden_size": 10**5000}, "hidden_size"),
     ({"rope_scaling": {"factor": math.inf}}, "rope_scaling.factor"),
     ({"x": _deep(100)}, "x"),
+    ({"_published_parameters": [8_030_261_248]}, "_published_parameters"),
+    ({"text_config": {"torch_dtype": ""}}, "text_config.torch_dtype"),
 ])
 def test_each_listed_config_fault_is_refused_naming_the_field(change: dict[str, Any], field: str) -> None:
     """An empty or numeric torch_dtype, a list as model_type, a number as a name, booleans as strings, a
@@ -225,3 +229,13 @@ def test_an_unmutated_preset_reads_the_same_from_dict_and_file(tmp_path: Path) -
     path = tmp_path / "config.json"
     path.write_text(json.dumps(BASE), encoding="utf-8")
     assert roofline.ModelConfig.from_hf_config(path).parameters == 8_030_261_248
+
+
+@pytest.mark.parametrize("spec", ["a" * 500, "x\x00y"])
+def test_a_name_too_long_for_the_file_system_is_an_unknown_preset_not_an_os_error(spec: str) -> None:
+    """load_model("a" * 500) once raised OSError (file name too long), which the command line reported as an
+    output failure (exit 1); it is an unknown preset (UnknownPresetError, exit 2)."""
+    from roofline.errors import UnknownPresetError
+
+    with pytest.raises(UnknownPresetError):
+        roofline.load_model(spec)

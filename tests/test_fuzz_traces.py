@@ -291,3 +291,24 @@ def test_a_bom_in_a_string_is_dropped_as_in_a_file(tmp_path: Path) -> None:
     text = "\ufeffarrival_s,prompt_tokens,output_tokens\r\n0.25,7,3\r\n"
     [r] = parse_trace(text)
     assert (r.arrival_s, r.prompt_tokens, r.output_tokens) == (Fraction(1, 4), 7, 3)
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("[1e400]", "too large for a float"),
+    ("[1e999999999]", "exponent"),
+    ("[" + "9" * 5000 + "]", "an integer of 5,000 digits"),
+    ("[0." + "1" * 200 + "]", "longer than the 100 allowed"),
+])
+def test_strict_json_refuses_numbers_that_overflow_or_take_unbounded_time(text: str, words: str) -> None:
+    """parse_json refuses 1e400 as a float (once read as inf; exact as a Fraction), 1e999999999 (a billion-digit Fraction), a 5,000-digit
+    integer (Python's message suggested raising the limit) and a 200-digit float."""
+    from fractions import Fraction as F
+
+    from roofline._io import parse_json
+
+    for parse_float in (None, F):
+        if parse_float is F and text == "[1e400]":  # read exactly: a Fraction of 401 digits is fine
+            assert parse_json(text, parse_float=F) == [F(10**400)]
+            continue
+        with pytest.raises(ValueError, match=words):
+            parse_json(text, parse_float=parse_float)
