@@ -300,8 +300,8 @@ def test_a_bom_in_a_string_is_dropped_as_in_a_file(tmp_path: Path) -> None:
     ("[0." + "1" * 200 + "]", "longer than the 100 allowed"),
 ])
 def test_strict_json_refuses_numbers_that_overflow_or_take_unbounded_time(text: str, words: str) -> None:
-    """parse_json refuses 1e400 as a float (once read as inf; exact as a Fraction), 1e999999999 (a billion-digit Fraction), a 5,000-digit
-    integer (Python's message suggested raising the limit) and a 200-digit float."""
+    """parse_json refuses 1e400 as a float (once inf; exact as a Fraction), 1e999999999 (a billion-digit
+    Fraction), a 5,000-digit integer (Python's message suggested raising the limit) and a 200-digit float."""
     from fractions import Fraction as F
 
     from roofline._io import parse_json
