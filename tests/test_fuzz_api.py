@@ -136,7 +136,7 @@ def test_generated_arguments_give_a_sound_result_or_a_project_error_naming_one(n
     (lambda: Request(id=0, arrival_s=0, prompt_tokens=10**16, output_tokens=1), "prompt_tokens"),
     (lambda: roofline.load_model(None), "spec"),  # type: ignore[arg-type]
     (lambda: KVPool(np.array([1, 2]), 16), "capacity_blocks"),
-    (lambda: serve_static(REQS, COST, batch_size=np.array([1, 2])), "batch_size"),
+    (lambda: serve_static(REQS, COST, batch_size=np.array([1, 2])), "batch_size"),  # type: ignore[arg-type]
     (lambda: serve_static(REQS, COST, max_wait=np.array([1.0])), "max_wait"),
     (lambda: serve_continuous(REQS, COST, admission=np.array([1, 2])), "admission"),  # type: ignore[arg-type]
     (lambda: UnitCostModel(decode=np.array([1, 2])), "decode"),

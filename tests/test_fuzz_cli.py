@@ -11,10 +11,13 @@ output goes to a temporary folder.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import io
 import json
 import math
+import shutil
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -145,9 +148,15 @@ def _fake_calibration(plan: Any, **kwargs: Any) -> Any:
     raise _Measured
 
 
+#: The working folder of every in-process run: outputs named relative to it ("--out ''" is one) land
+#: there, never in the working tree.
+_CWD = Path(tempfile.mkdtemp(prefix="roofline-fuzz-cli-"))
+atexit.register(shutil.rmtree, _CWD, ignore_errors=True)
+
+
 def _run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+    with contextlib.chdir(_CWD), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
             mock.patch("roofline.calibrate.run_calibration", _fake_calibration):
         try:
             status = cli.main(argv)
