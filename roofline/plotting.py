@@ -54,7 +54,7 @@ def _matplotlib() -> Any:
         from matplotlib.figure import Figure as figure_class
     except ImportError:
         raise InvalidValueError(
-            "matplotlib", None, "is needed for charts: pip install 'roofline[plot]'"
+            "matplotlib", None, "is needed for charts: pip install 'roofline[plot]' (from a clone: pip install -e '.[plot]')"
         ) from None
     return matplotlib, figure_class
 

@@ -85,7 +85,7 @@ def calibration_file(torch: Any, tmp_path_factory: pytest.TempPathFactory) -> tu
         status = _cli([
             "calibrate", "--device", "cpu", "--out", str(out), "--quiet",
             "--batches", ",".join(map(str, BATCHES)), "--contexts", ",".join(map(str, CONTEXTS)),
-            "--repetitions", "3", "--warmup", "1", "--bandwidth-mib", "4",
+            "--repetitions", "3", "--warmup", "1", "--bandwidth-mib", "4", "--max-spread", "1000",
             "--matmul", ",".join("x".join(map(str, s)) for s in SHAPES),
         ])
     assert status == 0
