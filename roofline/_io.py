@@ -224,7 +224,8 @@ def _mode_for(target: Path) -> int:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str], *, binary: bool = False, newline: str | None = None) -> Iterator[IO[Any]]:
+def atomic_write(path: str | os.PathLike[str], *, binary: bool = False,
+                 newline: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; on a clean exit rename it over ``path`` (atomic).
 
     Parameters

@@ -55,7 +55,8 @@ def _matplotlib() -> Any:
         from matplotlib.figure import Figure as figure_class
     except ImportError:
         raise InvalidValueError(
-            "matplotlib", None, "is needed for charts: pip install 'roofline[plot]' (from a clone: pip install -e '.[plot]')"
+            "matplotlib", None,
+            "is needed for charts: pip install 'roofline[plot]' (from a clone: pip install -e '.[plot]')"
         ) from None
     return matplotlib, figure_class
 
@@ -251,7 +252,7 @@ def useful_share_chart(
 
     # the approximation is drawn over the exact line, dashed with a white edge, so it stays visible where the
     # two overlap (large B, where mean / longest is within a fraction of a percent of E[X / max])
-    dashed = dict(lw=1.3, ls=(0, (4, 2.5)), zorder=3,
+    dashed: dict[str, Any] = dict(lw=1.3, ls=(0, (4, 2.5)), zorder=3,
                   path_effects=[patheffects.Stroke(linewidth=2.6, foreground="white"), patheffects.Normal()])
     for i, b in enumerate(batches):
         color = colors[i % len(colors)]

@@ -165,5 +165,6 @@ def check_spread(doc: dict[str, Any], limit: float = MAX_SPREAD, *, field: str =
     where, widest = widest_spread(doc)
     if widest > limit:
         raise InvalidValueError(field, float(limit), f"the repetitions of {where} spread {widest:.0%} "
-                                f"((max - min) / median), wider than the {limit * 100:g}% limit: the device was busy or "
-                                "throttling, so nothing was written; rerun on an idle device (or raise the limit)")
+                                f"((max - min) / median), wider than the {limit * 100:g}% limit: the device was "
+                                "busy or throttling, so nothing was written; rerun on an idle device (or raise the "
+                                "limit)")

@@ -1,7 +1,7 @@
 """``roofline calibrate``: measure bandwidth, matmul FLOP/s and decode steps; write a JSON file.
 
-Needs PyTorch (``pip install 'roofline[calibrate]'``; from a clone ``pip install -e '.[calibrate]'``). On a GPU the defaults measure
-Llama 3.1 8B shapes (random weights) at batches 1 to 256 and contexts 128, 1,000 and
+Needs PyTorch (``pip install 'roofline[calibrate]'``; from a clone ``pip install -e '.[calibrate]'``).
+On a GPU the defaults measure Llama 3.1 8B shapes (random weights) at batches 1 to 256 and contexts 128, 1,000 and
 4,096 with CUDA graphs, within 3 minutes; on a CPU, tiny shapes in seconds. The file
 layout is documented in :mod:`roofline.calibrate`; ``roofline validate --measurements
 FILE`` compares the model with it.

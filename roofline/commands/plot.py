@@ -12,7 +12,8 @@ FLOPs per token follow ``--flops``: "exact" by default, as the table of ``roofli
 "lesson" (2 x P) draws the lesson's own chart. ``--out`` is refused when empty or when it
 names the config read; each file is written atomically.
 
-Needs matplotlib (``pip install 'roofline[plot]'``; from a clone ``pip install -e '.[plot]'``). Example: ``roofline plot --out charts``.
+Needs matplotlib (``pip install 'roofline[plot]'``; from a clone ``pip install -e '.[plot]'``).
+Example: ``roofline plot --out charts``.
 """
 
 from __future__ import annotations

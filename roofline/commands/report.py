@@ -303,7 +303,8 @@ def format_report(r: dict[str, Any]) -> str:
         f"  throughput            {eight_wo['throughput_tokens_per_s']:9.0f} tokens/s vs "
         f"{exact['throughput_tokens_per_s']:.0f} at batch 1 "
         f"({eight_wo['throughput_tokens_per_s'] / exact['throughput_tokens_per_s']:.2f}x), weights only; "
-        f"with KV at {ctx:,} tokens {eight_kv['throughput_tokens_per_s']:.0f} vs {one_kv['throughput_tokens_per_s']:.0f} "
+        f"with KV at {ctx:,} tokens {eight_kv['throughput_tokens_per_s']:.0f} "
+        f"vs {one_kv['throughput_tokens_per_s']:.0f} "
         f"({eight_kv['throughput_tokens_per_s'] / one_kv['throughput_tokens_per_s']:.2f}x)",
         "",
         "KV cache",

@@ -631,7 +631,7 @@ def _write_out(results: list[SimResult], labels: list[str], out: str) -> None:
 
 
 def _mb(size: int) -> str:
-    return f"{size / 1e6:,.1f} MB" if size >= 10**5 else f"{size / 1e3:,.1f} kB"
+    return f"{size / 1e6:,.1f} MB" if size >= 10**6 else f"{size / 1e3:,.1f} kB"
 
 
 def run(args: argparse.Namespace) -> int:
