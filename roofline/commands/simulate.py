@@ -48,6 +48,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import json
 import os
@@ -520,10 +521,32 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
 
 
 def _progress(items: Any, desc: str, unit: str) -> Any:
-    """A tqdm progress bar over ``items`` on stderr, shown only when stderr is a terminal."""
-    from tqdm import tqdm
-
+    """A tqdm progress bar over ``items`` on stderr, shown only when stderr is a terminal (tqdm is a
+    dependency; an install without it runs silently)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return _Silent(items)
     return tqdm(items, desc=desc, unit=unit, disable=not _stderr_is_terminal(), leave=False, file=sys.stderr)
+
+
+class _Silent:
+    """The part of a tqdm bar simulate uses, showing nothing."""
+
+    def __init__(self, items: Any) -> None:
+        self.items = items
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __iter__(self) -> Any:
+        return iter(self.items)
+
+    def set_postfix_str(self, text: str) -> None:
+        return None
 
 
 def _stderr_is_terminal() -> bool:
@@ -618,7 +641,7 @@ def _write_out(results: list[SimResult], labels: list[str], out: str) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         for (path, write, _, _), size in zip(tables, sizes, strict=True):
             with atomic_write(path, newline="") as fh:
-                if _stderr_is_terminal() and size > 1 << 24:
+                if _stderr_is_terminal() and size > 1 << 24 and importlib.util.find_spec("tqdm"):
                     from tqdm import tqdm
 
                     with tqdm.wrapattr(fh, "write", total=size, desc=path.name, unit="B", unit_scale=True,
