@@ -584,38 +584,26 @@ def check_out_option(args: argparse.Namespace) -> list[Path] | None:
     return outputs
 
 
-#: Rows serialised to estimate a table's size before it is written.
-SAMPLE_ROWS = 200
+#: Rows serialised, from each end of a table, to estimate its size before it is written.
+SAMPLE_ROWS = 100
 
 
-def _estimate_bytes(table: Any, rows: int) -> int:
-    """Bytes a CSV table of ``rows`` rows will take, from its header and the mean of its first rows."""
+def _estimate_bytes(fields: Any, records: Any) -> int:
+    """Bytes a CSV table will take: its header plus its row count x the mean size of its first and last rows.
+
+    ``records`` is a sequence (list, or the step log) of objects with ``to_dict()``.
+    """
+    n = len(records)
+    picked = records[:n] if n <= 2 * SAMPLE_ROWS else [*records[:SAMPLE_ROWS], *records[n - SAMPLE_ROWS:n]]
     sample = io.StringIO()
-    table(sample, SAMPLE_ROWS)
+    _write_rows(sample, fields, (x.to_dict() for x in picked))
     lines = sample.getvalue().splitlines(keepends=True)
     header, body = len(lines[0]), lines[1:]
-    return header + (round(rows * sum(map(len, body)) / len(body)) if body else 0)
-
-
-def _requests_table(r: SimResult) -> Any:
-    def write(stream: Any, limit: int | None = None) -> None:
-        from ..sim.results import _REQUEST_FIELDS
-
-        _write_rows(stream, _REQUEST_FIELDS, (x.to_dict() for x in r.requests[:limit]))
-    return write
-
-
-def _steps_table(r: SimResult) -> Any:
-    def write(stream: Any, limit: int | None = None) -> None:
-        from ..sim.results import _STEP_FIELDS
-
-        assert r.steps is not None
-        records = r.steps[: len(r.steps) if limit is None else min(limit, len(r.steps))]
-        _write_rows(stream, _STEP_FIELDS, (x.to_dict() for x in records))
-    return write
+    return header + (round(n * sum(map(len, body)) / len(body)) if body else 0)
 
 
 def _write_rows(stream: Any, fields: Any, rows: Any) -> None:
+    """Rows as the simulator's own CSV writers lay them out (header, then one line per row)."""
     import csv
 
     w = csv.writer(stream, lineterminator="\n")
@@ -627,12 +615,16 @@ def _write_rows(stream: Any, fields: Any, rows: Any) -> None:
 def _write_out(results: list[SimResult], labels: list[str], out: str) -> None:
     """Write each policy's tables into ``out``, saying first on stderr how much; each file atomically."""
     directory = Path(out)
-    tables: list[tuple[Path, Any, int, Any]] = []
+    from ..sim.results import _REQUEST_FIELDS, _STEP_FIELDS
+
+    tables: list[tuple[Path, Any, int, int]] = []
     for label, r in zip(labels, results, strict=True):
-        tables.append((directory / f"{label}-requests.csv", r.write_requests_csv, len(r.requests), _requests_table(r)))
+        tables.append((directory / f"{label}-requests.csv", r.write_requests_csv, len(r.requests),
+                       _estimate_bytes(_REQUEST_FIELDS, r.requests)))
         if r.steps is not None:
-            tables.append((directory / f"{label}-steps.csv", r.steps.write_csv, len(r.steps), _steps_table(r)))
-    sizes = [_estimate_bytes(sample, rows) for _, _, rows, sample in tables]
+            tables.append((directory / f"{label}-steps.csv", r.steps.write_csv, len(r.steps),
+                           _estimate_bytes(_STEP_FIELDS, r.steps)))
+    sizes = [size for _, _, _, size in tables]
     total_rows = sum(rows for _, _, rows, _ in tables)
     print(f"roofline simulate: writing {len(tables)} files, {total_rows:,} rows, about {_mb(sum(sizes))}, "
           f"to {directory}{'' if any(r.steps is not None for r in results) else ' (per-step tables: --steps)'}",
