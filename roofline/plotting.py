@@ -98,7 +98,10 @@ def throughput_curves(
     >>> from roofline import get_model, get_accelerator
     >>> c = throughput_curves(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
     >>> c["kv_limit"], c["critical_batch"], round(c["ceiling"])
-    (404, 296, 61604)
+    (404, 317, 65919)
+    >>> c = throughput_curves(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), flops="lesson")
+    >>> c["critical_batch"], round(c["ceiling"])
+    (296, 61604)
     """
     if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 2:
         raise InvalidValueError("max_batch", max_batch, "must be an integer >= 2")
