@@ -219,7 +219,7 @@ def test_plot_leaves_a_config_in_its_folder_byte_identical(tmp_path: Path, capsy
 
 def test_calibrate_refuses_to_write_over_its_config_before_measuring(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture) -> None:
-    """--out naming the --model config (any spelling) is exit 2 before PyTorch is even looked for."""
+    """--out naming the config (any spelling), a folder or a missing folder: exit 2 before PyTorch is looked for."""
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps(CONFIG))
     before = _snapshot(cfg)
@@ -228,6 +228,10 @@ def test_calibrate_refuses_to_write_over_its_config_before_measuring(tmp_path: P
         _one_line_error(capsys, "--out=", "would write over", "cfg.json")
     assert main(["calibrate", "--out", ""]) == 2
     _one_line_error(capsys, "--out=''", "is empty")
+    assert main(["calibrate", "--out", str(tmp_path)]) == 2
+    _one_line_error(capsys, "is a folder; name the JSON file")
+    assert main(["calibrate", "--out", str(tmp_path / "missing" / "c.json")]) == 2
+    _one_line_error(capsys, "its folder does not exist")
     assert _snapshot(cfg) == before
 
 

@@ -139,7 +139,11 @@ def run(args: argparse.Namespace) -> int:
     from ..models import load_model
 
     if args.out is not None:
-        output_path("--out", args.out)
+        target = output_path("--out", args.out)
+        if target.is_dir():
+            raise InvalidValueError("--out", args.out, "is a folder; name the JSON file to write")
+        if not target.resolve().parent.is_dir():
+            raise InvalidValueError("--out", args.out, "its folder does not exist")
         check_outputs("--out", [args.out], [args.model if args.model and os.path.isfile(args.model) else None])
     dev = resolve_device(args.device)
     model = load_model(args.model) if args.model else None
