@@ -185,3 +185,14 @@ def test_numpy_integers_in_a_pool_become_python_ints_that_never_wrap() -> None:
     """KVPool(np.int64(2**62), block_size=np.int64(16)) holds 2**66 token slots, not an int64 product that wraps."""
     pool = KVPool(np.int64(2**62), block_size=np.int64(16))
     assert pool.capacity_tokens == 2**66 and type(pool.capacity_blocks) is int
+
+
+def test_a_float_underflow_that_divides_by_zero_is_a_project_error() -> None:
+    """intensity_limit with a context and KV size of 1.8e-177 (product 0.0 in floats) once raised
+    ZeroDivisionError; it is an InvalidValueError naming the formula and its inputs."""
+    from roofline.formulas import intensity_limit
+
+    with pytest.raises(InvalidValueError) as exc:
+        intensity_limit(attention_flops_per_token=0, context=1.8e-177, flops_per_token=1,
+                        kv_bytes_per_token=1.8e-177)
+    assert exc.value.field == "intensity_limit" and "context=1.8e-177" in str(exc.value)

@@ -179,6 +179,11 @@ def formula(
                 field = _too_large_for_float(kwargs)
                 raise InvalidValueError(field, kwargs[field], f"too large for a float, which {func.__name__} meets "
                                         "in another argument (pass ints or Fractions throughout)") from None
+            except ZeroDivisionError:  # valid floats whose product underflows to 0, then divides
+                inputs = ", ".join(f"{k}={np.array2string(v, threshold=6) if isinstance(v, np.ndarray) else repr(v)}"
+                                   for k, v in kwargs.items())
+                raise InvalidValueError(func.__name__, None, f"a float underflow divides by zero for {inputs} "
+                                        "(pass ints or Fractions)") from None
             if exact_ints:
                 out = _from_object(out)
             _check_result(func.__name__, result, none_when_infinite, out, kwargs)
