@@ -122,7 +122,8 @@ def allreduce_terms(model: ModelConfig, accelerator: Accelerator, tensor_paralle
 
 
 def _share(model: ModelConfig, tensor_parallel_size: Any) -> ModelConfig:
-    """One GPU's share of ``model`` (``model`` itself at T = 1)."""
+    """One GPU's share of ``model`` at T (``model`` itself at T = 1, which may already be a share made by
+    :meth:`roofline.ModelConfig.per_gpu`, priced at its own T)."""
     if isinstance(tensor_parallel_size, np.ndarray):
         raise InvalidValueError("tensor_parallel_size", tensor_parallel_size, "expected an integer >= 1")
     check_int("tensor_parallel_size", tensor_parallel_size, minimum=1)
@@ -211,7 +212,8 @@ def decode_step(
         is added to its t_step).
     tensor_parallel_size : int >= 1, default 1
         T GPUs in a tensor-parallel group: bytes, FLOPs, memory and compute times are one GPU's
-        share (:meth:`roofline.ModelConfig.per_gpu`) and the step adds the 2 L ring all-reduces of
+        share (:meth:`roofline.ModelConfig.per_gpu`; a ``model`` that is already a share is priced
+        at its own T) and the step adds the 2 L ring all-reduces of
         B x hidden x activation bytes over :meth:`roofline.Accelerator.link` (T)
         (:func:`roofline.formulas.step_time_tp`; docs/conventions.md, "Tensor parallelism").
         T = 1 gives the single-GPU numbers exactly.
@@ -244,9 +246,9 @@ def decode_step(
     _check_scalar("context", context, minimum=0)
     _check_scalar("overhead", overhead)
     _check_flag("kv_reads", kv_reads)
-    whole = model
     model = _share(model, tensor_parallel_size)
-    ar = allreduce_terms(whole, accelerator, tensor_parallel_size) if tensor_parallel_size > 1 else None
+    group = model.tensor_parallel_size
+    ar = allreduce_terms(model, accelerator, group) if group > 1 else None
     terms = _model_terms(model, flops, batch, context)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
@@ -276,7 +278,7 @@ def decode_step(
         ar_kw = dict(ar, batch=batch)
         allreduce = f.decode_allreduce_time(**ar_kw)
         step = step + allreduce
-        tp = dict(tensor_parallel_size=int(tensor_parallel_size), allreduce_time=allreduce,
+        tp = dict(tensor_parallel_size=group, allreduce_time=allreduce,
                   allreduce_bandwidth_time=f.decode_allreduce_bandwidth_time(**ar_kw),
                   allreduce_latency_time=f.decode_allreduce_latency_time(**ar_kw))
         shares = dict(step_time_no_overlap=f.step_time_no_overlap.unchecked(**kw) + allreduce,
@@ -559,6 +561,9 @@ def kv_budget_for(
         smallest = smallest_tensor_parallel_size(model, accelerator, utilization=utilization, reserved=reserved)
         if smallest is not None and smallest > tensor_parallel_size:
             hint = f"; the smallest tensor-parallel size that fits is {smallest} (--tensor-parallel-size {smallest})"
+        elif smallest is None and model.tensor_parallel_size == 1:
+            hint = (f"; no tensor-parallel size of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} fits on one server "
+                    "(the network between servers is not modelled)")
         raise InvalidValueError(
             "budget", float(budget),
             f"{model.name} weights ({float(share.weight_bytes) / 1e9:.2f} GB"

@@ -906,7 +906,7 @@ class ModelConfig:
         H, Hkv = self.num_attention_heads, self.num_key_value_heads
         if H % T:
             raise InvalidValueError("tensor_parallel_size", T,
-                                    f"num_attention_heads={H} is not divisible by {T} (valid T divide {H})")
+                                    f"num_attention_heads={H} is not divisible by {T}")
         if self.is_mla:
             kv_heads = math.gcd(H // T, Hkv)  # not used by MLA (one latent per token), kept consistent
         elif Hkv >= T:

@@ -337,13 +337,12 @@ class RooflineCostModel:
             check_nonnegative("overhead", overhead)
             overhead = overhead + profile.overhead(model.num_hidden_layers)
             accelerator = profile.scaled(accelerator)
-        whole = model
-        model = model.per_gpu(tensor_parallel_size)
+        model = model.per_gpu(tensor_parallel_size)  # a share made by per_gpu keeps its own T
         tp: dict[str, Any] = {}
-        if tensor_parallel_size > 1:
+        if model.tensor_parallel_size > 1:
             from ..estimate import allreduce_terms
 
-            tp = allreduce_terms(whole, accelerator, tensor_parallel_size)
+            tp = allreduce_terms(model, accelerator, model.tensor_parallel_size)
         terms: dict[str, Any] = dict(model.step_terms(flops))
         moe: dict[str, Any] = {}
         if model.is_moe:
