@@ -118,8 +118,9 @@ def throughput_curves(
     if model.tensor_parallel_size > 1:  # one GPU's share (ModelConfig.per_gpu): add the all-reduce of every step
         from .estimate import allreduce_terms
 
-        ar = f.decode_allreduce_time(batch=batch, **{k: v if isinstance(v, int) else float(v) for k, v in allreduce_terms(
-            model, accelerator, model.tensor_parallel_size).items()})
+        terms = allreduce_terms(model, accelerator, model.tensor_parallel_size)
+        ar = f.decode_allreduce_time(batch=batch, **{k: v if isinstance(v, int) else float(v) for k, v in terms.items()
+                                                     })
         weights_only = batch / (batch / weights_only + ar)
         with_kv = batch / (batch / with_kv + ar)
     with_kv = np.where(batch <= kv_limit, with_kv, np.nan)
