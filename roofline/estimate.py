@@ -239,7 +239,7 @@ def decode_step(
     >>> vllm = get_engine_profile("vllm")
     >>> e = decode_step(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), batch=1, context=0, estimate=vllm)
     >>> round(float(e.step_time) * 1e3, 2), e.time_kind
-    (8.34, 'estimate: vLLM with CUDA graphs')
+    (8.41, 'estimate: vLLM with CUDA graphs')
     """
     _check_parts(model, accelerator)
     _check_scalar("batch", batch, minimum=1)

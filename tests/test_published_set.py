@@ -9,7 +9,7 @@ import pytest
 
 from roofline.calibrate import MeasurementFileError
 from roofline.hardware import accelerator_names
-from roofline.models import get_model, model_names
+from roofline.models import model_names
 from roofline.validate import load_published, pending_published, published_path, validate
 
 
