@@ -929,7 +929,7 @@ class ModelConfig:
         for field, width in widths.items():
             if width % T:
                 raise InvalidValueError("tensor_parallel_size", T, f"{field}={width} is not divisible by {T}")
-        share = {field: width // T for field, width in widths.items()}
+        share: dict[str, Any] = {field: width // T for field, width in widths.items()}
         if "intermediate_size" not in share:
             share["intermediate_size"] = self.intermediate_size
         return attrs.evolve(
