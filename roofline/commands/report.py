@@ -183,7 +183,7 @@ def build_report(
     out = {
         "time_kind": "bound",
         "model": {
-            "name": model.name, "parameters": model.parameters, "weight_dtype": model.weight_dtype,
+            "name": model.name, "parameters": whole.parameters, "weight_dtype": model.weight_dtype,
             "model_type": model.model_type, "total_parameters": whole.parameters,
             "active_parameters": whole.active_parameters, "other_tower_parameters": model.tower_parameters,
             "experts": experts, "multi_head_latent_attention": model.is_mla,
@@ -248,6 +248,7 @@ def _tensor_parallel_json(whole: ModelConfig, share: ModelConfig, accelerator: A
                  "latency_kind": link.latency.source.kind},
         "weight_bytes_whole_model": float(whole.weight_bytes),
         "weight_bytes_per_gpu": float(share.weight_bytes),
+        "parameters_per_gpu": share.parameters,
         "weight_bytes_all_gpus": float(share.weight_bytes * T),
         "query_heads_per_gpu": share.num_attention_heads,
         "kv_heads_per_gpu": None if share.is_mla else share.num_key_value_heads,
@@ -345,6 +346,7 @@ def format_report(r: dict[str, Any]) -> str:
     tp = r.get("tensor_parallel")
     on = a["name"] if tp is None else f"{tp['size']} x {a['name']} (tensor parallel; sizes per GPU)"
     plus_ar = "" if tp is None else " + all-reduce"
+    held = m["parameters"] if tp is None else tp["parameters_per_gpu"]
     out = [
         f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {on}",
         f"  HBM {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
@@ -353,8 +355,8 @@ def format_report(r: dict[str, Any]) -> str:
         "[estimate]",
         "",
         "One request at a time (batch 1, weights only)",
-        f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {m['parameters']:,} parameters x "
-        f"{w['bytes'] / m['parameters']:g} B",
+        f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {held:,} parameters x "
+        f"{w['bytes'] / held:g} B" + ("" if tp is None else " (one GPU's)"),
         f"  parameters            total {m['total_parameters']:,}, active per token {m['active_parameters']:,}"
         + (f" (other towers {m['other_tower_parameters']:,})" if m["other_tower_parameters"] else ""),
         *_moe_lines(m),
