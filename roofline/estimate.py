@@ -556,7 +556,8 @@ def kv_budget_for(
         weight_bytes=Fraction(share.weight_bytes), reserved=reserved,
     )
     if budget <= 0:
-        where = accelerator.name if tensor_parallel_size == 1 else f"{tensor_parallel_size} x {accelerator.name}"
+        group = share.tensor_parallel_size
+        where = accelerator.name if group == 1 else f"{group} x {accelerator.name}"
         hint = ""
         smallest = smallest_tensor_parallel_size(model, accelerator, utilization=utilization, reserved=reserved)
         if smallest is not None and smallest > tensor_parallel_size:
@@ -567,7 +568,7 @@ def kv_budget_for(
         raise InvalidValueError(
             "budget", float(budget),
             f"{model.name} weights ({float(share.weight_bytes) / 1e9:.2f} GB"
-            f"{' per GPU' if tensor_parallel_size > 1 else ''}) leave no KV budget on "
+            f"{' per GPU' if group > 1 else ''}) leave no KV budget on "
             f"{where} at utilization {float(utilization)}{hint}",
         )
     return Fraction(budget)
