@@ -678,8 +678,8 @@ class ModelConfig:
         return 2 * self.matmul_parameters
 
     @property
-    def lesson_flops_per_token(self) -> int:
-        """The lesson's round figure 2 x P [FLOP per token] (a named approximation; P active for MoE)."""
+    def two_p_flops_per_token(self) -> int:
+        """2 x P [FLOP per token], the lesson's round figure (a named approximation; P active for MoE)."""
         return 2 * (self.active_parameters if self.is_moe else self.parameters - self.tower_parameters)
 
     # ------------------------------------------------------------------ KV cache and attention
@@ -690,6 +690,11 @@ class ModelConfig:
             assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.kv_width
+
+    @property
+    def lesson_flops_per_token(self) -> int:
+        """Former name of :attr:`two_p_flops_per_token` (kept so existing code keeps working)."""
+        return self.two_p_flops_per_token
 
     @property
     def layer_attention_flops(self) -> int:
@@ -799,18 +804,17 @@ class ModelConfig:
         """(matmul FLOPs per token, attention FLOPs per token per context token at full attention).
 
         ``convention="exact"``: the exact matmul count and 4 L H d attention FLOPs.
-        ``convention="lesson"``: the lesson's 2 x P and no attention FLOPs.
+        ``convention="2p"``: 2 x P (the lesson's round figure) and no attention FLOPs;
+        ``"lesson"`` is accepted as its former name (:func:`flops_convention`).
 
         Raises
         ------
         InvalidValueError
             For any other convention.
         """
-        if convention == "exact":
+        if flops_convention(convention) == "exact":
             return self.matmul_flops_per_token, self.attention_flops_per_token
-        if convention == "lesson":
-            return self.lesson_flops_per_token, 0
-        raise InvalidValueError("flops", convention, "expected 'exact' or 'lesson'")
+        return self.two_p_flops_per_token, 0
 
     def step_terms(self, convention: str = "exact") -> dict[str, int | Fraction]:
         """The model's inputs to the step-time formulas, keyed by their keyword names.
@@ -1053,6 +1057,30 @@ def _from_dict(
 # --------------------------------------------------------------------------- presets
 
 _PRESET_CACHE: dict[str, ModelConfig] = {}
+
+
+#: FLOPs conventions by name: "exact" (2 x matmul parameters + attention FLOPs) and "2p"
+#: (2 x parameters, the lesson's round figure); "lesson" is the former name of "2p".
+FLOPS_CONVENTIONS = ("exact", "2p")
+_FLOPS_ALIASES = {"exact": "exact", "2p": "2p", "lesson": "2p"}
+
+
+def flops_convention(name: Any) -> str:
+    """The FLOPs convention called ``name`` ("exact" or "2p"; "lesson" is read as "2p").
+
+    Raises
+    ------
+    InvalidValueError
+        For any other name (field ``flops``).
+
+    Examples
+    --------
+    >>> flops_convention("lesson"), flops_convention("exact")
+    ('2p', 'exact')
+    """
+    if not isinstance(name, str) or name not in _FLOPS_ALIASES:
+        raise InvalidValueError("flops", name, "expected 'exact' or '2p' (2 x parameters)")
+    return _FLOPS_ALIASES[name]
 
 
 def model_names() -> list[str]:

@@ -86,10 +86,15 @@ def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -
 
 
 def add_flops_option(parser: argparse.ArgumentParser, *, default: str) -> None:
-    """--flops {exact,lesson}: the FLOPs convention."""
-    parser.add_argument("--flops", choices=("exact", "lesson"), default=default,
+    """--flops {exact,2p}: the FLOPs convention ("lesson" is read as "2p", its former name)."""
+    parser.add_argument("--flops", type=_flops, choices=("exact", "2p"), default=default,
                         help="FLOPs convention: 'exact' (2 x matmul parameters + attention) or "
-                             "'lesson' (2 x P) (default: %(default)s)")
+                             "'2p' (2 x P, the lesson's round figure; 'lesson' is read as '2p') "
+                             "(default: %(default)s)")
+
+
+def _flops(text: str) -> str:
+    return {"lesson": "2p"}.get(text, text)
 
 
 def add_estimate_option(p: argparse.ArgumentParser) -> None:

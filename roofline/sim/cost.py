@@ -286,7 +286,7 @@ class RooflineCostModel:
             Its ``weight_bytes``, ``kv_bytes_per_token`` and ``flops_per_token(flops)``.
         accelerator : Accelerator
             Its ``bandwidth`` [bytes/s] and dense ``peak_flops`` [FLOP/s].
-        flops : {"exact", "lesson"}
+        flops : {"exact", "2p"}
             FLOPs convention (:meth:`roofline.ModelConfig.flops_per_token`).
         overhead : [s] >= 0
         exact : bool
