@@ -89,10 +89,15 @@ def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -
 
 
 def add_flops_option(parser: argparse.ArgumentParser, *, default: str) -> None:
-    """--flops {exact,lesson}: the FLOPs convention."""
-    parser.add_argument("--flops", choices=("exact", "lesson"), default=default,
+    """--flops {exact,2p}: the FLOPs convention ("lesson" is read as "2p", its former name)."""
+    parser.add_argument("--flops", type=_flops, choices=("exact", "2p"), default=default,
                         help="FLOPs convention: 'exact' (2 x matmul parameters + attention) or "
-                             "'lesson' (2 x P) (default: %(default)s)")
+                             "'2p' (2 x P, the lesson's round figure; 'lesson' is read as '2p') "
+                             "(default: %(default)s)")
+
+
+def _flops(text: str) -> str:
+    return {"lesson": "2p"}.get(text, text)
 
 
 def add_estimate_option(p: argparse.ArgumentParser) -> None:
@@ -102,3 +107,12 @@ def add_estimate_option(p: argparse.ArgumentParser) -> None:
                         "vllm, gpt-fast, lmdeploy or trtllm (constants fitted on published measurements; "
                         "see roofline validate) (default: the bound only)")
 
+
+
+def add_tensor_parallel_option(p: argparse.ArgumentParser, *, default: int | None = 1) -> None:
+    """Add ``--tensor-parallel-size`` / ``--tp`` (vLLM's flag): T GPUs sharing the model."""
+    p.add_argument("--tensor-parallel-size", "--tp", type=int_arg("--tensor-parallel-size", 1), default=default,
+                   dest="tensor_parallel_size", metavar="T",
+                   help="GPUs in a tensor-parallel group: sizes are per GPU, step times add the all-reduce, "
+                        "tokens/s are the group's (docs/conventions.md, \"Tensor parallelism\"; default: "
+                        + ("the smallest that fits" if default is None else str(default)) + ")")
