@@ -10,7 +10,7 @@ does, on first use):
 * :mod:`roofline.estimate` (the formulas applied to a model on an accelerator)
 * errors: :class:`RooflineError` (a ValueError) and its subclasses
 
-Conventions: ../shared/design/CONVENTIONS.md (units: bytes, seconds, FLOP).
+Conventions: docs/conventions.md (units: bytes, seconds, FLOP).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ results, so that tools need not wire the keyword arguments themselves. All numbe
 are in SI units (bytes, seconds, FLOP); exact (int or Fraction) whenever the
 inputs are, as the presets are.
 
-FLOPs conventions (CONVENTIONS.md, "The model"): ``flops="exact"`` counts
+FLOPs conventions (docs/conventions.md, "The model"): ``flops="exact"`` counts
 2 x matmul parameters per token plus 4 L H d x c attention FLOPs; ``flops="2p"``
 is the lesson's round 2 x P with no attention FLOPs.
 """
@@ -364,7 +364,7 @@ def criticality(
 
     Notes
     -----
-    ``roofline.formulas.intensity``; CONVENTIONS.md ("Critical batch").
+    ``roofline.formulas.intensity``; docs/conventions.md ("Critical batch").
 
     Examples
     --------

@@ -8,7 +8,7 @@ conventions: docs/conventions.md, "The model" and "Architectures beyond the dens
 shape". Families are read by ``model_type`` (:mod:`roofline.families`).
 
 Presets are the ``config.json`` files under ``roofline/data/models/`` (one per model
-of ../shared/design/CONSTANTS.md, plus the small models of the cases), each with the
+of the Sources in roofline.hardware and the model presets, plus the small models of the cases), each with the
 published parameter total where one exists; a test checks the computed count equals it.
 """
 

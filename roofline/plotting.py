@@ -83,7 +83,7 @@ def throughput_curves(
     context : int > 0 [tokens], each sequence's context for the KV curve
     kv_budget : > 0 [bytes], the KV cache size where the KV curve ends (the lesson's 53 GB)
     max_batch : int >= 2 [sequences], the last batch size drawn
-    flops : {"exact", "2p"}, the FLOPs convention (CONVENTIONS.md)
+    flops : {"exact", "2p"}, the FLOPs convention (docs/conventions.md)
 
     Returns
     -------

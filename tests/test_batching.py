@@ -14,7 +14,8 @@ import roofline.formulas as f
 
 
 def test_case_q4_and_the_lessons_batch():
-    """Case Q4: 6, 50, 300 -> 356/900; 50, 500 -> 55 %; the lesson's 100, 200, 300, 1,000 -> 40 %."""
+    """6, 50, 300 -> 356/900; 50, 500 -> 55 %; the lesson's 100, 200, 300, 1,000 -> 40 %."""
+    # source: the static-batching tutorials' example
     assert f.static_useful_share(batch=3, length_sum=356, length_max=300) == Fraction(356, 900)
     assert f.static_useful_share(batch=2, length_sum=550, length_max=500) == Fraction(55, 100)
     assert f.static_useful_share(batch=4, length_sum=1600, length_max=1000) == Fraction(2, 5)
@@ -31,7 +32,7 @@ def test_the_lessons_waits():
 
 
 def test_static_useful_share_broadcasts_arrays():
-    """numpy arrays give the elementwise per-batch shares: case Q4's 356/900 and 55 %."""
+    """numpy arrays give the elementwise per-batch shares: the static-batching tutorials' example's 356/900 and 55 %."""
     share = f.static_useful_share(batch=np.array([3, 2]), length_sum=np.array([356, 550]),
                                   length_max=np.array([300, 500]))
     assert np.allclose(share, [356 / 900, 0.55])

@@ -87,7 +87,7 @@ def test_every_value_has_a_source(key):
 
 
 def test_ridge_point_is_derived():
-    """S1: the H100 SXM ridge point is 989.4e12 / 3.35e12 = 295.3 FLOP/byte, exact."""
+    """FlashMLA #75: the H100 SXM ridge point is 989.4e12 / 3.35e12 = 295.3 FLOP/byte, exact."""
     a = get_accelerator("h100")
     assert a.ridge_point == Fraction(989_400, 3_350)
     assert round(float(a.ridge_point), 1) == 295.3

@@ -1,4 +1,4 @@
-"""Arithmetic intensity, ridge point, critical batch and critical context (cases S1, S2)."""
+"""Arithmetic intensity, ridge point, critical batch and critical context (FlashMLA #75, kekzl/imp #1668)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ LLAMA, H100 = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
 PEAK, BW = H100.peak_flops, H100.bandwidth
 
 
-def test_s1_dense_peak_ridge_and_critical_batch():
-    """S1: FLOPs = 2NB over 2N bytes gives intensity B; ridge 295.3; critical batch 296 (sparse figure: 591)."""
+def test_dense_peak_ridge_and_critical_batch():
+    """FLOPs = 2NB over 2N bytes gives intensity B; ridge 295.3; critical batch 296 (sparse figure: 591)."""
+    # source: FlashMLA #75
     kw = dict(weight_bytes=2, kv_bytes_per_token=0, flops_per_token=2, attention_flops_per_token=0)
     assert f.arithmetic_intensity(batch=37, context=0, **kw) == 37
     assert round(float(f.ridge_point(peak_flops=PEAK, bandwidth=BW)), 1) == 295.3
@@ -25,8 +26,9 @@ def test_s1_dense_peak_ridge_and_critical_batch():
     assert f.critical_batch(context=0, peak_flops=2 * PEAK, bandwidth=BW, **kw) == 591  # the wrong, sparse peak
 
 
-def test_s2_no_critical_batch_at_long_context():
-    """S2: under 2N FLOPs the limit is 16.06e9 / (c x 131,072): c* ~ 415, ~30 FLOP/byte and 'none' at 4,096."""
+def test_no_critical_batch_at_long_context():
+    """under 2N FLOPs the limit is 16.06e9 / (c x 131,072): c* ~ 415, ~30 FLOP/byte and 'none' at 4,096."""
+    # source: kekzl/imp #1668
     kw = dict(kv_bytes_per_token=131_072, flops_per_token=16_060_522_496, attention_flops_per_token=0)
     assert round(f.intensity_limit(context=4096, **kw)) == 30
     c_star = f.critical_context(peak_flops=PEAK, bandwidth=BW, **kw)

@@ -1,4 +1,4 @@
-"""KV budget, capacity in tokens and blocks, sequences that fit (cases K4, lesson's 53 GB)."""
+"""KV budget, capacity in tokens and blocks, sequences that fit (vLLM #12330, lesson's 53 GB)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ LLAMA = get_model("llama-3.1-8b")
 K = 131_072
 
 
-def test_k4_paged_blocks():
-    """K4: 5,691 blocks of 16 tokens hold 91,056 tokens; 11 sequences of 8,192; 90 (not 91) of 1,000."""
+def test_paged_blocks():
+    """vLLM #12330: 5,691 blocks of 16 tokens hold 91,056 tokens; 11 sequences of 8,192; 90 (not 91) of 1,000."""
     budget = 5691 * 16 * K
     assert f.kv_capacity_tokens(budget=budget, kv_bytes_per_token=K) == 91_056
     assert f.kv_capacity_blocks(budget=budget, kv_bytes_per_token=K, block_size=16) == 5691
@@ -26,8 +26,8 @@ def test_k4_paged_blocks():
     assert f.sequences_that_fit(budget=budget, kv_bytes_per_token=K, context=1000) == 91
 
 
-def test_k6_lifetime_blocks():
-    """K6: lifetime blocks (P + O - 1 slots, block 16): (16,17)->2, (1,16)->1, (17,16)->2, (33,100)->9."""
+def test_lifetime_blocks():
+    """pegainfer #288: lifetime blocks (P + O - 1 slots, block 16): (16,17)->2, (1,16)->1, (17,16)->2, (33,100)->9."""
     cases = {(16, 17): 2, (1, 16): 1, (17, 16): 2, (33, 100): 9}
     for (p, o), blocks in cases.items():
         slots = f.lifetime_kv_slots(prompt_tokens=p, output_tokens=o)

@@ -26,7 +26,7 @@ PUBLISHED = {
     "llama-3.2-1b": 1_235_814_400,
 }
 
-# (preset, KV bytes per token in its config dtype) from CONSTANTS.md shapes: 2 L H_kv d x 2 B
+# (preset, KV bytes per token in its config dtype) from the published model cards shapes: 2 L H_kv d x 2 B
 KV = {
     "llama-3.1-8b": 128 * KiB,
     "llama-3.1-70b": 320 * KiB,
@@ -41,7 +41,7 @@ KV = {
 
 
 def test_every_constants_model_has_a_preset():
-    """Every model of CONSTANTS.md (and the cases' small models) ships as a preset."""
+    """Every model of the published model cards (and the cases' small models) ships as a preset."""
     assert set(PUBLISHED) | set(KV) <= set(model_names())
 
 
@@ -73,31 +73,33 @@ def test_derived_counts_of_models_without_a_published_total():
     assert get_model("opt-13b").parameters == (50272 + 2050) * 5120 + 40 * per_layer_opt + 2 * 5120
 
 
-def test_k1_llama3_8b_kv():
-    """K1: Llama 3 8B BF16 KV is 128 KiB per token and an 8,192-token sequence holds 1.00 GiB."""
+def test_llama3_8b_kv():
+    """vLLM PR #29736: Llama 3 8B BF16 KV is 128 KiB per token and an 8,192-token sequence holds 1.00 GiB."""
     m = get_model("llama-3-8b")
     assert m.kv_bytes_per_token == 131_072
     assert m.kv_bytes_per_token * 8192 == 1 * GiB
     assert 2 * m.num_hidden_layers * m.hidden_size * 2 == 512 * KiB != m.kv_bytes_per_token  # the wrong width
 
 
-def test_k2_explicit_head_dim():
-    """K2: Qwen3 head_dim is read from the config (128), not hidden / heads."""
+def test_explicit_head_dim():
+    """LMCache #688: Qwen3 head_dim is read from the config (128), not hidden / heads."""
     q4, q06 = get_model("qwen3-4b"), get_model("qwen3-0.6b")
     assert q4.head_dim == 128 and q4.hidden_size // q4.num_attention_heads == 80
     assert q4.kv_bytes_per_token == 144 * KiB and q4.kv_bytes_per_token * 32768 == Fraction(9, 2) * GiB
     assert q06.kv_bytes_per_token == 112 * KiB and q06.kv_bytes_per_token * 40960 == Fraction(35, 8) * GiB
 
 
-def test_k3_llama_70b_uses_kv_heads():
-    """K3: Llama 3.1 70B KV uses the 8 KV heads: 320 KiB per token, 2.5/10/40 GiB at 8K/32K/128K."""
+def test_llama_70b_uses_kv_heads():
+    """Llama 3.1 70B KV uses the 8 KV heads: 320 KiB per token, 2.5/10/40 GiB at 8K/32K/128K."""
+    # source: 70B KV tables that count query heads
     m = get_model("llama-3.1-70b")
     assert m.kv_bytes_per_token == 320 * KiB
     assert [m.kv_bytes_per_token * n / GiB for n in (8192, 32768, 131072)] == [2.5, 10, 40]
 
 
-def test_s3_matmul_flops_count_lm_head_not_embedding():
-    """S3: Llama 3 8B matmul FLOPs/token = 2 x 7,504,658,432; Llama 3.2 1B counts its tied matrix once in bytes."""
+def test_matmul_flops_count_lm_head_not_embedding():
+    """Llama 3 8B matmul FLOPs/token = 2 x 7,504,658,432; Llama 3.2 1B counts its tied matrix once in bytes."""
+    # source: trl #6708
     m = get_model("llama-3-8b")
     assert m.matmul_parameters == 7_504_658_432
     assert m.matmul_flops_per_token == 15_009_316_864

@@ -3,7 +3,7 @@
 Continuous vs static (FCFS, unlimited memory, everyone at t = 0, the same maximum
 batch B): counted in **decode steps**, every request starts and finishes no later under
 continuous batching than under static batching. Counted in wall-clock time it does
-not hold under the conventions (CONVENTIONS.md: a prefill is a step of its own, and the
+not hold under the conventions (docs/conventions.md: a prefill is a step of its own, and the
 running sequences wait during it): a request already running can be overtaken by the
 prefill of a request that joins, which static batching never does; the pinned
 counterexample below shows it with exact values.

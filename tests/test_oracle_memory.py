@@ -1,10 +1,10 @@
 """KV memory: the capacity formulas of roofline.formulas.kv_cache against the reference scheduler.
 
-Two claims (CONVENTIONS.md, "Memory"): the KV in use never exceeds the pool, whatever
+Two claims (docs/conventions.md, "Memory"): the KV in use never exceeds the pool, whatever
 the policy, admission mode and workload; and with identical requests the most
 sequences the scheduler ever runs at once is the sequences-that-fit formula at their
 lifetime context P + O - 1: floor(floor(budget / k) / c) with token accounting,
-floor(blocks / ceil(c / b)) with paged blocks (cases K4, K5, K6). Budgets are the real
+floor(blocks / ceil(c / b)) with paged blocks (vLLM #12330, vLLM PR #57336, pegainfer #288). Budgets are the real
 ones of the preset models on the preset parts, and generated ones.
 """
 
@@ -126,8 +126,8 @@ def test_block_accounting_never_fits_more_than_token_accounting(model: Any, acce
     assert KVPool.tokens(cap.tokens).sequences_that_fit(context) == cap.sequences
 
 
-def test_k4_the_scheduler_runs_90_sequences_of_1000_tokens_in_5691_blocks() -> None:
-    """Case K4: 5,691 blocks of 16 run 90 sequences of 1,000 tokens at once (not 91); 91,056 token slots run 91."""
+def test_the_scheduler_runs_90_sequences_of_1000_tokens_in_5691_blocks() -> None:
+    """vLLM #12330: 5,691 blocks of 16 run 90 sequences of 1,000 tokens at once (not 91); 91,056 token slots run 91."""
     k = get_model("llama-3.1-8b").kv_bytes_per_token
     budget = 5691 * 16 * k
     requests = [Request(id=i, arrival_s=0, prompt_tokens=998, output_tokens=3) for i in range(100)]

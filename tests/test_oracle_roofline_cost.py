@@ -1,7 +1,7 @@
 """The roofline step-time formulas against the reference scheduler's simulated steps.
 
 Every step the scheduler runs under :class:`~roofline.sim.RooflineCostModel` must take
-exactly the roofline time of that step's composition (CONVENTIONS.md, "One step"):
+exactly the roofline time of that step's composition (docs/conventions.md, "One step"):
 max((W + k S) / BW, (B F + a S) / peak) + overhead for a decode step, and
 max((W + k T) / BW, (T F + a Q) / peak) + overhead for a prefill. The expected value is
 written out here from the conventions (not taken from ``roofline.formulas``) and also
@@ -52,7 +52,7 @@ def _terms(cost: RooflineCostModel) -> dict[str, Fraction]:
 
 
 def roofline_decode(t: dict[str, Fraction], batch: int, context_sum: int) -> tuple[Fraction, Fraction, Fraction]:
-    """(bytes, FLOPs, step time) of a decode step, written out from CONVENTIONS.md."""
+    """(bytes, FLOPs, step time) of a decode step, written out from docs/conventions.md."""
     nbytes = t["weight_bytes"] + t["kv_bytes_per_token"] * context_sum
     flops = batch * t["flops_per_token"] + t["attention_flops_per_token"] * context_sum
     return nbytes, flops, max(nbytes / t["bandwidth"], flops / t["peak_flops"]) + t["overhead"]

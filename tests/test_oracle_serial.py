@@ -1,6 +1,6 @@
 """One-by-one (serial) serving: completion times and waits against roofline.formulas.batching.
 
-Served one at a time, first come first served (CONVENTIONS.md, "Serving policies"):
+Served one at a time, first come first served (docs/conventions.md, "Serving policies"):
 request i alone takes its service time S_i = prefill(P_i) + decodes at contexts
 P_i + 1, ..., P_i + O_i - 1. With everyone at t = 0, request j finishes at
 S_1 + ... + S_j; with equal service times S that is j S, it waits (j - 1) S and the

@@ -1,6 +1,6 @@
 """Static batching: the closed forms of roofline.formulas.batching against the reference scheduler.
 
-A static batch of m rows (CONVENTIONS.md, "Serving policies") is one padded prefill and
+A static batch of m rows (docs/conventions.md, "Serving policies") is one padded prefill and
 o_max - 1 decode steps: o_max steps in all; finished rows keep their slot; everything is
 handed back at the end. The scheduler's per-step records must show exactly that, and
 the useful share, makespan and waits must equal the formulas (exact Fractions).

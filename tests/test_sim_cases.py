@@ -1,4 +1,4 @@
-"""The lesson's scheduling claims and cases K5, K6, Q1-Q5 of ../shared/cases/CASES.md, with their right values."""
+"""The lesson's scheduling claims and worked cases from public bug reports, with their right values."""
 
 from __future__ import annotations
 
@@ -123,8 +123,9 @@ def test_lesson_serial_completions_are_prefix_sums_of_service_times() -> None:
 # --------------------------------------------------------------------------- KV cache
 
 
-def test_k5_block_rounding_ten_sequences_of_17_tokens_use_20_percent_of_blocks() -> None:
-    """K5: block 16, 100 blocks: 10 sequences of 17 tokens use 20 blocks (20%) but 10.6% of slots; 50 fit, not 94."""
+def test_block_rounding_ten_sequences_of_17_tokens_use_20_percent_of_blocks() -> None:
+    """block 16, 100 blocks: 10 sequences of 17 tokens use 20 blocks (20%) but 10.6% of slots; 50 fit, not 94."""
+    # source: vLLM PR #57336
     pool = KVPool.blocks(100, block_size=16)
     assert 10 * pool.blocks_for(17) == 20
     assert Fraction(10 * pool.blocks_for(17), pool.capacity_blocks) == Fraction(1, 5)
@@ -133,8 +134,9 @@ def test_k5_block_rounding_ten_sequences_of_17_tokens_use_20_percent_of_blocks()
 
 
 @pytest.mark.parametrize(("pool", "admitted"), [(KVPool.blocks(100, block_size=16), 50), (KVPool.tokens(1600), 94)])
-def test_k5_scheduler_admits_50_sequences_of_17_tokens_into_100_blocks(pool: KVPool, admitted: int) -> None:
-    """K5 in the scheduler: 100 waiting 17-token sequences, one prefill step admits 50 (blocks) or 94 (tokens)."""
+def test_scheduler_admits_50_sequences_of_17_tokens_into_100_blocks(pool: KVPool, admitted: int) -> None:
+    """In the scheduler: 100 waiting 17-token sequences, one prefill step admits 50 (blocks) or 94 (tokens)."""
+    # source: vLLM PR #57336
     r = serve_continuous(reqs(*[(17, 1)] * 100), UnitCostModel(), max_num_seqs=1000, kv_pool=pool)
     first = r.steps[0]
     assert first.batch == admitted and first.kv_tokens == 17 * admitted
@@ -142,18 +144,19 @@ def test_k5_scheduler_admits_50_sequences_of_17_tokens_into_100_blocks(pool: KVP
     assert r.summary.completed == 100 and r.summary.peak_kv_blocks == first.kv_blocks
 
 
-K6 = [((16, 17), 2), ((1, 16), 1), ((17, 16), 2), ((33, 100), 9)]
+LIFETIME_BLOCKS = [((16, 17), 2), ((1, 16), 1), ((17, 16), 2), ((33, 100), 9)]
 
 
-@pytest.mark.parametrize(("po", "blocks"), K6)
-def test_k6_lifetime_blocks_at_block_boundaries(po: tuple[int, int], blocks: int) -> None:
-    """K6: lifetime blocks of (P, O) with block 16 are blocks_for(P + O - 1): 2, 1, 2, 9."""
+@pytest.mark.parametrize(("po", "blocks"), LIFETIME_BLOCKS)
+def test_lifetime_blocks_at_block_boundaries(po: tuple[int, int], blocks: int) -> None:
+    """pegainfer #288: lifetime blocks of (P, O) with block 16 are blocks_for(P + O - 1): 2, 1, 2, 9."""
     assert KVPool.blocks(1000, block_size=16).lifetime_blocks(*po) == blocks
 
 
-@pytest.mark.parametrize(("po", "blocks"), K6)
-def test_k6_admission_and_growth_use_the_same_rule(po: tuple[int, int], blocks: int) -> None:
-    """K6: on-demand growth ends at the lifetime blocks reserve admission takes; a pool one block short rejects."""
+@pytest.mark.parametrize(("po", "blocks"), LIFETIME_BLOCKS)
+def test_admission_and_growth_use_the_same_rule(po: tuple[int, int], blocks: int) -> None:
+    """on-demand growth ends at the lifetime blocks reserve admission takes; a pool one block short rejects."""
+    # source: pegainfer #288
     for admission in ("reserve", "on_demand"):
         exact = serve_continuous(reqs(po), UnitCostModel(), admission=admission,
                                  kv_pool=KVPool.blocks(blocks, block_size=16))
@@ -171,8 +174,9 @@ def test_k6_admission_and_growth_use_the_same_rule(po: tuple[int, int], blocks: 
 
 
 @pytest.mark.parametrize(("name", "serve"), policies())
-def test_q1_first_token_from_prefill(name: str, serve: object) -> None:
-    """Q1: P = 200, O = 50 takes 1 prefill step and 49 decode steps for 50 tokens; O = 1 takes no decode step."""
+def test_first_token_from_prefill(name: str, serve: object) -> None:
+    """P = 200, O = 50 takes 1 prefill step and 49 decode steps for 50 tokens; O = 1 takes no decode step."""
+    # source: inference-sim #1097
     r = serve(reqs((200, 50)), UnitCostModel())
     assert runs(r) == [("prefill", 1, 1), ("decode", 1, 49)]
     assert r.requests[0].generated_tokens == 50 and r.requests[0].first_token_s == 1
@@ -183,8 +187,9 @@ def test_q1_first_token_from_prefill(name: str, serve: object) -> None:
     assert one.requests[0].handed_back_s == 1 and one.requests[0].tpot_s is None
 
 
-def test_q2_preemption_by_recompute_counts_tokens_once() -> None:
-    """Q2: P = 500, O = 100 preempted after 60 tokens: a 560-token prefill, 100 tokens, 98 decodes, 1,060 prefilled."""
+def test_preemption_by_recompute_counts_tokens_once() -> None:
+    """P = 500, O = 100 preempted after 60 tokens: a 560-token prefill, 100 tokens, 98 decodes, 1,060 prefilled."""
+    # source: inference-sim #1091
     # a 719-token pool: the older request (100, 61) and the 500-token prompt both fit until
     # decode step 60 needs 720 slots; the younger is preempted with 60 tokens generated.
     r = serve_continuous(reqs((100, 61), (500, 100)), UnitCostModel(), admission="on_demand",
@@ -204,8 +209,9 @@ def test_q2_preemption_by_recompute_counts_tokens_once() -> None:
 
 
 @pytest.mark.parametrize("admission", ["reserve", "on_demand"])
-def test_q3_requests_that_can_never_fit_are_rejected_and_do_not_block(admission: str) -> None:
-    """Q3: pool of 100 x 16-token blocks: R1 (2,000, 10) and R3 (1,500, 200; 107 blocks) are rejected, R2 runs."""
+def test_requests_that_can_never_fit_are_rejected_and_do_not_block(admission: str) -> None:
+    """pool of 100 x 16-token blocks: R1 (2,000, 10) and R3 (1,500, 200; 107 blocks) are rejected, R2 runs."""
+    # source: vLLM PR #1534
     pool = KVPool.blocks(100, block_size=16)
     workload = [Request(id=1, arrival_s=0, prompt_tokens=2000, output_tokens=10),
                 Request(id=2, arrival_s=0, prompt_tokens=100, output_tokens=50),
@@ -227,15 +233,17 @@ def test_q3_requests_that_can_never_fit_are_rejected_and_do_not_block(admission:
     ((50, 500), 500, Fraction(55, 100)),
     ((100, 200, 300, 1000), 1000, Fraction(40, 100)),
 ])
-def test_q4_static_batching_waste(outputs: tuple[int, ...], steps: int, share: Fraction) -> None:
-    """Q4: one static batch runs max O steps with useful share sum(O) / (B x max O): 39.6%, 55%, 40%."""
+def test_static_batching_waste(outputs: tuple[int, ...], steps: int, share: Fraction) -> None:
+    """one static batch runs max O steps with useful share sum(O) / (B x max O): 39.6%, 55%, 40%."""
+    # source: the static-batching tutorials' example
     r = serve_static(reqs(*[(8, o) for o in outputs]), UnitCostModel(), batch_size=len(outputs))
     assert r.summary.steps == steps and r.summary.long_run_useful_share == share
     assert {x.handed_back_s for x in r.requests} == {steps}
 
 
-def test_q5_tpot_divides_by_output_tokens_minus_one() -> None:
-    """Q5: E2E 2.00 s, TTFT 0.20 s, 101 tokens: TPOT = 1.80 / 100 = 18.0 ms (not 17.8 ms, not E2E / N = 19.8 ms)."""
+def test_tpot_divides_by_output_tokens_minus_one() -> None:
+    """E2E 2.00 s, TTFT 0.20 s, 101 tokens: TPOT = 1.80 / 100 = 18.0 ms (not 17.8 ms, not E2E / N = 19.8 ms)."""
+    # source: vLLM PR #17802
     cost = UnitCostModel(prefill=Fraction(1, 5), decode=Fraction(18, 1000))
     r = serve_serial(reqs((20, 101)), cost).requests[0]
     assert r.ttft_s == Fraction(1, 5) and r.e2e_s == 2

@@ -29,7 +29,7 @@ from roofline.validate import (
 GPT_FAST = "gpt-fast-llama-2-7b-a100-330w"
 VLLM = "vllm-llama-3-8b-h100-10req"
 
-# Formula inputs, by hand (CONSTANTS.md; CONVENTIONS.md "The model").
+# Formula inputs, by hand (the published model cards; docs/conventions.md "The model").
 LLAMA2_7B_W = 6_738_415_616 * 2  # 13,476,831,232 B of BF16 weights
 LLAMA2_7B_K = 2 * 32 * 32 * 128 * 2  # 524,288 B of KV per token (MHA)
 LLAMA3_8B_W = 8_030_261_248 * 2  # 16,060,522,496 B

@@ -77,7 +77,7 @@ A JSON object; sizes in bytes, times in seconds, rates in bytes/s and FLOP/s::
     elapsed_s     wall time of the whole run [s]
 
 ``spread`` is (max - min) / median over the repetitions. A point's ``context`` is
-the context of every sequence, the new token's KV included (CONVENTIONS.md, "One
+the context of every sequence, the new token's KV included (docs/conventions.md, "One
 step"). Points that cannot run (their KV cache does not fit, or the time limit was
 reached) are listed under ``skipped`` with the reason, never silently dropped.
 

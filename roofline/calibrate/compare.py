@@ -24,7 +24,7 @@ What the model leaves out (so predictions fall below measurements): see
 
 Data: the published points (:mod:`roofline.calibrate.published`) and the calibration
 files (``roofline calibrate``; :mod:`roofline.calibrate`). The text table is
-``roofline validate``'s (:mod:`roofline.commands.validate`). Conventions: ../shared/design/CONVENTIONS.md, "One step".
+``roofline validate``'s (:mod:`roofline.commands.validate`). Conventions: docs/conventions.md, "One step".
 """
 
 from __future__ import annotations

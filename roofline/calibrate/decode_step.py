@@ -261,7 +261,7 @@ def measure_decode(
     Each layer's K and V caches are separate [max batch, kv_heads, context, head_dim]
     tensors (no sharing between layers, which the cache could serve), so a step reads
     the weights once and k x batch x context bytes of KV, as the model assumes
-    (CONVENTIONS.md, "One step").
+    (docs/conventions.md, "One step").
     """
     torch = import_torch()
     plan_check = CalibrationPlan(

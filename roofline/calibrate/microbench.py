@@ -146,7 +146,7 @@ def measure_matmul(
 
     Notes
     -----
-    The dense figure: no 2:4 sparsity (CONVENTIONS.md, Units). Inputs are random
+    The dense figure: no 2:4 sparsity (docs/conventions.md, Units). Inputs are random
     normal values (tensor-core speed does not depend on them on GPUs; zeros or
     denormals could change CPU speed).
     """

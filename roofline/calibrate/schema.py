@@ -180,7 +180,7 @@ class DecodePoint:
     ----------
     batch : int [sequences], >= 1
     context : int [tokens], >= 1
-        Context of every sequence, the new token's KV included (CONVENTIONS.md, "One step").
+        Context of every sequence, the new token's KV included (docs/conventions.md, "One step").
     median_s, best_s : float [s], > 0
         Median and minimum over the repetitions.
     spread : float [1], >= 0
@@ -597,7 +597,7 @@ class Measurement:
         The measured constants.
     batch : int [sequences], >= 1
     context_sum : int [tokens], >= 0
-        Sum over the batch of each sequence's context (CONVENTIONS.md, "One step").
+        Sum over the batch of each sequence's context (docs/conventions.md, "One step").
     measured_s : float [s], > 0
         The measured step time (or time per output token).
     metric : str

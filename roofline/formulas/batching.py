@@ -78,8 +78,8 @@ def static_useful_share(*, batch: Any, length_sum: Any, length_max: Any) -> Any:
     Notes
     -----
     Every one of the ``length_max`` steps occupies all B rows; row i is useful in O_i of
-    them (CONVENTIONS.md, "Static batching"). Case Q4: outputs 6, 50, 300 -> 356 / 900;
-    50, 500 -> 55 %; the lesson's 100, 200, 300, 1,000 -> 40 %. Proof:
+    them (docs/conventions.md, "Static batching"). The static-batching tutorials' example:
+    outputs 6, 50, 300 -> 356 / 900; 50, 500 -> 55 %; the lesson's 100, 200, 300, 1,000 -> 40 %. Proof:
     proofs/p05_static_batching.py.
 
     Examples
@@ -117,7 +117,7 @@ def serial_completion_time(*, position: Any, service_time: Any) -> Any:
 
     Notes
     -----
-    The sum of the service times of requests 1..j (CONVENTIONS.md, "One-by-one"). Proof:
+    The sum of the service times of requests 1..j (docs/conventions.md, "One by one"). Proof:
     proofs/p01_one_request.py.
 
     Examples
@@ -220,7 +220,7 @@ def static_handback_delay(*, output_tokens: Any, length_max: Any, step_time: Any
 
     Notes
     -----
-    Ready after O steps (the prefill makes the first token, CONVENTIONS.md), handed back
+    Ready after O steps (the prefill makes the first token, docs/conventions.md), handed back
     after length_max steps. The lesson: at ~5 ms per step the 100-token answer is ready
     after 0.5 s and handed back after 5 s (4.5 s later). Proof: proofs/p05_static_batching.py.
 
@@ -258,7 +258,7 @@ def static_join_wait(*, arrival_time: Any, length_max: Any, step_time: Any) -> A
 
     Notes
     -----
-    No request joins a running static batch (CONVENTIONS.md); the next batch starts when
+    No request joins a running static batch (docs/conventions.md); the next batch starts when
     this one ends. The lesson: arriving one ~5 ms step after a 1,000-step batch started,
     it waits 999 steps, ~5 s. Proof: proofs/p05_static_batching.py.
 

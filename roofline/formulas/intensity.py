@@ -1,6 +1,6 @@
 """Arithmetic intensity, the ridge point, the critical batch and the critical context.
 
-For B sequences of equal context c (CONVENTIONS.md, "One step"):
+For B sequences of equal context c (docs/conventions.md, "One step"):
 
 * intensity I(B, c) = (B F + a B c) / (W + k B c) [FLOP/byte]
 * ridge point I* = peak_flops / bandwidth [FLOP/byte]
@@ -202,7 +202,7 @@ def critical_batch(**kw: Any) -> Any:
     Notes
     -----
     ceil(critical_batch_real): at B = B* the compute time is >= the memory time
-    (equality counts as compute-bound). Case S1: H100 SXM, FLOPs = bytes x B -> 296.
+    (equality counts as compute-bound). FlashMLA #75: H100 SXM, FLOPs = bytes x B -> 296.
 
     Examples
     --------
@@ -248,7 +248,7 @@ def critical_context(
 
     Notes
     -----
-    Solves intensity_limit(c) = I* (CONVENTIONS.md: about 390 to 415 tokens for
+    Solves intensity_limit(c) = I* (docs/conventions.md: about 390 to 415 tokens for
     Llama 3.1 8B on H100 SXM). A critical batch exists iff context < c*.
 
     Examples

@@ -1,6 +1,6 @@
 """KV-cache bytes per token, the KV budget, and how many tokens, blocks and sequences fit.
 
-Conventions (../shared/design/CONVENTIONS.md, "The model" and "Memory"):
+Conventions (docs/conventions.md, "The model" and "Memory"):
 
 * KV bytes per token k = 2 x n_layers x n_kv_heads x head_dim x kv_bytes
 * KV budget = usable memory x utilization - weight bytes - reserved
@@ -42,8 +42,8 @@ def kv_bytes_per_token(*, num_hidden_layers: Any, num_key_value_heads: Any, head
     Parameters
     ----------
     num_hidden_layers : int > 0
-    num_key_value_heads : int > 0 (KV heads, not query heads: case K3)
-    head_dim : int > 0 (from the config when present: case K2)
+    num_key_value_heads : int > 0 (KV heads, not query heads: 70B KV tables that count query heads)
+    head_dim : int > 0 (from the config when present: LMCache #688)
     kv_bytes : [bytes/element] > 0 (BF16: 2)
 
     Returns
@@ -209,7 +209,7 @@ def sequences_that_fit_blocks(*, budget: Any, kv_bytes_per_token: Any, context: 
 
     Returns
     -------
-    [sequences], int or floored array; at most :func:`sequences_that_fit` (case K4).
+    [sequences], int or floored array; at most :func:`sequences_that_fit` (vLLM #12330).
 
     Raises
     ------

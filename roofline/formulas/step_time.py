@@ -1,6 +1,6 @@
 """Decode and prefill step cost: bytes, FLOPs, memory time, compute time, step time.
 
-Conventions (../shared/design/CONVENTIONS.md, "One step (iteration) of a batch"):
+Conventions (docs/conventions.md, "One step"):
 a decode step advances each of B sequences by one token; sequence i attends over
 c_i tokens (its KV cache including the new token), and ``context_sum`` = sum(c_i).
 
@@ -85,7 +85,7 @@ def decode_bytes(*, weight_bytes: Any, kv_bytes_per_token: Any, context_sum: Any
 
     Notes
     -----
-    W + k S (CONVENTIONS.md, "One step").
+    W + k S (docs/conventions.md, "One step").
 
     Examples
     --------
@@ -118,7 +118,7 @@ def decode_flops(*, batch: Any, flops_per_token: Any, attention_flops_per_token:
 
     Notes
     -----
-    B F + a S (CONVENTIONS.md, "One step").
+    B F + a S (docs/conventions.md, "One step").
 
     Examples
     --------
@@ -240,7 +240,7 @@ def step_time(**kw: Any) -> Any:
 
     Notes
     -----
-    max(memory time, compute time) + overhead (CONVENTIONS.md, "One step").
+    max(memory time, compute time) + overhead (docs/conventions.md, "One step").
 
     Examples
     --------
@@ -449,7 +449,7 @@ def prefill_step_time(**kw: Any) -> Any:
 
     Notes
     -----
-    A prefill produces the request's first output token (CONVENTIONS.md).
+    A prefill produces the request's first output token (docs/conventions.md).
 
     Examples
     --------

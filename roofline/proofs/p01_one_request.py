@@ -10,7 +10,7 @@ all there at t = 0: the last waits for all 99 before it, (100 - 1) x the service
 
 Assumptions
 -----------
-* Conventions of ../shared/design/CONVENTIONS.md: weight bytes = parameters x 2 (BF16);
+* Conventions of docs/conventions.md: weight bytes = parameters x 2 (BF16);
   a decode step streams the weights plus each sequence's KV over HBM bandwidth and does
   its FLOPs at the dense peak; step time = max(memory time, compute time) (roofline,
   perfect overlap, no per-step overhead).
@@ -25,7 +25,7 @@ Sources
 -------
 Llama 3.1 8B config.json (model card; 8,030,261,248 parameters published); NVIDIA H100
 datasheet (3.35 TB/s) and Hopper whitepaper (989.4 TFLOP/s dense BF16), as in
-../shared/design/CONSTANTS.md; the lesson "One-by-One Serving vs Static Batching", section 1.
+the Sources in roofline.hardware and the model presets; the lesson "One-by-One Serving vs Static Batching", section 1.
 """
 
 from __future__ import annotations

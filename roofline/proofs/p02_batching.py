@@ -11,14 +11,14 @@ does not move); 7 x F / peak (+2.4 %) in the no-overlap upper bound; 7 x c x k /
 
 Assumptions
 -----------
-* CONVENTIONS.md, "One step": bytes = W + k S, FLOPs = B F + a S, step time =
+* docs/conventions.md, "One step": bytes = W + k S, FLOPs = B F + a S, step time =
   max(bytes / BW, FLOPs / peak); the no-overlap bound is their sum.
 * FLOPs: the lesson's 2 x P (the exact count is shown beside where it differs).
 * With KV reads every sequence is at the same context c (1,000 tokens).
 
 Sources
 -------
-Llama 3.1 8B config.json; H100 SXM datasheet and Hopper whitepaper (CONSTANTS.md);
+Llama 3.1 8B config.json; H100 SXM datasheet and Hopper whitepaper (each value's Source in roofline.hardware);
 the lesson, section 2 ("Batching: the cheapest speedup in decode").
 """
 

@@ -13,15 +13,15 @@ no critical batch at 1,000 tokens ("none", not a number).
 
 Assumptions
 -----------
-* CONVENTIONS.md, "One step" and "Critical batch": I = FLOPs / bytes, I* = peak / BW,
+* docs/conventions.md, "One step" and "Critical batch": I = FLOPs / bytes, I* = peak / BW,
   B* = the smallest integer batch with I >= I* (equality counts as compute-bound).
 * FLOPs per token: the lesson's 2 x P (no attention FLOPs), and the exact count
   (2 x matmul parameters, 4 L H d c attention FLOPs), each named.
 
 Sources
 -------
-Llama 3.1 8B config.json; H100 SXM datasheet and Hopper whitepaper (CONSTANTS.md);
-the lesson, section 2; cases S1 and S2 of ../shared/cases/CASES.md.
+Llama 3.1 8B config.json; H100 SXM datasheet and Hopper whitepaper (each value's Source in roofline.hardware);
+the lesson, section 2.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def derive(p: Proof) -> None:
             value=f"{si(memory_per_step, 's')} / {si(compute_per_token, 's')} = {float(real):.2f}")
     p.equal("fast path critical_batch_real = symbolic", f.critical_batch_real(**kw), real)
     b_star = si_.critical_batch.subs(symbols_for(kw))
-    p.equal("B* = ceiling = 296 sequences [lesson 2 x P] (case S1)", b_star, 296)
+    p.equal("B* = ceiling = 296 sequences [lesson 2 x P] (FlashMLA #75)", b_star, 296)
     p.equal("fast path critical_batch = symbolic", f.critical_batch(**kw), b_star)
     p.within("'a few hundred sequences (4.8 ms / 16 us ~ 300)'", b_star, 250, 350)
     kw_ex = dict(kw, flops_per_token=F_ex)
@@ -121,8 +121,8 @@ def derive(p: Proof) -> None:
     c_star_ex = f.critical_context(**ckw_ex)
     p.equal("c* = F / (I* k - a) [exact]", c_star_ex, Fraction(F_ex) / (ridge * k - a_ex),
             value=f"{float(c_star_ex):.1f} tokens")
-    p.within("c* is about 390 to 415 tokens (CONVENTIONS.md)", c_star_ex, 390, 415)
-    p.within("c* is about 390 to 415 tokens (CONVENTIONS.md), lesson's 2 x P", c_star, 390, 416)
+    p.within("c* is about 390 to 415 tokens (docs/conventions.md)", c_star_ex, 390, 415)
+    p.within("c* is about 390 to 415 tokens (docs/conventions.md), lesson's 2 x P", c_star, 390, 416)
     lim = f.intensity_limit(context=CONTEXT, kv_bytes_per_token=k, flops_per_token=F2P, attention_flops_per_token=0)
     p.holds(f"at c = {CONTEXT:,} > c*, the limit stays below the ridge", lim < ridge,
             f"{float(lim):.1f} < {float(ridge):.1f} FLOP/byte")
@@ -133,7 +133,7 @@ def derive(p: Proof) -> None:
     p.holds("[exact] too: no critical batch at 1,000 tokens",
             f.critical_batch(**dict(none_kw, flops_per_token=F_ex, attention_flops_per_token=a_ex)) is None)
     at_4096 = f.intensity_limit(context=4096, kv_bytes_per_token=k, flops_per_token=F2P, attention_flops_per_token=0)
-    p.within("case S2: at 4,096 tokens the limit is about 30 FLOP/byte", at_4096, 29, 31)
+    p.within("kekzl/imp #1668: at 4,096 tokens the limit is about 30 FLOP/byte", at_4096, 29, 31)
 
     p.conclude(f"ridge {float(ridge):.1f} FLOP/byte; B* = {b_star} [2P] / {b_star_ex} [exact] = "
                f"{si(memory_per_step, 's')} / {si(compute_per_token, 's')}; c* = {float(c_star):.0f} [2P] / "

@@ -10,7 +10,7 @@ stops there.
 
 Assumptions
 -----------
-* CONVENTIONS.md, "The model" and "Memory": k = 2 L H_kv d e (KV heads, not query
+* docs/conventions.md, "The model" and "Memory": k = 2 L H_kv d e (KV heads, not query
   heads; head_dim from the config); capacity = floor(budget / k) tokens; a sequence of
   c tokens needs ceil(c / b) blocks of b tokens.
 * The KV budget is the lesson's 53 GB (= 53e9 bytes). Beside it, the real budget this
@@ -21,7 +21,7 @@ Assumptions
 
 Sources
 -------
-Llama 3.1 8B config.json (32 layers, 8 KV heads, head_dim 128); case K1 and K4 of
+Llama 3.1 8B config.json (32 layers, 8 KV heads, head_dim 128); vLLM PR #29736 and vLLM #12330 of
 ../shared/cases/CASES.md; the lesson, section 2 (the dashed curve); vLLM's default block
 size (16) and gpu_memory_utilization (0.9); the reserve: vLLM pull request #10511
 (https://github.com/vllm-project/vllm/pull/10511, comment of 2024-12-14), whose log of
@@ -66,7 +66,7 @@ def derive(p: Proof) -> None:
     p.equal("the preset's kv_bytes_per_token and the fast path agree", model.kv_bytes_per_token,
             f.kv_bytes_per_token(**shape))
     wrong = 2 * model.num_hidden_layers * model.hidden_size * 2
-    p.holds("case K1: the wrong width (hidden_size, i.e. 32 query heads) would give 4x: 512 KiB",
+    p.holds("vLLM PR #29736: the wrong width (hidden_size, i.e. 32 query heads) would give 4x: 512 KiB",
             wrong == 4 * model.kv_bytes_per_token, f"{wrong // 1024} KiB")
     per_sequence = CONTEXT * model.kv_bytes_per_token
     p.equal(f"a request of 100 prompt + 901 output tokens ends holding P + O - 1 = {CONTEXT:,} tokens of KV "

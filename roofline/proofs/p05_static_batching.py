@@ -13,11 +13,11 @@ make a token; finished rows ride along. The lesson's table of wastes, at ~5 ms p
 * new requests wait: a request arriving one step after the batch starts cannot join;
   it waits 999 steps, ~5 s, before its own work begins.
 
-Cases Q4: outputs 6, 50, 300 -> 356 / 900 = 39.6 %; 50 and 500 -> 55 %.
+The static-batching tutorials' example: outputs 6, 50, 300 -> 356 / 900 = 39.6 %; 50 and 500 -> 55 %.
 
 Assumptions
 -----------
-* CONVENTIONS.md, "Serving policies", static batching: the batch is formed up front, its
+* docs/conventions.md, "Serving policies", static batching: the batch is formed up front, its
   prompts padded to the longest, it runs until its longest request finishes, finished
   rows keep their slot, everything is handed back at the end, nobody joins.
 * A request of O tokens takes 1 prefill step (its first token) and O - 1 decode steps,
@@ -27,7 +27,7 @@ Assumptions
 
 Sources
 -------
-The lesson, section 3 and its table; case Q4 of ../shared/cases/CASES.md; the reference
+The lesson, section 3 and its table; the reference
 scheduler ``roofline.sim.serve_static``.
 """
 
@@ -67,8 +67,9 @@ def derive(p: Proof) -> None:
     p.equal("fast path = symbolic", f.static_useful_share(**kw), share)
     q4a = f.static_useful_share(batch=3, length_sum=6 + 50 + 300, length_max=300)
     q4b = f.static_useful_share(batch=2, length_sum=50 + 500, length_max=500)
-    p.equal("case Q4: 6, 50, 300 -> 356 / 900", q4a, Fraction(356, 900), value=f"{float(q4a) * 100:.1f} %")
-    p.equal("case Q4: 50, 500 -> 55 %", q4b, Fraction(55, 100))
+    p.equal("static-batching tutorials: 6, 50, 300 -> 356 / 900", q4a, Fraction(356, 900),
+            value=f"{float(q4a) * 100:.1f} %")
+    p.equal("static-batching tutorials: 50, 500 -> 55 %", q4b, Fraction(55, 100))
 
     p.section("The reference scheduler runs the batch (one step = one time unit)")
     unit_requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o) for i, o in enumerate(REPLIES)]
@@ -131,7 +132,7 @@ def derive(p: Proof) -> None:
     p.equal("and the batch's useful share is still 40 % (the scheduler's count)", run.summary.long_run_useful_share,
             share)
 
-    p.conclude(f"{max(REPLIES):,} steps, {float(share) * 100:.0f} % useful (Q4: {float(q4a) * 100:.1f} %, "
+    p.conclude(f"{max(REPLIES):,} steps, {float(share) * 100:.0f} % useful (tutorials: {float(q4a) * 100:.1f} %, "
                f"{float(q4b) * 100:.0f} %); at 5 ms/step the 100-token answer is ready at "
                f"{si(first.finish_s, 's')}, handed back at {si(first.handed_back_s, 's')}; a request 1 step late "
                f"waits {si(join, 's')}; Llama 8B/H100: {si(r100.finish_s, 's')} / {si(r100.handed_back_s, 's')}")

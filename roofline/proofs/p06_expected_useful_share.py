@@ -36,7 +36,7 @@ tends to 1 as the spread vanishes.
 
 Assumptions
 -----------
-* Lengths iid within a batch; static batching as in CONVENTIONS.md (the batch runs
+* Lengths iid within a batch; static batching as in docs/conventions.md (the batch runs
   max X_i steps, useful share sum X_i / (B max X_i)).
 * The capped exponential: exponential of mean 128 before truncation, samples above the
   cap discarded (not clipped), lengths continuous (the benchmark rounded them to
@@ -49,7 +49,7 @@ Sources
 The lesson, section 4 and its right-hand chart; Anyscale, "How continuous batching
 enables 23x throughput in LLM inference" (2023) and its benchmark code
 (anyscale/llm-continuous-batching-benchmarks, benchmark_throughput.py,
-``capped_exponential``), as in ../shared/design/CONSTANTS.md.
+``capped_exponential``), as in the Sources in roofline.hardware and the model presets.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Claim
 -----
-From the facts of ../shared/design/CONSTANTS.md alone (OPT-13B in FP16 on one A100 40GB;
+From the facts of the Sources in roofline.hardware and the model presets alone (OPT-13B in FP16 on one A100 40GB;
 1,000 requests of 512 prompt tokens; output lengths exponential of mean 128 truncated at
 a cap of 32, 128, 512 or 1,536; static batch sizes 16, 12, 8, 4), the roofline model
 predicts, per cap:
@@ -27,7 +27,7 @@ listed at the end; they are not measured here.
 
 Assumptions
 -----------
-* Roofline step times (CONVENTIONS.md, "One step"), exact FLOPs convention, no per-step
+* Roofline step times (docs/conventions.md, "One step"), exact FLOPs convention, no per-step
   overhead, datasheet bandwidth and dense peak; prefill of the padded prompts is one step.
 * Lengths: the benchmark's ``capped_exponential`` sampler, round(X) with X exponential of
   mean 128, kept if <= cap (integers 0..cap); a length of 0 is served as 1 token (the
@@ -48,7 +48,7 @@ benchmark_throughput.py (``gen_random_response_lens``: capped_exponential;
 naive_hf_variable_size (caps, batch sizes, ceil(1000 / B) x B prompts of 512 tokens),
 launch_scripts/launch_vanilla_hf (one pipeline call over all requests with
 min_length = max_length = the largest prompt + response); OPT-13B config; NVIDIA A100
-datasheet; all as summarized in ../shared/design/CONSTANTS.md.
+datasheet; all as summarized in the Sources in roofline.hardware and the model presets.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ remain.
 
 Assumptions
 -----------
-* CONVENTIONS.md, "Serving policies": after every step finished requests leave (handed
+* docs/conventions.md, "Serving policies": after every step finished requests leave (handed
   back at once) and waiting ones join, first come first served, while the batch is under
   its maximum and their KV fits; each join costs one prefill step (which gives the first
   token); a request arriving during a step is admitted at the next boundary at the earliest.

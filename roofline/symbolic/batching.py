@@ -55,7 +55,7 @@ serial_wait = sp.summation(S.service_time, (_i, 1, S.position - 1))
 serial_mean_wait = sp.factor(sp.summation(serial_wait.subs(S.position, _j), (_j, 1, S.requests)) / S.requests)
 
 # --------------------------------------------------------------------------- static waits
-# With one step time for every step (the prefill makes the first token, CONVENTIONS.md),
+# With one step time for every step (the prefill makes the first token, docs/conventions.md),
 # a request of O tokens has its last token after O steps; the batch hands it back after
 # length_max steps. A request arriving at arrival_time cannot join: it waits for the end.
 _ready = sp.summation(S.step_time, (_t, 1, S.output_tokens))

@@ -1,4 +1,4 @@
-"""KV-cache bytes per token, budget and capacity, derived (CONVENTIONS.md, "Memory").
+"""KV-cache bytes per token, budget and capacity, derived (docs/conventions.md, "Memory").
 
     kv_bytes_per_token = 2 (K and V) x layers x KV heads x head_dim x bytes per element
     kv_budget = memory x utilization - weight_bytes - reserved

@@ -1,4 +1,4 @@
-"""Decode and prefill step time, derived (conventions: CONVENTIONS.md, "One step").
+"""Decode and prefill step time, derived (conventions: docs/conventions.md, "One step").
 
 Definitions (the inputs of the derivation)::
 
