@@ -294,7 +294,7 @@ def test_serial_events_equal_the_step_engine(requests: Any, cost: Any, pool: KVP
                                              max_len: int | None) -> None:
     """serve_serial_events == serve_serial, field by field (ITL included), on generated workloads, costs and pools."""
     kw = dict(kv_pool=pool, record_steps=record, max_model_len=max_len)
-    assert_same_results(serve_serial_events(requests, cost, **kw), serve_serial(requests, cost, **kw))
+    assert_same_results(serve_serial_events(requests, cost, **kw), serve_serial(requests, cost, **kw, engine="step"))
 
 
 @AT_LEAST_500
@@ -306,7 +306,7 @@ def test_static_events_equal_the_step_engine(requests: Any, cost: Any, batch: in
     """serve_static_events == serve_static, field by field, with max_wait, KV pools, token budgets and ties."""
     kw = dict(batch_size=batch, max_wait=wait, kv_pool=pool, record_steps=record, max_model_len=max_len,
               max_num_batched_tokens=budget)
-    assert_same_results(serve_static_events(requests, cost, **kw), serve_static(requests, cost, **kw))
+    assert_same_results(serve_static_events(requests, cost, **kw), serve_static(requests, cost, **kw, engine="step"))
 
 
 @given(requests=workloads(max_size=6, max_output_tokens=30, arrivals="poisson"), data=st.data())
@@ -318,16 +318,16 @@ def test_integer_and_mixed_number_types_are_kept(requests: Any, data: st.DataObj
     cost = data.draw(st.sampled_from([UnitCostModel(), UnitCostModel(decode=1, prefill=Fraction(1, 3)),
                                       UnitCostModel(decode=Fraction(2, 3), prefill=2), LLAMA]))
     for workload in (ints, mixed):
-        assert_same_results(serve_serial_events(workload, cost), serve_serial(workload, cost))
+        assert_same_results(serve_serial_events(workload, cost), serve_serial(workload, cost, engine="step"))
         assert_same_results(serve_static_events(workload, cost, batch_size=3, max_wait=1),
-                            serve_static(workload, cost, batch_size=3, max_wait=1))
+                            serve_static(workload, cost, batch_size=3, max_wait=1, engine="step"))
 
 
 def test_step_table_reads_like_the_step_engines():
     """Indexing (negative too), slices with a step, out-of-range errors and the CSV equal the step engine's table."""
     reqs = [Request(id=i, arrival_s=Fraction(i, 3), prompt_tokens=5 + i, output_tokens=1 + 3 * i) for i in range(9)]
     a = serve_static_events(reqs, LLAMA, batch_size=4).steps
-    b = serve_static(reqs, LLAMA, batch_size=4).steps
+    b = serve_static(reqs, LLAMA, batch_size=4, engine="step").steps
     assert a is not None and b is not None and len(a) == len(b) == 10 + 22 + 25
     for k in (0, 1, 9, 10, 11, 31, 32, 33, -1, -len(b)):  # batches of outputs up to 10, 22 and 25
         assert a[k] == b[k]

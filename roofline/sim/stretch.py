@@ -1018,7 +1018,7 @@ def serve_serial_events(
     run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, (), max_model_len)
     if run is None:
         return serve_serial(requests, cost_model, kv_pool=kv_pool, max_model_len=max_model_len,
-                            record_steps=record_steps, max_steps=max_steps)
+                            record_steps=record_steps, max_steps=max_steps, engine="step")
     run.serve_one_by_one()
     return run.result("serial", {"max_model_len": max_model_len})
 
@@ -1068,7 +1068,7 @@ def serve_static_events(
     if run is None:
         return serve_static(requests, cost_model, batch_size=batch_size, max_wait=max_wait, kv_pool=kv_pool,
                             max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
-                            record_steps=record_steps, max_steps=max_steps)
+                            record_steps=record_steps, max_steps=max_steps, engine="step")
     wait = None
     if max_wait is not None:
         w = cost_model.to_time(max_wait)
