@@ -45,14 +45,15 @@ import bisect
 import heapq
 import math
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Any
 
-import attrs
 import numpy as np
 
 from .policies import _Chunked, _Continuous, _Run
-from .results import Percentiles, SimResult, StepTable
-from .stretch import TickCosts, blocks_growth, first_pool_overflow
+from .requests import Request
+from .results import Percentiles, RequestResult, SimResult, StepTable
+from .stretch import TickCosts, _summary, blocks_growth, first_pool_overflow
 
 __all__: list[str] = []
 
@@ -428,12 +429,54 @@ def serve_continuous_events(run: _Run, *, max_num_seqs: int, on_demand: bool, ch
     scheduler.serve()
     run.cost = cost
     run.table = table
-    for name in ("arrival", "admitted", "first", "finish", "handed"):
-        setattr(run, name, [seconds(v) for v in getattr(run, name)])
-    if run.closed is not None:
-        run.think = seconds(run.think)
-    run.first_start, run.end, run.idle = seconds(run.first_start), seconds(run.end), seconds(run.idle)
-    run.streams = False  # the summary's ITL comes from the gaps below
-    result = run.result(policy, options)
-    return attrs.evolve(result, summary=attrs.evolve(result.summary, itl=_itl(gaps, costs)))
+    return _result(run, costs, gaps, policy, options, seconds)
 
+
+def _result(run: _Run, costs: TickCosts, gaps: _Gaps, policy: str, options: dict[str, Any],
+            seconds: Any) -> SimResult:
+    """The SimResult in seconds, its summary computed on ticks (``stretch._summary``)."""
+    def split(values: list[Any]) -> tuple[list[Any], list[bool]]:
+        return [None if v is None else int(v) for v in values], [type(v) is _FractionTicks for v in values]
+
+    def pair(value: Any) -> tuple[int, bool] | None:
+        return None if value is None else (int(value), type(value) is _FractionTicks)
+
+    view = SimpleNamespace(clock=costs.clock, cost=run.cost, output=run.output, reason=run.reason, pool=run.pool,
+                           steps=run.steps, prefill_steps=run.prefill_steps, mixed_steps=run.mixed_steps,
+                           useful_rows=run.useful_rows, rows=run.rows, slot_rows=run.slot_rows, batch_share_sum=0,
+                           batches=0, batch_size=run.max_batch, preemption_total=sum(run.preemptions),
+                           peak_tokens=run.peak_tokens, peak_blocks=run.peak_blocks,
+                           first_start=pair(run.first_start), end=pair(run.end), idle=pair(run.idle),
+                           requests=range(run.n), itl=lambda: _itl(gaps, costs))
+    view.arr, view.arr_fraction = split(run.arrival)
+    view.admitted, view.admitted_fraction = split(run.admitted)
+    view.first, view.first_fraction = split(run.first)
+    view.handed, view.handed_fraction = split(run.handed)
+    summary = _summary(view, policy)
+    arrival = [seconds(v) for v in run.arrival]
+    if run.closed is not None:
+        requests = tuple(Request(id=j, arrival_s=arrival[j], prompt_tokens=p, output_tokens=o)
+                         for j, (p, o) in enumerate(zip(run.prompt, run.output, strict=True)))
+        options = dict(options, workload=run.closed.to_dict())
+    else:
+        requests = run.requests
+        if run.spec is not None:
+            options = dict(options, workload=run.spec)
+    made: dict[Any, Any] = {}
+
+    def time(value: Any) -> Any:
+        if type(value) is not _FractionTicks:
+            return None if value is None else value // costs.clock.denominator
+        out = made.get(value)
+        if out is None:
+            out = made[value] = seconds(value)
+        return out
+
+    results = tuple(
+        RequestResult(r, arrival[i], time(run.admitted[i]), time(run.first[i]), time(run.finish[i]),
+                      time(run.handed[i]), run.preemptions[i], run.prefilled[i], run.generated[i], run.reason[i],
+                      run.client[i])
+        for i, r in enumerate(requests)
+    )
+    options = dict(options, kv_capacity_blocks=run.pool.capacity_blocks, block_size=run.pool.block_size)
+    return SimResult(policy, options, results, run.table, summary)

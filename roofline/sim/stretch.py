@@ -530,6 +530,9 @@ class _EventRun:
         self.budget = math.inf if budget is None else budget
         self.spec: dict[str, Any] | None = None
         self.batch_size = 1
+        self.policy = ""
+        self.preemption_total = 0
+        self.mixed_steps = 0
         self.batch_share_sum: Any = 0
         self.batches = 0
         self.capacity = math.inf if pool.capacity_blocks is None else pool.capacity_blocks
@@ -778,58 +781,17 @@ class _EventRun:
         return SimResult(policy, options, tuple(results), self.table, self._summary(policy))
 
     def _summary(self, policy: str) -> Summary:
-        """The step engine's ``summarize``, computed on ticks (exact; the same values and number types)."""
-        clock = self.clock
-        time = clock.time
-        n = len(self.requests)
-        handed, handed_fraction = self.handed, self.handed_fraction
-        done = [i for i in range(n) if handed[i] is not None]
-        arr, arr_fraction = self.arr, self.arr_fraction
-        # first_arrival = min(arrivals): the first request's (arrivals are in order; min keeps the first)
-        fa, fa_fraction = (arr[0], arr_fraction[0]) if n else (0, False)
-        done_handed = [handed[i] for i in done]
-        if done:  # max keeps the first of equal maxima
-            best = done[done_handed.index(max(done_handed))]  # type: ignore[type-var]
-            last, last_fraction = handed[best], handed_fraction[best]
-            assert last is not None
-        else:
-            last, last_fraction = fa, fa_fraction
-        makespan = time(last - fa, last_fraction or fa_fraction)
-        output = sum([self.output[i] for i in done])
-        zero = self.cost.to_time(0)
-        if self.first_start is None or self.end is None:
-            busy = zero
-        else:
-            busy_ticks = self.end[0] - self.first_start[0] - self.idle[0]
-            busy = time(busy_ticks, self.end[1] or self.first_start[1] or self.idle[1])
-        done_arr = [arr[i] for i in done]
-        done_arr_fraction = [arr_fraction[i] for i in done]
+        self.policy = policy
+        return _summary(self, policy)
 
-        def since_arrival(ticks: list[Any], fractions: list[bool]) -> Percentiles | None:
-            values = [t - a for t, a in zip(ticks, done_arr, strict=True)]
-            flags = [x or y for x, y in zip(fractions, done_arr_fraction, strict=True)]
-            return _percentiles(values, flags, clock)
 
-        first_done = [self.first[i] for i in done]
-        queue = since_arrival([self.admitted[i] for i in done], [self.admitted_fraction[i] for i in done])
-        ttft = since_arrival(first_done, [self.first_fraction[i] for i in done])
-        e2e = since_arrival(done_handed, [handed_fraction[i] for i in done])
-        decoding = [k for k, i in enumerate(done) if self.output[i] >= 2]
-        tpot = _percentiles_of_ratios([done_handed[k] - first_done[k] for k in decoding],  # type: ignore[operator]
-                                      [self.output[done[k]] - 1 for k in decoding], clock.denominator)
-        return Summary(
-            policy=policy, requests=n, completed=len(done), rejected=n - self.reason.count(None),
-            preemptions=0, steps=self.steps, prefill_steps=self.prefill_steps,
-            decode_steps=self.steps - self.prefill_steps, output_tokens=output, makespan_s=makespan, busy_s=busy,
-            mixed_steps=0, output_tokens_per_s=Fraction(output) / makespan if makespan else None,
-            long_run_useful_share=Fraction(self.useful_rows, self.rows) if self.rows else None,
-            per_batch_useful_share=self.batch_share_sum / self.batches if self.batches else None,
-            slot_occupancy=Fraction(self.rows, self.batch_size * self.steps) if self.steps else None,
-            queue_wait=queue, ttft=ttft, tpot=tpot, e2e=e2e, itl=self._serial_itl() if policy == "serial" else None,
-            peak_kv_tokens=self.peak_tokens, peak_kv_blocks=self.peak_blocks,
-            kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size,
-        )
+    def itl(self) -> Percentiles | None:
+        """The summary's ITL: serial streams its tokens, static batching hands them back at once (None)."""
+        return self._serial_itl() if self.batch_size == 1 and self.policy == "serial" else None
 
+    @property
+    def slot_rows(self) -> int:
+        return self.rows
 
     def _serial_itl(self) -> Percentiles | None:
         """``Percentiles.of_counts`` of every decode step's duration, without expanding a stretch into its steps.
@@ -877,6 +839,61 @@ class _EventRun:
 
         mean = Fraction(total_ticks, clock.denominator * n)
         return Percentiles(gap(found[0]), gap(found[1]), gap(found[2]), mean=mean, max=gap(top))
+
+
+def _summary(self: Any, policy: str) -> Summary:
+    """The step engine's ``summarize``, computed on ticks (exact; the same values and number types)."""
+    clock = self.clock
+    time = clock.time
+    n = len(self.requests)
+    handed, handed_fraction = self.handed, self.handed_fraction
+    done = [i for i in range(n) if handed[i] is not None]
+    arr, arr_fraction = self.arr, self.arr_fraction
+    # first_arrival = min(arrivals): the first request's (arrivals are in order; min keeps the first)
+    fa, fa_fraction = (arr[0], arr_fraction[0]) if n else (0, False)
+    done_handed = [handed[i] for i in done]
+    if done:  # max keeps the first of equal maxima
+        best = done[done_handed.index(max(done_handed))]  # type: ignore[type-var]
+        last, last_fraction = handed[best], handed_fraction[best]
+        assert last is not None
+    else:
+        last, last_fraction = fa, fa_fraction
+    makespan = time(last - fa, last_fraction or fa_fraction)
+    output = sum([self.output[i] for i in done])
+    zero = self.cost.to_time(0)
+    if self.first_start is None or self.end is None:
+        busy = zero
+    else:
+        busy_ticks = self.end[0] - self.first_start[0] - self.idle[0]
+        busy = time(busy_ticks, self.end[1] or self.first_start[1] or self.idle[1])
+    done_arr = [arr[i] for i in done]
+    done_arr_fraction = [arr_fraction[i] for i in done]
+
+    def since_arrival(ticks: list[Any], fractions: list[bool]) -> Percentiles | None:
+        values = [t - a for t, a in zip(ticks, done_arr, strict=True)]
+        flags = [x or y for x, y in zip(fractions, done_arr_fraction, strict=True)]
+        return _percentiles(values, flags, clock)
+
+    first_done = [self.first[i] for i in done]
+    queue = since_arrival([self.admitted[i] for i in done], [self.admitted_fraction[i] for i in done])
+    ttft = since_arrival(first_done, [self.first_fraction[i] for i in done])
+    e2e = since_arrival(done_handed, [handed_fraction[i] for i in done])
+    decoding = [k for k, i in enumerate(done) if self.output[i] >= 2]
+    tpot = _percentiles_of_ratios([done_handed[k] - first_done[k] for k in decoding],  # type: ignore[operator]
+                                  [self.output[done[k]] - 1 for k in decoding], clock.denominator)
+    mixed = self.mixed_steps
+    return Summary(
+        policy=policy, requests=n, completed=len(done), rejected=n - self.reason.count(None),
+        preemptions=self.preemption_total, steps=self.steps, prefill_steps=self.prefill_steps,
+        decode_steps=self.steps - self.prefill_steps - mixed, output_tokens=output, makespan_s=makespan,
+        busy_s=busy, mixed_steps=mixed, output_tokens_per_s=Fraction(output) / makespan if makespan else None,
+        long_run_useful_share=Fraction(self.useful_rows, self.rows) if self.rows else None,
+        per_batch_useful_share=self.batch_share_sum / self.batches if self.batches else None,
+        slot_occupancy=Fraction(self.slot_rows, self.batch_size * self.steps) if self.steps else None,
+        queue_wait=queue, ttft=ttft, tpot=tpot, e2e=e2e, itl=self.itl(),
+        peak_kv_tokens=self.peak_tokens, peak_kv_blocks=self.peak_blocks,
+        kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size,
+    )
 
 
 def _fraction_by_slots(numerator: int, denominator: int) -> Fraction:
