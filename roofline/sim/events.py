@@ -258,16 +258,17 @@ class _Jumps:
         batch = len(self.running)
         k = self._next_finish() - self.tick
         k = min(k, self.step_cap - run.steps)
-        if self.on_demand and run.capacity != math.inf:
-            b = self.block_size
-            rotated = [self.residues[(r - self.tick) % b] for r in range(b)]  # by KV before the stretch, mod b
-            over = first_pool_overflow(rotated, b, run.capacity - self.blocks)
-            if over is not None:
-                k = min(k, over - 1)
         nxt = self.nxt
         if k > 1 and nxt < run.n and run.arrival[nxt] is not None:
             context = self.base + batch * (self.tick + 1)
             k = min(k, costs.steps_until(batch, context, int(run.arrival[nxt]) - int(now)))
+        b = self.block_size
+        # a sequence takes at most ceil(k / b) blocks in k steps: look for the overflow only when it may come
+        if self.on_demand and batch * -(-k // b) > run.capacity - self.blocks:
+            rotated = [self.residues[(r - self.tick) % b] for r in range(b)]  # by KV before the stretch, mod b
+            over = first_pool_overflow(rotated, b, run.capacity - self.blocks)
+            if over is not None:
+                k = min(k, over - 1)
         return k
 
     def _jump(self: Any, now: int, k: int, chunked: bool) -> int:
