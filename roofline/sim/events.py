@@ -93,8 +93,15 @@ class _TickCostModel:
 
     def mixed_time(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
                    attention_pairs: int) -> int:
-        seconds = self.cost.mixed_time(decode_rows, context_sum, prefill_tokens, cached_tokens, attention_pairs)
-        return _typed(self.clock.ticks(seconds), not isinstance(seconds, int))
+        costs = self.costs
+        if not prefill_tokens:
+            return _typed(costs.decode(decode_rows, context_sum), costs.decode_fraction)
+        if costs.unit_prefill is not None:  # UnitCostModel.mixed_time: a step with prompt tokens takes `prefill`
+            return _typed(costs.unit_prefill, costs.prefill_fraction)
+        # roofline.formulas.mixed_step_time x D: bytes W + k (S + p0 + T), FLOPs (D + T) F + a (S + Q)
+        m = costs.wm + costs.km * (context_sum + cached_tokens + prefill_tokens)
+        c = costs.fc * (decode_rows + prefill_tokens) + costs.ac * (context_sum + attention_pairs)
+        return _FractionTicks((m if m >= c else c) + costs.oh)
 
 
 class _TicksTable:
