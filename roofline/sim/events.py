@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import math
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any

@@ -750,7 +750,7 @@ class _EventRun:
     def result(self, policy: str, options: dict[str, Any]) -> SimResult:
         d = self.clock.denominator
         made: dict[int, Any] = {}  # ticks -> Fraction already made (a batch's rows share their times)
-        fraction = _fraction
+        fraction = Fraction
 
         def time(ticks: int, is_fraction: bool) -> Any:
             if not is_fraction:
@@ -894,31 +894,6 @@ def _summary(self: Any, policy: str) -> Summary:
         peak_kv_tokens=self.peak_tokens, peak_kv_blocks=self.peak_blocks,
         kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size,
     )
-
-
-def _fraction_by_slots(numerator: int, denominator: int) -> Fraction:
-    """Fraction(numerator, denominator) for ints, denominator > 0, setting its two slots after one gcd."""
-    g = math.gcd(numerator, denominator)
-    value = object.__new__(Fraction)
-    value._numerator = numerator // g  # type: ignore[attr-defined]
-    value._denominator = denominator // g  # type: ignore[attr-defined]
-    return value
-
-
-def _pick_fraction_maker() -> Any:
-    """The slot-setting maker where this Python's Fraction keeps its value in those two slots, else Fraction."""
-    try:
-        probe = _fraction_by_slots(-84, 36)
-        if probe == Fraction(-7, 3) and hash(probe) == hash(Fraction(-7, 3)) and repr(probe) == "Fraction(-7, 3)" \
-                and probe + 1 == Fraction(-4, 3):
-            return _fraction_by_slots
-    except (AttributeError, TypeError):  # pragma: no cover - another Fraction layout
-        pass
-    return Fraction  # pragma: no cover
-
-
-#: Makes the results' Fractions: 2x faster than Fraction(n, d) where the layout allows (checked at import).
-_fraction = _pick_fraction_maker()
 
 
 def _rank(q: int, n: int) -> int:
