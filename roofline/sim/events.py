@@ -267,7 +267,9 @@ class _Jumps:
         nxt = self.nxt
         if k > 1 and nxt < run.n and run.arrival[nxt] is not None:
             context = self.base + batch * (self.tick + 1)
-            k = min(k, costs.steps_until(batch, context, int(run.arrival[nxt]) - int(now)))
+            horizon = int(run.arrival[nxt]) - int(now)
+            if costs.stretch(batch, context, k) >= horizon:  # the arrival comes within: stop at its boundary
+                k = costs.steps_until(batch, context, horizon)
         b = self.block_size
         # a sequence takes at most ceil(k / b) blocks in k steps: look for the overflow only when it may come
         if self.on_demand and batch * -(-k // b) > run.capacity - self.blocks:
