@@ -19,6 +19,7 @@ __all__ = [
     "FileReadError",
     "SimulationError",
     "MeasurementFileError",
+    "UnsupportedModelError",
 ]
 
 
@@ -96,3 +97,20 @@ class MeasurementFileError(RooflineError):
         self.path = path
         self.field = field
         super().__init__(f"{path}: field {field!r}: {message}")
+
+
+class UnsupportedModelError(ConfigError):
+    """A model the package does not model, refused by name: its ``model_type`` and the reason.
+
+    Attributes
+    ----------
+    model_type : str
+        The config's ``model_type`` (or the family using the unmodelled feature).
+    reason : str
+        What is not modelled (for example "state-space or hybrid model ...").
+    """
+
+    def __init__(self, model_type: str, reason: str) -> None:
+        self.model_type = model_type
+        self.reason = reason
+        super().__init__(f"model_type {model_type!r}: {reason}; not supported")

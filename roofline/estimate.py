@@ -27,7 +27,7 @@ from .models import ModelConfig
 from .units import GiB
 
 __all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacity", "kv_capacity", "kv_budget_for",
-           "published_reserve", "LLAMA3_8B_80GB_RESERVE"]
+           "compute_peak", "windowed_block_bytes", "published_reserve", "LLAMA3_8B_80GB_RESERVE"]
 
 
 _NO_ACCELERATOR = object()
@@ -55,12 +55,42 @@ def _check_flag(field: str, value: Any) -> None:
         raise InvalidValueError(field, value, "expected True or False")
 
 
-def _model_terms(model: ModelConfig, flops: str) -> dict[str, Any]:
-    return {name: Fraction(value) for name, value in model.step_terms(flops).items()}
+def _model_terms(model: ModelConfig, flops: str, batch: Any = 1, context: Any = 0) -> dict[str, Any]:
+    """The step formulas' model inputs for ``batch`` sequences at ``context`` tokens each.
+
+    The weight bytes are what the step reads (a MoE model's experts touched by ``batch``
+    tokens, uniform routing); for a model with sliding-window layers, KV bytes and
+    attention FLOPs per context token are the effective rates kv_bytes(c) / c and
+    attention_flops(c) / c at this context, so that the formulas' k x B x c is exact.
+    """
+    terms = {name: Fraction(value) for name, value in model.step_terms(flops).items()}
+    if model.is_moe:
+        terms["weight_bytes"] = Fraction(model.decode_weight_bytes(batch))
+    if model.has_sliding_window and context:
+        terms["kv_bytes_per_token"] = Fraction(model.kv_bytes(context)) / context
+        if terms["attention_flops_per_token"]:
+            terms["attention_flops_per_token"] = Fraction(model.attention_flops(context)) / context
+    return terms
 
 
-def _hardware_terms(accelerator: Accelerator) -> dict[str, Fraction]:
-    return {name: Fraction(value) for name, value in accelerator.step_terms().items()}
+def compute_peak(model: ModelConfig, accelerator: Accelerator) -> Any:
+    """The dense peak [FLOP/s] the model's matmuls run at: FP8 when weights and activations are FP8.
+
+    Weight-only quantization (GPTQ, AWQ, w4a16, mxfp4) dequantizes to the activation dtype
+    and uses its peak (BF16/FP16); docs/conventions.md, "Weight dtypes per tensor class".
+    (:attr:`roofline.ModelConfig.compute_dtype`, :meth:`roofline.Accelerator.peak`.)
+
+    Raises
+    ------
+    InvalidValueError
+        FP8 activations on an accelerator without an FP8 peak.
+    """
+    return accelerator.peak(model.compute_dtype)
+
+
+def _hardware_terms(accelerator: Accelerator, model: ModelConfig | None = None) -> dict[str, Fraction]:
+    dtype = "bf16" if model is None else model.compute_dtype
+    return {name: Fraction(value) for name, value in accelerator.step_terms(dtype).items()}
 
 
 @attrs.frozen
@@ -163,7 +193,7 @@ def decode_step(
     _check_scalar("context", context, minimum=0)
     _check_scalar("overhead", overhead)
     _check_flag("kv_reads", kv_reads)
-    terms = _model_terms(model, flops)
+    terms = _model_terms(model, flops, batch, context)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
     time_kind = "bound"
@@ -171,11 +201,12 @@ def decode_step(
         profile = _profile(estimate)
         time_kind = f"estimate: {profile.name}"
         f.estimated_step_time(  # checks the constants and the arguments, naming a bad one
-            **terms, **_hardware_terms(accelerator), batch=batch, context_sum=batch * context,
+            **terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
             num_hidden_layers=model.num_hidden_layers, **profile.constants())
         overhead = Fraction(overhead) + profile.overhead(model.num_hidden_layers)
         accelerator = profile.scaled(accelerator)
-    kw = dict(terms, **_hardware_terms(accelerator), batch=batch, context_sum=batch * context, overhead=overhead)
+    kw = dict(terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
+              overhead=overhead)
     step = f.step_time(**kw)
     mem = f.memory_time(
         weight_bytes=kw["weight_bytes"], kv_bytes_per_token=kw["kv_bytes_per_token"],
@@ -269,18 +300,29 @@ def criticality(model: ModelConfig, accelerator: Accelerator, *, context: int, f
     """
     _check_parts(model, accelerator)
     _check_scalar("context", context, minimum=0)
-    terms = _model_terms(model, flops)
-    hw = _hardware_terms(accelerator)
+    terms = _model_terms(model, flops, 1, context)
+    hw = _hardware_terms(accelerator, model)
     weights_only = dict(terms, kv_bytes_per_token=Fraction(0), attention_flops_per_token=Fraction(0))
+    full = {name: Fraction(value) for name, value in model.step_terms(flops).items()}
+    if model.is_moe:
+        critical = _moe_critical_batch(model, terms, hw, context)
+        critical_weights_only = _moe_critical_batch(model, weights_only, hw, 0)
+    else:
+        critical = f.critical_batch(context=context, **terms, **hw)
+        critical_weights_only = f.critical_batch(context=0, **weights_only, **hw)
+    if model.has_sliding_window:
+        critical_ctx = _windowed_critical_context(model, full, hw)
+    else:
+        critical_ctx = f.critical_context(
+            kv_bytes_per_token=terms["kv_bytes_per_token"], flops_per_token=terms["flops_per_token"],
+            attention_flops_per_token=terms["attention_flops_per_token"], **hw,
+        )
     return Criticality(
         ridge_point=f.ridge_point(**hw),
         context=context,
-        critical_batch=f.critical_batch(context=context, **terms, **hw),
-        critical_batch_weights_only=f.critical_batch(context=0, **weights_only, **hw),
-        critical_context=f.critical_context(
-            kv_bytes_per_token=terms["kv_bytes_per_token"], flops_per_token=terms["flops_per_token"],
-            attention_flops_per_token=terms["attention_flops_per_token"], **hw,
-        ),
+        critical_batch=critical,
+        critical_batch_weights_only=critical_weights_only,
+        critical_context=critical_ctx,
         intensity_limit=None if context == 0 else f.intensity_limit(
             context=context, kv_bytes_per_token=terms["kv_bytes_per_token"],
             flops_per_token=terms["flops_per_token"],
@@ -288,6 +330,77 @@ def criticality(model: ModelConfig, accelerator: Accelerator, *, context: int, f
         ),
         flops_convention=flops,
     )
+
+
+#: Largest batch the MoE critical-batch search tries before calling the step memory-bound.
+_MAX_BATCH = 1 << 40
+
+
+def _moe_critical_batch(model: ModelConfig, terms: dict[str, Any], hw: dict[str, Any], context: int) -> int | None:
+    """Smallest integer B whose MoE decode step is compute-bound (uniform routing), or None.
+
+    The compute margin g(B) = FLOPs / peak - bytes / BW (:func:`roofline.formulas.moe_compute_margin`)
+    is convex in B and negative at B = 0 (``roofline.symbolic.moe``; proofs/p09_moe.py),
+    so {B : g(B) >= 0} is [B*, oo) or empty; it is non-empty iff F + a c > (peak / BW) k c
+    (as B grows, experts touched tend to E and g grows like B (F + a c - ridge k c) / peak).
+    B* is found exactly by doubling then bisection on integers.
+    """
+    per_seq = terms["flops_per_token"] + terms["attention_flops_per_token"] * context
+    if per_seq * hw["bandwidth"] <= hw["peak_flops"] * terms["kv_bytes_per_token"] * context:
+        return None
+    kw = dict(context=context, shared_weight_bytes=Fraction(model.shared_weight_bytes),
+              routed_expert_bytes=Fraction(model.routed_expert_bytes), num_experts=model.num_experts,
+              experts_per_token=model.num_experts_per_tok, kv_bytes_per_token=terms["kv_bytes_per_token"],
+              flops_per_token=terms["flops_per_token"], attention_flops_per_token=terms["attention_flops_per_token"],
+              **hw)
+
+    def bound(b: int) -> bool:
+        return f.moe_compute_margin.unchecked(batch=b, **kw) >= 0
+
+    hi = 1
+    while not bound(hi):
+        hi *= 2
+        if hi > _MAX_BATCH:  # pragma: no cover - unreachable when the limit exceeds the ridge
+            return None
+    lo = hi // 2  # bound(lo) is False (or lo == 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if bound(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _windowed_critical_context(model: ModelConfig, full: dict[str, Any], hw: dict[str, Any]) -> Any:
+    """c* for a model with sliding-window layers: the context where the intensity limit meets the ridge.
+
+    The limit as B grows is (F + A(c)) / K(c), with K(c) = sum_l min(c, w_l) x per-layer KV
+    bytes and A(c) the same sum of per-layer attention FLOPs; every layer has the same
+    ratio r = a_l / k_l, so the limit is F / K(c) + r, non-increasing in c. c* solves
+    K(c) = F / (ridge - r) on the piecewise-linear held(c) = sum_l min(c, w_l); None when
+    ridge <= r or when even the largest K (every window full) stays below it.
+    """
+    ridge = hw["peak_flops"] / hw["bandwidth"]
+    per_layer_k = Fraction(model.layer_kv_elements * model.kv_bytes_per_element)
+    per_layer_a = Fraction(full["attention_flops_per_token"], model.num_hidden_layers)
+    den = ridge * per_layer_k - per_layer_a
+    if den <= 0:
+        return None
+    target = full["flops_per_token"] / den  # token-layers of KV at c*
+    windows = sorted(w for w in model.layer_windows if w is not None)
+    unbounded = sum(1 for w in model.layer_windows if w is None)
+    done, start = Fraction(0), 0  # held(c) = done + c x (layers whose window exceeds c)
+    for i, w in enumerate(windows + [None]):
+        slope = unbounded + (len(windows) - i)
+        if slope == 0:
+            return None
+        c = (target - done) / slope
+        if w is None or c <= w:
+            return c if c >= start else Fraction(start)
+        done += w
+        start = w
+    return None  # pragma: no cover
 
 
 @attrs.frozen
@@ -304,6 +417,10 @@ class KVCapacity:
     context : [tokens]
     sequences : [sequences], token-level accounting
     sequences_blocks : [sequences], block-level accounting (<= sequences)
+    kv_bytes_per_sequence : [bytes], KV one sequence holds at ``context`` (window-aware)
+
+    For a model with sliding-window layers, ``tokens`` and ``blocks`` are at the full-attention
+    rate (named so); ``sequences`` and ``sequences_blocks`` use the window-aware bytes.
     """
 
     budget: Any
@@ -314,6 +431,7 @@ class KVCapacity:
     context: int
     sequences: int
     sequences_blocks: int
+    kv_bytes_per_sequence: Any = None
 
 
 def kv_budget_for(
@@ -454,6 +572,22 @@ def kv_capacity(
     _check_scalar("context", context, minimum=1)
     _check_scalar("block_size", block_size, minimum=1)
     k = model.kv_bytes_per_token
+    if not model.has_sliding_window:
+        return KVCapacity(
+            budget=budget,
+            kv_bytes_per_token=k,
+            tokens=int(f.kv_capacity_tokens(budget=budget, kv_bytes_per_token=k)),
+            block_size=block_size,
+            blocks=int(f.kv_capacity_blocks(budget=budget, kv_bytes_per_token=k, block_size=block_size)),
+            context=context,
+            sequences=int(f.sequences_that_fit(budget=budget, kv_bytes_per_token=k, context=context)),
+            sequences_blocks=int(
+                f.sequences_that_fit_blocks(budget=budget, kv_bytes_per_token=k, context=context,
+                                            block_size=block_size)
+            ),
+            kv_bytes_per_sequence=k * context,
+        )
+    per_sequence = model.kv_bytes(context)
     return KVCapacity(
         budget=budget,
         kv_bytes_per_token=k,
@@ -461,8 +595,34 @@ def kv_capacity(
         block_size=block_size,
         blocks=int(f.kv_capacity_blocks(budget=budget, kv_bytes_per_token=k, block_size=block_size)),
         context=context,
-        sequences=int(f.sequences_that_fit(budget=budget, kv_bytes_per_token=k, context=context)),
-        sequences_blocks=int(
-            f.sequences_that_fit_blocks(budget=budget, kv_bytes_per_token=k, context=context, block_size=block_size)
-        ),
+        sequences=int(Fraction(budget) // Fraction(per_sequence)),
+        sequences_blocks=int(Fraction(budget) // Fraction(windowed_block_bytes(model, context, block_size))),
+        kv_bytes_per_sequence=per_sequence,
     )
+
+
+def windowed_block_bytes(model: ModelConfig, context: int, block_size: int) -> Any:
+    """KV bytes one sequence at ``context`` tokens holds in paged blocks, window-aware [bytes].
+
+    Each layer group keeps its own blocks of ``block_size`` tokens, as vLLM's hybrid KV
+    cache manager does (vLLM V1 ``SlidingWindowManager.remove_skipped_blocks`` frees the
+    blocks wholly before the window; vLLM docs, "Hybrid KV Cache Manager"): a full-attention
+    layer holds ceil(c / b) blocks; a layer with window w < c holds the blocks covering
+    token positions c - w .. c - 1, floor((c - 1) / b) - floor((c - w) / b) + 1 of them.
+    Bytes = sum over layers of blocks x b x per-layer bytes per token.
+
+    Raises
+    ------
+    InvalidValueError
+        A context or block size that is not an integer >= 1.
+    """
+    check_int("context", context, minimum=1)
+    check_int("block_size", block_size, minimum=1)
+    b = block_size
+    blocks = 0
+    for w in model.layer_windows or (None,) * model.num_hidden_layers:
+        if w is None or w >= context:
+            blocks += -(-context // b)
+        else:
+            blocks += (context - 1) // b - (context - w) // b + 1
+    return blocks * b * model.layer_kv_elements * model.kv_bytes_per_element

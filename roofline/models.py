@@ -1,8 +1,11 @@
 """Model configurations: built from a Hugging Face ``config.json`` or a shipped preset.
 
 A :class:`ModelConfig` describes a decoder-only transformer closely enough to count
-its parameters exactly, its weight bytes, its matmul FLOPs per token and its KV-cache
-bytes per token (conventions: ../shared/design/CONVENTIONS.md, "The model").
+its parameters exactly (total, and active per token for a mixture of experts), its weight
+bytes by tensor class, its matmul FLOPs per token and its KV cache (per token at full
+attention, and per sequence at a context with sliding windows or latent attention);
+conventions: docs/conventions.md, "The model" and "Architectures beyond the dense Llama
+shape". Families are read by ``model_type`` (:mod:`roofline.families`).
 
 Presets are the ``config.json`` files under ``roofline/data/models/`` (one per model
 of ../shared/design/CONSTANTS.md, plus the small models of the cases), each with the
@@ -22,9 +25,13 @@ import attrs
 
 from ._io import parse_json, read_text_file
 from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError
+from .quantization import Quantization, _to_quantization, quantized_matrix_bytes
 
 __all__ = [
     "ModelConfig",
+    "Quantization",
+    "TensorGroup",
+    "TENSOR_CLASSES",
     "DTYPE_BYTES",
     "dtype_bytes",
     "model_names",
@@ -92,6 +99,90 @@ def _optional_pos_int(instance: object, attribute: attrs.Attribute, value: Any) 
         _pos_int(instance, attribute, value)
 
 
+def _windows(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, tuple):
+        raise InvalidValueError(attribute.name, value, "must be a tuple with one window (or None) per layer")
+    for w in value:
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w <= 0):
+            raise InvalidValueError("sliding_window", w, "must be a positive integer (tokens) or null")
+
+
+def _to_tuple(value: Any) -> Any:
+    """Lists (from JSON or ``attrs.asdict``) to tuples, recursively; anything else unchanged."""
+    if isinstance(value, list):
+        return tuple(_to_tuple(v) for v in value)
+    return value
+
+
+def _class_dtypes(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, tuple):
+        raise InvalidValueError(attribute.name, value, "must be a tuple of (tensor class, dtype) pairs")
+    for item in value:
+        if not (isinstance(item, tuple) and len(item) == 2 and item[0] in TENSOR_CLASSES):
+            raise InvalidValueError(attribute.name, item, f"expected (class, dtype), class one of {TENSOR_CLASSES}")
+        dtype_bytes(item[1], field=f"dtype of {item[0]}")
+
+
+def _check_context(context: Any) -> None:
+    import numpy as np
+
+    if isinstance(context, np.ndarray):
+        if context.dtype.kind not in "iuO" or bool(np.any(context < 0)):
+            raise InvalidValueError("context", context, "must be integers >= 0")
+        return
+    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+        raise InvalidValueError("context", context, "must be an integer >= 0 [tokens]")
+
+
+def _minimum(a: Any, b: int) -> Any:
+    import numpy as np
+
+    if isinstance(a, np.ndarray):
+        return np.minimum(a, b)
+    return a if a <= b else b
+
+
+
+#: Tensor classes, each of which may carry its own dtype (docs/conventions.md, "Weight dtypes per
+#: tensor class"): "norms" holds every vector (norms, biases, attention sinks); "towers" the
+#: weights of a multimodal model's other towers (vision encoder and projector).
+TENSOR_CLASSES = ("embedding", "lm_head", "projections", "experts", "router", "norms", "towers")
+
+
+@attrs.frozen
+class TensorGroup:
+    """Tensors of one shape and class, as many as the model holds.
+
+    Attributes
+    ----------
+    cls : str
+        A tensor class of :data:`TENSOR_CLASSES`.
+    name : str
+        What they are (``"q_proj"``, ``"experts.down_proj"``, ``"input_layernorm"``...).
+    shape : tuple of int
+        ``(in_features, out_features)`` of a matmul weight; ``(n,)`` of a vector;
+        ``(rows, width)`` of an embedding table.
+    count : int >= 0
+        Copies held in memory (0 for a tied lm_head, whose matrix is the embedding's).
+    active : int >= 0
+        Copies one token uses (k x MoE layers for routed experts; 1 for a tied lm_head).
+    matmul : bool
+        Takes part in a matmul (a gather or an element-wise vector does not).
+    """
+
+    cls: str
+    name: str
+    shape: tuple[int, ...]
+    count: int
+    active: int
+    matmul: bool
+
+    @property
+    def numel(self) -> int:
+        """Elements of one tensor."""
+        return math.prod(self.shape)
+
+
 @attrs.frozen
 class ModelConfig:
     """A decoder-only transformer's shapes and dtypes (attrs, frozen, validated).
@@ -100,7 +191,7 @@ class ModelConfig:
     ----------
     name : str
     num_hidden_layers, hidden_size, intermediate_size : int (> 0)
-        Layers L, model width h, MLP width.
+        Layers L, model width h, MLP width (of the dense layers).
     num_attention_heads, num_key_value_heads : int (> 0)
         Query heads H and KV heads (GQA groups; MHA when equal, MQA when 1).
         ``num_attention_heads`` must be divisible by ``num_key_value_heads``.
@@ -110,18 +201,58 @@ class ModelConfig:
     tie_word_embeddings : bool
         lm_head shares the embedding matrix (counted once in parameters and bytes).
     qkv_bias, o_bias, mlp_bias : bool
-        Linear biases (Qwen2: q, k, v; OPT: all).
+        Linear biases (Qwen2: q, k, v; OPT, GPT-2, GPT-NeoX: all).
     gated_mlp : bool
-        Gate/up/down projections (Llama family) instead of fc1/fc2 (OPT).
+        Gate/up/down projections (Llama family) instead of up/down (OPT, GPT-2, GPT-NeoX, Falcon).
     norm : {"rmsnorm", "layernorm"}
         RMSNorm has a weight; LayerNorm a weight and a bias.
+    norms_per_layer : int >= 0, default 2
+        Hidden-width norms per layer (Falcon-7B: 1; Gemma 2/3: 4).
     qk_norm : bool
-        Per-head RMSNorm on q and k (Qwen3): 2 x head_dim parameters per layer.
+        Per-head RMSNorm on q and k (Qwen3, Gemma 3): 2 x head_dim parameters per layer.
     learned_positions : int (>= 0)
         Rows of a learned position-embedding table (OPT: max positions + 2); 0 for RoPE.
     max_position_embeddings : int or None
     weight_dtype, kv_dtype : str
         Keys of :data:`DTYPE_BYTES`; separate settings (int8 weights with BF16 KV is common).
+    model_type : str, default "llama"
+        The Hugging Face family (``roofline.families``).
+    num_experts : int >= 0, default 0
+        Routed experts E per MoE layer (0: a dense model).
+    num_experts_per_tok : int >= 0
+        Experts k routed per token (1 <= k <= E for a MoE model).
+    moe_intermediate_size : int or None
+        Width of one routed expert's MLP.
+    num_moe_layers : int >= 0
+        Layers whose MLP is a MoE layer (the others keep a dense MLP of ``intermediate_size``).
+    shared_expert_intermediate_size : int >= 0
+        Total width of the always-active shared expert(s) of a MoE layer (DeepSeek: S x
+        moe_intermediate_size; Qwen2-MoE: shared_expert_intermediate_size); 0 for none.
+    num_shared_experts : int >= 0
+        S, for reporting (the width above carries the parameters).
+    shared_expert_gate : bool
+        A sigmoid gate (h x 1) on the shared expert (Qwen2-MoE).
+    router_bias, expert_bias, router_score_bias : bool
+        A bias on the router (E), biases on every expert's projections (gpt-oss), and
+        DeepSeek-V3's ``e_score_correction_bias`` (E per MoE layer).
+    q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim : int or None
+        Multi-head latent attention (DeepSeek-V2/V3) when ``kv_lora_rank`` is set.
+    layer_windows : tuple of (int or None)
+        One entry per layer: the sliding window [tokens] of that layer, or None for
+        full attention; empty for a model whose every layer is full attention.
+    attention_sinks : bool
+        A learned sink logit per head and layer (gpt-oss).
+    tower_parameters : int >= 0
+        Weights of a multimodal model's other towers (vision encoder, projector): they
+        occupy memory but take no part in decoding text.
+    class_dtypes : tuple of (class, dtype)
+        Tensor classes whose dtype differs from ``weight_dtype``.
+    quantization : Quantization or None
+        How a quantized checkpoint stores its matrices (``roofline.families.read_quantization``);
+        None if unquantized.
+    activation_dtype : str or None
+        The dtype of matmul inputs when it is not the weights' (FP8 with FP8 activations:
+        "fp8"); selects the compute peak.
     published_parameters : int or None
         The total published with the checkpoint, for checking; never used in a formula.
     source : str
@@ -130,8 +261,8 @@ class ModelConfig:
     Raises
     ------
     InvalidValueError
-        For a zero, negative or non-integer size, an unknown dtype, or heads not
-        divisible by KV heads; the message names the field and the value.
+        For a zero, negative or non-integer size, an unknown dtype, heads not
+        divisible by KV heads, k > E, or a window of 0; the message names the field and the value.
     """
 
     name: str
@@ -155,6 +286,29 @@ class ModelConfig:
     kv_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
     published_parameters: int | None = attrs.field(default=None, validator=_optional_pos_int)
     source: str = ""
+    model_type: str = "llama"
+    norms_per_layer: int = attrs.field(default=2, validator=_nonneg_int)
+    num_experts: int = attrs.field(default=0, validator=_nonneg_int)
+    num_experts_per_tok: int = attrs.field(default=0, validator=_nonneg_int)
+    moe_intermediate_size: int | None = attrs.field(default=None, validator=_optional_pos_int)
+    num_moe_layers: int = attrs.field(default=0, validator=_nonneg_int)
+    shared_expert_intermediate_size: int = attrs.field(default=0, validator=_nonneg_int)
+    num_shared_experts: int = attrs.field(default=0, validator=_nonneg_int)
+    shared_expert_gate: bool = attrs.field(default=False, validator=_bool)
+    router_bias: bool = attrs.field(default=False, validator=_bool)
+    expert_bias: bool = attrs.field(default=False, validator=_bool)
+    router_score_bias: bool = attrs.field(default=False, validator=_bool)
+    q_lora_rank: int | None = attrs.field(default=None, validator=_optional_pos_int)
+    kv_lora_rank: int | None = attrs.field(default=None, validator=_optional_pos_int)
+    qk_nope_head_dim: int | None = attrs.field(default=None, validator=_optional_pos_int)
+    qk_rope_head_dim: int | None = attrs.field(default=None, validator=_optional_pos_int)
+    v_head_dim: int | None = attrs.field(default=None, validator=_optional_pos_int)
+    layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_to_tuple, validator=_windows)
+    attention_sinks: bool = attrs.field(default=False, validator=_bool)
+    tower_parameters: int = attrs.field(default=0, validator=_nonneg_int)
+    class_dtypes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_to_tuple, validator=_class_dtypes)
+    quantization: Quantization | None = attrs.field(default=None, converter=_to_quantization)
+    activation_dtype: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -163,8 +317,32 @@ class ModelConfig:
                 self.num_key_value_heads,
                 f"num_attention_heads={self.num_attention_heads} is not divisible by it",
             )
+        if self.num_experts:
+            if not 1 <= self.num_experts_per_tok <= self.num_experts:
+                raise InvalidValueError(
+                    "num_experts_per_tok", self.num_experts_per_tok,
+                    f"must be between 1 and the number of experts ({self.num_experts})",
+                )
+            if self.moe_intermediate_size is None:
+                raise InvalidValueError("moe_intermediate_size", None, "a MoE model needs the expert width")
+            if not 1 <= self.num_moe_layers <= self.num_hidden_layers:
+                raise InvalidValueError(
+                    "num_moe_layers", self.num_moe_layers,
+                    f"must be between 1 and num_hidden_layers ({self.num_hidden_layers})",
+                )
+        elif self.num_experts_per_tok or self.num_moe_layers:
+            raise InvalidValueError("num_experts", 0, "num_experts_per_tok or num_moe_layers set without experts")
+        if self.kv_lora_rank is not None:
+            for field in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+                if getattr(self, field) is None:
+                    raise InvalidValueError(field, None, "multi-head latent attention (kv_lora_rank) needs it")
+        if self.layer_windows and len(self.layer_windows) != self.num_hidden_layers:
+            raise InvalidValueError(
+                "layer_types", len(self.layer_windows),
+                f"one entry per layer is needed (num_hidden_layers={self.num_hidden_layers})",
+            )
 
-    # ------------------------------------------------------------------ counts
+    # ------------------------------------------------------------------ shapes
     @property
     def q_width(self) -> int:
         """Query projection width H x d [elements]."""
@@ -176,32 +354,134 @@ class ModelConfig:
         return self.num_key_value_heads * self.head_dim
 
     @property
-    def layer_matmul_parameters(self) -> int:
-        """Weights of one layer's projections (q, k, v, o and MLP), biases excluded."""
-        h, q, kv, m = self.hidden_size, self.q_width, self.kv_width, self.intermediate_size
-        attn = h * q + 2 * h * kv + q * h
-        mlp = (3 if self.gated_mlp else 2) * h * m
-        return attn + mlp
+    def is_moe(self) -> bool:
+        """Whether the model has routed experts (mixture of experts)."""
+        return self.num_experts > 0
 
     @property
-    def layer_other_parameters(self) -> int:
-        """One layer's biases and norm parameters (no matmul)."""
-        h, q, kv, m = self.hidden_size, self.q_width, self.kv_width, self.intermediate_size
-        n = 0
-        if self.qkv_bias:
-            n += q + 2 * kv
-        if self.o_bias:
-            n += h
-        if self.mlp_bias:
-            n += (2 * m if self.gated_mlp else m) + h
-        n += 2 * self._norm_size
-        if self.qk_norm:
-            n += 2 * self.head_dim
-        return n
+    def is_mla(self) -> bool:
+        """Whether attention is multi-head latent attention (``kv_lora_rank`` set)."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def has_sliding_window(self) -> bool:
+        """Whether any layer attends over a sliding window."""
+        return any(w is not None for w in self.layer_windows)
 
     @property
     def _norm_size(self) -> int:
         return self.hidden_size * (2 if self.norm == "layernorm" else 1)
+
+    def _attention_groups(self) -> list[tuple[str, str, tuple[int, ...], bool]]:
+        """(class, name, shape, matmul) of one layer's attention tensors."""
+        h, H = self.hidden_size, self.num_attention_heads
+        out: list[tuple[str, str, tuple[int, ...], bool]] = []
+        if self.is_mla:
+            assert self.kv_lora_rank is not None and self.qk_nope_head_dim is not None
+            assert self.qk_rope_head_dim is not None and self.v_head_dim is not None
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            if self.q_lora_rank is not None:
+                out += [("projections", "q_a_proj", (h, self.q_lora_rank), True),
+                        ("norms", "q_a_layernorm", (self.q_lora_rank,), False),
+                        ("projections", "q_b_proj", (self.q_lora_rank, H * qk), True)]
+            else:
+                out.append(("projections", "q_proj", (h, H * qk), True))
+            out += [("projections", "kv_a_proj_with_mqa", (h, self.kv_lora_rank + self.qk_rope_head_dim), True),
+                    ("norms", "kv_a_layernorm", (self.kv_lora_rank,), False),
+                    ("projections", "kv_b_proj", (self.kv_lora_rank, H * (self.qk_nope_head_dim + self.v_head_dim)),
+                     True),
+                    ("projections", "o_proj", (H * self.v_head_dim, h), True)]
+            return out
+        q, kv = self.q_width, self.kv_width
+        out += [("projections", "q_proj", (h, q), True), ("projections", "k_proj", (h, kv), True),
+                ("projections", "v_proj", (h, kv), True), ("projections", "o_proj", (q, h), True)]
+        if self.qkv_bias:
+            out += [("norms", "q_proj.bias", (q,), False), ("norms", "k_proj.bias", (kv,), False),
+                    ("norms", "v_proj.bias", (kv,), False)]
+        if self.o_bias:
+            out.append(("norms", "o_proj.bias", (h,), False))
+        if self.qk_norm:
+            out += [("norms", "q_norm", (self.head_dim,), False), ("norms", "k_norm", (self.head_dim,), False)]
+        if self.attention_sinks:
+            out.append(("norms", "sinks", (H,), False))
+        return out
+
+    def _mlp_groups(
+        self, width: int, cls: str, prefix: str, bias: bool
+    ) -> list[tuple[str, str, tuple[int, ...], bool]]:
+        h = self.hidden_size
+        names = ("gate_proj", "up_proj", "down_proj") if self.gated_mlp else ("up_proj", "down_proj")
+        out: list[tuple[str, str, tuple[int, ...], bool]] = [
+            (cls, prefix + n, (width, h) if n == "down_proj" else (h, width), True) for n in names]
+        if bias:
+            out += [("norms", prefix + n + ".bias", (h,) if n == "down_proj" else (width,), False) for n in names]
+        return out
+
+    def tensor_groups(self) -> tuple[TensorGroup, ...]:
+        """Every weight tensor of the model by class, with copies held and used per token.
+
+        Returns
+        -------
+        tuple of :class:`TensorGroup`: the one inventory that parameters, active
+        parameters, matmul FLOPs and weight bytes (by class) are all computed from.
+
+        Notes
+        -----
+        docs/conventions.md, "The model" and "Architectures":
+        embeddings + lm_head (none held when tied) + per layer (attention projections,
+        MLP or MoE: routed experts, shared experts, router; norms; biases) + final norm
+        + other towers.
+        """
+        L, h, V = self.num_hidden_layers, self.hidden_size, self.vocab_size
+        groups: list[TensorGroup] = [TensorGroup("embedding", "embed_tokens", (V, h), 1, 1, False)]
+        if self.learned_positions:
+            groups.append(TensorGroup("embedding", "embed_positions", (self.learned_positions, h), 1, 1, False))
+        for cls, name, shape, mm in self._attention_groups():
+            groups.append(TensorGroup(cls, name, shape, L, L, mm))
+        if self.norms_per_layer:
+            groups.append(TensorGroup("norms", "layer norms", (self.norms_per_layer * self._norm_size,), L, L, False))
+        dense = L - self.num_moe_layers
+        if dense:
+            for cls, name, shape, mm in self._mlp_groups(self.intermediate_size, "projections", "mlp.", self.mlp_bias):
+                groups.append(TensorGroup(cls, name, shape, dense, dense, mm))
+        if self.is_moe:
+            assert self.moe_intermediate_size is not None
+            n, E, k = self.num_moe_layers, self.num_experts, self.num_experts_per_tok
+            for cls, name, shape, mm in self._mlp_groups(self.moe_intermediate_size, "experts", "experts.",
+                                                         self.expert_bias):
+                groups.append(TensorGroup(cls, name, shape, n * E, n * k, mm))
+            groups.append(TensorGroup("router", "router", (h, E), n, n, True))
+            if self.router_bias:
+                groups.append(TensorGroup("norms", "router.bias", (E,), n, n, False))
+            if self.router_score_bias:
+                groups.append(TensorGroup("norms", "e_score_correction_bias", (E,), n, n, False))
+            if self.shared_expert_intermediate_size:
+                for cls, name, shape, mm in self._mlp_groups(self.shared_expert_intermediate_size, "projections",
+                                                             "shared_experts.", False):
+                    groups.append(TensorGroup(cls, name, shape, n, n, mm))
+            if self.shared_expert_gate:
+                groups.append(TensorGroup("router", "shared_expert_gate", (h, 1), n, n, True))
+        groups.append(TensorGroup("norms", "final norm", (self._norm_size,), 1, 1, False))
+        groups.append(TensorGroup("lm_head", "lm_head", (h, V), 0 if self.tie_word_embeddings else 1, 1, True))
+        if self.tower_parameters:
+            groups.append(TensorGroup("towers", "other towers", (self.tower_parameters,), 1, 0, False))
+        return tuple(groups)
+
+    # ------------------------------------------------------------------ counts
+    @property
+    def layer_matmul_parameters(self) -> int:
+        """Weights of one dense layer's projections (q, k, v, o and MLP), biases excluded."""
+        attn = sum(math.prod(s) for _, _, s, mm in self._attention_groups() if mm)
+        mlp = (3 if self.gated_mlp else 2) * self.hidden_size * self.intermediate_size
+        return attn + mlp
+
+    @property
+    def layer_other_parameters(self) -> int:
+        """One dense layer's biases and norm parameters (no matmul)."""
+        attn = sum(math.prod(s) for _, _, s, mm in self._attention_groups() if not mm)
+        mlp = sum(math.prod(s) for _, _, s, mm in
+                  self._mlp_groups(self.intermediate_size, "projections", "", self.mlp_bias) if not mm)
+        return attn + mlp + self.norms_per_layer * self._norm_size
 
     @property
     def embedding_parameters(self) -> int:
@@ -213,29 +493,54 @@ class ModelConfig:
         """lm_head weights (vocab x h); they take part in a matmul whether tied or not."""
         return self.vocab_size * self.hidden_size
 
+    def parameters_by_class(self) -> dict[str, int]:
+        """Parameters held in memory, by tensor class [parameters].
+
+        Returns
+        -------
+        dict
+            Tensor class (:data:`TENSOR_CLASSES`, every one present) -> parameters; the values
+            sum to :attr:`parameters` (a tied lm_head holds none).
+        """
+        out = dict.fromkeys(TENSOR_CLASSES, 0)
+        for g in self.tensor_groups():
+            out[g.cls] += g.numel * g.count
+        return out
+
     @property
     def parameters(self) -> int:
-        """Exact parameter count (unique tensors: a tied lm_head counted once).
+        """Exact parameter count (unique tensors: a tied lm_head counted once; every expert; other towers).
 
-        embeddings + lm_head (if untied) + L x (projections + biases + norms) + final norm.
+        embeddings + lm_head (if untied) + L x (projections + biases + norms) + final norm
+        (+ for MoE: E routed experts, shared experts and router per MoE layer).
         """
-        lm_head = 0 if self.tie_word_embeddings else self.lm_head_parameters
-        per_layer = self.layer_matmul_parameters + self.layer_other_parameters
-        return (
-            self.embedding_parameters
-            + lm_head
-            + self.num_hidden_layers * per_layer
-            + self._norm_size
-        )
+        return sum(g.numel * g.count for g in self.tensor_groups())
+
+    @property
+    def text_parameters(self) -> int:
+        """Parameters of the language model alone (without other towers)."""
+        return self.parameters - self.tower_parameters
+
+    @property
+    def active_parameters(self) -> int:
+        """Parameters one token uses (k routed experts + shared ones; equals ``text_parameters`` when dense).
+
+        Notes
+        -----
+        docs/conventions.md, "Architectures" (mixture of experts):
+        a tied lm_head is counted once; other towers are not used to decode text.
+        """
+        return sum(g.numel * min(g.count, g.active) for g in self.tensor_groups())
 
     @property
     def matmul_parameters(self) -> int:
         """Parameters that take part in a matmul per token: every projection and the lm_head.
 
         The embedding lookup is a gather and is not counted; biases and norms are
-        element-wise and not counted (CONVENTIONS.md, "The model"; case S3).
+        element-wise and not counted (docs/conventions.md, "The model"). For MoE, the k
+        routed experts, the shared experts and the router of every MoE layer.
         """
-        return self.num_hidden_layers * self.layer_matmul_parameters + self.lm_head_parameters
+        return sum(g.numel * g.active for g in self.tensor_groups() if g.matmul)
 
     @property
     def weight_bytes_per_parameter(self) -> int | Fraction:
@@ -243,40 +548,251 @@ class ModelConfig:
         return dtype_bytes(self.weight_dtype, field="weight_dtype")
 
     @property
+    def weight_format(self) -> str:
+        """How the weights are stored, in words: ``weight_dtype``, or e.g. ``"mxfp4/bfloat16"`` (quantized
+        classes in the method's format, the others in ``weight_dtype``)."""
+        if self.quantization is not None:
+            return f"{self.quantization.method}/{self.weight_dtype}"
+        if self.class_dtypes:
+            return "/".join(dict.fromkeys([self.weight_dtype, *(d for _, d in self.class_dtypes)]))
+        return self.weight_dtype
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype whose dense peak the matmuls run at: "fp8" for FP8 weights with FP8 activations,
+        else "bf16" (weight-only quantization dequantizes to the activations' dtype)."""
+        return "fp8" if self.activation_dtype == "fp8" else "bf16"
+
+    @property
     def kv_bytes_per_element(self) -> int | Fraction:
         """Bytes per KV-cache element of ``kv_dtype``."""
         return dtype_bytes(self.kv_dtype, field="kv_dtype")
 
+    def _group_bytes(self, g: TensorGroup) -> int | Fraction:
+        """Bytes of one tensor of group ``g`` (its class's dtype, or its quantized format)."""
+        if self.quantization is not None and g.matmul and g.cls in self.quantization.classes and len(g.shape) == 2:
+            return quantized_matrix_bytes(self.quantization, g.shape, self._class_dtype(g.cls))
+        return g.numel * dtype_bytes(self._class_dtype(g.cls), field=f"dtype of {g.cls}")
+
+    def _class_dtype(self, cls: str) -> str:
+        for name, dtype in self.class_dtypes:
+            if name == cls:
+                return dtype
+        return self.weight_dtype
+
+    def weight_bytes_by_class(self) -> dict[str, int | Fraction]:
+        """Bytes held in memory by tensor class [bytes] (:data:`TENSOR_CLASSES`); they sum to :attr:`weight_bytes`.
+
+        The per-class split a tensor-parallel split starts from (projections and experts are
+        split, norms replicated, embeddings and lm_head split by vocabulary).
+
+        Each class has its own dtype (``class_dtypes``, else ``weight_dtype``); quantized
+        matrices cost their packed weights plus their scales and zeros
+        (docs/conventions.md, "Weight dtypes per tensor class").
+        """
+        out: dict[str, int | Fraction] = dict.fromkeys(TENSOR_CLASSES, 0)
+        for g in self.tensor_groups():
+            out[g.cls] += self._group_bytes(g) * g.count
+        return out
+
     @property
     def weight_bytes(self) -> int | Fraction:
-        """Bytes of all weights [bytes]: parameters x bytes per weight (tied matrix once)."""
-        return self.parameters * self.weight_bytes_per_parameter
+        """Bytes of all weights held in memory [bytes] (tied matrix once; every expert; other towers)."""
+        if not self.class_dtypes and self.quantization is None:
+            return self.parameters * self.weight_bytes_per_parameter
+        return sum(self.weight_bytes_by_class().values())
+
+    @property
+    def routed_expert_bytes(self) -> int | Fraction:
+        """Bytes of one routed expert summed over the MoE layers [bytes] (0 for a dense model)."""
+        if not self.is_moe:
+            return 0
+        total = sum(self._group_bytes(g) * g.count for g in self.tensor_groups()
+                    if g.cls == "experts" or g.name.startswith("experts."))
+        per_expert = Fraction(total) / self.num_experts
+        return int(per_expert) if per_expert.denominator == 1 else per_expert
+
+    @property
+    def shared_weight_bytes(self) -> int | Fraction:
+        """Bytes every decode step reads whatever the routing [bytes]: all but the routed experts.
+
+        Other towers are excluded: they hold memory but a text decode step does not read them.
+        """
+        tower = self._group_bytes_of("towers")
+        return self.weight_bytes - self.num_experts * self.routed_expert_bytes - tower
+
+    def _group_bytes_of(self, cls: str) -> int | Fraction:
+        return sum((self._group_bytes(g) * g.count for g in self.tensor_groups() if g.cls == cls), 0)
+
+    def experts_touched(self, batch: Any) -> Any:
+        """Expected distinct routed experts B tokens touch in one MoE layer, uniform routing [experts].
+
+        Parameters
+        ----------
+        batch : int >= 1 [tokens] (a decode step: one per sequence), or an integer array
+
+        Returns
+        -------
+        E (1 - (1 - k/E)^B) (:func:`roofline.formulas.experts_touched`; docs/conventions.md,
+        "Architectures"); 0 for a dense model.
+
+        Raises
+        ------
+        InvalidValueError
+            A batch that is not an integer >= 1.
+        """
+        if not self.is_moe:
+            return 0
+        from .formulas.moe import experts_touched
+
+        return experts_touched(num_experts=self.num_experts, experts_per_token=self.num_experts_per_tok, batch=batch)
+
+    def decode_weight_bytes(self, batch: Any) -> Any:
+        """Weight bytes one decode step of ``batch`` sequences reads [bytes], uniform routing.
+
+        Dense: every weight of the language model (other towers excluded; equal to
+        ``weight_bytes`` for a text-only model). MoE: shared weights + one routed expert's
+        bytes (over the MoE layers) x expected experts touched (docs/conventions.md,
+        "Architectures").
+
+        Parameters
+        ----------
+        batch : int >= 1 [sequences]
+
+        Raises
+        ------
+        InvalidValueError
+            A batch that is not an integer >= 1 (MoE models).
+        """
+        if not self.is_moe:
+            return self.weight_bytes - self._group_bytes_of("towers") if self.tower_parameters else self.weight_bytes
+        return self.shared_weight_bytes + self.routed_expert_bytes * self.experts_touched(batch)
 
     @property
     def matmul_flops_per_token(self) -> int:
-        """Exact matmul FLOPs per token [FLOP]: 2 x matmul_parameters."""
+        """Exact matmul FLOPs per token [FLOP]: 2 x matmul_parameters (active ones for MoE)."""
         return 2 * self.matmul_parameters
 
     @property
     def lesson_flops_per_token(self) -> int:
-        """The lesson's round figure 2 x P [FLOP per token] (a named approximation)."""
-        return 2 * self.parameters
+        """The lesson's round figure 2 x P [FLOP per token] (a named approximation; P active for MoE)."""
+        return 2 * (self.active_parameters if self.is_moe else self.parameters - self.tower_parameters)
+
+    # ------------------------------------------------------------------ KV cache and attention
+    @property
+    def layer_kv_elements(self) -> int:
+        """KV-cache elements one layer holds per token: 2 H_kv d (K and V); MLA: kv_lora_rank + qk_rope_head_dim."""
+        if self.is_mla:
+            assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.kv_width
+
+    @property
+    def layer_attention_flops(self) -> int:
+        """Decode attention FLOPs of one layer per context token [FLOP]: 4 H d; MLA absorbed:
+        H (2 (kv_lora_rank + qk_rope_head_dim) + 2 kv_lora_rank)."""
+        if self.is_mla:
+            assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
+            return self.num_attention_heads * (2 * (self.kv_lora_rank + self.qk_rope_head_dim) + 2 * self.kv_lora_rank)
+        return 4 * self.num_attention_heads * self.head_dim
 
     @property
     def attention_flops_per_token(self) -> int:
-        """Decode attention FLOPs per token per context token [FLOP]: 4 x L x H x d.
+        """Decode attention FLOPs per token per context token [FLOP], every layer at full attention.
 
-        Multiply by the context c (QK^T and AV, 2 FLOP per multiply-add).
+        4 x L x H x d (MLA: the absorbed form). Multiply by the context c (QK^T and AV,
+        2 FLOP per multiply-add); for windowed layers use :meth:`attention_flops`.
         """
-        return 4 * self.num_hidden_layers * self.num_attention_heads * self.head_dim
+        return self.num_hidden_layers * self.layer_attention_flops
 
     @property
     def kv_bytes_per_token(self) -> int | Fraction:
-        """KV-cache bytes per token [bytes]: 2 x L x H_kv x d x kv bytes (K and V)."""
-        return 2 * self.num_hidden_layers * self.kv_width * self.kv_bytes_per_element
+        """KV-cache bytes per token at full attention [bytes]: 2 x L x H_kv x d x kv bytes (MLA:
+        L x (kv_lora_rank + qk_rope_head_dim) x kv bytes). Windowed layers: :meth:`kv_bytes`."""
+        return self.num_hidden_layers * self.layer_kv_elements * self.kv_bytes_per_element
+
+    def _held(self, context: Any) -> Any:
+        """Sum over layers of min(c, w_l) [token-layers]."""
+        if not self.layer_windows:
+            return self.num_hidden_layers * context
+        total: Any = 0
+        for w in self.layer_windows:
+            total = total + (context if w is None else _minimum(context, w))
+        return total
+
+    def kv_bytes(self, context: Any) -> Any:
+        """KV-cache bytes one sequence holds (and a decode step reads) at ``context`` tokens [bytes].
+
+        sum over layers of min(c, w_l) x per-layer bytes per token (w_l infinite for full
+        attention); equals ``kv_bytes_per_token x c`` without sliding windows.
+
+        Parameters
+        ----------
+        context : int >= 0 [tokens] (or a numpy array)
+
+        Raises
+        ------
+        InvalidValueError
+            A negative or non-integer context.
+        """
+        _check_context(context)
+        if not self.layer_windows:
+            return self.kv_bytes_per_token * context
+        return self._held(context) * self.layer_kv_elements * self.kv_bytes_per_element
+
+    def attention_flops(self, context: Any) -> Any:
+        """Decode attention FLOPs of one token at ``context`` tokens [FLOP].
+
+        Sum over layers of min(c, w_l) x the layer's rate (4 H d; MLA: the absorbed form);
+        ``attention_flops_per_token x c`` without sliding windows (docs/conventions.md,
+        "Architectures").
+
+        Parameters
+        ----------
+        context : int >= 0 [tokens] (or an integer numpy array)
+
+        Raises
+        ------
+        InvalidValueError
+            A negative or non-integer context.
+        """
+        _check_context(context)
+        if not self.layer_windows:
+            return self.attention_flops_per_token * context
+        return self._held(context) * self.layer_attention_flops
+
+    def decode_bytes(self, batch: int, contexts: Any) -> Any:
+        """Bytes one decode step reads [bytes]: weights (experts touched by ``batch`` tokens) + KV of each sequence.
+
+        Parameters
+        ----------
+        batch : int >= 1 [sequences]
+        contexts : int or sequence of int [tokens]
+            Every sequence's context c_i, the new token included (one int: all equal).
+
+        Returns
+        -------
+        decode_weight_bytes(batch) + sum_i kv_bytes(c_i) (docs/conventions.md, "One step"
+        and "Architectures").
+
+        Raises
+        ------
+        InvalidValueError
+            A bad batch or context, or a number of contexts other than ``batch``.
+        """
+        kv = self._kv_sum(batch, contexts)
+        return self.decode_weight_bytes(batch) + kv
+
+    def _kv_sum(self, batch: int, contexts: Any) -> Any:
+        if isinstance(contexts, (int, Fraction)):
+            return batch * self.kv_bytes(contexts)
+        contexts = list(contexts)
+        if len(contexts) != batch:
+            raise InvalidValueError("contexts", len(contexts), f"expected one context per sequence ({batch})")
+        return sum((self.kv_bytes(c) for c in contexts), 0)
 
     def flops_per_token(self, convention: str = "exact") -> tuple[int, int]:
-        """(matmul FLOPs per token, attention FLOPs per token per context token).
+        """(matmul FLOPs per token, attention FLOPs per token per context token at full attention).
 
         ``convention="exact"``: the exact matmul count and 4 L H d attention FLOPs.
         ``convention="lesson"``: the lesson's 2 x P and no attention FLOPs.
@@ -298,7 +814,9 @@ class ModelConfig:
         ``weight_bytes`` [bytes], ``kv_bytes_per_token`` [bytes/token], ``flops_per_token``
         [FLOP/token] and ``attention_flops_per_token`` [FLOP/(token x context token)] under
         ``convention`` (see :meth:`flops_per_token`); pass them with ``**`` to
-        :func:`roofline.formulas.step_time` and its siblings.
+        :func:`roofline.formulas.step_time` and its siblings. ``weight_bytes`` is what a
+        dense decode step reads (other towers excluded); for a MoE model it is the batch-1
+        value: use :meth:`decode_weight_bytes` for a batch.
 
         Raises
         ------
@@ -307,17 +825,20 @@ class ModelConfig:
         """
         per_token, attention = self.flops_per_token(convention)
         return dict(
-            weight_bytes=self.weight_bytes,
+            weight_bytes=self.decode_weight_bytes(1),
             kv_bytes_per_token=self.kv_bytes_per_token,
             flops_per_token=per_token,
             attention_flops_per_token=attention,
         )
 
     def with_dtypes(self, *, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelConfig:
-        """A copy with other weight and/or KV dtypes."""
+        """A copy with other weight and/or KV dtypes.
+
+        A weight dtype overrides every tensor class and any quantization of the checkpoint.
+        """
         changes: dict[str, Any] = {}
         if weight_dtype is not None:
-            changes["weight_dtype"] = weight_dtype
+            changes.update(weight_dtype=weight_dtype, class_dtypes=(), quantization=None, activation_dtype=None)
         if kv_dtype is not None:
             changes["kv_dtype"] = kv_dtype
         return attrs.evolve(self, **changes)
@@ -334,21 +855,25 @@ class ModelConfig:
     ) -> ModelConfig:
         """Build from a Hugging Face ``config.json`` (a path, or the parsed dict).
 
-        Reads num_hidden_layers, hidden_size, intermediate_size (``ffn_dim`` for OPT),
-        num_attention_heads, num_key_value_heads (absent: = heads, MHA), head_dim
-        (absent: hidden_size // heads), vocab_size, tie_word_embeddings (absent: the
-        model type's default, False for llama/mistral/qwen2/qwen3, True for opt and
-        unknown types as in transformers' PretrainedConfig), attention_bias / mlp_bias,
-        and torch_dtype (or dtype). The weight dtype and the KV dtype both default to
-        torch_dtype (bfloat16 if absent) and can be set separately.
+        The config is read by its ``model_type`` through the family table
+        (:mod:`roofline.families`): each family maps its own field names (layers, widths,
+        heads, KV heads, head_dim when present else hidden // heads, vocabulary, tied
+        embeddings with the family's default, biases, norms, MLP shape, experts, latent
+        attention, sliding windows, a multimodal wrapper's ``text_config`` and towers) and
+        its ``quantization_config``. The weight dtype and the KV dtype both default to
+        torch_dtype (or dtype; bfloat16 if absent) and can be set separately; a weight
+        dtype given here overrides every tensor class and any quantization.
 
         Raises
         ------
+        UnsupportedModelError
+            A model_type refused by name or unknown (or absent), or a feature of a known
+            family that is not modelled (a vision tower, a quantization method).
         ConfigError
             File missing or not JSON, not an object, or a required field missing or
             not a positive integer (the message names the field and value).
         InvalidValueError
-            Heads not divisible by KV heads, unknown dtype.
+            Heads not divisible by KV heads, k > E, a window of 0, unknown dtype.
         """
         source = "dict"
         if not isinstance(config, dict):
@@ -384,34 +909,6 @@ class ModelConfig:
 
 
 _MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB
-#: Largest size accepted for any dimension of a config (layers, widths, vocabulary).
-_MAX_DIMENSION = 1 << 32
-
-_TIED_DEFAULT = {"llama": False, "mistral": False, "qwen2": False, "qwen3": False, "opt": True}
-
-
-def _field(cfg: dict[str, Any], key: str, *, source: str, required: bool = True, default: Any = None) -> Any:
-    if key not in cfg or cfg[key] is None:
-        if required:
-            raise ConfigError(f"{source}: required field {key!r} is missing")
-        return default
-    value = cfg[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-            raise ConfigError(f"{source}: field {key!r}={value!r} must be finite")
-        raise ConfigError(f"{source}: field {key!r}={value!r} must be a positive integer")
-    if value > _MAX_DIMENSION:
-        raise ConfigError(f"{source}: field {key!r}={value!r} is implausibly large (> {_MAX_DIMENSION:,})")
-    return value
-
-
-def _flag(cfg: dict[str, Any], key: str, default: bool, *, source: str) -> bool:
-    value = cfg.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ConfigError(f"{source}: field {key!r}={value!r} must be true or false")
-    return value
 
 
 def _from_dict(
@@ -422,64 +919,24 @@ def _from_dict(
     weight_dtype: str | None,
     kv_dtype: str | None,
 ) -> ModelConfig:
-    model_type = str(cfg.get("model_type", "")).lower()
-    is_opt = model_type == "opt"
-    layers = _field(cfg, "num_hidden_layers", source=source)
-    hidden = _field(cfg, "hidden_size", source=source)
-    inter = _field(cfg, "ffn_dim" if is_opt else "intermediate_size", source=source)
-    heads = _field(cfg, "num_attention_heads", source=source)
-    kv_heads = _field(cfg, "num_key_value_heads", source=source, required=False, default=heads)
-    head_dim = _field(cfg, "head_dim", source=source, required=False, default=None)
-    if head_dim is None:
-        if hidden % heads:
-            raise ConfigError(
-                f"{source}: head_dim is absent and hidden_size={hidden} is not divisible by "
-                f"num_attention_heads={heads}"
-            )
-        head_dim = hidden // heads
-    vocab = _field(cfg, "vocab_size", source=source)
-    max_pos = _field(cfg, "max_position_embeddings", source=source, required=False)
-    tied = _flag(cfg, "tie_word_embeddings", _TIED_DEFAULT.get(model_type, True), source=source)
-    if is_opt:
-        bias = _flag(cfg, "enable_bias", True, source=source)
-        qkv_bias = o_bias = mlp_bias = bias
-        if max_pos is None:
-            raise ConfigError(f"{source}: required field 'max_position_embeddings' is missing")
-        extra: dict[str, Any] = dict(gated_mlp=False, norm="layernorm", learned_positions=max_pos + 2)
-        if cfg.get("word_embed_proj_dim", hidden) != hidden:
-            raise ConfigError(f"{source}: word_embed_proj_dim != hidden_size is not supported")
-    else:
-        attn_bias = _flag(cfg, "attention_bias", False, source=source)
-        qkv_bias = attn_bias or model_type == "qwen2"
-        o_bias = attn_bias
-        mlp_bias = _flag(cfg, "mlp_bias", False, source=source)
-        extra = dict(qk_norm=model_type == "qwen3")
-    dtype = cfg.get("torch_dtype", cfg.get("dtype")) or "bfloat16"
+    from .families import read_config
+
+    kw = read_config(cfg, source=source)
+    dtype = kw.pop("torch_dtype")
     dtype_bytes(dtype, field="torch_dtype")
     published = cfg.get("_published_parameters")
     try:
-        return ModelConfig(
+        model = ModelConfig(
             name=name or str(cfg.get("_name") or cfg.get("_name_or_path") or source),
-            num_hidden_layers=layers,
-            hidden_size=hidden,
-            intermediate_size=inter,
-            num_attention_heads=heads,
-            num_key_value_heads=kv_heads,
-            head_dim=head_dim,
-            vocab_size=vocab,
-            tie_word_embeddings=tied,
-            qkv_bias=qkv_bias,
-            o_bias=o_bias,
-            mlp_bias=mlp_bias,
-            max_position_embeddings=max_pos,
-            weight_dtype=weight_dtype or dtype,
+            weight_dtype=dtype,
             kv_dtype=kv_dtype or dtype,
             published_parameters=published,
             source=str(cfg.get("_source") or source),
-            **extra,
+            **kw,
         )
     except InvalidValueError as exc:
         raise InvalidValueError(exc.field, exc.value, f"{exc.reason} (in {source})") from None
+    return model.with_dtypes(weight_dtype=weight_dtype) if weight_dtype else model
 
 
 # --------------------------------------------------------------------------- presets

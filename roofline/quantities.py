@@ -141,8 +141,16 @@ _TABLE = (
     Quantity("pool_blocks", "P", "blocks", "KV blocks a batch may hold", "nonnegative_int"),
     # closed-loop serving
     Quantity("clients", "N", "clients", "closed-loop clients (the concurrency)", "positive_int"),
-    Quantity("e2e_latency", "E", "s", "mean end-to-end latency of the clients' requests", "positive"),
+    Quantity("e2e_latency", "T_e2e", "s", "mean end-to-end latency of the clients' requests", "positive"),
     Quantity("think_time", "Z", "s", "a client's pause between a hand-back and its next request", "nonnegative"),
+    # mixture of experts
+    Quantity("num_experts", "E", "experts", "routed experts of one MoE layer", "positive_int"),
+    Quantity("experts_per_token", "k_e", "experts", "routed experts each token picks (k <= E)", "positive_int",
+             "uniform routing: every k-subset equally likely, tokens independent"),
+    Quantity("shared_weight_bytes", "W_s", "bytes", "weight bytes every step reads: all but the routed experts",
+             "positive"),
+    Quantity("routed_expert_bytes", "X", "bytes", "bytes of one routed expert summed over the MoE layers",
+             "nonnegative", "each MoE layer routes on its own, with the same expectation"),
     # tensor parallelism
     Quantity("tensor_parallel_size", "T", "GPUs", "GPUs in the tensor-parallel group", "positive_int",
              "1 is one GPU: no all-reduce"),

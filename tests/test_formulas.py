@@ -36,6 +36,9 @@ ADMISSIBLE = {
         kw, length_sum=kw["length_max"] * (1 + (kw["batch"] - 1) * (Fraction(kw["length_sum"]) % 1))),
     # an output no longer than the batch's longest
     "static_handback_delay": lambda kw: dict(kw, length_max=kw["length_max"] + kw["output_tokens"]),
+    # MoE: at most E experts per token (k folded into [1, E])
+    **{name: (lambda kw: dict(kw, experts_per_token=1 + (kw["experts_per_token"] - 1) % kw["num_experts"]))
+       for name in ("experts_touched", "moe_decode_weight_bytes", "moe_arithmetic_intensity", "moe_compute_margin")},
     # drawn inputs stay far below the work limit (max_test_value 24): always admissible
     "expected_useful_share_discrete_uniform": lambda kw: kw,
     # an arrival before the running batch ends: the drawn arrival as a share of the batch's duration

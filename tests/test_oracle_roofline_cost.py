@@ -199,3 +199,26 @@ def test_pinned_llama_on_h100_has_no_critical_batch_above_the_critical_context()
     requests = [Request(id=i, arrival_s=0, prompt_tokens=4095, output_tokens=2) for i in range(2000)]
     (step,) = [s for s in serve_static(requests, cost, batch_size=2000).steps if s.kind == "decode"]
     assert step.flops * accelerator.bandwidth < step.bytes * accelerator.peak_flops
+
+
+def test_a_moe_mixed_step_reads_the_experts_its_decode_rows_and_prompt_tokens_touch() -> None:
+    """Mixtral 8x7B: a mixed step of 2 decode rows and a 100-token chunk reads the shared weights plus the
+    routed experts 102 tokens touch (8 (1 - (6/8)^102) per layer), priced like a decode step of that size."""
+    from fractions import Fraction
+
+    import roofline.formulas as fm
+    from roofline import get_accelerator, get_model
+    from roofline.sim import RooflineCostModel
+
+    model = get_model("mixtral-8x7b")
+    cost = RooflineCostModel.for_model(model, get_accelerator("h100-sxm"))
+    touched = fm.experts_touched(num_experts=8, experts_per_token=2, batch=102)
+    assert touched == 8 * (1 - Fraction(6, 8) ** 102)
+    weights = model.shared_weight_bytes + model.routed_expert_bytes * touched
+    expected = fm.mixed_step_time(
+        decode_rows=2, context_sum=2000, prefill_tokens=100, cached_tokens=0, attention_pairs=5050,
+        weight_bytes=weights, kv_bytes_per_token=model.kv_bytes_per_token, flops_per_token=cost.flops_per_token,
+        attention_flops_per_token=cost.attention_flops_per_token, bandwidth=cost.bandwidth, peak_flops=cost.peak_flops,
+        overhead=0)
+    assert cost.mixed_time(2, 2000, 100, 0, 5050) == expected
+    assert cost.mixed_work(2, 2000, 100, 0, 5050)[0] == weights + model.kv_bytes_per_token * (2000 + 100)

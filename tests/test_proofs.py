@@ -35,6 +35,7 @@ KEY_NUMBERS = {
     "p13_decode_stretch": ["j* = 50.44", "1,982,585 steps", "outgrown at step 17"],
     "p10_chunked_prefill": ["8 steps after static", "worst gap 2 -> 1 step", "12.76 ms -> 4.941 ms"],
     "p12_anyscale_scheduler": ["1.5x, 2.5x, 4.3x, 6.0x", "chunked prefill adds 20 %"],
+    "p09_moe": ["B* = 1,082", "B* = 2,965", "B* = 299", "B* = 326"],
     "p11_tensor_parallel": ["8,820,367,360 parameters", "40,960 B", "1.344 ms", "10.19 us", "the crossover is B = 132",
                             "131.84 sequences", "6.37x faster"],
     "p15_estimate": ["eta_bw = 0.7830", "t_step = 2.2155 ms", "8.377 ms (+7.5 %)", "4.824 ms (-38.1 %)"],

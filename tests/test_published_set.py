@@ -130,7 +130,7 @@ def _point(doc: dict, pid: str) -> dict:
          else d["engine_profiles"].update(x=["nope"]), "engine_profiles.x.0", "not the id of a point"),
         (lambda d: d["points"][2].update(tensor_parallel=0), "points.2.tensor_parallel", "integer >= 1"),
         (lambda d: _point(d, "vllm-llama-3.1-8b-b8-h200").pop("output_len"), "output_len", "needs the output length"),
-        (lambda d: _point(d, "gpt-fast-mixtral-8x7b-int8-a100-330w").pop("pending_presets"), "model", "unknown model"),
+        (lambda d: _point(d, "gpt-fast-llama-2-70b-int4-a100-330w").pop("pending_presets"), "model", "unknown model"),
         (lambda d: d["points"][2].update(weight_dtype="int3"), "points.2.weight_dtype", "int3"),
     ],
 )

@@ -265,9 +265,10 @@ def test_model_presets_only(m):
 
 
 def test_model_presets_filtered_by_explicit_head_dim():
-    """explicit_head_dim=True among the presets finds the Qwen3 models (head_dim 128, hidden/heads 64 or 80)."""
+    """explicit_head_dim=True among the presets finds Qwen3 or Mistral-Small (head_dim 128 != hidden / heads)."""
     m = find(model_configs(presets=True, generated=False, explicit_head_dim=True), lambda m: True)
-    assert m.name.startswith("qwen3") and m.head_dim == 128 != m.hidden_size // m.num_attention_heads
+    assert m.name.startswith(("qwen3", "mistral-small"))
+    assert m.head_dim == 128 != m.hidden_size // m.num_attention_heads
 
 
 @given(accelerators(presets=False, generated=False))

@@ -39,7 +39,14 @@ def model_facts(model: ModelConfig) -> dict[str, Any]:
         "name": model.name,
         "parameters": model.parameters,
         "weight_dtype": model.weight_dtype,
+        "weight_format": model.weight_format,
         "weight_bytes": float(model.weight_bytes),
+        "model_type": model.model_type,
+        "active_parameters": model.active_parameters,
+        "num_experts": model.num_experts,
+        "num_experts_per_tok": model.num_experts_per_tok,
+        "multi_head_latent_attention": model.is_mla,
+        "sliding_windows": sorted({w for w in model.layer_windows if w is not None}),
         "kv_dtype": model.kv_dtype,
         "num_hidden_layers": model.num_hidden_layers,
         "hidden_size": model.hidden_size,
@@ -75,12 +82,12 @@ def run_models(args: Any) -> int:
     print(f"{'model':<16} {'parameters':>16} {'weights':>19} {'layers':>6} {'heads':>5} {'KV heads':>8} "
           f"{'head_dim':>8} {'KV/token':>9}  source")
     for m in facts:
-        print(f"{m['name']:<16} {m['parameters']:>16,} {m['weight_bytes'] / GB:>7.2f} GB {m['weight_dtype']:<9} "
+        print(f"{m['name']:<16} {m['parameters']:>16,} {m['weight_bytes'] / GB:>7.2f} GB {m['weight_format']:<9} "
               f"{m['num_hidden_layers']:>6} "
               f"{m['num_attention_heads']:>5} {m['num_key_value_heads']:>8} {m['head_dim']:>8} "
               f"{m['kv_bytes_per_token'] / 1024:>5.0f} KiB  {m['source']}")
-    print("weights in the checkpoint's dtype (--weight-dtype on report and simulate changes it); "
-          "KV per token for full attention (K and V, every layer)")
+    print("weights in the checkpoint's dtype (quantized: method/dtype of the other tensors; --weight-dtype on "
+          "report and simulate changes it); KV per token for full attention (K and V, every layer; MLA: the latent)")
     return 0
 
 

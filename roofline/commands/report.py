@@ -163,10 +163,27 @@ def build_report(
         rows.append({"batch": b, "kv_limit": b == kv_limit, "fits": b <= kv_limit,
                      "weights_only": step_json(without), "with_kv": step_json(with_kv)})
 
+    experts = None
+    if model.is_moe:
+        experts = {
+            "num_experts": model.num_experts, "experts_per_token": model.num_experts_per_tok,
+            "num_moe_layers": model.num_moe_layers, "num_shared_experts": model.num_shared_experts,
+            "routing": "uniform routing",
+            "touched": [{"batch": b, "experts_touched": float(model.experts_touched(b)),
+                         "weight_bytes_read": float(model.decode_weight_bytes(b))} for b in table_batches],
+        }
     out = {
         "time_kind": "bound",
         "model": {
             "name": model.name, "parameters": model.parameters, "weight_dtype": model.weight_dtype,
+            "model_type": model.model_type, "total_parameters": model.parameters,
+            "active_parameters": model.active_parameters, "other_tower_parameters": model.tower_parameters,
+            "experts": experts, "multi_head_latent_attention": model.is_mla,
+            "sliding_windows": sorted({w for w in model.layer_windows if w is not None}),
+            "quantization": None if model.quantization is None else model.quantization.method,
+            "weight_format": model.weight_format, "compute_dtype": model.compute_dtype,
+            "weight_bytes_by_class": {c: float(v) for c, v in model.weight_bytes_by_class().items() if v},
+            "compute_peak_flops": float(estimate.compute_peak(model, accelerator)),
             "kv_dtype": model.kv_dtype, "matmul_parameters": model.matmul_parameters,
             "matmul_flops_per_token": model.matmul_flops_per_token,
             "lesson_flops_per_token": model.lesson_flops_per_token,
@@ -188,6 +205,7 @@ def build_report(
         "eight": {"weights_only": step_json(eight), "with_kv": step_json(eight_kv)},
         "kv": {
             "kv_bytes_per_token": float(model.kv_bytes_per_token),
+            "kv_bytes_per_sequence": float(model.kv_bytes(context)),
             "given_budget": cap_json(lesson_cap),
             "real_budget": None if real_cap is None else cap_json(real_cap),
             "reserve": None if reserve is None else {
@@ -240,11 +258,11 @@ def format_report(r: dict[str, Any]) -> str:
     lesson, exact = r["single"]["lesson"], r["single"]["exact"]
     cl, ce = r["criticality"]["lesson"], r["criticality"]["exact"]
     kv, given, real, upper = r["kv"], r["kv"]["given_budget"], r["kv"]["real_budget"], r["kv"]["upper_bound_budget"]
-    bw, peak = a["bandwidth_bytes_per_s"], a["peak_flops"]
+    bw, peak = a["bandwidth_bytes_per_s"], m["compute_peak_flops"]  # the peak of the matmul inputs' dtype
     ctx = cl["context"]
     out = [
-        f"roofline report: {m['name']} (weights {m['weight_dtype']}, KV {m['kv_dtype']}) on {a['name']}",
-        f"  HBM {bw / 1e12:.3f} TB/s, dense BF16 peak {peak / 1e12:.1f} TFLOP/s, "
+        f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {a['name']}",
+        f"  HBM {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
         f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB (sources: roofline.hardware)",
         "  every time is the roofline bound (a lower bound: datasheet constants, no overhead) unless marked "
         "[estimate]",
@@ -252,8 +270,11 @@ def format_report(r: dict[str, Any]) -> str:
         "One request at a time (batch 1, weights only)",
         f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {m['parameters']:,} parameters x "
         f"{w['bytes'] / m['parameters']:g} B",
+        f"  parameters            total {m['total_parameters']:,}, active per token {m['active_parameters']:,}"
+        + (f" (other towers {m['other_tower_parameters']:,})" if m["other_tower_parameters"] else ""),
+        *_moe_lines(m),
         f"  step time             {_t(lesson['step_time_s']):>12} = weight bytes / bandwidth "
-        f"= {w['bytes'] / 1e9:.2f} GB / {bw / 1e12:.2f} TB/s",
+        f"= {lesson['bytes'] / 1e9:.2f} GB / {bw / 1e12:.2f} TB/s",
         f"  compute time [lesson] {_t(lesson['compute_time_s']):>12} = 2 x P / peak "
         f"= {m['lesson_flops_per_token'] / 1e9:.2f} GFLOP / {peak / 1e12:.1f} TFLOP/s",
         f"  compute time [exact]  {_t(exact['compute_time_s']):>12} = 2 x matmul params / peak "
@@ -263,15 +284,20 @@ def format_report(r: dict[str, Any]) -> str:
         "",
         "Where math catches up with reading",
         f"  ridge point           {cl['ridge_point_flop_per_byte']:9.1f} FLOP/byte = peak / bandwidth",
-        f"  critical batch, no KV {cl['critical_batch_weights_only']:9d} [lesson]  = ceil(ridge x W / 2P) "
-        f"~ step time / compute time; {ce['critical_batch_weights_only']} [exact]",
+        f"  critical batch, no KV {cl['critical_batch_weights_only']:9d} [lesson]  = "
+        + ("first B with B x 2P / peak >= (W_shared + experts touched(B) x expert bytes) / bandwidth"
+           if m["experts"] else "ceil(ridge x W / 2P) ~ step time / compute time")
+        + f"; {ce['critical_batch_weights_only']} [exact]",
         f"  critical batch at {ctx:,} tokens: {_none(cl['critical_batch'])} [lesson], "
         f"{_none(ce['critical_batch'])} [exact]"
         + (f"  (intensity limit as batch grows: {cl['intensity_limit_flop_per_byte']:.1f} [lesson], "
            f"{ce['intensity_limit_flop_per_byte']:.1f} [exact] FLOP/byte, not above the ridge)"
            if cl["critical_batch"] is None and ce["critical_batch"] is None else ""),
         f"  critical context c*   {_tokens(cl['critical_context_tokens'])} [lesson], "
-        f"{_tokens(ce['critical_context_tokens'])} [exact] = F / (ridge x k - a): above it, no batch is compute-bound",
+        f"{_tokens(ce['critical_context_tokens'])} [exact] = "
+        + ("solves F = (ridge x k_l - a_l) x sum over layers of min(c, w_l)" if m["sliding_windows"]
+           else "F / (ridge x k - a)")
+        + ": above it, no batch is compute-bound",
         "",
         "Batching: 8 requests side by side",
         f"  step time, batch 8    {_t(r['eight']['weights_only']['step_time_s']):>12} weights only "
@@ -283,8 +309,13 @@ def format_report(r: dict[str, Any]) -> str:
         f"({r['eight']['weights_only']['throughput_tokens_per_s'] / exact['throughput_tokens_per_s']:.2f}x)",
         "",
         "KV cache",
-        f"  KV bytes per token    {kv['kv_bytes_per_token']:9,.0f} B     = 2 x layers x KV heads x head_dim x "
-        f"KV bytes ({kv['kv_bytes_per_token'] / 1024:g} KiB)",
+        f"  KV bytes per token    {kv['kv_bytes_per_token']:9,.0f} B     = "
+        + ("layers x (kv_lora_rank + qk_rope_head_dim) x KV bytes [MLA]" if m["multi_head_latent_attention"]
+           else "2 x layers x KV heads x head_dim x KV bytes")
+        + f" ({kv['kv_bytes_per_token'] / 1024:g} KiB)" + (", at full attention" if m["sliding_windows"] else ""),
+        f"  KV per sequence       {kv['kv_bytes_per_sequence']:9,.0f} B     at {ctx:,} tokens"
+        + (f" (windows {m['sliding_windows']} tokens: sum over layers of min(c, w) x per-layer bytes)"
+           if m["sliding_windows"] else ""),
         f"  in a {given['budget_bytes'] / 1e9:g} GB budget     {given['sequences']:6d} sequences of "
         f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']} with "
         f"{given['block_size']}-token blocks)",
@@ -309,6 +340,17 @@ def format_report(r: dict[str, Any]) -> str:
     if "estimate" in r:
         out += _estimate_lines(r)
     return "\n".join(out)
+
+
+def _moe_lines(m: dict[str, Any]) -> list[str]:
+    """The experts a batch touches (MoE models only): E (1 - (1 - k/E)^B), uniform routing."""
+    e = m["experts"]
+    if not e:
+        return []
+    touched = ", ".join(f"B={t['batch']}: {t['experts_touched']:.2f}" for t in e["touched"])
+    return [f"  experts (MoE)         {e['num_experts']} routed, {e['experts_per_token']} per token, "
+            f"{e['num_shared_experts']} shared, {e['num_moe_layers']} MoE layers; touched per layer "
+            f"({e['routing']}): {touched}"]
 
 
 def _estimate_lines(r: dict[str, Any]) -> list[str]:

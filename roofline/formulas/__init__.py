@@ -8,7 +8,7 @@ fast == symbolic exactly for every entry.
 Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
 :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
 :mod:`.useful_share`, :mod:`.parallel` (tensor parallelism), :mod:`.fidelity` (the estimate beside the bound),
-:mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients).
+:mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients), :mod:`.moe` (mixture of experts).
 """
 
 from ._core import REGISTRY, FormulaSpec
@@ -20,6 +20,8 @@ from .intensity import *  # noqa: F403
 from .intensity import __all__ as _intensity_all
 from .kv_cache import *  # noqa: F403
 from .kv_cache import __all__ as _kv_all
+from .moe import *  # noqa: F403
+from .moe import __all__ as _moe_all
 from .parallel import *  # noqa: F403
 from .parallel import __all__ as _parallel_all
 from .serving import *  # noqa: F403
@@ -32,4 +34,4 @@ from .useful_share import *  # noqa: F403
 from .useful_share import __all__ as _useful_share_all
 
 __all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_useful_share_all,
-           *_parallel_all, *_fidelity_all, *_stretch_all, *_serving_all]
+           *_parallel_all, *_fidelity_all, *_stretch_all, *_serving_all, *_moe_all]

@@ -167,6 +167,12 @@ class RooflineCostModel:
     exact : bool, default True
         True: constants are converted to Fractions (exactly; floats keep their binary
         value) and every duration is an exact Fraction. False: floats throughout.
+    routed_expert_bytes : [bytes] >= 0, default 0
+        Mixture of experts: one routed expert's bytes summed over the MoE layers; then
+        ``weight_bytes`` is the shared weights (all but the routed experts) and a step of
+        T tokens reads W + X x E (1 - (1 - k/E)^T) (uniform routing,
+        :func:`roofline.formulas.moe_decode_weight_bytes`).
+    num_experts, experts_per_token : int >= 0, default 0 (a dense model)
 
     Raises
     ------
@@ -198,15 +204,23 @@ class RooflineCostModel:
     peak_flops: Any
     overhead: Any = 0
     exact: bool = True
+    routed_expert_bytes: Any = 0
+    num_experts: int = 0
+    experts_per_token: int = 0
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _mixed_cache: dict[tuple[int, int, int, int, int], Any] = attrs.field(init=False, repr=False, eq=False,
                                                                        factory=dict)
+    _routed: Any = attrs.field(init=False, repr=False, eq=False, default=0)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.exact, bool):
             raise InvalidValueError("exact", self.exact, "must be True or False")
+        if self.num_experts:
+            f.moe_decode_weight_bytes(
+                shared_weight_bytes=self.weight_bytes, routed_expert_bytes=self.routed_expert_bytes,
+                num_experts=self.num_experts, experts_per_token=self.experts_per_token, batch=1)
         # the checked fast paths validate every constant once, naming a bad one
         given = {name: getattr(self, name) for name in _TERMS}
         f.step_time(batch=1, context_sum=0, **given)
@@ -217,6 +231,7 @@ class RooflineCostModel:
             terms["bandwidth"] = Fraction(terms["bandwidth"])
             terms["peak_flops"] = Fraction(terms["peak_flops"])
         object.__setattr__(self, "_terms", terms)
+        object.__setattr__(self, "_routed", convert(self.routed_expert_bytes))
 
     @classmethod
     def for_model(
@@ -259,7 +274,23 @@ class RooflineCostModel:
             An unknown FLOPs convention or a bad overhead; a profile without constants.
         UnknownPresetError
             An unknown engine profile.
+        UnsupportedModelError
+            A model with sliding-window layers: a step's cost then depends on each
+            sequence's context, not only on their sum, which this cost model takes
+            (use :func:`roofline.estimate.decode_step` or ``roofline report``).
+
+        Notes
+        -----
+        Mixture of experts: the weight bytes of a step are the shared weights plus the
+        expected experts its tokens touch (uniform routing); multi-head latent attention
+        needs nothing more (its KV bytes and attention FLOPs per token are constants).
+        The compute peak follows the matmul inputs (:attr:`roofline.ModelConfig.compute_dtype`).
         """
+        from ..errors import UnsupportedModelError
+
+        if model.has_sliding_window:
+            raise UnsupportedModelError(model.model_type, "sliding-window layers in the reference scheduler (its cost "
+                                        "model and KV pool take a batch's summed context, which windows do not price)")
         if estimate is not None:
             from ..calibrate.fit import get_engine_profile
 
@@ -267,11 +298,31 @@ class RooflineCostModel:
             check_nonnegative("overhead", overhead)
             overhead = overhead + profile.overhead(model.num_hidden_layers)
             accelerator = profile.scaled(accelerator)
+        terms: dict[str, Any] = dict(model.step_terms(flops))
+        moe: dict[str, Any] = {}
+        if model.is_moe:
+            terms["weight_bytes"] = model.shared_weight_bytes
+            moe = dict(routed_expert_bytes=model.routed_expert_bytes, num_experts=model.num_experts,
+                       experts_per_token=model.num_experts_per_tok)
+        hardware: dict[str, Any] = dict(accelerator.step_terms(model.compute_dtype))
         return cls(
-            **model.step_terms(flops),
-            **accelerator.step_terms(),
-            overhead=overhead, exact=exact,
+            **terms,
+            **hardware, overhead=overhead, exact=exact, **moe,
         )
+
+    def weights_read(self, tokens: int) -> Any:
+        """Weight bytes a step of ``tokens`` tokens reads [bytes]: ``weight_bytes``, plus the routed
+        experts they touch for a MoE model (uniform routing)."""
+        if not self.num_experts:
+            return self._terms["weight_bytes"]
+        if tokens == 0:
+            return self._terms["weight_bytes"]
+        return self._terms["weight_bytes"] + self._routed * f.experts_touched.unchecked(
+            num_experts=self.num_experts, experts_per_token=self.experts_per_token, batch=tokens)
+
+    def _weights_exactness(self, tokens: int) -> Any:
+        """Weight bytes of a step as given (dense) or as read by its tokens (MoE)."""
+        return self.weight_bytes if not self.num_experts else self.weights_read(tokens)
 
     def to_time(self, value: Any) -> Any:
         """``value`` [s] as an exact number (exact mode) or a float."""
@@ -283,7 +334,8 @@ class RooflineCostModel:
         key = (batch, context_sum)
         duration = cache.get(key)
         if duration is None:
-            duration = f.step_time.unchecked(batch=batch, context_sum=context_sum, **self._terms)
+            terms = self._terms if not self.num_experts else dict(self._terms, weight_bytes=self.weights_read(batch))
+            duration = f.step_time.unchecked(batch=batch, context_sum=context_sum, **terms)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -295,8 +347,10 @@ class RooflineCostModel:
         key = (prefill_tokens, attention_pairs)
         duration = cache.get(key)
         if duration is None:
+            terms = (self._terms if not self.num_experts
+                     else dict(self._terms, weight_bytes=self.weights_read(prefill_tokens)))
             duration = f.prefill_step_time.unchecked(prefill_tokens=prefill_tokens, attention_pairs=attention_pairs,
-                                                     **self._terms)
+                                                     **terms)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -305,16 +359,19 @@ class RooflineCostModel:
     def mixed_time(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
                    attention_pairs: int) -> Any:
         """Mixed step duration [s] (:func:`roofline.formulas.mixed_step_time`); a step without
-        prompt tokens is a decode step (:meth:`decode_time`, the same value)."""
+        prompt tokens is a decode step (:meth:`decode_time`, the same value). For a MoE model the
+        step's decode rows and prompt tokens together touch the routed experts."""
         if not prefill_tokens:
             return self.decode_time(decode_rows, context_sum)
         cache = self._mixed_cache
         key = (decode_rows, context_sum, prefill_tokens, cached_tokens, attention_pairs)
         duration = cache.get(key)
         if duration is None:
+            terms = (self._terms if not self.num_experts
+                     else dict(self._terms, weight_bytes=self.weights_read(decode_rows + prefill_tokens)))
             duration = f.mixed_step_time.unchecked(decode_rows=decode_rows, context_sum=context_sum,
                                                    prefill_tokens=prefill_tokens, cached_tokens=cached_tokens,
-                                                   attention_pairs=attention_pairs, **self._terms)
+                                                   attention_pairs=attention_pairs, **terms)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -324,7 +381,8 @@ class RooflineCostModel:
                    attention_pairs: int) -> tuple[Any, Any]:
         """(bytes, FLOPs) of a mixed step (:func:`~roofline.formulas.mixed_step_bytes`, ``mixed_step_flops``)."""
         return (
-            f.mixed_step_bytes.unchecked(weight_bytes=self.weight_bytes, kv_bytes_per_token=self.kv_bytes_per_token,
+            f.mixed_step_bytes.unchecked(weight_bytes=self._weights_exactness(decode_rows + prefill_tokens),
+                                         kv_bytes_per_token=self.kv_bytes_per_token,
                                          context_sum=context_sum, cached_tokens=cached_tokens,
                                          prefill_tokens=prefill_tokens),
             f.mixed_step_flops.unchecked(decode_rows=decode_rows, prefill_tokens=prefill_tokens,
@@ -336,8 +394,8 @@ class RooflineCostModel:
     def decode_work(self, batch: int, context_sum: int) -> tuple[Any, Any]:
         """(bytes [bytes], FLOPs [FLOP]) of a decode step (``roofline.formulas.decode_bytes``, ``decode_flops``)."""
         return (
-            f.decode_bytes.unchecked(weight_bytes=self.weight_bytes, kv_bytes_per_token=self.kv_bytes_per_token,
-                                     context_sum=context_sum),
+            f.decode_bytes.unchecked(weight_bytes=self._weights_exactness(batch),
+                                     kv_bytes_per_token=self.kv_bytes_per_token, context_sum=context_sum),
             f.decode_flops.unchecked(batch=batch, flops_per_token=self.flops_per_token,
                                      attention_flops_per_token=self.attention_flops_per_token,
                                      context_sum=context_sum),
@@ -346,8 +404,8 @@ class RooflineCostModel:
     def prefill_work(self, prefill_tokens: int, attention_pairs: int) -> tuple[Any, Any]:
         """(bytes, FLOPs) of a prefill step (:func:`~roofline.formulas.prefill_bytes`, ``prefill_flops``)."""
         return (
-            f.prefill_bytes.unchecked(weight_bytes=self.weight_bytes, kv_bytes_per_token=self.kv_bytes_per_token,
-                                      prefill_tokens=prefill_tokens),
+            f.prefill_bytes.unchecked(weight_bytes=self._weights_exactness(prefill_tokens),
+                                      kv_bytes_per_token=self.kv_bytes_per_token, prefill_tokens=prefill_tokens),
             f.prefill_flops.unchecked(flops_per_token=self.flops_per_token,
                                       attention_flops_per_token=self.attention_flops_per_token,
                                       prefill_tokens=prefill_tokens, attention_pairs=attention_pairs),

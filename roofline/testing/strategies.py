@@ -40,11 +40,12 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+import attrs
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from ..hardware import ACCELERATORS, Accelerator, Link, Source, Sourced
-from ..models import ModelConfig, get_model, model_names
+from ..models import ModelConfig, Quantization, get_model, model_names
 from ..sim.cost import RooflineCostModel, UnitCostModel
 from ..sim.kv import KVPool
 from ..sim.requests import Request
@@ -234,6 +235,49 @@ def _model_configs(
     )
 
 
+_ARCHITECTURES = ("dense", "moe", "mla", "sliding", "quantized", "any")
+
+
+def _architecture_of(model: ModelConfig, architecture: str) -> bool:
+    kinds = {"moe": model.is_moe, "mla": model.is_mla, "sliding": model.has_sliding_window,
+             "quantized": model.quantization is not None, "towers": bool(model.tower_parameters)}
+    if architecture == "dense":
+        return not any(kinds.values())
+    return architecture == "any" or kinds[architecture]
+
+
+def _with_architecture(base: st.SearchStrategy[ModelConfig], architecture: str) -> st.SearchStrategy[ModelConfig]:
+    @st.composite
+    def build(draw: st.DrawFn) -> ModelConfig:
+        m = draw(base)
+        kind = draw(st.sampled_from(["moe", "mla", "sliding", "quantized"])) if architecture == "any" else architecture
+        L = m.num_hidden_layers
+        if kind == "moe":
+            experts = draw(st.integers(1, 256))
+            return attrs.evolve(
+                m, num_experts=experts, num_experts_per_tok=draw(st.integers(1, experts)),
+                moe_intermediate_size=draw(st.integers(1, 4096)), num_moe_layers=draw(st.integers(1, L)),
+                shared_expert_intermediate_size=draw(st.sampled_from([0, 0, 512, 1408])),
+                router_bias=draw(st.booleans()), expert_bias=draw(st.booleans()))
+        if kind == "mla":
+            return attrs.evolve(
+                m, q_lora_rank=draw(st.none() | st.integers(1, 2048)), kv_lora_rank=draw(st.integers(1, 1024)),
+                qk_nope_head_dim=draw(st.sampled_from([32, 64, 128])), qk_rope_head_dim=draw(st.sampled_from([16, 64])),
+                v_head_dim=draw(st.sampled_from([32, 64, 128])))
+        if kind == "sliding":
+            windows = draw(st.lists(st.none() | st.integers(1, 8192), min_size=L, max_size=L).filter(
+                lambda ws: any(w is not None for w in ws)))
+            return attrs.evolve(m, layer_windows=tuple(windows))
+        quant = draw(st.sampled_from([
+            Quantization("gptq", 4, "group+zero", 128), Quantization("awq", 4, "group+zero", 128),
+            Quantization("gptq", 8, "group+zero", -1), Quantization("fp8", 8, "block", block=(128, 128)),
+            Quantization("fp8", 8, "tensor"), Quantization("mxfp4", 4, "mxfp4", 32)]))
+        return attrs.evolve(m, weight_dtype="bfloat16", quantization=quant,
+                            activation_dtype="fp8" if quant.method == "fp8" else None)
+
+    return build()
+
+
 def model_configs(
     *,
     attention: str = "any",
@@ -243,6 +287,7 @@ def model_configs(
     max_hidden: int = 16384,
     presets: bool = False,
     generated: bool = True,
+    architecture: str = "dense",
 ) -> st.SearchStrategy[ModelConfig]:
     """Valid :class:`~roofline.ModelConfig` values of decoder-only transformers.
 
@@ -264,6 +309,12 @@ def model_configs(
         that match ``attention``, ``explicit_head_dim`` and ``tied``.
     generated : bool, default True
         Include generated configs.
+    architecture : {"dense", "moe", "mla", "sliding", "quantized", "any"}, default "dense"
+        "dense" (the default): the dense Llama-shaped models, as before (presets with
+        experts, latent attention, sliding windows, other towers or quantization are left
+        out). "moe": routed experts (E, k <= E, shared experts, dense layers among MoE
+        layers); "mla": multi-head latent attention; "sliding": per-layer windows;
+        "quantized": a GPTQ/AWQ/FP8/mxfp4 quantization_config; "any": all of these.
 
     Returns
     -------
@@ -285,14 +336,17 @@ def model_configs(
     """
     if attention not in ("any", "mha", "gqa", "mqa"):
         raise InvalidArgument(f"attention={attention!r}: expected 'any', 'mha', 'gqa' or 'mqa'")
+    if architecture not in _ARCHITECTURES:
+        raise InvalidArgument(f"architecture={architecture!r}: expected one of {', '.join(_ARCHITECTURES)}")
     _check_int("max_layers", max_layers, 1)
     _check_int("max_hidden", max_hidden, 64)
     options: list[st.SearchStrategy[ModelConfig]] = []
     if generated:
-        options.append(_model_configs(attention, explicit_head_dim, tied, max_layers, max_hidden))
+        base = _model_configs(attention, explicit_head_dim, tied, max_layers, max_hidden)
+        options.append(base if architecture == "dense" else _with_architecture(base, architecture))
     if presets:
         matching = [m for m in (get_model(n) for n in model_names())
-                    if _preset_matches(m, attention, explicit_head_dim, tied)]
+                    if _preset_matches(m, attention, explicit_head_dim, tied) and _architecture_of(m, architecture)]
         if matching:
             options.insert(0, st.sampled_from(matching))
     if not options:

@@ -1,0 +1,130 @@
+"""How a quantized checkpoint stores its matrices, and what one matrix costs in bytes.
+
+docs/conventions.md, "Architectures" (weight dtypes per tensor class): GPTQ and AWQ weights of
+b bits cost b/8 bytes each plus a 2-byte scale (and a b/8-byte zero point) per group of
+``group_size`` inputs and per output; FP8 weights 1 byte plus a 4-byte scale per block (or per
+matrix); mxfp4 4 bits plus a 1-byte E8M0 scale per 32 inputs. :mod:`roofline.families` reads
+``quantization_config`` into a :class:`Quantization`; :class:`roofline.ModelConfig` prices its
+tensor classes with :func:`quantized_matrix_bytes`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import attrs
+
+__all__ = ["Quantization", "quantized_matrix_bytes"]
+
+#: Bytes of one scale of each format.
+_FP16 = 2
+_FP32 = 4
+_E8M0 = 1
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+_SCHEMES = ("group", "group+zero", "block", "tensor", "mxfp4")
+
+
+def _to_quantization(value: Any) -> Any:
+    """None, a :class:`Quantization`, or its ``attrs.asdict`` form (from JSON) -> Quantization or None."""
+    if isinstance(value, dict):
+        return Quantization(**value)
+    return value
+
+
+def _optional_block(value: Any) -> Any:
+    return None if value is None else tuple(value)
+
+
+def _str_tuple(value: Any) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class Quantization:
+    """How a quantized checkpoint stores its matrices (``quantization_config``, read by :mod:`roofline.families`).
+
+    Attributes
+    ----------
+    method : str
+        ``quant_method``: "gptq", "awq", "fp8", "compressed-tensors" or "mxfp4".
+    bits : int
+        Bits per stored weight (4 or 8; 2 and 3 for GPTQ).
+    scheme : {"group", "group+zero", "block", "tensor", "mxfp4"}
+        Where the scales sit: per group of ``group_size`` inputs and output (with a
+        packed zero point for "group+zero"), per ``block`` of (inputs, outputs), one per
+        matrix, or mxfp4's one E8M0 scale per 32 inputs.
+    group_size : int
+        Inputs per scale for the group schemes (-1: one group per output channel).
+    block : (int, int) or None
+        (inputs, outputs) per scale for the block scheme.
+    classes : tuple of str
+        Tensor classes stored this way; the others keep their dtype.
+
+    Notes
+    -----
+    Bytes of one matrix: :func:`quantized_matrix_bytes` (docs/conventions.md, "Architectures",
+    weight dtypes per tensor class).
+    """
+
+    method: str
+    bits: int
+    scheme: str = attrs.field(validator=attrs.validators.in_(_SCHEMES))
+    group_size: int = 0
+    block: tuple[int, int] | None = attrs.field(default=None, converter=_optional_block)
+    classes: tuple[str, ...] = attrs.field(default=("projections", "experts"), converter=_str_tuple)
+
+
+def quantized_matrix_bytes(quant: Quantization, shape: tuple[int, ...], dtype: str = "bfloat16") -> int | Fraction:
+    """Bytes of one quantized matrix of ``shape`` = (in_features, out_features) [bytes].
+
+    ``quant`` is a :class:`Quantization` (from :func:`roofline.families.read_quantization`);
+    by its scheme:
+
+    * ``"group"`` (GPTQ, AWQ, compressed-tensors group/channel): in x out x bits/8 for the
+      packed weights, plus per group of ``group_size`` inputs and per output a 2-byte scale
+      and (asymmetric) a bits/8 zero point; group_size -1 is one group per output channel;
+    * ``"block"`` (FP8 with ``weight_block_size`` [bi, bo]): 1 byte per weight plus a
+      4-byte scale per block;
+    * ``"tensor"``: bits/8 per weight plus one 4-byte scale per matrix;
+    * ``"mxfp4"``: 4 bits per weight plus a 1-byte E8M0 scale per 32 inputs.
+
+    Parameters
+    ----------
+    quant : Quantization
+    shape : (int, int)
+        (in_features, out_features) of the matrix [elements].
+    dtype : str
+        The checkpoint's torch_dtype (not used by these schemes; kept for the tensor class API).
+
+    Returns
+    -------
+    int or Fraction [bytes]
+
+    Examples
+    --------
+    >>> quantized_matrix_bytes(Quantization("awq", 4, "group+zero", 128), (4096, 4096))
+    8716288
+    """
+    bits, group, scheme = quant.bits, quant.group_size, quant.scheme
+    rows, cols = shape
+    packed = Fraction(rows * cols * bits, 8)
+    if scheme == "mxfp4":
+        extra: int | Fraction = _ceil_div(rows, 32) * cols * _E8M0
+    elif scheme == "tensor":
+        extra = _FP32
+    elif scheme == "block":
+        assert quant.block is not None
+        bi, bo = quant.block
+        extra = _ceil_div(rows, bi) * _ceil_div(cols, bo) * _FP32
+    else:  # "group" or "group+zero"
+        groups = 1 if group == -1 else _ceil_div(rows, group)
+        zero = Fraction(bits, 8) if scheme == "group+zero" else 0
+        extra = groups * cols * (_FP16 + zero)
+    total = packed + extra
+    return int(total) if total.denominator == 1 else total

@@ -1,0 +1,353 @@
+"""Architectures: MoE, MLA, sliding windows, quantized weights, families, bad input.
+
+Properties (Hypothesis) and hand-worked checks of docs/conventions.md, "Architectures beyond
+the dense Llama shape"; the scheduler's steps on a MoE and an MLA model against the formulas.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from fractions import Fraction
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import roofline.formulas as f
+from roofline import ConfigError, InvalidValueError, ModelConfig, get_accelerator, get_model
+from roofline.errors import UnsupportedModelError
+from roofline.estimate import decode_step, kv_capacity
+from roofline.families import FAMILIES, REFUSED
+from roofline.sim import Request, RooflineCostModel, serve_continuous
+from roofline.testing.strategies import model_configs
+
+H100 = get_accelerator("h100-sxm")
+
+# ------------------------------------------------------------------ presets
+
+PRESETS = {  # name -> published total (exact int, or the rounded figure it must round to)
+    "llama-3.3-70b": 70_553_706_496, "llama-3.1-405b": 405_853_388_800, "mixtral-8x7b": 46_702_792_704,
+    "qwen3-30b-a3b": "30.5B", "qwen3-235b-a22b": "235B", "deepseek-v3": "671B", "gemma-3-27b": "27.4B",
+    "mistral-small-24b": "23.6B", "phi-4": "14.7B", "gpt-oss-120b": "116.83B",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_new_presets_equal_their_published_totals(name):
+    """Each new preset's total equals its published total (rounded ones: what it rounds to); it names a source."""
+    model, published = get_model(name), PRESETS[name]
+    assert "config.json" in model.source
+    if isinstance(published, int):
+        assert model.parameters == published
+    else:
+        digits = published[:-1]
+        places = len(digits.split(".")[1]) if "." in digits else 0
+        assert round(model.parameters / 1e9, places) == float(digits)
+
+
+def test_mixtral_by_hand():
+    """Mixtral 8x7B: 8 experts of 3 x 4096 x 14336 and a 4096 x 8 router per layer; 12.9 B active per token."""
+    m = get_model("mixtral-8x7b")
+    attn, expert = 2 * 4096 * 4096 + 2 * 4096 * 1024, 3 * 4096 * 14336
+    per_layer = attn + 8 * expert + 4096 * 8 + 2 * 4096
+    assert m.parameters == 2 * 32000 * 4096 + 32 * per_layer + 4096
+    assert m.active_parameters == m.parameters - 32 * 6 * expert == 12_879_925_248
+    assert m.matmul_parameters == 32 * (attn + 2 * expert + 4096 * 8) + 32000 * 4096
+
+
+def test_deepseek_v3_mla_kv_and_absorbed_attention_flops():
+    """DeepSeek-V3: 61 x (512 + 64) cached values per token; absorbed attention 128 x (2 x 576 + 2 x 512) per layer."""
+    m = get_model("deepseek-v3")
+    assert m.kv_bytes_per_token == 61 * 576 * 2
+    assert m.attention_flops_per_token == 61 * 128 * (2 * 576 + 2 * 512)
+    assert m.head_dim == 192  # qk_nope + qk_rope, never hidden / heads = 56
+    assert (m.num_moe_layers, m.num_experts, m.num_experts_per_tok, m.num_shared_experts) == (58, 256, 8, 1)
+
+
+def test_fp8_checkpoint_uses_the_fp8_peak_and_weight_only_does_not():
+    """DeepSeek-V3 (FP8 weights, FP8 activations) runs at the FP8 peak; gpt-oss (mxfp4 weight-only) at BF16's."""
+    from roofline.estimate import compute_peak
+
+    assert compute_peak(get_model("deepseek-v3"), H100) == H100.peak("fp8")
+    assert compute_peak(get_model("gpt-oss-120b"), H100) == H100.peak_flops
+    assert compute_peak(get_model("deepseek-v3").with_dtypes(weight_dtype="bf16"), H100) == H100.peak_flops
+
+
+def test_weight_dtype_override_replaces_the_quantization():
+    """--weight-dtype names every tensor class: bf16 on gpt-oss gives 2 bytes per parameter."""
+    m = get_model("gpt-oss-120b").with_dtypes(weight_dtype="bf16")
+    assert m.weight_bytes == 2 * m.parameters
+    assert get_model("gpt-oss-120b").weight_bytes < m.weight_bytes
+
+
+def test_gemma3_windowed_capacity_at_32k():
+    """Gemma 3 1B at 32,768 tokens: 511 sequences fit on an H100 (85 if priced as full attention)."""
+    from pathlib import Path
+
+    m = ModelConfig.from_hf_config(Path(__file__).parent / "data" / "configs" / "gemma-3-1b-pt.json")
+    from roofline.estimate import kv_budget_for
+
+    budget = kv_budget_for(m, H100)
+    cap = kv_capacity(m, budget=budget, context=32768)
+    assert cap.sequences == budget // ((4 * 32768 + 22 * 512) * 1024) == 511
+    assert budget // (26 * 1024 * 32768) == 85
+
+
+# ------------------------------------------------------------------ MoE properties
+
+
+@given(st.integers(1, 512), st.integers(1, 64), st.integers(1, 16))
+def test_experts_touched_rises_between_k_and_min_e_kb(experts, k, batch):
+    """E (1 - (1 - k/E)^B): k at B = 1, rising with B, between k and min(E, k B)."""
+    k = min(k, experts)
+    t = f.experts_touched(num_experts=experts, experts_per_token=k, batch=batch)
+    assert k <= t <= min(experts, k * batch)
+    assert f.experts_touched(num_experts=experts, experts_per_token=k, batch=1) == k
+    assert f.experts_touched(num_experts=experts, experts_per_token=k, batch=batch + 1) >= t
+
+
+def test_experts_touched_tends_to_e():
+    """As B grows the expected experts touched tend to E (within 1e-9 of 128 by B = 400 for k = 8)."""
+    assert 128 - f.experts_touched(num_experts=128, experts_per_token=8, batch=400) < Fraction(1, 10**9)
+
+
+@pytest.mark.parametrize("experts,k,batch", [(8, 2, 3), (128, 8, 16), (64, 6, 40)])
+def test_experts_touched_matches_seeded_monte_carlo(experts, k, batch):
+    """A seeded simulation of uniform routing (each token picks k distinct experts) agrees within 4 standard errors."""
+    rng = random.Random(20260101)
+    trials = 4000
+    counts = [len({e for _ in range(batch) for e in rng.sample(range(experts), k)}) for _ in range(trials)]
+    mean = sum(counts) / trials
+    var = sum((c - mean) ** 2 for c in counts) / (trials - 1)
+    expected = float(f.experts_touched(num_experts=experts, experts_per_token=k, batch=batch))
+    assert abs(mean - expected) <= 4 * (var / trials) ** 0.5 + 1e-9
+
+
+@given(model_configs(max_layers=8, max_hidden=1024))
+def test_one_expert_with_k1_equals_the_dense_layer(model):
+    """A MoE model with one expert of the dense width and k = 1 has the dense model's counts, bytes and FLOPs."""
+    moe = attrs.evolve(model, num_experts=1, num_experts_per_tok=1, moe_intermediate_size=model.intermediate_size,
+                       num_moe_layers=model.num_hidden_layers)
+    router = model.num_hidden_layers * model.hidden_size  # h x 1 per layer
+    assert moe.parameters == model.parameters + router
+    assert moe.matmul_parameters == model.matmul_parameters + router
+    assert moe.active_parameters == moe.parameters
+    expected = model.weight_bytes + router * model.weight_bytes_per_parameter
+    assert moe.decode_weight_bytes(7) == moe.weight_bytes == expected
+
+
+@given(model_configs(architecture="moe", max_layers=8, max_hidden=1024))
+def test_moe_totals_and_active(model):
+    """Total parameters count every expert, active ones k; weights read lie between batch 1's and all experts'."""
+    assert model.active_parameters <= model.parameters
+    assert model.decode_weight_bytes(1) <= model.decode_weight_bytes(64) <= model.weight_bytes
+
+
+# ------------------------------------------------------------------ MLA, windows, quantization
+
+
+@given(model_configs(architecture="mla", max_layers=8, max_hidden=2048))
+def test_mla_kv_is_below_the_same_models_mha_kv(model):
+    """MLA caches kv_lora_rank + qk_rope_head_dim per layer: below 2 x heads x (nope + rope) of the MHA it replaces."""
+    mha = 2 * model.num_attention_heads * (model.qk_nope_head_dim + model.qk_rope_head_dim)
+    if model.kv_lora_rank + model.qk_rope_head_dim < mha:
+        assert model.layer_kv_elements < mha
+    assert model.kv_bytes(100) == 100 * model.num_hidden_layers * model.layer_kv_elements * model.kv_bytes_per_element
+
+
+@given(model_configs(architecture="sliding", max_layers=8, max_hidden=1024), st.integers(1, 10_000))
+def test_windows_at_least_the_context_equal_full_attention(model, context):
+    """Every window >= c: KV bytes and attention FLOPs equal full attention's; shorter windows never hold more."""
+    full = attrs.evolve(model, layer_windows=())
+    assert model.kv_bytes(context) <= full.kv_bytes(context)
+    long = attrs.evolve(model, layer_windows=tuple(None if w is None else max(w, context) for w in model.layer_windows))
+    assert long.kv_bytes(context) == full.kv_bytes(context) == full.kv_bytes_per_token * context
+    assert long.attention_flops(context) == full.attention_flops(context)
+
+
+@given(model_configs(architecture="quantized", max_layers=8, max_hidden=2048))
+def test_quantized_bytes_below_unquantized_and_other_classes_keep_torch_dtype(model):
+    """Quantized projections cost less than BF16 ones; embeddings, lm_head and norms keep torch_dtype (BF16)."""
+    plain = model.with_dtypes(weight_dtype="bfloat16")
+    by_class, plain_by_class = model.weight_bytes_by_class(), plain.weight_bytes_by_class()
+    assert by_class["projections"] < plain_by_class["projections"]
+    for cls in ("embedding", "lm_head", "norms", "router"):
+        assert by_class[cls] == plain_by_class[cls]
+    assert model.weight_bytes < plain.weight_bytes
+
+
+# ------------------------------------------------------------------ scheduler
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.sampled_from(["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"]), batch=st.integers(1, 16),
+       prompt=st.integers(1, 64), output=st.integers(2, 4))
+def test_scheduler_steps_equal_the_formulas_on_moe_and_mla(name, batch, prompt, output):
+    """Each decode step of the scheduler takes the roofline time with the experts its B tokens touch, as decode_step."""
+    model, acc = get_model(name), get_accelerator("h200")
+    cost = RooflineCostModel.for_model(model, acc)
+    requests = [Request(id=i, arrival_s=0, prompt_tokens=prompt, output_tokens=output) for i in range(batch)]
+    result = serve_continuous(requests, cost, max_num_seqs=batch, record_steps=True)
+    decodes = [s for s in result.steps if s.kind == "decode"]
+    assert len(decodes) == output - 1
+    for j, step in enumerate(decodes, start=1):
+        expected = decode_step(model, acc, batch=batch, context=prompt + j)
+        assert step.duration_s == expected.step_time
+        assert step.bytes == expected.bytes
+
+
+def test_scheduler_refuses_a_windowed_model_by_name():
+    """The scheduler's cost model refuses sliding-window layers by name instead of pricing them as full attention."""
+    with pytest.raises(UnsupportedModelError, match="gpt_oss.*sliding-window"):
+        RooflineCostModel.for_model(get_model("gpt-oss-120b"), H100)
+
+
+# ------------------------------------------------------------------ families and bad input
+
+
+def test_family_table_lists_the_supported_and_refused_types():
+    """The one table holds the families the issue names; refused types carry a reason."""
+    for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3",
+              "gemma3_text", "phi3", "gpt2", "gpt_neox", "opt", "falcon", "deepseek_v2", "deepseek_v3", "gpt_oss",
+              "llava"):
+        assert t in FAMILIES
+    assert {"bert", "t5", "bart", "mamba", "jamba", "mllama"} <= set(REFUSED)
+
+
+BASE = {"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "num_local_experts": 4,
+        "num_experts_per_tok": 2}
+
+
+@pytest.mark.parametrize("change,error,field", [
+    ({"num_experts_per_tok": 5}, ConfigError, "num_experts_per_tok"),
+    ({"model_type": "mistral", "sliding_window": 0}, ConfigError, "sliding_window"),
+    ({"quantization_config": {"quant_method": "bitsandbytes"}}, UnsupportedModelError, "quant_method"),
+    ({"model_type": "whatever"}, UnsupportedModelError, "whatever"),
+    ({"model_type": "llava", "text_config": {"model_type": "llama", "hidden_size": -1},
+      "vision_config": {"model_type": "clip_vision_model"}}, ConfigError, "text_config.hidden_size"),
+    ({"model_type": "llava", "text_config": {"model_type": "bert"}, "vision_config": {}}, UnsupportedModelError,
+     "text_config"),
+    ({"model_type": "gpt_oss", "layer_types": ["linear_attention", "full_attention"], "sliding_window": 128},
+     UnsupportedModelError, "linear_attention"),
+    ({"model_type": "gpt_oss", "layer_types": ["full_attention"], "sliding_window": 128}, ConfigError,
+     "layer_types"),
+    ({"quantization_config": "fp8"}, ConfigError, "quantization_config"),
+    ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128]}}, ConfigError,
+     "quantization_config.weight_block_size"),
+    ({"quantization_config": {"quant_method": "gptq", "bits": 5}}, ConfigError, "quantization_config.bits"),
+    ({"model_type": "llava", "text_config": {"model_type": "llama"}, "vision_config": {"model_type": "pixtral"}},
+     UnsupportedModelError, "vision tower"),
+    ({"model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+      "mlp_only_layers": "all"}, ConfigError, "mlp_only_layers"),
+])
+def test_bad_input_is_one_line_naming_the_field(change, error, field, tmp_path):
+    """k > E, a window of 0, an unknown quant method or type, an invalid text_config: one line naming the field."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**BASE, **change}))
+    with pytest.raises(error) as info:
+        ModelConfig.from_hf_config(path)
+    assert field in str(info.value) and "\n" not in str(info.value)
+
+
+def test_model_config_rejects_k_above_e():
+    """ModelConfig itself refuses k > E, naming num_experts_per_tok."""
+    with pytest.raises(InvalidValueError, match="num_experts_per_tok"):
+        attrs.evolve(get_model("mixtral-8x7b"), num_experts_per_tok=9)
+
+
+def test_cli_refuses_a_mamba_config_on_one_line(tmp_path, capsys):
+    """`roofline report --model mamba.json`: exit status 2, one line naming mamba and why."""
+    from roofline.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "mamba", "d_model": 768, "n_layer": 24}))
+    assert main(["report", "--model", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mamba" in err[0] and "state-space" in err[0]
+
+
+def test_windowed_critical_context_by_hand():
+    """c* with windows: all windows >= c* gives the dense c*; all windows of 100 never cross; half of them: solved."""
+    from roofline.estimate import criticality
+
+    dense = get_model("llama-3.1-8b")
+    c_dense = criticality(dense, H100, context=0).critical_context
+    wide = attrs.evolve(dense, layer_windows=(10**6,) * 32)
+    assert criticality(wide, H100, context=0).critical_context == c_dense
+    narrow = attrs.evolve(dense, layer_windows=(100,) * 32)
+    assert criticality(narrow, H100, context=0).critical_context is None
+    half = attrs.evolve(dense, layer_windows=(100, None) * 16)
+    target = 32 * c_dense  # token-layers of KV at the dense c*
+    assert criticality(half, H100, context=0).critical_context == (target - 16 * 100) / 16
+
+
+def test_windowed_block_accounting():
+    """Blocks of a windowed layer cover positions c - w .. c - 1: 1,000 tokens, window 512, blocks of 16 -> 33."""
+    from roofline.estimate import windowed_block_bytes
+
+    one = attrs.evolve(get_model("llama-3.2-1b"), layer_windows=(512,) + (None,) * 15)
+    per_layer_token = one.layer_kv_elements * one.kv_bytes_per_element
+    blocks = (999 // 16 - 488 // 16 + 1) + 15 * 63  # 62 - 30 + 1 = 33 for the windowed layer
+    assert windowed_block_bytes(one, 1000, 16) == blocks * 16 * per_layer_token
+    assert (999 // 16 - 488 // 16 + 1) == 33
+
+
+FAMILY_SHAPES = {  # model_type readers on published shapes; totals from the model pages (safetensors)
+    "Qwen/Qwen1.5-MoE-A2.7B": ({"model_type": "qwen2_moe", "num_hidden_layers": 24, "hidden_size": 2048,
+                                "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632,
+                                "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+                                "num_experts": 60, "num_experts_per_tok": 4, "vocab_size": 151936,
+                                "tie_word_embeddings": False, "decoder_sparse_step": 1, "mlp_only_layers": []},
+                               14_315_784_192),
+    "google/gemma-7b": ({"model_type": "gemma", "num_hidden_layers": 28, "hidden_size": 3072,
+                         "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256,
+                         "intermediate_size": 24576, "vocab_size": 256000}, 8_537_680_896),
+    "google/gemma-2-9b": ({"model_type": "gemma2", "num_hidden_layers": 42, "hidden_size": 3584,
+                           "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+                           "intermediate_size": 14336, "vocab_size": 256000, "sliding_window": 4096}, 9_241_705_984),
+    "microsoft/Phi-3-mini-4k-instruct": ({"model_type": "phi3", "num_hidden_layers": 32, "hidden_size": 3072,
+                                          "num_attention_heads": 32, "num_key_value_heads": 32,
+                                          "intermediate_size": 8192, "vocab_size": 32064,
+                                          "tie_word_embeddings": False, "sliding_window": 2047}, 3_821_079_552),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_SHAPES))
+def test_family_readers_on_published_shapes(name, tmp_path):
+    """Qwen2-MoE (gated shared expert), Gemma (tied, head_dim 256), Gemma 2 (4 norms), Phi-3: totals as published."""
+    cfg, total = FAMILY_SHAPES[name]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert ModelConfig.from_hf_config(path).parameters == total
+
+
+def test_gemma2_alternates_local_and_global_layers(tmp_path):
+    """Gemma 2 without layer_types: every 2nd layer global (transformers' default), 4,096-token windows."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(FAMILY_SHAPES["google/gemma-2-9b"][0]))
+    m = ModelConfig.from_hf_config(path)
+    assert m.layer_windows == (4096, None) * 21
+    per_layer = 2 * 8 * 256 * 2
+    assert m.kv_bytes(8192) == (21 * 8192 + 21 * 4096) * per_layer
+
+
+def test_a_huge_batch_does_not_hang():
+    """Above 65,536 tokens (1 - k/E)^B is taken in floats: B = 10^15 gives E at once, and stays a Fraction."""
+    touched = f.experts_touched(num_experts=128, experts_per_token=8, batch=10**15)
+    assert touched == 128 and isinstance(touched, Fraction)
+    step = decode_step(get_model("qwen3-30b-a3b"), H100, batch=10**15, context=1000)
+    assert step.bytes > get_model("qwen3-30b-a3b").weight_bytes
+
+
+def test_gpt_oss_active_parameters_as_the_model_card_counts_them():
+    """gpt-oss counts active parameters without the embedding gather: 5.13 B (120b) and 3.61 B (20b) per token."""
+    from pathlib import Path
+
+    big = get_model("gpt-oss-120b")
+    small = ModelConfig.from_hf_config(Path(__file__).parent / "data" / "configs" / "gpt-oss-20b.json")
+    for model, card in ((big, 5.13), (small, 3.61)):
+        without_embedding = model.active_parameters - model.parameters_by_class()["embedding"]
+        assert round(without_embedding / 1e9, 2) == card

@@ -1,0 +1,129 @@
+"""A corpus of real config.json files: each one priced exactly (or to its published rounding) or refused by name.
+
+The files and where each comes from are listed in tests/data/configs/MANIFEST.json with
+the published parameter total each is checked against (model card, safetensors total, or
+the model's README table). KV per sequence at 1,000 and 32,768 tokens is worked out by
+hand below for a representative subset: dense GQA, MoE, MLA, local/global windows,
+alternating 128-token windows, a window on every layer, MQA, and a multimodal wrapper.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from roofline import ModelConfig
+from roofline.errors import UnsupportedModelError
+
+HERE = Path(__file__).parent / "data" / "configs"
+MANIFEST = json.loads((HERE / "MANIFEST.json").read_text())
+PRICED = sorted(k for k, v in MANIFEST.items() if "refused" not in v)
+REFUSED = sorted(k for k, v in MANIFEST.items() if "refused" in v)
+SCALE = {"M": 10**6, "B": 10**9}
+
+
+def _load(name: str) -> ModelConfig:
+    return ModelConfig.from_hf_config(HERE / f"{name}.json")
+
+
+def _rounds_to(value: int, figure: str) -> bool:
+    """Whether ``value`` rounds (half up) to the published figure, e.g. 30,532,122,624 -> "30.5B"."""
+    number, unit = Decimal(figure[:-1]), SCALE[figure[-1]]
+    step = Decimal(1).scaleb(number.as_tuple().exponent) * unit
+    return abs(Decimal(value) - number * unit) <= step / 2
+
+
+def test_corpus_has_at_least_25_files_each_with_a_source():
+    """At least 25 config files, each listed with its model, how it was obtained and a published figure or refusal."""
+    assert len(MANIFEST) >= 25
+    for name, entry in MANIFEST.items():
+        assert (HERE / f"{name}.json").is_file(), name
+        assert entry["model"] and entry["how"]
+        assert "published" in entry or "refused" in entry
+
+
+@pytest.mark.parametrize("name", PRICED)
+def test_parameters_match_the_published_total(name):
+    """Exact totals are equal; rounded ones are what the count rounds to (the finest check a rounded figure allows)."""
+    entry, model = MANIFEST[name], _load(name)
+    published = entry["published"]
+    if entry["published_kind"] == "exact":
+        assert model.parameters == published
+    elif entry["published_kind"] == "rounded":
+        assert _rounds_to(model.parameters, published), (model.parameters, published)
+    if "published_active" in entry:
+        assert _rounds_to(model.active_parameters, entry["published_active"]), model.active_parameters
+
+
+def test_falcon_7b_hand_count():
+    """Falcon-7B (label "7B"): fused MQA attention, plain MLP, one LayerNorm per layer, tied lm_head, by hand."""
+    h, V, L = 4544, 65024, 32
+    per_layer = h * (h + 2 * 64) + h * h + 2 * h * 4 * h + 2 * h
+    assert _load("falcon-7b").parameters == V * h + L * per_layer + 2 * h == 6_921_720_704
+
+
+def test_gpt_oss_20b_weight_bytes_equal_the_checkpoint():
+    """gpt-oss-20b: mxfp4 experts (4 bits + an E8M0 scale per 32) and BF16 rest = the index's total_size."""
+    assert _load("gpt-oss-20b").weight_bytes == MANIFEST["gpt-oss-20b"]["published_bytes"] == 13_761_264_768
+
+
+# KV per sequence [bytes] at 1,000 and 32,768 tokens, worked by hand: sum over layers of min(c, w) x bytes per layer.
+KV = {
+    # 32 layers x 2 x 8 KV heads x 128 x 2 B = 131,072 B/token, full attention
+    "llama-3.1-8b": (131_072 * 1000, 131_072 * 32768),
+    # 48 layers x 2 x 4 x 128 x 2 B = 98,304 B/token
+    "qwen3-30b-a3b": (98_304_000, 98_304 * 32768),
+    # MLA: 27 layers x (512 + 64) x 2 B = 31,104 B/token
+    "deepseek-v2-lite": (31_104_000, 31_104 * 32768),
+    # MLA: 61 x 576 x 2 = 70,272 B/token
+    "deepseek-v3": (70_272_000, 70_272 * 32768),
+    # 26 layers, every 6th global (4 global, 22 with a 512 window), 2 x 1 x 256 x 2 = 1,024 B per layer-token
+    "gemma-3-1b-pt": ((4 * 1000 + 22 * 512) * 1024, (4 * 32768 + 22 * 512) * 1024),
+    # 24 layers alternating 128-token windows and full: 2 x 8 x 64 x 2 = 2,048 B per layer-token
+    "gpt-oss-20b": ((12 * 1000 + 12 * 128) * 2048, (12 * 32768 + 12 * 128) * 2048),
+    # a 4,096-token window on all 32 layers
+    "mistral-7b-v0.1": (131_072 * 1000, 131_072 * 4096),
+    # MLA with q_lora_rank: 60 x 576 x 2 = 69,120 B/token
+    "deepseek-v2.5": (69_120_000, 69_120 * 32768),
+    # DeepSeekMoE keeps MHA: 28 x 2 x 16 x 128 x 2 = 229,376 B/token
+    "deepseek-moe-16b-base": (229_376_000, 229_376 * 32768),
+    # MQA: 32 x 2 x 1 x 64 x 2 = 8,192 B/token
+    "falcon-7b": (8_192_000, 8192 * 32768),
+    # llava: the Vicuna-7B text model, 32 x 2 x 32 x 128 x 2 = 524,288 B/token
+    "llava-1.5-7b-hf": (524_288_000, 524_288 * 32768),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KV))
+def test_kv_per_sequence_at_1000_and_32768_tokens(name):
+    """kv_bytes(c) equals the hand-worked sum over layers of min(c, w_l) x per-layer bytes."""
+    model = _load(name)
+    assert (model.kv_bytes(1000), model.kv_bytes(32768)) == KV[name]
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_refused_by_name(name):
+    """Encoder-only, encoder-decoder and state-space configs are refused with their model_type and the reason."""
+    entry = MANIFEST[name]
+    with pytest.raises(UnsupportedModelError) as info:
+        _load(name)
+    assert info.value.model_type == entry["refused"]
+    assert entry["reason"] in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_every_priced_file_reports(capsys):
+    """`roofline report --model <config.json>` runs on every priced file (or says the weights do not fit one H200)."""
+    from roofline.cli import main
+
+    for name in PRICED:
+        status = main(["report", "--model", str(HERE / f"{name}.json"), "--json", "--accelerator", "h200"])
+        out = capsys.readouterr()
+        if status == 2:  # only a model whose weights do not fit one H200 may stop, and it says so
+            assert "leave no KV budget" in out.err and _load(name).weight_bytes > 130e9, (name, out.err)
+            continue
+        assert status == 0, (name, out.err)
+        assert json.loads(out.out)["model"]["parameters"] == _load(name).parameters

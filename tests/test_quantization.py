@@ -1,0 +1,107 @@
+"""Weights by tensor class and quantization_config: packed weights plus scales (and zeros), worked by hand.
+
+docs/conventions.md, "Weight dtypes per tensor class": GPTQ/AWQ b-bit weights cost b/8
+bytes each plus a 2-byte scale (and a b/8-byte zero) per group of ``group_size`` inputs;
+FP8 checkpoints 1 byte per weight plus a 4-byte scale per block (or per matrix); mxfp4 4
+bits plus a 1-byte E8M0 scale per 32 inputs; embeddings, lm_head and norms keep torch_dtype.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roofline import ModelConfig, get_accelerator
+from roofline.errors import UnsupportedModelError
+from roofline.estimate import compute_peak, decode_step
+from roofline.families import quantized_matrix_bytes
+from roofline.models import Quantization
+
+H100 = get_accelerator("h100-sxm")
+
+MISTRAL_7B = {"model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 14336,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000, "tie_word_embeddings": False,
+              "torch_dtype": "float16"}
+#: TheBloke/zephyr-7B-alpha-AWQ's quantization_config, as quoted in the transformers documentation ("AWQ").
+AWQ = {"quant_method": "awq", "zero_point": True, "group_size": 128, "bits": 4, "version": "gemm"}
+
+
+def _model(tmp_path, **extra) -> ModelConfig:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**MISTRAL_7B, **extra}))
+    return ModelConfig.from_hf_config(path)
+
+
+@pytest.mark.parametrize("quant,shape,expected", [
+    (Quantization("gptq", 4, "group+zero", 128), (4096, 4096), 4096 * 4096 // 2 + 32 * 4096 * 2 + 32 * 4096 // 2),
+    (Quantization("awq", 4, "group", 128), (14336, 4096), 14336 * 4096 // 2 + 112 * 4096 * 2),
+    (Quantization("gptq", 8, "group+zero", -1), (4096, 1024), 4096 * 1024 + 1024 * (2 + 1)),
+    (Quantization("fp8", 8, "block", block=(128, 128)), (7168, 2048), 7168 * 2048 + 56 * 16 * 4),
+    (Quantization("fp8", 8, "tensor"), (4096, 4096), 4096 * 4096 + 4),
+    (Quantization("mxfp4", 4, "mxfp4", 32), (2880, 5760), 2880 * 5760 // 2 + 90 * 5760),
+    (Quantization("compressed-tensors", 4, "group", 128), (4096, 4096), 4096 * 4096 // 2 + 32 * 4096 * 2),
+])
+def test_quantized_matrix_bytes_by_hand(quant, shape, expected):
+    """Packed weights plus scales (and zeros) per group, block or matrix, for each scheme."""
+    assert quantized_matrix_bytes(quant, shape, "float16") == expected
+
+
+def test_awq_mistral_7b_by_hand(tmp_path):
+    """Mistral 7B in AWQ 4-bit g128: 4,150,796,288 bytes (the zephyr-7B AWQ checkpoint is 4.15 GB)."""
+    m = _model(tmp_path, quantization_config=AWQ)
+    per_layer_weights = 4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 14336
+    per_layer_groups = 32 * (4096 + 1024 + 1024 + 4096 + 14336 + 14336) + 112 * 4096  # groups x outputs
+    projections = 32 * (per_layer_weights // 2 + per_layer_groups * 5 // 2)  # 2-byte scale + 4-bit zero per group
+    assert m.weight_bytes_by_class()["projections"] == projections == 3_625_975_808
+    assert m.weight_bytes == projections + 2 * 32000 * 4096 * 2 + (2 * 32 + 1) * 4096 * 2 == 4_150_796_288
+    assert compute_peak(m, H100) == H100.peak_flops  # weight-only: the FP16 peak
+
+
+def test_fp8_dynamic_checkpoint_uses_fp8_peak(tmp_path):
+    """An FP8 checkpoint with dynamic activation scales runs its matmuls at the FP8 peak (2x BF16 on H100)."""
+    q = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+    m = _model(tmp_path, quantization_config=q, torch_dtype="bfloat16")
+    assert compute_peak(m, H100) == H100.peak("fp8")
+    step = decode_step(m, H100, batch=64, context=0)
+    assert step.compute_time == step.flops / H100.peak("fp8")
+
+
+@pytest.mark.parametrize("scheme,peak", [
+    ({"weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+      "input_activations": {"num_bits": 8, "type": "float", "dynamic": True}}, "fp8"),
+    ({"weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True},
+      "input_activations": None}, "bf16"),
+    ({"weights": {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True},
+      "input_activations": None}, "bf16"),
+])
+def test_compressed_tensors_schemes(tmp_path, scheme, peak):
+    """compressed-tensors FP8 (W8A8), w4a16 and int8 weight-only: below BF16 bytes, peak of the matmul inputs."""
+    q = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {"targets": ["Linear"], **scheme}},
+         "ignore": ["lm_head"]}
+    m = _model(tmp_path, quantization_config=q, torch_dtype="bfloat16")
+    assert m.weight_bytes < m.with_dtypes(weight_dtype="bfloat16").weight_bytes
+    assert compute_peak(m, H100) == H100.peak(peak)
+
+
+def test_int8_activations_are_refused_by_name(tmp_path):
+    """compressed-tensors W8A8 int8 needs an INT8 peak the accelerator tables do not hold: refused by name."""
+    q = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
+        "input_activations": {"num_bits": 8, "type": "int", "dynamic": True}}}}
+    with pytest.raises(UnsupportedModelError, match="INT8"):
+        _model(tmp_path, quantization_config=q)
+
+
+@pytest.mark.parametrize("method", ["bitsandbytes", "hqq", "eetq", "quanto", "aqlm"])
+def test_other_quant_methods_are_refused_by_name(tmp_path, method):
+    """Any quant_method but gptq, awq, fp8, compressed-tensors and mxfp4 is refused, naming the method."""
+    with pytest.raises(UnsupportedModelError, match=method):
+        _model(tmp_path, quantization_config={"quant_method": method})
+
+
+def test_weight_dtype_override_wins(tmp_path):
+    """--weight-dtype int4 replaces the checkpoint's AWQ format everywhere it names: P x 1/2 byte."""
+    m = _model(tmp_path, quantization_config=AWQ).with_dtypes(weight_dtype="int4")
+    assert m.weight_bytes == m.parameters / 2
+    assert m.quantization is None
