@@ -138,3 +138,17 @@ def test_engine_is_checked():
         with pytest.raises(InvalidValueError) as err:
             serve(reqs, UnitCostModel(), engine="fast")
         assert err.value.field == "engine"
+
+
+def test_moe_and_float_models_fall_back_to_the_step_engine():
+    """A MoE cost model (batch-dependent weight bytes) has no stretch sums: every policy runs the step engine."""
+    from roofline.sim.stretch import StretchTable, TickCosts
+
+    moe = RooflineCostModel(weight_bytes=100, kv_bytes_per_token=2, flops_per_token=10, attention_flops_per_token=1,
+                            bandwidth=1, peak_flops=1, routed_expert_bytes=40, num_experts=8, experts_per_token=2)
+    assert TickCosts.rationals(moe) is None and TickCosts.rationals(SMALL) is not None
+    reqs = [Request(id=i, arrival_s=Fraction(i, 2), prompt_tokens=3 + i, output_tokens=4 + i) for i in range(5)]
+    for serve, kw in ((serve_serial, {}), (serve_continuous, {}), (serve_continuous, {"prefill": "chunked"})):
+        a, b = serve(reqs, moe, **kw), serve(reqs, moe, engine="step", **kw)
+        assert a.requests == b.requests and a.summary == b.summary
+        assert a.steps is not None and not isinstance(a.steps, StretchTable)

@@ -19,6 +19,9 @@ and the policies here fall back to the step engine, :mod:`roofline.sim.policies`
 
 * :class:`~roofline.sim.UnitCostModel` with exact (int or Fraction) durations;
 * :class:`~roofline.sim.RooflineCostModel` in exact mode (``exact=True``, the default);
+* not a mixture-of-experts roofline model (the weight bytes a step reads depend on its
+  batch through (1 - k/E)^B, so no common denominator covers a run), nor one with a term
+  these sums do not price (a field beyond the dense roofline's);
 * not a float-mode model (``exact=False`` or float durations), nor any other class
   (subclasses included: they may price a step differently).
 
@@ -50,6 +53,8 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any, overload
+
+import attrs
 
 from .. import formulas as f
 from .._checks import check_int, check_nonnegative
@@ -146,6 +151,13 @@ class TickClock:
 # --------------------------------------------------------------------------- costs in ticks
 
 
+#: The RooflineCostModel fields the stretch sums price (any other field with a value other than its
+#: default sends the run to the step engine).
+_ROOFLINE_FIELDS = frozenset({"weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token",
+                              "bandwidth", "peak_flops", "overhead", "exact", "routed_expert_bytes", "num_experts",
+                              "experts_per_token"})
+
+
 class TickCosts:
     """A cost model's decode and prefill step durations as integer ticks of one clock.
 
@@ -181,8 +193,12 @@ class TickCosts:
                 return None
             return (cost_model.decode, cost_model.prefill)
         if type(cost_model) is RooflineCostModel:
-            if not cost_model.exact:
-                return None
+            if not cost_model.exact or cost_model.num_experts:
+                return None  # float mode; MoE: the weight bytes read depend on the batch (E^B denominators)
+            extra = {a.name for a in attrs.fields(RooflineCostModel) if a.init} - _ROOFLINE_FIELDS
+            if any(getattr(cost_model, name) != a.default for a in attrs.fields(RooflineCostModel)
+                   if (name := a.name) in extra):
+                return None  # a term these sums do not know (priced by the step engine)
             bw, peak = Fraction(_exact(cost_model.bandwidth)), Fraction(_exact(cost_model.peak_flops))
             return (_exact(cost_model.weight_bytes) / bw, _exact(cost_model.kv_bytes_per_token) / bw,
                     _exact(cost_model.flops_per_token) / peak, _exact(cost_model.attention_flops_per_token) / peak,
