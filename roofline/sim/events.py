@@ -391,10 +391,35 @@ class _EventChunked(_Jumps, _Chunked):
         return self._stretch_steps(now)
 
 
-def serve_continuous_events(run: _Run, *, max_num_seqs: int, on_demand: bool, chunked: bool, budget: Any,
-                            budget_name: str, policy: str, options: dict[str, Any]) -> SimResult | None:
-    """Serve a prepared step-engine run (``policies._Run``) on the event engine; None if the cost model
-    has no stretch sums (the caller runs the step engine)."""
+def serve_events(run: _Run, *, max_num_seqs: int, on_demand: bool, chunked: bool, budget: Any,
+                 budget_name: str, policy: str, options: dict[str, Any]) -> SimResult | None:
+    """Serve a prepared run of :func:`~roofline.sim.serve_continuous` on the event engine.
+
+    Parameters
+    ----------
+    run : policies._Run
+        The step engine's run state, validated and with its rejections on arrival made.
+    max_num_seqs : int >= 1 [sequences]
+    on_demand : bool
+        On-demand KV admission (preemption by recompute) instead of reserving the lifetime.
+    chunked : bool
+        Chunked prefill with mixed steps (``budget`` is max_num_batched_tokens), else prefill
+        in steps of their own (``budget`` is the prefill token budget or None).
+    budget : int or None [tokens]
+    budget_name : str, the option's name in rejection reasons
+    policy : str, options : dict
+        As the step engine puts them in the :class:`~roofline.sim.SimResult`.
+
+    Returns
+    -------
+    SimResult equal to the step engine's, or None when the cost model has no stretch sums
+    (:meth:`~roofline.sim.stretch.TickCosts.rationals`; the caller runs the step engine).
+
+    Raises
+    ------
+    SimulationError
+        ``max_steps`` passed (the same message as the step engine's).
+    """
     cost = run.cost
     if TickCosts.rationals(cost) is None:
         return None

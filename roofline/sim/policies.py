@@ -669,8 +669,8 @@ def serve_continuous(
                    max_batch=max_num_seqs)
         options.update(prefill=prefill, max_num_batched_tokens=budget, max_model_len=max_model_len)
         if engine == "event":
-            from .events import serve_continuous_events
-            result = serve_continuous_events(run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
+            from .events import serve_events
+            result = serve_events(run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
                                              chunked=True, budget=budget, budget_name="max_num_batched_tokens",
                                              policy="continuous", options=options)
             if result is not None:
@@ -692,8 +692,8 @@ def serve_continuous(
     options.update(max_prefill_tokens=max_prefill_tokens, prefill=prefill,
                    max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len)
     if engine == "event":
-        from .events import serve_continuous_events
-        result = serve_continuous_events(run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
+        from .events import serve_events
+        result = serve_events(run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
                                          chunked=False, budget=max_prefill_tokens, budget_name=name,
                                          policy="continuous", options=options)
         if result is not None:
