@@ -44,6 +44,7 @@ Examples
 (0.48, 4.87, 0.4)
 """
 
+from . import events as _events  # noqa: F401  (registers the event engine of continuous batching)
 from .cost import CostModel, RooflineCostModel, UnitCostModel
 from .kv import KVPool
 from .policies import (

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from . import policies as _policies
 from .policies import _Chunked, _Continuous, _Run
 from .requests import Request
 from .results import Percentiles, RequestResult, SimResult, StepTable
@@ -514,3 +515,6 @@ def _result(run: _Run, costs: TickCosts, gaps: _Gaps, policy: str, options: dict
     )
     options = dict(options, kv_capacity_blocks=run.pool.capacity_blocks, block_size=run.pool.block_size)
     return SimResult(policy, options, results, run.table, summary)
+
+
+_policies._EVENT_ENGINE["continuous"] = serve_events

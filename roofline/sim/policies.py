@@ -288,11 +288,11 @@ def serve_serial(
     """
     _refuse_closed_loop(requests, "serve_serial")
     _check_engine(engine)
-    if engine == "event":
-        from .stretch import TickCosts, serve_serial_events
-        if TickCosts.rationals(cost_model) is not None:
-            return serve_serial_events(requests, cost_model, kv_pool=kv_pool, max_model_len=max_model_len,
-                                       record_steps=record_steps, max_steps=max_steps)
+    if engine == "event" and "serial" in _EVENT_ENGINE:
+        result = _EVENT_ENGINE["serial"](requests, cost_model, kv_pool=kv_pool, max_model_len=max_model_len,
+                                         record_steps=record_steps, max_steps=max_steps)
+        if result is not None:
+            return result
     run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len)
     _serve_batches(run, batch_size=1, max_wait=None, budget=math.inf)
     return run.result("serial", {"max_model_len": max_model_len})
@@ -387,12 +387,12 @@ def serve_static(
     """
     _refuse_closed_loop(requests, "serve_static")
     _check_engine(engine)
-    if engine == "event":
-        from .stretch import TickCosts, serve_static_events
-        if TickCosts.rationals(cost_model) is not None:
-            return serve_static_events(requests, cost_model, batch_size=batch_size, max_wait=max_wait,
-                                       kv_pool=kv_pool, max_num_batched_tokens=max_num_batched_tokens,
-                                       max_model_len=max_model_len, record_steps=record_steps, max_steps=max_steps)
+    if engine == "event" and "static" in _EVENT_ENGINE:
+        result = _EVENT_ENGINE["static"](requests, cost_model, batch_size=batch_size, max_wait=max_wait,
+                                         kv_pool=kv_pool, max_num_batched_tokens=max_num_batched_tokens,
+                                         max_model_len=max_model_len, record_steps=record_steps, max_steps=max_steps)
+        if result is not None:
+            return result
     check_int("batch_size", batch_size, minimum=1)
     _opt_time("max_wait", max_wait)
     if max_num_batched_tokens is not None:
@@ -413,6 +413,12 @@ def serve_static(
 #: Engines: "event" (the default: closed-form decode stretches on an integer tick clock, where the
 #: cost model has stretch sums, see roofline.sim.stretch) and "step" (one step at a time, the oracle).
 ENGINES = ("event", "step")
+
+#: The event engine's entry points by policy, filled when roofline.sim.stretch (serial, static) and
+#: roofline.sim.events (continuous) are imported (``import roofline.sim`` imports both), so that this
+#: module, the step engine they build on, imports neither. Each returns None for a cost model without
+#: stretch sums, and the step engine runs.
+_EVENT_ENGINE: dict[str, Callable[..., SimResult | None]] = {}
 
 
 def _check_engine(engine: Any) -> None:
@@ -668,9 +674,8 @@ def serve_continuous(
         run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
                    max_batch=max_num_seqs)
         options.update(prefill=prefill, max_num_batched_tokens=budget, max_model_len=max_model_len)
-        if engine == "event":
-            from .events import serve_events
-            result = serve_events(run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
+        if engine == "event" and "continuous" in _EVENT_ENGINE:
+            result = _EVENT_ENGINE["continuous"](run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
                                              chunked=True, budget=budget, budget_name="max_num_batched_tokens",
                                              policy="continuous", options=options)
             if result is not None:
@@ -691,9 +696,8 @@ def serve_continuous(
                 run.reason[i] = f"prompt of {p} tokens exceeds {name}={max_prefill_tokens}"
     options.update(max_prefill_tokens=max_prefill_tokens, prefill=prefill,
                    max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len)
-    if engine == "event":
-        from .events import serve_events
-        result = serve_events(run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
+    if engine == "event" and "continuous" in _EVENT_ENGINE:
+        result = _EVENT_ENGINE["continuous"](run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
                                          chunked=False, budget=max_prefill_tokens, budget_name=name,
                                          policy="continuous", options=options)
         if result is not None:

@@ -60,6 +60,7 @@ from .. import formulas as f
 from .._checks import check_int, check_nonnegative
 from ..errors import InvalidValueError, SimulationError
 from ..formulas.stretch import lines_steps_until, lines_sum
+from . import policies as _policies
 from .cost import CostModel, RooflineCostModel, UnitCostModel
 from .kv import KVPool
 from .policies import _refuse_closed_loop, serve_serial, serve_static
@@ -1085,3 +1086,14 @@ def serve_static_events(
     run.serve_batches(batch_size, wait)
     return run.result("static", {"batch_size": batch_size, "max_wait_s": None if max_wait is None else float(max_wait),
                                  "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len})
+
+
+def _serial_engine(requests: Any, cost_model: Any, **options: Any) -> SimResult | None:
+    return None if TickCosts.rationals(cost_model) is None else serve_serial_events(requests, cost_model, **options)
+
+
+def _static_engine(requests: Any, cost_model: Any, **options: Any) -> SimResult | None:
+    return None if TickCosts.rationals(cost_model) is None else serve_static_events(requests, cost_model, **options)
+
+
+_policies._EVENT_ENGINE.update(serial=_serial_engine, static=_static_engine)
