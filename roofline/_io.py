@@ -12,21 +12,30 @@ One rule for every JSON document (:func:`parse_json`): strict JSON only. ``NaN``
 ``Infinity`` are refused, an object with the same key twice is refused (the second value
 would silently win), and nesting deeper than :data:`MAX_JSON_DEPTH` is refused instead of
 overflowing Python's stack.
+
+One rule for every file a command writes (:func:`atomic_write`, :func:`check_outputs`): the
+output path is checked before any work starts (an empty path is refused, and an output that
+is the same file as one the command reads is refused by name), and the file is written to a
+temporary file in the same folder, then renamed over the target (:func:`os.replace`), so an
+interrupted run leaves the old file or the new one, never half of one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
+import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from .errors import FileReadError
+from .errors import FileReadError, InvalidValueError
 
-__all__ = ["FileReadError", "read_text_file", "parse_json", "MAX_BYTES", "MAX_JSON_DEPTH"]
+__all__ = ["FileReadError", "read_text_file", "parse_json", "MAX_BYTES", "MAX_JSON_DEPTH", "atomic_write",
+           "check_outputs", "output_path", "same_file"]
 
 #: Largest file read [bytes]: far above any config.json or the Azure traces (2 MB).
 MAX_BYTES = 1 << 30
@@ -154,3 +163,103 @@ def parse_json(text: str, *, parse_float: Callable[[str], Any] | None = None) ->
                           object_pairs_hook=_unique_keys)
     except RecursionError:  # pragma: no cover - the depth scan comes first
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+
+
+def output_path(option: str, value: str | os.PathLike[str]) -> Path:
+    """The path an output option names; an empty one is refused (it is not the current folder).
+
+    Raises
+    ------
+    InvalidValueError
+        ``value`` is empty or only blanks (field ``option``).
+    """
+    if not str(value).strip():
+        raise InvalidValueError(option, str(value), "is empty; name a file or folder")
+    return Path(value)
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name one file: :func:`os.path.samefile` where both exist (hard and symbolic
+    links included), else the resolved paths are equal."""
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError, ValueError):  # unresolvable (a link loop): compare the text
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def check_outputs(option: str, outputs: Iterable[str | os.PathLike[str]],
+                  inputs: Iterable[str | os.PathLike[str] | None]) -> None:
+    """Refuse, before any work, an output that would write over a file the command reads.
+
+    Parameters
+    ----------
+    option : str
+        The output option (``--out``), named in the error.
+    outputs : paths the command will write
+    inputs : paths the command reads (None entries are skipped)
+
+    Raises
+    ------
+    InvalidValueError
+        An output is the same file as an input (field ``option``, the output path).
+    """
+    read = [i for i in inputs if i is not None and str(i)]
+    for out in outputs:
+        for given in read:
+            if same_file(out, given):
+                raise InvalidValueError(option, str(out), f"would write over {given}, a file this command reads; "
+                                                          "choose another path")
+
+
+def _mode_for(target: Path) -> int:
+    """The permission bits of a new file: the old file's where it exists, else 0o666 less the umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike[str], *, binary: bool = False,
+                 newline: str | None = None) -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; on a clean exit rename it over ``path`` (atomic).
+
+    Parameters
+    ----------
+    path : path of the file to write (its folder must exist)
+    binary : bool
+        Open in binary mode (default: UTF-8 text).
+    newline : str, optional
+        As :func:`open` (``""`` for the csv module).
+
+    Yields
+    ------
+    The open file. If the block raises, the temporary file is removed and ``path`` is untouched.
+
+    Raises
+    ------
+    OSError
+        The folder cannot be written; callers turn it into their own error naming the option.
+    """
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.",
+                               suffix=".tmp")
+    try:
+        if binary:
+            fh: IO[Any] = os.fdopen(fd, "wb")
+        else:
+            fh = os.fdopen(fd, "w", encoding="utf-8", newline=newline)
+        with fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _mode_for(target))
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -71,9 +71,10 @@ def test_simulate_json_holds_each_policy_summary(trace: Path, capsys: pytest.Cap
 
 def test_simulate_out_files_are_byte_identical_across_runs(trace: Path, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture) -> None:
-    """--out writes per-request and per-step CSVs; two runs give the same bytes."""
+    """--out with --steps writes per-request and per-step CSVs; two runs give the same bytes."""
     for d in ("a", "b"):
-        assert main(["simulate", "--trace", str(trace), "--policy", "continuous", "--out", str(tmp_path / d)]) == 0
+        assert main(["simulate", "--trace", str(trace), "--policy", "continuous", "--out", str(tmp_path / d),
+                     "--steps"]) == 0
     capsys.readouterr()
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert names == ["continuous-requests.csv", "continuous-steps.csv"]

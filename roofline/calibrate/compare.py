@@ -161,6 +161,11 @@ def _max_abs(values: Iterable[float | None]) -> float | None:
     return max(xs) if xs else None
 
 
+#: Why rows measured on a CPU are kept out of every median and shown apart.
+CPU_NOTE = ("CPU rows are kept out of the medians: the calibration's tiny shapes take microseconds of arithmetic, "
+            "so per-step launch and Python overhead, which the bound leaves out, dominate the measured time")
+
+
 #: The estimate's targets on the validation subset: (label, rows, statistic, limit) (issue 15).
 TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("estimate, validation subset", "all", "median", 0.15),
@@ -195,6 +200,16 @@ class Report:
     profiles: tuple[Any, ...] = ()
     unavailable: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def accelerator_rows(self) -> tuple[Row, ...]:
+        """The rows measured on an accelerator (GPU): every row but the CPU ones (:data:`CPU_NOTE`)."""
+        return tuple(r for r in self.rows if r.measurement.device_type != "cpu")
+
+    @property
+    def cpu_rows(self) -> tuple[Row, ...]:
+        """The rows measured on a CPU, summarised apart (:data:`CPU_NOTE`)."""
+        return tuple(r for r in self.rows if r.measurement.device_type == "cpu")
+
     def subsets(self) -> dict[str, dict[str, Any]]:
         """Per subset of the split (``"calibration"``, ``"validation"``, then ``""`` for rows of no subset).
 
@@ -205,7 +220,7 @@ class Report:
         """
         out = {}
         for name in ("calibration", "validation", ""):
-            rows = [r for r in self.rows if r.measurement.split == name]
+            rows = [r for r in self.accelerator_rows if r.measurement.split == name]
             if rows:
                 out[name] = _summary(rows)
         return out
@@ -223,13 +238,14 @@ class Report:
 
     @property
     def median_abs_error_spec(self) -> float | None:
-        """Median over the rows of ``|error|`` with spec constants [1] (None: no row has one)."""
-        return _median_abs(r.error_spec for r in self.rows)
+        """Median over the accelerator rows of ``|error|`` with spec constants [1] (None: no row has one)."""
+        return _median_abs(r.error_spec for r in self.accelerator_rows)
 
     @property
     def median_abs_error_measured(self) -> float | None:
-        """Median over the rows of ``|error|`` with measured constants [1] (None: no rows)."""
-        return _median_abs(r.error_measured for r in self.rows)
+        """Median over the accelerator rows of ``|error|`` with measured constants [1] (None: no rows);
+        CPU rows are left out (:data:`CPU_NOTE`)."""
+        return _median_abs(r.error_measured for r in self.accelerator_rows)
 
     def groups(self) -> dict[str, dict[str, Any]]:
         """Per group (``"published"`` or a calibration file): rows and median ``|errors|``."""
@@ -283,9 +299,12 @@ class Report:
             "median_abs_error": {
                 "spec": self.median_abs_error_spec,
                 "measured": self.median_abs_error_measured,
-                "rows_spec": sum(r.error_spec is not None for r in self.rows),
-                "rows_measured": len(self.rows),
+                "rows_spec": sum(r.error_spec is not None for r in self.accelerator_rows),
+                "rows_measured": len(self.accelerator_rows),
             },
+            "cpu_rows": {"rows": len(self.cpu_rows),
+                         "median_abs_error_measured": _median_abs(r.error_measured for r in self.cpu_rows),
+                         "note": CPU_NOTE},
             "groups": self.groups(),
             "subsets": self.subsets(),
             "targets": self.targets(),
@@ -357,6 +376,7 @@ def calibration_measurements(calibration: Calibration | str | os.PathLike[str]) 
             source=source,
             composition=f"{p.batch} sequences, each at context {p.context} (random weights, {cal.model.name} shapes)",
             left_out=(),
+            device_type="cpu" if cal.device.get("type") == "cpu" else "gpu",
         ))
     return out
 

@@ -52,7 +52,7 @@ def import_torch() -> Any:
     except ImportError:
         raise RooflineError(
             "PyTorch is not installed; roofline calibrate needs it: "
-            "install roofline[calibrate] (pip install 'roofline[calibrate]')"
+            "pip install 'roofline[calibrate]' (from a clone: pip install -e '.[calibrate]')"
         ) from None
     return torch
 

@@ -15,7 +15,12 @@ from .microbench import measure_bandwidth, measure_matmul
 from .plan import CalibrationPlan
 from .schema import FILE_KIND, SCHEMA_VERSION, parse_calibration
 
-__all__ = ["run_calibration"]
+__all__ = ["run_calibration", "check_spread", "MAX_SPREAD", "widest_spread"]
+
+#: Widest spread of repetitions, (max - min) / median [1], that ``roofline calibrate`` writes by default:
+#: beyond it the device was busy or throttling (on a loaded CPU one run measured 2.1 GFLOP/s and the
+#: next 650), and the best and typical values do not describe the device.
+MAX_SPREAD = 1
 
 
 def run_calibration(
@@ -127,3 +132,39 @@ def run_calibration(
                                 + "; ".join(s["reason"] for s in decode["skipped"][:3]))
     parse_calibration(doc, path="<new calibration>")
     return doc
+
+
+def widest_spread(doc: dict[str, Any]) -> tuple[str, float]:
+    """The measurement whose repetitions spread widest, and that spread [1] ((max - min) / median).
+
+    Looks at the bandwidth method reported (``bandwidth.method``), every matmul shape and every
+    decode point of a calibration document (layout: :mod:`roofline.calibrate`).
+    """
+    bw = doc["bandwidth"]
+    found = [(f"bandwidth ({bw['method']})", float(bw["methods"][bw["method"]]["spread"]))]
+    found += [(f"matmul {s['m']}x{s['n']}x{s['k']}", float(s["spread"])) for s in doc["matmul"]["shapes"]]
+    found += [(f"decode batch {p['batch']} context {p['context']}", float(p["spread"]))
+              for p in doc["decode"]["points"]]
+    return max(found, key=lambda item: item[1])
+
+
+def check_spread(doc: dict[str, Any], limit: float = MAX_SPREAD, *, field: str = "max_spread") -> None:
+    """Refuse a calibration whose repetitions spread wider than ``limit``.
+
+    Parameters
+    ----------
+    doc : dict, a calibration document
+    limit : float > 0 [1], the widest (max - min) / median accepted (default :data:`MAX_SPREAD`)
+    field : str, the name the error gives the limit (``--max-spread`` on the command line)
+
+    Raises
+    ------
+    InvalidValueError
+        The widest spread is above ``limit`` (field ``field``, naming the measurement and its spread).
+    """
+    where, widest = widest_spread(doc)
+    if widest > limit:
+        raise InvalidValueError(field, float(limit), f"the repetitions of {where} spread {widest:.0%} "
+                                f"((max - min) / median), wider than the {limit * 100:g}% limit: the device was "
+                                "busy or throttling, so nothing was written; rerun on an idle device (or raise the "
+                                "limit)")

@@ -528,7 +528,10 @@ def measured_accelerator(path: str | os.PathLike[str]) -> Accelerator:
 
 
 def write_calibration(doc: dict[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Validate ``doc`` and write it as indented JSON to ``path``; return the path.
+    """Validate ``doc`` and write it as indented JSON to ``path`` atomically; return the path.
+
+    The file is written beside ``path`` and renamed over it, so an interrupted write leaves the
+    old file or the new one.
 
     Raises
     ------
@@ -537,10 +540,13 @@ def write_calibration(doc: dict[str, Any], path: str | os.PathLike[str]) -> Path
     RooflineError
         The file cannot be written.
     """
+    from .._io import atomic_write
+
     target = Path(path)
     parse_calibration(doc, path=str(target))
     try:
-        target.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+        with atomic_write(target) as fh:
+            fh.write(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     except OSError as exc:
         raise RooflineError(f"cannot write {target}: {exc.strerror or exc}") from None
     return target
@@ -615,6 +621,9 @@ class Measurement:
         Closed-loop clients when the source states a concurrency rather than a fixed batch.
     assumptions : tuple of str
         What was assumed where the source is silent.
+    device_type : str
+        ``"cpu"`` for a row measured on a CPU (kept out of the medians, see
+        :data:`roofline.calibrate.compare.CPU_NOTE`), else ``"gpu"``.
     """
 
     id: str
@@ -635,3 +644,4 @@ class Measurement:
     tensor_parallel: int = 1
     concurrency: int | None = None
     assumptions: tuple[str, ...] = ()
+    device_type: str = "gpu"

@@ -1,19 +1,29 @@
 """``roofline calibrate``: measure bandwidth, matmul FLOP/s and decode steps; write a JSON file.
 
-Needs PyTorch (``pip install 'roofline[calibrate]'``). On a GPU the defaults measure
-Llama 3.1 8B shapes (random weights) at batches 1 to 256 and contexts 128, 1,000 and
+Needs PyTorch (``pip install 'roofline[calibrate]'``; from a clone ``pip install -e '.[calibrate]'``).
+On a GPU the defaults measure Llama 3.1 8B shapes (random weights) at batches 1 to 256 and contexts 128, 1,000 and
 4,096 with CUDA graphs, within 3 minutes; on a CPU, tiny shapes in seconds. The file
 layout is documented in :mod:`roofline.calibrate`; ``roofline validate --measurements
 FILE`` compares the model with it.
+
+Results whose repetitions spread wider than ``--max-spread`` ((max - min) / median; default
+100%, :data:`roofline.calibrate.run.MAX_SPREAD`) are refused, not written: the device was busy.
+``--out`` is checked before anything is measured (an empty path, or the config read, is
+refused) and the file is written atomically.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+from fractions import Fraction
 from typing import Any
 
+from .._io import check_outputs, output_path
 from ..errors import InvalidValueError
+from ._args import number_arg, plain
 
 __all__ = ["register", "run", "parse_ints", "parse_shapes"]
 
@@ -78,7 +88,8 @@ def register(subparsers: Any) -> None:
         description="Measure on the local accelerator (or CPU): achievable memory bandwidth, "
         "dense matmul FLOP/s, and decode step times of a transformer with a config's shapes "
         "and random weights; write them with their provenance to a JSON file (schema 1). "
-        "Needs PyTorch: pip install 'roofline[calibrate]'.",
+        "Needs PyTorch: pip install 'roofline[calibrate]' (from a clone: pip install -e '.[calibrate]'). "
+        + plain(__doc__).split("\n\n")[-1].replace("\n", " "),
     )
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--out", default=None, metavar="FILE",
@@ -102,7 +113,12 @@ def register(subparsers: Any) -> None:
                    help="skip decode points not started within S seconds (GPU default 150)")
     p.add_argument("--accelerator", default=None, metavar="PRESET",
                    help="the preset this device is (default: recognised from the GPU's name)")
+    p.add_argument("--max-spread", type=number_arg("--max-spread", positive=True), default=None, metavar="F",
+                   help="widest spread of repetitions, (max - min) / median, written (default: 1, i.e. 100%%); "
+                        "wider results are refused")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--json", action="store_true",
+                   help="print the written path and the calibration document as JSON instead of the summary")
     p.set_defaults(func=run)
 
 
@@ -118,9 +134,17 @@ def run(args: argparse.Namespace) -> int:
     import attrs
 
     from ..calibrate import CalibrationPlan, resolve_device, run_calibration, write_calibration
+    from ..calibrate.run import MAX_SPREAD, check_spread
     from ..hardware import get_accelerator
     from ..models import load_model
 
+    if args.out is not None:
+        target = output_path("--out", args.out)
+        if target.is_dir():
+            raise InvalidValueError("--out", args.out, "is a folder; name the JSON file to write")
+        if not target.resolve().parent.is_dir():
+            raise InvalidValueError("--out", args.out, "its folder does not exist")
+        check_outputs("--out", [args.out], [args.model if args.model and os.path.isfile(args.model) else None])
     dev = resolve_device(args.device)
     model = load_model(args.model) if args.model else None
     plan = CalibrationPlan.default(dev.type, model=model)
@@ -147,9 +171,14 @@ def run(args: argparse.Namespace) -> int:
     accelerator = get_accelerator(args.accelerator).key if args.accelerator else None
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     doc = run_calibration(plan, device=str(dev), accelerator=accelerator, progress=progress)
+    limit = Fraction(MAX_SPREAD) if args.max_spread is None else args.max_spread
+    check_spread(doc, float(limit), field="--max-spread")
     out = args.out or _default_name(doc)
     path = write_calibration(doc, out)
-    _summary(doc, str(path))
+    if args.json:
+        print(json.dumps({"written": str(path), "calibration": doc}, indent=2))
+    else:
+        _summary(doc, str(path))
     return 0
 
 

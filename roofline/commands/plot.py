@@ -8,16 +8,23 @@
   spread of uniform random output lengths for batch sizes 2 to 64, exact E[X / max] and
   the lesson's mean / longest.
 
-Needs matplotlib (``pip install 'roofline[plot]'``). Example: ``roofline plot --out charts``.
+FLOPs per token follow ``--flops``: "exact" by default, as the table of ``roofline report``;
+"lesson" (2 x P) draws the lesson's own chart. ``--out`` is refused when empty or when it
+names the config read; each file is written atomically.
+
+Needs matplotlib (``pip install 'roofline[plot]'``; from a clone ``pip install -e '.[plot]'``).
+Example: ``roofline plot --out charts``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from fractions import Fraction
 from typing import Any
 
+from .._io import check_outputs, output_path
 from ..hardware import get_accelerator
 from ..models import load_model
 from ..units import GB
@@ -42,15 +49,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="KV cache size in GB (1e9 bytes) where the KV curve ends (default: the lesson's 53)")
     p.add_argument("--max-batch", type=int_arg("--max-batch", 2, maximum=100_000), default=512,
                    help="largest batch size drawn (default: %(default)s)")
-    add_flops_option(p, default="lesson")
+    add_flops_option(p, default="exact")
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: Any) -> int:
     """Write the charts and print their paths; 0 on success."""
-    from ..plotting import write_charts
+    from ..plotting import CHART_NAMES, write_charts
 
+    out = output_path("--out", args.out)
+    inputs = [args.model if os.path.isfile(args.model) else None]
+    check_outputs("--out", [out, *(out / f"{stem}.{fmt}" for stem in CHART_NAMES for fmt in args.formats)], inputs)
     model = load_model(args.model)
     accelerator = get_accelerator(args.accelerator)
     paths = write_charts(args.out, model, accelerator, formats=args.formats, context=args.context,

@@ -8,6 +8,12 @@ its source; not given where no log is known), and the upper bound with reserve 0
 number names its FLOPs convention where it depends on one: "exact" (2 x matmul parameters
 + 4 L H d c attention FLOPs) or "lesson" (2 x P).
 
+The table's KV limit is the most sequences the upper-bound budget (reserve 0) holds at the
+context, in paged blocks; when ``--kv-budget-gb`` is given, that budget is the table's KV
+limit instead (``--utilization`` still sets the real and upper-bound budgets shown beside
+it). The table gives the bound (memory or compute) of each half: weights only, and with
+each sequence's KV reads; ``--json`` gives the inputs it used under ``inputs``.
+
 Every time is the roofline bound (datasheet constants, no overhead: a lower bound) unless
 marked [estimate]: with ``--estimate PROFILE`` (an engine profile such as ``vllm``,
 ``gpt-fast``, ``lmdeploy``, ``trtllm``) the report adds that profile's estimate beside the
@@ -49,8 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="tokens of context per sequence (default: %(default)s)")
     p.add_argument("--batch", type=int_arg("--batch", 1), nargs="+", default=list(DEFAULT_BATCHES),
                    help="batch sizes for the table; the KV limit is added (default: 1 8 64 256)")
-    p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=LESSON_KV_BUDGET_GB,
-                   help="a KV budget in GB (1e9 bytes) to set beside the real one (default: the lesson's 53)")
+    p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
+                   help="a KV budget in GB (1e9 bytes) to set beside the real one; given, it is also the table's KV "
+                        "limit (default: the lesson's 53, beside; the KV limit then comes from the upper bound)")
     p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
                    default=Fraction(9, 10), help="share of usable memory the server may use (default: 0.9)")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16,
@@ -70,6 +77,7 @@ def build_report(
     utilization: Any = Fraction(9, 10),
     block_size: int = 16,
     estimate: Any = None,
+    kv_limit_from: str = "upper_bound",
 ) -> dict[str, Any]:
     """All the report's numbers as a JSON-ready dict (SI units, floats).
 
@@ -86,11 +94,15 @@ def build_report(
         An engine profile (``"vllm"``, ...): adds key ``estimate`` with the profile's
         constants and the estimate of the batch-1, batch-8 and table steps; None: the
         bound only (every other key is the bound either way).
+    kv_limit_from : {"upper_bound", "given"}
+        The budget that sets the table's KV limit: the upper bound (usable x utilization -
+        weights, reserve 0; the default) or ``kv_budget`` (what ``--kv-budget-gb`` gives).
 
     Returns
     -------
     dict with keys ``model``, ``accelerator``, ``weights``, ``single``, ``criticality``,
-    ``eight``, ``kv``, ``table`` (see the text output for what each holds), ``time_kind``
+    ``eight``, ``kv``, ``table`` (see the text output for what each holds), ``inputs`` (the
+    context, batches, budgets, utilization, block size and KV-limit budget used), ``time_kind``
     (``"bound"``: every time above) and, with ``estimate``, ``estimate``.
 
     Raises
@@ -110,6 +122,8 @@ def build_report(
     check_int("block_size", block_size, minimum=1)
     if not 0 < utilization <= 1:
         raise InvalidValueError("utilization", float(utilization), "must be in (0, 1]")
+    if kv_limit_from not in ("upper_bound", "given"):
+        raise InvalidValueError("kv_limit_from", kv_limit_from, "expected 'upper_bound' or 'given'")
 
     single = {conv: estimate.decode_step(model, accelerator, batch=1, context=0, flops=conv)
               for conv in ("lesson", "exact")}
@@ -123,7 +137,8 @@ def build_report(
     if reserve is not None:
         real_budget = estimate.kv_budget_for(model, accelerator, utilization=utilization, reserved=reserve.value)
         real_cap = estimate.kv_capacity(model, budget=real_budget, context=context, block_size=block_size)
-    kv_limit = upper_cap.sequences_blocks  # the table's KV limit: the upper bound (reserve 0)
+    # the table's KV limit: the upper bound (reserve 0), or the budget the user gave
+    kv_limit = (lesson_cap if kv_limit_from == "given" else upper_cap).sequences_blocks
     table_batches = sorted(set(batches) | ({kv_limit} if kv_limit > 0 else set()))
     one_kv = estimate.decode_step(model, accelerator, batch=1, context=context)
     eight = estimate.decode_step(model, accelerator, batch=8, context=0)
@@ -174,6 +189,11 @@ def build_report(
         }
     out = {
         "time_kind": "bound",
+        "inputs": {
+            "context": context, "batches": list(batches), "kv_budget_bytes": float(kv_budget),
+            "utilization": float(utilization), "block_size": block_size, "kv_limit_from": kv_limit_from,
+            "kv_limit": kv_limit, "table_flops": "exact",
+        },
         "model": {
             "name": model.name, "parameters": model.parameters, "weight_dtype": model.weight_dtype,
             "model_type": model.model_type, "total_parameters": model.parameters,
@@ -260,6 +280,8 @@ def format_report(r: dict[str, Any]) -> str:
     kv, given, real, upper = r["kv"], r["kv"]["given_budget"], r["kv"]["real_budget"], r["kv"]["upper_bound_budget"]
     bw, peak = a["bandwidth_bytes_per_s"], m["compute_peak_flops"]  # the peak of the matmul inputs' dtype
     ctx = cl["context"]
+    from_given = r["inputs"]["kv_limit_from"] == "given"
+    eight_wo, eight_kv, one_kv = r["eight"]["weights_only"], r["eight"]["with_kv"], r["single_with_kv"]
     out = [
         f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {a['name']}",
         f"  HBM {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
@@ -304,9 +326,12 @@ def format_report(r: dict[str, Any]) -> str:
         f"(batch 1: {_t(exact['step_time_s'])}), 8 tokens per step",
         f"  with KV at {ctx:,} tokens {_t(r['eight']['with_kv']['step_time_s'])} "
         f"(batch 1: {_t(r['single_with_kv']['step_time_s'])}) = (W + 8 x {ctx} x k) / bandwidth",
-        f"  throughput            {r['eight']['weights_only']['throughput_tokens_per_s']:9.0f} tokens/s vs "
+        f"  throughput            {eight_wo['throughput_tokens_per_s']:9.0f} tokens/s vs "
         f"{exact['throughput_tokens_per_s']:.0f} at batch 1 "
-        f"({r['eight']['weights_only']['throughput_tokens_per_s'] / exact['throughput_tokens_per_s']:.2f}x)",
+        f"({eight_wo['throughput_tokens_per_s'] / exact['throughput_tokens_per_s']:.2f}x), weights only; "
+        f"with KV at {ctx:,} tokens {eight_kv['throughput_tokens_per_s']:.0f} "
+        f"vs {one_kv['throughput_tokens_per_s']:.0f} "
+        f"({eight_kv['throughput_tokens_per_s'] / one_kv['throughput_tokens_per_s']:.2f}x)",
         "",
         "KV cache",
         f"  KV bytes per token    {kv['kv_bytes_per_token']:9,.0f} B     = "
@@ -318,23 +343,25 @@ def format_report(r: dict[str, Any]) -> str:
            if m["sliding_windows"] else ""),
         f"  in a {given['budget_bytes'] / 1e9:g} GB budget     {given['sequences']:6d} sequences of "
         f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']} with "
-        f"{given['block_size']}-token blocks)",
+        f"{given['block_size']}-token blocks{'; the table' + chr(39) + 's KV limit' if from_given else ''})",
         *_real_budget_lines(a, kv, real),
         f"  upper bound, reserve 0 {upper['budget_bytes'] / 1e9:8.2f} GB    = "
         f"{a['usable_memory_bytes'] / 2**30:.1f} GiB x {kv['utilization']:g} - weights",
         f"  fits                  {upper['sequences']:9d} sequences of {upper['context']:,} tokens "
-        f"(token-level); {upper['sequences_blocks']} with {upper['block_size']}-token blocks (the table's KV limit)",
+        f"(token-level); {upper['sequences_blocks']} with {upper['block_size']}-token blocks"
+        f"{'' if from_given else ' (the table' + chr(39) + 's KV limit)'}",
         "",
         f"Step time, throughput and intensity against batch size (context {ctx:,} tokens, FLOPs [exact])",
-        f"  {'batch':>6} | {'step, weights only':>18} {'tokens/s':>10} {'FLOP/B':>7} | "
-        f"{'step, with KV':>14} {'tokens/s':>10} {'FLOP/B':>7}  bound",
+        f"  {'batch':>6} | {'step, weights only':>18} {'tokens/s':>10} {'FLOP/B':>7}  "
+        f"{'bound':<7} | {'step, with KV':>14} {'tokens/s':>10} {'FLOP/B':>7}  bound",
     ]
+    limit_note = " (KV limit, --kv-budget-gb)" if from_given else " (KV limit, reserve 0)"
     for row in r["table"]:
         wo, wk = row["weights_only"], row["with_kv"]
-        note = " (KV limit, reserve 0)" if row["kv_limit"] else ("" if row["fits"] else " (KV does not fit)")
+        note = limit_note if row["kv_limit"] else ("" if row["fits"] else " (KV does not fit)")
         out.append(
             f"  {row['batch']:>6} | {_t(wo['step_time_s']):>18} {wo['throughput_tokens_per_s']:>10.0f} "
-            f"{wo['intensity_flop_per_byte']:>7.1f} | {_t(wk['step_time_s']):>14} "
+            f"{wo['intensity_flop_per_byte']:>7.1f}  {wo['bound']:<7} | {_t(wk['step_time_s']):>14} "
             f"{wk['throughput_tokens_per_s']:>10.0f} {wk['intensity_flop_per_byte']:>7.1f}  {wk['bound']}{note}"
         )
     if "estimate" in r:
@@ -416,10 +443,11 @@ def run(args: argparse.Namespace) -> int:
     """Print the report for the parsed arguments; return 0."""
     model = load_model(args.model, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     accelerator = get_accelerator(args.accelerator)
+    given = args.kv_budget_gb is not None
     report = build_report(
         model, accelerator, context=args.context, batches=args.batch,
-        kv_budget=args.kv_budget_gb * GB, utilization=args.utilization, block_size=args.block_size,
-        estimate=args.estimate,
+        kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,
+        block_size=args.block_size, estimate=args.estimate, kv_limit_from="given" if given else "upper_bound",
     )
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0

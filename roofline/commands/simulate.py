@@ -20,8 +20,15 @@ its next request when its previous one is handed back (plus ``--think-time``). `
 makes it reproducible and is printed with the results.
 
 The KV pool is the budget the accelerator leaves at ``--utilization`` (usable memory x
-utilization - weight bytes), in paged blocks of ``--block-size`` tokens, for every
+utilization - weight bytes), or ``--kv-budget-gb`` (not both: the given budget replaces the
+one the utilization gives), in paged blocks of ``--block-size`` tokens, for every
 policy (a request whose lifetime KV exceeds it is rejected).
+
+``--out DIR`` writes DIR/<policy>-requests.csv for each policy, and with ``--steps`` the
+per-step tables DIR/<policy>-steps.csv too (one row per step: millions of rows, hundreds of
+MB, on the shipped conversation trace); the command says on stderr how much it will write,
+refuses an output that would write over the trace or the config it reads, and writes each
+file atomically (the old file or the new one, never half of one).
 
 The trace: by default the Azure LLM inference trace 2023 of a conversation service
 shipped with the package (19,366 requests over one hour; Azure Public Dataset, CC-BY 4.0;
@@ -41,13 +48,17 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import io
 import json
 import os
+import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from .. import estimate
+from .._io import atomic_write, check_outputs, output_path
 from ..errors import InvalidValueError
 from ..hardware import get_accelerator
 from ..models import load_model
@@ -70,6 +81,9 @@ from ._args import add_estimate_option, add_flops_option, add_model_options, int
 DEFAULT_BATCH_SIZE = 8
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_BLOCK_SIZE = 16
+#: Share of usable memory the server may use when neither --utilization nor --kv-budget-gb is given (vLLM's
+#: ``--gpu-memory-utilization`` default).
+DEFAULT_UTILIZATION = Fraction(9, 10)
 #: The trace ``simulate`` serves when ``--trace`` is not given: the shipped conversation trace.
 DEFAULT_TRACE = "conv"
 #: vLLM's ``benchmark_serving.py`` defaults for the random dataset [tokens].
@@ -184,14 +198,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=DEFAULT_BLOCK_SIZE,
                    help="paged KV block size in tokens; 1 for token accounting (default: %(default)s)")
     p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
-                   default=Fraction(9, 10),
+                   default=None,
                    help="share of usable memory the server may use; KV budget = usable x this - weights "
-                        "(default: 0.9)")
+                        f"(default: {float(DEFAULT_UTILIZATION):g}; not with --kv-budget-gb)")
     p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
                    help="KV budget in GB (1e9 bytes), instead of the one --utilization gives")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the table")
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="also write DIR/<policy>-requests.csv and DIR/<policy>-steps.csv")
+                   help="also write DIR/<policy>-requests.csv (one row per request); never over the trace or "
+                        "config read")
+    p.add_argument("--steps", action="store_true",
+                   help="with --out, also write DIR/<policy>-steps.csv (one row per step: on the shipped "
+                        "conversation trace about 4 million rows, several hundred MB)")
     p.set_defaults(func=run)
 
 
@@ -295,12 +313,17 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
         A bad trace (TraceError), preset, option value or KV budget; a closed loop with
         ``--policy serial`` or ``static``.
     """
+    outputs = check_out_option(args)
+    if args.kv_budget_gb is not None and args.utilization is not None:
+        raise InvalidValueError("--utilization", float(args.utilization), "the KV budget given by --kv-budget-gb "
+                                "replaces the one --utilization gives; give one of them")
     model = load_model(args.model, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     accelerator = get_accelerator(args.accelerator)
     if args.kv_budget_gb is not None:
         budget = args.kv_budget_gb * GB
     else:
-        budget = estimate.kv_budget_for(model, accelerator, utilization=args.utilization)
+        utilization = DEFAULT_UTILIZATION if args.utilization is None else args.utilization
+        budget = estimate.kv_budget_for(model, accelerator, utilization=utilization)
     pool = KVPool.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=args.block_size)
     cost = RooflineCostModel.for_model(model, accelerator, flops=args.flops, overhead=args.overhead,
                                        exact=not args.float_mode, estimate=args.estimate)
@@ -317,8 +340,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     # with --chunked-prefill the budget is the chunked row's; the other rows run as without it
     shared_budget = None if args.chunked_prefill else budget_tokens
     separate_budget = args.max_prefill_tokens if args.max_prefill_tokens is not None else shared_budget
-    common = {"kv_pool": pool, "record_steps": args.out is not None, "max_model_len": args.max_model_len,
-              "engine": args.engine}
+    common = {"kv_pool": pool, "record_steps": outputs is not None and args.steps,
+              "max_model_len": args.max_model_len, "engine": args.engine}
     runs: dict[str, tuple[Any, dict[str, Any]]] = {
         "serial": (POLICIES["serial"], {}),
         "static": (POLICIES["static"], {"batch_size": args.batch_size, "max_wait": args.max_wait,
@@ -342,7 +365,11 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidValueError("--max-concurrency", args.max_concurrency, f"closed-loop clients are served by "
                                 f"continuous batching only, not --policy {args.policy}: their arrivals are created "
                                 "as the run goes")
-    results = [runs[name][0](requests, cost, **common, **runs[name][1]) for name in names]
+    results = []
+    with _progress(names, "simulate", "policy") as bar:
+        for name in bar:
+            bar.set_postfix_str(name)
+            results.append(runs[name][0](requests, cost, **common, **runs[name][1]))
     ms = Fraction(1, 1000)
     slo = {key: None if value is None else value * ms
            for key, value in (("ttft_s", args.slo_ttft), ("tpot_s", args.slo_tpot), ("e2e_s", args.slo_e2e))}
@@ -496,18 +523,133 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
     }, indent=2)
 
 
+def _progress(items: Any, desc: str, unit: str) -> Any:
+    """A tqdm progress bar over ``items`` on stderr, shown only when stderr is a terminal (tqdm is a
+    dependency; an install without it runs silently)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return _Silent(items)
+    return tqdm(items, desc=desc, unit=unit, disable=not _stderr_is_terminal(), leave=False, file=sys.stderr)
+
+
+class _Silent:
+    """The part of a tqdm bar simulate uses, showing nothing."""
+
+    def __init__(self, items: Any) -> None:
+        self.items = items
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __iter__(self) -> Any:
+        return iter(self.items)
+
+    def set_postfix_str(self, text: str) -> None:
+        return None
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+#: Every policy row label, so that --out can be checked before the run.
+ALL_LABELS = (*POLICIES, CHUNKED)
+
+
+def check_out_option(args: argparse.Namespace) -> list[Path] | None:
+    """The files ``--out`` may write (every policy's), checked before any work; None without ``--out``.
+
+    Raises
+    ------
+    InvalidValueError
+        ``--out ""``; ``--out`` naming an existing file that is not a folder; an output that is
+        the trace or the model config read (field ``--out``); ``--steps`` without ``--out``.
+    """
+    if args.out is None:
+        if args.steps:
+            raise InvalidValueError("--steps", True, "writes per-step tables into the --out folder; give --out DIR")
+        return None
+    directory = output_path("--out", args.out)
+    if directory.exists() and not directory.is_dir():
+        raise InvalidValueError("--out", args.out, "is a file, not a folder")
+    outputs = [directory / f"{label}-{kind}.csv" for label in ALL_LABELS for kind in ("requests", "steps")]
+    inputs = [args.model if os.path.isfile(args.model) else None]
+    if args.trace is not None and args.trace not in SHIPPED_TRACES:
+        inputs.append(args.trace)
+    check_outputs("--out", [directory, *outputs], inputs)
+    return outputs
+
+
+#: Rows serialised, from each end of a table, to estimate its size before it is written.
+SAMPLE_ROWS = 100
+
+
+def _estimate_bytes(fields: Any, records: Any) -> int:
+    """Bytes a CSV table will take: its header plus its row count x the mean size of its first and last rows.
+
+    ``records`` is a sequence (list, or the step log) of objects with ``to_dict()``.
+    """
+    n = len(records)
+    picked = records[:n] if n <= 2 * SAMPLE_ROWS else [*records[:SAMPLE_ROWS], *records[n - SAMPLE_ROWS:n]]
+    sample = io.StringIO()
+    _write_rows(sample, fields, (x.to_dict() for x in picked))
+    lines = sample.getvalue().splitlines(keepends=True)
+    header, body = len(lines[0]), lines[1:]
+    return header + (round(n * sum(map(len, body)) / len(body)) if body else 0)
+
+
+def _write_rows(stream: Any, fields: Any, rows: Any) -> None:
+    """Rows as the simulator's own CSV writers lay them out (header, then one line per row)."""
+    import csv
+
+    w = csv.writer(stream, lineterminator="\n")
+    w.writerow(fields)
+    for d in rows:
+        w.writerow(["" if d[k] is None else d[k] for k in fields])
+
+
 def _write_out(results: list[SimResult], labels: list[str], out: str) -> None:
+    """Write each policy's tables into ``out``, saying first on stderr how much; each file atomically."""
     directory = Path(out)
+    from ..sim.results import _REQUEST_FIELDS, _STEP_FIELDS
+
+    tables: list[tuple[Path, Any, int, int]] = []
+    for label, r in zip(labels, results, strict=True):
+        tables.append((directory / f"{label}-requests.csv", r.write_requests_csv, len(r.requests),
+                       _estimate_bytes(_REQUEST_FIELDS, r.requests)))
+        if r.steps is not None:
+            tables.append((directory / f"{label}-steps.csv", r.steps.write_csv, len(r.steps),
+                           _estimate_bytes(_STEP_FIELDS, r.steps)))
+    sizes = [size for _, _, _, size in tables]
+    total_rows = sum(rows for _, _, rows, _ in tables)
+    print(f"roofline simulate: writing {len(tables)} files, {total_rows:,} rows, about {_mb(sum(sizes))}, "
+          f"to {directory}{'' if any(r.steps is not None for r in results) else ' (per-step tables: --steps)'}",
+          file=sys.stderr, flush=True)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        for label, r in zip(labels, results, strict=True):
-            with open(directory / f"{label}-requests.csv", "w", encoding="utf-8", newline="") as fh:
-                r.write_requests_csv(fh)
-            if r.steps is not None:
-                with open(directory / f"{label}-steps.csv", "w", encoding="utf-8", newline="") as fh:
-                    r.steps.write_csv(fh)
+        for (path, write, _, _), size in zip(tables, sizes, strict=True):
+            with atomic_write(path, newline="") as fh:
+                if _stderr_is_terminal() and size > 1 << 24 and importlib.util.find_spec("tqdm"):
+                    from tqdm import tqdm
+
+                    with tqdm.wrapattr(fh, "write", total=size, desc=path.name, unit="B", unit_scale=True,
+                                       leave=False, file=sys.stderr) as wrapped:
+                        write(wrapped)
+                else:
+                    write(fh)
     except OSError as exc:
         raise InvalidValueError("--out", out, f"cannot write: {exc.strerror or exc}") from None
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB" if size >= 10**6 else f"{size / 1e3:,.1f} kB"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -80,6 +80,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _median(values: Any) -> float | None:
+    import statistics
+
+    xs = [abs(v) for v in values if v is not None]
+    return statistics.median(xs) if xs else None
+
+
 def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> str:
     """``roofline validate``'s table as text: one line per row, the medians, constants, sources, omissions.
 
@@ -121,12 +128,18 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
         cells = [c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
         lines.append("  ".join(cells).rstrip())
     lines.append("")
-    n_spec = sum(r.error_spec is not None for r in report.rows)
+    from ..calibrate.compare import CPU_NOTE
+
+    n_spec = sum(r.error_spec is not None for r in report.accelerator_rows)
     lines.append(
         f"median |error|: spec constants {_pct(report.median_abs_error_spec, signed=False)} "
         f"({n_spec} rows); measured constants {_pct(report.median_abs_error_measured, signed=False)} "
-        f"({len(report.rows)} rows)"
+        f"({len(report.accelerator_rows)} rows)"
     )
+    cpu = report.cpu_rows
+    if cpu:
+        cpu_median = _median(r.error_measured for r in cpu)
+        lines.append(f"  CPU rows: measured constants {_pct(cpu_median, signed=False)} ({len(cpu)} rows). {CPU_NOTE}.")
     groups = report.groups()
     if len(groups) > 1:
         for name, g in groups.items():

@@ -254,7 +254,7 @@ def step_time(**kw: Any) -> Any:
     return maximum(mem, comp) + kw["overhead"]
 
 
-@formula(result="positive", topic="step_time", proof=_P1, overhead="nonnegative", **_DECODE)
+@formula(result="positive", topic="step_time", proof=_P2, overhead="nonnegative", **_DECODE)
 def step_time_no_overlap(**kw: Any) -> Any:
     """Decode step time, no-overlap upper bound [s]: memory time + compute time + overhead.
 
