@@ -27,7 +27,8 @@ from .models import ModelConfig
 from .units import GiB
 
 __all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacity", "kv_capacity", "kv_budget_for",
-           "compute_peak", "windowed_block_bytes", "published_reserve", "LLAMA3_8B_80GB_RESERVE"]
+           "compute_peak", "windowed_block_bytes", "published_reserve", "LLAMA3_8B_80GB_RESERVE",
+           "allreduce_terms", "smallest_tensor_parallel_size", "TENSOR_PARALLEL_SIZES"]
 
 
 _NO_ACCELERATOR = object()
@@ -93,6 +94,42 @@ def _hardware_terms(accelerator: Accelerator, model: ModelConfig | None = None) 
     return {name: Fraction(value) for name, value in accelerator.step_terms(dtype).items()}
 
 
+def allreduce_terms(model: ModelConfig, accelerator: Accelerator, tensor_parallel_size: int) -> dict[str, Any]:
+    """The all-reduce formulas' keyword arguments for ``model`` on a group of T ``accelerator`` GPUs.
+
+    ``num_hidden_layers``, ``hidden_size``, ``activation_bytes`` (:attr:`roofline.ModelConfig.activation_bytes`),
+    ``tensor_parallel_size`` and the link's ``link_bandwidth`` [bytes/s, per direction] and
+    ``link_latency`` [s] (:meth:`roofline.Accelerator.link`); pass them with ``**`` to
+    :func:`roofline.formulas.decode_allreduce_time` (docs/conventions.md, "Tensor parallelism").
+    At T = 1 no link is needed: bandwidth 1 and latency 0, and every all-reduce term is 0.
+
+    Raises
+    ------
+    InvalidValueError
+        T not an integer >= 1, or a group the accelerator's links cannot hold (the network between
+        servers is not modelled).
+    """
+    _check_parts(model, accelerator)
+    check_int("tensor_parallel_size", tensor_parallel_size, minimum=1)
+    if tensor_parallel_size == 1:
+        bandwidth, latency = Fraction(1), Fraction(0)
+    else:
+        link = accelerator.link(tensor_parallel_size)
+        bandwidth, latency = Fraction(link.bandwidth.value), Fraction(link.latency.value)
+    return dict(num_hidden_layers=model.num_hidden_layers, hidden_size=model.hidden_size,
+                activation_bytes=model.activation_bytes, tensor_parallel_size=int(tensor_parallel_size),
+                link_bandwidth=bandwidth, link_latency=latency)
+
+
+def _share(model: ModelConfig, tensor_parallel_size: Any) -> ModelConfig:
+    """One GPU's share of ``model`` at T (``model`` itself at T = 1, which may already be a share made by
+    :meth:`roofline.ModelConfig.per_gpu`, priced at its own T)."""
+    if isinstance(tensor_parallel_size, np.ndarray):
+        raise InvalidValueError("tensor_parallel_size", tensor_parallel_size, "expected an integer >= 1")
+    check_int("tensor_parallel_size", tensor_parallel_size, minimum=1)
+    return model.per_gpu(tensor_parallel_size)
+
+
 @attrs.frozen
 class DecodeStep:
     """One decode step of ``batch`` sequences at ``context`` tokens each (all SI units).
@@ -108,6 +145,10 @@ class DecodeStep:
     engine profile's estimate: memory and compute time at eta_bw x bandwidth and
     eta_mm x peak, step time with t_step + L t_layer added; docs/conventions.md,
     "Bound and estimate").
+    tensor_parallel_size [GPUs] (T; bytes, FLOPs, memory and compute times are one GPU's,
+    throughput the group's), allreduce_time [s] (in step_time; 0 at T = 1) and its
+    allreduce_bandwidth_time and allreduce_latency_time terms [s] (docs/conventions.md,
+    "Tensor parallelism").
     """
 
     batch: Any
@@ -125,6 +166,10 @@ class DecodeStep:
     bound: str
     flops_convention: str
     time_kind: str = "bound"
+    tensor_parallel_size: int = 1
+    allreduce_time: Any = 0
+    allreduce_bandwidth_time: Any = 0
+    allreduce_latency_time: Any = 0
 
 
 def _profile(estimate: Any) -> Any:
@@ -145,6 +190,7 @@ def decode_step(
     overhead: Any = 0,
     kv_reads: bool = True,
     estimate: Any = None,
+    tensor_parallel_size: int = 1,
 ) -> DecodeStep:
     """Cost of one decode step of ``batch`` sequences, each at ``context`` tokens: the bound, or an estimate.
 
@@ -164,6 +210,13 @@ def decode_step(
         (:func:`roofline.calibrate.get_engine_profile`, e.g. ``get_engine_profile("vllm")``):
         that profile's estimate, :func:`roofline.formulas.estimated_step_time` (``overhead``
         is added to its t_step).
+    tensor_parallel_size : int >= 1, default 1
+        T GPUs in a tensor-parallel group: bytes, FLOPs, memory and compute times are one GPU's
+        share (:meth:`roofline.ModelConfig.per_gpu`; a ``model`` that is already a share is priced
+        at its own T) and the step adds the 2 L ring all-reduces of
+        B x hidden x activation bytes over :meth:`roofline.Accelerator.link` (T)
+        (:func:`roofline.formulas.step_time_tp`; docs/conventions.md, "Tensor parallelism").
+        T = 1 gives the single-GPU numbers exactly.
 
     Returns
     -------
@@ -186,13 +239,16 @@ def decode_step(
     >>> vllm = get_engine_profile("vllm")
     >>> e = decode_step(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), batch=1, context=0, estimate=vllm)
     >>> round(float(e.step_time) * 1e3, 2), e.time_kind
-    (8.34, 'estimate: vLLM with CUDA graphs')
+    (8.41, 'estimate: vLLM with CUDA graphs')
     """
     _check_parts(model, accelerator)
     _check_scalar("batch", batch, minimum=1)
     _check_scalar("context", context, minimum=0)
     _check_scalar("overhead", overhead)
     _check_flag("kv_reads", kv_reads)
+    model = _share(model, tensor_parallel_size)
+    group = model.tensor_parallel_size
+    ar = allreduce_terms(model, accelerator, group) if group > 1 else None
     terms = _model_terms(model, flops, batch, context)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
@@ -217,6 +273,21 @@ def decode_step(
         attention_flops_per_token=kw["attention_flops_per_token"],
         context_sum=kw["context_sum"], peak_flops=kw["peak_flops"],
     )
+    tp: dict[str, Any] = {}
+    if ar is not None:
+        ar_kw = dict(ar, batch=batch)
+        allreduce = f.decode_allreduce_time(**ar_kw)
+        step = step + allreduce
+        tp = dict(tensor_parallel_size=group, allreduce_time=allreduce,
+                  allreduce_bandwidth_time=f.decode_allreduce_bandwidth_time(**ar_kw),
+                  allreduce_latency_time=f.decode_allreduce_latency_time(**ar_kw))
+        shares = dict(step_time_no_overlap=f.step_time_no_overlap.unchecked(**kw) + allreduce,
+                      throughput=batch / step, math_busy_share=comp / step, bandwidth_share=mem / step)
+    else:
+        shares = dict(step_time_no_overlap=f.step_time_no_overlap.unchecked(**kw),
+                      throughput=f.throughput.unchecked(**kw),
+                      math_busy_share=f.math_busy_share.unchecked(**kw),
+                      bandwidth_share=f.bandwidth_share.unchecked(**kw))
     return DecodeStep(
         batch=batch,
         context=context,
@@ -231,10 +302,7 @@ def decode_step(
         memory_time=mem,
         compute_time=comp,
         step_time=step,
-        step_time_no_overlap=f.step_time_no_overlap.unchecked(**kw),
-        throughput=f.throughput.unchecked(**kw),
-        math_busy_share=f.math_busy_share.unchecked(**kw),
-        bandwidth_share=f.bandwidth_share.unchecked(**kw),
+        **shares,
         intensity=f.arithmetic_intensity(
             batch=batch, context=context, **{n: terms[n] for n in
             ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token")}
@@ -242,6 +310,7 @@ def decode_step(
         bound="compute" if comp >= mem else "memory",
         flops_convention=flops,
         time_kind=time_kind,
+        **tp,
     )
 
 
@@ -269,7 +338,9 @@ class Criticality:
     flops_convention: str
 
 
-def criticality(model: ModelConfig, accelerator: Accelerator, *, context: int, flops: str = "exact") -> Criticality:
+def criticality(
+    model: ModelConfig, accelerator: Accelerator, *, context: int, flops: str = "exact", tensor_parallel_size: int = 1
+) -> Criticality:
     """Ridge point, critical batch (with and without KV), critical context c*.
 
     Parameters
@@ -278,6 +349,10 @@ def criticality(model: ModelConfig, accelerator: Accelerator, *, context: int, f
     accelerator : Accelerator
     context : int >= 0 [tokens]
     flops : {"exact", "lesson"}
+    tensor_parallel_size : int >= 1, default 1
+        T: the ridge point, critical batch and c* of one GPU's share
+        (:meth:`roofline.ModelConfig.per_gpu`). The all-reduce adds time to both regimes and
+        moves neither (docs/conventions.md, "Tensor parallelism").
 
     Returns
     -------
@@ -300,6 +375,7 @@ def criticality(model: ModelConfig, accelerator: Accelerator, *, context: int, f
     """
     _check_parts(model, accelerator)
     _check_scalar("context", context, minimum=0)
+    model = _share(model, tensor_parallel_size)
     terms = _model_terms(model, flops, 1, context)
     hw = _hardware_terms(accelerator, model)
     weights_only = dict(terms, kv_bytes_per_token=Fraction(0), attention_flops_per_token=Fraction(0))
@@ -435,7 +511,8 @@ class KVCapacity:
 
 
 def kv_budget_for(
-    model: ModelConfig, accelerator: Accelerator, *, utilization: Any = Fraction(9, 10), reserved: Any = 0
+    model: ModelConfig, accelerator: Accelerator, *, utilization: Any = Fraction(9, 10), reserved: Any = 0,
+    tensor_parallel_size: int = 1,
 ) -> Fraction:
     """KV budget [bytes] = usable memory x utilization - weight bytes - reserved.
 
@@ -446,15 +523,20 @@ def kv_budget_for(
     reserved : [bytes] >= 0, activations and runtime; 0 (the default) gives the upper bound. A
         budget called "real" passes a published reserve, e.g. ``published_reserve(model, accelerator)``
         (docs/conventions.md, "Memory").
+    tensor_parallel_size : int >= 1, default 1
+        T: the budget of one GPU holding its share of the weights (:meth:`roofline.ModelConfig.per_gpu`);
+        the group holds T such budgets, each caching its share of every token's KV
+        (docs/conventions.md, "Tensor parallelism").
 
     Returns
     -------
-    Fraction [bytes]
+    Fraction [bytes] (per GPU)
 
     Raises
     ------
     InvalidValueError
-        A bad utilization or reserved, or weights that leave no KV budget (names "budget").
+        A bad utilization, reserved or T (heads that T does not divide), or weights that leave no
+        KV budget (names "budget"; the message gives the smallest T that fits when one does).
 
     Examples
     --------
@@ -468,17 +550,79 @@ def kv_budget_for(
     _check_parts(model, accelerator)
     _check_scalar("utilization", utilization)
     _check_scalar("reserved", reserved)
+    share = _share(model, tensor_parallel_size)
     budget = f.kv_budget(
         memory=Fraction(accelerator.usable_memory), utilization=utilization,
-        weight_bytes=Fraction(model.weight_bytes), reserved=reserved,
+        weight_bytes=Fraction(share.weight_bytes), reserved=reserved,
     )
     if budget <= 0:
+        group = share.tensor_parallel_size
+        where = accelerator.name if group == 1 else f"{group} x {accelerator.name}"
+        hint = ""
+        smallest = smallest_tensor_parallel_size(model, accelerator, utilization=utilization, reserved=reserved)
+        if smallest is not None and smallest > tensor_parallel_size:
+            hint = f"; the smallest tensor-parallel size that fits is {smallest} (--tensor-parallel-size {smallest})"
+        elif smallest is None and model.tensor_parallel_size == 1:
+            hint = (f"; no tensor-parallel size of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} fits on one server "
+                    "(the network between servers is not modelled)")
         raise InvalidValueError(
             "budget", float(budget),
-            f"{model.name} weights ({float(model.weight_bytes) / 1e9:.2f} GB) leave no KV budget on "
-            f"{accelerator.name} at utilization {float(utilization)}",
+            f"{model.name} weights ({float(share.weight_bytes) / 1e9:.2f} GB"
+            f"{' per GPU' if group > 1 else ''}) leave no KV budget on "
+            f"{where} at utilization {float(utilization)}{hint}",
         )
     return Fraction(budget)
+
+
+#: Tensor-parallel sizes :func:`smallest_tensor_parallel_size` tries: one server's GPU counts.
+TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+
+
+def smallest_tensor_parallel_size(
+    model: ModelConfig, accelerator: Accelerator, *, utilization: Any = Fraction(9, 10), reserved: Any = 0,
+    sizes: Any = TENSOR_PARALLEL_SIZES,
+) -> int | None:
+    """The smallest T of ``sizes`` whose per-GPU weights leave a KV budget > 0 on ``accelerator``, or None.
+
+    Sizes that the model's heads or widths refuse (:meth:`roofline.ModelConfig.per_gpu`) or that
+    the accelerator's links cannot hold (:meth:`roofline.Accelerator.link`) are skipped.
+
+    Parameters
+    ----------
+    model, accelerator, utilization, reserved : as :func:`kv_budget_for`
+    sizes : iterable of int >= 1, default (1, 2, 4, 8)
+
+    Returns
+    -------
+    int or None
+        None when no size fits (the model needs more GPUs than one server holds, or other parts).
+
+    Raises
+    ------
+    InvalidValueError
+        A bad utilization or reserved.
+
+    Examples
+    --------
+    >>> from roofline import get_model, get_accelerator
+    >>> smallest_tensor_parallel_size(get_model("llama-3.1-70b"), get_accelerator("h100-sxm"))
+    2
+    """
+    _check_parts(model, accelerator)
+    _check_scalar("utilization", utilization)
+    _check_scalar("reserved", reserved)
+    for T in sizes:
+        try:
+            share = model.per_gpu(T)
+            if T > 1:
+                accelerator.link(T)
+        except InvalidValueError:
+            continue
+        budget = f.kv_budget(memory=Fraction(accelerator.usable_memory), utilization=utilization,
+                             weight_bytes=Fraction(share.weight_bytes), reserved=reserved)
+        if budget > 0:
+            return int(T)
+    return None
 
 
 #: Memory vLLM keeps outside the weights and the KV cache for Llama 3 8B (8,030,261,248 parameters, BF16) on
@@ -542,7 +686,7 @@ def published_reserve(model: ModelConfig, accelerator: Accelerator) -> Sourced |
 
 
 def kv_capacity(
-    model: ModelConfig, *, budget: Any, context: int, block_size: int = 16
+    model: ModelConfig, *, budget: Any, context: int, block_size: int = 16, tensor_parallel_size: int = 1
 ) -> KVCapacity:
     """Tokens, blocks and sequences of ``context`` tokens a KV budget holds.
 
@@ -552,6 +696,10 @@ def kv_capacity(
     budget : [bytes] >= 0
     context : int > 0 [tokens]
     block_size : int > 0 [tokens/block], default 16 (vLLM's default)
+    tensor_parallel_size : int >= 1, default 1
+        T: ``budget`` is one GPU's and the KV bytes per token are one GPU's share (KV heads split,
+        or one replicated per GPU; MLA's latent replicated; :meth:`roofline.ModelConfig.per_gpu`).
+        The sequences that fit are the group's: every GPU holds its share of each sequence.
 
     Returns
     -------
@@ -571,6 +719,7 @@ def kv_capacity(
     _check_scalar("budget", budget)
     _check_scalar("context", context, minimum=1)
     _check_scalar("block_size", block_size, minimum=1)
+    model = _share(model, tensor_parallel_size)
     k = model.kv_bytes_per_token
     if not model.has_sliding_window:
         return KVCapacity(

@@ -253,6 +253,9 @@ class ModelConfig:
     activation_dtype : str or None
         The dtype of matmul inputs when it is not the weights' (FP8 with FP8 activations:
         "fp8"); selects the compute peak.
+    tensor_parallel_size : int >= 1, default 1
+        1 for a whole model; T for the share one GPU of a tensor-parallel group of T holds
+        (made by :meth:`per_gpu`, never set by hand).
     published_parameters : int or None
         The total published with the checkpoint, for checking; never used in a formula.
     source : str
@@ -309,6 +312,7 @@ class ModelConfig:
     class_dtypes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_to_tuple, validator=_class_dtypes)
     quantization: Quantization | None = attrs.field(default=None, converter=_to_quantization)
     activation_dtype: str | None = None
+    tensor_parallel_size: int = attrs.field(default=1, validator=_pos_int)
 
     def __attrs_post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -829,6 +833,113 @@ class ModelConfig:
             kv_bytes_per_token=self.kv_bytes_per_token,
             flops_per_token=per_token,
             attention_flops_per_token=attention,
+        )
+
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes per element of the hidden states a tensor-parallel all-reduce carries [bytes/element].
+
+        The model's dtype when the weights are float32, float16 or bfloat16; 2 (BF16) for quantized
+        and FP8 weights, whose matmuls dequantize to 16-bit activations (vLLM all-reduces the hidden
+        states in the model's activation dtype; docs/conventions.md, "Tensor parallelism").
+        """
+        size = dtype_bytes(self.weight_dtype, field="weight_dtype")
+        return 4 if size == 4 else 2
+
+    def per_gpu(self, tensor_parallel_size: int) -> ModelConfig:
+        """The share of the model one GPU of a tensor-parallel group of T GPUs holds and computes.
+
+        Parameters
+        ----------
+        tensor_parallel_size : int >= 1
+            T (vLLM's ``--tensor-parallel-size``).
+
+        Returns
+        -------
+        ModelConfig
+            ``self`` when T = 1 (every number unchanged); else a model of the same layers and hidden
+            size whose shapes are one GPU's (its ``tensor_parallel_size`` is T), so that every size it
+            gives (``weight_bytes``, ``decode_weight_bytes``, ``kv_bytes_per_token``, ``kv_bytes``,
+            ``flops_per_token``, ``step_terms``) is per GPU:
+
+            - query heads H / T (attention projections split: q, k, v by columns, o by rows);
+            - KV heads H_kv / T, or one per GPU (replicated) when T exceeds H_kv;
+            - MLP width I / T (gate and up by columns, down by rows); each routed expert's and the
+              shared experts' widths / T (tensor parallelism inside every expert, vLLM's default;
+              expert parallelism is not modelled); the router is replicated;
+            - embedding and lm_head split by vocabulary: ceil(V / T) rows per GPU;
+            - norms, biases of row-parallel layers (o_proj, down_proj), learned position embeddings
+              and other towers replicated;
+            - multi-head latent attention: the heads split (q_b_proj, kv_b_proj, o_proj); q_a_proj,
+              kv_a_proj_with_mqa and the latent KV cache (kv_lora_rank + qk_rope_head_dim per token
+              and layer) replicated on every GPU, as vLLM does (vllm/model_executor/models/deepseek_v2.py,
+              ``DeepseekV2MLAAttention``, builds ``q_a_proj`` and ``kv_a_proj_with_mqa`` as
+              ``ReplicatedLinear``; its MLA attention caches the whole latent on each rank).
+
+            docs/conventions.md, "Tensor parallelism".
+
+        Raises
+        ------
+        InvalidValueError
+            T not an integer >= 1; query heads not divisible by T; KV heads not divisible by T
+            when T <= H_kv, or T not divisible by the KV heads when T > H_kv; an MLP or expert
+            width not divisible by T (vLLM's ``divide`` refuses all of these); a model that is
+            already one GPU's share. The message gives the numbers.
+
+        Examples
+        --------
+        >>> m = get_model("llama-3.1-70b").per_gpu(8)
+        >>> m.num_attention_heads, m.num_key_value_heads, m.intermediate_size, m.vocab_size
+        (8, 1, 3584, 16032)
+        >>> get_model("llama-3.1-70b").per_gpu(16).num_key_value_heads  # 8 KV heads: one replicated per GPU
+        1
+        """
+        from ._checks import check_int
+
+        check_int("tensor_parallel_size", tensor_parallel_size, minimum=1)
+        T = int(tensor_parallel_size)
+        if T == 1:
+            return self
+        if self.tensor_parallel_size != 1:
+            raise InvalidValueError("tensor_parallel_size", T,
+                                    f"{self.name} is already one GPU's share of {self.tensor_parallel_size}")
+        H, Hkv = self.num_attention_heads, self.num_key_value_heads
+        if H % T:
+            raise InvalidValueError("tensor_parallel_size", T,
+                                    f"num_attention_heads={H} is not divisible by {T}")
+        if self.is_mla:
+            kv_heads = math.gcd(H // T, Hkv)  # not used by MLA (one latent per token), kept consistent
+        elif Hkv >= T:
+            if Hkv % T:
+                raise InvalidValueError("tensor_parallel_size", T,
+                                        f"num_key_value_heads={Hkv} is not divisible by {T}")
+            kv_heads = Hkv // T
+        else:
+            if T % Hkv:
+                raise InvalidValueError("tensor_parallel_size", T,
+                                        f"it exceeds num_key_value_heads={Hkv} and is not a multiple of it")
+            kv_heads = 1
+        widths = {"intermediate_size": self.intermediate_size}
+        if self.num_moe_layers == self.num_hidden_layers:
+            widths.pop("intermediate_size")  # no dense MLP layer uses it
+        if self.moe_intermediate_size is not None:
+            widths["moe_intermediate_size"] = self.moe_intermediate_size
+        if self.shared_expert_intermediate_size:
+            widths["shared_expert_intermediate_size"] = self.shared_expert_intermediate_size
+        for field, width in widths.items():
+            if width % T:
+                raise InvalidValueError("tensor_parallel_size", T, f"{field}={width} is not divisible by {T}")
+        share: dict[str, Any] = {field: width // T for field, width in widths.items()}
+        if "intermediate_size" not in share:
+            share["intermediate_size"] = self.intermediate_size
+        return attrs.evolve(
+            self,
+            num_attention_heads=H // T,
+            num_key_value_heads=kv_heads,
+            vocab_size=-(-self.vocab_size // T),
+            published_parameters=None,
+            tensor_parallel_size=T,
+            **share,
         )
 
     def with_dtypes(self, *, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelConfig:

@@ -75,6 +75,10 @@ def throughput_curves(
     Parameters
     ----------
     model : ModelConfig
+        A whole model, or one GPU's share (:meth:`roofline.ModelConfig.per_gpu`): then the
+        throughput is the tensor-parallel group's, each step adding its all-reduce over
+        :meth:`roofline.Accelerator.link` (docs/conventions.md, "Tensor parallelism"), and
+        ``kv_budget`` is one GPU's.
     accelerator : Accelerator (its bandwidth [bytes/s] and dense peak [FLOP/s])
     context : int > 0 [tokens], each sequence's context for the KV curve
     kv_budget : > 0 [bytes], the KV cache size where the KV curve ends (the lesson's 53 GB)
@@ -116,6 +120,14 @@ def throughput_curves(
                            attention_flops_per_token=float(attention), **common)
     kv_limit = int(f.sequences_that_fit(budget=kv_budget, kv_bytes_per_token=model.kv_bytes_per_token,
                                         context=context))
+    if model.tensor_parallel_size > 1:  # one GPU's share (ModelConfig.per_gpu): add the all-reduce of every step
+        from .estimate import allreduce_terms
+
+        terms = allreduce_terms(model, accelerator, model.tensor_parallel_size)
+        ar = f.decode_allreduce_time(batch=batch, **{k: v if isinstance(v, int) else float(v) for k, v in terms.items()
+                                                     })
+        weights_only = batch / (batch / weights_only + ar)
+        with_kv = batch / (batch / with_kv + ar)
     with_kv = np.where(batch <= kv_limit, with_kv, np.nan)
     critical = f.critical_batch(context=0, weight_bytes=model.weight_bytes, kv_bytes_per_token=0,
                                 flops_per_token=per_token, attention_flops_per_token=0,
@@ -220,7 +232,8 @@ def throughput_chart(
     ax.set_xlabel("batch size B [sequences]")
     ax.set_ylabel("decode throughput [thousand tokens/s]")
     convention = "2 x P FLOPs per token" if flops == "lesson" else "exact FLOPs"
-    ax.set_title(f"{model.name} on {accelerator.name}\n(roofline, {convention})", fontsize=10)
+    group = "" if model.tensor_parallel_size == 1 else f"{model.tensor_parallel_size} x "
+    ax.set_title(f"{model.name} on {group}{accelerator.name}\n(roofline, {convention})", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=8.5)
     return fig

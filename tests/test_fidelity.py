@@ -23,11 +23,11 @@ from roofline.cli import main
 from roofline.errors import InvalidValueError, UnknownPresetError
 from roofline.estimate import decode_step
 from roofline.sim import RooflineCostModel
-from roofline.validate import load_published, pending_published, validate_with_estimates
+from roofline.validate import load_published, validate_with_estimates
 
 ROWS = load_published()
 BY_ID = {m.id: m for m in ROWS}
-VLLM_CAL = ("vllm-llama-3.1-8b-b8-a100", "vllm-llama-3.1-8b-b8-h200")
+VLLM_CAL = ("vllm-llama-3-70b-tp4-b8-h200", "vllm-llama-3.1-8b-b8-a100", "vllm-llama-3.1-8b-b8-h200")
 
 
 def _calibration(name: str) -> list:
@@ -35,7 +35,20 @@ def _calibration(name: str) -> list:
 
 
 def _memory_time(m) -> Fraction:
-    return Fraction(m.model.weight_bytes + m.model.kv_bytes_per_token * m.context_sum) / Fraction(m.spec.bandwidth)
+    """One GPU's bytes (its share under tensor parallelism; experts its batch touches) / datasheet bandwidth [s]."""
+    share = m.model.per_gpu(m.tensor_parallel)
+    read = share.decode_weight_bytes(m.batch) + share.kv_bytes_per_token * m.context_sum
+    return Fraction(read) / Fraction(m.spec.bandwidth)
+
+
+def _allreduce(m) -> Fraction:
+    """2 L ring all-reduces of B x h x 2 bytes over the row's link, by hand [s] (0 on one GPU)."""
+    T = m.tensor_parallel
+    if T == 1:
+        return Fraction(0)
+    link = m.spec.link(T)
+    ring = Fraction(2 * (T - 1), T) * m.batch * m.model.hidden_size * 2 / Fraction(link.bandwidth.value)
+    return 2 * m.model.num_hidden_layers * (ring + 2 * (T - 1) * Fraction(link.latency.value))
 
 
 # --------------------------------------------------------------------------- the fit
@@ -80,18 +93,24 @@ def test_a_validation_row_is_refused_by_the_fit():
     assert info.value.field == "rows"
 
 
-def test_vllm_constants_are_the_two_row_solution_worked_by_hand():
-    """With the two vLLM calibration rows, eta_bw and t_step solve m = M / eta_bw + t_step exactly (then rounded)."""
+def test_vllm_constants_are_the_least_squares_solution_worked_by_hand():
+    """The three vLLM calibration rows (70B TP4 with its all-reduce, two 8B): t_step at its bound 0, and
+    eta_bw, t_layer the 2 x 2 normal equations of m = M / eta_bw + A + L t_layer in relative error, by hand."""
     p = engine_profiles()["vLLM with CUDA graphs"]
-    if p.calibration != VLLM_CAL:
-        pytest.skip(f"the vLLM profile is now fitted on {p.calibration}")
-    a, h = BY_ID[VLLM_CAL[0]], BY_ID[VLLM_CAL[1]]
-    x = (Fraction(a.measured_s) - Fraction(h.measured_s)) / (_memory_time(a) - _memory_time(h))
-    t = Fraction(h.measured_s) - x * _memory_time(h)
-    assert p.eta_bw.value == Fraction(round(10**4 / x), 10**4) == Fraction(7830, 10**4)
-    assert p.t_step is not None and p.t_step.value == Fraction(round(t * 10**7), 10**7) == Fraction(22155, 10**7)
-    assert p.t_layer is None and "every row has 32 layers" in p.fixed[0]
-    assert p.eta_bw.source.kind == "fitted" and p.t_step.source.kind == "fitted"
+    assert p.calibration == VLLM_CAL
+    rows = [BY_ID[i] for i in VLLM_CAL]
+    m = [Fraction(r.measured_s) for r in rows]
+    c1 = [_memory_time(r) / t for r, t in zip(rows, m, strict=True)]
+    c2 = [Fraction(r.model.num_hidden_layers) / t for r, t in zip(rows, m, strict=True)]
+    y = [(t - _allreduce(r)) / t for r, t in zip(rows, m, strict=True)]
+    a11, a12, a22 = sum(x * x for x in c1), sum(x * z for x, z in zip(c1, c2, strict=True)), sum(z * z for z in c2)
+    b1, b2 = sum(x * t for x, t in zip(c1, y, strict=True)), sum(z * t for z, t in zip(c2, y, strict=True))
+    det = a11 * a22 - a12 * a12
+    x, tl = (b1 * a22 - a12 * b2) / det, (a11 * b2 - a12 * b1) / det
+    assert p.eta_bw.value == Fraction(round(10**4 / x), 10**4) == Fraction(8052, 10**4)
+    assert p.t_layer is not None and p.t_layer.value == Fraction(round(tl * 10**7), 10**7)
+    assert p.t_step is None and "fitted at its bound" in p.fixed[0]
+    assert _allreduce(rows[0]) > 0 and p.eta_bw.source.kind == "fitted" and p.t_layer.source.kind == "fitted"
 
 
 def test_fit_recovers_constants_that_generated_the_rows():
@@ -100,7 +119,7 @@ def test_fit_recovers_constants_that_generated_the_rows():
     eta, ts, tl = Fraction(8, 10), Fraction(1, 1000), Fraction(2, 100_000)
     rows = []
     for m in _calibration(name):
-        t = _memory_time(m) / eta + ts + m.model.num_hidden_layers * tl
+        t = _memory_time(m) / eta + _allreduce(m) + ts + m.model.num_hidden_layers * tl
         rows.append(attrs.evolve(m, measured_s=float(t)))
     assert len({m.model.num_hidden_layers for m in rows}) == 2  # 32 and 80 layers: t_layer is separable
     p = fit_profile(name, rows)
@@ -133,14 +152,15 @@ def test_eta_mm_is_measured_not_fitted():
         assert p.eta_mm.source.kind == "measured" and "Maximum Achievable Matmul FLOPS" in p.eta_mm.source.citation
 
 
-def test_nim_waits_for_tensor_parallelism():
-    """NIM's only calibration row is tensor-parallel and pending, so the profile is refused with that reason."""
-    pending = {p.id for p in pending_published()}
-    if "nim-llama-3.3-70b-fp8-tp2-c1-5000in-h100" not in pending:
-        pytest.skip("the NIM calibration row is priced now")
-    with pytest.raises(InvalidValueError) as info:
-        get_engine_profile("nim")
-    assert info.value.field == "estimate" and "tensor parallelism" in str(info.value)
+def test_nim_is_fitted_on_its_tensor_parallel_row():
+    """NIM's only calibration row (Llama 3.3 70B FP8, 2 x H100) is priced per GPU with its all-reduce: one row
+    fits eta_bw alone, m = M / eta_bw + A, by hand; an unknown profile is still refused."""
+    p = get_engine_profile("nim")
+    row = BY_ID["nim-llama-3.3-70b-fp8-tp2-c1-5000in-h100"]
+    assert p.calibration == (row.id,) and row.tensor_parallel == 2
+    x = (Fraction(row.measured_s) - _allreduce(row)) / _memory_time(row)
+    assert p.eta_bw.value == Fraction(round(10**4 / x), 10**4) == Fraction(5868, 10**4)
+    assert p.t_step is None and p.t_layer is None
     with pytest.raises(UnknownPresetError):
         get_engine_profile("sglang")
 
@@ -193,15 +213,15 @@ def test_validate_reports_bound_and_estimate_per_subset():
 
 
 def test_validate_estimate_of_the_held_out_h100_row():
-    """The vLLM H100 row (validation) is estimated as 8.377 ms against 7.792 measured, +7.5 % (bound -38.1 %)."""
+    """The vLLM H100 row (validation) is estimated as 8.449 ms against 7.792 measured, +8.4 % (bound -38.1 %)."""
     p = engine_profiles()["vLLM with CUDA graphs"]
-    if p.calibration != VLLM_CAL:
-        pytest.skip(f"the vLLM profile is now fitted on {p.calibration}")
+    assert p.calibration == VLLM_CAL
     row = next(r for r in validate_with_estimates(ROWS).rows if r.measurement.id == "vllm-llama-3.1-8b-b8-h100")
     m = row.measurement
-    by_hand = _memory_time(m) / Fraction(7830, 10**4) + Fraction(22155, 10**7)
+    by_hand = _memory_time(m) / Fraction(8052, 10**4) + 32 * Fraction(768, 10**7)
+    assert p.t_layer is not None and p.t_layer.value == Fraction(768, 10**7)
     assert row.estimate_s == pytest.approx(float(by_hand), rel=1e-12)
-    assert round(row.estimate_s * 1e3, 3) == 8.377 and round(row.error_estimate, 3) == 0.075
+    assert round(row.estimate_s * 1e3, 3) == 8.449 and round(row.error_estimate, 3) == 0.084
     assert round(row.error_spec, 3) == -0.381
 
 
@@ -219,11 +239,9 @@ def test_validate_text_shows_both_subsets_and_targets(capsys):
     line = next(x for x in out.splitlines() if x.startswith("vllm-llama-3.1-8b-b8-h100 "))
     row = next(r for r in report.rows if r.measurement.id == "vllm-llama-3.1-8b-b8-h100")
     assert f"{row.estimate_s * 1e3:.3f} ms" in line and f"{row.error_estimate:+.1%}" in line and " val " in line
-    assert "vLLM with CUDA graphs (--estimate vllm): eta_bw 0.7830 [fitted]" in out or \
-        engine_profiles()["vLLM with CUDA graphs"].calibration != VLLM_CAL
+    assert "vLLM with CUDA graphs (--estimate vllm): eta_bw 0.8052 [fitted]" in out
     assert "eta_mm: measured: stas00/ml-engineering" in out
-    assert "NVIDIA NIM (backend not stated): no constants" in out or \
-        "nim-llama-3.3-70b-fp8-tp2-c1-5000in-h100" not in {p.id for p in pending_published()}
+    assert "NVIDIA NIM (backend not stated) (--estimate nim): eta_bw 0.5868 [fitted]" in out
 
 
 def test_validate_json_has_estimates_subsets_and_profiles(capsys):
@@ -281,12 +299,9 @@ def test_report_without_estimate_prints_the_same_numbers(capsys):
     assert "4.794 ms" in out and "296 [lesson]" in out and "404 sequences" in out and "[estimate]:" not in out
 
 
-@pytest.mark.parametrize("args,needle", [(["--estimate", "sglang"], "unknown engine profile 'sglang'"),
-                                         (["--estimate", "nim"], "estimate='nim'")])
+@pytest.mark.parametrize("args,needle", [(["--estimate", "sglang"], "unknown engine profile 'sglang'")])
 def test_report_bad_estimate_is_one_line(args, needle, capsys):
-    """An unknown or not-yet-fitted profile exits 2 with one line naming it."""
-    if args[1] == "nim" and "nim-llama-3.3-70b-fp8-tp2-c1-5000in-h100" not in {p.id for p in pending_published()}:
-        pytest.skip("the NIM calibration row is priced now")
+    """An unknown profile exits 2 with one line naming it."""
     assert main(["report", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1

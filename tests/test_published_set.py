@@ -9,7 +9,7 @@ import pytest
 
 from roofline.calibrate import MeasurementFileError
 from roofline.hardware import accelerator_names
-from roofline.models import get_model, model_names
+from roofline.models import model_names
 from roofline.validate import load_published, pending_published, published_path, validate
 
 
@@ -80,22 +80,21 @@ def test_split_is_fixed_disjoint_and_balanced(doc: dict) -> None:
 
 
 def test_unpriced_points_name_what_the_package_lacks(doc: dict) -> None:
-    """A point is pending exactly when it is tensor-parallel, MoE or names a missing preset; reasons say which."""
+    """A point is pending exactly when it names a missing preset (tensor-parallel and MoE points are priced)."""
     pending = {p.id: p for p in pending_published()}
     priced = {m.id for m in load_published()}
     assert len(pending) + len(priced) == len(doc["points"]) and not set(pending) & priced
     for p in doc["points"]:
         lacks = [n for n in (p["model"], p["accelerator"]) if n not in model_names() and n not in accelerator_names()]
-        tp = p.get("tensor_parallel", 1)
-        moe = p["model"] in model_names() and bool(getattr(get_model(p["model"]), "num_experts", None))
-        assert (p["id"] in pending) == (tp > 1 or bool(lacks) or moe), p["id"]
+        assert (p["id"] in pending) == bool(lacks), p["id"]
         if p["id"] in pending:
             reasons = pending[p["id"]].reasons
-            assert (tp > 1) == any("tensor parallelism" in r for r in reasons)
             assert all(any(repr(n) in r for r in reasons) for n in lacks)
+            assert not any("tensor parallelism" in r or "MoE" in r for r in reasons)
     declared = {n for p in doc["points"] for n in p.get("pending_presets", [])}
     assert declared == {"llama-2-70b", "mixtral-8x7b", "l40s"}
-    assert all(m.tensor_parallel == 1 for m in load_published())
+    tp = {m.id: m.tensor_parallel for m in load_published()}
+    assert tp["vllm-llama-3-70b-tp4-b8-h200"] == 4 and tp["gpt-fast-llama-3.1-70b-tp8-a100-330w"] == 8
 
 
 def test_bound_lies_below_every_priced_measurement() -> None:
@@ -130,7 +129,8 @@ def _point(doc: dict, pid: str) -> dict:
          else d["engine_profiles"].update(x=["nope"]), "engine_profiles.x.0", "not the id of a point"),
         (lambda d: d["points"][2].update(tensor_parallel=0), "points.2.tensor_parallel", "integer >= 1"),
         (lambda d: _point(d, "vllm-llama-3.1-8b-b8-h200").pop("output_len"), "output_len", "needs the output length"),
-        (lambda d: _point(d, "gpt-fast-llama-2-70b-int4-a100-330w").pop("pending_presets"), "model", "unknown model"),
+        (lambda d: _point(d, "gpt-fast-llama-2-70b-int4-a100-330w").update(model="llama-9-1t"), "model",
+         "unknown model"),
         (lambda d: d["points"][2].update(weight_dtype="int3"), "points.2.weight_dtype", "int3"),
     ],
 )
@@ -142,20 +142,36 @@ def test_bad_set_fields_are_refused_by_name(tmp_path: Path, edit, field: str, me
     assert field in info.value.field and message in str(info.value)
 
 
-def test_moe_model_is_pending_not_priced_on_all_experts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A model with routed experts is left unpriced (predict would read all experts), with a reason naming it."""
-    import roofline.calibrate.published as v
+def test_moe_point_is_priced_by_the_experts_its_batch_touches() -> None:
+    """Mixtral int8 at batch 1 reads the shared weights + k = 2 experts (not all 8), worked by hand."""
+    from fractions import Fraction
 
-    class _MoE:
-        num_experts = 8
+    from roofline.validate import predict
 
-        def with_dtypes(self, **_: str) -> _MoE:
-            return self
+    m = next(x for x in load_published() if x.id == "gpt-fast-mixtral-8x7b-int8-a100-330w")
+    model, acc = m.model, m.spec
+    assert model.num_experts == 8 and model.num_experts_per_tok == 2 and m.batch == 1
+    read = model.shared_weight_bytes + 2 * model.routed_expert_bytes
+    assert read < model.weight_bytes
+    by_hand = (Fraction(read) + Fraction(model.kv_bytes_per_token) * m.context_sum) / Fraction(acc.bandwidth)
+    t, bound = predict(m, acc)
+    assert bound == "memory" and t == pytest.approx(float(by_hand), rel=1e-12)
 
-    real = v.get_model
-    monkeypatch.setattr(v, "get_model", lambda name: _MoE() if name == "llama-2-13b" else real(name))
-    pending = {p.id: p for p in pending_published()}
-    assert pending["lmdeploy-llama-2-13b-b1-a100"].reasons == (
-        "MoE model 'llama-2-13b': validate's roofline would read every expert's weights per step",
-    )
-    assert "lmdeploy-llama-2-13b-b1-a100" not in {m.id for m in load_published()}
+
+def test_tensor_parallel_point_is_priced_per_gpu_with_the_allreduce() -> None:
+    """Llama 3.1 70B on 8 A100 (gpt-fast, batch 1): 1/8 of the weights and KV + 160 ring all-reduces, by hand."""
+    from fractions import Fraction
+
+    from roofline.validate import predict
+
+    m = next(x for x in load_published() if x.id == "gpt-fast-llama-3.1-70b-tp8-a100-330w")
+    acc = m.spec
+    assert m.tensor_parallel == 8 and m.batch == 1 and m.context_sum == 105
+    # per GPU (heads 64/8, KV heads 8/8, MLP 28,672/8, vocabulary 128,256/8): 17,640,734,720 B; KV 40,960 B/token
+    weights, kv = 17_640_734_720, 2 * 80 * 1 * 128 * 2
+    link = acc.link(8)
+    bw, alpha = Fraction(link.bandwidth.value), Fraction(link.latency.value)
+    allreduce = 2 * 80 * (Fraction(2 * 7, 8) * 8192 * 2 / bw + 2 * 7 * alpha)
+    by_hand = (Fraction(weights) + kv * 105) / Fraction(acc.bandwidth) + allreduce
+    t, bound = predict(m, acc)
+    assert bound == "memory" and t == pytest.approx(float(by_hand), rel=1e-12)

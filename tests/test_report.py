@@ -100,7 +100,9 @@ def test_options(capsys, tmp_path):
         (["--utilization", "1.5"], "utilization"),
         (["--weight-dtype", "int3"], "weight_dtype='int3'"),
         (["--model", "/nonexistent/config.json"], "cannot read"),
-        (["--model", "llama-2-13b", "--accelerator", "a100-40gb", "--weight-dtype", "float32"], "leave no KV budget"),
+        (["--model", "llama-2-13b", "--accelerator", "a100-40gb", "--weight-dtype", "float32", "--tp", "1"],
+         "leave no KV budget on NVIDIA A100 SXM4 40GB at utilization 0.9; the smallest tensor-parallel size that fits "
+         "is 2"),
     ],
 )
 def test_bad_input_one_line_exit_2(args, needle, capsys):

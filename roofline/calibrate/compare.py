@@ -39,7 +39,7 @@ from typing import Any
 import attrs
 
 from ..errors import InvalidValueError
-from ..formulas import step_time
+from ..formulas import decode_allreduce_time, step_time
 from ..hardware import Accelerator, get_accelerator
 from .published import load_published
 from .schema import Calibration, Measurement, calibration_files, load_calibration
@@ -90,7 +90,12 @@ def predict(
     -------
     (float, str)
         Step time [s] from :func:`roofline.formulas.step_time` with overhead 0, and
-        ``"memory"`` or ``"compute"``: which side of the roofline sets it.
+        ``"memory"`` or ``"compute"``: which side of the roofline sets it. A row with
+        ``tensor_parallel`` T > 1 is priced on one GPU's share of the model
+        (:meth:`roofline.ModelConfig.per_gpu`) plus the 2 L ring all-reduces of its batch over
+        ``accelerator.link(T)`` (:func:`roofline.formulas.decode_allreduce_time`); a MoE row reads
+        the experts its batch touches (uniform routing; docs/conventions.md, "Tensor parallelism"
+        and "Architectures").
 
     Raises
     ------
@@ -104,17 +109,26 @@ def predict(
     >>> round(t * 1e3, 3), bound
     (6.637, 'memory')
     """
-    model = measurement.model
+    from ..estimate import allreduce_terms
+
+    model = measurement.model.per_gpu(measurement.tensor_parallel)
+    terms = dict(model.step_terms(flops))
+    if model.is_moe:
+        terms["weight_bytes"] = model.decode_weight_bytes(measurement.batch)
     kw = dict(
         batch=measurement.batch,
         context_sum=measurement.context_sum,
-        **model.step_terms(flops),
+        **terms,
         **accelerator.step_terms(),
     )
-    t = float(step_time(**kw, overhead=0))
-    memory = float(model.weight_bytes + model.kv_bytes_per_token * measurement.context_sum) / float(
+    allreduce = 0.0
+    if model.tensor_parallel_size > 1:
+        allreduce = float(decode_allreduce_time(batch=measurement.batch,
+                                                **allreduce_terms(model, accelerator, model.tensor_parallel_size)))
+    t = float(step_time(**kw, overhead=0)) + allreduce
+    memory = float(terms["weight_bytes"] + model.kv_bytes_per_token * measurement.context_sum) / float(
         accelerator.bandwidth
-    )
+    ) + allreduce
     return t, "memory" if math.isclose(t, memory, rel_tol=1e-12) else "compute"
 
 

@@ -147,9 +147,10 @@ def pending_published(path: str | os.PathLike[str] | None = None) -> list[Pendin
     Returns
     -------
     list of PendingPoint
-        One per point with tensor_parallel > 1 (this version prices one device), a
-        model/accelerator preset the package lacks (declared by the point's
-        ``pending_presets``), or a MoE model (the roofline here reads every expert).
+        One per point whose model or accelerator preset the package lacks (declared by the
+        point's ``pending_presets``). Tensor-parallel points are priced per GPU with the
+        all-reduce, MoE points by the experts their batch touches
+        (:func:`roofline.calibrate.compare.predict`).
 
     Raises
     ------
@@ -241,11 +242,6 @@ def _read_published(path: str | os.PathLike[str] | None) -> tuple[list[Measureme
         metric_text = (
             f"{metric} = {value:g} {unit}; step time = {rule} = {measured * 1e3:.3f} ms ({engine})"
         )
-        if tp > 1:
-            reasons.append(f"tensor parallelism (tensor_parallel = {tp}): this version prices one device")
-        if model is not None and getattr(model, "num_experts", None):
-            # predict() reads model.weight_bytes, every expert; a MoE step reads only the experts it routes to
-            reasons.append(f"MoE model {model_name!r}: validate's roofline would read every expert's weights per step")
         if reasons or model is None or spec is None:
             pending.append(PendingPoint(
                 id=pid,

@@ -99,3 +99,12 @@ def add_estimate_option(p: argparse.ArgumentParser) -> None:
                         "vllm, gpt-fast, lmdeploy or trtllm (constants fitted on published measurements; "
                         "see roofline validate) (default: the bound only)")
 
+
+
+def add_tensor_parallel_option(p: argparse.ArgumentParser, *, default: int | None = 1) -> None:
+    """Add ``--tensor-parallel-size`` / ``--tp`` (vLLM's flag): T GPUs sharing the model."""
+    p.add_argument("--tensor-parallel-size", "--tp", type=int_arg("--tensor-parallel-size", 1), default=default,
+                   dest="tensor_parallel_size", metavar="T",
+                   help="GPUs in a tensor-parallel group: sizes are per GPU, step times add the all-reduce, "
+                        "tokens/s are the group's (docs/conventions.md, \"Tensor parallelism\"; default: "
+                        + ("the smallest that fits" if default is None else str(default)) + ")")

@@ -28,7 +28,7 @@ from .._io import check_outputs, output_path
 from ..hardware import get_accelerator
 from ..models import load_model
 from ..units import GB
-from ._args import add_flops_option, add_model_options, int_arg, number_arg, plain
+from ._args import add_flops_option, add_model_options, add_tensor_parallel_option, int_arg, number_arg, plain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batch", type=int_arg("--max-batch", 2, maximum=100_000), default=512,
                    help="largest batch size drawn (default: %(default)s)")
     add_flops_option(p, default="exact")
+    add_tensor_parallel_option(p)
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
     p.set_defaults(func=run)
 
@@ -61,7 +62,7 @@ def run(args: Any) -> int:
     out = output_path("--out", args.out)
     inputs = [args.model if os.path.isfile(args.model) else None]
     check_outputs("--out", [out, *(out / f"{stem}.{fmt}" for stem in CHART_NAMES for fmt in args.formats)], inputs)
-    model = load_model(args.model)
+    model = load_model(args.model).per_gpu(args.tensor_parallel_size)  # T > 1: one GPU's share, tokens/s of the group
     accelerator = get_accelerator(args.accelerator)
     paths = write_charts(args.out, model, accelerator, formats=args.formats, context=args.context,
                          kv_budget=int(args.kv_budget_gb * GB), max_batch=args.max_batch, flops=args.flops)

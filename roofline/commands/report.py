@@ -36,7 +36,7 @@ from ..errors import InvalidValueError
 from ..hardware import Accelerator, get_accelerator
 from ..models import ModelConfig, load_model
 from ..units import GB, format_time
-from ._args import add_estimate_option, add_model_options, int_arg, number_arg, plain
+from ._args import add_estimate_option, add_model_options, add_tensor_parallel_option, int_arg, number_arg, plain
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
 LESSON_KV_BUDGET_GB = 53
@@ -63,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16,
                    help="paged KV block size in tokens (default: %(default)s)")
     add_estimate_option(p)
+    add_tensor_parallel_option(p, default=None)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
     p.set_defaults(func=run)
 
@@ -78,6 +79,7 @@ def build_report(
     block_size: int = 16,
     estimate: Any = None,
     kv_limit_from: str = "upper_bound",
+    tensor_parallel_size: int = 1,
 ) -> dict[str, Any]:
     """All the report's numbers as a JSON-ready dict (SI units, floats).
 
@@ -97,6 +99,11 @@ def build_report(
     kv_limit_from : {"upper_bound", "given"}
         The budget that sets the table's KV limit: the upper bound (usable x utilization -
         weights, reserve 0; the default) or ``kv_budget`` (what ``--kv-budget-gb`` gives).
+    tensor_parallel_size : int >= 1, default 1
+        T > 1: every size is one GPU's share (:meth:`roofline.ModelConfig.per_gpu`), every step
+        time adds the all-reduce, tokens/s are the group's, and key ``tensor_parallel`` holds the
+        group's numbers (docs/conventions.md, "Tensor parallelism"). T = 1 gives the single-GPU
+        report, without that key.
 
     Returns
     -------
@@ -124,6 +131,7 @@ def build_report(
         raise InvalidValueError("utilization", float(utilization), "must be in (0, 1]")
     if kv_limit_from not in ("upper_bound", "given"):
         raise InvalidValueError("kv_limit_from", kv_limit_from, "expected 'upper_bound' or 'given'")
+    whole, model = model, model.per_gpu(tensor_parallel_size)
 
     single = {conv: estimate.decode_step(model, accelerator, batch=1, context=0, flops=conv)
               for conv in ("lesson", "exact")}
@@ -195,9 +203,9 @@ def build_report(
             "kv_limit": kv_limit, "table_flops": "exact",
         },
         "model": {
-            "name": model.name, "parameters": model.parameters, "weight_dtype": model.weight_dtype,
-            "model_type": model.model_type, "total_parameters": model.parameters,
-            "active_parameters": model.active_parameters, "other_tower_parameters": model.tower_parameters,
+            "name": model.name, "parameters": whole.parameters, "weight_dtype": model.weight_dtype,
+            "model_type": model.model_type, "total_parameters": whole.parameters,
+            "active_parameters": whole.active_parameters, "other_tower_parameters": model.tower_parameters,
             "experts": experts, "multi_head_latent_attention": model.is_mla,
             "sliding_windows": sorted({w for w in model.layer_windows if w is not None}),
             "quantization": None if model.quantization is None else model.quantization.method,
@@ -238,7 +246,82 @@ def build_report(
     }
     if profile is not None:
         out["estimate"] = _estimate_json(model, accelerator, profile, context, table_batches, step_json)
+    if model.tensor_parallel_size > 1:
+        out["tensor_parallel"] = _tensor_parallel_json(whole, model, accelerator, upper_cap, rows)
     return out
+
+
+def _tensor_parallel_json(whole: ModelConfig, share: ModelConfig, accelerator: Accelerator,
+                          upper: estimate_mod.KVCapacity, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The group's numbers: link, per-GPU and whole-model sizes, the all-reduce, tokens/s of the group."""
+    from .. import formulas as f
+
+    T = share.tensor_parallel_size
+    link = accelerator.link(T)
+    ar = estimate_mod.allreduce_terms(share, accelerator, T)
+    one = estimate_mod.decode_step(share, accelerator, batch=1, context=0)
+    at_limit = next((row["with_kv"] for row in rows if row["kv_limit"]), None)
+    return {
+        "size": T,
+        "link": {"name": link.name, "bandwidth_bytes_per_s": float(link.bandwidth.value),
+                 "latency_s": float(link.latency.value), "bandwidth_kind": link.bandwidth.source.kind,
+                 "latency_kind": link.latency.source.kind},
+        "weight_bytes_whole_model": float(whole.weight_bytes),
+        "weight_bytes_per_gpu": float(share.weight_bytes),
+        "parameters_per_gpu": share.parameters,
+        "weight_bytes_all_gpus": float(share.weight_bytes * T),
+        "query_heads_per_gpu": share.num_attention_heads,
+        "kv_heads_per_gpu": None if share.is_mla else share.num_key_value_heads,
+        "kv_heads_replicated": (not share.is_mla) and whole.num_key_value_heads < T,
+        "mla_latent_replicated": share.is_mla,
+        "kv_bytes_per_token_whole_model": float(whole.kv_bytes_per_token),
+        "kv_bytes_per_token_per_gpu": float(share.kv_bytes_per_token),
+        "kv_budget_all_gpus_bytes": float(upper.budget * T),
+        "allreduces_per_step": 2 * share.num_hidden_layers,
+        "allreduce_message_bytes_per_token": share.hidden_size * share.activation_bytes,
+        "batch_1": {"step_time_s": float(one.step_time), "allreduce_time_s": float(one.allreduce_time),
+                    "allreduce_bandwidth_time_s": float(one.allreduce_bandwidth_time),
+                    "allreduce_latency_time_s": float(one.allreduce_latency_time),
+                    "group_throughput_tokens_per_s": float(one.throughput)},
+        "allreduce_crossover_batch": float(f.allreduce_crossover_batch(
+            hidden_size=ar["hidden_size"], activation_bytes=ar["activation_bytes"], tensor_parallel_size=T,
+            link_bandwidth=ar["link_bandwidth"], link_latency=ar["link_latency"])),
+        "group_throughput_at_kv_limit_tokens_per_s": None if at_limit is None
+        else at_limit["throughput_tokens_per_s"],
+    }
+
+
+def _tensor_parallel_lines(r: dict[str, Any]) -> list[str]:
+    """The report's head under tensor parallelism: what is per GPU, what is the group's."""
+    tp = r["tensor_parallel"]
+    T, link, one = tp["size"], tp["link"], tp["batch_1"]
+    heads = ("MLA latent KV replicated on every GPU" if tp["mla_latent_replicated"]
+             else f"{tp['kv_heads_per_gpu']} KV head(s) per GPU"
+             + (" (replicated: T exceeds the KV heads)" if tp["kv_heads_replicated"] else ""))
+    limit = tp["group_throughput_at_kv_limit_tokens_per_s"]
+    return [
+        f"Tensor parallelism: {T} GPUs (--tensor-parallel-size {T}) over {link['name']}, "
+        f"{link['bandwidth_bytes_per_s'] / 1e9:g} GB/s per direction, {link['latency_s'] * 1e6:g} us per ring step",
+        "  below, bytes, FLOPs, KV and budgets are ONE GPU's share; step times include the all-reduce; "
+        "tokens/s are the whole group's",
+        f"  weights               {tp['weight_bytes_per_gpu'] / 1e9:9.2f} GB per GPU x {T} = "
+        f"{tp['weight_bytes_all_gpus'] / 1e9:.2f} GB (whole model {tp['weight_bytes_whole_model'] / 1e9:.2f} GB; "
+        "norms and replicated parts on every GPU)",
+        f"  attention             {tp['query_heads_per_gpu']} query heads per GPU, {heads}; KV "
+        f"{tp['kv_bytes_per_token_per_gpu']:,.0f} B per token per GPU (whole model "
+        f"{tp['kv_bytes_per_token_whole_model']:,.0f} B)",
+        f"  all-reduce            {tp['allreduces_per_step']} per step (after attention and after the MLP of "
+        f"each layer) of B x {tp['allreduce_message_bytes_per_token']:,} B",
+        f"  batch 1               {_t(one['step_time_s'])} = roofline of one GPU + all-reduce "
+        f"{_t(one['allreduce_time_s'])} (latency {_t(one['allreduce_latency_time_s'])}, bandwidth "
+        f"{_t(one['allreduce_bandwidth_time_s'])}); {one['group_throughput_tokens_per_s']:.0f} tokens/s",
+        f"  all-reduce crossover  bandwidth term above latency term from batch "
+        f"{tp['allreduce_crossover_batch']:,.1f} = T x latency x bandwidth / (hidden x activation bytes)",
+        f"  KV budget of the group {tp['kv_budget_all_gpus_bytes'] / 1e9:8.2f} GB (reserve 0); "
+        + ("tokens/s of the group at the table's KV limit "
+           f"{limit:,.0f}" if limit is not None else "no sequence fits"),
+        "",
+    ]
 
 
 def _estimate_json(model: ModelConfig, accelerator: Accelerator, name: Any, context: int,
@@ -282,21 +365,25 @@ def format_report(r: dict[str, Any]) -> str:
     ctx = cl["context"]
     from_given = r["inputs"]["kv_limit_from"] == "given"
     eight_wo, eight_kv, one_kv = r["eight"]["weights_only"], r["eight"]["with_kv"], r["single_with_kv"]
+    tp = r.get("tensor_parallel")
+    on = a["name"] if tp is None else f"{tp['size']} x {a['name']} (tensor parallel; sizes per GPU)"
+    plus_ar = "" if tp is None else " + all-reduce"
+    held = m["parameters"] if tp is None else tp["parameters_per_gpu"]
     out = [
-        f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {a['name']}",
+        f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {on}",
         f"  HBM {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
         f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB (sources: roofline.hardware)",
         "  every time is the roofline bound (a lower bound: datasheet constants, no overhead) unless marked "
         "[estimate]",
         "",
         "One request at a time (batch 1, weights only)",
-        f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {m['parameters']:,} parameters x "
-        f"{w['bytes'] / m['parameters']:g} B",
+        f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {held:,} parameters x "
+        f"{w['bytes'] / held:g} B" + ("" if tp is None else " (one GPU's)"),
         f"  parameters            total {m['total_parameters']:,}, active per token {m['active_parameters']:,}"
         + (f" (other towers {m['other_tower_parameters']:,})" if m["other_tower_parameters"] else ""),
         *_moe_lines(m),
         f"  step time             {_t(lesson['step_time_s']):>12} = weight bytes / bandwidth "
-        f"= {lesson['bytes'] / 1e9:.2f} GB / {bw / 1e12:.2f} TB/s",
+        f"= {lesson['bytes'] / 1e9:.2f} GB / {bw / 1e12:.2f} TB/s" + plus_ar,
         f"  compute time [lesson] {_t(lesson['compute_time_s']):>12} = 2 x P / peak "
         f"= {m['lesson_flops_per_token'] / 1e9:.2f} GFLOP / {peak / 1e12:.1f} TFLOP/s",
         f"  compute time [exact]  {_t(exact['compute_time_s']):>12} = 2 x matmul params / peak "
@@ -321,6 +408,7 @@ def format_report(r: dict[str, Any]) -> str:
            else "F / (ridge x k - a)")
         + ": above it, no batch is compute-bound",
         "",
+        *(_tensor_parallel_lines(r) if "tensor_parallel" in r else []),
         "Batching: 8 requests side by side",
         f"  step time, batch 8    {_t(r['eight']['weights_only']['step_time_s']):>12} weights only "
         f"(batch 1: {_t(exact['step_time_s'])}), 8 tokens per step",
@@ -443,11 +531,25 @@ def run(args: argparse.Namespace) -> int:
     """Print the report for the parsed arguments; return 0."""
     model = load_model(args.model, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
     accelerator = get_accelerator(args.accelerator)
+    tp, note = args.tensor_parallel_size, None
+    if tp is None:  # not given: one GPU, or the smallest group that fits, said so
+        tp = estimate_mod.smallest_tensor_parallel_size(model, accelerator, utilization=args.utilization) or 1
+        if tp > 1:
+            note = (f"{model.name} does not fit one {accelerator.name} (weights {float(model.weight_bytes) / 1e9:.2f} "
+                    f"GB); the smallest tensor-parallel size that fits is {tp}: the report below is for "
+                    f"--tensor-parallel-size {tp}")
     given = args.kv_budget_gb is not None
     report = build_report(
         model, accelerator, context=args.context, batches=args.batch,
         kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,
         block_size=args.block_size, estimate=args.estimate, kv_limit_from="given" if given else "upper_bound",
+        tensor_parallel_size=tp,
     )
-    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    if note is not None:
+        report["tensor_parallel"]["chosen"] = "smallest that fits"
+        report["tensor_parallel"]["note"] = note
+    elif "tensor_parallel" in report:
+        report["tensor_parallel"]["chosen"] = "given"
+    text = json.dumps(report, indent=2) if args.json else format_report(report)
+    print(text if note is None or args.json else note + "\n\n" + text)
     return 0

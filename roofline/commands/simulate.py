@@ -76,7 +76,15 @@ from ..sim import (
     synthetic_workload,
 )
 from ..units import GB, format_time
-from ._args import add_estimate_option, add_flops_option, add_model_options, int_arg, number_arg, plain
+from ._args import (
+    add_estimate_option,
+    add_flops_option,
+    add_model_options,
+    add_tensor_parallel_option,
+    int_arg,
+    number_arg,
+    plain,
+)
 
 DEFAULT_BATCH_SIZE = 8
 DEFAULT_MAX_NUM_SEQS = 256
@@ -124,6 +132,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_options(p)
     add_flops_option(p, default="exact")
     add_estimate_option(p)
+    add_tensor_parallel_option(p)
     p.add_argument("--overhead", type=number_arg("--overhead"), default=Fraction(0),
                    help="fixed per-step overhead in seconds (default: 0)")
     p.add_argument("--float", action="store_true", dest="float_mode",
@@ -318,6 +327,9 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidValueError("--utilization", float(args.utilization), "the KV budget given by --kv-budget-gb "
                                 "replaces the one --utilization gives; give one of them")
     model = load_model(args.model, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+    # one GPU's share: the KV pool and budget are per GPU, every step adds its all-reduce (docs/conventions.md,
+    # "Tensor parallelism")
+    model = model.per_gpu(getattr(args, "tensor_parallel_size", 1))
     accelerator = get_accelerator(args.accelerator)
     if args.kv_budget_gb is not None:
         budget = args.kv_budget_gb * GB
@@ -425,6 +437,14 @@ def _describe(workload: dict[str, Any]) -> str:
     return f"generated ({arrival}; {lengths}; seed {workload['seed']})"
 
 
+def _on(model: Any, acc: Any) -> str:
+    """The accelerator, or the tensor-parallel group, a run is on."""
+    if model.tensor_parallel_size == 1:
+        return str(acc.name)
+    return (f"{model.tensor_parallel_size} x {acc.name} (tensor parallel: KV pool per GPU, all-reduce in every "
+            "step, tokens/s of the group)")
+
+
 def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     """The comparison as text: one row per policy, then latency percentiles and goodput."""
     pool, model, acc = run["pool"], run["model"], run["accelerator"]
@@ -432,7 +452,7 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     last = float(max((r.arrival_s for r in reqs), default=0))
     lines = [
         f"roofline simulate: {len(reqs):,} requests from {_describe(run['workload'])} (arrivals over {last:,.1f} s)",
-        f"  {model.name} (weights {model.weight_dtype}, KV {model.kv_dtype}) on {acc.name}; "
+        f"  {model.name} (weights {model.weight_dtype}, KV {model.kv_dtype}) on {_on(model, acc)}; "
         f"KV pool {pool.capacity_blocks:,} blocks x {pool.block_size} tokens = {pool.capacity_tokens:,} tokens "
         f"({float(run['budget']) / 1e9:.2f} GB)",
         f"  step times: {_kind_text(run.get('time_kind', 'bound'))}",
@@ -516,6 +536,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         "workload": workload,
         "model": {"name": model.name, "weight_dtype": model.weight_dtype, "kv_dtype": model.kv_dtype},
         "accelerator": {"key": acc.key, "name": acc.name},
+        **({"tensor_parallel_size": model.tensor_parallel_size} if model.tensor_parallel_size > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
         "kv_pool": {"budget_bytes": float(run["budget"]), "capacity_blocks": pool.capacity_blocks,
                     "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens},

@@ -40,7 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from .. import formulas as f
-from .._checks import check_nonnegative, check_positive
+from .._checks import check_int, check_nonnegative, check_positive
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
@@ -173,6 +173,15 @@ class RooflineCostModel:
         T tokens reads W + X x E (1 - (1 - k/E)^T) (uniform routing,
         :func:`roofline.formulas.moe_decode_weight_bytes`).
     num_experts, experts_per_token : int >= 0, default 0 (a dense model)
+    tensor_parallel_size : int >= 1, default 1
+        T GPUs in a tensor-parallel group. The sizes above are then one GPU's share
+        (:meth:`roofline.ModelConfig.per_gpu`) and every step of n tokens (decode rows, prompt
+        tokens, or both) adds 2 L ring all-reduces of n x ``hidden_size`` x ``activation_bytes``
+        over a link of ``link_bandwidth`` [bytes/s] and ``link_latency`` [s]
+        (:func:`roofline.formulas.decode_allreduce_time`; docs/conventions.md, "Tensor parallelism").
+        At T = 1 nothing is added and the other fields below are ignored.
+    num_hidden_layers, hidden_size : int >= 0, default 0 (needed when T > 1)
+    activation_bytes, link_bandwidth, link_latency : default 2, 1, 0
 
     Raises
     ------
@@ -207,12 +216,19 @@ class RooflineCostModel:
     routed_expert_bytes: Any = 0
     num_experts: int = 0
     experts_per_token: int = 0
+    tensor_parallel_size: int = 1
+    num_hidden_layers: int = 0
+    hidden_size: int = 0
+    activation_bytes: Any = 2
+    link_bandwidth: Any = 1
+    link_latency: Any = 0
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _mixed_cache: dict[tuple[int, int, int, int, int], Any] = attrs.field(init=False, repr=False, eq=False,
                                                                        factory=dict)
     _routed: Any = attrs.field(init=False, repr=False, eq=False, default=0)
+    _allreduce: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.exact, bool):
@@ -232,6 +248,23 @@ class RooflineCostModel:
             terms["peak_flops"] = Fraction(terms["peak_flops"])
         object.__setattr__(self, "_terms", terms)
         object.__setattr__(self, "_routed", convert(self.routed_expert_bytes))
+        check_int("tensor_parallel_size", self.tensor_parallel_size, minimum=1)
+        if self.tensor_parallel_size > 1:
+            ar = dict(num_hidden_layers=self.num_hidden_layers, hidden_size=self.hidden_size,
+                      activation_bytes=self.activation_bytes, tensor_parallel_size=self.tensor_parallel_size,
+                      link_bandwidth=self.link_bandwidth, link_latency=self.link_latency)
+            f.decode_allreduce_time(batch=1, **ar)  # names a bad field
+            ar["activation_bytes"] = convert(ar["activation_bytes"])
+            ar["link_latency"] = convert(ar["link_latency"])
+            ar["link_bandwidth"] = Fraction(ar["link_bandwidth"]) if self.exact else float(ar["link_bandwidth"])
+            object.__setattr__(self, "_allreduce", ar)
+
+    def allreduce_time(self, tokens: int) -> Any:
+        """All-reduce time [s] of a step of ``tokens`` tokens: 2 L ring all-reduces of tokens x h x e bytes
+        (:func:`roofline.formulas.decode_allreduce_time`); 0 at T = 1 or without tokens."""
+        if self._allreduce is None or not tokens:
+            return 0
+        return f.decode_allreduce_time.unchecked(batch=tokens, **self._allreduce)
 
     @classmethod
     def for_model(
@@ -243,6 +276,7 @@ class RooflineCostModel:
         overhead: Any = 0,
         exact: bool = True,
         estimate: Any = None,
+        tensor_parallel_size: int = 1,
     ) -> RooflineCostModel:
         """The cost model of ``model`` on ``accelerator``: the bound, or an engine profile's estimate.
 
@@ -263,6 +297,10 @@ class RooflineCostModel:
             step costs :func:`roofline.formulas.estimated_step_time` and every prefill
             :func:`roofline.formulas.estimated_prefill_step_time` (docs/conventions.md,
             "Bound and estimate").
+        tensor_parallel_size : int >= 1, default 1
+            T: one GPU's share of the model (:meth:`roofline.ModelConfig.per_gpu`) and the
+            all-reduces of every step over :meth:`roofline.Accelerator.link` (T); T = 1 gives
+            today's durations exactly (docs/conventions.md, "Tensor parallelism").
 
         Returns
         -------
@@ -271,7 +309,8 @@ class RooflineCostModel:
         Raises
         ------
         InvalidValueError
-            An unknown FLOPs convention or a bad overhead; a profile without constants.
+            An unknown FLOPs convention or a bad overhead; a profile without constants; a T the
+            model's heads or widths refuse, or one the accelerator's links cannot hold.
         UnknownPresetError
             An unknown engine profile.
         UnsupportedModelError
@@ -298,6 +337,12 @@ class RooflineCostModel:
             check_nonnegative("overhead", overhead)
             overhead = overhead + profile.overhead(model.num_hidden_layers)
             accelerator = profile.scaled(accelerator)
+        model = model.per_gpu(tensor_parallel_size)  # a share made by per_gpu keeps its own T
+        tp: dict[str, Any] = {}
+        if model.tensor_parallel_size > 1:
+            from ..estimate import allreduce_terms
+
+            tp = allreduce_terms(model, accelerator, model.tensor_parallel_size)
         terms: dict[str, Any] = dict(model.step_terms(flops))
         moe: dict[str, Any] = {}
         if model.is_moe:
@@ -307,7 +352,7 @@ class RooflineCostModel:
         hardware: dict[str, Any] = dict(accelerator.step_terms(model.compute_dtype))
         return cls(
             **terms,
-            **hardware, overhead=overhead, exact=exact, **moe,
+            **hardware, overhead=overhead, exact=exact, **moe, **tp,
         )
 
     def weights_read(self, tokens: int) -> Any:
@@ -336,6 +381,8 @@ class RooflineCostModel:
         if duration is None:
             terms = self._terms if not self.num_experts else dict(self._terms, weight_bytes=self.weights_read(batch))
             duration = f.step_time.unchecked(batch=batch, context_sum=context_sum, **terms)
+            if self._allreduce is not None:
+                duration = duration + self.allreduce_time(batch)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -351,6 +398,8 @@ class RooflineCostModel:
                      else dict(self._terms, weight_bytes=self.weights_read(prefill_tokens)))
             duration = f.prefill_step_time.unchecked(prefill_tokens=prefill_tokens, attention_pairs=attention_pairs,
                                                      **terms)
+            if self._allreduce is not None:
+                duration = duration + self.allreduce_time(prefill_tokens)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -372,6 +421,8 @@ class RooflineCostModel:
             duration = f.mixed_step_time.unchecked(decode_rows=decode_rows, context_sum=context_sum,
                                                    prefill_tokens=prefill_tokens, cached_tokens=cached_tokens,
                                                    attention_pairs=attention_pairs, **terms)
+            if self._allreduce is not None:
+                duration = duration + self.allreduce_time(decode_rows + prefill_tokens)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration

@@ -1,0 +1,310 @@
+"""Tensor parallelism of degree T: one GPU's share, the all-reduce in every step, report / fit / simulate."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import estimate, get_accelerator, get_model
+from roofline.cli import main
+from roofline.commands.fit import build_fit, format_fit
+from roofline.commands.report import build_report, format_report
+from roofline.errors import InvalidValueError, RooflineError
+from roofline.models import model_names
+from roofline.sim import RooflineCostModel
+from roofline.testing.strategies import model_configs
+
+H100 = get_accelerator("h100-sxm")
+LLAMA70 = get_model("llama-3.1-70b")
+
+
+# --------------------------------------------------------------------------- what each GPU holds
+
+
+@pytest.mark.parametrize("T", [2, 4, 8])
+def test_llama_70b_per_gpu_weights_and_kv_by_hand(T: int) -> None:
+    """Llama 3.1 70B per GPU: projections and MLP / T, vocabulary / T, norms replicated; KV heads 8 / T (exact)."""
+    L, h, inter, d, V = 80, 8192, 28_672, 128, 128_256
+    H, Hkv = 64, 8
+    per_layer = (h * (H // T) * d * 2          # q_proj and o_proj, split by heads
+                 + h * (Hkv // T) * d * 2      # k_proj and v_proj, split by KV heads
+                 + 3 * h * inter // T)         # gate, up (columns) and down (rows)
+    params = L * per_layer + L * 2 * h + 2 * (V // T) * h + h  # norms replicated; embedding, lm_head by vocabulary
+    share = LLAMA70.per_gpu(T)
+    assert share.weight_bytes == 2 * params
+    assert share.kv_bytes_per_token == 2 * L * (Hkv // T) * d * 2 == Fraction(327_680, T)
+    assert share.tensor_parallel_size == T and share.num_key_value_heads == Hkv // T
+    assert {2: 70_555_025_408, 4: 35_278_831_616, 8: 17_640_734_720}[T] == share.weight_bytes
+    # replicated: the norms, (T - 1) extra copies of 2 x (80 x 2 + 1) x 8192 bytes over all GPUs
+    assert share.weight_bytes * T - LLAMA70.weight_bytes == (T - 1) * 2 * (L * 2 * h + h)
+
+
+@pytest.mark.parametrize("T,fits", [(2, 4), (4, 61), (8, 175)])
+def test_llama_70b_sequences_that_fit_on_h100_by_hand(T: int, fits: int) -> None:
+    """Sequences of 8,192 tokens the group holds: floor((usable x 0.9 - weights per GPU) / (KV per GPU x c))."""
+    budget = Fraction(H100.usable_memory) * Fraction(9, 10) - LLAMA70.per_gpu(T).weight_bytes
+    by_hand = budget // (Fraction(327_680, T) * 8192)
+    assert estimate.kv_budget_for(LLAMA70, H100, tensor_parallel_size=T) == budget
+    cap = estimate.kv_capacity(LLAMA70, budget=budget, context=8192, tensor_parallel_size=T)
+    assert cap.sequences == by_hand == fits
+    assert cap.kv_bytes_per_token == Fraction(327_680, T)
+
+
+def test_kv_heads_replicated_when_t_exceeds_them() -> None:
+    """8 KV heads at T = 16 and 4 KV heads at T = 8: one (replicated) KV head per GPU; KV per token stops falling."""
+    s16 = LLAMA70.per_gpu(16)
+    assert s16.num_key_value_heads == 1 and s16.num_attention_heads == 4
+    assert s16.kv_bytes_per_token == 2 * 80 * 1 * 128 * 2 == LLAMA70.per_gpu(8).kv_bytes_per_token
+    four = attrs.evolve(get_model("llama-3.1-8b"), num_key_value_heads=4)
+    s8 = four.per_gpu(8)
+    assert s8.num_key_value_heads == 1 and s8.num_attention_heads == 4
+    assert s8.kv_bytes_per_token == 2 * 32 * 1 * 128 * 2 == four.per_gpu(4).kv_bytes_per_token
+    # T = 16 on an HGX H100 needs two servers: the network between them is not modelled, so no step time
+    with pytest.raises(InvalidValueError, match="network between servers is not modelled"):
+        estimate.decode_step(LLAMA70, H100, batch=1, context=0, tensor_parallel_size=16)
+    # ... but a GB200 NVL72 rack spans 72 GPUs on NVLink
+    gb200 = get_accelerator("gb200")
+    step = estimate.decode_step(LLAMA70, gb200, batch=1, context=0, tensor_parallel_size=16)
+    assert step.allreduce_time > 0 and step.tensor_parallel_size == 16
+
+
+def test_heads_that_t_does_not_divide_are_refused_with_the_numbers() -> None:
+    """40 heads at T = 3, 10 KV heads at T = 4, 4 KV heads at T = 6 and an MLP width T does not divide are refused."""
+    phi = get_model("phi-4")
+    assert phi.num_attention_heads == 40 and phi.num_key_value_heads == 10
+    with pytest.raises(InvalidValueError) as info:
+        phi.per_gpu(3)
+    assert info.value.field == "tensor_parallel_size" and "num_attention_heads=40" in str(info.value)
+    assert "not divisible by 3" in str(info.value)
+    with pytest.raises(InvalidValueError, match="num_key_value_heads=10 is not divisible by 4"):
+        phi.per_gpu(4)
+    odd = attrs.evolve(get_model("llama-3.1-8b"), num_attention_heads=48, num_key_value_heads=4)
+    with pytest.raises(InvalidValueError, match="exceeds num_key_value_heads=4 and is not a multiple of it"):
+        odd.per_gpu(6)
+    with pytest.raises(InvalidValueError, match="intermediate_size=14336 is not divisible by 48"):
+        attrs.evolve(get_model("llama-3.1-8b"), num_attention_heads=48, num_key_value_heads=8).per_gpu(48)
+    with pytest.raises(InvalidValueError, match="already one GPU's share"):
+        LLAMA70.per_gpu(2).per_gpu(2)
+    with pytest.raises(InvalidValueError):
+        LLAMA70.per_gpu(0)
+
+
+def test_mla_latent_and_moe_router_are_replicated() -> None:
+    """DeepSeek-V3's latent KV per token is the same on every GPU; Mixtral's router and norms are replicated,
+    its experts split 1/T."""
+    ds = get_model("deepseek-v3")
+    assert ds.per_gpu(8).kv_bytes_per_token == ds.kv_bytes_per_token == 61 * (512 + 64) * 2
+    mix = get_model("mixtral-8x7b")
+    whole, half = mix.weight_bytes_by_class(), mix.per_gpu(2).weight_bytes_by_class()
+    assert half["router"] == whole["router"] and half["norms"] == whole["norms"]
+    assert half["experts"] * 2 == whole["experts"] and half["projections"] * 2 == whole["projections"]
+    assert mix.per_gpu(2).experts_touched(8) == mix.experts_touched(8)
+
+
+def test_t_equals_one_is_todays_model_exactly() -> None:
+    """T = 1: the model itself, and every API gives the single-GPU numbers exactly."""
+    assert LLAMA70.per_gpu(1) is LLAMA70
+    m = get_model("llama-3.1-8b")
+    for b, c in [(1, 0), (8, 1000), (300, 4096)]:
+        assert estimate.decode_step(m, H100, batch=b, context=c, tensor_parallel_size=1) == \
+            estimate.decode_step(m, H100, batch=b, context=c)
+    assert estimate.criticality(m, H100, context=1000, tensor_parallel_size=1) == \
+        estimate.criticality(m, H100, context=1000)
+    assert estimate.kv_budget_for(m, H100, tensor_parallel_size=1) == estimate.kv_budget_for(m, H100)
+    one, plain = RooflineCostModel.for_model(m, H100, tensor_parallel_size=1), RooflineCostModel.for_model(m, H100)
+    assert one == plain
+    for args in [(1, 1), (64, 64_000)]:
+        assert one.decode_time(*args) == plain.decode_time(*args)
+    assert one.prefill_time(512, 512 * 513 // 2) == plain.prefill_time(512, 512 * 513 // 2)
+    assert one.mixed_time(4, 4000, 256, 0, 256 * 257 // 2) == plain.mixed_time(4, 4000, 256, 0, 256 * 257 // 2)
+
+
+# --------------------------------------------------------------------------- the step with its all-reduce
+
+
+def test_decode_step_adds_the_allreduce_by_hand() -> None:
+    """Llama 3.1 70B on 8 H100 SXM, batch 1: 17.64 GB / 3.35 TB/s + 160 all-reduces of 16 KiB over NVLink, exact."""
+    s = estimate.decode_step(LLAMA70, H100, batch=1, context=0, tensor_parallel_size=8)
+    link = H100.link(8)
+    beta, alpha = Fraction(link.bandwidth.value), Fraction(link.latency.value)
+    allreduce = 160 * (Fraction(14, 8) * 8192 * 2 / beta + 14 * alpha)
+    memory = Fraction(17_640_734_720) / Fraction(H100.bandwidth)
+    assert s.allreduce_time == allreduce and s.memory_time == memory
+    assert s.step_time == memory + allreduce and s.throughput == 1 / (memory + allreduce)
+    assert s.allreduce_latency_time == 160 * 14 * alpha and round(float(s.step_time) * 1e3, 3) == 6.62
+
+
+def test_cost_model_prices_every_step_with_its_allreduce() -> None:
+    """Decode, prefill and mixed steps on 4 GPUs add 2 L ring all-reduces of their tokens x h x 2 bytes."""
+    cost = RooflineCostModel.for_model(LLAMA70, H100, tensor_parallel_size=4)
+    share = RooflineCostModel.for_model(LLAMA70.per_gpu(4), H100)  # a share prices its own T
+    link = H100.link(4)
+
+    def ar(tokens: int) -> Fraction:
+        return 160 * (Fraction(6, 4) * tokens * 8192 * 2 / Fraction(link.bandwidth.value)
+                      + 6 * Fraction(link.latency.value))
+
+    bare = RooflineCostModel(**{k: getattr(cost, k) for k in ("weight_bytes", "kv_bytes_per_token", "flops_per_token",
+                                                              "attention_flops_per_token", "bandwidth", "peak_flops")})
+    assert cost.decode_time(16, 16_000) == bare.decode_time(16, 16_000) + ar(16) == share.decode_time(16, 16_000)
+    assert cost.decode_time(16, 16_000) == estimate.decode_step(LLAMA70, H100, batch=16, context=1000,
+                                                                tensor_parallel_size=4).step_time
+    assert cost.prefill_time(2048, 2048 * 2049 // 2) == bare.prefill_time(2048, 2048 * 2049 // 2) + ar(2048)
+    assert cost.mixed_time(8, 8000, 500, 100, 500 * 100 + 500 * 501 // 2) == \
+        bare.mixed_time(8, 8000, 500, 100, 500 * 100 + 500 * 501 // 2) + ar(508)
+    assert cost.allreduce_time(0) == 0
+
+
+@pytest.mark.parametrize("T", [2, 4, 8])
+def test_step_time_never_below_the_whole_roofline_over_t(T: int) -> None:
+    """At any batch and context the group's step is >= max(memory, compute) / T of the whole model."""
+    for b, c in [(1, 0), (1, 8000), (64, 1000), (1024, 128)]:
+        whole = estimate.decode_step(LLAMA70, H100, batch=b, context=c)
+        group = estimate.decode_step(LLAMA70, H100, batch=b, context=c, tensor_parallel_size=T)
+        assert group.step_time >= max(whole.memory_time, whole.compute_time) / T
+        assert group.step_time > group.allreduce_time > 0
+
+
+_SIZES = st.sampled_from([1, 2, 4, 8, 16])
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=model_configs(architecture="any", max_layers=16, max_hidden=2048), T=_SIZES,
+       batch=st.integers(1, 512), context=st.integers(0, 8192))
+def test_share_properties(model, T: int, batch: int, context: int) -> None:
+    """Per-GPU weight bytes x T >= the whole's; the step with T GPUs >= max(memory, compute) / T of the whole model."""
+    try:
+        share = model.per_gpu(T)
+    except InvalidValueError as exc:
+        assert exc.field == "tensor_parallel_size"
+        return
+    assert share.weight_bytes * T >= model.weight_bytes
+    assert share.kv_bytes_per_token * T >= model.kv_bytes_per_token
+    assert share.flops_per_token()[0] * T >= model.flops_per_token()[0]
+    gb200 = get_accelerator("gb200")  # its NVLink spans 72 GPUs: every T here has a link
+    if model.compute_dtype == "fp8" and gb200.peak_fp8 is None:
+        return
+    whole = estimate.decode_step(model, gb200, batch=batch, context=context)
+    group = estimate.decode_step(model, gb200, batch=batch, context=context, tensor_parallel_size=T)
+    assert group.step_time >= max(whole.memory_time, whole.compute_time) / T
+    assert (group.allreduce_time > 0) == (T > 1)
+
+
+# --------------------------------------------------------------------------- report, fit, simulate, plot
+
+
+def test_report_at_tp_4_is_per_gpu_and_for_the_group(capsys) -> None:
+    """`roofline report --model llama-3.1-70b --tp 4` prints the full report, per GPU and for the group."""
+    assert main(["report", "--model", "llama-3.1-70b", "--tp", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("roofline report: llama-3.1-70b (weights bfloat16, KV bfloat16) on 4 x NVIDIA H100")
+    assert "Tensor parallelism: 4 GPUs (--tensor-parallel-size 4) over NVLink 4 (NVSwitch)" in out
+    assert "35.28 GB per GPU x 4" in out and "2 KV head(s) per GPU" in out and "81,920 B per token per GPU" in out
+    assert "Step time, throughput and intensity against batch size" in out
+    r = build_report(LLAMA70, H100, tensor_parallel_size=4)
+    tp = r["tensor_parallel"]
+    one = estimate.decode_step(LLAMA70, H100, batch=1, context=0, tensor_parallel_size=4)
+    assert tp["batch_1"]["allreduce_time_s"] == float(one.allreduce_time) and tp["size"] == 4
+    assert r["weights"]["bytes"] == 35_278_831_616 and r["model"]["total_parameters"] == LLAMA70.parameters
+    limit = next(row for row in r["table"] if row["kv_limit"])
+    assert tp["group_throughput_at_kv_limit_tokens_per_s"] == limit["with_kv"]["throughput_tokens_per_s"]
+
+
+def test_report_of_a_model_too_big_for_one_gpu_picks_the_smallest_t(capsys) -> None:
+    """Without --tp, a 70B model in BF16 on one H100 is reported at T = 2, said so; 671B on H100 is refused."""
+    assert main(["report", "--model", "llama-3.1-70b", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tensor_parallel"]["size"] == 2 and doc["tensor_parallel"]["chosen"] == "smallest that fits"
+    assert main(["report", "--model", "llama-3.1-70b"]) == 0
+    assert capsys.readouterr().out.startswith("llama-3.1-70b does not fit one NVIDIA H100 SXM5 80GB (weights "
+                                              "141.11 GB); the smallest tensor-parallel size that fits is 2")
+    assert main(["report", "--model", "deepseek-v3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no tensor-parallel size of 1, 2, 4, 8 fits on one server" in err
+    assert main(["report", "--model", "llama-3.1-70b", "--tp", "3"]) == 2
+    assert "num_attention_heads=64 is not divisible by 3" in capsys.readouterr().err
+
+
+def test_report_without_tp_is_unchanged(capsys) -> None:
+    """A model that fits one GPU: the report's text and JSON are the same with --tp 1 and without, no TP key."""
+    for extra in ([], ["--json"]):
+        assert main(["report", "--model", "qwen3-30b-a3b", *extra]) == 0
+        plain = capsys.readouterr().out
+        assert main(["report", "--model", "qwen3-30b-a3b", "--tp", "1", *extra]) == 0
+        assert capsys.readouterr().out == plain and "tensor_parallel" not in plain and "Tensor parallelism" not in plain
+    assert format_report(build_report(get_model("llama-3.1-8b"), H100)) == \
+        format_report(build_report(get_model("llama-3.1-8b"), H100, tensor_parallel_size=1))
+
+
+def test_fit_table_for_llama_70b_on_h100() -> None:
+    """`roofline fit`: T = 1 leaves no budget, T = 2 is the answer; each row's numbers are the API's."""
+    r = build_fit(LLAMA70, H100, context=8192)
+    rows = {row["tensor_parallel_size"]: row for row in r["rows"]}
+    assert r["smallest_fitting"] == 2 and rows[1]["status"] == "does not fit"
+    for T, fits in [(2, 4), (4, 61), (8, 175)]:
+        row = rows[T]
+        assert row["status"] == "fits" and row["sequences"] == fits
+        assert row["weight_bytes_per_gpu"] == float(LLAMA70.per_gpu(T).weight_bytes)
+        one = estimate.decode_step(LLAMA70, H100, batch=1, context=8192, tensor_parallel_size=T)
+        assert row["batch_1"]["step_time_s"] == float(one.step_time)
+        assert row["batch_1"]["allreduce_latency_time_s"] == float(one.allreduce_latency_time)
+        at = estimate.decode_step(LLAMA70, H100, batch=row["kv_limit"]["batch"], context=8192, tensor_parallel_size=T)
+        assert row["kv_limit"]["tokens_per_s"] == float(at.throughput)
+    assert "answer: llama-3.1-70b fits on 2 x NVIDIA H100 SXM5 80GB" in format_fit(r)
+
+
+@pytest.mark.parametrize("acc", ["h100-sxm", "a100-40gb", "l40s", "mi300x"])
+def test_fit_answers_for_every_preset(acc: str) -> None:
+    """Every model preset on a few accelerators: a table with an answer, or one refusal by name, never a traceback."""
+    accelerator = get_accelerator(acc)
+    for name in model_names():
+        try:
+            r = build_fit(get_model(name), accelerator)
+        except RooflineError as exc:  # e.g. FP8 activations on a card without an FP8 peak
+            assert "fp8" in str(exc).lower(), (name, acc, exc)
+            continue
+        text = format_fit(r)
+        assert "answer:" in text and len(r["rows"]) == 4
+        smallest = r["smallest_fitting"]
+        assert smallest is None or all(row["status"] != "fits" for row in r["rows"]
+                                       if row["tensor_parallel_size"] < smallest)
+
+
+def test_fit_cli_json_and_bad_input(capsys) -> None:
+    """`roofline fit --json` parses; a bad size exits 2 with one line."""
+    assert main(["fit", "--model", "phi-4", "--accelerator", "l40s", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    status = {row["tensor_parallel_size"]: row["status"] for row in doc["rows"]}
+    assert status == {1: "fits", 2: "fits", 4: "refused", 8: "refused"} and doc["smallest_fitting"] == 1
+    with pytest.raises(SystemExit) as info:
+        main(["fit", "--tp", "0"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--tensor-parallel-size='0': must be >= 1" in err
+
+
+def test_simulate_on_a_group(capsys) -> None:
+    """`roofline simulate --tp 2`: the KV pool is one GPU's budget over one GPU's KV share; the run names the group."""
+    args = ["simulate", "--model", "llama-3.1-70b", "--tp", "2", "--policy", "continuous", "--num-prompts", "20",
+            "--random-input-len", "100", "--random-output-len", "20", "--json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    budget = estimate.kv_budget_for(LLAMA70, H100, tensor_parallel_size=2)
+    assert doc["tensor_parallel_size"] == 2 and doc["kv_pool"]["budget_bytes"] == float(budget)
+    assert doc["kv_pool"]["capacity_tokens"] == int(budget // 163_840) // 16 * 16
+
+
+def test_plot_curves_of_a_group() -> None:
+    """throughput_curves of one GPU's share gives the group's tokens/s, as decode_step does."""
+    pytest.importorskip("numpy")
+    from roofline.plotting import throughput_curves
+
+    c = throughput_curves(LLAMA70.per_gpu(8), H100, max_batch=64, flops="lesson")
+    for b in (1, 64):
+        s = estimate.decode_step(LLAMA70, H100, batch=b, context=0, flops="lesson", tensor_parallel_size=8)
+        assert c["weights_only"][b - 1] == pytest.approx(float(s.throughput), rel=1e-12)
