@@ -140,15 +140,19 @@ def test_engine_is_checked():
         assert err.value.field == "engine"
 
 
-def test_moe_and_float_models_fall_back_to_the_step_engine():
-    """A MoE cost model (batch-dependent weight bytes) has no stretch sums: every policy runs the step engine."""
+def test_moe_and_tensor_parallel_models_fall_back_to_the_step_engine():
+    """MoE (batch-dependent weight bytes) and tensor-parallel (all-reduce) cost models run on the step engine."""
     from roofline.sim.stretch import StretchTable, TickCosts
 
     moe = RooflineCostModel(weight_bytes=100, kv_bytes_per_token=2, flops_per_token=10, attention_flops_per_token=1,
                             bandwidth=1, peak_flops=1, routed_expert_bytes=40, num_experts=8, experts_per_token=2)
-    assert TickCosts.rationals(moe) is None and TickCosts.rationals(SMALL) is not None
+    tp = RooflineCostModel(weight_bytes=100, kv_bytes_per_token=2, flops_per_token=10, attention_flops_per_token=1,
+                           bandwidth=1, peak_flops=1, tensor_parallel_size=2, num_hidden_layers=2, hidden_size=4)
+    assert TickCosts.rationals(moe) is None and TickCosts.rationals(tp) is None
+    assert TickCosts.rationals(SMALL) is not None
     reqs = [Request(id=i, arrival_s=Fraction(i, 2), prompt_tokens=3 + i, output_tokens=4 + i) for i in range(5)]
-    for serve, kw in ((serve_serial, {}), (serve_continuous, {}), (serve_continuous, {"prefill": "chunked"})):
-        a, b = serve(reqs, moe, **kw), serve(reqs, moe, engine="step", **kw)
-        assert a.requests == b.requests and a.summary == b.summary
-        assert a.steps is not None and not isinstance(a.steps, StretchTable)
+    for cost in (moe, tp):
+        for serve, kw in ((serve_serial, {}), (serve_continuous, {}), (serve_continuous, {"prefill": "chunked"})):
+            a, b = serve(reqs, cost, **kw), serve(reqs, cost, engine="step", **kw)
+            assert a.requests == b.requests and a.summary == b.summary
+            assert a.steps is not None and not isinstance(a.steps, StretchTable)

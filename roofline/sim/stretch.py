@@ -20,8 +20,9 @@ and the policies here fall back to the step engine, :mod:`roofline.sim.policies`
 * :class:`~roofline.sim.UnitCostModel` with exact (int or Fraction) durations;
 * :class:`~roofline.sim.RooflineCostModel` in exact mode (``exact=True``, the default);
 * not a mixture-of-experts roofline model (the weight bytes a step reads depend on its
-  batch through (1 - k/E)^B, so no common denominator covers a run), nor one with a term
-  these sums do not price (a field beyond the dense roofline's);
+  batch through (1 - k/E)^B, so no common denominator covers a run), nor a tensor-parallel
+  one (its all-reduces are not in these sums yet), nor one with any other term these sums
+  do not price (a field beyond the dense roofline's set);
 * not a float-mode model (``exact=False`` or float durations), nor any other class
   (subclasses included: they may price a step differently).
 
