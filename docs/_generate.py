@@ -450,7 +450,7 @@ def build_time_pages(app: Any) -> None:
     _write_if_changed(GENERATED / "proofs" / "index.md", proofs_page([v.name for v in verdicts]))
     charts = GENERATED / "charts"
     with contextlib.redirect_stdout(io.StringIO()):
-        status = cli.main(["plot", "--out", str(charts), "--format", "svg", "--flops", "lesson"])
+        status = cli.main(["plot", "--out", str(charts), "--format", "svg", "--flops", "2p"])
     if status != 0:
         logger.warning("roofline plot exited with status %d", status)
     if DERIVATIONS.read_text(encoding="utf-8") != derivations_page():

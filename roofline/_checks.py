@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import InvalidValueError
 
-__all__ = ["check_number", "check_positive", "check_nonnegative", "check_int"]
+__all__ = ["check_number", "check_positive", "check_nonnegative", "check_int", "check_count", "check_scalar"]
 
 
 def _is_number(value: Any) -> bool:
@@ -77,3 +77,19 @@ def check_int(field: str, value: Any, *, minimum: int = 0) -> None:
         raise InvalidValueError(field, value, "expected an integer")
     if value < minimum:
         raise InvalidValueError(field, value, f"must be >= {minimum}")
+
+
+def check_count(field: str, value: Any, *, minimum: int = 0) -> None:
+    """Raise unless ``value`` is one integer (Python or numpy, not bool, not an array) >= ``minimum``.
+
+    For the simulator's options and sizes, which are counts, never arrays.
+    """
+    if isinstance(value, np.ndarray):
+        raise InvalidValueError(field, value, "expected one integer, not an array")
+    check_int(field, value, minimum=minimum)
+
+
+def check_scalar(field: str, value: Any) -> None:
+    """Raise if ``value`` is a numpy array: for parameters that take one number (a rate, a duration)."""
+    if isinstance(value, np.ndarray):
+        raise InvalidValueError(field, value, "expected one number, not an array")

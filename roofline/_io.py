@@ -9,7 +9,8 @@ turn :class:`FileReadError` into their own error naming the file (ConfigError, T
 MeasurementFileError).
 
 One rule for every JSON document (:func:`parse_json`): strict JSON only. ``NaN`` and
-``Infinity`` are refused, an object with the same key twice is refused (the second value
+``Infinity`` are refused, so is a number too large for a float (``1e400``) or too long to
+convert in bounded time (:func:`exact_decimal`), an object with the same key twice is refused (the second value
 would silently win), and nesting deeper than :data:`MAX_JSON_DEPTH` is refused instead of
 overflowing Python's stack.
 
@@ -25,20 +26,31 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import math
 import os
+import re
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import IO, Any
 
 from .errors import FileReadError, InvalidValueError
 
-__all__ = ["FileReadError", "read_text_file", "parse_json", "MAX_BYTES", "MAX_JSON_DEPTH", "atomic_write",
-           "check_outputs", "output_path", "same_file"]
+__all__ = ["FileReadError", "read_text_file", "parse_json", "exact_decimal", "MAX_BYTES", "MAX_JSON_DEPTH",
+           "MAX_NUMBER_CHARS", "MAX_EXPONENT", "atomic_write", "check_outputs", "output_path", "same_file"]
 
 #: Largest file read [bytes]: far above any config.json or the Azure traces (2 MB).
 MAX_BYTES = 1 << 30
+
+#: Longest number accepted in a file or on the command line [characters]: a float's 17 significant
+#: digits and an exponent fit many times over; a 200,000-digit field is refused, not converted.
+MAX_NUMBER_CHARS = 100
+
+#: Largest decimal exponent accepted (``1e400`` is read; ``1e999999999`` would build a
+#: billion-digit integer, so it is refused before it is converted).
+MAX_EXPONENT = 1000
 
 #: Deepest nesting of arrays and objects accepted in a JSON document (a config.json nests 3 deep).
 MAX_JSON_DEPTH = 64
@@ -158,11 +170,70 @@ def parse_json(text: str, *, parse_float: Callable[[str], Any] | None = None) ->
     """
     if _depth(text) > MAX_JSON_DEPTH:
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+    convert = parse_float or float
+
+    def number(token: str) -> Any:  # a float token: bounded before it is converted, finite after
+        exact_decimal(token)
+        value = convert(token)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"number {token} is too large for a float")
+        return value
+
+    def integer(token: str) -> int:  # an integer token: at most MAX_NUMBER_CHARS digits
+        if len(token) > MAX_NUMBER_CHARS:
+            raise ValueError(f"an integer of {len(token):,} digits is longer than the {MAX_NUMBER_CHARS} allowed")
+        return int(token)
+
     try:
-        return json.loads(text, parse_float=parse_float, parse_constant=_reject_constant,
+        return json.loads(text, parse_float=number, parse_int=integer, parse_constant=_reject_constant,
                           object_pairs_hook=_unique_keys)
     except RecursionError:  # pragma: no cover - the depth scan comes first
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+
+
+#: A decimal number written with ASCII digits only (``re.ASCII``: ``\\d`` would also match
+#: Arabic-Indic or full-width digits, which Python's ``int`` reads as numbers).
+DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+_EXPONENT = re.compile(r"[eE]([+-]?\d+)\Z", re.ASCII)
+
+
+def exact_decimal(text: str) -> Fraction:
+    """A decimal number written with ASCII digits (``0.125``, ``1e-3``), read exactly as a Fraction.
+
+    Parameters
+    ----------
+    text : str
+        The number as written; surrounding white space is ignored.
+
+    Returns
+    -------
+    Fraction, exactly the value written.
+
+    Raises
+    ------
+    ValueError
+        With a one-line reason: not a decimal number in ASCII digits, longer than
+        :data:`MAX_NUMBER_CHARS` characters, or an exponent beyond +-:data:`MAX_EXPONENT`
+        (either would take unbounded time and memory to convert). Callers name the field.
+
+    Examples
+    --------
+    >>> exact_decimal("0.125"), exact_decimal(" 1e3 ")
+    (Fraction(1, 8), Fraction(1000, 1))
+    >>> exact_decimal("\u0661\u0662")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected a decimal number written with ASCII digits
+    """
+    s = text.strip()
+    if len(s) > MAX_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(s):,} characters is longer than the {MAX_NUMBER_CHARS} allowed")
+    if not DECIMAL.fullmatch(s):
+        raise ValueError("expected a decimal number written with ASCII digits")
+    exponent = _EXPONENT.search(s)
+    if exponent is not None and abs(int(exponent.group(1))) > MAX_EXPONENT:
+        raise ValueError(f"exponent {exponent.group(1)} is beyond +-{MAX_EXPONENT}")
+    return Fraction(s)
 
 
 def output_path(option: str, value: str | os.PathLike[str]) -> Path:

@@ -28,7 +28,14 @@ class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr (no usage block), exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every line break or other unprintable character escaped (``\\n``), so that an
+    error is one line on stderr whatever the value it quotes (a stray ``\\r`` in an option, a
+    library's message with a line break)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return status
     except RooflineError as exc:
-        print(f"roofline {args.command}: error: {exc}", file=sys.stderr)
+        print(f"roofline {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `roofline report | head`: the reader has all it wanted
         _silence_stdout()

@@ -23,6 +23,21 @@ __all__ = [
 ]
 
 
+#: Longest value echoed whole in a message [characters]; a longer one is cut, with its length.
+MAX_SHOWN = 1000
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for a one-line message: cut after :data:`MAX_SHOWN` characters, and an
+    integer too long for ``repr`` (over 4,300 digits) given by its bit length."""
+    try:
+        text = repr(value)
+    except ValueError:  # int -> str conversion limit (sys.get_int_max_str_digits)
+        return f"<an integer of {value.bit_length():,} bits>" if isinstance(value, int) else f"<{type(value).__name__}>"
+    text = text.replace("\n", " ")
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text):,} characters)"
+
+
 class RooflineError(ValueError):
     """Base class of every input error raised by roofline (a ValueError)."""
 
@@ -42,11 +57,20 @@ class InvalidValueError(RooflineError):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field}={value!r}: {reason}")
+        super().__init__(f"{field}={shown(value)}: {reason}")
 
 
 class ConfigError(RooflineError):
-    """A model configuration (config.json or dict) is missing a field or is malformed."""
+    """A model configuration (config.json or dict) is missing a field or is malformed.
+
+    A message longer than 2 x :data:`MAX_SHOWN` characters (a 10,000-character value quoted in
+    it) keeps its start, which names the file and field, and its end, which says what is wrong.
+    """
+
+    def __init__(self, message: str) -> None:
+        if len(message) > 2 * MAX_SHOWN:
+            message = f"{message[:MAX_SHOWN]}... ({len(message):,} characters) ...{message[-MAX_SHOWN // 2:]}"
+        super().__init__(message)
 
 
 class UnknownPresetError(RooflineError):

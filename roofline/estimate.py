@@ -7,7 +7,7 @@ are in SI units (bytes, seconds, FLOP); exact (int or Fraction) whenever the
 inputs are, as the presets are.
 
 FLOPs conventions (CONVENTIONS.md, "The model"): ``flops="exact"`` counts
-2 x matmul parameters per token plus 4 L H d x c attention FLOPs; ``flops="lesson"``
+2 x matmul parameters per token plus 4 L H d x c attention FLOPs; ``flops="2p"``
 is the lesson's round 2 x P with no attention FLOPs.
 """
 
@@ -23,7 +23,7 @@ from . import formulas as f
 from ._checks import check_int, check_number
 from .errors import InvalidValueError
 from .hardware import Accelerator, Source, Sourced
-from .models import ModelConfig
+from .models import ModelConfig, flops_convention
 from .units import GiB
 
 __all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacity", "kv_capacity", "kv_budget_for",
@@ -140,7 +140,7 @@ class DecodeStep:
     memory_time [s], compute_time [s], step_time [s] (roofline max + overhead),
     step_time_no_overlap [s], throughput [tokens/s], math_busy_share [1],
     bandwidth_share [1], intensity [FLOP/byte], bound ("memory" or "compute"),
-    flops_convention ("exact" or "lesson"),
+    flops_convention ("exact" or "2p"),
     time_kind ("bound", or "estimate: " and the profile's name when the times are an
     engine profile's estimate: memory and compute time at eta_bw x bandwidth and
     eta_mm x peak, step time with t_step + L t_layer added; docs/conventions.md,
@@ -201,7 +201,7 @@ def decode_step(
         Its ``bandwidth`` [bytes/s] and dense BF16 ``peak_flops`` [FLOP/s] are used.
     batch : int > 0 [sequences] (a Python or numpy integer scalar)
     context : int >= 0 [tokens], KV cache each sequence attends over
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
     overhead : [s] >= 0, fixed per-step overhead
     kv_reads : bool
         False drops the KV bytes (and attention FLOPs): the weights-only picture.
@@ -308,7 +308,7 @@ def decode_step(
             ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token")}
         ),
         bound="compute" if comp >= mem else "memory",
-        flops_convention=flops,
+        flops_convention=flops_convention(flops),
         time_kind=time_kind,
         **tp,
     )
@@ -326,7 +326,7 @@ class Criticality:
     critical_batch_weights_only : int [sequences] (no KV reads, no attention FLOPs)
     critical_context : [tokens] or None (c*; None: every context has a critical batch)
     intensity_limit : [FLOP/byte] or None (as batch -> infinity; None at context 0)
-    flops_convention : "exact" or "lesson"
+    flops_convention : "exact" or "2p"
     """
 
     ridge_point: Any
@@ -348,7 +348,7 @@ def criticality(
     model : ModelConfig
     accelerator : Accelerator
     context : int >= 0 [tokens]
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
     tensor_parallel_size : int >= 1, default 1
         T: the ridge point, critical batch and c* of one GPU's share
         (:meth:`roofline.ModelConfig.per_gpu`). The all-reduce adds time to both regimes and
@@ -369,7 +369,7 @@ def criticality(
     Examples
     --------
     >>> from roofline import get_model, get_accelerator
-    >>> c = criticality(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), context=1000, flops="lesson")
+    >>> c = criticality(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), context=1000, flops="2p")
     >>> c.critical_batch is None, c.critical_batch_weights_only, round(float(c.critical_context))
     (True, 296, 415)
     """
@@ -404,7 +404,7 @@ def criticality(
             flops_per_token=terms["flops_per_token"],
             attention_flops_per_token=terms["attention_flops_per_token"],
         ),
-        flops_convention=flops,
+        flops_convention=flops_convention(flops),
     )
 
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import attrs
 
-from ._io import parse_json, read_text_file
-from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError
+from ._io import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, parse_json, read_text_file
+from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError, shown
 from .quantization import Quantization, _to_quantization, quantized_matrix_bytes
 
 __all__ = [
@@ -678,8 +678,8 @@ class ModelConfig:
         return 2 * self.matmul_parameters
 
     @property
-    def lesson_flops_per_token(self) -> int:
-        """The lesson's round figure 2 x P [FLOP per token] (a named approximation; P active for MoE)."""
+    def two_p_flops_per_token(self) -> int:
+        """2 x P [FLOP per token], the lesson's round figure (a named approximation; P active for MoE)."""
         return 2 * (self.active_parameters if self.is_moe else self.parameters - self.tower_parameters)
 
     # ------------------------------------------------------------------ KV cache and attention
@@ -690,6 +690,11 @@ class ModelConfig:
             assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.kv_width
+
+    @property
+    def lesson_flops_per_token(self) -> int:
+        """Former name of :attr:`two_p_flops_per_token` (kept so existing code keeps working)."""
+        return self.two_p_flops_per_token
 
     @property
     def layer_attention_flops(self) -> int:
@@ -799,18 +804,17 @@ class ModelConfig:
         """(matmul FLOPs per token, attention FLOPs per token per context token at full attention).
 
         ``convention="exact"``: the exact matmul count and 4 L H d attention FLOPs.
-        ``convention="lesson"``: the lesson's 2 x P and no attention FLOPs.
+        ``convention="2p"``: 2 x P (the lesson's round figure) and no attention FLOPs;
+        ``"lesson"`` is accepted as its former name (:func:`flops_convention`).
 
         Raises
         ------
         InvalidValueError
             For any other convention.
         """
-        if convention == "exact":
+        if flops_convention(convention) == "exact":
             return self.matmul_flops_per_token, self.attention_flops_per_token
-        if convention == "lesson":
-            return self.lesson_flops_per_token, 0
-        raise InvalidValueError("flops", convention, "expected 'exact' or 'lesson'")
+        return self.two_p_flops_per_token, 0
 
     def step_terms(self, convention: str = "exact") -> dict[str, int | Fraction]:
         """The model's inputs to the step-time formulas, keyed by their keyword names.
@@ -1022,6 +1026,51 @@ class ModelConfig:
 _MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB
 
 
+def _check_values(value: Any, path: str, *, source: str, depth: int = 0) -> None:
+    """Refuse, anywhere in a config, nesting deeper than a JSON file may have, a non-finite float
+    and an integer of more than a hundred digits (no dimension is that large, and its repr in a
+    message would fail past 4,300 digits); a dict built in Python may even contain itself."""
+    if depth > MAX_JSON_DEPTH:
+        raise ConfigError(f"{source}: field {path!r} is nested more than {MAX_JSON_DEPTH} levels deep")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_values(item, f"{path}.{key}" if path else str(key), source=source, depth=depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_values(item, f"{path}[{i}]", source=source, depth=depth + 1)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{source}: field {path!r}={value!r} must be finite")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_NUMBER_CHARS:
+        raise ConfigError(f"{source}: field {path!r}={shown(value)} is implausibly large")
+
+
+def _text_fields(cfg: dict[str, Any], *, source: str, name: Any, weight_dtype: Any, kv_dtype: Any) -> None:
+    """Refuse a config's text fields (and the caller's overrides) of the wrong type, or empty.
+
+    ``model_type``, ``torch_dtype``/``dtype`` and the names must be non-empty strings where
+    given (null is absent): a list as ``model_type``, a number as a name or an empty
+    ``torch_dtype`` would otherwise be turned into something the user did not write.
+    Values anywhere in the config are checked first (:func:`_check_values`).
+    """
+    _check_values(cfg, "", source=source)
+    for key in ("model_type", "torch_dtype", "dtype", "_name", "_name_or_path", "_source"):
+        value = cfg.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{source}: field {key!r}={shown(value)} must be a non-empty string")
+    text = cfg.get("text_config")
+    if isinstance(text, dict):  # a multimodal wrapper's language model: the same text fields
+        for key in ("model_type", "torch_dtype", "dtype"):
+            value = text.get(key)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"{source}: field 'text_config.{key}'={shown(value)} must be a non-empty string")
+    published = cfg.get("_published_parameters")
+    if published is not None and (isinstance(published, bool) or not isinstance(published, int) or published <= 0):
+        raise ConfigError(f"{source}: field '_published_parameters'={shown(published)} must be a positive integer")
+    for key, value in (("name", name), ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidValueError(key, value, "must be a non-empty string or None")
+
+
 def _from_dict(
     cfg: dict[str, Any],
     *,
@@ -1030,6 +1079,7 @@ def _from_dict(
     weight_dtype: str | None,
     kv_dtype: str | None,
 ) -> ModelConfig:
+    _text_fields(cfg, source=source, name=name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     from .families import read_config
 
     kw = read_config(cfg, source=source)
@@ -1055,6 +1105,30 @@ def _from_dict(
 _PRESET_CACHE: dict[str, ModelConfig] = {}
 
 
+#: FLOPs conventions by name: "exact" (2 x matmul parameters + attention FLOPs) and "2p"
+#: (2 x parameters, the lesson's round figure); "lesson" is the former name of "2p".
+FLOPS_CONVENTIONS = ("exact", "2p")
+_FLOPS_ALIASES = {"exact": "exact", "2p": "2p", "lesson": "2p"}
+
+
+def flops_convention(name: Any) -> str:
+    """The FLOPs convention called ``name`` ("exact" or "2p"; "lesson" is read as "2p").
+
+    Raises
+    ------
+    InvalidValueError
+        For any other name (field ``flops``).
+
+    Examples
+    --------
+    >>> flops_convention("lesson"), flops_convention("exact")
+    ('2p', 'exact')
+    """
+    if not isinstance(name, str) or name not in _FLOPS_ALIASES:
+        raise InvalidValueError("flops", name, "expected 'exact' or '2p' (2 x parameters)")
+    return _FLOPS_ALIASES[name]
+
+
 def model_names() -> list[str]:
     """Names of the shipped model presets, sorted."""
     files = resources.files("roofline.data").joinpath("models").iterdir()
@@ -1068,6 +1142,8 @@ def get_model(name: str) -> ModelConfig:
     ------
     UnknownPresetError
         If no preset has that name.
+    InvalidValueError
+        ``name`` not a str.
 
     Examples
     --------
@@ -1076,7 +1152,9 @@ def get_model(name: str) -> ModelConfig:
     >>> get_model("llama-3.1-8b").kv_bytes_per_token
     131072
     """
-    key = name.strip().lower() if isinstance(name, str) else repr(name)
+    if not isinstance(name, str):
+        raise InvalidValueError("name", name, "expected a preset name (str); see roofline.model_names()")
+    key = name.strip().lower()
     if key not in _PRESET_CACHE:
         names = model_names()
         if key not in names:
@@ -1085,6 +1163,15 @@ def get_model(name: str) -> ModelConfig:
         cfg = parse_json(path.read_text(encoding="utf-8"))
         _PRESET_CACHE[key] = _from_dict(cfg, name=key, source=f"preset {key}", weight_dtype=None, kv_dtype=None)
     return _PRESET_CACHE[key]
+
+
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names an existing file; False for a name the system cannot look up (too
+    long, a NUL byte), which is then tried as a preset name, not reported as an output failure."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def load_model(
@@ -1096,9 +1183,14 @@ def load_model(
     Raises
     ------
     UnknownPresetError, ConfigError, InvalidValueError
+        (InvalidValueError for ``spec`` neither a str nor a path, or a dtype override not a str.)
     """
+    if not isinstance(spec, (str, os.PathLike)):
+        raise InvalidValueError("spec", spec, "expected a preset name or a path to a config.json")
     text = os.fspath(spec)
-    if text.endswith(".json") or os.path.sep in text or Path(text).is_file():
+    if not isinstance(text, str):
+        raise InvalidValueError("spec", spec, "expected a str path, not bytes")
+    if text.endswith(".json") or os.path.sep in text or _is_file(text):
         model = ModelConfig.from_hf_config(text)
     else:
         model = get_model(text)

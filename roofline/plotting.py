@@ -83,7 +83,7 @@ def throughput_curves(
     context : int > 0 [tokens], each sequence's context for the KV curve
     kv_budget : > 0 [bytes], the KV cache size where the KV curve ends (the lesson's 53 GB)
     max_batch : int >= 2 [sequences], the last batch size drawn
-    flops : {"lesson", "exact"}, the FLOPs convention (CONVENTIONS.md)
+    flops : {"exact", "2p"}, the FLOPs convention (CONVENTIONS.md)
 
     Returns
     -------
@@ -103,7 +103,7 @@ def throughput_curves(
     >>> c = throughput_curves(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
     >>> c["kv_limit"], c["critical_batch"], round(c["ceiling"])
     (404, 317, 65919)
-    >>> c = throughput_curves(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), flops="lesson")
+    >>> c = throughput_curves(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), flops="2p")
     >>> c["critical_batch"], round(c["ceiling"])
     (296, 61604)
     """
@@ -231,7 +231,7 @@ def throughput_chart(
     ax.set_ylim(0, c["ceiling"] / kilo * 1.15)
     ax.set_xlabel("batch size B [sequences]")
     ax.set_ylabel("decode throughput [thousand tokens/s]")
-    convention = "2 x P FLOPs per token" if flops == "lesson" else "exact FLOPs"
+    convention = "2 x P FLOPs per token" if flops == "2p" else "exact FLOPs"
     group = "" if model.tensor_parallel_size == 1 else f"{model.tensor_parallel_size} x "
     ax.set_title(f"{model.name} on {group}{accelerator.name}\n(roofline, {convention})", fontsize=10)
     ax.grid(True, alpha=0.3)

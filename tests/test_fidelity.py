@@ -296,7 +296,7 @@ def test_report_without_estimate_prints_the_same_numbers(capsys):
     """Without --estimate the report's lesson numbers are unchanged (4.794 ms, 296, 404 sequences)."""
     assert main(["report"]) == 0
     out = capsys.readouterr().out
-    assert "4.794 ms" in out and "296 [lesson]" in out and "404 sequences" in out and "[estimate]:" not in out
+    assert "4.794 ms" in out and "296 [2P]" in out and "404 sequences" in out and "[estimate]:" not in out
 
 
 @pytest.mark.parametrize("args,needle", [(["--estimate", "sglang"], "unknown engine profile 'sglang'")])

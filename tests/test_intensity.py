@@ -38,7 +38,7 @@ def test_s2_no_critical_batch_at_long_context():
 
 def test_critical_context_both_conventions():
     """c* for Llama 3.1 8B on H100 SXM lies in 390-415 tokens: 415 (2 x P) and 393 (exact, with attention)."""
-    lesson = criticality(LLAMA, H100, context=1000, flops="lesson")
+    lesson = criticality(LLAMA, H100, context=1000, flops="2p")
     exact = criticality(LLAMA, H100, context=1000, flops="exact")
     assert round(lesson.critical_context) == 415 and round(exact.critical_context) == 393
     assert lesson.critical_batch is None and exact.critical_batch is None

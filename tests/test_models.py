@@ -101,7 +101,7 @@ def test_s3_matmul_flops_count_lm_head_not_embedding():
     m = get_model("llama-3-8b")
     assert m.matmul_parameters == 7_504_658_432
     assert m.matmul_flops_per_token == 15_009_316_864
-    assert m.lesson_flops_per_token == 2 * 8_030_261_248
+    assert m.two_p_flops_per_token == 2 * 8_030_261_248
     small = get_model("llama-3.2-1b")
     assert small.weight_bytes == 2 * 1_235_814_400
     assert round(small.matmul_flops_per_token / 1e9, 2) == 2.47

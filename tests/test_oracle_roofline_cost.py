@@ -112,7 +112,7 @@ def test_every_simulated_step_takes_the_roofline_step_time_of_its_composition(
 @given(
     model=model_configs(presets=True, max_layers=64),
     accelerator=accelerators(),
-    flops=st.sampled_from(["exact", "lesson"]),
+    flops=st.sampled_from(["exact", "2p"]),
     batch=batch_sizes(max_value=512),
     prompt=st.integers(1, 4096),
     output=st.integers(2, 4),
@@ -142,7 +142,7 @@ def _near_critical(draw: st.DrawFn) -> tuple[Any, Any, str, int, int, Any]:
     """A model, part, convention, context (often below c*) and a batch often at B* - 1, B* or B* + 1."""
     model = draw(model_configs(presets=True, max_layers=64))
     accelerator = draw(accelerators())
-    flops = draw(st.sampled_from(["exact", "lesson"]))
+    flops = draw(st.sampled_from(["exact", "2p"]))
     c_star = criticality(model, accelerator, context=1, flops=flops).critical_context
     if c_star is not None and c_star > 3 and draw(st.booleans()):
         context = draw(st.integers(2, min(1200, math.ceil(c_star) - 1)))  # a critical batch exists
@@ -180,9 +180,9 @@ def test_a_step_is_compute_bound_exactly_when_its_batch_reaches_the_critical_bat
 def test_pinned_llama_on_h100_turns_compute_bound_exactly_at_its_critical_batch() -> None:
     """Llama 3.1 8B on H100 SXM (lesson FLOPs) at context 100: B* = 390; the simulated step at 389 is memory-bound."""
     model, accelerator = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
-    crit = criticality(model, accelerator, context=100, flops="lesson").critical_batch
+    crit = criticality(model, accelerator, context=100, flops="2p").critical_batch
     assert crit == 390
-    cost = RooflineCostModel.for_model(model, accelerator, flops="lesson")
+    cost = RooflineCostModel.for_model(model, accelerator, flops="2p")
     bounds = []
     for batch in (crit - 1, crit):
         requests = [Request(id=i, arrival_s=0, prompt_tokens=99, output_tokens=2) for i in range(batch)]
@@ -194,8 +194,8 @@ def test_pinned_llama_on_h100_turns_compute_bound_exactly_at_its_critical_batch(
 def test_pinned_llama_on_h100_has_no_critical_batch_above_the_critical_context() -> None:
     """Llama 3.1 8B on H100 SXM (lesson FLOPs) at context 4,096: B* is none; even 2,000 sequences are memory-bound."""
     model, accelerator = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
-    assert criticality(model, accelerator, context=4096, flops="lesson").critical_batch is None
-    cost = RooflineCostModel.for_model(model, accelerator, flops="lesson")
+    assert criticality(model, accelerator, context=4096, flops="2p").critical_batch is None
+    cost = RooflineCostModel.for_model(model, accelerator, flops="2p")
     requests = [Request(id=i, arrival_s=0, prompt_tokens=4095, output_tokens=2) for i in range(2000)]
     (step,) = [s for s in serve_static(requests, cost, batch_size=2000).steps if s.kind == "decode"]
     assert step.flops * accelerator.bandwidth < step.bytes * accelerator.peak_flops

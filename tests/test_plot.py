@@ -27,7 +27,7 @@ LLAMA, H100 = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
 
 def test_throughput_curves_carry_the_lessons_numbers():
     """Weights only: 8 sequences give 8x one; the ridge at 296; the KV curve stops at 404 sequences (53 GB)."""
-    c = throughput_curves(LLAMA, H100, flops="lesson")
+    c = throughput_curves(LLAMA, H100, flops="2p")
     assert c["critical_batch"] == 296 and c["kv_limit"] == 404
     assert math.isclose(c["weights_only"][7], 8 * c["weights_only"][0], rel_tol=1e-12)
     assert math.isclose(c["weights_only"][0], 3.35e12 / LLAMA.weight_bytes, rel_tol=1e-12)

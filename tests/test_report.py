@@ -21,8 +21,8 @@ def test_default_report_text(capsys):
     assert main(["report"]) == 0
     out = capsys.readouterr().out
     for text in ("llama-3.1-8b", "H100 SXM", "16.06 GB", "4.794 ms", "16.23 us", "0.34 %", "295.3 FLOP/byte",
-                 "296 [lesson]", "none [lesson]", "415 tokens [lesson]", "393 tokens [exact]", "131,072 B",
-                 "128 KiB", "404 sequences", "461 sequences", "(KV limit, reserve 0)", "[exact]", "[lesson]"):
+                 "296 [2P]", "none [2P]", "415 tokens [2P]", "393 tokens [exact]", "131,072 B",
+                 "128 KiB", "404 sequences", "461 sequences", "(KV limit, reserve 0)", "[exact]", "[2P]"):
         assert text in out, text
 
 
@@ -59,11 +59,11 @@ def test_default_report_json(capsys):
     """--json carries the same numbers, machine-readable, in SI units."""
     r = _json(capsys)
     assert r["weights"]["bytes"] == 16_060_522_496
-    assert round(r["single"]["lesson"]["step_time_s"] * 1e3, 3) == 4.794
-    assert round(r["single"]["lesson"]["compute_time_s"] * 1e6) == 16
-    assert round(r["criticality"]["lesson"]["ridge_point_flop_per_byte"], 1) == 295.3
-    assert r["criticality"]["lesson"]["critical_batch_weights_only"] == 296
-    assert r["criticality"]["lesson"]["critical_batch"] is None
+    assert round(r["single"]["2p"]["step_time_s"] * 1e3, 3) == 4.794
+    assert round(r["single"]["2p"]["compute_time_s"] * 1e6) == 16
+    assert round(r["criticality"]["2p"]["ridge_point_flop_per_byte"], 1) == 295.3
+    assert r["criticality"]["2p"]["critical_batch_weights_only"] == 296
+    assert r["criticality"]["2p"]["critical_batch"] is None
     assert r["kv"]["kv_bytes_per_token"] == 131_072
     assert r["kv"]["given_budget"]["sequences"] == 404
     assert r["kv"]["real_budget"]["sequences"] == 436

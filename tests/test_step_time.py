@@ -17,7 +17,7 @@ LLAMA, H100 = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
 
 def test_lesson_one_request():
     """Batch 1: ~16 GB of weights, ~4.8 ms step, ~16 us of math, math busy ~0.33% (lesson section 1)."""
-    s = decode_step(LLAMA, H100, batch=1, context=0, flops="lesson")
+    s = decode_step(LLAMA, H100, batch=1, context=0, flops="2p")
     assert s.bytes == 16_060_522_496
     assert s.step_time == Fraction(16_060_522_496, 3_350_000_000_000)  # 4.794 ms, exact
     assert round(float(s.step_time) * 1e3, 1) == 4.8

@@ -293,9 +293,9 @@ def test_kv_pool_options(unlimited, small):
     assert 3 <= small.capacity_blocks <= 5 and 1 <= small.block_size <= 2
 
 
-@given(cost_models(kind="unit"), cost_models(kind="roofline", flops="lesson"))
+@given(cost_models(kind="unit"), cost_models(kind="roofline", flops="2p"))
 def test_cost_model_kinds(unit, roof):
-    """kind="unit" gives UnitCostModel; kind="roofline" with flops="lesson" has no attention FLOPs."""
+    """kind="unit" gives UnitCostModel; kind="roofline" with flops="2p" has no attention FLOPs."""
     assert isinstance(unit, UnitCostModel)
     assert isinstance(roof, RooflineCostModel) and roof.attention_flops_per_token == 0
 

@@ -304,7 +304,7 @@ def test_plot_curves_of_a_group() -> None:
     pytest.importorskip("numpy")
     from roofline.plotting import throughput_curves
 
-    c = throughput_curves(LLAMA70.per_gpu(8), H100, max_batch=64, flops="lesson")
+    c = throughput_curves(LLAMA70.per_gpu(8), H100, max_batch=64, flops="2p")
     for b in (1, 64):
-        s = estimate.decode_step(LLAMA70, H100, batch=b, context=0, flops="lesson", tensor_parallel_size=8)
+        s = estimate.decode_step(LLAMA70, H100, batch=b, context=0, flops="2p", tensor_parallel_size=8)
         assert c["weights_only"][b - 1] == pytest.approx(float(s.throughput), rel=1e-12)

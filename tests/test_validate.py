@@ -143,7 +143,7 @@ def test_median_absolute_errors_of_the_published_points() -> None:
 def test_lesson_flops_leave_memory_bound_rows_unchanged() -> None:
     """Under the lesson's 2 x P the published rows stay memory-bound, so their predictions do not change."""
     exact = validate(load_published(), flops="exact")
-    lesson = validate(load_published(), flops="lesson")
+    lesson = validate(load_published(), flops="2p")
     assert [r.predicted_spec_s for r in exact.rows] == [r.predicted_spec_s for r in lesson.rows]
     with pytest.raises(InvalidValueError, match="flops"):
         validate(load_published(), flops="2P")

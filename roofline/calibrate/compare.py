@@ -41,6 +41,7 @@ import attrs
 from ..errors import InvalidValueError
 from ..formulas import decode_allreduce_time, step_time
 from ..hardware import Accelerator, get_accelerator
+from ..models import flops_convention
 from .published import load_published
 from .schema import Calibration, Measurement, calibration_files, load_calibration
 
@@ -83,7 +84,7 @@ def predict(
     measurement : Measurement
     accelerator : Accelerator
         Its ``bandwidth`` [bytes/s] and ``peak_flops`` [FLOP/s] are used.
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
         FLOP convention (:meth:`roofline.ModelConfig.flops_per_token`).
 
     Returns
@@ -445,7 +446,7 @@ def validate(
     ----------
     measurements : sequence of Measurement, optional
         Default: :func:`default_measurements` (published points and shipped files).
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
         FLOP convention (:meth:`roofline.ModelConfig.flops_per_token`).
     profiles : mapping, optional
         Engine profile name -> :class:`roofline.calibrate.fit.EngineProfile`: every row of a
@@ -483,8 +484,7 @@ def validate(
     >>> round(report.median_abs_error_measured, 3)
     0.222
     """
-    if flops not in ("exact", "lesson"):
-        raise InvalidValueError("flops", flops, "expected 'exact' or 'lesson'")
+    flops = flops_convention(flops)
     items = list(default_measurements() if measurements is None else measurements)
     if not items:
         raise InvalidValueError("measurements", items, "no measurement to validate")
@@ -527,7 +527,7 @@ def estimate_step(measurement: Measurement, profile: Any, *, flops: str = "exact
         With spec constants (``measurement.spec``).
     profile : EngineProfile
         :class:`roofline.calibrate.fit.EngineProfile` (its ``scaled`` and ``overhead``).
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
 
     Returns
     -------

@@ -325,7 +325,7 @@ def fit_profile(name: str, rows: Sequence[Measurement], *, flops: str = "exact")
         The profile's name (every row's ``engine_profile`` must be it).
     rows : sequence of Measurement
         The profile's calibration rows: split ``"calibration"``, with a spec accelerator.
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
         FLOP convention of the bytes-and-FLOPs side (:meth:`roofline.ModelConfig.flops_per_token`).
 
     Returns
@@ -431,7 +431,7 @@ def fit_profiles(
     ----------
     measurements : sequence of Measurement
         Rows of any subset; only the calibration rows of each profile are used.
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
 
     Returns
     -------
@@ -477,7 +477,7 @@ def engine_profiles(*, flops: str = "exact") -> dict[str, EngineProfile]:
 
     Parameters
     ----------
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
 
     Returns
     -------
@@ -514,7 +514,7 @@ def get_engine_profile(name: str | EngineProfile, *, flops: str = "exact") -> En
     ----------
     name : str or EngineProfile
         An EngineProfile is returned as it is.
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
 
     Returns
     -------
@@ -563,7 +563,7 @@ def validate_with_estimates(measurements: Sequence[Measurement] | None = None, *
     ----------
     measurements : sequence of Measurement, optional
         Default: :func:`roofline.calibrate.compare.default_measurements`.
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
 
     Returns
     -------

@@ -12,6 +12,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from .._io import exact_decimal
+
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_ACCELERATOR = "h100-sxm"
 
@@ -54,14 +56,15 @@ def int_arg(name: str, minimum: int = 0, maximum: int = MAXIMUM) -> Any:
 
 def number_arg(name: str, *, positive: bool = False, at_most_one: bool = False) -> Any:
     """An argparse type: a finite decimal number read exactly as a Fraction, in [0, MAXIMUM]
-    (> 0 if ``positive``; <= 1 if ``at_most_one``). NaN and infinity are refused."""
+    (> 0 if ``positive``; <= 1 if ``at_most_one``). NaN, infinity, fractions such as 1/3 and
+    numbers too long to convert in bounded time (:func:`roofline._io.exact_decimal`) are refused."""
 
     def parse(text: str) -> Fraction:
         _ascii(name, text)
         try:
-            value = Fraction(text)
-        except (ValueError, ZeroDivisionError, OverflowError):
-            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected a finite number") from None
+            value = exact_decimal(text)  # bounded: 1e999999999 is refused, not built digit by digit
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{name}={text!r}: expected a finite number ({exc})") from None
         if value < 0 or (positive and value == 0):
             raise argparse.ArgumentTypeError(f"{name}={text!r}: must be {'>' if positive else '>='} 0")
         if at_most_one and value > 1:
@@ -86,10 +89,15 @@ def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -
 
 
 def add_flops_option(parser: argparse.ArgumentParser, *, default: str) -> None:
-    """--flops {exact,lesson}: the FLOPs convention."""
-    parser.add_argument("--flops", choices=("exact", "lesson"), default=default,
+    """--flops {exact,2p}: the FLOPs convention ("lesson" is read as "2p", its former name)."""
+    parser.add_argument("--flops", type=_flops, choices=("exact", "2p"), default=default,
                         help="FLOPs convention: 'exact' (2 x matmul parameters + attention) or "
-                             "'lesson' (2 x P) (default: %(default)s)")
+                             "'2p' (2 x P, the lesson's round figure; 'lesson' is read as '2p') "
+                             "(default: %(default)s)")
+
+
+def _flops(text: str) -> str:
+    return {"lesson": "2p"}.get(text, text)
 
 
 def add_estimate_option(p: argparse.ArgumentParser) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from .._io import check_outputs, output_path
 from ..errors import InvalidValueError
-from ._args import number_arg, plain
+from ._args import int_arg, number_arg, plain
 
 __all__ = ["register", "run", "parse_ints", "parse_shapes"]
 
@@ -42,6 +42,8 @@ def parse_ints(option: str, text: str) -> tuple[int, ...]:
     (1, 2, 4)
     """
     try:
+        if not text.isascii():  # int() would read Arabic-Indic or full-width digits
+            raise ValueError(text)
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise InvalidValueError(option, text, "expected comma-separated integers, e.g. 1,2,4") from None
@@ -69,6 +71,8 @@ def parse_shapes(option: str, text: str) -> tuple[tuple[int, int, int], ...]:
             continue
         dims = part.lower().split("x")
         try:
+            if not part.isascii():  # int() would read Arabic-Indic or full-width digits
+                raise ValueError(part)
             m, n, k = (int(d) for d in dims)
         except ValueError:
             raise InvalidValueError(option, text, f"{part.strip()!r} is not MxNxK") from None
@@ -99,9 +103,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--batches", default=None, metavar="LIST", help="batch sizes, e.g. 1,2,4,8")
     p.add_argument("--contexts", default=None, metavar="LIST",
                    help="context per sequence [tokens], e.g. 128,1000,4096")
-    p.add_argument("--repetitions", type=int, default=None, metavar="N", help="timed repetitions")
-    p.add_argument("--warmup", type=int, default=None, metavar="N", help="untimed warm-up runs")
-    p.add_argument("--bandwidth-mib", type=int, default=None, metavar="MIB",
+    p.add_argument("--repetitions", type=int_arg("--repetitions", 1), default=None, metavar="N",
+                   help="timed repetitions")
+    p.add_argument("--warmup", type=int_arg("--warmup", 0), default=None, metavar="N", help="untimed warm-up runs")
+    p.add_argument("--bandwidth-mib", type=int_arg("--bandwidth-mib", 1), default=None, metavar="MIB",
                    help="bandwidth buffer size [MiB] (GPU default 2048, CPU 256)")
     p.add_argument("--matmul", default=None, metavar="SHAPES", help="matmul shapes MxNxK,...")
     graphs = p.add_mutually_exclusive_group()
@@ -109,7 +114,7 @@ def register(subparsers: Any) -> None:
                         help="replay decode steps from CUDA graphs (GPU default)")
     graphs.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
                         help="time decode steps eagerly")
-    p.add_argument("--max-seconds", type=float, default=None, metavar="S",
+    p.add_argument("--max-seconds", type=number_arg("--max-seconds", positive=True), default=None, metavar="S",
                    help="skip decode points not started within S seconds (GPU default 150)")
     p.add_argument("--accelerator", default=None, metavar="PRESET",
                    help="the preset this device is (default: recognised from the GPU's name)")
@@ -166,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     if args.cuda_graphs is not None:
         changes["cuda_graphs"] = args.cuda_graphs
     if args.max_seconds is not None:
-        changes["max_seconds"] = args.max_seconds
+        changes["max_seconds"] = float(args.max_seconds)
     plan = attrs.evolve(plan, **changes)
     accelerator = get_accelerator(args.accelerator).key if args.accelerator else None
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))

@@ -118,7 +118,7 @@ def build_fit(
     sizes : sequence of int >= 1 [GPUs], the tensor-parallel sizes T to compare
     utilization : in (0, 1], share of usable memory the server may use
     block_size : int >= 1 [tokens/block]
-    flops : {"exact", "lesson"}
+    flops : {"exact", "2p"}
 
     Returns
     -------

@@ -9,7 +9,7 @@
   the lesson's mean / longest.
 
 FLOPs per token follow ``--flops``: "exact" by default, as the table of ``roofline report``;
-"lesson" (2 x P) draws the lesson's own chart. ``--out`` is refused when empty or when it
+"2p" (2 x P) draws the lesson's own chart. ``--out`` is refused when empty or when it
 names the config read; each file is written atomically.
 
 Needs matplotlib (``pip install 'roofline[plot]'``; from a clone ``pip install -e '.[plot]'``).

@@ -6,7 +6,7 @@ leaves at 0.9 utilization: usable memory x 0.9 - weights - a reserve for the act
 peak and non-torch memory taken from a published vLLM log for the model size (named with
 its source; not given where no log is known), and the upper bound with reserve 0. Every
 number names its FLOPs convention where it depends on one: "exact" (2 x matmul parameters
-+ 4 L H d c attention FLOPs) or "lesson" (2 x P).
++ 4 L H d c attention FLOPs) or "2p" (2 x P, the lesson's round figure).
 
 The table's KV limit is the most sequences the upper-bound budget (reserve 0) holds at the
 context, in paged blocks; when ``--kv-budget-gb`` is given, that budget is the table's KV
@@ -134,9 +134,9 @@ def build_report(
     whole, model = model, model.per_gpu(tensor_parallel_size)
 
     single = {conv: estimate.decode_step(model, accelerator, batch=1, context=0, flops=conv)
-              for conv in ("lesson", "exact")}
+              for conv in ("2p", "exact")}
     crit = {conv: estimate.criticality(model, accelerator, context=context, flops=conv)
-            for conv in ("lesson", "exact")}
+            for conv in ("2p", "exact")}
     upper_budget = estimate.kv_budget_for(model, accelerator, utilization=utilization)
     reserve = estimate.published_reserve(model, accelerator)
     lesson_cap = estimate.kv_capacity(model, budget=Fraction(kv_budget), context=context, block_size=block_size)
@@ -214,7 +214,7 @@ def build_report(
             "compute_peak_flops": float(estimate.compute_peak(model, accelerator)),
             "kv_dtype": model.kv_dtype, "matmul_parameters": model.matmul_parameters,
             "matmul_flops_per_token": model.matmul_flops_per_token,
-            "lesson_flops_per_token": model.lesson_flops_per_token,
+            "two_p_flops_per_token": model.two_p_flops_per_token,
             "attention_flops_per_context_token": model.attention_flops_per_token,
         },
         "accelerator": {
@@ -358,8 +358,8 @@ def _t(seconds: float) -> str:
 def format_report(r: dict[str, Any]) -> str:
     """The report as text: one number per line with its derivation."""
     m, a, w = r["model"], r["accelerator"], r["weights"]
-    lesson, exact = r["single"]["lesson"], r["single"]["exact"]
-    cl, ce = r["criticality"]["lesson"], r["criticality"]["exact"]
+    lesson, exact = r["single"]["2p"], r["single"]["exact"]
+    cl, ce = r["criticality"]["2p"], r["criticality"]["exact"]
     kv, given, real, upper = r["kv"], r["kv"]["given_budget"], r["kv"]["real_budget"], r["kv"]["upper_bound_budget"]
     bw, peak = a["bandwidth_bytes_per_s"], m["compute_peak_flops"]  # the peak of the matmul inputs' dtype
     ctx = cl["context"]
@@ -384,25 +384,25 @@ def format_report(r: dict[str, Any]) -> str:
         *_moe_lines(m),
         f"  step time             {_t(lesson['step_time_s']):>12} = weight bytes / bandwidth "
         f"= {lesson['bytes'] / 1e9:.2f} GB / {bw / 1e12:.2f} TB/s" + plus_ar,
-        f"  compute time [lesson] {_t(lesson['compute_time_s']):>12} = 2 x P / peak "
-        f"= {m['lesson_flops_per_token'] / 1e9:.2f} GFLOP / {peak / 1e12:.1f} TFLOP/s",
+        f"  compute time [2P]     {_t(lesson['compute_time_s']):>12} = 2 x P / peak "
+        f"= {m['two_p_flops_per_token'] / 1e9:.2f} GFLOP / {peak / 1e12:.1f} TFLOP/s",
         f"  compute time [exact]  {_t(exact['compute_time_s']):>12} = 2 x matmul params / peak "
         f"= {m['matmul_flops_per_token'] / 1e9:.2f} GFLOP / {peak / 1e12:.1f} TFLOP/s",
-        f"  math-busy share       {lesson['math_busy_share'] * 100:8.2f} %    = compute / step time [lesson] "
+        f"  math-busy share       {lesson['math_busy_share'] * 100:8.2f} %    = compute / step time [2P] "
         f"({exact['math_busy_share'] * 100:.2f} % [exact])",
         "",
         "Where math catches up with reading",
         f"  ridge point           {cl['ridge_point_flop_per_byte']:9.1f} FLOP/byte = peak / bandwidth",
-        f"  critical batch, no KV {cl['critical_batch_weights_only']:9d} [lesson]  = "
+        f"  critical batch, no KV {cl['critical_batch_weights_only']:9d} [2P]  = "
         + ("first B with B x 2P / peak >= (W_shared + experts touched(B) x expert bytes) / bandwidth"
            if m["experts"] else "ceil(ridge x W / 2P) ~ step time / compute time")
         + f"; {ce['critical_batch_weights_only']} [exact]",
-        f"  critical batch at {ctx:,} tokens: {_none(cl['critical_batch'])} [lesson], "
+        f"  critical batch at {ctx:,} tokens: {_none(cl['critical_batch'])} [2P], "
         f"{_none(ce['critical_batch'])} [exact]"
-        + (f"  (intensity limit as batch grows: {cl['intensity_limit_flop_per_byte']:.1f} [lesson], "
+        + (f"  (intensity limit as batch grows: {cl['intensity_limit_flop_per_byte']:.1f} [2P], "
            f"{ce['intensity_limit_flop_per_byte']:.1f} [exact] FLOP/byte, not above the ridge)"
            if cl["critical_batch"] is None and ce["critical_batch"] is None else ""),
-        f"  critical context c*   {_tokens(cl['critical_context_tokens'])} [lesson], "
+        f"  critical context c*   {_tokens(cl['critical_context_tokens'])} [2P], "
         f"{_tokens(ce['critical_context_tokens'])} [exact] = "
         + ("solves F = (ridge x k_l - a_l) x sum over layers of min(c, w_l)" if m["sliding_windows"]
            else "F / (ridge x k - a)")
@@ -471,7 +471,7 @@ def _moe_lines(m: dict[str, Any]) -> list[str]:
 def _estimate_lines(r: dict[str, Any]) -> list[str]:
     """The [estimate] section: the profile's constants, then estimate beside bound."""
     e, p = r["estimate"], r["estimate"]["profile"]
-    ctx = r["criticality"]["lesson"]["context"]
+    ctx = r["criticality"]["2p"]["context"]
     c = p["constants"]
     out = [
         "",

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_share, format_time
+from ._args import add_flops_option
 
 if TYPE_CHECKING:
     from ..calibrate.compare import Report
@@ -42,8 +43,7 @@ def register(subparsers: Any) -> None:
                    help="a calibration file from roofline calibrate (repeatable)")
     p.add_argument("--no-published", action="store_true", help="leave out the published points")
     p.add_argument("--no-shipped", action="store_true", help="leave out the shipped calibration files")
-    p.add_argument("--flops", choices=("exact", "lesson"), default="exact",
-                   help="FLOP convention: exact matmul count + attention (default) or the lesson's 2 x P")
+    add_flops_option(p, default="exact")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(func=run)
 

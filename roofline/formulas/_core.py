@@ -166,14 +166,24 @@ def formula(
                     ) from None
             exact_ints = {n: v.astype(object) for n, v in kwargs.items()
                           if isinstance(v, np.ndarray) and v.dtype.kind in "iu"}
-            with np.errstate(all="ignore"):  # the relation on exact ints; a float overflow there refuses the input
-                admitted = spec.admits(**{**kwargs, **exact_ints})
-            if not admitted:
-                assert requires is not None
-                field, text, _ = requires
-                raise InvalidValueError(field, kwargs[field], f"{func.__name__} requires {text}")
-            with np.errstate(all="ignore"):  # float overflow becomes inf or 0, which the result check refuses
-                out = func(**{**kwargs, **exact_ints})  # integer arrays as Python ints: they never wrap
+            try:
+                with np.errstate(all="ignore"):  # the relation on exact ints; a float overflow there refuses the input
+                    admitted = spec.admits(**{**kwargs, **exact_ints})
+                if not admitted:
+                    assert requires is not None
+                    field, text, _ = requires
+                    raise InvalidValueError(field, kwargs[field], f"{func.__name__} requires {text}")
+                with np.errstate(all="ignore"):  # float overflow becomes inf or 0, which the result check refuses
+                    out = func(**{**kwargs, **exact_ints})  # integer arrays as Python ints: they never wrap
+            except OverflowError:  # an exact int or Fraction too large for a float, met by a float argument
+                field = _too_large_for_float(kwargs)
+                raise InvalidValueError(field, kwargs[field], f"too large for a float, which {func.__name__} meets "
+                                        "in another argument (pass ints or Fractions throughout)") from None
+            except ZeroDivisionError:  # valid floats whose product underflows to 0, then divides
+                inputs = ", ".join(f"{k}={np.array2string(v, threshold=6) if isinstance(v, np.ndarray) else repr(v)}"
+                                   for k, v in kwargs.items())
+                raise InvalidValueError(func.__name__, None, f"a float underflow divides by zero for {inputs} "
+                                        "(pass ints or Fractions)") from None
             if exact_ints:
                 out = _from_object(out)
             _check_result(func.__name__, result, none_when_infinite, out, kwargs)
@@ -205,6 +215,18 @@ def _from_object(out: Any) -> Any:
     if all(isinstance(v, float) for v in values):
         return out.astype(np.float64)
     return out
+
+
+def _too_large_for_float(kwargs: dict[str, Any]) -> str:
+    """The first argument (by name) with a value float() cannot hold: the one to name in the error."""
+    for name in sorted(kwargs):
+        values = kwargs[name].ravel().tolist() if isinstance(kwargs[name], np.ndarray) else [kwargs[name]]
+        for v in values:
+            try:
+                float(v)
+            except OverflowError:
+                return name
+    return sorted(kwargs)[0]  # pragma: no cover - an overflow needs a value float() cannot hold
 
 
 def _finite(value: Any) -> bool:

@@ -67,6 +67,25 @@ def _any_array(*values: Any) -> bool:
 # --------------------------------------------------------------------------- continuous uniform
 
 
+#: Largest batch whose J_{B-1} is computed by the forward recurrence (B steps); larger batches use
+#: the asymptotic series of :func:`_j_large`, whose terms then shrink by at least 10^4 each.
+_RECURRENCE_MAX_BATCH = 10**4
+
+
+def _j_large(n: int, r: float) -> float:
+    """J_n = Integral(u^n / (1 + r u), u in [0, 1]) for large n, by integrating by parts repeatedly:
+    J_n = sum_k k! r^k / ((1 + r)^(k+1) (n+1)(n+2)...(n+k+1)), each term below the one before it
+    by a factor k r / ((1 + r)(n + k + 1)) < k / n, stopped at float precision."""
+    term = 1 / ((n + 1) * (1 + r))
+    total = term
+    k = 0
+    while term > total * 2**-60:
+        k += 1
+        term *= k * r / ((1 + r) * (n + k + 1))
+        total += term
+    return total
+
+
 def _uniform_share_kernel(*, batch: int, spread: Any) -> Any:
     """E[X_1 / max] for B iid uniform lengths of relative spread s (see the formula)."""
     if batch == 1:
@@ -89,9 +108,12 @@ def _uniform_share_kernel(*, batch: int, spread: Any) -> Any:
     else:
         # J_n = Integral(u^n / (1 + r u), u in [0, 1]): J_0 = log(1 + r) / r and
         # J_n = (1/n - J_{n-1}) / r, stable forwards for r > 1 (errors shrink by 1/r).
-        j = math.log1p(r) / r
-        for n in range(1, batch):
-            j = (1 / n - j) / r
+        if batch <= _RECURRENCE_MAX_BATCH:
+            j = math.log1p(r) / r
+            for n in range(1, batch):
+                j = (1 / n - j) / r
+        else:  # the recurrence would take B steps (10^9: minutes); J_{B-1} from its asymptotic series
+            j = _j_large(batch - 1, r)
         low_over_max = batch * j
     # share = (B + 1) / (2B) + (B - 1) / (2B) E[low / M]
     return (batch + 1) / (2 * batch) + (batch - 1) / (2 * batch) * low_over_max

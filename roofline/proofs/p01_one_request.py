@@ -14,7 +14,7 @@ Assumptions
   a decode step streams the weights plus each sequence's KV over HBM bandwidth and does
   its FLOPs at the dense peak; step time = max(memory time, compute time) (roofline,
   perfect overlap, no per-step overhead).
-* FLOPs per token: the lesson's round 2 x P (named "lesson"), beside the exact matmul
+* FLOPs per token: the lesson's round 2 x P (named "2p"), beside the exact matmul
   count 2 x (projections + lm_head) plus 4 L H d c attention FLOPs ("exact").
 * The queue: 100 identical requests at t = 0, prompts of 100 tokens and replies of 400
   tokens (the mean of the lesson's replies 100, 200, 300, 1,000), first come first
@@ -54,7 +54,7 @@ def derive(p: Proof) -> None:
     model, gpu = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
     P, W, k = model.parameters, model.weight_bytes, model.kv_bytes_per_token
     BW, PEAK = Fraction(gpu.bandwidth), Fraction(gpu.peak_flops)
-    F_lesson, F_exact = model.lesson_flops_per_token, model.matmul_flops_per_token
+    F_lesson, F_exact = model.two_p_flops_per_token, model.matmul_flops_per_token
     a_exact = model.attention_flops_per_token
 
     p.title("p01 one request at a time: Llama 3.1 8B, BF16, H100 SXM (3.35 TB/s, 989.4 TFLOP/s dense)")
@@ -108,7 +108,7 @@ def derive(p: Proof) -> None:
     p.show("request j waits before its work starts (definition: requests 1..j-1)", sb.serial_wait)
     p.show("mean wait over n requests (derived: SymPy sums the waits over j)", sb.serial_mean_wait)
     p.legend("position", "service_time", "requests")
-    cost = RooflineCostModel.for_model(model, gpu, flops="lesson")
+    cost = RooflineCostModel.for_model(model, gpu, flops="2p")
     service = cost.prefill_time(PROMPT, f.causal_attention_pairs(prompt_tokens=PROMPT))
     service += sum(cost.decode_time(1, PROMPT + j) for j in range(1, REPLY))
     p.say(f"Service time of one request: 1 prefill step over {PROMPT} tokens (its first token) and "

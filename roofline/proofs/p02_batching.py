@@ -48,7 +48,7 @@ def derive(p: Proof) -> None:
     model, gpu = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
     W, k = model.weight_bytes, model.kv_bytes_per_token
     BW, PEAK = Fraction(gpu.bandwidth), Fraction(gpu.peak_flops)
-    F = model.lesson_flops_per_token
+    F = model.two_p_flops_per_token
     B, c = S.batch, S.context
 
     p.title(f"p02 batching: {BATCH} requests share one weight read (Llama 3.1 8B, BF16, H100 SXM)")

@@ -50,7 +50,7 @@ def derive(p: Proof) -> None:
     model, gpu = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
     W, k = model.weight_bytes, model.kv_bytes_per_token
     BW, PEAK = Fraction(gpu.bandwidth), Fraction(gpu.peak_flops)
-    F2P, F_ex, a_ex = model.lesson_flops_per_token, model.matmul_flops_per_token, model.attention_flops_per_token
+    F2P, F_ex, a_ex = model.two_p_flops_per_token, model.matmul_flops_per_token, model.attention_flops_per_token
     ridge = PEAK / BW
 
     p.title("p03 critical batch and critical context (Llama 3.1 8B, BF16, H100 SXM)")

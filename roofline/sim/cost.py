@@ -38,9 +38,10 @@ from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
+import numpy as np
 
 from .. import formulas as f
-from .._checks import check_int, check_nonnegative, check_positive
+from .._checks import check_int, check_nonnegative, check_positive, check_scalar
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
@@ -78,7 +79,13 @@ def _exact_time(value: Any) -> Any:
 
 
 def _check_duration(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if isinstance(value, np.ndarray):
+        raise InvalidValueError(attribute.name, value, "expected one duration, not an array")
     check_positive(attribute.name, value)
+    try:
+        float(value)  # the float mode converts every duration
+    except OverflowError:
+        raise InvalidValueError(attribute.name, value, "too large for a float") from None
 
 
 @attrs.frozen
@@ -95,7 +102,7 @@ class UnitCostModel:
     Raises
     ------
     InvalidValueError
-        A duration that is not a finite number > 0.
+        A duration that is not one finite number > 0 (an array, NaN...), or too large for a float.
 
     Notes
     -----
@@ -286,7 +293,7 @@ class RooflineCostModel:
             Its ``weight_bytes``, ``kv_bytes_per_token`` and ``flops_per_token(flops)``.
         accelerator : Accelerator
             Its ``bandwidth`` [bytes/s] and dense ``peak_flops`` [FLOP/s].
-        flops : {"exact", "lesson"}
+        flops : {"exact", "2p"}
             FLOPs convention (:meth:`roofline.ModelConfig.flops_per_token`).
         overhead : [s] >= 0
         exact : bool
@@ -309,7 +316,8 @@ class RooflineCostModel:
         Raises
         ------
         InvalidValueError
-            An unknown FLOPs convention or a bad overhead; a profile without constants; a T the
+            ``model`` not a ModelConfig or ``accelerator`` not an Accelerator (a class, None...),
+            an unknown FLOPs convention or a bad overhead; a profile without constants; a T the
             model's heads or widths refuse, or one the accelerator's links cannot hold.
         UnknownPresetError
             An unknown engine profile.
@@ -325,6 +333,16 @@ class RooflineCostModel:
         needs nothing more (its KV bytes and attention FLOPs per token are constants).
         The compute peak follows the matmul inputs (:attr:`roofline.ModelConfig.compute_dtype`).
         """
+        if not isinstance(model, ModelConfig):
+            raise InvalidValueError("model", model, "expected a roofline.ModelConfig (roofline.load_model(...))")
+        if not isinstance(accelerator, Accelerator):
+            raise InvalidValueError("accelerator", accelerator,
+                                    "expected a roofline.Accelerator (roofline.get_accelerator(...))")
+        if not isinstance(flops, str):
+            raise InvalidValueError("flops", flops, "expected 'exact' or 'lesson'")
+        check_scalar("overhead", overhead)
+        if not isinstance(exact, bool):
+            raise InvalidValueError("exact", exact, "must be True or False")
         from ..errors import UnsupportedModelError
 
         if model.has_sliding_window:

@@ -21,20 +21,27 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import numpy as np
 
 from .. import formulas as f
-from .._checks import check_int
+from .._checks import check_count
+from ..errors import InvalidValueError
 
 __all__ = ["KVPool"]
 
 
+def _python_int(value: Any) -> Any:
+    """A numpy integer as a Python int (int64 arithmetic on the pool's counts could wrap); anything else as is."""
+    return int(value) if isinstance(value, np.integer) else value
+
+
 def _capacity(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     if value is not None:
-        check_int(attribute.name, value, minimum=0)
+        check_count(attribute.name, value, minimum=0)
 
 
 def _block_size(instance: object, attribute: attrs.Attribute, value: Any) -> None:
-    check_int(attribute.name, value, minimum=1)
+    check_count(attribute.name, value, minimum=1)
 
 
 @attrs.frozen
@@ -47,6 +54,7 @@ class KVPool:
         Blocks in the pool; None means unlimited (nothing is ever rejected for KV).
     block_size : int >= 1 [tokens/block], default 1
         1 is token-level accounting (a block is a token slot).
+        Numpy integers are taken as Python ints, so the pool's products never wrap.
 
     Raises
     ------
@@ -69,8 +77,8 @@ class KVPool:
     (20, 50, 94)
     """
 
-    capacity_blocks: int | None = attrs.field(validator=_capacity)
-    block_size: int = attrs.field(default=1, validator=_block_size)
+    capacity_blocks: int | None = attrs.field(converter=_python_int, validator=_capacity)
+    block_size: int = attrs.field(default=1, converter=_python_int, validator=_block_size)
 
     @classmethod
     def tokens(cls, capacity_tokens: int) -> KVPool:
@@ -104,13 +112,18 @@ class KVPool:
         Raises
         ------
         InvalidValueError
-            A bad budget, KV size or block size (:func:`roofline.formulas.kv_capacity_blocks`).
+            A bad budget, KV size or block size (:func:`roofline.formulas.kv_capacity_blocks`): not a
+            finite number (an array, NaN, inf), out of range, an integer too large for a float beside
+            a float, or a pool too large for a float (``budget / kv_bytes_per_token`` overflows).
 
         Examples
         --------
         >>> KVPool.from_budget(budget=5691 * 16 * 131_072, kv_bytes_per_token=131_072).capacity_tokens
         91056
         """
+        for name, value in (("budget", budget), ("kv_bytes_per_token", kv_bytes_per_token), ("block_size", block_size)):
+            if isinstance(value, np.ndarray):
+                raise InvalidValueError(name, value, "expected a number (one pool), not an array")
         blocks = f.kv_capacity_blocks(budget=budget, kv_bytes_per_token=kv_bytes_per_token, block_size=block_size)
         return cls(int(blocks), block_size)
 

@@ -42,7 +42,7 @@ from fractions import Fraction
 from typing import Any
 
 from .. import formulas as f
-from .._checks import check_int, check_nonnegative
+from .._checks import check_count, check_nonnegative, check_scalar
 from ..errors import InvalidValueError, SimulationError
 from .cost import CostModel
 from .kv import KVPool
@@ -80,6 +80,9 @@ class _Run:
     def __init__(self, requests: Iterable[Request] | ClosedLoop, cost_model: Any, kv_pool: KVPool | None,
                  record_steps: bool, max_steps: int | None, *, max_model_len: int | None = None,
                  max_batch: int = 1, streams: bool = True) -> None:
+        if isinstance(cost_model, type):
+            raise InvalidValueError("cost_model", cost_model, "a class, not a cost model: pass an instance "
+                                    "(RooflineCostModel.for_model(model, accelerator) or UnitCostModel())")
         if not isinstance(cost_model, CostModel):
             raise InvalidValueError("cost_model", cost_model, "expected a cost model (roofline.sim.RooflineCostModel, "
                                     "UnitCostModel or an object with the CostModel methods)")
@@ -88,9 +91,9 @@ class _Run:
         if not isinstance(record_steps, bool):
             raise InvalidValueError("record_steps", record_steps, "must be True or False")
         if max_steps is not None:
-            check_int("max_steps", max_steps, minimum=0)
+            check_count("max_steps", max_steps, minimum=0)
         if max_model_len is not None:
-            check_int("max_model_len", max_model_len, minimum=1)
+            check_count("max_model_len", max_model_len, minimum=1)
         self.cost: Any = cost_model
         self.pool = kv_pool if kv_pool is not None else KVPool.unlimited()
         self.closed = requests if isinstance(requests, ClosedLoop) else None
@@ -220,7 +223,12 @@ class _Run:
 
 def _opt_time(name: str, value: Any) -> None:
     if value is not None:
+        check_scalar(name, value)
         check_nonnegative(name, value)
+        try:
+            float(value)  # compared with times that may be floats
+        except OverflowError:
+            raise InvalidValueError(name, value, "too large for a float") from None
 
 
 # --------------------------------------------------------------------------- serial and static
@@ -393,10 +401,10 @@ def serve_static(
                                          max_model_len=max_model_len, record_steps=record_steps, max_steps=max_steps)
         if result is not None:
             return result
-    check_int("batch_size", batch_size, minimum=1)
+    check_count("batch_size", batch_size, minimum=1)
     _opt_time("max_wait", max_wait)
     if max_num_batched_tokens is not None:
-        check_int("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
+        check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
     run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
                max_batch=batch_size, streams=False)
     budget = math.inf if max_num_batched_tokens is None else max_num_batched_tokens
@@ -422,7 +430,7 @@ _EVENT_ENGINE: dict[str, Callable[..., SimResult | None]] = {}
 
 
 def _check_engine(engine: Any) -> None:
-    if engine not in ENGINES:
+    if not isinstance(engine, str) or engine not in ENGINES:
         raise InvalidValueError("engine", engine, f"expected one of {', '.join(ENGINES)}")
 
 
@@ -648,15 +656,15 @@ def serve_continuous(
     ([4, 3], ['prefill', 'prefill', 'decode', 'decode'])
     """
     _check_engine(engine)
-    check_int("max_num_seqs", max_num_seqs, minimum=1)
-    if admission not in ADMISSIONS:
+    check_count("max_num_seqs", max_num_seqs, minimum=1)
+    if not isinstance(admission, str) or admission not in ADMISSIONS:
         raise InvalidValueError("admission", admission, f"expected one of {', '.join(ADMISSIONS)}")
-    if prefill not in PREFILL_MODES:
+    if not isinstance(prefill, str) or prefill not in PREFILL_MODES:
         raise InvalidValueError("prefill", prefill, f"expected one of {', '.join(PREFILL_MODES)}")
     if max_prefill_tokens is not None:
-        check_int("max_prefill_tokens", max_prefill_tokens, minimum=1)
+        check_count("max_prefill_tokens", max_prefill_tokens, minimum=1)
     if max_num_batched_tokens is not None:
-        check_int("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
+        check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
     options: dict[str, Any] = {"max_num_seqs": max_num_seqs, "admission": admission,
                                "max_prefill_tokens": max_prefill_tokens}
     if prefill == "chunked":

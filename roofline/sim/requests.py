@@ -44,12 +44,20 @@ from typing import Any
 
 import attrs
 
-from .._io import parse_json, read_text_file
+from .._io import MAX_NUMBER_CHARS, exact_decimal, parse_json, read_text_file
 from ..errors import FileReadError, InvalidValueError, TraceError
 from ..formulas import lifetime_kv_slots
 
 __all__ = ["Request", "load_trace", "parse_trace", "check_requests", "shipped_trace", "TRACE_FORMATS",
-           "SHIPPED_TRACES"]
+           "SHIPPED_TRACES", "MAX_TOKENS", "MAX_ARRIVAL_S"]
+
+#: Most tokens a request may carry in its prompt or its output [tokens]: 10^15, a million times
+#: any model's context, and small enough that every count converts to a float exactly.
+MAX_TOKENS = 10**15
+
+#: Latest arrival time a request may have [s]: 10^15 s (31.7 million years), so that every time
+#: the scheduler derives from it stays a finite float when printed or summed.
+MAX_ARRIVAL_S = 10**15
 
 #: The formats :func:`load_trace` reads, and the columns each needs.
 TRACE_FORMATS: dict[str, tuple[str, str, str]] = {
@@ -73,14 +81,18 @@ def _arrival(instance: object, attribute: attrs.Attribute, value: Any) -> None:
         raise InvalidValueError(attribute.name, value, "must be finite")
     if value < 0:
         raise InvalidValueError(attribute.name, value, "must be >= 0")
+    if value > MAX_ARRIVAL_S:  # type: ignore[operator]  # a Real, compared as such
+        raise InvalidValueError(attribute.name, value, f"must be <= {MAX_ARRIVAL_S:.0e} s (MAX_ARRIVAL_S)")
 
 
-def _int_at_least(minimum: int) -> Any:
+def _int_at_least(minimum: int, maximum: int | None = None) -> Any:
     def check(instance: object, attribute: attrs.Attribute, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidValueError(attribute.name, value, "expected an integer")
         if value < minimum:
             raise InvalidValueError(attribute.name, value, f"must be >= {minimum}")
+        if maximum is not None and value > maximum:
+            raise InvalidValueError(attribute.name, value, f"must be <= {maximum:.0e} (MAX_TOKENS)")
 
     return check
 
@@ -93,11 +105,11 @@ class Request:
     ----------
     id : int >= 0
         Identifier, unique within a workload (the loaders use the 0-based row index).
-    arrival_s : int, Fraction or float [s], finite, >= 0
+    arrival_s : int, Fraction or float [s], finite, in [0, :data:`MAX_ARRIVAL_S`]
         Arrival time. Exact (int or Fraction) values keep the simulation exact.
-    prompt_tokens : int >= 1 [tokens]
+    prompt_tokens : int in [1, :data:`MAX_TOKENS`] [tokens]
         P, the prompt length.
-    output_tokens : int >= 1 [tokens]
+    output_tokens : int in [1, :data:`MAX_TOKENS`] [tokens]
         O, the tokens the request produces: the first from the prefill step, the other
         O - 1 from decode steps (CONVENTIONS.md, "One step").
 
@@ -114,8 +126,8 @@ class Request:
 
     id: int = attrs.field(validator=_int_at_least(0))
     arrival_s: int | Fraction | float = attrs.field(validator=_arrival)
-    prompt_tokens: int = attrs.field(validator=_int_at_least(1))
-    output_tokens: int = attrs.field(validator=_int_at_least(1))
+    prompt_tokens: int = attrs.field(validator=_int_at_least(1, MAX_TOKENS))
+    output_tokens: int = attrs.field(validator=_int_at_least(1, MAX_TOKENS))
 
     @property
     def lifetime_kv_slots(self) -> int:
@@ -138,8 +150,9 @@ def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
     Raises
     ------
     InvalidValueError
-        An item that is not a Request (field ``requests[i]``), an arrival earlier than the
-        one before it (field ``requests[i].arrival_s``), or a repeated id (``requests[i].id``).
+        Not an iterable (field ``requests``), an item that is not a Request (field ``requests[i]``),
+        an arrival earlier than the one before it (field ``requests[i].arrival_s``), or a repeated
+        id (``requests[i].id``).
         Nothing is reordered silently.
 
     Examples
@@ -147,6 +160,8 @@ def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
     >>> len(check_requests([Request(id=0, arrival_s=0, prompt_tokens=1, output_tokens=1)]))
     1
     """
+    if isinstance(requests, (str, bytes, dict)) or not isinstance(requests, Iterable):
+        raise InvalidValueError("requests", requests, "expected an iterable of roofline.sim.Request")
     out = tuple(requests)
     seen: set[int] = set()
     previous: Any = None
@@ -166,9 +181,9 @@ def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
 
 # --------------------------------------------------------------------------- loaders
 
-_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
-_INTEGER = re.compile(r"[+]?\d+")
-_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+# re.ASCII: numbers in files are ASCII (``\d`` would also match Arabic-Indic digits, which int() reads).
+_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?", re.ASCII)
+_INTEGER = re.compile(r"[+]?\d+", re.ASCII)
 
 
 def _timestamp_seconds(text: str) -> Fraction | None:
@@ -188,42 +203,71 @@ def _timestamp_seconds(text: str) -> Fraction | None:
     return Fraction(whole) + (Fraction(int(frac), 10 ** len(frac)) if frac else 0)
 
 
+class _JSONNumber(str):
+    """A JSONL number with a fraction or exponent, kept as written until its field reads it exactly."""
+
+
+def _shown(text: Any) -> str:
+    """A field's value for an error message, cut short if long (a 200,000-digit field is not echoed whole)."""
+    shown = repr(str(text) if isinstance(text, _JSONNumber) else text)
+    return shown if len(shown) <= 2 * MAX_NUMBER_CHARS else f"{shown[:MAX_NUMBER_CHARS]}... ({len(shown):,} characters)"
+
+
 def _tokens(text: Any, *, path: str, line: int, field: str, minimum: int = 1) -> int:
-    if isinstance(text, str):
-        if not _INTEGER.fullmatch(text.strip()):
-            raise TraceError(path, line, field, f"expected an integer number of tokens, got {text!r}")
-        value = int(text)
+    if isinstance(text, str) and not isinstance(text, _JSONNumber):
+        stripped = text.strip()
+        if len(stripped) > MAX_NUMBER_CHARS or not _INTEGER.fullmatch(stripped):
+            ascii_note = "" if text.isascii() else " (numbers are written with ASCII digits)"
+            raise TraceError(path, line, field, f"expected an integer number of tokens, got {_shown(text)}{ascii_note}")
+        value = int(stripped)
     elif isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
-        raise TraceError(path, line, field, f"expected an integer number of tokens, got {text!r}")
+        raise TraceError(path, line, field, f"expected an integer number of tokens, got {_shown(text)}")
     if value < minimum:
         raise TraceError(path, line, field, f"must be >= {minimum}, got {value}")
+    if value > MAX_TOKENS:
+        raise TraceError(path, line, field, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS), got {_shown(value)}")
     return value
 
 
 def _seconds(text: Any, *, path: str, line: int, field: str) -> Fraction:
     if isinstance(text, str):
-        if not _DECIMAL.fullmatch(text.strip()):
-            raise TraceError(path, line, field, f"expected a number of seconds, got {text!r}")
-        value = Fraction(text.strip())
-    elif isinstance(text, (int, Fraction)) and not isinstance(text, bool):
+        try:
+            value = exact_decimal(text)
+        except ValueError as exc:
+            raise TraceError(path, line, field, f"expected a number of seconds: {exc}, got {_shown(text)}") from None
+    elif isinstance(text, int) and not isinstance(text, bool):
         value = Fraction(text)
     else:
-        raise TraceError(path, line, field, f"expected a number of seconds, got {text!r}")
+        raise TraceError(path, line, field, f"expected a number of seconds, got {_shown(text)}")
     if value < 0:
-        raise TraceError(path, line, field, f"must be >= 0, got {text}")
+        raise TraceError(path, line, field, f"must be >= 0, got {_shown(text)}")
+    if value > MAX_ARRIVAL_S:
+        raise TraceError(path, line, field, f"must be <= {MAX_ARRIVAL_S:.0e} s (MAX_ARRIVAL_S), got {_shown(text)}")
     return value
 
 
 def _rows_csv(text: str, path: str, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in next(reader, [])]
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = [h.strip() for h in next(reader, [])]
+    except csv.Error as exc:
+        raise TraceError(path, reader.line_num or 1, "header", f"not valid CSV: {exc}") from None
     for col in required:
         if col not in header:
-            raise TraceError(path, 1, col, f"missing from the header {','.join(header)!r}")
+            raise TraceError(path, 1, col, f"missing from the header {_shown(','.join(header))}")
+    for i, col in enumerate(header):
+        if col in header[:i]:
+            raise TraceError(path, 1, col, "appears twice in the header (which column is meant is not guessed)")
     trailing_blank = None
-    for row in reader:
+    while True:
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:  # e.g. a field over the csv module's size limit (131,072 characters)
+            raise TraceError(path, reader.line_num, "row", f"not valid CSV: {exc}") from None
+        if row is None:
+            break
         line = reader.line_num
         if not row or (len(row) == 1 and not row[0].strip()):
             trailing_blank = trailing_blank or line
@@ -252,14 +296,14 @@ def _parse_rows(
         if fmt == "azure":
             stamp = _timestamp_seconds(raw_t) if isinstance(raw_t, str) else None
             if stamp is None:
-                raise TraceError(path, line, t_col, f"expected YYYY-MM-DD HH:MM:SS[.fffffff], got {raw_t!r}")
+                raise TraceError(path, line, t_col, f"expected YYYY-MM-DD HH:MM:SS[.fffffff], got {_shown(raw_t)}")
             if origin is None:
                 origin = stamp
             t = stamp - origin
         else:
             t = _seconds(raw_t, path=path, line=line, field=t_col)
         if previous is not None and t < previous:
-            raise TraceError(path, line, t_col, f"{raw_t!r} is earlier than the row before it (out of order)")
+            raise TraceError(path, line, t_col, f"{_shown(raw_t)} is earlier than the row before it (out of order)")
         previous = t
         p = _tokens(row[p_col], path=path, line=line, field=p_col)
         o = _tokens(row[o_col], path=path, line=line, field=o_col)
@@ -268,14 +312,16 @@ def _parse_rows(
 
 
 def _rows_jsonl(text: str, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    lines = text.splitlines()
+    # Lines end at "\n" (and "\r\n"), as JSON Lines says; str.splitlines would also split at
+    # U+2028 or U+0085 inside a JSON string.
+    lines = [raw.removesuffix("\r") for raw in text.split("\n")]
     while lines and not lines[-1].strip():
         lines.pop()
     for n, raw in enumerate(lines, start=1):
         if not raw.strip():
             raise TraceError(path, n, "row", "blank line inside the trace")
         try:
-            obj = parse_json(raw, parse_float=Fraction)
+            obj = parse_json(raw, parse_float=_JSONNumber)
         except ValueError as exc:
             raise TraceError(path, n, "row", f"not valid JSON: {exc}") from None
         if not isinstance(obj, dict):
@@ -306,7 +352,7 @@ def parse_trace(text: str, *, path: str = "<string>", format: str | None = None)
     TraceError
         A bad header or row; the message names the file, line and field.
     InvalidValueError
-        An unknown ``format``.
+        ``text`` or ``path`` not a str, an unknown ``format``.
 
     Examples
     --------
@@ -315,6 +361,13 @@ def parse_trace(text: str, *, path: str = "<string>", format: str | None = None)
     >>> [str(r.arrival_s) for r in parse_trace(rows)]
     ['0', '8/25']
     """
+    if not isinstance(text, str):
+        raise InvalidValueError("text", text, "expected the trace's text as a str")
+    if not isinstance(path, str):
+        raise InvalidValueError("path", path, "expected a str naming the trace in messages")
+    if format is not None and not isinstance(format, str):
+        raise InvalidValueError("format", format, f"expected one of {', '.join(TRACE_FORMATS)} or None")
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as load_trace's reader drops it
     if format is None:
         if path.endswith((".jsonl", ".ndjson")) or text.lstrip().startswith("{"):
             format = "jsonl"

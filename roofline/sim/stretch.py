@@ -58,13 +58,13 @@ from typing import Any, overload
 import attrs
 
 from .. import formulas as f
-from .._checks import check_int, check_nonnegative
+from .._checks import check_count
 from ..errors import InvalidValueError, SimulationError
 from ..formulas.stretch import lines_steps_until, lines_sum
 from . import policies as _policies
 from .cost import CostModel, RooflineCostModel, UnitCostModel
 from .kv import KVPool
-from .policies import _refuse_closed_loop, serve_serial, serve_static
+from .policies import _opt_time, _refuse_closed_loop, serve_serial, serve_static
 from .requests import Request, check_requests
 from .results import DECODE, PREFILL, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary
 from .workloads import Workload
@@ -112,7 +112,7 @@ class TickClock:
     __slots__ = ("denominator",)
 
     def __init__(self, denominator: int) -> None:
-        check_int("denominator", denominator, minimum=1)
+        check_count("denominator", denominator, minimum=1)
         self.denominator = denominator
 
     @classmethod
@@ -956,9 +956,9 @@ def _validated(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | N
     if not isinstance(record_steps, bool):
         raise InvalidValueError("record_steps", record_steps, "must be True or False")
     if max_steps is not None:
-        check_int("max_steps", max_steps, minimum=0)
+        check_count("max_steps", max_steps, minimum=0)
     if max_model_len is not None:
-        check_int("max_model_len", max_model_len, minimum=1)
+        check_count("max_model_len", max_model_len, minimum=1)
     out = tuple(requests)
     if any(type(r) is not Request for r in out) or len({r.id for r in out}) != len(out):
         check_requests(out)  # raises the step engine's error (or passes a subclass of Request)
@@ -1067,11 +1067,10 @@ def serve_static_events(
     (1000, Fraction(11, 20))
     """
     _refuse_closed_loop(requests, "serve_static")
-    check_int("batch_size", batch_size, minimum=1)
-    if max_wait is not None:
-        check_nonnegative("max_wait", max_wait)
+    check_count("batch_size", batch_size, minimum=1)
+    _opt_time("max_wait", max_wait)
     if max_num_batched_tokens is not None:
-        check_int("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
+        check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
     extra = () if max_wait is None or TickCosts.rationals(cost_model) is None else (cost_model.to_time(max_wait),)
     run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, extra, max_model_len,
                      max_num_batched_tokens)

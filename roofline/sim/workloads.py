@@ -20,9 +20,9 @@ from typing import Any, overload
 import attrs
 import numpy as np
 
-from .._checks import check_int, check_nonnegative, check_number, check_positive
+from .._checks import check_count, check_nonnegative, check_number, check_positive, check_scalar
 from ..errors import InvalidValueError
-from .requests import Request
+from .requests import MAX_ARRIVAL_S, MAX_TOKENS, Request
 
 __all__ = [
     "ClosedLoop",
@@ -30,6 +30,7 @@ __all__ = [
     "ARRIVAL_PROCESSES",
     "LENGTH_DISTRIBUTIONS",
     "TIME_RESOLUTION",
+    "MAX_PROMPTS",
     "arrival_times",
     "lengths",
     "synthetic_workload",
@@ -39,14 +40,17 @@ __all__ = [
 
 
 def _clients(instance: object, attribute: attrs.Attribute, value: Any) -> None:
-    check_int(attribute.name, value, minimum=1)
+    check_count(attribute.name, value, minimum=1)
 
 
 def _think(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    check_scalar(attribute.name, value)
     check_nonnegative(attribute.name, value)
 
 
 def _lengths(value: Iterable[Any]) -> tuple[tuple[int, int], ...]:
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise InvalidValueError("lengths", value, "expected a sequence of (prompt_tokens, output_tokens) pairs")
     out: list[tuple[int, int]] = []
     for i, pair in enumerate(value):
         if isinstance(pair, Request):
@@ -55,8 +59,10 @@ def _lengths(value: Iterable[Any]) -> tuple[tuple[int, int], ...]:
             p, o = pair
         except (TypeError, ValueError):
             raise InvalidValueError(f"lengths[{i}]", pair, "expected (prompt_tokens, output_tokens)") from None
-        check_int(f"lengths[{i}].prompt_tokens", p, minimum=1)
-        check_int(f"lengths[{i}].output_tokens", o, minimum=1)
+        for field, tokens in ((f"lengths[{i}].prompt_tokens", p), (f"lengths[{i}].output_tokens", o)):
+            check_count(field, tokens, minimum=1)
+            if tokens > MAX_TOKENS:
+                raise InvalidValueError(field, tokens, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS)")
         out.append((p, o))
     return tuple(out)
 
@@ -118,6 +124,9 @@ ARRIVAL_PROCESSES = ("poisson", "gamma", "burst")
 LENGTH_DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal", "trace")
 #: Generated arrival times are rounded to this grid [s] (exact Fractions with small denominators).
 TIME_RESOLUTION = Fraction(1, 10**6)
+#: Most requests a generator makes at once (10^7, 500 times the shipped conversation trace): a
+#: larger count would fill memory before the first step, so it is refused before it starts.
+MAX_PROMPTS = 10**7
 #: The caps of the Anyscale benchmark's output lengths [tokens].
 ANYSCALE_CAPS = (32, 128, 512, 1536)
 
@@ -154,8 +163,25 @@ class Workload:
 
 
 def _rng(seed: Any) -> np.random.Generator:
-    check_int("seed", seed, minimum=0)
+    check_count("seed", seed, minimum=0)
     return np.random.default_rng(seed)
+
+
+def _float_op(field: str, value: Any, op: Any) -> float:
+    """``op()``, a float computed from ``value``, refused by ``field`` if it overflows or divides by zero."""
+    try:
+        out = float(op())
+    except (OverflowError, ZeroDivisionError):
+        out = math.inf
+    if not math.isfinite(out) or out <= 0:
+        raise InvalidValueError(field, value, "too large or too small to compute with floats")
+    return out
+
+
+def _check_n(field: str, n: Any) -> None:
+    check_count(field, n, minimum=0)
+    if n > MAX_PROMPTS:
+        raise InvalidValueError(field, n, f"must be <= {MAX_PROMPTS:,} requests (MAX_PROMPTS)")
 
 
 def _quantise(seconds: float) -> Fraction:
@@ -199,24 +225,32 @@ def arrival_times(n: int, *, process: str = "poisson", rate: Any = None, cv: Any
     >>> round(float(t[-1] / (len(t) - 1)), 2)
     0.25
     """
-    check_int("n", n, minimum=0)
-    if process not in ARRIVAL_PROCESSES:
+    _check_n("n", n)
+    if not isinstance(process, str) or process not in ARRIVAL_PROCESSES:
         raise InvalidValueError("process", process, f"expected one of {', '.join(ARRIVAL_PROCESSES)}")
     rng = _rng(seed)
-    if process == "burst" or n == 0:
+    if process == "burst":
         return [Fraction(0)] * n
     if rate is None:
+        if n == 0:
+            return []
         raise InvalidValueError("rate", rate, f"the {process} process needs a rate in requests/s")
+    check_scalar("rate", rate)
     check_positive("rate", rate)
-    mean = 1 / float(rate)
-    if process == "poisson":
-        gaps = rng.exponential(mean, n - 1)
-    else:
+    mean = _float_op("rate", rate, lambda: 1 / float(rate))
+    if process != "poisson":
+        check_scalar("cv", cv)
         check_positive("cv", cv)
-        shape = 1 / float(cv) ** 2
-        gaps = rng.gamma(shape, mean / shape, n - 1)
+        shape = _float_op("cv", cv, lambda: 1 / float(cv) ** 2)
+        scale = _float_op("cv", cv, lambda: mean / shape)
+    if n == 0:
+        return []
+    gaps = rng.exponential(mean, n - 1) if process == "poisson" else rng.gamma(shape, scale, n - 1)
+    cumulative = np.cumsum(gaps)
+    if n > 1 and not (np.isfinite(cumulative[-1]) and cumulative[-1] <= MAX_ARRIVAL_S):
+        raise InvalidValueError("rate", rate, f"the arrivals at this rate pass MAX_ARRIVAL_S={MAX_ARRIVAL_S:.0e} s")
     times = [Fraction(0)]
-    for t in np.cumsum(gaps):
+    for t in cumulative:
         times.append(max(times[-1], _quantise(float(t))))
     return times
 
@@ -264,17 +298,18 @@ def lengths(n: int, *, distribution: str = "fixed", mean: int, range_ratio: Any 
     >>> max(lengths(1000, distribution="exponential", mean=128, cap=32, seed=0))
     32
     """
-    check_int("n", n, minimum=0)
-    check_int("mean", mean, minimum=1)
-    if distribution not in LENGTH_DISTRIBUTIONS[:-1]:
+    _check_n("n", n)
+    check_count("mean", mean, minimum=1)
+    if not isinstance(distribution, str) or distribution not in LENGTH_DISTRIBUTIONS[:-1]:
         raise InvalidValueError("distribution", distribution,
                                 f"expected one of {', '.join(LENGTH_DISTRIBUTIONS[:-1])}")
     if cap is not None:
-        check_int("cap", cap, minimum=1)
+        check_count("cap", cap, minimum=1)
     rng = _rng(seed)
     if distribution == "fixed":
         return [mean] * n
     if distribution == "uniform":
+        check_scalar("range_ratio", range_ratio)
         check_number("range_ratio", range_ratio)
         if not 0 <= range_ratio < 1:
             raise InvalidValueError("range_ratio", range_ratio, "must be in [0, 1)")
@@ -288,6 +323,7 @@ def lengths(n: int, *, distribution: str = "fixed", mean: int, range_ratio: Any 
         def draw() -> float:
             return float(rng.exponential(mean))
     else:
+        check_scalar("sigma", sigma)
         check_positive("sigma", sigma)
         s = float(sigma)
         mu = math.log(mean) - s * s / 2
@@ -351,8 +387,17 @@ def synthetic_workload(
     >>> [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in w][:1], w.spec["seed"]
     ([(Fraction(0, 1), 512, 64)], 7)
     """
-    check_int("num_prompts", num_prompts, minimum=0)
-    check_int("seed", seed, minimum=0)
+    _check_n("num_prompts", num_prompts)
+    for field, name in (("arrival", arrival), ("input_distribution", input_distribution),
+                        ("output_distribution", output_distribution)):
+        if not isinstance(name, str):
+            raise InvalidValueError(field, name, "expected a name (str)")
+    check_count("seed", seed, minimum=0)
+    for field, mean in (("input_len", input_len), ("output_len", output_len)):
+        if "trace" not in (input_distribution, output_distribution):
+            check_count(field, mean, minimum=1)
+            if mean > MAX_TOKENS:
+                raise InvalidValueError(field, mean, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS)")
     arrival_seed, input_seed, output_seed = (int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(3))
     times = arrival_times(num_prompts, process=arrival, rate=rate, cv=cv, seed=arrival_seed)
     if "trace" in (input_distribution, output_distribution):

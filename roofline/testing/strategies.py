@@ -951,7 +951,7 @@ def cost_models(
         Default: the presets and generated configs (:func:`model_configs` with ``presets=True``).
     accelerators : strategy of Accelerator or None
         Default: :func:`accelerators` (presets, measured copies, generated).
-    flops : {"exact", "lesson"} or None
+    flops : {"exact", "2p"} or None
         The FLOPs convention, or None to draw either.
     overhead : bool, default False
         Draw a fixed per-step overhead in [0, 1 ms] (exact) instead of 0.
@@ -974,7 +974,7 @@ def cost_models(
     """
     _check_choice("kind", kind, ("unit", "roofline", "any"))
     if flops is not None:
-        _check_choice("flops", flops, ("exact", "lesson"))
+        _check_choice("flops", flops, ("exact", "2p"))
     durations = st.fractions(min_value=Fraction(1, 100), max_value=10, max_denominator=100).map(
         lambda x: int(x) if x.denominator == 1 else x
     )
@@ -984,7 +984,7 @@ def cost_models(
         lambda m, a, fl, oh: RooflineCostModel.for_model(m, a, flops=fl, overhead=oh),
         models if models is not None else model_configs(presets=True, max_layers=96),
         accelerators if accelerators is not None else _all_accelerators(),
-        st.just(flops) if flops is not None else st.sampled_from(["exact", "lesson"]),
+        st.just(flops) if flops is not None else st.sampled_from(["exact", "2p"]),
         overheads,
     )
     if kind == "unit":
