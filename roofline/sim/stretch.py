@@ -959,6 +959,8 @@ def _validated(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | N
         check_count("max_steps", max_steps, minimum=0)
     if max_model_len is not None:
         check_count("max_model_len", max_model_len, minimum=1)
+    if isinstance(requests, (str, bytes)) or not isinstance(requests, Iterable):
+        check_requests(requests)  # raises the step engine's error, naming the requests
     out = tuple(requests)
     if any(type(r) is not Request for r in out) or len({r.id for r in out}) != len(out):
         check_requests(out)  # raises the step engine's error (or passes a subclass of Request)
