@@ -32,6 +32,7 @@ import cProfile
 import pstats
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -39,21 +40,20 @@ import attrs
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-TRACE = REPO.parent / "shared" / "traces" / "azure_llm_2023_conv.csv"
 BATCH = 8
 
 
-def setup(trace: Path) -> tuple[Any, Any, Any, Any]:
+def setup(trace: Path | None) -> tuple[Any, Any, Any, Any]:
     from roofline import get_accelerator, get_model
     from roofline.estimate import kv_budget_for
-    from roofline.sim import KVPool, RooflineCostModel, load_trace
+    from roofline.sim import KVPool, RooflineCostModel, load_trace, shipped_trace
 
     model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
     pool = KVPool.from_budget(budget=kv_budget_for(model, acc), kv_bytes_per_token=model.kv_bytes_per_token,
                               block_size=16)
     exact = RooflineCostModel.for_model(model, acc)
     floats = RooflineCostModel.for_model(model, acc, exact=False)
-    return load_trace(trace), exact, floats, pool
+    return load_trace(trace or shipped_trace("conv")), exact, floats, pool
 
 
 def timed(fn: Any, *args: Any, **kw: Any) -> tuple[Any, float, float]:
@@ -139,6 +139,77 @@ def float_static(requests: Any, cost: Any, pool: Any, batch: int) -> list[float]
     return out
 
 
+def float_continuous(requests: Any, cost: Any, pool: Any, max_num_seqs: int) -> list[float]:
+    """Continuous batching (separate prefill, reserve admission), one iteration per step, floats: hand-backs."""
+    t = cost._terms
+    w, k, fl, a, bw, peak, oh = (t[n] for n in ("weight_bytes", "kv_bytes_per_token", "flops_per_token",
+                                                "attention_flops_per_token", "bandwidth", "peak_flops", "overhead"))
+    cap, b = pool.capacity_blocks, pool.block_size
+    n = len(requests)
+    arr = [float(r.arrival_s) for r in requests]
+    prompt = [r.prompt_tokens for r in requests]
+    output = [r.output_tokens for r in requests]
+    need = [-(-(p + o - 1) // b) for p, o in zip(prompt, output, strict=True)]
+    out: list[Any] = [None] * n
+    waiting: deque[int] = deque()
+    running = 0
+    buckets: dict[int, list[int]] = {}
+    ctx = blocks = tick = nxt = 0
+    now = arr[0] if n else 0.0
+    while True:
+        while nxt < n and arr[nxt] <= now:
+            if need[nxt] <= cap:
+                waiting.append(nxt)
+            nxt += 1
+        admitted = []
+        room = max_num_seqs - running
+        while waiting and len(admitted) < room and blocks + need[waiting[0]] <= cap:
+            i = waiting.popleft()
+            blocks += need[i]
+            admitted.append(i)
+        if admitted:
+            tokens = sum(prompt[i] for i in admitted)
+            pairs = sum(prompt[i] * (prompt[i] + 1) // 2 for i in admitted)
+            mem, comp = (w + k * tokens) / bw, (tokens * fl + a * pairs) / peak
+            now = now + ((mem if mem >= comp else comp) + oh)
+            for i in admitted:
+                if output[i] == 1:
+                    out[i] = now
+                    blocks -= need[i]
+                else:
+                    running += 1
+                    ctx += prompt[i] + 1
+                    buckets.setdefault(tick + output[i] - 1, []).append(i)
+        elif running:
+            mem, comp = (w + k * ctx) / bw, (running * fl + a * ctx) / peak
+            now = now + ((mem if mem >= comp else comp) + oh)
+            ctx += running
+            tick += 1
+            for i in buckets.pop(tick, ()):
+                out[i] = now
+                running -= 1
+                ctx -= prompt[i] + output[i]
+                blocks -= need[i]
+        elif nxt < n:
+            now = arr[nxt]
+        else:
+            break
+    return out
+
+
+def scaled(requests: Any, copies: int) -> list[Any]:
+    """The trace repeated ``copies`` times, each copy after the previous one's last arrival (the same load)."""
+    from roofline.sim import Request
+
+    span = requests[-1].arrival_s
+    out = []
+    for c in range(copies):
+        shift = c * span
+        out += [Request(id=c * len(requests) + r.id, arrival_s=r.arrival_s + shift, prompt_tokens=r.prompt_tokens,
+                        output_tokens=r.output_tokens) for r in requests]
+    return out
+
+
 # --------------------------------------------------------------------------- checks
 
 
@@ -164,48 +235,67 @@ def max_relative(exact: Any, floats: list[Any]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--trace", type=Path, default=None, help="default: the shipped conversation trace")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--no-step-engine", action="store_true", help="skip the exact step engine (seconds)")
-    parser.add_argument("--profile", choices=["serial", "static"])
+    parser.add_argument("--step-engine", action="store_true", help="also time the exact step engine (minutes)")
+    parser.add_argument("--profile", choices=list(POLICY_NAMES))
+    parser.add_argument("--scale", action="store_true", help="time 1x, 2x, 4x and 8x the trace")
+    parser.add_argument("--million", action="store_true", help="time 10^6 requests (the trace repeated)")
     args = parser.parse_args(argv)
 
-    from roofline.sim import serve_serial, serve_static
-    from roofline.sim.stretch import serve_serial_events, serve_static_events
+    from roofline.sim import serve_continuous, serve_serial, serve_static
 
     requests, exact, floats, pool = setup(args.trace)
-    policies = {
-        "serial": (serve_serial_events, serve_serial, {}, lambda: float_serial(requests, floats, pool)),
-        "static": (serve_static_events, serve_static, {"batch_size": BATCH},
-                   lambda: float_static(requests, floats, pool, BATCH)),
+    seqs = 256
+    policies: dict[str, tuple[Any, dict[str, Any], Any]] = {
+        "serial": (serve_serial, {}, lambda: float_serial(requests, floats, pool)),
+        "static": (serve_static, {"batch_size": BATCH}, lambda: float_static(requests, floats, pool, BATCH)),
+        "continuous": (serve_continuous, {"max_num_seqs": seqs},
+                       lambda: float_continuous(requests, floats, pool, seqs)),
+        "on_demand": (serve_continuous, {"max_num_seqs": seqs, "admission": "on_demand"}, None),
+        "chunked": (serve_continuous, {"max_num_seqs": seqs, "prefill": "chunked"}, None),
     }
     if args.profile:
-        events, _, kw, _ = policies[args.profile]
+        serve, kw, _ = policies[args.profile]
         profile = cProfile.Profile(time.process_time)
-        profile.runcall(events, requests, exact, kv_pool=pool, **kw)
-        pstats.Stats(profile).sort_stats("tottime").print_stats(20)
+        profile.runcall(serve, requests, exact, kv_pool=pool, record_steps=False, **kw)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        return 0
+    if args.scale or args.million:
+        copies = [52] if args.million else [1, 2, 4, 8]
+        print("requests     " + "".join(f"{name:>12s}" for name in policies) + "   (event engine, exact, CPU s)")
+        for c in copies:
+            reqs = scaled(requests, c)
+            cells = []
+            for serve, kw, _ in policies.values():
+                _, _, cpu = timed(serve, reqs, exact, kv_pool=pool, record_steps=False, **kw)
+                cells.append(f"{cpu:12.2f}")
+            print(f"{len(reqs):>9,}    " + "".join(cells))
         return 0
 
     steps_total = sum(r.output_tokens for r in requests)
-    print(f"trace {args.trace.name}: {len(requests):,} requests, {steps_total:,} output tokens; "
-          f"Llama 3.1 8B on H100 SXM, KV pool {pool.capacity_blocks:,} blocks of {pool.block_size}; "
-          f"static batch {BATCH}; times in s, wall / CPU, best of {args.repeat}")
-    for name, (events, step, kw, plain) in policies.items():
-        result, wall, cpu = best(args.repeat, events, requests, exact, kv_pool=pool, **kw)
-        _, wall_ns, cpu_ns = best(args.repeat, events, requests, exact, kv_pool=pool, record_steps=False, **kw)
-        looped, wall_loop, cpu_loop = timed(plain)
-        reference, _, _ = timed(step, requests, floats, kv_pool=pool, record_steps=False, **kw)
-        identical = looped == [r.handed_back_s for r in reference.requests]
-        print(f"{name:7s} events exact {wall:.3f} / {cpu:.3f} (no step table {wall_ns:.3f} / {cpu_ns:.3f}); "
-              f"{result.summary.steps:,} steps in {len(result.steps or ()):,}-step table")
-        print(f"{'':7s} plain float loop {wall_loop:.3f} / {cpu_loop:.3f}: events are {cpu_loop / cpu:.1f}x faster "
-              f"(CPU); loop bit-identical to the step engine's float mode: {identical}; "
-              f"largest relative difference to exact: {max_relative(result, looped):.1e}")
-        if not args.no_step_engine:
-            ref, wall_step, cpu_step = timed(step, requests, exact, kv_pool=pool, **kw)
-            print(f"{'':7s} step engine exact {wall_step:.2f} / {cpu_step:.2f}: events are {cpu_step / cpu:.0f}x "
+    print(f"{len(requests):,} requests, {steps_total:,} output tokens; Llama 3.1 8B on H100 SXM, KV pool "
+          f"{pool.capacity_blocks:,} blocks of {pool.block_size}; static batch {BATCH}, max_num_seqs {seqs}; "
+          f"times in s, wall / CPU, best of {args.repeat}, record_steps=False")
+    for name, (serve, kw, plain) in policies.items():
+        result, wall, cpu = best(args.repeat, serve, requests, exact, kv_pool=pool, record_steps=False, **kw)
+        print(f"{name:10s} events exact {wall:.3f} / {cpu:.3f}; {result.summary.steps:,} steps")
+        if plain is not None:
+            looped, wall_loop, cpu_loop = timed(plain)
+            reference, _, _ = timed(serve, requests, floats, kv_pool=pool, record_steps=False, **kw)
+            identical = looped == [r.handed_back_s for r in reference.requests]
+            print(f"{'':10s} plain float loop {wall_loop:.3f} / {cpu_loop:.3f}: events {cpu_loop / cpu:.1f}x faster "
+                  f"(CPU); loop bit-identical to the step engine's float mode: {identical}; "
+                  f"largest relative difference to exact: {max_relative(result, looped):.1e}")
+        if args.step_engine:
+            ref, wall_step, cpu_step = timed(serve, requests, exact, kv_pool=pool, record_steps=False, engine="step",
+                                             **kw)
+            print(f"{'':10s} step engine exact {wall_step:.2f} / {cpu_step:.2f}: events {cpu_step / cpu:.0f}x "
                   f"faster (CPU); same results: {same_results(result, ref)}")
     return 0
+
+
+POLICY_NAMES = ("serial", "static", "continuous", "on_demand", "chunked")
 
 
 if __name__ == "__main__":

@@ -269,7 +269,7 @@ def assert_same_results(events: Any, steps: Any) -> None:
             same(getattr(x, field.name), getattr(y, field.name), f"requests[{i}].{field.name}")
     for field in attrs.fields(type(events.summary)):
         a, b = getattr(events.summary, field.name), getattr(steps.summary, field.name)
-        if field.name in ("queue_wait", "ttft", "tpot", "e2e") and a is not None and b is not None:
+        if field.name in ("queue_wait", "ttft", "tpot", "e2e", "itl") and a is not None and b is not None:
             for g in attrs.fields(type(a)):
                 same(getattr(a, g.name), getattr(b, g.name), f"summary.{field.name}.{g.name}")
         else:
@@ -283,27 +283,30 @@ def assert_same_results(events: Any, steps: Any) -> None:
             same(getattr(x, field.name), getattr(y, field.name), f"steps[{x.index}].{field.name}")
 
 
+max_model_lens = st.one_of(st.none(), st.integers(1, 300))
 max_waits = st.one_of(st.none(), st.just(0), st.integers(1, 5), st.fractions(0, 5, max_denominator=9))
 
 
 @AT_LEAST_500
 @given(requests=workloads(max_size=12, max_output_tokens=40), cost=cost_models(overhead=True),
-       pool=kv_pools(unlimited=None, max_blocks=300), record=st.booleans())
-def test_serial_events_equal_the_step_engine(requests: Any, cost: Any, pool: KVPool, record: bool) -> None:
-    """serve_serial_events == serve_serial, field by field, on generated workloads, costs and pools."""
-    assert_same_results(serve_serial_events(requests, cost, kv_pool=pool, record_steps=record),
-                        serve_serial(requests, cost, kv_pool=pool, record_steps=record))
+       pool=kv_pools(unlimited=None, max_blocks=300), record=st.booleans(), max_len=max_model_lens)
+def test_serial_events_equal_the_step_engine(requests: Any, cost: Any, pool: KVPool, record: bool,
+                                             max_len: int | None) -> None:
+    """serve_serial_events == serve_serial, field by field (ITL included), on generated workloads, costs and pools."""
+    kw = dict(kv_pool=pool, record_steps=record, max_model_len=max_len)
+    assert_same_results(serve_serial_events(requests, cost, **kw), serve_serial(requests, cost, **kw, engine="step"))
 
 
 @AT_LEAST_500
 @given(requests=workloads(max_size=14, max_output_tokens=40), cost=cost_models(overhead=True),
        batch=batch_sizes(max_value=6), wait=max_waits, pool=kv_pools(unlimited=None, max_blocks=300),
-       record=st.booleans())
+       record=st.booleans(), max_len=max_model_lens, budget=st.one_of(st.none(), st.integers(1, 1200)))
 def test_static_events_equal_the_step_engine(requests: Any, cost: Any, batch: int, wait: Any, pool: KVPool,
-                                             record: bool) -> None:
-    """serve_static_events == serve_static, field by field, with max_wait, KV pools and ties in arrival."""
-    kw = dict(batch_size=batch, max_wait=wait, kv_pool=pool, record_steps=record)
-    assert_same_results(serve_static_events(requests, cost, **kw), serve_static(requests, cost, **kw))
+                                             record: bool, max_len: int | None, budget: int | None) -> None:
+    """serve_static_events == serve_static, field by field, with max_wait, KV pools, token budgets and ties."""
+    kw = dict(batch_size=batch, max_wait=wait, kv_pool=pool, record_steps=record, max_model_len=max_len,
+              max_num_batched_tokens=budget)
+    assert_same_results(serve_static_events(requests, cost, **kw), serve_static(requests, cost, **kw, engine="step"))
 
 
 @given(requests=workloads(max_size=6, max_output_tokens=30, arrivals="poisson"), data=st.data())
@@ -315,16 +318,16 @@ def test_integer_and_mixed_number_types_are_kept(requests: Any, data: st.DataObj
     cost = data.draw(st.sampled_from([UnitCostModel(), UnitCostModel(decode=1, prefill=Fraction(1, 3)),
                                       UnitCostModel(decode=Fraction(2, 3), prefill=2), LLAMA]))
     for workload in (ints, mixed):
-        assert_same_results(serve_serial_events(workload, cost), serve_serial(workload, cost))
+        assert_same_results(serve_serial_events(workload, cost), serve_serial(workload, cost, engine="step"))
         assert_same_results(serve_static_events(workload, cost, batch_size=3, max_wait=1),
-                            serve_static(workload, cost, batch_size=3, max_wait=1))
+                            serve_static(workload, cost, batch_size=3, max_wait=1, engine="step"))
 
 
 def test_step_table_reads_like_the_step_engines():
     """Indexing (negative too), slices with a step, out-of-range errors and the CSV equal the step engine's table."""
     reqs = [Request(id=i, arrival_s=Fraction(i, 3), prompt_tokens=5 + i, output_tokens=1 + 3 * i) for i in range(9)]
     a = serve_static_events(reqs, LLAMA, batch_size=4).steps
-    b = serve_static(reqs, LLAMA, batch_size=4).steps
+    b = serve_static(reqs, LLAMA, batch_size=4, engine="step").steps
     assert a is not None and b is not None and len(a) == len(b) == 10 + 22 + 25
     for k in (0, 1, 9, 10, 11, 31, 32, 33, -1, -len(b)):  # batches of outputs up to 10, 22 and 25
         assert a[k] == b[k]
@@ -349,6 +352,9 @@ def test_a_billion_output_tokens_are_served_exactly():
     assert r.handed_back_s == prefill + decode and isinstance(r.handed_back_s, Fraction)
     assert result.summary.steps == 10**9 and result.summary.tpot.p50 == decode / (10**9 - 1)
     assert result.steps is not None and len(result.steps) == 10**9
+    itl = result.summary.itl  # contexts 101 .. 10^9 + 99; rank ceil(q (10^9 - 1) / 100): 5 x 10^8 and 990,000,000
+    assert itl is not None and itl.max == LLAMA.decode_time(1, 10**9 + 99) and itl.mean == decode / (10**9 - 1)
+    assert itl.p50 == LLAMA.decode_time(1, 500_000_100) and itl.p99 == LLAMA.decode_time(1, 990_000_100)
     last = result.steps[-1]
     assert last.end_s == r.handed_back_s and last.context_sum == 100 + 10**9 - 1
     static = serve_static_events(req * 1, UnitCostModel(), batch_size=4)

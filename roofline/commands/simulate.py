@@ -137,6 +137,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fixed per-step overhead in seconds (default: 0)")
     p.add_argument("--float", action="store_true", dest="float_mode",
                    help="compute step times in floats instead of exact Fractions (faster, agrees to rounding)")
+    p.add_argument("--engine", choices=("event", "step"), default="event",
+                   help="event: closed-form decode stretches on an integer tick clock, cost grows with requests "
+                        "(default); step: one step at a time (the reference; same results)")
     p.add_argument("--batch-size", type=int_arg("--batch-size", 1), default=DEFAULT_BATCH_SIZE,
                    help="static batching: rows per batch (default: %(default)s)")
     p.add_argument("--max-wait", type=number_arg("--max-wait"), default=None,
@@ -350,7 +353,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     shared_budget = None if args.chunked_prefill else budget_tokens
     separate_budget = args.max_prefill_tokens if args.max_prefill_tokens is not None else shared_budget
     common = {"kv_pool": pool, "record_steps": outputs is not None and args.steps,
-              "max_model_len": args.max_model_len}
+              "max_model_len": args.max_model_len, "engine": args.engine}
     runs: dict[str, tuple[Any, dict[str, Any]]] = {
         "serial": (POLICIES["serial"], {}),
         "static": (POLICIES["static"], {"batch_size": args.batch_size, "max_wait": args.max_wait,

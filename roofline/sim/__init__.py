@@ -17,6 +17,13 @@ Workloads (:mod:`roofline.sim.workloads`): traces, seeded generators
 (:func:`synthetic_workload`, :func:`anyscale_workload`) and closed-loop clients
 (:class:`ClosedLoop`, served by :func:`serve_continuous`).
 
+Two engines give the same results exactly (``engine=`` on each policy; ``roofline simulate
+--engine``): ``"event"``, the default, prices each decode stretch between two events in
+closed form on an integer tick clock (:mod:`roofline.sim.stretch`, :mod:`roofline.sim.events`;
+its cost grows with requests, not tokens), where the cost model has stretch sums (exact
+:class:`UnitCostModel` and :class:`RooflineCostModel`); ``"step"`` runs one step at a time
+(the reference, and the engine for float-mode cost models).
+
 Each returns a :class:`SimResult`: per-request :class:`RequestResult`, per-step
 :class:`StepRecord` (``result.steps``, a :class:`StepTable`) and a :class:`Summary`.
 
@@ -37,11 +44,13 @@ Examples
 (0.48, 4.87, 0.4)
 """
 
+from . import events as _events  # noqa: F401  (registers the event engine of continuous batching)
 from .cost import CostModel, RooflineCostModel, UnitCostModel
 from .kv import KVPool
 from .policies import (
     ADMISSIONS,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    ENGINES,
     POLICIES,
     PREFILL_MODES,
     SimulationError,
@@ -51,6 +60,7 @@ from .policies import (
 )
 from .requests import SHIPPED_TRACES, TRACE_FORMATS, Request, check_requests, load_trace, parse_trace, shipped_trace
 from .results import Goodput, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary, percentile
+from .stretch import StretchTable, TickClock, TickCosts, serve_serial_events, serve_static_events
 from .workloads import (
     ANYSCALE_CAPS,
     ARRIVAL_PROCESSES,
@@ -82,7 +92,13 @@ __all__ = [
     "ADMISSIONS",
     "PREFILL_MODES",
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
+    "ENGINES",
     "SimulationError",
+    "serve_serial_events",
+    "serve_static_events",
+    "StretchTable",
+    "TickClock",
+    "TickCosts",
     "ClosedLoop",
     "Workload",
     "synthetic_workload",

@@ -242,6 +242,7 @@ def serve_serial(
     max_model_len: int | None = None,
     record_steps: bool = True,
     max_steps: int | None = None,
+    engine: str = "event",
 ) -> SimResult:
     """Serve one request at a time, first come first served (batch of 1).
 
@@ -258,6 +259,12 @@ def serve_serial(
         Keep every step's record (``SimResult.steps``); False keeps only the summary totals.
     max_steps : int or None
         Safeguard (see the module docstring).
+    engine : {"event", "step"}, default "event"
+        "event": the event engine (closed-form decode stretches on an integer tick clock,
+        :mod:`roofline.sim.stretch` and :mod:`roofline.sim.events`), whose results equal the
+        step engine's exactly; used where the cost model has stretch sums (exact
+        :class:`~roofline.sim.UnitCostModel` and :class:`~roofline.sim.RooflineCostModel`),
+        else the step engine runs. "step": one step at a time (the reference).
 
     Returns
     -------
@@ -288,6 +295,12 @@ def serve_serial(
     [3, 5]
     """
     _refuse_closed_loop(requests, "serve_serial")
+    _check_engine(engine)
+    if engine == "event" and "serial" in _EVENT_ENGINE:
+        result = _EVENT_ENGINE["serial"](requests, cost_model, kv_pool=kv_pool, max_model_len=max_model_len,
+                                         record_steps=record_steps, max_steps=max_steps)
+        if result is not None:
+            return result
     run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len)
     _serve_batches(run, batch_size=1, max_wait=None, budget=math.inf)
     return run.result("serial", {"max_model_len": max_model_len})
@@ -304,6 +317,7 @@ def serve_static(
     max_model_len: int | None = None,
     record_steps: bool = True,
     max_steps: int | None = None,
+    engine: str = "event",
 ) -> SimResult:
     """Static batching: fixed batches formed first come first served, run to their longest request.
 
@@ -333,6 +347,12 @@ def serve_static(
         As :func:`serve_serial`.
     record_steps : bool
     max_steps : int or None
+    engine : {"event", "step"}, default "event"
+        "event": the event engine (closed-form decode stretches on an integer tick clock,
+        :mod:`roofline.sim.stretch` and :mod:`roofline.sim.events`), whose results equal the
+        step engine's exactly; used where the cost model has stretch sums (exact
+        :class:`~roofline.sim.UnitCostModel` and :class:`~roofline.sim.RooflineCostModel`),
+        else the step engine runs. "step": one step at a time (the reference).
 
     Returns
     -------
@@ -374,6 +394,13 @@ def serve_static(
     (1000, Fraction(2, 5))
     """
     _refuse_closed_loop(requests, "serve_static")
+    _check_engine(engine)
+    if engine == "event" and "static" in _EVENT_ENGINE:
+        result = _EVENT_ENGINE["static"](requests, cost_model, batch_size=batch_size, max_wait=max_wait,
+                                         kv_pool=kv_pool, max_num_batched_tokens=max_num_batched_tokens,
+                                         max_model_len=max_model_len, record_steps=record_steps, max_steps=max_steps)
+        if result is not None:
+            return result
     check_count("batch_size", batch_size, minimum=1)
     _opt_time("max_wait", max_wait)
     if max_num_batched_tokens is not None:
@@ -389,6 +416,22 @@ def serve_static(
                    budget=budget)
     return run.result("static", {"batch_size": batch_size, "max_wait_s": None if max_wait is None else float(max_wait),
                                  "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len})
+
+
+#: Engines: "event" (the default: closed-form decode stretches on an integer tick clock, where the
+#: cost model has stretch sums, see roofline.sim.stretch) and "step" (one step at a time, the oracle).
+ENGINES = ("event", "step")
+
+#: The event engine's entry points by policy, filled when roofline.sim.stretch (serial, static) and
+#: roofline.sim.events (continuous) are imported (``import roofline.sim`` imports both), so that this
+#: module, the step engine they build on, imports neither. Each returns None for a cost model without
+#: stretch sums, and the step engine runs.
+_EVENT_ENGINE: dict[str, Callable[..., SimResult | None]] = {}
+
+
+def _check_engine(engine: Any) -> None:
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise InvalidValueError("engine", engine, f"expected one of {', '.join(ENGINES)}")
 
 
 def _refuse_closed_loop(requests: Any, name: str) -> None:
@@ -500,6 +543,7 @@ def serve_continuous(
     max_model_len: int | None = None,
     record_steps: bool = True,
     max_steps: int | None = None,
+    engine: str = "event",
 ) -> SimResult:
     """Continuous (iteration-level) batching: the batch is decided again after every step.
 
@@ -539,6 +583,12 @@ def serve_continuous(
         A request whose prompt + output exceeds it is rejected with the reason; None: no limit.
     record_steps : bool
     max_steps : int or None
+    engine : {"event", "step"}, default "event"
+        "event": the event engine (closed-form decode stretches on an integer tick clock,
+        :mod:`roofline.sim.stretch` and :mod:`roofline.sim.events`), whose results equal the
+        step engine's exactly; used where the cost model has stretch sums (exact
+        :class:`~roofline.sim.UnitCostModel` and :class:`~roofline.sim.RooflineCostModel`),
+        else the step engine runs. "step": one step at a time (the reference).
 
     Returns
     -------
@@ -605,6 +655,7 @@ def serve_continuous(
     >>> [x.handed_back_s for x in r.requests], [s.kind for s in r.steps]
     ([4, 3], ['prefill', 'prefill', 'decode', 'decode'])
     """
+    _check_engine(engine)
     check_count("max_num_seqs", max_num_seqs, minimum=1)
     if not isinstance(admission, str) or admission not in ADMISSIONS:
         raise InvalidValueError("admission", admission, f"expected one of {', '.join(ADMISSIONS)}")
@@ -630,8 +681,14 @@ def serve_continuous(
                                     "(roofline.sim.RooflineCostModel or UnitCostModel)")
         run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
                    max_batch=max_num_seqs)
-        _Chunked(run, max_num_seqs, admission == "on_demand", budget).serve()
         options.update(prefill=prefill, max_num_batched_tokens=budget, max_model_len=max_model_len)
+        if engine == "event" and "continuous" in _EVENT_ENGINE:
+            result = _EVENT_ENGINE["continuous"](run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
+                                             chunked=True, budget=budget, budget_name="max_num_batched_tokens",
+                                             policy="continuous", options=options)
+            if result is not None:
+                return result
+        _Chunked(run, max_num_seqs, admission == "on_demand", budget).serve()
         return run.result("continuous", options)
     name = "max_prefill_tokens"
     if max_num_batched_tokens is not None:
@@ -645,9 +702,15 @@ def serve_continuous(
         for i, p in enumerate(run.prompt):
             if run.reason[i] is None and p > max_prefill_tokens:
                 run.reason[i] = f"prompt of {p} tokens exceeds {name}={max_prefill_tokens}"
-    _Continuous(run, max_num_seqs, admission == "on_demand", max_prefill_tokens, name).serve()
     options.update(max_prefill_tokens=max_prefill_tokens, prefill=prefill,
                    max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len)
+    if engine == "event" and "continuous" in _EVENT_ENGINE:
+        result = _EVENT_ENGINE["continuous"](run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
+                                         chunked=False, budget=max_prefill_tokens, budget_name=name,
+                                         policy="continuous", options=options)
+        if result is not None:
+            return result
+    _Continuous(run, max_num_seqs, admission == "on_demand", max_prefill_tokens, name).serve()
     return run.result("continuous", options)
 
 

@@ -19,6 +19,10 @@ and the policies here fall back to the step engine, :mod:`roofline.sim.policies`
 
 * :class:`~roofline.sim.UnitCostModel` with exact (int or Fraction) durations;
 * :class:`~roofline.sim.RooflineCostModel` in exact mode (``exact=True``, the default);
+* not a mixture-of-experts roofline model (the weight bytes a step reads depend on its
+  batch through (1 - k/E)^B, so no common denominator covers a run), nor a tensor-parallel
+  one (its all-reduces are not in these sums yet), nor one with any other term these sums
+  do not price (a field beyond the dense roofline's set);
 * not a float-mode model (``exact=False`` or float durations), nor any other class
   (subclasses included: they may price a step differently).
 
@@ -51,15 +55,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any, overload
 
+import attrs
+
 from .. import formulas as f
-from .._checks import check_int, check_nonnegative
+from .._checks import check_count
 from ..errors import InvalidValueError, SimulationError
 from ..formulas.stretch import lines_steps_until, lines_sum
+from . import policies as _policies
 from .cost import CostModel, RooflineCostModel, UnitCostModel
 from .kv import KVPool
-from .policies import serve_serial, serve_static
+from .policies import _opt_time, _refuse_closed_loop, serve_serial, serve_static
 from .requests import Request, check_requests
 from .results import DECODE, PREFILL, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary
+from .workloads import Workload
 
 __all__ = [
     "TickClock",
@@ -104,7 +112,7 @@ class TickClock:
     __slots__ = ("denominator",)
 
     def __init__(self, denominator: int) -> None:
-        check_int("denominator", denominator, minimum=1)
+        check_count("denominator", denominator, minimum=1)
         self.denominator = denominator
 
     @classmethod
@@ -145,6 +153,13 @@ class TickClock:
 # --------------------------------------------------------------------------- costs in ticks
 
 
+#: The RooflineCostModel fields the stretch sums price (any other field with a value other than its
+#: default sends the run to the step engine).
+_ROOFLINE_FIELDS = frozenset({"weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token",
+                              "bandwidth", "peak_flops", "overhead", "exact", "routed_expert_bytes", "num_experts",
+                              "experts_per_token"})
+
+
 class TickCosts:
     """A cost model's decode and prefill step durations as integer ticks of one clock.
 
@@ -180,8 +195,12 @@ class TickCosts:
                 return None
             return (cost_model.decode, cost_model.prefill)
         if type(cost_model) is RooflineCostModel:
-            if not cost_model.exact:
-                return None
+            if not cost_model.exact or cost_model.num_experts:
+                return None  # float mode; MoE: the weight bytes read depend on the batch (E^B denominators)
+            extra = {a.name for a in attrs.fields(RooflineCostModel) if a.init} - _ROOFLINE_FIELDS
+            if any(getattr(cost_model, name) != a.default for a in attrs.fields(RooflineCostModel)
+                   if (name := a.name) in extra):
+                return None  # a term these sums do not know (priced by the step engine)
             bw, peak = Fraction(_exact(cost_model.bandwidth)), Fraction(_exact(cost_model.peak_flops))
             return (_exact(cost_model.weight_bytes) / bw, _exact(cost_model.kv_bytes_per_token) / bw,
                     _exact(cost_model.flops_per_token) / peak, _exact(cost_model.attention_flops_per_token) / peak,
@@ -431,6 +450,7 @@ class StretchTable(StepTable):
         start, start_fraction, m, p_max = self._b_start[b], self._b_start_fraction[b], self._b_rows[b], self._b_p_max[b]
         prompt_sum, outputs = self._b_prompt_sum[b], self._b_outputs[b] or [self._b_o_max[b]]
         costs, cost, clock, pool = self._costs, self._cost, self._costs.clock, self._pool
+        work = cost.decode_work
         index = self._b_first[b]
         tokens = m * p_max
         pairs = m * f.causal_attention_pairs.unchecked(prompt_tokens=p_max)
@@ -449,9 +469,10 @@ class StretchTable(StepTable):
         for j in range(first, last):
             context_sum = m * (p_max + j)
             useful = m - bisect.bisect_right(outputs, j)
+            nbytes, flops = work(m, context_sum)
             yield StepRecord(index + j, DECODE, clock.time(t, fraction), cost.decode_time(m, context_sum), m, useful,
-                             context_sum, 0, 0, 0, context_sum, m * pool.blocks_for(p_max + j),
-                             *cost.decode_work(m, context_sum))
+                             context_sum, 0, 0, 0, context_sum, m * pool.blocks_for(p_max + j), nbytes, flops,
+                             decode_rows=m)
             t += costs.decode(m, context_sum)
             fraction = fraction or costs.decode_fraction
 
@@ -494,7 +515,8 @@ class _EventRun:
     """Inputs and outcomes of a serial or static run in ticks (the step engine's ``_Run``, on the tick clock)."""
 
     def __init__(self, requests: tuple[Request, ...], arrivals: list[Any], cost_model: Any, costs: TickCosts,
-                 pool: KVPool, record_steps: bool, max_steps: int | None) -> None:
+                 pool: KVPool, record_steps: bool, max_steps: int | None, *, max_model_len: int | None = None,
+                 budget: int | None = None) -> None:
         self.requests = requests
         self.cost = cost_model
         self.costs = costs
@@ -514,6 +536,23 @@ class _EventRun:
             for i, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)):
                 if -(-(p + o - 1) // b) > cap:
                     self.reason[i] = pool.never_fits_reason(p, o)
+        if max_model_len is not None:  # the step engine's order: the pool's reason, then max_model_len, then budget
+            for i, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)):
+                if p + o > max_model_len:
+                    self.reason[i] = (f"prompt + output of {p + o} tokens ({p} + {o}) exceeds "
+                                      f"max_model_len={max_model_len}")
+        if budget is not None:
+            for i, p in enumerate(self.prompt):
+                if self.reason[i] is None and p > budget:
+                    self.reason[i] = f"prompt of {p} tokens exceeds max_num_batched_tokens={budget}"
+        self.budget = math.inf if budget is None else budget
+        self.spec: dict[str, Any] | None = None
+        self.batch_size = 1
+        self.policy = ""
+        self.preemption_total = 0
+        self.mixed_steps = 0
+        self.batch_share_sum: Any = 0
+        self.batches = 0
         self.capacity = math.inf if pool.capacity_blocks is None else pool.capacity_blocks
         # per request, in ticks, with the step engine's number type (True: Fraction)
         self.admitted: list[int | None] = [None] * n
@@ -592,6 +631,8 @@ class _EventRun:
         useful = sum(output[i] for i in members) if m > 1 else o_max
         self.useful_rows += useful
         self.rows += m * o_max
+        self.batch_share_sum += Fraction(useful, m * o_max)
+        self.batches += 1
         tokens_held = m * (p_max + o_max - 1)
         if tokens_held > self.peak_tokens:
             self.peak_tokens = tokens_held
@@ -665,7 +706,8 @@ class _EventRun:
                 self.steps = steps
                 self.check_steps(limit)
         self.steps = self.useful_rows = self.rows = steps
-        self.prefill_steps = prefills
+        self.prefill_steps = self.batches = prefills
+        self.batch_share_sum = Fraction(prefills)  # each batch of one row is fully useful
         if table is not None:
             table._b_rows = [1] * prefills
             table._b_prompt_sum = table._b_p_max
@@ -688,7 +730,7 @@ class _EventRun:
         idle, idle_fraction = self.idle
         k = 0
         count = len(eligible)
-        block, capacity = pool.block_size, self.capacity
+        block, capacity, budget = pool.block_size, self.capacity, self.budget
         while k < count:
             head = eligible[k]
             stop, p_max, o_max = k + 1, prompt[head], output[head]
@@ -697,8 +739,8 @@ class _EventRun:
                 j = eligible[stop]
                 pm = p_max if p_max >= prompt[j] else prompt[j]
                 om = o_max if o_max >= output[j] else output[j]
-                if (stop - k + 1) * -(-(pm + om - 1) // block) > capacity:  # pool.lifetime_blocks(pm, om)
-                    ready_i = j  # full for KV once the one that does not fit is there
+                if (stop - k + 1) * -(-(pm + om - 1) // block) > capacity or (stop - k + 1) * pm > budget:
+                    ready_i = j  # full for KV (pool.lifetime_blocks) or the token budget once the next is there
                     break
                 stop, p_max, o_max = stop + 1, pm, om
             if ready_i is None:
@@ -726,7 +768,7 @@ class _EventRun:
     def result(self, policy: str, options: dict[str, Any]) -> SimResult:
         d = self.clock.denominator
         made: dict[int, Any] = {}  # ticks -> Fraction already made (a batch's rows share their times)
-        fraction = _fraction
+        fraction = Fraction
 
         def time(ticks: int, is_fraction: bool) -> Any:
             if not is_fraction:
@@ -751,84 +793,125 @@ class _EventRun:
             results.append(make(r, arrival[i], time(admitted[i], admitted_fraction[i]),  # type: ignore[arg-type]
                                 time(first[i], first_fraction[i]), time(finish[i], finish_fraction[i]),  # type: ignore
                                 time(h, handed_fraction[i]), 0, prompt[i], output[i], None))
+        if self.spec is not None:
+            options = dict(options, workload=self.spec)
         options = dict(options, kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size)
         return SimResult(policy, options, tuple(results), self.table, self._summary(policy))
 
     def _summary(self, policy: str) -> Summary:
-        """The step engine's ``summarize``, computed on ticks (exact; the same values and number types)."""
-        clock = self.clock
+        self.policy = policy
+        return _summary(self, policy)
+
+
+    def itl(self) -> Percentiles | None:
+        """The summary's ITL: serial streams its tokens, static batching hands them back at once (None)."""
+        return self._serial_itl() if self.batch_size == 1 and self.policy == "serial" else None
+
+    @property
+    def slot_rows(self) -> int:
+        return self.rows
+
+    def _serial_itl(self) -> Percentiles | None:
+        """``Percentiles.of_counts`` of every decode step's duration, without expanding a stretch into its steps.
+
+        Serial serving streams: request i's gaps are its decode steps, at contexts p_i + 1, ...,
+        p_i + o_i - 1, and a batch-1 step's duration is a nondecreasing function of its context
+        (the max of two lines with slopes >= 0, plus a constant). So the q-th nearest-rank gap
+        is the duration at the q-th nearest-rank context of the multiset of contexts, a union
+        of intervals: one sweep over their 2R endpoints, whatever the lengths.
+        """
+        costs, clock = self.costs, self.clock
+        delta: dict[int, int] = {}
+        total_ticks = n = top = 0
+        fraction: bool | None = None
+        for i, h in enumerate(self.handed):
+            o = self.output[i]
+            if h is None or o < 2:
+                continue
+            if fraction is None:  # the multiset's keys keep the first gap's number type
+                fraction = self.first_fraction[i] or costs.decode_fraction
+            lo, hi = self.prompt[i] + 1, self.prompt[i] + o  # contexts lo .. hi - 1
+            delta[lo] = delta.get(lo, 0) + 1
+            delta[hi] = delta.get(hi, 0) - 1
+            n += o - 1
+            total_ticks += h - self.first[i]  # type: ignore[operator]
+            if hi - 1 > top:
+                top = hi - 1
+        if not n:
+            return None
+        assert fraction is not None
+        ranks = [-(-q * n // 100) for q in (50, 90, 99)]  # 1-based, increasing
+        found: list[int] = []
+        seen = active = 0
+        position = 0
+        for x in sorted(delta):
+            while found.__len__() < 3 and active and seen + active * (x - position) >= ranks[len(found)]:
+                found.append(position + -(-(ranks[len(found)] - seen) // active) - 1)
+            seen += active * (x - position)
+            active += delta[x]
+            position = x
         time = clock.time
-        n = len(self.requests)
-        handed, handed_fraction = self.handed, self.handed_fraction
-        done = [i for i in range(n) if handed[i] is not None]
-        arr, arr_fraction = self.arr, self.arr_fraction
-        # first_arrival = min(arrivals): the first request's (arrivals are in order; min keeps the first)
-        fa, fa_fraction = (arr[0], arr_fraction[0]) if n else (0, False)
-        done_handed = [handed[i] for i in done]
-        if done:  # max keeps the first of equal maxima
-            best = done[done_handed.index(max(done_handed))]  # type: ignore[type-var]
-            last, last_fraction = handed[best], handed_fraction[best]
-            assert last is not None
-        else:
-            last, last_fraction = fa, fa_fraction
-        makespan = time(last - fa, last_fraction or fa_fraction)
-        output = sum([self.output[i] for i in done])
-        zero = self.cost.to_time(0)
-        if self.first_start is None or self.end is None:
-            busy = zero
-        else:
-            busy_ticks = self.end[0] - self.first_start[0] - self.idle[0]
-            busy = time(busy_ticks, self.end[1] or self.first_start[1] or self.idle[1])
-        done_arr = [arr[i] for i in done]
-        done_arr_fraction = [arr_fraction[i] for i in done]
 
-        def since_arrival(ticks: list[Any], fractions: list[bool]) -> Percentiles | None:
-            values = [t - a for t, a in zip(ticks, done_arr, strict=True)]
-            flags = [x or y for x, y in zip(fractions, done_arr_fraction, strict=True)]
-            return _percentiles(values, flags, clock)
+        def gap(context: int) -> Any:
+            return time(costs.decode(1, context), fraction)
 
-        first_done = [self.first[i] for i in done]
-        queue = since_arrival([self.admitted[i] for i in done], [self.admitted_fraction[i] for i in done])
-        ttft = since_arrival(first_done, [self.first_fraction[i] for i in done])
-        e2e = since_arrival(done_handed, [handed_fraction[i] for i in done])
-        decoding = [k for k, i in enumerate(done) if self.output[i] >= 2]
-        tpot = _percentiles_of_ratios([done_handed[k] - first_done[k] for k in decoding],  # type: ignore[operator]
-                                      [self.output[done[k]] - 1 for k in decoding], clock.denominator)
-        return Summary(
-            policy=policy, requests=n, completed=len(done), rejected=n - self.reason.count(None),
-            preemptions=0, steps=self.steps, prefill_steps=self.prefill_steps,
-            decode_steps=self.steps - self.prefill_steps, output_tokens=output, makespan_s=makespan, busy_s=busy,
-            output_tokens_per_s=Fraction(output) / makespan if makespan else None,
-            useful_share=Fraction(self.useful_rows, self.rows) if self.rows else None,
-            queue_wait=queue, ttft=ttft, tpot=tpot, e2e=e2e,
-            peak_kv_tokens=self.peak_tokens, peak_kv_blocks=self.peak_blocks,
-            kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size,
-        )
+        mean = Fraction(total_ticks, clock.denominator * n)
+        return Percentiles(gap(found[0]), gap(found[1]), gap(found[2]), mean=mean, max=gap(top))
 
 
-def _fraction_by_slots(numerator: int, denominator: int) -> Fraction:
-    """Fraction(numerator, denominator) for ints, denominator > 0, setting its two slots after one gcd."""
-    g = math.gcd(numerator, denominator)
-    value = object.__new__(Fraction)
-    value._numerator = numerator // g  # type: ignore[attr-defined]
-    value._denominator = denominator // g  # type: ignore[attr-defined]
-    return value
+def _summary(self: Any, policy: str) -> Summary:
+    """The step engine's ``summarize``, computed on ticks (exact; the same values and number types)."""
+    clock = self.clock
+    time = clock.time
+    n = len(self.requests)
+    handed, handed_fraction = self.handed, self.handed_fraction
+    done = [i for i in range(n) if handed[i] is not None]
+    arr, arr_fraction = self.arr, self.arr_fraction
+    # first_arrival = min(arrivals): the first request's (arrivals are in order; min keeps the first)
+    fa, fa_fraction = (arr[0], arr_fraction[0]) if n else (0, False)
+    done_handed = [handed[i] for i in done]
+    if done:  # max keeps the first of equal maxima
+        best = done[done_handed.index(max(done_handed))]  # type: ignore[type-var]
+        last, last_fraction = handed[best], handed_fraction[best]
+        assert last is not None
+    else:
+        last, last_fraction = fa, fa_fraction
+    makespan = time(last - fa, last_fraction or fa_fraction)
+    output = sum([self.output[i] for i in done])
+    zero = self.cost.to_time(0)
+    if self.first_start is None or self.end is None:
+        busy = zero
+    else:
+        busy_ticks = self.end[0] - self.first_start[0] - self.idle[0]
+        busy = time(busy_ticks, self.end[1] or self.first_start[1] or self.idle[1])
+    done_arr = [arr[i] for i in done]
+    done_arr_fraction = [arr_fraction[i] for i in done]
 
+    def since_arrival(ticks: list[Any], fractions: list[bool]) -> Percentiles | None:
+        values = [t - a for t, a in zip(ticks, done_arr, strict=True)]
+        flags = [x or y for x, y in zip(fractions, done_arr_fraction, strict=True)]
+        return _percentiles(values, flags, clock)
 
-def _pick_fraction_maker() -> Any:
-    """The slot-setting maker where this Python's Fraction keeps its value in those two slots, else Fraction."""
-    try:
-        probe = _fraction_by_slots(-84, 36)
-        if probe == Fraction(-7, 3) and hash(probe) == hash(Fraction(-7, 3)) and repr(probe) == "Fraction(-7, 3)" \
-                and probe + 1 == Fraction(-4, 3):
-            return _fraction_by_slots
-    except (AttributeError, TypeError):  # pragma: no cover - another Fraction layout
-        pass
-    return Fraction  # pragma: no cover
-
-
-#: Makes the results' Fractions: 2x faster than Fraction(n, d) where the layout allows (checked at import).
-_fraction = _pick_fraction_maker()
+    first_done = [self.first[i] for i in done]
+    queue = since_arrival([self.admitted[i] for i in done], [self.admitted_fraction[i] for i in done])
+    ttft = since_arrival(first_done, [self.first_fraction[i] for i in done])
+    e2e = since_arrival(done_handed, [handed_fraction[i] for i in done])
+    decoding = [k for k, i in enumerate(done) if self.output[i] >= 2]
+    tpot = _percentiles_of_ratios([done_handed[k] - first_done[k] for k in decoding],  # type: ignore[operator]
+                                  [self.output[done[k]] - 1 for k in decoding], clock.denominator)
+    mixed = self.mixed_steps
+    return Summary(
+        policy=policy, requests=n, completed=len(done), rejected=n - self.reason.count(None),
+        preemptions=self.preemption_total, steps=self.steps, prefill_steps=self.prefill_steps,
+        decode_steps=self.steps - self.prefill_steps - mixed, output_tokens=output, makespan_s=makespan,
+        busy_s=busy, mixed_steps=mixed, output_tokens_per_s=Fraction(output) / makespan if makespan else None,
+        long_run_useful_share=Fraction(self.useful_rows, self.rows) if self.rows else None,
+        per_batch_useful_share=self.batch_share_sum / self.batches if self.batches else None,
+        slot_occupancy=Fraction(self.slot_rows, self.batch_size * self.steps) if self.steps else None,
+        queue_wait=queue, ttft=ttft, tpot=tpot, e2e=e2e, itl=self.itl(),
+        peak_kv_tokens=self.peak_tokens, peak_kv_blocks=self.peak_blocks,
+        kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size,
+    )
 
 
 def _rank(q: int, n: int) -> int:
@@ -864,7 +947,7 @@ def _percentiles_of_ratios(ticks: list[int], divisors: list[int], denominator: i
 
 
 def _validated(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
-               max_steps: int | None) -> tuple[tuple[Request, ...], KVPool]:
+               max_steps: int | None, max_model_len: int | None = None) -> tuple[tuple[Request, ...], KVPool]:
     """The step engine's checks, in its order (``policies._Run``)."""
     if not isinstance(cost_model, CostModel):  # pragma: no cover - the caller falls back to the step engine first
         raise InvalidValueError("cost_model", cost_model, "expected a cost model")
@@ -873,7 +956,11 @@ def _validated(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | N
     if not isinstance(record_steps, bool):
         raise InvalidValueError("record_steps", record_steps, "must be True or False")
     if max_steps is not None:
-        check_int("max_steps", max_steps, minimum=0)
+        check_count("max_steps", max_steps, minimum=0)
+    if max_model_len is not None:
+        check_count("max_model_len", max_model_len, minimum=1)
+    if isinstance(requests, (str, bytes)) or not isinstance(requests, Iterable):
+        check_requests(requests)  # raises the step engine's error, naming the requests
     out = tuple(requests)
     if any(type(r) is not Request for r in out) or len({r.id for r in out}) != len(out):
         check_requests(out)  # raises the step engine's error (or passes a subclass of Request)
@@ -890,16 +977,21 @@ def _check_order(requests: tuple[Request, ...], ticks: list[int]) -> None:
         previous = t
 
 
-def _event_run(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
-               max_steps: int | None, extra_times: tuple[Any, ...]) -> _EventRun | None:
+def _event_run(requests: Any, cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
+               max_steps: int | None, extra_times: tuple[Any, ...], max_model_len: int | None = None,
+               budget: int | None = None) -> _EventRun | None:
     """The run on its tick clock, or None when the cost model has no stretch sums (or is not one)."""
     if TickCosts.rationals(cost_model) is None:
         return None
-    reqs, pool = _validated(requests, cost_model, kv_pool, record_steps, max_steps)
+    spec = requests.spec if isinstance(requests, Workload) else None
+    reqs, pool = _validated(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len)
     arrivals = [cost_model.to_time(r.arrival_s) for r in reqs]
     costs = TickCosts.build(cost_model, [*arrivals, *extra_times])
     assert costs is not None
-    return _EventRun(reqs, arrivals, cost_model, costs, pool, record_steps, max_steps)
+    run = _EventRun(reqs, arrivals, cost_model, costs, pool, record_steps, max_steps, max_model_len=max_model_len,
+                    budget=budget)
+    run.spec = spec
+    return run
 
 
 def serve_serial_events(
@@ -907,21 +999,23 @@ def serve_serial_events(
     cost_model: Any,
     *,
     kv_pool: KVPool | None = None,
+    max_model_len: int | None = None,
     record_steps: bool = True,
     max_steps: int | None = None,
 ) -> SimResult:
     """Serve one request at a time, first come first served, on the event engine.
 
     Parameters, Returns and Raises as :func:`~roofline.sim.serve_serial`, whose results this
-    equals exactly (every request's times, the summary, and the step table when recorded,
-    here a :class:`StretchTable`).
+    equals exactly (every request's times, the summary, ITL included, and the step table
+    when recorded, here a :class:`StretchTable`).
 
     Notes
     -----
     Each request is one prefill step and a stretch of O - 1 decode steps priced in closed
-    form, so the cost is O(1) per request whatever its length. A cost model without
-    stretch sums (float mode, or another class) is served by the step engine
-    (:func:`~roofline.sim.serve_serial`) instead.
+    form, so the cost is O(1) per request whatever its length; the ITL percentiles come
+    from a sweep over the requests' context intervals (a step's duration grows with its
+    context). A cost model without stretch sums (float mode, or another class) is served
+    by the step engine (:func:`~roofline.sim.serve_serial`) instead.
 
     Examples
     --------
@@ -932,11 +1026,13 @@ def serve_serial_events(
     >>> r.requests[0].handed_back_s, r.summary.steps
     (1000000000, 1000000000)
     """
-    run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, ())
+    _refuse_closed_loop(requests, "serve_serial")
+    run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, (), max_model_len)
     if run is None:
-        return serve_serial(requests, cost_model, kv_pool=kv_pool, record_steps=record_steps, max_steps=max_steps)
+        return serve_serial(requests, cost_model, kv_pool=kv_pool, max_model_len=max_model_len,
+                            record_steps=record_steps, max_steps=max_steps, engine="step")
     run.serve_one_by_one()
-    return run.result("serial", {})
+    return run.result("serial", {"max_model_len": max_model_len})
 
 
 def serve_static_events(
@@ -946,6 +1042,8 @@ def serve_static_events(
     batch_size: int = 8,
     max_wait: Any = None,
     kv_pool: KVPool | None = None,
+    max_num_batched_tokens: int | None = None,
+    max_model_len: int | None = None,
     record_steps: bool = True,
     max_steps: int | None = None,
 ) -> SimResult:
@@ -967,20 +1065,37 @@ def serve_static_events(
     >>> from roofline.sim import Request, UnitCostModel
     >>> reqs = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o) for i, o in enumerate([100, 1000])]
     >>> s = serve_static_events(reqs, UnitCostModel(), batch_size=2).summary
-    >>> s.steps, s.useful_share
+    >>> s.steps, s.long_run_useful_share
     (1000, Fraction(11, 20))
     """
-    check_int("batch_size", batch_size, minimum=1)
-    if max_wait is not None:
-        check_nonnegative("max_wait", max_wait)
+    _refuse_closed_loop(requests, "serve_static")
+    check_count("batch_size", batch_size, minimum=1)
+    _opt_time("max_wait", max_wait)
+    if max_num_batched_tokens is not None:
+        check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
     extra = () if max_wait is None or TickCosts.rationals(cost_model) is None else (cost_model.to_time(max_wait),)
-    run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, extra)
+    run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, extra, max_model_len,
+                     max_num_batched_tokens)
     if run is None:
         return serve_static(requests, cost_model, batch_size=batch_size, max_wait=max_wait, kv_pool=kv_pool,
-                            record_steps=record_steps, max_steps=max_steps)
+                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
+                            record_steps=record_steps, max_steps=max_steps, engine="step")
     wait = None
     if max_wait is not None:
         w = cost_model.to_time(max_wait)
         wait = (run.clock.ticks(w), not isinstance(w, int))
+    run.batch_size = batch_size
     run.serve_batches(batch_size, wait)
-    return run.result("static", {"batch_size": batch_size, "max_wait_s": None if max_wait is None else float(max_wait)})
+    return run.result("static", {"batch_size": batch_size, "max_wait_s": None if max_wait is None else float(max_wait),
+                                 "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len})
+
+
+def _serial_engine(requests: Any, cost_model: Any, **options: Any) -> SimResult | None:
+    return None if TickCosts.rationals(cost_model) is None else serve_serial_events(requests, cost_model, **options)
+
+
+def _static_engine(requests: Any, cost_model: Any, **options: Any) -> SimResult | None:
+    return None if TickCosts.rationals(cost_model) is None else serve_static_events(requests, cost_model, **options)
+
+
+_policies._EVENT_ENGINE.update(serial=_serial_engine, static=_static_engine)
