@@ -1,6 +1,6 @@
 """Benchmark of the event engine (serial and static batching) against the step engine and a plain float loop.
 
-On the Azure conversation trace (``../shared/traces/azure_llm_2023_conv.csv``; ``--trace``
+On the shipped Azure conversation trace (``roofline.sim.shipped_trace("conv")``; ``--trace``
 for another), Llama 3.1 8B on H100 SXM, the KV pool vLLM's 90 % budget leaves in 16-token
 blocks, in one process:
 

@@ -21,8 +21,8 @@ Assumptions
 
 Sources
 -------
-Llama 3.1 8B config.json (32 layers, 8 KV heads, head_dim 128); vLLM PR #29736 and vLLM #12330 of
-../shared/cases/CASES.md; the lesson, section 2 (the dashed curve); vLLM's default block
+Llama 3.1 8B config.json (32 layers, 8 KV heads, head_dim 128); vLLM PR #29736 and vLLM #12330
+(docs/conventions.md, "Sources of the worked cases"); the lesson, section 2 (the dashed curve); vLLM's default block
 size (16) and gpu_memory_utilization (0.9); the reserve: vLLM pull request #10511
 (https://github.com/vllm-project/vllm/pull/10511, comment of 2024-12-14), whose log of
 ``vllm serve meta-llama/Meta-Llama-3-8B`` reads non_torch_memory 1.79 GiB and PyTorch

@@ -27,8 +27,8 @@ its cost grows with requests, not tokens), where the cost model has stretch sums
 Each returns a :class:`SimResult`: per-request :class:`RequestResult`, per-step
 :class:`StepRecord` (``result.steps``, a :class:`StepTable`) and a :class:`Summary`.
 
-Conventions: ../shared/design/CONVENTIONS.md ("One step", "Latency metrics",
-"Memory", "Serving policies"); cases K5, K6, Q1-Q5 of ../shared/cases/CASES.md are
+Conventions: docs/conventions.md ("One step", "Latency metrics",
+"Memory", "Serving policies") are
 tests in ``tests/test_sim_cases.py``.
 
 Examples

@@ -197,7 +197,7 @@ class RooflineCostModel:
 
     Notes
     -----
-    Decode step (CONVENTIONS.md, "One step"): max((W + k S) / BW, (B F + a S) / peak)
+    Decode step (docs/conventions.md, "One step"): max((W + k S) / BW, (B F + a S) / peak)
     + overhead, S = sum of the contexts c_i (KV incl. the new token).
     Prefill step: max((W + k T) / BW, (T F + a Q) / peak) + overhead, T = tokens
     processed (padding included), Q = causal query-key pairs. Durations are memoised

@@ -3,7 +3,7 @@
 The pool counts **blocks** of ``block_size`` tokens; token-level accounting is the
 same pool with ``block_size = 1``. A sequence holding c tokens of KV needs
 ``blocks_for(c) = ceil(c / b)`` blocks (:func:`roofline.formulas.blocks_per_sequence`).
-That single rule is used for everything (case K6 of ../shared/cases/CASES.md):
+That single rule is used for everything ():
 
 * reserve-the-lifetime admission reserves ``lifetime_blocks(P, O) = blocks_for(P + O - 1)``
   (:func:`roofline.formulas.lifetime_kv_slots`);
@@ -13,7 +13,7 @@ That single rule is used for everything (case K6 of ../shared/cases/CASES.md):
   ``lifetime_blocks(P, O)``;
 * a request whose lifetime blocks exceed the whole pool can never run and is rejected.
 
-Conventions: CONVENTIONS.md, "Memory" and "Serving policies".
+Conventions: docs/conventions.md, "Memory" and "Serving policies".
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class KVPool:
 
     Examples
     --------
-    Case K5: block 16, a pool of 100 blocks; 10 sequences of 17 tokens use 20 blocks,
+    vLLM PR #57336: block 16, a pool of 100 blocks; 10 sequences of 17 tokens use 20 blocks,
     and the pool fits 50 such sequences, not 1,600 // 17 = 94.
 
     >>> pool = KVPool.blocks(100, block_size=16)
@@ -137,7 +137,7 @@ class KVPool:
         return f.blocks_per_sequence.unchecked(context=tokens, block_size=self.block_size)
 
     def lifetime_blocks(self, prompt_tokens: int, output_tokens: int) -> int:
-        """Blocks a request holds at the end of its life: blocks_for(P + O - 1) (case K6)."""
+        """Blocks a request holds at the end of its life: blocks_for(P + O - 1) (pegainfer #288)."""
         return self.blocks_for(f.lifetime_kv_slots.unchecked(prompt_tokens=prompt_tokens, output_tokens=output_tokens))
 
     def fits(self, blocks: int) -> bool:

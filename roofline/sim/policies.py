@@ -3,10 +3,10 @@
 
 Each policy is a function ``serve_<name>(requests, cost_model, *, <options>)`` that
 returns a :class:`~roofline.sim.SimResult`. They share these rules
-(CONVENTIONS.md, "One step", "Serving policies"):
+(docs/conventions.md, "One step", "Serving policies"):
 
 * A prefill step over a prompt produces the request's **first output token**; a
-  request with O output tokens takes 1 prefill step and O - 1 decode steps (case Q1).
+  request with O output tokens takes 1 prefill step and O - 1 decode steps (inference-sim #1097).
 * A decode step advances every row by one token; row i attends over c_i tokens, its KV
   including the new token; after the last decode a request holds P + O - 1 KV slots.
 * Time only moves at step boundaries: a request arriving during a step is considered
@@ -284,7 +284,7 @@ def serve_serial(
     Static batching with batch size 1 (one piece of code): each request is a prefill
     step then O - 1 decode steps at contexts P + 1, ..., P + O - 1, handed back when its
     last token is produced. With every request at t = 0, request j is handed back at
-    the sum of the service times of requests 1..j (CONVENTIONS.md; the lesson's
+    the sum of the service times of requests 1..j (docs/conventions.md; the lesson's
     "the last waits for all 99").
 
     Examples
@@ -368,7 +368,7 @@ def serve_static(
 
     Notes
     -----
-    A batch of m rows (CONVENTIONS.md, "Serving policies"; the lesson):
+    A batch of m rows (docs/conventions.md, "Serving policies"; the lesson):
 
     * one prefill step over the prompts padded to the longest, p_max:
       prefill_tokens = m p_max, attention_pairs = m p_max (p_max + 1) / 2, giving every
@@ -379,7 +379,7 @@ def serve_static(
     * a row's last token comes at the end of decode step O_i - 1 (``finish_s``), but every
       row is handed back at the end of the batch; nobody joins a running batch.
 
-    Useful share per batch = sum(O_i) / (m x o_max) (case Q4). Static batching with
+    Useful share per batch = sum(O_i) / (m x o_max) (the static-batching tutorials' example). Static batching with
     ``batch_size=1`` is :func:`serve_serial`.
 
     Examples
@@ -605,7 +605,7 @@ def serve_continuous(
 
     Notes
     -----
-    At every step boundary (CONVENTIONS.md, "Serving policies"):
+    At every step boundary (docs/conventions.md, "Serving policies"):
 
     1. requests that finished in the step leave and are handed back at once, freeing
        their KV;
@@ -641,7 +641,7 @@ def serve_continuous(
     waiting prefill step stalls the running decodes.
 
     KV accounting (:class:`~roofline.sim.KVPool`): a sequence holding c tokens holds
-    blocks_for(c) blocks, on admission and on growth alike (case K6). The running
+    blocks_for(c) blocks, on admission and on growth alike (pegainfer #288). The running
     totals (context sum, tokens and blocks in use, and the number of sequences crossing
     a block boundary, by residue of their KV modulo the block size) make a decode step
     cost O(1) Python work plus the sequences that finish or are preempted in it.

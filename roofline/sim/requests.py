@@ -111,7 +111,7 @@ class Request:
         P, the prompt length.
     output_tokens : int in [1, :data:`MAX_TOKENS`] [tokens]
         O, the tokens the request produces: the first from the prefill step, the other
-        O - 1 from decode steps (CONVENTIONS.md, "One step").
+        O - 1 from decode steps (docs/conventions.md, "One step").
 
     Raises
     ------

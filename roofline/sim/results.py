@@ -2,11 +2,11 @@
 
 All times are in seconds from the workload's time origin (the trace's first request
 arrives at 0), exact Fractions or ints under an exact cost model, floats otherwise.
-Latency metrics follow CONVENTIONS.md ("Latency metrics"):
+Latency metrics follow docs/conventions.md ("Latency metrics"):
 
 * queue wait = admission - arrival; TTFT = first token - arrival (queueing included);
 * E2E = handed back - arrival (for static batching, the end of the batch);
-* TPOT = (E2E - TTFT) / (O - 1) for O >= 2, None for O = 1 (case Q5).
+* TPOT = (E2E - TTFT) / (O - 1) for O >= 2, None for O = 1 (vLLM PR #17802).
 
 Percentiles are **nearest-rank**: the q-th percentile of n sorted values is the
 value at rank ceil(q n / 100) (1-based), an element of the data, so it stays exact.
@@ -353,7 +353,7 @@ class RequestResult:
         Times it was preempted (continuous batching, on-demand admission).
     prefill_tokens : int [tokens]
         Tokens prefilled for it: the prompt, plus prompt + generated tokens at every resume
-        after a preemption (case Q2); padding excluded.
+        after a preemption (inference-sim #1091); padding excluded.
     generated_tokens : int [tokens]
         Output tokens it produced (each counted once, preemption or not): equals
         ``request.output_tokens`` when handed back.
@@ -397,7 +397,7 @@ class RequestResult:
 
     @property
     def tpot_s(self) -> Any:
-        """Time per output token, (E2E - TTFT) / (O - 1) [s]; None for O = 1 or if rejected (case Q5)."""
+        """Time per output token, (E2E - TTFT) / (O - 1) [s]; None for O = 1 or if rejected (vLLM PR #17802)."""
         o = self.request.output_tokens
         if self.handed_back_s is None or o < 2:
             return None
