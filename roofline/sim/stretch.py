@@ -53,7 +53,7 @@ import bisect
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
-from typing import Any, overload
+from typing import Any
 
 import attrs
 
@@ -488,24 +488,6 @@ class StretchTable(StepTable):
 
     def __iter__(self) -> Iterator[StepRecord]:
         return self._walk(0, self._n)
-
-    @overload
-    def __getitem__(self, index: int) -> StepRecord: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[StepRecord]: ...
-
-    def __getitem__(self, index: int | slice) -> StepRecord | list[StepRecord]:
-        n = self._n
-        if isinstance(index, slice):
-            start, stop, step = index.indices(n)
-            if step != 1:
-                return [self[i] for i in range(start, stop, step)]
-            return list(self._walk(start, stop)) if start < stop else []
-        i = index + n if index < 0 else index
-        if not 0 <= i < n:
-            raise IndexError(f"step index {index} out of range ({n} steps)")
-        return next(self._walk(i, i + 1))
 
 
 # --------------------------------------------------------------------------- serial and static
