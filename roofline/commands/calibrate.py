@@ -150,14 +150,17 @@ def run(args: argparse.Namespace) -> int:
         if not target.resolve().parent.is_dir():
             raise InvalidValueError("--out", args.out, "its folder does not exist")
         check_outputs("--out", [args.out], [args.model if args.model and os.path.isfile(args.model) else None])
-    dev = resolve_device(args.device)
-    model = load_model(args.model) if args.model else None
-    plan = CalibrationPlan.default(dev.type, model=model)
+    # every option is checked before PyTorch is looked for: a bad option is named whatever is installed
     changes: dict[str, Any] = {}
     if args.batches is not None:
         changes["batches"] = parse_ints("--batches", args.batches)
     if args.contexts is not None:
         changes["contexts"] = parse_ints("--contexts", args.contexts)
+    if args.matmul is not None:
+        changes["matmul_shapes"] = parse_shapes("--matmul", args.matmul)
+    model = load_model(args.model) if args.model else None
+    dev = resolve_device(args.device)
+    plan = CalibrationPlan.default(dev.type, model=model)
     if args.repetitions is not None:
         changes["repetitions"] = args.repetitions
     if args.warmup is not None:
@@ -166,8 +169,6 @@ def run(args: argparse.Namespace) -> int:
         if args.bandwidth_mib < 1:
             raise InvalidValueError("--bandwidth-mib", args.bandwidth_mib, "must be >= 1")
         changes["bandwidth_bytes"] = args.bandwidth_mib * 2**20
-    if args.matmul is not None:
-        changes["matmul_shapes"] = parse_shapes("--matmul", args.matmul)
     if args.cuda_graphs is not None:
         changes["cuda_graphs"] = args.cuda_graphs
     if args.max_seconds is not None:
