@@ -11,7 +11,6 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 from roofline import get_accelerator, get_model
 from roofline.errors import InvalidValueError
 from roofline.sim import KVPool, Request, RooflineCostModel, UnitCostModel, serve_continuous, serve_serial
+from roofline.testing.compare import assert_same_results
 from roofline.testing.strategies import closed_loops, cost_models, kv_pools, workloads
 
 _ORACLE = settings.get_profile("simulation_oracle")
@@ -29,32 +29,6 @@ LLAMA = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("
 SMALL = RooflineCostModel(weight_bytes=50, kv_bytes_per_token=3, flops_per_token=7, attention_flops_per_token=2,
                           bandwidth=10, peak_flops=30, overhead=Fraction(1, 10))
 COSTS = cost_models(overhead=True) | st.sampled_from([SMALL, LLAMA, UnitCostModel(decode=Fraction(2, 3), prefill=2)])
-def same(a: Any, b: Any, where: str) -> None:
-    """Equal values of the same number type (an int stays an int, a Fraction a Fraction)."""
-    assert type(a) is type(b), f"{where}: {a!r} ({type(a).__name__}) vs {b!r} ({type(b).__name__})"
-    assert a == b, f"{where}: {a!r} != {b!r}"
-
-
-def assert_same_results(events: Any, steps: Any) -> None:
-    """Every request's fields, every summary figure, the options and every step record are identical."""
-    assert (events.policy, events.options) == (steps.policy, steps.options)
-    for i, (x, y) in enumerate(zip(events.requests, steps.requests, strict=True)):
-        for field in attrs.fields(type(x)):
-            same(getattr(x, field.name), getattr(y, field.name), f"requests[{i}].{field.name}")
-    for field in attrs.fields(type(events.summary)):
-        a, b = getattr(events.summary, field.name), getattr(steps.summary, field.name)
-        if field.name in ("queue_wait", "ttft", "tpot", "e2e", "itl") and a is not None and b is not None:
-            for g in attrs.fields(type(a)):
-                same(getattr(a, g.name), getattr(b, g.name), f"summary.{field.name}.{g.name}")
-        else:
-            same(a, b, f"summary.{field.name}")
-    if steps.steps is None:
-        assert events.steps is None
-        return
-    assert len(events.steps) == len(steps.steps)
-    for x, y in zip(events.steps, steps.steps, strict=True):
-        for field in attrs.fields(type(x)):
-            same(getattr(x, field.name), getattr(y, field.name), f"steps[{x.index}].{field.name}")
 
 
 WORK = workloads(min_size=0, max_size=12, max_prompt_tokens=40, max_output_tokens=30)

@@ -33,6 +33,7 @@ from roofline.sim.stretch import (
     serve_serial_events,
     serve_static_events,
 )
+from roofline.testing.compare import assert_same_results as _assert_same_results
 from roofline.testing.strategies import batch_sizes, cost_models, decode_stretches, kv_pools, workloads
 
 #: The event engine against the step engine: at least 500 workloads per policy (the issue's floor), except
@@ -255,32 +256,10 @@ def test_tick_costs_equal_the_cost_model(cost: Any, batch: int, context: int, st
 # --------------------------------------------------------------------------- event engine == step engine
 
 
-def same(a: Any, b: Any, where: str) -> None:
-    """Equal values of the same number type (an int stays an int, a Fraction a Fraction)."""
-    assert type(a) is type(b), f"{where}: {a!r} ({type(a).__name__}) vs {b!r} ({type(b).__name__})"
-    assert a == b, f"{where}: {a!r} != {b!r}"
-
-
 def assert_same_results(events: Any, steps: Any) -> None:
-    """Every request's fields, every summary figure, the options and every step record are identical."""
-    assert (events.policy, events.options) == (steps.policy, steps.options)
-    for i, (x, y) in enumerate(zip(events.requests, steps.requests, strict=True)):
-        for field in attrs.fields(type(x)):
-            same(getattr(x, field.name), getattr(y, field.name), f"requests[{i}].{field.name}")
-    for field in attrs.fields(type(events.summary)):
-        a, b = getattr(events.summary, field.name), getattr(steps.summary, field.name)
-        if field.name in ("queue_wait", "ttft", "tpot", "e2e", "itl") and a is not None and b is not None:
-            for g in attrs.fields(type(a)):
-                same(getattr(a, g.name), getattr(b, g.name), f"summary.{field.name}.{g.name}")
-        else:
-            same(a, b, f"summary.{field.name}")
-    if steps.steps is None:
-        assert events.steps is None
-        return
-    assert isinstance(events.steps, StretchTable) and len(events.steps) == len(steps.steps)
-    for x, y in zip(events.steps, steps.steps, strict=True):
-        for field in attrs.fields(type(x)):
-            same(getattr(x, field.name), getattr(y, field.name), f"steps[{x.index}].{field.name}")
+    """Identical results (roofline.testing.compare), and the event engine's steps kept as a compact stretch table."""
+    assert steps.steps is None or isinstance(events.steps, StretchTable)
+    _assert_same_results(events, steps)
 
 
 max_model_lens = st.one_of(st.none(), st.integers(1, 300))
