@@ -121,6 +121,8 @@ _TABLE = (
     Quantity("reserved", "R", "bytes", "memory reserved for activations and the runtime", "nonnegative"),
     Quantity("budget", "M", "bytes", "KV budget", "nonnegative"),
     Quantity("block_size", "b", "tokens/block", "tokens per paged KV block", "positive_int"),
+    Quantity("sliding_window", "w", "tokens", "sliding window of one attention layer: the keys a query attends "
+             "over, itself included", "positive_int"),
     # batching
     Quantity("length_sum", "O_sum", "tokens", "sum of the batch's output lengths", "positive"),
     Quantity("length_max", "O_max", "tokens", "longest output of the batch", "positive"),

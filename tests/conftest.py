@@ -1,5 +1,7 @@
 """Shared test configuration: Hypothesis profiles, and the proofs run once per session.
 
+It also puts tests/ on the import path for tests/_naive.py.
+
 Profiles (chosen by the HYPOTHESIS_PROFILE environment variable):
 
 * ``default``: keeps the whole suite within a few minutes on 2 cores (CI): 60 examples
@@ -26,6 +28,10 @@ import attrs
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+
+#: tests/_naive.py (the naive oracles' KV rules, shared by two test files) is imported as ``_naive``;
+#: the importlib import mode puts no test directory on the path.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 settings.register_profile(
     "default",

@@ -198,10 +198,78 @@ def test_scheduler_steps_equal_the_formulas_on_moe_and_mla(name, batch, prompt, 
         assert step.bytes == expected.bytes
 
 
-def test_scheduler_refuses_a_windowed_model_by_name():
-    """The scheduler's cost model refuses sliding-window layers by name instead of pricing them as full attention."""
-    with pytest.raises(UnsupportedModelError, match="gpt_oss.*sliding-window"):
-        RooflineCostModel.for_model(get_model("gpt-oss-120b"), H100)
+WINDOWED = ["gemma-3-27b", "gpt-oss-120b"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.sampled_from(WINDOWED), batch=st.integers(1, 6), prompt=st.integers(1, 3000), output=st.integers(2, 4))
+def test_scheduler_steps_equal_the_formulas_on_sliding_windows(name, batch, prompt, output):
+    """Gemma 3 27B (window 1,024 on 5 layers in 6) and gpt-oss-120b (128 on every other layer): each decode step of
+    the scheduler takes decode_step's time and bytes at its context, windows bounding the KV read."""
+    model, acc = get_model(name), get_accelerator("h200")
+    cost = RooflineCostModel.for_model(model, acc)
+    requests = [Request(id=i, arrival_s=0, prompt_tokens=prompt, output_tokens=output) for i in range(batch)]
+    result = serve_continuous(requests, cost, max_num_seqs=batch, record_steps=True)
+    decodes = [s for s in result.steps if s.kind == "decode"]
+    assert len(decodes) == output - 1
+    for j, step in enumerate(decodes, start=1):
+        expected = decode_step(model, acc, batch=batch, context=prompt + j)
+        assert step.duration_s == expected.step_time
+        assert step.bytes == expected.bytes == model.decode_bytes(batch, prompt + j)
+
+
+def test_scheduler_prices_unequal_contexts_per_sequence_under_windows():
+    """gpt-oss-120b, prompts 100 and 5,000 (one inside the 128-token window, one past it): the decode step reads
+    W + kv_bytes(101) + kv_bytes(5,001) and computes 2F + attention_flops of each, not of their summed context."""
+    model, acc = get_model("gpt-oss-120b"), get_accelerator("h100-sxm")
+    cost = RooflineCostModel.for_model(model, acc)
+    requests = [Request(id=0, arrival_s=0, prompt_tokens=100, output_tokens=2),
+                Request(id=1, arrival_s=0, prompt_tokens=5000, output_tokens=2)]
+    (step,) = [s for s in serve_continuous(requests, cost).steps if s.kind == "decode"]
+    held = 18 * 101 + 18 * 101 + 18 * 5001 + 18 * 128  # 18 full and 18 windowed layers: min(c, 128) in these
+    assert step.context_sum == held
+    assert step.bytes == model.decode_weight_bytes(2) + model.kv_bytes(101) + model.kv_bytes(5001)
+    assert step.bytes == model.decode_bytes(2, [101, 5001])
+    flops = 2 * cost.flops_per_token + model.attention_flops(101) + model.attention_flops(5001)
+    assert step.flops == flops
+    assert step.duration_s == max(Fraction(step.bytes) / acc.bandwidth, Fraction(flops) / acc.peak("bf16"))
+    assert model.kv_bytes(5001) < 5001 * model.kv_bytes_per_token  # the full-attention price is larger
+
+
+@pytest.mark.parametrize("admission", ["on_demand", "reserve"])
+def test_scheduler_admits_exactly_the_sequences_that_fit_under_windows(admission):
+    """Gemma 3 1B (26 layers, 512-token windows on 5 in 6) at 32,768 tokens in 53 GB: kv_capacity says 363
+    sequences fit in 16-token blocks (60 would at full attention); the scheduler's first prefill admits 363."""
+    from roofline import load_model
+    from roofline.sim import KVPool
+
+    model = load_model("tests/data/configs/gemma-3-1b-pt.json")
+    capacity = kv_capacity(model, budget=53 * 10**9, context=32768, block_size=16)
+    assert (capacity.sequences_blocks, capacity.tokens // 32768) == (363, 60)
+    pool = KVPool.for_model(model, budget=53 * 10**9, block_size=16)
+    assert pool.sequences_that_fit(32768) == 363
+    requests = [Request(id=i, arrival_s=0, prompt_tokens=32768, output_tokens=1) for i in range(370)]
+    result = serve_continuous(requests, RooflineCostModel.for_model(model, H100), max_num_seqs=1024,
+                              admission=admission, kv_pool=pool)
+    assert [s.batch for s in result.steps] == [363, 7]
+    assert result.steps[0].kv_blocks == 363 * pool.blocks_for(32768) <= pool.capacity_blocks
+
+
+def test_a_pool_and_a_cost_model_that_count_different_layers_are_refused_by_name():
+    """A windowed cost model beside a full-attention pool (or the reverse), a window of 0: one line naming the field."""
+    from roofline.sim import KVPool, UnitCostModel
+
+    gemma = get_model("gemma-3-27b")
+    requests = [Request(id=0, arrival_s=0, prompt_tokens=10, output_tokens=2)]
+    with pytest.raises(InvalidValueError, match=r"^kv_pool=.*KVPool.for_model") as e:
+        serve_continuous(requests, RooflineCostModel.for_model(gemma, H100), kv_pool=KVPool.tokens(10**6))
+    assert "\n" not in str(e.value)
+    windowed = KVPool.for_model(gemma, budget=10**9)
+    with pytest.raises(InvalidValueError, match=r"^kv_pool=.*does not price"):
+        serve_continuous(requests, RooflineCostModel.for_model(get_model("llama-3.1-8b"), H100), kv_pool=windowed)
+    assert serve_continuous(requests, UnitCostModel(), kv_pool=windowed).options["kv_units"] == "token-layers"
+    with pytest.raises(InvalidValueError, match=r"^layer_windows=0"):
+        KVPool(10, 16, layer_windows=(None, 0))
 
 
 # ------------------------------------------------------------------ families and bad input

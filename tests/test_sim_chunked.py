@@ -15,6 +15,7 @@ from collections import deque
 from fractions import Fraction
 from typing import Any
 
+import _naive  # tests/_naive.py (tests/conftest.py puts tests/ on the path)
 import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
@@ -22,18 +23,21 @@ from hypothesis import strategies as st
 import roofline.formulas as f
 from roofline.errors import InvalidValueError
 from roofline.sim import KVPool, Request, RooflineCostModel, UnitCostModel, serve_continuous, serve_static
-from roofline.testing.strategies import cost_models, kv_pools, workloads
-
-
-def _blocks(tokens: int, b: int) -> int:
-    return -(-tokens // b)
+from roofline.testing.strategies import cost_models, kv_pools, layer_windows, workloads
 
 
 def naive_chunked(reqs: tuple[Request, ...], cost: Any, *, max_num_seqs: int, budget: int, on_demand: bool,
-                  pool: KVPool | None) -> tuple[list[tuple], list[tuple]]:
-    """Chunked prefill with every sequence's phase, KV and blocks held explicitly."""
+                  pool: KVPool | None, windows: tuple = ()) -> tuple[list[tuple], list[tuple]]:
+    """Chunked prefill with every sequence's phase, KV and blocks held explicitly (``windows``: a model's sliding
+    windows, KV counted in token-layers and layer-blocks by brute force, tests/_naive.py)."""
     cap = None if pool is None else pool.capacity_blocks
     b = 1 if pool is None else pool.block_size
+
+    def _blocks(tokens: int, b: int) -> int:
+        return _naive.blocks(tokens, b, windows)
+
+    def kv_of(tokens: int) -> int:
+        return _naive.held(tokens, windows)
     n = len(reqs)
     arr = [cost.to_time(r.arrival_s) for r in reqs]
     prompt = [r.prompt_tokens for r in reqs]
@@ -41,8 +45,9 @@ def naive_chunked(reqs: tuple[Request, ...], cost: Any, *, max_num_seqs: int, bu
     gen, kv, held, done, target = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
     phase = ["new"] * n  # new, waiting, prefilling, decoding, done, rejected
     res: list[dict[str, Any]] = [dict(adm=None, first=None, fin=None, pre=0, pf=0) for _ in reqs]
+    life = [_naive.lifetime(prompt[i], out_len[i], b, windows) for i in range(n)]
     for i in range(n):
-        if cap is not None and _blocks(prompt[i] + out_len[i] - 1, b) > cap:
+        if cap is not None and life[i] > cap:
             phase[i] = "rejected"
     order: list[int] = []  # admitted sequences, admission order
     waiting: deque[int] = deque()
@@ -81,7 +86,7 @@ def naive_chunked(reqs: tuple[Request, ...], cost: Any, *, max_num_seqs: int, bu
         while waiting and left and len(order) < max_num_seqs:
             i = waiting[0]
             t = prompt[i] + gen[i]
-            need = _blocks(t, b) if on_demand else _blocks(prompt[i] + out_len[i] - 1, b)
+            need = _blocks(t, b) if on_demand else life[i]
             grow = sum(_blocks(kv[j] + 1, b) - held[j] for j in decoding) if on_demand else 0
             if cap is not None and used + grow + need > cap:
                 break
@@ -101,10 +106,10 @@ def naive_chunked(reqs: tuple[Request, ...], cost: Any, *, max_num_seqs: int, bu
             if on_demand:
                 used += _blocks(kv[i], b) - held[i]
                 held[i] = _blocks(kv[i], b)
-        context = sum(kv[i] for i in decoding)
+        context = sum(kv_of(kv[i]) for i in decoding)
         tokens = sum(q for _, q, _ in chunks)
-        cached = sum(p0 for _, _, p0 in chunks)
-        pairs = sum(sum(p0 + j for j in range(1, q + 1)) for _, q, p0 in chunks)
+        cached = sum(_naive.chunk_cached(q, p0, windows) for _, q, p0 in chunks)
+        pairs = sum(_naive.chunk_pairs(q, p0, windows) for _, q, p0 in chunks)
         end = now + (cost.mixed_time(len(decoding), context, tokens, cached, pairs) if tokens
                      else cost.decode_time(len(decoding), context))
         completed = 0
@@ -118,8 +123,8 @@ def naive_chunked(reqs: tuple[Request, ...], cost: Any, *, max_num_seqs: int, bu
                 phase[i] = "decoding"
                 if res[i]["first"] is None:
                     res[i]["first"] = end
-        kv_tokens = context + sum(done[i] for i in order if phase[i] == "prefilling") + sum(
-            target[i] for i, _, _ in chunks if phase[i] == "decoding")
+        kv_tokens = context + sum(kv_of(done[i]) for i in order if phase[i] == "prefilling") + sum(
+            kv_of(target[i]) for i, _, _ in chunks if phase[i] == "decoding")
         kind = "decode" if not tokens else ("mixed" if decoding else "prefill")
         steps.append((kind, now, end, len(decoding) + len(chunks), len(decoding) + completed, context, tokens,
                       pairs, kv_tokens, used, len(decoding), cached, len(chunks) - completed))
@@ -171,6 +176,22 @@ def test_chunked_matches_the_naive_oracle_step_by_step(reqs, cost, data, max_num
     assert fast.summary.steps == len(steps)
     assert fast.summary.mixed_steps == sum(s[0] == "mixed" for s in steps)
     assert fast.summary.prefill_steps == sum(s[0] == "prefill" for s in steps)
+
+
+@given(_WORK, layer_windows(), st.data(), st.integers(1, 5), st.integers(0, 30), st.booleans())
+def test_chunked_with_sliding_windows_matches_the_naive_oracle(reqs, windows, data, max_num_seqs, extra, on_demand):
+    """Sliding-window layers: every mixed step's token-layers, cached reads min(p0, w - 1), windowed pairs and
+    layer-blocks, and every request, equal the brute-force naive chunked scheduler's."""
+    pool = data.draw(kv_pools(min_blocks=0, max_blocks=200, max_block_size=8, unlimited=None, tight_for=reqs,
+                              layer_windows=windows))
+    cost = data.draw(cost_models(layer_windows=windows))
+    budget = max_num_seqs + extra
+    fast = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, admission="on_demand" if on_demand else "reserve",
+                            kv_pool=pool, prefill="chunked", max_num_batched_tokens=budget)
+    steps, out = naive_chunked(reqs, cost, max_num_seqs=max_num_seqs, budget=budget, on_demand=on_demand, pool=pool,
+                               windows=windows)
+    note(f"steps: {len(steps)}; preemptions: {fast.summary.preemptions}")
+    assert fast_view(fast) == (steps, out)
 
 
 # --------------------------------------------------------------------------- claims

@@ -15,6 +15,7 @@ from fractions import Fraction
 from itertools import pairwise
 from typing import Any
 
+import _naive  # tests/_naive.py (tests/conftest.py puts tests/ on the path)
 import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
@@ -65,22 +66,26 @@ def tight_pools(reqs: tuple[Request, ...]) -> st.SearchStrategy[KVPool]:
 # --------------------------------------------------------------------------- oracles
 
 
-def _blocks(tokens: int, b: int) -> int:
-    return -(-tokens // b)
-
-
 def naive_continuous(reqs: list[Request], cost: Any, *, max_num_seqs: int, on_demand: bool, pool: KVPool | None,
-                     max_prefill: int | None) -> tuple[list[tuple], list[tuple]]:
-    """Continuous batching with every sequence's KV, tokens and blocks held explicitly."""
+                     max_prefill: int | None, windows: tuple = ()) -> tuple[list[tuple], list[tuple]]:
+    """Continuous batching with every sequence's KV, tokens and blocks held explicitly (``windows``: a model's
+    sliding windows, KV counted in token-layers and layer-blocks by brute force, tests/_naive.py)."""
     cap = None if pool is None else pool.capacity_blocks
     b = 1 if pool is None else pool.block_size
+
+    def _blocks(tokens: int, b: int) -> int:
+        return _naive.blocks(tokens, b, windows)
+
+    def kv_of(tokens: int) -> int:
+        return _naive.held(tokens, windows)
+
     n = len(reqs)
     arr = [cost.to_time(r.arrival_s) for r in reqs]
     gen, kv, held = [0] * n, [0] * n, [0] * n
     res: list[dict[str, Any]] = [dict(adm=None, first=None, fin=None, pre=0, pf=0, why=None) for _ in reqs]
+    life = [_naive.lifetime(r.prompt_tokens, r.output_tokens, b, windows) for r in reqs]
     for i, r in enumerate(reqs):
-        life = _blocks(r.prompt_tokens + r.output_tokens - 1, b)
-        if cap is not None and life > cap:
+        if cap is not None and life[i] > cap:
             res[i]["why"] = "never fits"
         elif max_prefill is not None and r.prompt_tokens > max_prefill:
             res[i]["why"] = "prompt too long"
@@ -103,7 +108,7 @@ def naive_continuous(reqs: list[Request], cost: Any, *, max_num_seqs: int, on_de
                 waiting.popleft()
                 res[i]["why"] = "resume too long"
                 continue
-            need = _blocks(length, b) if on_demand else _blocks(reqs[i].prompt_tokens + reqs[i].output_tokens - 1, b)
+            need = _blocks(length, b) if on_demand else life[i]
             if (max_prefill is not None and tokens + length > max_prefill) or (cap is not None and used + need > cap):
                 break
             waiting.popleft()
@@ -113,10 +118,10 @@ def naive_continuous(reqs: list[Request], cost: Any, *, max_num_seqs: int, on_de
             admitted.append(i)
         if admitted:
             lengths = [reqs[i].prompt_tokens + gen[i] for i in admitted]
-            pairs = sum(x * (x + 1) // 2 for x in lengths)
+            pairs = sum(_naive.chunk_pairs(x, 0, windows) for x in lengths)
             end = now + cost.prefill_time(sum(lengths), pairs)
             steps.append(("prefill", now, end, len(admitted), len(admitted), 0, sum(lengths), pairs,
-                          sum(kv[i] for i in running) + sum(lengths), used))
+                          sum(kv_of(kv[i]) for i in running) + sum(kv_of(x) for x in lengths), used))
             for i, length in zip(admitted, lengths, strict=True):
                 if res[i]["adm"] is None:
                     res[i]["adm"], res[i]["first"] = now, end
@@ -143,7 +148,7 @@ def naive_continuous(reqs: list[Request], cost: Any, *, max_num_seqs: int, on_de
                 if on_demand:
                     used += _blocks(kv[i], b) - held[i]
                     held[i] = _blocks(kv[i], b)
-            context = sum(kv[i] for i in running)
+            context = sum(kv_of(kv[i]) for i in running)
             end = now + cost.decode_time(len(running), context)
             steps.append(("decode", now, end, len(running), len(running), context, 0, 0, context, used))
             for i in [i for i in running if gen[i] == reqs[i].output_tokens]:
@@ -160,20 +165,28 @@ def naive_continuous(reqs: list[Request], cost: Any, *, max_num_seqs: int, on_de
     return steps, out
 
 
-def naive_static(reqs: list[Request], cost: Any, *, batch_size: int, max_wait: Any,
-                 pool: KVPool | None, budget: int | None = None) -> tuple[list[tuple], list[tuple]]:
-    """Static batching by scanning time forward event by event, with every row's state explicit."""
+def naive_static(reqs: list[Request], cost: Any, *, batch_size: int, max_wait: Any, pool: KVPool | None,
+                 budget: int | None = None, windows: tuple = ()) -> tuple[list[tuple], list[tuple]]:
+    """Static batching by scanning time forward event by event, with every row's state explicit (``windows``: as
+    :func:`naive_continuous`)."""
     cap = None if pool is None else pool.capacity_blocks
     b = 1 if pool is None else pool.block_size
+
+    def _blocks(tokens: int, b: int) -> int:
+        return _naive.blocks(tokens, b, windows)
+
+    def kv_of(tokens: int) -> int:
+        return _naive.held(tokens, windows)
+
     arr = [cost.to_time(r.arrival_s) for r in reqs]
     prompt = [r.prompt_tokens for r in reqs]
     output = [r.output_tokens for r in reqs]
 
     def fits(rows: list[int]) -> bool:
-        longest = max(prompt[i] for i in rows) + max(output[i] for i in rows) - 1
-        if budget is not None and len(rows) * max(prompt[i] for i in rows) > budget:
+        p_max, o_max = max(prompt[i] for i in rows), max(output[i] for i in rows)
+        if budget is not None and len(rows) * p_max > budget:
             return False
-        return cap is None or len(rows) * _blocks(longest, b) <= cap
+        return cap is None or len(rows) * _naive.lifetime(p_max, o_max, b, windows) <= cap
 
     unserved = [i for i in range(len(reqs)) if fits([i])]
     res: dict[int, tuple] = {}
@@ -201,17 +214,17 @@ def naive_static(reqs: list[Request], cost: Any, *, batch_size: int, max_wait: A
             t = min(later)
         p_max, m = max(prompt[i] for i in batch), len(batch)
         gen = {i: 1 for i in batch}
-        end = first = t + cost.prefill_time(m * p_max, m * p_max * (p_max + 1) // 2)
-        steps.append(("prefill", t, end, m, m, 0, m * p_max, m * p_max * (p_max + 1) // 2, m * p_max,
-                      m * _blocks(p_max, b)))
+        pairs = m * _naive.chunk_pairs(p_max, 0, windows)
+        end = first = t + cost.prefill_time(m * p_max, pairs)
+        steps.append(("prefill", t, end, m, m, 0, m * p_max, pairs, m * kv_of(p_max), m * _blocks(p_max, b)))
         fin = {i: end for i in batch if output[i] == 1}
         j = 0
         while any(gen[i] < output[i] for i in batch):
             j += 1
             useful = [i for i in batch if gen[i] < output[i]]
-            start, end = end, end + cost.decode_time(m, m * (p_max + j))
-            steps.append(("decode", start, end, m, len(useful), m * (p_max + j), 0, 0, m * (p_max + j),
-                          m * _blocks(p_max + j, b)))
+            context = m * kv_of(p_max + j)
+            start, end = end, end + cost.decode_time(m, context)
+            steps.append(("decode", start, end, m, len(useful), context, 0, 0, context, m * _blocks(p_max + j, b)))
             for i in useful:
                 gen[i] += 1
                 if gen[i] == output[i]:
@@ -285,6 +298,41 @@ def test_static_matches_the_naive_oracle_step_by_step(
                         max_num_batched_tokens=budget)
     assert fast_view(fast) == naive_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, pool=pool,
                                            budget=budget)
+
+
+@given(workloads(), strategies.layer_windows(), st.data(), st.integers(1, 5), st.booleans(),
+       st.none() | st.integers(1, 80))
+def test_continuous_with_sliding_windows_matches_the_naive_oracle(
+    reqs: list[Request], windows: tuple, data: st.DataObject, max_num_seqs: int, on_demand: bool,
+    max_prefill: int | None,
+) -> None:
+    """Sliding-window layers: every step's token-layers, attention pairs and layer-blocks (freed as windows move,
+    so on-demand growth may be negative), preemptions and requests equal the brute-force naive scheduler's."""
+    pool = data.draw(strategies.kv_pools(min_blocks=0, max_blocks=200, max_block_size=8, unlimited=None,
+                                         tight_for=reqs, layer_windows=windows))
+    cost = data.draw(strategies.cost_models(layer_windows=windows))
+    fast = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, admission="on_demand" if on_demand else "reserve",
+                            kv_pool=pool, max_prefill_tokens=max_prefill)
+    steps, out = naive_continuous(reqs, cost, max_num_seqs=max_num_seqs, on_demand=on_demand, pool=pool,
+                                  max_prefill=max_prefill, windows=windows)
+    note(f"steps: {len(steps)}; preemptions: {fast.summary.preemptions}")
+    assert fast_view(fast) == (steps, out)
+    assert fast.options["kv_units"] == "token-layers"
+
+
+@given(workloads(), strategies.layer_windows(), st.data(), st.integers(1, 4),
+       st.none() | st.sampled_from([0, Fraction(1, 2), 2, 7]), st.none() | st.integers(1, 120))
+def test_static_with_sliding_windows_matches_the_naive_oracle(
+    reqs: list[Request], windows: tuple, data: st.DataObject, batch_size: int, max_wait: Any, budget: int | None
+) -> None:
+    """Sliding-window layers: static batching (padded rows, lifetime reservation) equals the naive scheduler."""
+    pool = data.draw(strategies.kv_pools(min_blocks=0, max_blocks=200, max_block_size=8, unlimited=None,
+                                         layer_windows=windows))
+    cost = data.draw(strategies.cost_models(layer_windows=windows))
+    fast = serve_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, kv_pool=pool,
+                        max_num_batched_tokens=budget)
+    assert fast_view(fast) == naive_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, pool=pool,
+                                           budget=budget, windows=windows)
 
 
 @given(workloads(), cost_models, pools)

@@ -56,7 +56,7 @@ def test_every_public_strategy_is_tested_here():
     strategies = {n for n in rs.__all__ if callable(getattr(rs, n))}
     assert strategies == {"positive_fractions", "domain_values", "model_configs", "accelerators", "requests",
                           "workloads", "closed_loops", "batch_sizes", "kv_budgets", "kv_pools", "cost_models", "links",
-                          "decode_stretches"}
+                          "decode_stretches", "layer_windows"}
 
 
 @given(requests(max_arrival_s=Fraction(7, 2)))
@@ -109,6 +109,26 @@ def test_decode_stretches_refuse_bad_maxima():
 def test_kv_pools_pass_the_pool_validators(pool):
     """A drawn KVPool rebuilds through its validators."""
     assert _revalidated(pool) == pool
+
+
+@given(rs.layer_windows(max_layers=5, max_window=9), st.data())
+def test_layer_windows_pools_and_cost_models_count_the_same_layers(windows, data):
+    """Drawn windows have 1 to 5 layers, at least one sliding with a window in [1, 9]; pools and roofline cost
+    models drawn with them carry exactly those windows (the cost model's model has that many layers)."""
+    assert 1 <= len(windows) <= 5 and any(w is not None for w in windows)
+    assert all(w is None or 1 <= w <= 9 for w in windows)
+    pool = data.draw(kv_pools(max_blocks=50, layer_windows=windows, unlimited=None))
+    assert pool.layer_windows == windows and _revalidated(pool) == pool
+    cost = data.draw(rs.cost_models(kind="roofline", layer_windows=windows))
+    assert cost.layer_windows == windows
+
+
+def test_layer_windows_refuse_bad_bounds_and_windows():
+    """A bound below 1, or a window of 0 given to kv_pools or cost_models, is an InvalidArgument."""
+    for build in (lambda: rs.layer_windows(max_layers=0), lambda: rs.layer_windows(max_window=0),
+                  lambda: kv_pools(layer_windows=(None, 0)), lambda: rs.cost_models(layer_windows=(0,))):
+        with pytest.raises(InvalidArgument):
+            build()
 
 
 @given(kv_budgets(model=LLAMA, accelerator=H100), st.sampled_from([1, 16]))

@@ -336,7 +336,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     else:
         utilization = DEFAULT_UTILIZATION if args.utilization is None else args.utilization
         budget = estimate.kv_budget_for(model, accelerator, utilization=utilization)
-    pool = KVPool.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=args.block_size)
+    # window-aware: a model with sliding-window layers gets a pool of layer-blocks (roofline.sim.kv)
+    pool = KVPool.for_model(model, budget=budget, block_size=args.block_size)
     cost = RooflineCostModel.for_model(model, accelerator, flops=args.flops, overhead=args.overhead,
                                        exact=not args.float_mode, estimate=args.estimate)
     time_kind = "bound" if args.estimate is None else f"estimate: {_profile_name(args.estimate)}"
@@ -445,6 +446,16 @@ def _on(model: Any, acc: Any) -> str:
             "step, tokens/s of the group)")
 
 
+def _windows_text(windows: tuple[int | None, ...]) -> str:
+    """"52 of 62 layers with a window of 1,024 tokens, 10 full", for the pool line."""
+    counts: dict[int | None, int] = {}
+    for w in windows:
+        counts[w] = counts.get(w, 0) + 1
+    parts = [f"{n} of {len(windows)} layers with a window of {w:,} tokens" for w, n in sorted(
+        (w, n) for w, n in counts.items() if w is not None)]
+    return ", ".join(parts + [f"{counts[None]} full"] if None in counts else parts)
+
+
 def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     """The comparison as text: one row per policy, then latency percentiles and goodput."""
     pool, model, acc = run["pool"], run["model"], run["accelerator"]
@@ -453,8 +464,10 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     lines = [
         f"roofline simulate: {len(reqs):,} requests from {_describe(run['workload'])} (arrivals over {last:,.1f} s)",
         f"  {model.name} (weights {model.weight_dtype}, KV {model.kv_dtype}) on {_on(model, acc)}; "
-        f"KV pool {pool.capacity_blocks:,} blocks x {pool.block_size} tokens = {pool.capacity_tokens:,} tokens "
-        f"({float(run['budget']) / 1e9:.2f} GB)",
+        f"KV pool {pool.capacity_blocks:,} {pool.unit} x {pool.block_size} tokens = {pool.capacity_tokens:,} "
+        f"{'token-layers' if pool.layer_windows else 'tokens'} ({float(run['budget']) / 1e9:.2f} GB)",
+        *([f"  sliding windows: KV counted per layer ({_windows_text(pool.layer_windows)}); a windowed layer "
+           "frees its blocks as its window moves on"] if pool.layer_windows else []),
         f"  step times: {_kind_text(run.get('time_kind', 'bound'))}",
         "",
     ]
@@ -539,7 +552,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         **({"tensor_parallel_size": model.tensor_parallel_size} if model.tensor_parallel_size > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
         "kv_pool": {"budget_bytes": float(run["budget"]), "capacity_blocks": pool.capacity_blocks,
-                    "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens},
+                    "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens, "unit": pool.unit},
         "results": results,
     }, indent=2)
 

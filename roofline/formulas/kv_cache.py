@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._core import formula
+from ._core import formula, maximum
 
 __all__ = [
     "kv_bytes_per_token",
@@ -25,6 +25,7 @@ __all__ = [
     "kv_capacity_tokens",
     "kv_capacity_blocks",
     "blocks_per_sequence",
+    "window_blocks_per_sequence",
     "sequences_that_fit",
     "sequences_that_fit_blocks",
     "lifetime_kv_slots",
@@ -166,6 +167,47 @@ def blocks_per_sequence(*, context: Any, block_size: Any) -> Any:
     63
     """
     return -(-context // block_size)
+
+
+@formula(result="nonnegative", topic="kv_cache", proof="p16_sliding_window.py", context="nonnegative_int",
+         block_size="positive_int", sliding_window="positive_int")
+def window_blocks_per_sequence(*, context: Any, block_size: Any, sliding_window: Any) -> Any:
+    """Blocks one layer with a sliding window of w tokens holds for a sequence at c tokens [blocks].
+
+    The layer keeps the KV of token positions max(0, c - w) .. c - 1 (0-based), in blocks of
+    b tokens: floor((c - 1) / b) - floor(max(0, c - w) / b) + 1, a count of block indices
+    derived with SymPy in ``roofline.symbolic.kv_cache``. While c <= w it is ceil(c / b)
+    (:func:`blocks_per_sequence`); past the window it is ceil(w / b) or one more, periodic in
+    c with period b: a block is freed once every position in it has left the window, and the
+    next one is taken when the new token crosses into it (vLLM V1's hybrid KV cache manager,
+    ``SlidingWindowManager.remove_skipped_blocks``; vLLM docs, "Hybrid KV Cache Manager").
+
+    Parameters
+    ----------
+    context : [tokens] int >= 0 (c, the KV incl. the new token)
+    block_size : [tokens/block] int > 0
+    sliding_window : [tokens] int > 0
+
+    Returns
+    -------
+    [blocks], int or integer array.
+
+    Raises
+    ------
+    InvalidValueError
+
+    Notes
+    -----
+    docs/conventions.md, "Sliding-window attention" and "Memory".
+
+    Examples
+    --------
+    Window 4, blocks of 2: at 4 tokens 2 blocks, at 5 three (positions 1..4 span blocks 0..2), at 6 two again.
+
+    >>> [window_blocks_per_sequence(context=c, block_size=2, sliding_window=4) for c in (0, 1, 4, 5, 6)]
+    [0, 1, 2, 3, 2]
+    """
+    return (context - 1) // block_size - maximum(context - sliding_window, 0) // block_size + 1
 
 
 @formula(result="nonnegative", topic="kv_cache", proof=_P4, budget="nonnegative", kv_bytes_per_token="positive",

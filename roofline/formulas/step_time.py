@@ -49,6 +49,7 @@ __all__ = [
     "prefill_flops",
     "prefill_step_time",
     "chunk_attention_pairs",
+    "window_attention_pairs",
     "mixed_step_bytes",
     "mixed_step_flops",
     "mixed_step_time",
@@ -512,6 +513,53 @@ def chunk_attention_pairs(*, chunk_tokens: Any, cached_tokens: Any) -> Any:
     [10, 26, 19]
     """
     return chunk_tokens * cached_tokens + chunk_tokens * (chunk_tokens + 1) // 2
+
+
+@formula(result="nonnegative", topic="step_time", proof="p16_sliding_window.py", chunk_tokens="nonnegative_int",
+         cached_tokens="nonnegative_int", sliding_window="positive_int")
+def window_attention_pairs(*, chunk_tokens: Any, cached_tokens: Any, sliding_window: Any) -> Any:
+    """Query-key pairs of a chunk of q tokens after p0 cached ones in a layer with a sliding window of w tokens.
+
+    Query t (1-based position) attends over min(t, w) keys, itself included, so the chunk has
+    sum_{t=p0+1}^{p0+q} min(t, w) pairs: :func:`chunk_attention_pairs` less sum (t - w) over the
+    m = max(0, p0 + q - u) queries past u = max(p0, w), derived with SymPy in
+    ``roofline.symbolic.step_time``. A window at least as long as p0 + q gives
+    :func:`chunk_attention_pairs`; p0 = 0 gives a whole prompt's pairs (a prefill step).
+
+    Parameters
+    ----------
+    chunk_tokens : [tokens], integer >= 0 (q)
+    cached_tokens : [tokens], integer >= 0 (p0, the prompt tokens already prefilled)
+    sliding_window : [tokens], integer >= 1 (w; ``sliding_window`` of the config)
+
+    Returns
+    -------
+    [token pairs], int (or integer array).
+
+    Raises
+    ------
+    InvalidValueError
+        A negative or non-integer argument, or a window below 1.
+
+    Notes
+    -----
+    docs/conventions.md, "Sliding-window attention" (a layer with window w reads min(c, w) tokens
+    of KV at context c, the new token included).
+
+    Examples
+    --------
+    A prompt of 10 tokens under a window of 4: 1 + 2 + 3 + 4 x 7 = 34 pairs, not 55; split in
+    chunks of 4 and 6 the pairs add up to the same.
+
+    >>> window_attention_pairs(chunk_tokens=10, cached_tokens=0, sliding_window=4)
+    34
+    >>> [window_attention_pairs(chunk_tokens=q, cached_tokens=p0, sliding_window=4) for q, p0 in ((4, 0), (6, 4))]
+    [10, 24]
+    """
+    past = maximum(cached_tokens, sliding_window)
+    m = maximum(cached_tokens + chunk_tokens - past, 0)
+    return (chunk_tokens * cached_tokens + chunk_tokens * (chunk_tokens + 1) // 2
+            - m * (past - sliding_window) - m * (m + 1) // 2)
 
 
 @formula(result="positive", topic="step_time", proof=_P10, context_sum="nonnegative", cached_tokens="nonnegative",

@@ -46,7 +46,7 @@ Examples
 
 from . import events as _events  # noqa: F401  (registers the event engine of continuous batching)
 from .cost import CostModel, RooflineCostModel, UnitCostModel
-from .kv import KVPool
+from .kv import KVPool, LayerWindows
 from .policies import (
     ADMISSIONS,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -85,6 +85,7 @@ __all__ = [
     "UnitCostModel",
     "RooflineCostModel",
     "KVPool",
+    "LayerWindows",
     "serve_serial",
     "serve_static",
     "serve_continuous",

@@ -17,6 +17,11 @@ tokens already cached, with ``attention_pairs`` query-key pairs (docs/convention
 "Chunked prefill and mixed steps"). Both shipped models have it; the CostModel protocol
 does not require it, so a model without it can still run the other modes.
 
+Sliding-window models (:class:`RooflineCostModel` with ``layer_windows``): ``context_sum``,
+``cached_tokens`` and ``attention_pairs`` count **token-layers** (one token's KV, or one
+query-key pair, in one layer; :class:`~roofline.sim.LayerWindows`), which the policies sum
+per sequence as sum over layers of min(c_i, w_l); ``prefill_tokens`` still counts tokens.
+
 ``decode_work`` and ``prefill_work`` give the same steps' (bytes, FLOPs), for the
 step records. ``to_time`` converts an arrival time to the model's time type, and
 ``exact`` says whether times are exact (int/Fraction) or floats.
@@ -45,6 +50,7 @@ from .._checks import check_int, check_nonnegative, check_positive, check_scalar
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
+from .kv import _windows
 
 __all__ = ["CostModel", "UnitCostModel", "RooflineCostModel"]
 
@@ -189,6 +195,13 @@ class RooflineCostModel:
         At T = 1 nothing is added and the other fields below are ignored.
     num_hidden_layers, hidden_size : int >= 0, default 0 (needed when T > 1)
     activation_bytes, link_bandwidth, link_latency : default 2, 1, 0
+    layer_windows : tuple of (int >= 1 or None), default () (full attention)
+        One window [tokens] (or None) per layer (:attr:`roofline.ModelConfig.layer_windows`). When
+        a layer slides, the context arguments of every method (``context_sum``, ``cached_tokens``,
+        ``attention_pairs``) are token-layers and are priced at ``kv_bytes_per_token / L`` and
+        ``attention_flops_per_token / L`` per token-layer (L = number of layers): a decode row at
+        context c costs kv_bytes(c), as :meth:`roofline.ModelConfig.kv_bytes` (docs/conventions.md,
+        "Sliding-window attention"). The policies pass token-layers when the cost model has windows.
 
     Raises
     ------
@@ -229,6 +242,7 @@ class RooflineCostModel:
     activation_bytes: Any = 2
     link_bandwidth: Any = 1
     link_latency: Any = 0
+    layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_windows)
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
@@ -236,6 +250,7 @@ class RooflineCostModel:
                                                                        factory=dict)
     _routed: Any = attrs.field(init=False, repr=False, eq=False, default=0)
     _allreduce: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
+    _layers: int = attrs.field(init=False, repr=False, eq=False, default=0)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.exact, bool):
@@ -255,6 +270,7 @@ class RooflineCostModel:
             terms["peak_flops"] = Fraction(terms["peak_flops"])
         object.__setattr__(self, "_terms", terms)
         object.__setattr__(self, "_routed", convert(self.routed_expert_bytes))
+        object.__setattr__(self, "_layers", len(self.layer_windows))
         check_int("tensor_parallel_size", self.tensor_parallel_size, minimum=1)
         if self.tensor_parallel_size > 1:
             ar = dict(num_hidden_layers=self.num_hidden_layers, hidden_size=self.hidden_size,
@@ -321,16 +337,14 @@ class RooflineCostModel:
             model's heads or widths refuse, or one the accelerator's links cannot hold.
         UnknownPresetError
             An unknown engine profile.
-        UnsupportedModelError
-            A model with sliding-window layers: a step's cost then depends on each
-            sequence's context, not only on their sum, which this cost model takes
-            (use :func:`roofline.estimate.decode_step` or ``roofline report``).
 
         Notes
         -----
         Mixture of experts: the weight bytes of a step are the shared weights plus the
         expected experts its tokens touch (uniform routing); multi-head latent attention
         needs nothing more (its KV bytes and attention FLOPs per token are constants).
+        Sliding-window layers: the cost model gets the model's ``layer_windows`` and takes
+        contexts in token-layers (class docstring); the policies sum them per sequence.
         The compute peak follows the matmul inputs (:attr:`roofline.ModelConfig.compute_dtype`).
         """
         if not isinstance(model, ModelConfig):
@@ -343,11 +357,6 @@ class RooflineCostModel:
         check_scalar("overhead", overhead)
         if not isinstance(exact, bool):
             raise InvalidValueError("exact", exact, "must be True or False")
-        from ..errors import UnsupportedModelError
-
-        if model.has_sliding_window:
-            raise UnsupportedModelError(model.model_type, "sliding-window layers in the reference scheduler (its cost "
-                                        "model and KV pool take a batch's summed context, which windows do not price)")
         if estimate is not None:
             from ..calibrate.fit import get_engine_profile
 
@@ -370,8 +379,14 @@ class RooflineCostModel:
         hardware: dict[str, Any] = dict(accelerator.step_terms(model.compute_dtype))
         return cls(
             **terms,
-            **hardware, overhead=overhead, exact=exact, **moe, **tp,
+            **hardware, overhead=overhead, exact=exact, **moe, **tp, layer_windows=model.layer_windows,
         )
+
+    def _tokens(self, token_layers: int) -> Any:
+        """A context argument in the formulas' unit: token-layers / L with sliding windows, else as is."""
+        if not self._layers:
+            return token_layers
+        return Fraction(token_layers, self._layers) if self.exact else token_layers / self._layers
 
     def weights_read(self, tokens: int) -> Any:
         """Weight bytes a step of ``tokens`` tokens reads [bytes]: ``weight_bytes``, plus the routed
@@ -398,7 +413,7 @@ class RooflineCostModel:
         duration = cache.get(key)
         if duration is None:
             terms = self._terms if not self.num_experts else dict(self._terms, weight_bytes=self.weights_read(batch))
-            duration = f.step_time.unchecked(batch=batch, context_sum=context_sum, **terms)
+            duration = f.step_time.unchecked(batch=batch, context_sum=self._tokens(context_sum), **terms)
             if self._allreduce is not None:
                 duration = duration + self.allreduce_time(batch)
             if len(cache) >= _CACHE_SIZE:
@@ -414,8 +429,8 @@ class RooflineCostModel:
         if duration is None:
             terms = (self._terms if not self.num_experts
                      else dict(self._terms, weight_bytes=self.weights_read(prefill_tokens)))
-            duration = f.prefill_step_time.unchecked(prefill_tokens=prefill_tokens, attention_pairs=attention_pairs,
-                                                     **terms)
+            duration = f.prefill_step_time.unchecked(prefill_tokens=prefill_tokens,
+                                                     attention_pairs=self._tokens(attention_pairs), **terms)
             if self._allreduce is not None:
                 duration = duration + self.allreduce_time(prefill_tokens)
             if len(cache) >= _CACHE_SIZE:
@@ -436,9 +451,10 @@ class RooflineCostModel:
         if duration is None:
             terms = (self._terms if not self.num_experts
                      else dict(self._terms, weight_bytes=self.weights_read(decode_rows + prefill_tokens)))
-            duration = f.mixed_step_time.unchecked(decode_rows=decode_rows, context_sum=context_sum,
-                                                   prefill_tokens=prefill_tokens, cached_tokens=cached_tokens,
-                                                   attention_pairs=attention_pairs, **terms)
+            duration = f.mixed_step_time.unchecked(decode_rows=decode_rows, context_sum=self._tokens(context_sum),
+                                                   prefill_tokens=prefill_tokens,
+                                                   cached_tokens=self._tokens(cached_tokens),
+                                                   attention_pairs=self._tokens(attention_pairs), **terms)
             if self._allreduce is not None:
                 duration = duration + self.allreduce_time(decode_rows + prefill_tokens)
             if len(cache) >= _CACHE_SIZE:
@@ -449,6 +465,7 @@ class RooflineCostModel:
     def mixed_work(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
                    attention_pairs: int) -> tuple[Any, Any]:
         """(bytes, FLOPs) of a mixed step (:func:`~roofline.formulas.mixed_step_bytes`, ``mixed_step_flops``)."""
+        context_sum, cached_tokens = self._tokens(context_sum), self._tokens(cached_tokens)
         return (
             f.mixed_step_bytes.unchecked(weight_bytes=self._weights_exactness(decode_rows + prefill_tokens),
                                          kv_bytes_per_token=self.kv_bytes_per_token,
@@ -457,11 +474,12 @@ class RooflineCostModel:
             f.mixed_step_flops.unchecked(decode_rows=decode_rows, prefill_tokens=prefill_tokens,
                                          flops_per_token=self.flops_per_token,
                                          attention_flops_per_token=self.attention_flops_per_token,
-                                         context_sum=context_sum, attention_pairs=attention_pairs),
+                                         context_sum=context_sum, attention_pairs=self._tokens(attention_pairs)),
         )
 
     def decode_work(self, batch: int, context_sum: int) -> tuple[Any, Any]:
         """(bytes [bytes], FLOPs [FLOP]) of a decode step (``roofline.formulas.decode_bytes``, ``decode_flops``)."""
+        context_sum = self._tokens(context_sum)
         return (
             f.decode_bytes.unchecked(weight_bytes=self._weights_exactness(batch),
                                      kv_bytes_per_token=self.kv_bytes_per_token, context_sum=context_sum),
@@ -477,5 +495,5 @@ class RooflineCostModel:
                                       kv_bytes_per_token=self.kv_bytes_per_token, prefill_tokens=prefill_tokens),
             f.prefill_flops.unchecked(flops_per_token=self.flops_per_token,
                                       attention_flops_per_token=self.attention_flops_per_token,
-                                      prefill_tokens=prefill_tokens, attention_pairs=attention_pairs),
+                                      prefill_tokens=prefill_tokens, attention_pairs=self._tokens(attention_pairs)),
         )

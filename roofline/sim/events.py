@@ -422,8 +422,8 @@ def serve_events(run: _Run, *, max_num_seqs: int, on_demand: bool, chunked: bool
         ``max_steps`` passed (the same message as the step engine's).
     """
     cost = run.cost
-    if TickCosts.rationals(cost) is None:
-        return None
+    if TickCosts.rationals(cost) is None or run.windows is not None:
+        return None  # no stretch sums for this cost model, or sliding windows (per-sequence sums)
     arrivals = [a for a in run.arrival if a is not None]
     think = run.think if run.closed is not None else None
     costs = TickCosts.build(cost, [*arrivals, *([think] if think is not None else []), run.idle])

@@ -13,11 +13,24 @@ That single rule is used for everything ():
   ``lifetime_blocks(P, O)``;
 * a request whose lifetime blocks exceed the whole pool can never run and is rejected.
 
-Conventions: docs/conventions.md, "Memory" and "Serving policies".
+Sliding-window layers (a pool made with ``layer_windows``, :meth:`KVPool.for_model`): the pool
+accounts KV **by layer**, as vLLM V1's hybrid KV cache manager keeps one block table per
+group of layers (vLLM docs, "Hybrid KV Cache Manager"). Its unit is a *layer-block*: b
+tokens of one layer. A sequence at c tokens holds ceil(c / b) layer-blocks in each
+full-attention layer and :func:`roofline.formulas.window_blocks_per_sequence` in each layer
+with window w (the blocks covering its last w positions; blocks wholly outside the window
+are freed), so ``blocks_for`` is no longer monotone in c and the lifetime reservation is
+the most a sequence ever holds (:meth:`KVPool.lifetime_blocks`). vLLM pads its layer groups
+to equal sizes so that every page has one size; this pool counts each layer's blocks
+exactly instead (no padding).
+
+Conventions: docs/conventions.md, "Memory", "Sliding-window attention" and "Serving policies".
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from functools import lru_cache
 from typing import Any
 
 import attrs
@@ -27,12 +40,110 @@ from .. import formulas as f
 from .._checks import check_count
 from ..errors import InvalidValueError
 
-__all__ = ["KVPool"]
+__all__ = ["KVPool", "LayerWindows"]
 
 
 def _python_int(value: Any) -> Any:
     """A numpy integer as a Python int (int64 arithmetic on the pool's counts could wrap); anything else as is."""
     return int(value) if isinstance(value, np.integer) else value
+
+
+def _windows(value: Any) -> tuple[int | None, ...]:
+    """Per-layer windows as a tuple, () when no layer slides (full attention throughout)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise InvalidValueError("layer_windows", value, "expected one window (int >= 1) or None per layer")
+    windows = tuple(_python_int(w) for w in value)
+    for w in windows:
+        if w is not None:
+            check_count("layer_windows", w, minimum=1)
+    return windows if any(w is not None for w in windows) else ()
+
+
+@attrs.frozen
+class LayerWindows:
+    """The layers of a model with sliding windows, grouped: what the scheduler counts per sequence.
+
+    Parameters
+    ----------
+    layer_windows : tuple of (int >= 1 or None)
+        One entry per layer: its sliding window [tokens], or None for full attention
+        (:attr:`roofline.ModelConfig.layer_windows`).
+
+    Notes
+    -----
+    The scheduler counts KV and attention of such a model in **token-layers** (one token's KV in
+    one layer; a full-attention model at context c holds L x c of them). For one sequence
+    (docs/conventions.md, "Sliding-window attention"):
+
+    * :meth:`held`: the token-layers it holds and a decode step reads at context c,
+      sum over layers of min(c, w_l);
+    * :meth:`chunk`: a prompt chunk of q tokens after p0 cached ones reads min(p0, w_l - 1)
+      cached tokens per layer (the keys its queries need before it; p0 at full attention) and has
+      :func:`roofline.formulas.window_attention_pairs` query-key pairs per layer;
+    * :meth:`pairs`: a whole prompt's pairs (p0 = 0).
+
+    Raises
+    ------
+    InvalidValueError
+        A window that is not an integer >= 1.
+
+    Examples
+    --------
+    Two full layers and two with a window of 4: at 10 tokens 2 x 10 + 2 x 4 = 28 token-layers.
+
+    >>> LayerWindows((None, 4, None, 4)).held(10), LayerWindows((None, 4, None, 4)).pairs(10)
+    (28, 178)
+    """
+
+    layer_windows: tuple[int | None, ...] = attrs.field(converter=_windows)
+
+    @property
+    def layers(self) -> int:
+        """L, the number of layers (0 when built from no windows)."""
+        return len(self.layer_windows)
+
+    @property
+    def groups(self) -> tuple[int, tuple[tuple[int, int], ...]]:
+        """(full-attention layers, ((window, layers with it), ...) by increasing window)."""
+        return _groups(self.layer_windows)
+
+    def held(self, context: int) -> int:
+        """Token-layers one sequence holds (and a decode step reads) at ``context`` tokens: sum_l min(c, w_l)."""
+        full, windowed = _groups(self.layer_windows)
+        total = full * context
+        for w, n in windowed:
+            total += n * (context if context < w else w)
+        return total
+
+    def chunk(self, chunk_tokens: int, cached_tokens: int) -> tuple[int, int]:
+        """(cached token-layers read, query-key pairs summed over layers) of one prompt chunk."""
+        full, windowed = _groups(self.layer_windows)
+        q, p0 = chunk_tokens, cached_tokens
+        cached = full * p0
+        pairs = full * (q * p0 + q * (q + 1) // 2)  # roofline.formulas.chunk_attention_pairs
+        for w, n in windowed:
+            cached += n * (p0 if p0 < w else w - 1)
+            pairs += n * f.window_attention_pairs.unchecked(chunk_tokens=q, cached_tokens=p0, sliding_window=w)
+        return cached, pairs
+
+    def pairs(self, prompt_tokens: int) -> int:
+        """Query-key pairs of a whole prompt of ``prompt_tokens`` tokens, summed over layers."""
+        return self.chunk(prompt_tokens, 0)[1]
+
+    def blocks(self, context: int, block_size: int) -> int:
+        """Layer-blocks of ``block_size`` tokens one sequence holds at ``context`` tokens (module docstring)."""
+        full, windowed = _groups(self.layer_windows)
+        total = full * -(-context // block_size)
+        for w, n in windowed:
+            total += n * f.window_blocks_per_sequence.unchecked(context=context, block_size=block_size,
+                                                                 sliding_window=w)
+        return total
+
+
+@lru_cache(maxsize=64)
+def _groups(layer_windows: tuple[int | None, ...]) -> tuple[int, tuple[tuple[int, int], ...]]:
+    counts = Counter(w for w in layer_windows if w is not None)
+    return sum(1 for w in layer_windows if w is None), tuple(sorted(counts.items()))
 
 
 def _capacity(instance: object, attribute: attrs.Attribute, value: Any) -> None:
@@ -44,7 +155,7 @@ def _block_size(instance: object, attribute: attrs.Attribute, value: Any) -> Non
     check_count(attribute.name, value, minimum=1)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class KVPool:
     """A KV-cache pool of ``capacity_blocks`` blocks of ``block_size`` tokens (frozen spec).
 
@@ -55,11 +166,16 @@ class KVPool:
     block_size : int >= 1 [tokens/block], default 1
         1 is token-level accounting (a block is a token slot).
         Numpy integers are taken as Python ints, so the pool's products never wrap.
+    layer_windows : tuple of (int >= 1 or None), default () (full attention)
+        A model with sliding-window layers (:attr:`roofline.ModelConfig.layer_windows`): the
+        pool then counts **layer-blocks** (b tokens of one layer) and ``capacity_blocks`` is in
+        layer-blocks (module docstring; :meth:`for_model` builds it from a KV budget). Windows
+        that are all None are full attention (stored as ()).
 
     Raises
     ------
     InvalidValueError
-        A negative or non-integer capacity, a block size below 1.
+        A negative or non-integer capacity, a block size below 1, a window below 1.
 
     Notes
     -----
@@ -79,6 +195,22 @@ class KVPool:
 
     capacity_blocks: int | None = attrs.field(converter=_python_int, validator=_capacity)
     block_size: int = attrs.field(default=1, converter=_python_int, validator=_block_size)
+    layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_windows, kw_only=True)
+
+    def __repr__(self) -> str:
+        """``KVPool(capacity_blocks=..., block_size=...)``, plus ``layer_windows`` when a layer slides."""
+        windows = f", layer_windows={self.layer_windows!r}" if self.layer_windows else ""
+        return f"KVPool(capacity_blocks={self.capacity_blocks!r}, block_size={self.block_size!r}{windows})"
+
+    @property
+    def windows(self) -> LayerWindows | None:
+        """The layers' windows when the pool counts layer-blocks, else None."""
+        return LayerWindows(self.layer_windows) if self.layer_windows else None
+
+    @property
+    def unit(self) -> str:
+        """What ``capacity_blocks`` and :meth:`blocks_for` count: "blocks" or "layer-blocks"."""
+        return "layer-blocks" if self.layer_windows else "blocks"
 
     @classmethod
     def tokens(cls, capacity_tokens: int) -> KVPool:
@@ -91,9 +223,40 @@ class KVPool:
         return cls(capacity_blocks, block_size)
 
     @classmethod
-    def unlimited(cls, *, block_size: int = 1) -> KVPool:
+    def unlimited(cls, *, block_size: int = 1, layer_windows: Any = ()) -> KVPool:
         """A pool that never runs out (KV use is still counted and reported)."""
-        return cls(None, block_size)
+        return cls(None, block_size, layer_windows=layer_windows)
+
+    @classmethod
+    def for_model(cls, model: Any, *, budget: Any, block_size: int = 16) -> KVPool:
+        """The pool a KV budget holds for ``model``, window-aware.
+
+        Without sliding-window layers: :meth:`from_budget` at ``model.kv_bytes_per_token``.
+        With them: floor(budget / (b x one layer's KV bytes per token)) layer-blocks, with the
+        model's ``layer_windows`` (module docstring), so that the pool holds
+        floor(budget / bytes) sequences where ``bytes`` is the block-level KV of one sequence
+        (:func:`roofline.estimate.windowed_block_bytes`).
+
+        Parameters
+        ----------
+        model : roofline.ModelConfig (one GPU's share under tensor parallelism: ``model.per_gpu(T)``)
+        budget : [bytes] >= 0
+        block_size : int >= 1 [tokens/block], default 16 (vLLM's)
+
+        Raises
+        ------
+        InvalidValueError
+            Not a ModelConfig; a bad budget or block size (as :meth:`from_budget`).
+        """
+        from ..models import ModelConfig
+
+        if not isinstance(model, ModelConfig):
+            raise InvalidValueError("model", model, "expected a roofline.ModelConfig (roofline.load_model(...))")
+        if not model.has_sliding_window:
+            return cls.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=block_size)
+        per_layer = model.layer_kv_elements * model.kv_bytes_per_element
+        pool = cls.from_budget(budget=budget, kv_bytes_per_token=per_layer, block_size=block_size)
+        return cls(pool.capacity_blocks, pool.block_size, layer_windows=model.layer_windows)
 
     @classmethod
     def from_budget(cls, *, budget: Any, kv_bytes_per_token: Any, block_size: int = 16) -> KVPool:
@@ -133,12 +296,27 @@ class KVPool:
         return None if self.capacity_blocks is None else self.capacity_blocks * self.block_size
 
     def blocks_for(self, tokens: int) -> int:
-        """Blocks a sequence holding ``tokens`` tokens of KV needs: ceil(tokens / block_size)."""
+        """Blocks a sequence holding ``tokens`` tokens of KV needs: ceil(tokens / block_size); with
+        sliding-window layers, the layer-blocks of every layer (:meth:`LayerWindows.blocks`)."""
+        if self.layer_windows:
+            return LayerWindows(self.layer_windows).blocks(tokens, self.block_size)
         return f.blocks_per_sequence.unchecked(context=tokens, block_size=self.block_size)
 
     def lifetime_blocks(self, prompt_tokens: int, output_tokens: int) -> int:
-        """Blocks a request holds at the end of its life: blocks_for(P + O - 1) (pegainfer #288)."""
-        return self.blocks_for(f.lifetime_kv_slots.unchecked(prompt_tokens=prompt_tokens, output_tokens=output_tokens))
+        """The most blocks a request ever holds: blocks_for(P + O - 1), at the end of its life (pegainfer #288).
+
+        With sliding-window layers a sequence may hold more before its end (a windowed layer holds
+        one block more just after its KV crosses into a new block): the lifetime is then the most
+        over the contexts it holds after its prefill, max(P, C - b + 1) .. C with C = P + O - 1. No
+        earlier context holds more, because every layer holds at least as many blocks at c + b as
+        at c (ceil(c / b) rises by one; a window's count is periodic in c with period b once
+        c >= w and never exceeds its value there before).
+        """
+        slots = f.lifetime_kv_slots.unchecked(prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+        if not self.layer_windows or slots <= 0:
+            return self.blocks_for(slots)
+        first = max(1, prompt_tokens, slots - self.block_size + 1)
+        return max(self.blocks_for(c) for c in range(first, slots + 1))
 
     def fits(self, blocks: int) -> bool:
         """True if ``blocks`` blocks fit in the whole (empty) pool."""
@@ -159,5 +337,5 @@ class KVPool:
         if self.fits(need):
             return None
         slots = f.lifetime_kv_slots.unchecked(prompt_tokens=prompt_tokens, output_tokens=output_tokens)
-        return (f"lifetime KV of {slots} tokens needs {need} blocks of {self.block_size}; "
+        return (f"lifetime KV of {slots} tokens needs {need} {self.unit} of {self.block_size}; "
                 f"the pool has {self.capacity_blocks}")

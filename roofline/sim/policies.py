@@ -31,6 +31,15 @@ returns a :class:`~roofline.sim.SimResult`. They share these rules
 
 Costs come from a cost model (:mod:`roofline.sim.cost`): exact Fractions under an
 exact model (the presets' constants are exact), floats otherwise.
+
+Sliding-window models (a cost model or KV pool with ``layer_windows``): every context, cached
+token count, attention pair count and KV token count the policies pass to the cost model and
+record counts **token-layers**, summed per sequence (:class:`~roofline.sim.LayerWindows`): a
+sequence at context c holds sum over layers of min(c, w_l) of them, L x c at full attention. The
+pool counts layer-blocks (:class:`~roofline.sim.KVPool`), which a windowed layer frees as its
+window moves on, so on-demand growth may be negative; a step's frees and takes are applied
+together. The result's ``options["kv_units"]`` says "token-layers". These runs use the step
+engine, with O(batch) work per decode step for the per-sequence sums.
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ from .. import formulas as f
 from .._checks import check_count, check_nonnegative, check_scalar
 from ..errors import InvalidValueError, SimulationError
 from .cost import CostModel
-from .kv import KVPool
+from .kv import KVPool, LayerWindows
 from .requests import Request, check_requests
 from .results import RequestResult, SimResult, StepTable, summarize
 from .workloads import ClosedLoop, Workload
@@ -96,6 +105,9 @@ class _Run:
             check_count("max_model_len", max_model_len, minimum=1)
         self.cost: Any = cost_model
         self.pool = kv_pool if kv_pool is not None else KVPool.unlimited()
+        self.windows = _layer_windows(cost_model, self.pool)
+        if self.windows is not None and not self.pool.layer_windows:  # an unlimited pool counts the same layers
+            self.pool = KVPool.unlimited(block_size=self.pool.block_size, layer_windows=self.windows.layer_windows)
         self.closed = requests if isinstance(requests, ClosedLoop) else None
         self.spec: dict[str, Any] | None = None
         self.client: list[int | None]
@@ -156,6 +168,16 @@ class _Run:
         self.idle = cost_model.to_time(0)
         self.max_steps = max_steps
 
+    def held(self, context: int) -> int:
+        """KV one sequence at ``context`` tokens holds: tokens, or token-layers with sliding windows."""
+        return context if self.windows is None else self.windows.held(context)
+
+    def prompt_pairs(self, prompt_tokens: int) -> int:
+        """Causal query-key pairs of a whole prompt (summed over layers with sliding windows)."""
+        if self.windows is None:
+            return f.causal_attention_pairs.unchecked(prompt_tokens=prompt_tokens)
+        return self.windows.pairs(prompt_tokens)
+
     def step_limit(self) -> int:
         """max_steps, or the bound sum(O) over the requests not rejected on arrival."""
         if self.max_steps is not None:
@@ -210,6 +232,8 @@ class _Run:
         zero = self.cost.to_time(0)
         busy = zero if self.first_start is None else self.end - self.first_start - self.idle
         options = dict(options, kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size)
+        if self.windows is not None:
+            options["kv_units"] = "token-layers"
         summary = summarize(
             policy, results, steps=self.steps, prefill_steps=self.prefill_steps, busy=busy,
             useful_rows=self.useful_rows, rows=self.rows, peak_kv_tokens=self.peak_tokens,
@@ -219,6 +243,27 @@ class _Run:
             slot_rows=self.slot_rows, max_batch=self.max_batch, itl=self.itl if self.streams else None,
         )
         return SimResult(policy, options, results, self.table, summary)
+
+
+def _layer_windows(cost_model: Any, pool: KVPool) -> LayerWindows | None:
+    """The sliding windows a run counts KV by (the cost model's, else the pool's), or None.
+
+    A cost model that prices windows (``layer_windows``) and a limited pool must count the same
+    layers: a pool of full-attention blocks beside a windowed cost model (or the reverse) would
+    admit by one model and price by another, so it is refused by name.
+    """
+    priced = getattr(cost_model, "layer_windows", None)
+    if priced is None:  # a cost model that does not look at contexts (UnitCostModel) or a custom one
+        return pool.windows
+    priced = tuple(priced) if any(w is not None for w in priced) else ()
+    if pool.capacity_blocks is not None and priced != pool.layer_windows:
+        if priced:
+            why = ("the cost model's model has sliding-window layers, the pool counts full-attention blocks: "
+                   "build it with KVPool.for_model(model, budget=...)")
+        else:
+            why = "the pool counts sliding-window layers the cost model does not price"
+        raise InvalidValueError("kv_pool", pool, why)
+    return LayerWindows(priced) if priced else None
 
 
 def _opt_time(name: str, value: Any) -> None:
@@ -482,12 +527,13 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
     p_max = max(prompt[i] for i in members)
     o_max = max(output[i] for i in members)
     tokens = m * p_max
-    pairs = m * f.causal_attention_pairs.unchecked(prompt_tokens=p_max)
+    pairs = m * run.prompt_pairs(p_max)
+    held = run.held
     t = start + run.cost.prefill_time(tokens, pairs)
     if run.first_start is None:
         run.first_start = start
     if table is not None:
-        table.add_prefill(start, t, m, tokens, tokens - sum(prompt[i] for i in members), pairs, tokens,
+        table.add_prefill(start, t, m, tokens, tokens - sum(prompt[i] for i in members), pairs, m * held(p_max),
                           m * pool.blocks_for(p_max))
     for i in members:
         run.admitted[i] = start
@@ -503,11 +549,12 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
     serial = m == 1
     for j in range(1, o_max):
         s = t
-        t = s + decode_time(m, m * (p_max + j))
+        context_sum = m * held(p_max + j)
+        t = s + decode_time(m, context_sum)
         if serial:  # one request: its tokens stream, one per step
             run.add_itl(t - s)
         if table is not None:  # rows still producing: those with O_i > j (q of them have finished)
-            table.add_decode(s, t, m, m - q, m * (p_max + j), m * pool.blocks_for(p_max + j))
+            table.add_decode(s, t, m, m - q, context_sum, m * pool.blocks_for(p_max + j))
         while q < m and output[by_output[q]] == j + 1:
             run.finish[by_output[q]] = t
             q += 1
@@ -521,7 +568,7 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
     run.slot_rows += m * o_max
     run.batch_share_sum += Fraction(sum(output[i] for i in members), m * o_max)
     run.batches += 1
-    run.peak(m * (p_max + o_max - 1), m * pool.lifetime_blocks(p_max, o_max))
+    run.peak(m * held(p_max + o_max - 1), m * pool.lifetime_blocks(p_max, o_max))
     for i in members:
         run.release(i, t)
     return t
@@ -750,6 +797,7 @@ class _Continuous:
         self.last_decode_end: Any = None
         self.fresh: dict[int, Any] = {}  # running sequences whose last token is not from the last decode step
         self.last_token: dict[int, Any] = {}  # preempted sequences: time of their last token
+        self.windows = run.windows  # sliding windows: per-sequence sums instead of the residues
 
     # ------------------------------------------------------------------ sequences
     def _held_blocks(self, i: int) -> int:
@@ -757,6 +805,33 @@ class _Continuous:
         if self.on_demand:  # the blocks of the KV it holds now
             return run.pool.blocks_for(run.prompt[i] + self.tick + self.off[i] - 1)
         return run.pool.lifetime_blocks(run.prompt[i], run.output[i])
+
+    def _admitted_blocks(self, i: int, length: int) -> int:
+        """Blocks a sequence took on admission for a (re-)prefill of ``length`` tokens."""
+        pool = self.run.pool
+        return pool.blocks_for(length) if self.on_demand else pool.lifetime_blocks(self.run.prompt[i],
+                                                                                     self.run.output[i])
+
+    def _held_sum(self, ahead: int) -> int:
+        """Sliding windows: token-layers the running sequences hold ``ahead`` tokens after the last decode
+        step's KV (1: the contexts of the next decode step)."""
+        run, held, tick = self.run, self.run.held, self.tick + ahead
+        return sum(held(run.prompt[i] + self.off[i] - 1 + tick) for i in self.running)
+
+    def _window_growth(self) -> int:
+        """Sliding windows: the net blocks the next decode step takes (windowed layers free blocks)."""
+        run, blocks_for, tick = self.run, self.run.pool.blocks_for, self.tick
+        grow = 0
+        for i in self.running:
+            c = run.prompt[i] + self.off[i] - 1 + tick
+            grow += blocks_for(c + 1) - blocks_for(c)
+        return grow
+
+    def _growth(self) -> int:
+        """On-demand admission: the blocks the next decode step takes (net of what windows free)."""
+        if self.windows is not None:
+            return self._window_growth()
+        return self.residues[-self.tick % self.block_size]
 
     def _join(self, i: int, t: Any) -> None:
         """Sequence i, whose latest token came at t, starts decoding."""
@@ -766,7 +841,7 @@ class _Continuous:
         self.running[i] = None
         key = run.prompt[i] + off - 1  # KV held = key + tick
         self.base += key
-        if self.on_demand:
+        if self.on_demand and self.windows is None:
             self.residues[key % self.block_size] += 1
         fin = run.output[i] - off
         self.finish_tick[i] = fin
@@ -779,7 +854,7 @@ class _Continuous:
         key = run.prompt[i] + self.off[i] - 1
         self.blocks -= self._held_blocks(i)
         self.base -= key
-        if self.on_demand:
+        if self.on_demand and self.windows is None:
             self.residues[key % self.block_size] -= 1
         run.generated[i] = self.tick + self.off[i]
         self.finish_tick[i] = -1
@@ -857,7 +932,7 @@ class _Continuous:
         run.end = now
 
     def _admit(self, now: Any) -> list[int]:
-        run, waiting, pool = self.run, self.waiting, self.run.pool
+        run, waiting = self.run, self.waiting
         admitted: list[int] = []
         tokens = 0
         room = self.max_num_seqs - len(self.running)
@@ -871,7 +946,7 @@ class _Continuous:
                 self.last_token.pop(i, None)
                 run.release(i, now)
                 continue
-            need = pool.blocks_for(length) if self.on_demand else pool.lifetime_blocks(run.prompt[i], run.output[i])
+            need = self._admitted_blocks(i, length)
             if tokens + length > self.max_prefill or self.blocks + need > run.capacity:
                 break
             waiting.popleft()
@@ -884,11 +959,14 @@ class _Continuous:
         run = self.run
         lengths = [run.prompt[i] + run.generated[i] for i in admitted]
         tokens = sum(lengths)
-        pairs = sum(f.causal_attention_pairs.unchecked(prompt_tokens=x) for x in lengths)
+        pairs = sum(run.prompt_pairs(x) for x in lengths)
         end = now + run.cost.prefill_time(tokens, pairs)
         if run.first_start is None:
             run.first_start = now
-        kv_tokens = self.base + len(self.running) * self.tick + tokens
+        if self.windows is None:
+            kv_tokens = self.base + len(self.running) * self.tick + tokens
+        else:
+            kv_tokens = self._held_sum(0) + sum(run.held(x) for x in lengths)
         if run.table is not None:
             run.table.add_prefill(now, end, len(admitted), tokens, 0, pairs, kv_tokens, self.blocks)
         run.peak(kv_tokens, self.blocks)
@@ -900,8 +978,8 @@ class _Continuous:
             run.prefilled[i] += length
             run.generated[i] += 1
             self._token_after_resume(i, end)
-            if run.generated[i] == run.output[i]:  # done: it holds P + O - 1 tokens, its lifetime blocks
-                self.blocks -= run.pool.lifetime_blocks(run.prompt[i], run.output[i])
+            if run.generated[i] == run.output[i]:  # done: it holds P + O - 1 tokens, what it took on admission
+                self.blocks -= self._admitted_blocks(i, length)
                 run.hand_back(i, end)
             else:
                 self._join(i, end)
@@ -915,12 +993,11 @@ class _Continuous:
         """On-demand admission: blocks the next decode step needs, preempting the most recent sequences
         until they fit."""
         run, running = self.run, self.running
-        r = -self.tick % self.block_size
-        grow = self.residues[r]
+        grow = self._growth()
         while self.blocks + grow > run.capacity:  # preempt the most recently admitted
             victim, _ = running.popitem()
             self._preempt(victim)
-            grow = self.residues[r]
+            grow = self._growth()
             if not running:  # pragma: no cover - a lone sequence always fits its lifetime
                 raise SimulationError(f"request {victim} cannot grow in an empty pool")
         return grow
@@ -929,7 +1006,7 @@ class _Continuous:
         run, running = self.run, self.running
         grow = self._grow() if self.on_demand else 0
         batch = len(running)
-        context_sum = self.base + batch * (self.tick + 1)
+        context_sum = self.base + batch * (self.tick + 1) if self.windows is None else self._held_sum(1)
         end = now + run.cost.decode_time(batch, context_sum)
         self.blocks += grow
         self.tick += 1
@@ -996,10 +1073,7 @@ class _Chunked(_Continuous):
 
     def _held(self, i: int) -> int:
         """Blocks held by sequence i while it prefills."""
-        run = self.run
-        if self.on_demand:
-            return run.pool.blocks_for(self.target[i])
-        return run.pool.lifetime_blocks(run.prompt[i], run.output[i])
+        return self._admitted_blocks(i, self.target[i])
 
     def _preempt_last(self) -> None:
         victim, _ = self.order.popitem()
@@ -1014,14 +1088,13 @@ class _Chunked(_Continuous):
             self._preempt(victim)
 
     def _step(self, now: Any) -> Any:
-        run, pool, running, prefilling = self.run, self.run.pool, self.running, self.prefilling
+        run, running, prefilling = self.run, self.running, self.prefilling
         grow = 0
         if self.on_demand:
-            r = -self.tick % self.block_size
-            grow = self.residues[r]
+            grow = self._growth()
             while self.blocks + grow > run.capacity:
                 self._preempt_last()
-                grow = self.residues[r]
+                grow = self._growth()
         decode = len(running)
         left = self.budget - decode
         chunks: list[tuple[int, int, int]] = []  # (sequence, chunk tokens, tokens done before it)
@@ -1035,7 +1108,7 @@ class _Chunked(_Continuous):
         while waiting and left and len(self.order) < self.max_num_seqs:
             i = waiting[0]
             target = run.prompt[i] + run.generated[i]
-            need = pool.blocks_for(target) if self.on_demand else pool.lifetime_blocks(run.prompt[i], run.output[i])
+            need = self._admitted_blocks(i, target)
             if self.blocks + grow + need > run.capacity:
                 break
             waiting.popleft()
@@ -1052,12 +1125,18 @@ class _Chunked(_Continuous):
             raise SimulationError(f"request {waiting[0]} cannot be admitted into an empty pool")
         if run.first_start is None:
             run.first_start = now
-        context_sum = self.base + decode * (self.tick + 1)
+        windows = self.windows
+        context_sum = self.base + decode * (self.tick + 1) if windows is None else self._held_sum(1)
         tokens = cached = pairs = 0
         for _, q, done in chunks:
             tokens += q
-            cached += done
-            pairs += q * done + q * (q + 1) // 2  # roofline.formulas.chunk_attention_pairs
+            if windows is None:
+                cached += done
+                pairs += q * done + q * (q + 1) // 2  # roofline.formulas.chunk_attention_pairs
+            else:
+                read, chunk_pairs = windows.chunk(q, done)
+                cached += read
+                pairs += chunk_pairs
         if tokens:
             end = now + run.cost.mixed_time(decode, context_sum, tokens, cached, pairs)
         else:
@@ -1065,7 +1144,12 @@ class _Chunked(_Continuous):
         self.blocks += grow
         run.slot_rows += len(self.order)
         self.prefill_kv += tokens
-        kv_tokens = context_sum + self.prefill_kv
+        if windows is None:
+            kv_tokens = context_sum + self.prefill_kv
+        else:  # what every prefilling sequence holds after its chunk
+            done_after = dict(prefilling)
+            done_after.update((i, done + q) for i, q, done in chunks)
+            kv_tokens = context_sum + sum(run.held(d) for d in done_after.values())
         blocks = self.blocks
         if decode:
             self.tick += 1

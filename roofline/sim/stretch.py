@@ -1072,12 +1072,18 @@ def serve_static_events(
                                  "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len})
 
 
+def _no_stretch_sums(cost_model: Any, options: dict[str, Any]) -> bool:
+    """True for a run these sums do not price: a cost model without them, or a pool of sliding-window layers."""
+    pool = options.get("kv_pool")
+    return TickCosts.rationals(cost_model) is None or bool(getattr(pool, "layer_windows", ()))
+
+
 def _serial_engine(requests: Any, cost_model: Any, **options: Any) -> SimResult | None:
-    return None if TickCosts.rationals(cost_model) is None else serve_serial_events(requests, cost_model, **options)
+    return None if _no_stretch_sums(cost_model, options) else serve_serial_events(requests, cost_model, **options)
 
 
 def _static_engine(requests: Any, cost_model: Any, **options: Any) -> SimResult | None:
-    return None if TickCosts.rationals(cost_model) is None else serve_static_events(requests, cost_model, **options)
+    return None if _no_stretch_sums(cost_model, options) else serve_static_events(requests, cost_model, **options)
 
 
 _policies._EVENT_ENGINE.update(serial=_serial_engine, static=_static_engine)

@@ -8,6 +8,8 @@
     sequences_that_fit = floor(kv_capacity_tokens / c)
     sequences_that_fit_blocks = floor(kv_capacity_blocks / blocks_per_sequence)
     lifetime_kv_slots = P + O - 1 (the prompt's slots plus one per fed-back output token)
+    window_blocks_per_sequence = floor((c - 1) / b) - floor(max(0, c - w) / b) + 1
+        (a layer with window w: the blocks covering token positions max(0, c - w) .. c - 1)
 
 Fast paths: :mod:`roofline.formulas.kv_cache`. Proof: proofs/p04_kv_cache.py.
 """
@@ -29,3 +31,12 @@ sequences_that_fit_blocks = sp.floor(kv_capacity_blocks / blocks_per_sequence)
 # Tokens fed through the model: the P prompt tokens, then each output token but the last.
 _j = sp.Symbol("j", positive=True, integer=True)
 lifetime_kv_slots = S.prompt_tokens + sp.summation(1, (_j, 1, S.output_tokens - 1))
+
+# A layer with a sliding window of w tokens keeps, for a sequence at context c, the KV of
+# positions lo .. c - 1 with lo = max(0, c - w) (0-based; docs/conventions.md, "Sliding-window
+# attention"). Block j covers positions j b .. (j + 1) b - 1, so the blocks held are those
+# from the one holding lo to the one holding c - 1: a count of indices.
+_block = sp.Symbol("block", integer=True)
+window_blocks_per_sequence = sp.summation(
+    1, (_block, sp.floor(sp.Max(0, S.context - S.sliding_window) / S.block_size),
+        sp.floor((S.context - 1) / S.block_size)))

@@ -19,6 +19,9 @@ has sum_{i=1}^{q} (p0 + i) query-key pairs (``summation``). Each chunk token is 
 of the decode step and its KV read or written is one more context token, so the mixed step
 is the decode step with B -> D + T and, for bytes, S -> S + sum p0 + T, for FLOPs,
 S -> S + Q (T chunk tokens, Q their pairs).
+Sliding window of w tokens (docs/conventions.md, "Sliding-window attention"): query t attends over
+min(t, w) keys, so a chunk has sum_{t=p0+1}^{p0+q} min(t, w) pairs: the causal pairs less
+sum (t - w) over the queries past u = max(p0, w), m = max(0, p0 + q - u) of them (``summation``).
 
 Fast paths: :mod:`roofline.formulas.step_time`. Proofs: proofs/p01_one_request.py,
 proofs/p02_batching.py.
@@ -60,3 +63,11 @@ _T, _Q = S.prefill_tokens, S.attention_pairs
 mixed_step_bytes = decode_bytes.subs(Ssum, Ssum + cached_tokens + _T)
 mixed_step_flops = decode_flops.subs({B: decode_rows + _T, Ssum: Ssum + _Q}, simultaneous=True)
 mixed_step_time = sp.Max(mixed_step_bytes / BW, mixed_step_flops / peak) + t0
+
+# sliding window: query t (1-based) attends over min(t, w) keys, itself included
+_w = S.sliding_window
+_u = sp.Max(cached_tokens, _w)  # queries t <= u see min(t, w) = t ...
+_m = sp.Max(0, cached_tokens + chunk_tokens - _u)  # ... the m queries t = u + 1 .. p0 + q see w = t - (t - w)
+_j = sp.Symbol("j", positive=True, integer=True)
+_past_window = sp.summation(_u + _j - _w, (_j, 1, _m))
+window_attention_pairs = chunk_attention_pairs - _past_window

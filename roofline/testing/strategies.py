@@ -44,6 +44,7 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from ..errors import InvalidValueError
 from ..hardware import ACCELERATORS, Accelerator, Link, Source, Sourced
 from ..models import ModelConfig, Quantization, get_model, model_names
 from ..sim.cost import RooflineCostModel, UnitCostModel
@@ -63,6 +64,7 @@ __all__ = [
     "batch_sizes",
     "kv_budgets",
     "kv_pools",
+    "layer_windows",
     "cost_models",
     "decode_stretches",
     "ARRIVALS",
@@ -857,6 +859,7 @@ def kv_pools(
     max_block_size: int = 32,
     unlimited: bool | None = False,
     tight_for: Sequence[Request] | None = None,
+    layer_windows: Sequence[int | None] = (),
 ) -> st.SearchStrategy[KVPool]:
     """KV pools of the reference scheduler (:class:`roofline.sim.kv.KVPool`).
 
@@ -877,6 +880,10 @@ def kv_pools(
         plus 2 blocks, so that each request fits alone (the largest sometimes not) but few fit
         together and on-demand admission preempts; the fourth a pool drawn as without it.
         An empty workload draws as without it.
+    layer_windows : sequence of (int >= 1 or None), default () (full attention)
+        Pools of a model with these sliding windows (counted in layer-blocks; ``min_blocks`` and
+        ``max_blocks`` then count layer-blocks, and ``tight_for`` sizes by
+        :meth:`KVPool.lifetime_blocks`). Draw the windows from :func:`layer_windows`.
 
     Returns
     -------
@@ -902,32 +909,75 @@ def kv_pools(
         _check_int("max_block_size", max_block_size, 1)
     if unlimited not in (True, False, None):
         raise InvalidArgument(f"unlimited={unlimited!r} must be True, False or None")
-    plain = _kv_pools(min_blocks, max_blocks, block_size, max_block_size, unlimited)
+    try:
+        windows = KVPool(None, layer_windows=layer_windows).layer_windows
+    except InvalidValueError as e:
+        raise InvalidArgument(f"layer_windows={layer_windows!r}: {e}") from None
+    plain = _kv_pools(min_blocks, max_blocks, block_size, max_block_size, unlimited, windows)
     if not tight_for:
         return plain
     if not all(isinstance(r, Request) for r in tight_for):
         raise InvalidArgument("tight_for must be a sequence of roofline.sim.Request")
-    return _tight_pools(tuple(tight_for), block_size, max_block_size, plain)
+    return _tight_pools(tuple(tight_for), block_size, max_block_size, plain, windows)
 
 
 @st.composite
 def _tight_pools(draw: st.DrawFn, reqs: tuple[Request, ...], block_size: int | None, max_block_size: int,
-                 plain: st.SearchStrategy[KVPool]) -> KVPool:
+                 plain: st.SearchStrategy[KVPool], windows: tuple[int | None, ...]) -> KVPool:
     if draw(st.integers(0, 3)) == 0:
         return draw(plain)
     b = block_size if block_size is not None else draw(st.integers(1, max_block_size))
-    need = max(-(-(r.prompt_tokens + r.output_tokens - 1) // b) for r in reqs)
-    return KVPool(draw(st.integers(max(need - 1, 0), need + need // 2 + 2)), b)
+    sizer = KVPool(None, b, layer_windows=windows)
+    need = max(sizer.lifetime_blocks(r.prompt_tokens, r.output_tokens) for r in reqs)
+    return KVPool(draw(st.integers(max(need - 1, 0), need + need // 2 + 2)), b, layer_windows=windows)
 
 
 @st.composite
 def _kv_pools(draw: st.DrawFn, min_blocks: int, max_blocks: int, block_size: int | None, max_block_size: int,
-              unlimited: bool | None) -> KVPool:
+              unlimited: bool | None, windows: tuple[int | None, ...]) -> KVPool:
     # the same draws on every branch, so that shrinking goes to the first (finite, small) one
     infinite = draw(st.booleans()) if unlimited is None else unlimited
     blocks = draw(st.integers(min_blocks, max_blocks))
     size = block_size if block_size is not None else draw(st.integers(1, max_block_size))
-    return KVPool(None if infinite else blocks, size)
+    return KVPool(None if infinite else blocks, size, layer_windows=windows)
+
+
+def layer_windows(*, max_layers: int = 4, max_window: int = 12) -> st.SearchStrategy[tuple[int | None, ...]]:
+    """Per-layer sliding windows with at least one windowed layer (:attr:`roofline.ModelConfig.layer_windows`).
+
+    Parameters
+    ----------
+    max_layers : int >= 1
+        Layers (1 to max_layers); each is full attention (None) or has a window in [1, max_window].
+    max_window : int >= 1 [tokens]
+        Small windows (with small prompts) make windows, block boundaries and full attention meet often.
+
+    Returns
+    -------
+    SearchStrategy of tuple of (int or None), with at least one int (shrinks towards ``(1,)``)
+
+    Raises
+    ------
+    InvalidArgument
+        A bound below 1.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> find(layer_windows(), lambda w: True)
+    (1,)
+    """
+    _check_int("max_layers", max_layers, 1)
+    _check_int("max_window", max_window, 1)
+    return _layer_windows(max_layers, max_window)
+
+
+@st.composite
+def _layer_windows(draw: st.DrawFn, max_layers: int, max_window: int) -> tuple[int | None, ...]:
+    windowed = draw(st.integers(1, max_window))  # at least one layer slides
+    others = draw(st.lists(st.none() | st.integers(1, max_window), max_size=max_layers - 1))
+    at = draw(st.integers(0, len(others)))
+    return (*others[:at], windowed, *others[at:])
 
 
 def cost_models(
@@ -937,6 +987,7 @@ def cost_models(
     accelerators: st.SearchStrategy[Accelerator] | None = None,
     flops: str | None = None,
     overhead: bool = False,
+    layer_windows: Sequence[int | None] = (),
 ) -> st.SearchStrategy[Any]:
     """Cost models of the reference scheduler: unit step times or the roofline of a model on a part.
 
@@ -955,6 +1006,11 @@ def cost_models(
         The FLOPs convention, or None to draw either.
     overhead : bool, default False
         Draw a fixed per-step overhead in [0, 1 ms] (exact) instead of 0.
+    layer_windows : sequence of (int >= 1 or None), default ()
+        Sliding windows (from :func:`layer_windows`): each drawn model gets these windows and
+        ``len(layer_windows)`` layers, so its roofline cost model takes contexts in token-layers
+        (:class:`~roofline.sim.RooflineCostModel`); pair it with a pool of the same windows
+        (:func:`kv_pools`). Unit cost models are unchanged.
 
     Returns
     -------
@@ -980,9 +1036,16 @@ def cost_models(
     )
     unit = st.builds(UnitCostModel, decode=st.one_of(st.just(1), durations), prefill=st.one_of(st.just(1), durations))
     overheads = st.integers(0, 1000).map(lambda k: Fraction(k, 10**6)) if overhead else st.just(0)
+    base = models if models is not None else model_configs(presets=True, max_layers=96)
+    if layer_windows:
+        try:
+            windows = KVPool(None, layer_windows=layer_windows).layer_windows
+        except InvalidValueError as e:
+            raise InvalidArgument(f"layer_windows={layer_windows!r}: {e}") from None
+        base = base.map(lambda m: attrs.evolve(m, num_hidden_layers=len(windows), layer_windows=windows))
     roof = st.builds(
         lambda m, a, fl, oh: RooflineCostModel.for_model(m, a, flops=fl, overhead=oh),
-        models if models is not None else model_configs(presets=True, max_layers=96),
+        base,
         accelerators if accelerators is not None else _all_accelerators(),
         st.just(flops) if flops is not None else st.sampled_from(["exact", "2p"]),
         overheads,
