@@ -152,6 +152,27 @@ def test_eta_mm_is_measured_not_fitted():
         assert p.eta_mm.source.kind == "measured" and "Maximum Achievable Matmul FLOPS" in p.eta_mm.source.citation
 
 
+def test_eta_mm_source_names_the_accelerators_the_rows_ran_on():
+    """vLLM's rows ran on H200 and A100 and only the A100 has a measured GEMM peak: the source says so (not 'the
+    calibration rows' accelerator'); one accelerator, several measured and none measured are worded each their way."""
+    vllm = engine_profiles()["vLLM with CUDA graphs"].eta_mm
+    assert vllm.value == Fraction(2712, 3120)
+    assert vllm.source.citation.endswith("= 0.8692; the calibration rows ran on a100-80gb, h200-sxm; only a100-80gb "
+                                         "has a measured matmul peak, so its share is used for every row")
+    gpt_fast = engine_profiles()["gpt-fast compiled"].eta_mm.source.citation
+    assert gpt_fast.endswith("= 0.8692; the calibration rows' accelerator (a100-80gb)")
+    name = "vLLM with CUDA graphs"
+    a100, h200 = BY_ID["vllm-llama-3.1-8b-b8-a100"], BY_ID["vllm-llama-3.1-8b-b8-h200"]
+    on_h100 = attrs.evolve(a100, id="on-h100", spec=get_accelerator("h100-sxm"))
+    both = fit_profile(name, [a100, on_h100]).eta_mm  # A100 271.2 / 312 = 0.8692 > H100 794.5 / 989.4 = 0.8030
+    assert both.value == Fraction(7945, 9894)
+    assert both.source.citation.endswith("; the lowest over the calibration rows' accelerators (a100-80gb, h100-sxm)")
+    none = fit_profile(name, [h200]).eta_mm  # H200 has no measured GEMM peak: H100 SXM's share
+    assert none.value == Fraction(7945, 9894)
+    assert none.source.citation.endswith("; the calibration rows ran on h200-sxm, none with a measured matmul peak; "
+                                         "h100-sxm's share is used for every row")
+
+
 def test_nim_is_fitted_on_its_tensor_parallel_row():
     """NIM's only calibration row (Llama 3.3 70B FP8, 2 x H100) is priced per GPU with its all-reduce: one row
     fits eta_bw alone, m = M / eta_bw + A, by hand; an unknown profile is still refused."""

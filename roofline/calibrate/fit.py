@@ -20,9 +20,11 @@ The fit (:func:`fit_profile`)
 * eta_mm is not fitted: no published row is compute-bound, so the data cannot see it. It is
   the measured share of the matmul peak (``Accelerator.measured_bf16 / peak_bf16``,
   stas00/ml-engineering's "Maximum Achievable Matmul FLOPS" table) of the accelerator the
-  calibration rows ran on (the lowest where they ran on several; H100 SXM's where none has
-  a measurement). Rows that are compute-bound at eta_bw = 1 are left out of the fit (they
-  would calibrate eta_mm) and listed.
+  calibration rows ran on: the lowest over those of their accelerators that have a
+  measurement (vLLM's rows ran on H200 SXM and A100 SXM 80GB, and only the A100 has one, so
+  the A100's share serves both); H100 SXM's where none has a measurement. Its source names
+  the accelerators the rows ran on and the one the share comes from. Rows that are
+  compute-bound at eta_bw = 1 are left out of the fit (they would calibrate eta_mm) and listed.
 * For memory-bound rows the estimate is linear in x = 1 / eta_bw, t_step and t_layer:
   ``estimate_i = x M_i + A_i + t_step + L_i t_layer``, with M_i the row's memory time at the
   datasheet bandwidth and A_i what ``predict`` adds beyond the roofline (0 on one GPU); both
@@ -211,20 +213,35 @@ def _scaled(acc: Accelerator, eta_bw: Fraction, eta_mm: Fraction, label: str) ->
 
 
 def _eta_mm(rows: Sequence[Measurement]) -> Sourced:
-    """The measured matmul share of the calibration rows' accelerators (the lowest; H100 SXM's if none)."""
+    """The measured matmul share of the calibration rows' accelerators (the lowest; H100 SXM's if none).
+
+    The citation ends with which accelerators the rows ran on and which of them the share comes
+    from: an accelerator without a measured matmul peak (H200 SXM) takes the share of one that has
+    it, and the citation says so.
+    """
+    ran_on = sorted({m.spec.key for m in rows if m.spec is not None})
     candidates = []
     for m in rows:
         acc = m.spec
         if acc is not None and acc.measured_bf16 is not None:
             candidates.append((Fraction(acc.measured_bf16.value) / Fraction(acc.peak_bf16.value), acc.key, acc))
+    measured = sorted({c[1] for c in candidates})
+    rows_ran = f"the calibration rows ran on {', '.join(ran_on)}"
     if not candidates:
         acc = get_accelerator(_FALLBACK_MM)
         assert acc.measured_bf16 is not None
         candidates.append((Fraction(acc.measured_bf16.value) / Fraction(acc.peak_bf16.value), acc.key, acc))
-        where = f"no calibration row ran on an accelerator with a measured matmul peak; {acc.key}'s"
+        where = f"{rows_ran}, none with a measured matmul peak; {acc.key}'s share is used for every row"
+    elif len(ran_on) == 1:
+        where = f"the calibration rows' accelerator ({ran_on[0]})"
+    elif measured == ran_on:
+        where = f"the lowest over the calibration rows' accelerators ({', '.join(ran_on)})"
+    elif len(measured) == 1:
+        where = (f"{rows_ran}; only {measured[0]} has a measured matmul peak, so its share is used for every "
+                 "row")
     else:
-        where = "the lowest over the calibration rows' accelerators" if len({c[1] for c in candidates}) > 1 else \
-            "the calibration rows' accelerator"
+        where = (f"{rows_ran}; the lowest over those with a measured matmul peak ({', '.join(measured)}), "
+                 "used for every row")
     eta, key, acc = min(candidates, key=lambda c: (c[0], c[1]))
     assert acc.measured_bf16 is not None
     mm = acc.measured_bf16
