@@ -313,6 +313,36 @@ def test_report_estimate_beside_the_bound(capsys):
     assert "unless marked [estimate]" in out and f"{float(by_hand) * 1e3:.3f} ms [estimate] vs 4.794 ms [bound]" in out
 
 
+def test_constants_read_the_same_in_report_and_validate(capsys):
+    """One wording and one unit for the times in both commands: vLLM's t_step 0.0 us [fitted at its bound: 0] (never
+    'not fitted'), t_layer 76.8 us; TensorRT-LLM's times [not fitted: 0]; gpt-fast's t_step 455.8 us [fitted]."""
+    vllm = get_engine_profile("vllm")
+    assert vllm.kind("t_step") == "fitted at its bound: 0" and vllm.kind("t_layer") == "fitted"
+    trt = get_engine_profile("trtllm")
+    assert trt.kind("t_step") == trt.kind("t_layer") == "not fitted: 0" and trt.kind("eta_mm") == "measured"
+    with pytest.raises(InvalidValueError):
+        vllm.kind("overhead")
+    expected = {
+        "vllm": "eta_bw 0.8052 [fitted], eta_mm 0.8692 [measured], t_step 0.0 us [fitted at its bound: 0], "
+                "t_layer 76.8 us [fitted]",
+        "trtllm": "eta_bw 0.7371 [fitted], eta_mm 0.8030 [measured], t_step 0.0 us [not fitted: 0], "
+                  "t_layer 0.0 us [not fitted: 0]",
+        "gpt-fast": "eta_bw 0.8338 [fitted], eta_mm 0.8692 [measured], t_step 455.8 us [fitted], "
+                    "t_layer 69.5 us [fitted]",
+    }
+    assert main(["validate"]) == 0
+    validate_out = capsys.readouterr().out
+    for key, text in expected.items():
+        assert get_engine_profile(key).describe() == text
+        assert f"(--estimate {key}): {text}\n" in validate_out
+        assert main(["report", "--estimate", key]) == 0
+        assert f"  constants             {text}\n" in capsys.readouterr().out
+        assert main(["report", "--estimate", key, "--json"]) == 0
+        constants = json.loads(capsys.readouterr().out)["estimate"]["profile"]["constants"]
+        assert {n: c["kind"] for n, c in constants.items()} == {n: get_engine_profile(key).kind(n) for n in constants}
+    assert " ms [" not in validate_out.split("Engine profiles")[1].split("Published points")[0]
+
+
 def test_report_without_estimate_prints_the_same_numbers(capsys):
     """Without --estimate the report's lesson numbers are unchanged (4.794 ms, 296, 404 sequences)."""
     assert main(["report"]) == 0

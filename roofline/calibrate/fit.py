@@ -62,6 +62,9 @@ from .schema import Measurement
 
 __all__ = [
     "EngineProfile",
+    "AT_BOUND_KIND",
+    "NOT_FITTED_KIND",
+    "format_constant",
     "PROFILE_KEYS",
     "FIT_METHOD",
     "fit_profile",
@@ -186,15 +189,55 @@ class EngineProfile:
         """
         return _scaled(accelerator, Fraction(self.eta_bw.value), Fraction(self.eta_mm.value), self.name)
 
+    def kind(self, name: str) -> str:
+        """How constant ``name`` was obtained, one wording for every command.
+
+        The stored constant's source kind (``"fitted"``, ``"measured"``); for an absent time,
+        :data:`AT_BOUND_KIND` when the fit put it at its bound 0 (a negative time is not
+        allowed), else :data:`NOT_FITTED_KIND` (the rows cannot separate it; see ``fixed``).
+
+        Raises
+        ------
+        InvalidValueError
+            ``name`` is not one of eta_bw, eta_mm, t_step, t_layer.
+        """
+        if name not in ("eta_bw", "eta_mm", "t_step", "t_layer"):
+            raise InvalidValueError("name", name, "expected eta_bw, eta_mm, t_step or t_layer")
+        value = getattr(self, name)
+        if value is not None:
+            return str(value.source.kind)
+        return AT_BOUND_KIND if f"{name} = 0 s: {_AT_BOUND}" in self.fixed else NOT_FITTED_KIND
+
     def describe(self) -> str:
-        """One line: the four constants with their kinds."""
+        """One line: the four constants with their kinds (times in us, :func:`format_constant`)."""
         c = self.constants()
-        parts = [f"eta_bw {float(c['eta_bw']):.4f} [{self.eta_bw.source.kind}]",
-                 f"eta_mm {float(c['eta_mm']):.4f} [{self.eta_mm.source.kind}]"]
-        for n in ("t_step", "t_layer"):
-            v = getattr(self, n)
-            parts.append(f"{n} {float(c[n]) * 1e3:.4f} ms [{v.source.kind if v is not None else 'not fitted: 0'}]")
-        return ", ".join(parts)
+        return ", ".join(format_constant(n, c[n], self.kind(n)) for n in ("eta_bw", "eta_mm", "t_step", "t_layer"))
+
+
+#: Kind of an absent time the fit put at its bound 0 (:meth:`EngineProfile.kind`).
+AT_BOUND_KIND = "fitted at its bound: 0"
+#: Kind of an absent time the rows cannot separate (:meth:`EngineProfile.kind`).
+NOT_FITTED_KIND = "not fitted: 0"
+_AT_BOUND = "fitted at its bound (a negative time is not allowed)"
+
+
+def format_constant(name: str, value: float | Fraction, kind: str) -> str:
+    """A profile constant as ``validate`` and ``report`` print it: ``"t_layer 76.8 us [fitted]"``.
+
+    Parameters
+    ----------
+    name : {"eta_bw", "eta_mm", "t_step", "t_layer"}
+    value : real [1] for the etas, [s] for the times
+    kind : str
+        :meth:`EngineProfile.kind`.
+
+    Returns
+    -------
+    str
+        Etas to 4 decimals; times in us to 0.1 us, the fit's rounding (:data:`FIT_METHOD`).
+    """
+    text = f"{float(value) * 1e6:,.1f} us" if name.startswith("t_") else f"{float(value):.4f}"
+    return f"{name} {text} [{kind}]"
 
 
 def _scaled(acc: Accelerator, eta_bw: Fraction, eta_mm: Fraction, label: str) -> Accelerator:
@@ -422,7 +465,7 @@ def fit_profile(name: str, rows: Sequence[Measurement], *, flops: str = "exact")
             fixed.append(f"{n} = 0 s: not fitted, {reasons[i]}")
             times[n] = None
         elif values[n] == 0:
-            fixed.append(f"{n} = 0 s: fitted at its bound (a negative time is not allowed)")
+            fixed.append(f"{n} = 0 s: {_AT_BOUND}")
             times[n] = None
         else:
             times[n] = Sourced(values[n], "s", Source("fitted", citation, FIT_DATE, FIT_METHOD))

@@ -338,7 +338,7 @@ def _estimate_json(model: ModelConfig, accelerator: Accelerator, name: Any, cont
     for name, value in profile.constants().items():
         src = getattr(profile, name)
         constants[name] = {"value": float(value), "unit": "s" if name.startswith("t_") else "1",
-                           "kind": "not fitted (0)" if src is None else src.source.kind,
+                           "kind": profile.kind(name),
                            "citation": None if src is None else src.source.citation}
     return {
         "time_kind": f"estimate: {profile.name}",
@@ -470,6 +470,8 @@ def _moe_lines(m: dict[str, Any]) -> list[str]:
 
 def _estimate_lines(r: dict[str, Any]) -> list[str]:
     """The [estimate] section: the profile's constants, then estimate beside bound."""
+    from ..calibrate.fit import format_constant
+
     e, p = r["estimate"], r["estimate"]["profile"]
     ctx = r["criticality"]["2p"]["context"]
     c = p["constants"]
@@ -477,10 +479,7 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
         "",
         f"Estimate [estimate]: engine profile {p['name']!r} (--estimate {p['key']}), not a bound: "
         "constants fitted on published measurements (roofline validate)",
-        f"  constants             eta_bw {c['eta_bw']['value']:.4f} [{c['eta_bw']['kind']}], "
-        f"eta_mm {c['eta_mm']['value']:.4f} [{c['eta_mm']['kind']}], "
-        f"t_step {_t(c['t_step']['value'])} [{c['t_step']['kind']}], "
-        f"t_layer {_t(c['t_layer']['value'])} [{c['t_layer']['kind']}]",
+        "  constants             " + ", ".join(format_constant(n, v["value"], v["kind"]) for n, v in c.items()),
         "  step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + layers x t_layer",
         f"  batch 1, weights only {_t(e['single']['step_time_s']):>12} [estimate] "
         f"vs {_t(r['single']['exact']['step_time_s'])} [bound]",
