@@ -57,13 +57,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="batch sizes for the table; the KV limit is added (default: 1 8 64 256)")
     p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
                    help="a KV budget in GB (1e9 bytes) to set beside the real one; given, it is also the table's KV "
-                        "limit (default: the lesson's 53, beside; the KV limit then comes from the upper bound)")
+                        "limit (default: the lesson's 53, beside; the KV limit then comes from the upper bound); "
+                        "per GPU under --tensor-parallel-size T > 1, the lesson's 53 included")
     p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
                    default=Fraction(9, 10), help="share of usable memory the server may use (default: 0.9)")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16,
                    help="paged KV block size in tokens (default: %(default)s)")
     add_estimate_option(p)
-    add_tensor_parallel_option(p, default=None)
+    add_tensor_parallel_option(p, default=None, budgets="every KV budget (the lesson's 53 GB, --kv-budget-gb, "
+                                                          "the real one) is one GPU's")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
     p.set_defaults(func=run)
 
@@ -89,7 +91,7 @@ def build_report(
     accelerator : Accelerator
     context : int >= 1 [tokens] per sequence (its KV cache, the new token included)
     batches : sequence of int > 0 [sequences]; the KV limit at ``context`` is added
-    kv_budget : [bytes] > 0, a budget to set beside the real one (lesson: 53e9)
+    kv_budget : [bytes] > 0, a budget to set beside the real one (lesson: 53e9); one GPU's under tensor parallelism
     utilization : in (0, 1], for the real budget
     block_size : int > 0 [tokens/block]
     estimate : str, EngineProfile or None
@@ -369,6 +371,7 @@ def format_report(r: dict[str, Any]) -> str:
     on = a["name"] if tp is None else f"{tp['size']} x {a['name']} (tensor parallel; sizes per GPU)"
     plus_ar = "" if tp is None else " + all-reduce"
     held = m["parameters"] if tp is None else tp["parameters_per_gpu"]
+    given_label = f"in a {given['budget_bytes'] / 1e9:g} GB budget" + ("" if tp is None else " per GPU")
     out = [
         f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {on}",
         f"  HBM {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
@@ -429,9 +432,10 @@ def format_report(r: dict[str, Any]) -> str:
         f"  KV per sequence       {kv['kv_bytes_per_sequence']:9,.0f} B     at {ctx:,} tokens"
         + (f" (windows {m['sliding_windows']} tokens: sum over layers of min(c, w) x per-layer bytes)"
            if m["sliding_windows"] else ""),
-        f"  in a {given['budget_bytes'] / 1e9:g} GB budget     {given['sequences']:6d} sequences of "
+        f"  {given_label:<22}{given['sequences']:9d} sequences of "
         f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']} with "
         f"{given['block_size']}-token blocks{'; the table' + chr(39) + 's KV limit' if from_given else ''})",
+        *_given_budget_caveat(given, tp, from_given),
         *_real_budget_lines(a, kv, real),
         f"  upper bound, reserve 0 {upper['budget_bytes'] / 1e9:8.2f} GB    = "
         f"{a['usable_memory_bytes'] / 2**30:.1f} GiB x {kv['utilization']:g} - weights",
@@ -495,6 +499,16 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
         out.append(f"  {row['batch']:>6} | {_t(bounds[row['batch']]['step_time_s']):>22} | "
                    f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10.0f}  {est['bound']}")
     return out
+
+
+def _given_budget_caveat(given: dict[str, Any], tp: dict[str, Any] | None, from_given: bool) -> list[str]:
+    """Under tensor parallelism: the given budget (the lesson's 53 GB unless --kv-budget-gb) is each GPU's."""
+    if tp is None:
+        return []
+    gb, T = given["budget_bytes"] / 1e9, tp["size"]
+    what = "--kv-budget-gb" if from_given else "the lesson's one-GPU figure"
+    return [f"  (that budget is per GPU: {gb:g} GB ({what}) on each of the {T} GPUs, {gb * T:g} GB for the group; "
+            "each GPU holds its share of every sequence's KV)"]
 
 
 def _real_budget_lines(a: dict[str, Any], kv: dict[str, Any], real: dict[str, Any] | None) -> list[str]:
