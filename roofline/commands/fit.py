@@ -210,14 +210,14 @@ def format_fit(r: dict[str, Any]) -> str:
             f"{row['kv_heads_per_gpu']}{' rep' if row['kv_heads_replicated'] else ''}")
         b1 = row["batch_1"]
         lim = row["kv_limit"]
-        tail = (f"{lim['batch']:>8} {lim['tokens_per_s']:>9,.0f} {lim['tokens_per_s_per_gpu']:>8,.0f}" if lim
+        tail = (f"{lim['batch']:>8,} {lim['tokens_per_s']:>9,.0f} {lim['tokens_per_s_per_gpu']:>8,.0f}" if lim
                 else f"{'-':>8} {'-':>9} {'-':>8}")
         budget = row["kv_budget_per_gpu_bytes"]
         mark = " " if row["reserve"] is not None else "*"
         ar, lat = ("-", "-") if T == 1 else (_t(b1["allreduce_time_s"]), _t(b1["allreduce_latency_time_s"]))
         out.append(
             f"  {T:>2} | {row['weight_bytes_per_gpu'] / 1e9:>8.2f} GB {budget / 1e9:>9.2f} GB{mark} {heads:>8} "
-            f"{row['kv_bytes_per_token_per_gpu']:>10,.0f} {row['sequences_blocks']:>6} | "
+            f"{row['kv_bytes_per_token_per_gpu']:>10,.0f} {row['sequences_blocks']:>6,} | "
             f"{_t(b1['step_time_s']):>12} {ar:>10} {lat:>10} | "
             f"{tail}  {row['link'] or '-'}" + ("" if row["status"] == "fits" else f"  ({row['reason']})")
         )

@@ -316,7 +316,7 @@ def _tensor_parallel_lines(r: dict[str, Any]) -> list[str]:
         f"each layer) of B x {tp['allreduce_message_bytes_per_token']:,} B",
         f"  batch 1               {_t(one['step_time_s'])} = roofline of one GPU + all-reduce "
         f"{_t(one['allreduce_time_s'])} (latency {_t(one['allreduce_latency_time_s'])}, bandwidth "
-        f"{_t(one['allreduce_bandwidth_time_s'])}); {one['group_throughput_tokens_per_s']:.0f} tokens/s",
+        f"{_t(one['allreduce_bandwidth_time_s'])}); {one['group_throughput_tokens_per_s']:,.0f} tokens/s",
         f"  all-reduce crossover  bandwidth term above latency term from batch "
         f"{tp['allreduce_crossover_batch']:,.1f} = T x latency x bandwidth / (hidden x activation bytes)",
         f"  KV budget of the group {tp['kv_budget_all_gpus_bytes'] / 1e9:8.2f} GB (reserve 0); "
@@ -396,10 +396,10 @@ def format_report(r: dict[str, Any]) -> str:
         "",
         "Where math catches up with reading",
         f"  ridge point           {cl['ridge_point_flop_per_byte']:9.1f} FLOP/byte = peak / bandwidth",
-        f"  critical batch, no KV {cl['critical_batch_weights_only']:9d} [2P]  = "
+        f"  critical batch, no KV {cl['critical_batch_weights_only']:9,d} [2P]  = "
         + ("first B with B x 2P / peak >= (W_shared + experts touched(B) x expert bytes) / bandwidth"
            if m["experts"] else "ceil(ridge x W / 2P) ~ step time / compute time")
-        + f"; {ce['critical_batch_weights_only']} [exact]",
+        + f"; {ce['critical_batch_weights_only']:,} [exact]",
         f"  critical batch at {ctx:,} tokens: {_none(cl['critical_batch'])} [2P], "
         f"{_none(ce['critical_batch'])} [exact]"
         + (f"  (intensity limit as batch grows: {cl['intensity_limit_flop_per_byte']:.1f} [2P], "
@@ -417,11 +417,11 @@ def format_report(r: dict[str, Any]) -> str:
         f"(batch 1: {_t(exact['step_time_s'])}), 8 tokens per step",
         f"  with KV at {ctx:,} tokens {_t(r['eight']['with_kv']['step_time_s'])} "
         f"(batch 1: {_t(r['single_with_kv']['step_time_s'])}) = (W + 8 x {ctx} x k) / bandwidth",
-        f"  throughput            {eight_wo['throughput_tokens_per_s']:9.0f} tokens/s vs "
-        f"{exact['throughput_tokens_per_s']:.0f} at batch 1 "
+        f"  throughput            {eight_wo['throughput_tokens_per_s']:9,.0f} tokens/s vs "
+        f"{exact['throughput_tokens_per_s']:,.0f} at batch 1 "
         f"({eight_wo['throughput_tokens_per_s'] / exact['throughput_tokens_per_s']:.2f}x), weights only; "
-        f"with KV at {ctx:,} tokens {eight_kv['throughput_tokens_per_s']:.0f} "
-        f"vs {one_kv['throughput_tokens_per_s']:.0f} "
+        f"with KV at {ctx:,} tokens {eight_kv['throughput_tokens_per_s']:,.0f} "
+        f"vs {one_kv['throughput_tokens_per_s']:,.0f} "
         f"({eight_kv['throughput_tokens_per_s'] / one_kv['throughput_tokens_per_s']:.2f}x)",
         "",
         "KV cache",
@@ -432,15 +432,15 @@ def format_report(r: dict[str, Any]) -> str:
         f"  KV per sequence       {kv['kv_bytes_per_sequence']:9,.0f} B     at {ctx:,} tokens"
         + (f" (windows {m['sliding_windows']} tokens: sum over layers of min(c, w) x per-layer bytes)"
            if m["sliding_windows"] else ""),
-        f"  {given_label:<22}{given['sequences']:9d} sequences of "
-        f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']} with "
+        f"  {given_label:<22}{given['sequences']:9,d} sequences of "
+        f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']:,} with "
         f"{given['block_size']}-token blocks{'; the table' + chr(39) + 's KV limit' if from_given else ''})",
         *_given_budget_caveat(given, tp, from_given),
         *_real_budget_lines(a, kv, real),
         f"  upper bound, reserve 0 {upper['budget_bytes'] / 1e9:8.2f} GB    = "
         f"{a['usable_memory_bytes'] / 2**30:.1f} GiB x {kv['utilization']:g} - weights",
-        f"  fits                  {upper['sequences']:9d} sequences of {upper['context']:,} tokens "
-        f"(token-level); {upper['sequences_blocks']} with {upper['block_size']}-token blocks"
+        f"  fits                  {upper['sequences']:9,d} sequences of {upper['context']:,} tokens "
+        f"(token-level); {upper['sequences_blocks']:,} with {upper['block_size']}-token blocks"
         f"{'' if from_given else ' (the table' + chr(39) + 's KV limit)'}",
         "",
         f"Step time, throughput and intensity against batch size (context {ctx:,} tokens, FLOPs [exact])",
@@ -452,9 +452,9 @@ def format_report(r: dict[str, Any]) -> str:
         wo, wk = row["weights_only"], row["with_kv"]
         note = limit_note if row["kv_limit"] else ("" if row["fits"] else " (KV does not fit)")
         out.append(
-            f"  {row['batch']:>6} | {_t(wo['step_time_s']):>18} {wo['throughput_tokens_per_s']:>10.0f} "
-            f"{wo['intensity_flop_per_byte']:>7.1f}  {wo['bound']:<7} | {_t(wk['step_time_s']):>14} "
-            f"{wk['throughput_tokens_per_s']:>10.0f} {wk['intensity_flop_per_byte']:>7.1f}  {wk['bound']}{note}"
+            f"  {row['batch']:>6,} | {_t(wo['step_time_s']):>18} {wo['throughput_tokens_per_s']:>10,.0f} "
+            f"{wo['intensity_flop_per_byte']:>7,.1f}  {wo['bound']:<7} | {_t(wk['step_time_s']):>14} "
+            f"{wk['throughput_tokens_per_s']:>10,.0f} {wk['intensity_flop_per_byte']:>7,.1f}  {wk['bound']}{note}"
         )
     if "estimate" in r:
         out += _estimate_lines(r)
@@ -496,8 +496,8 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
     bounds = {row["batch"]: row["with_kv"] for row in r["table"]}
     for row in e["table"]:
         est = row["with_kv"]
-        out.append(f"  {row['batch']:>6} | {_t(bounds[row['batch']]['step_time_s']):>22} | "
-                   f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10.0f}  {est['bound']}")
+        out.append(f"  {row['batch']:>6,} | {_t(bounds[row['batch']]['step_time_s']):>22} | "
+                   f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10,.0f}  {est['bound']}")
     return out
 
 
@@ -520,8 +520,8 @@ def _real_budget_lines(a: dict[str, Any], kv: dict[str, Any], real: dict[str, An
     return [
         f"  real budget           {real['budget_bytes'] / 1e9:9.2f} GB    = {a['usable_memory_bytes'] / 2**30:.1f} GiB "
         f"x {kv['utilization']:g} - weights - {reserve['bytes'] / 2**30:.2f} GiB reserve",
-        f"  fits                  {real['sequences']:9d} sequences of {real['context']:,} tokens "
-        f"(token-level); {real['sequences_blocks']} with {real['block_size']}-token blocks",
+        f"  fits                  {real['sequences']:9,d} sequences of {real['context']:,} tokens "
+        f"(token-level); {real['sequences_blocks']:,} with {real['block_size']}-token blocks",
         f"  reserve source        a published vLLM log, {_url(reserve['citation'])} ({reserve['date']}); "
         "--json quotes it",
     ]
@@ -533,7 +533,7 @@ def _url(citation: str) -> str:
 
 
 def _none(value: Any) -> str:
-    return "none" if value is None else str(value)
+    return "none" if value is None else f"{value:,}"
 
 
 def _tokens(value: Any) -> str:
