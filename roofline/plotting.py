@@ -198,7 +198,7 @@ def throughput_chart(
     model, accelerator, context, kv_budget, max_batch, flops
         As :func:`throughput_curves`.
     ax : matplotlib Axes or None
-        Draw into these axes; None makes a new figure (6.4 x 4.4 in).
+        Draw into these axes; None makes a new figure (6.4 x 5 in, the legend below the axes).
 
     Returns
     -------
@@ -210,7 +210,7 @@ def throughput_chart(
         Bad inputs, or matplotlib is not installed.
     """
     c = throughput_curves(model, accelerator, context=context, kv_budget=kv_budget, max_batch=max_batch, flops=flops)
-    fig, ax = _new_axes(ax, (6.4, 4.4))
+    fig, ax = _new_axes(ax, (6.4, 5.0))
     kilo = 1000
     ax.plot(c["batch"], c["weights_only"] / kilo, color="tab:blue", lw=2, label="weights only")
     ax.plot(c["batch"], c["with_kv"] / kilo, color="tab:orange", lw=2, ls="--",
@@ -235,7 +235,8 @@ def throughput_chart(
     group = "" if model.tensor_parallel_size == 1 else f"{model.tensor_parallel_size} x "
     ax.set_title(f"{model.name} on {group}{accelerator.name}\n(roofline, {convention})", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8.5)
+    # below the axes, outside the data: inside, any corner covers a curve (lower right hid the KV curve's end)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8.5, frameon=False)
     return fig
 
 

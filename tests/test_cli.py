@@ -27,6 +27,23 @@ def test_models_text_shows_each_preset_once(capsys: pytest.CaptureFixture[str]) 
     assert "8,030,261,248" in out and "70,553,706,496" in out
 
 
+def test_models_columns_stay_aligned_with_mixed_dtypes(capsys: pytest.CaptureFixture[str]) -> None:
+    """A long dtype (deepseek-v3's fp8/bfloat16, gpt-oss-120b's mxfp4/bfloat16) no longer pushes the columns after
+    it: every line's layers, KV/token and source columns end and start where the header's do."""
+    assert main(["models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, rows = lines[0], [x for x in lines[1:] if " KiB  " in x]
+    assert len(rows) >= 20
+    layers_end = header.index("layers") + len("layers")
+    kv_end = header.index("KV/token") + len("KV/token")
+    source_at = header.index("source")
+    for row in rows:
+        assert row[layers_end - 1] != " " and row[layers_end] == " ", row
+        assert row[kv_end - 3: kv_end] == "KiB" and row[source_at - 2: source_at] == "  " and row[source_at] != " ", row
+    deepseek = next(x for x in rows if x.startswith("deepseek-v3 "))
+    assert deepseek.split()[1:8] == ["671,026,419,200", "673.15", "GB", "fp8/bfloat16", "61", "128", "128"]
+
+
 def test_accelerators_gives_values_and_sources(capsys: pytest.CaptureFixture[str]) -> None:
     """`roofline accelerators --json`: H100 SXM at 3.35 TB/s, 989.4 TFLOP/s dense BF16, ridge 295.3, sourced."""
     assert main(["accelerators", "--json"]) == 0

@@ -152,6 +152,27 @@ def test_eta_mm_is_measured_not_fitted():
         assert p.eta_mm.source.kind == "measured" and "Maximum Achievable Matmul FLOPS" in p.eta_mm.source.citation
 
 
+def test_eta_mm_source_names_the_accelerators_the_rows_ran_on():
+    """vLLM's rows ran on H200 and A100 and only the A100 has a measured GEMM peak: the source says so (not 'the
+    calibration rows' accelerator'); one accelerator, several measured and none measured are worded each their way."""
+    vllm = engine_profiles()["vLLM with CUDA graphs"].eta_mm
+    assert vllm.value == Fraction(2712, 3120)
+    assert vllm.source.citation.endswith("= 0.8692; the calibration rows ran on a100-80gb, h200-sxm; only a100-80gb "
+                                         "has a measured matmul peak, so its share is used for every row")
+    gpt_fast = engine_profiles()["gpt-fast compiled"].eta_mm.source.citation
+    assert gpt_fast.endswith("= 0.8692; the calibration rows' accelerator (a100-80gb)")
+    name = "vLLM with CUDA graphs"
+    a100, h200 = BY_ID["vllm-llama-3.1-8b-b8-a100"], BY_ID["vllm-llama-3.1-8b-b8-h200"]
+    on_h100 = attrs.evolve(a100, id="on-h100", spec=get_accelerator("h100-sxm"))
+    both = fit_profile(name, [a100, on_h100]).eta_mm  # A100 271.2 / 312 = 0.8692 > H100 794.5 / 989.4 = 0.8030
+    assert both.value == Fraction(7945, 9894)
+    assert both.source.citation.endswith("; the lowest over the calibration rows' accelerators (a100-80gb, h100-sxm)")
+    none = fit_profile(name, [h200]).eta_mm  # H200 has no measured GEMM peak: H100 SXM's share
+    assert none.value == Fraction(7945, 9894)
+    assert none.source.citation.endswith("; the calibration rows ran on h200-sxm, none with a measured matmul peak; "
+                                         "h100-sxm's share is used for every row")
+
+
 def test_nim_is_fitted_on_its_tensor_parallel_row():
     """NIM's only calibration row (Llama 3.3 70B FP8, 2 x H100) is priced per GPU with its all-reduce: one row
     fits eta_bw alone, m = M / eta_bw + A, by hand; an unknown profile is still refused."""
@@ -290,6 +311,36 @@ def test_report_estimate_beside_the_bound(capsys):
     assert main(["report", "--estimate", "vllm"]) == 0
     out = capsys.readouterr().out
     assert "unless marked [estimate]" in out and f"{float(by_hand) * 1e3:.3f} ms [estimate] vs 4.794 ms [bound]" in out
+
+
+def test_constants_read_the_same_in_report_and_validate(capsys):
+    """One wording and one unit for the times in both commands: vLLM's t_step 0.0 us [fitted at its bound: 0] (never
+    'not fitted'), t_layer 76.8 us; TensorRT-LLM's times [not fitted: 0]; gpt-fast's t_step 455.8 us [fitted]."""
+    vllm = get_engine_profile("vllm")
+    assert vllm.kind("t_step") == "fitted at its bound: 0" and vllm.kind("t_layer") == "fitted"
+    trt = get_engine_profile("trtllm")
+    assert trt.kind("t_step") == trt.kind("t_layer") == "not fitted: 0" and trt.kind("eta_mm") == "measured"
+    with pytest.raises(InvalidValueError):
+        vllm.kind("overhead")
+    expected = {
+        "vllm": "eta_bw 0.8052 [fitted], eta_mm 0.8692 [measured], t_step 0.0 us [fitted at its bound: 0], "
+                "t_layer 76.8 us [fitted]",
+        "trtllm": "eta_bw 0.7371 [fitted], eta_mm 0.8030 [measured], t_step 0.0 us [not fitted: 0], "
+                  "t_layer 0.0 us [not fitted: 0]",
+        "gpt-fast": "eta_bw 0.8338 [fitted], eta_mm 0.8692 [measured], t_step 455.8 us [fitted], "
+                    "t_layer 69.5 us [fitted]",
+    }
+    assert main(["validate"]) == 0
+    validate_out = capsys.readouterr().out
+    for key, text in expected.items():
+        assert get_engine_profile(key).describe() == text
+        assert f"(--estimate {key}): {text}\n" in validate_out
+        assert main(["report", "--estimate", key]) == 0
+        assert f"  constants             {text}\n" in capsys.readouterr().out
+        assert main(["report", "--estimate", key, "--json"]) == 0
+        constants = json.loads(capsys.readouterr().out)["estimate"]["profile"]["constants"]
+        assert {n: c["kind"] for n, c in constants.items()} == {n: get_engine_profile(key).kind(n) for n in constants}
+    assert " ms [" not in validate_out.split("Engine profiles")[1].split("Published points")[0]
 
 
 def test_report_without_estimate_prints_the_same_numbers(capsys):

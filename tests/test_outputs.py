@@ -324,11 +324,31 @@ def test_report_bound_column_for_each_half_and_batch8_throughput_says_which(caps
     text, r = _report(capsys)
     last = r["table"][-1]
     assert last["batch"] == 457 and last["weights_only"]["bound"] == "compute" and last["with_kv"]["bound"] == "memory"
-    row = "     457 |           6.933 ms      65919   427.1  compute |      22.675 ms      20155    93.5  memory"
+    row = "     457 |           6.933 ms     65,919   427.1  compute |      22.675 ms     20,155    93.5  memory"
     assert row in text
     # 8 / 4.794 ms = 1669 tokens/s weights only; 8 / 5.107 ms = 1566 with KV at 1,000 tokens, vs 1 / 4.833 ms = 207
-    assert ("throughput                 1669 tokens/s vs 209 at batch 1 (8.00x), weights only; "
-            "with KV at 1,000 tokens 1566 vs 207 (7.57x)") in text
+    assert ("throughput                1,669 tokens/s vs 209 at batch 1 (8.00x), weights only; "
+            "with KV at 1,000 tokens 1,566 vs 207 (7.57x)") in text
+
+
+def test_report_counts_carry_thousands_separators(capsys: pytest.CaptureFixture) -> None:
+    """tokens/s and sequence counts read like the report's other counts (404,357 tokens): 13,350 tokens/s at batch 64
+    (64 / 4.794 ms), 1,037 sequences for Llama 3.1 8B at T = 2 in fit, 5,555 tokens/s in the estimate table."""
+    text, _ = _report(capsys)
+    row = "      64 |           4.794 ms     13,350    59.8  memory  |       7.298 ms      8,769    40.7  memory"
+    assert row in text
+    assert "(tokens 404,357; 401 with 16-token blocks)" in text
+    assert cli.main(["report", "--estimate", "vllm"]) == 0
+    assert "      64 |               7.298 ms |                 11.521 ms      5,555  memory" in capsys.readouterr().out
+    # context 100: 60,475,794,718.72 B / (100 x 131,072 B) = 4,613.9 sequences; 16-token blocks: 7 per sequence,
+    # floor(60,475,794,718.72 / (16 x 131,072)) = 28,837 blocks -> 4,119 sequences, the table's last row
+    assert cli.main(["report", "--context", "100", "--batch", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "  fits                      4,613 sequences of 100 tokens (token-level); 4,119 with 16-token blocks" in text
+    assert "   4,119 |          62.486 ms     65,919 3,849.4  compute |" in text
+    assert cli.main(["fit"]) == 0
+    text = capsys.readouterr().out
+    assert "     65,536  1,037 |" in text and "|    1,037    43,264   21,632  NVLink" in text
 
 
 # --------------------------------------------------------------------------- the command line as a whole

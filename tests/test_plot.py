@@ -71,6 +71,22 @@ def test_charts_draw_into_given_axes():
     assert len(left.get_legend().get_texts()) == 4
 
 
+def test_throughput_legend_covers_no_data_and_stays_in_the_figure():
+    """The legend sits below the axes: it overlaps neither the plotting area (so not the KV curve's end at 404
+    sequences) nor falls off the figure, for the lesson's 53 GB and a budget whose KV curve ends at the right edge."""
+    for budget in (53 * 10**9, 64 * 10**9):
+        fig = throughput_chart(LLAMA, H100, flops="2p", kv_budget=budget)
+        fig.draw_without_rendering()
+        ax = fig.axes[0]
+        legend = ax.get_legend().get_window_extent()
+        area = ax.get_window_extent()
+        assert legend.y1 <= area.y0 and not legend.overlaps(area)
+        assert fig.bbox.contains(legend.x0, legend.y0) and fig.bbox.contains(legend.x1, legend.y1)
+        end = ax.lines[2]  # the KV-full marker
+        x, y = ax.transData.transform((end.get_xdata()[0], end.get_ydata()[0]))
+        assert area.contains(x, y) and not legend.contains(x, y)
+
+
 def test_plot_command_writes_the_charts(tmp_path, capsys):
     """`roofline plot --out DIR --format svg` writes both SVG charts and prints their paths."""
     assert cli_main(["plot", "--out", str(tmp_path), "--format", "svg"]) == 0

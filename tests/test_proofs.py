@@ -89,6 +89,23 @@ def test_each_proof_passes_and_prints_its_key_numbers(proof_runs, name):
         assert number in verdict.output + verdict.summary, f"{name}: {number!r} not printed"
 
 
+def test_p15_says_why_its_fit_differs_from_the_shipped_vllm_profile(proof_runs):
+    """p15's two-row fit (eta_bw 0.7830, t_step 2.2155 ms) is not the shipped profile (eta_bw 0.8052, t_layer 76.8 us):
+    it prints why, and what it says of the shipped fit (its rows, layer counts, t_step at its bound 0) is true."""
+    from roofline.calibrate.fit import AT_BOUND_KIND, get_engine_profile
+
+    text = " ".join(proof_runs.verdicts["p15_estimate"].output.split())
+    shipped = get_engine_profile("vllm")
+    assert shipped.calibration == ("vllm-llama-3-70b-tp4-b8-h200", "vllm-llama-3.1-8b-b8-a100",
+                                   "vllm-llama-3.1-8b-b8-h200")
+    assert shipped.kind("t_step") == AT_BOUND_KIND and shipped.kind("t_layer") == "fitted"
+    assert ("Why the shipped vLLM profile (--estimate vllm) differs: roofline validate fits it on all 3 calibration "
+            f"rows of 'vLLM with CUDA graphs' ({', '.join(shipped.calibration)}), whose 32 and 80 layers separate "
+            "t_layer from t_step, by least squares on relative error with t_step, t_layer >= 0 "
+            "(roofline.calibrate.fit): t_step lands at its bound 0 and the fixed time goes to t_layer; this teaching "
+            "fit solves two rows exactly with t_layer = 0.") in text
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_each_script_prints_the_derivation_and_exits_with_the_verdict(replayed, name, capsys):
     """`python proofs/<name>.py` prints the derivation and a PASS verdict with the key numbers, and exits 0."""

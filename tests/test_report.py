@@ -179,3 +179,32 @@ def test_not_utf8_config_and_no_command(tmp_path, capsys):
     assert "not UTF-8 text" in capsys.readouterr().err
     assert main([]) == 2
     assert capsys.readouterr().err == "roofline: error: a command is required (see roofline --help)\n"
+
+
+def test_kv_budget_is_said_to_be_per_gpu_under_tensor_parallelism(capsys):
+    """Llama 3.1 70B, --tp 4: the lesson's 53 GB is each GPU's budget, 212 GB for the group, and the text and both
+    flags' help say so; 53e9 B / 81,920 B per token per GPU = 646,972 tokens -> 646 sequences of 1,000."""
+    assert main(["report", "--model", "llama-3.1-70b", "--tp", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "  in a 53 GB budget per GPU      646 sequences of 1,000 tokens (tokens 646,972;" in out
+    assert ("  (that budget is per GPU: 53 GB (the lesson's one-GPU figure) on each of the 4 GPUs, 212 GB for the "
+            "group; each GPU holds its share of every sequence's KV)") in out
+    assert main(["report", "--model", "llama-3.1-70b", "--tp", "4", "--kv-budget-gb", "30"]) == 0
+    assert "30 GB (--kv-budget-gb) on each of the 4 GPUs, 120 GB for the group" in capsys.readouterr().out
+    assert main(["report"]) == 0
+    out = capsys.readouterr().out
+    assert "  in a 53 GB budget           404 sequences" in out and "per GPU" not in out
+    helps = {a.dest: a.help for a in _subparser("report")._actions}
+    assert helps["kv_budget_gb"].endswith("; per GPU under --tensor-parallel-size T > 1, the lesson's 53 included")
+    assert "; every KV budget (the lesson's 53 GB, --kv-budget-gb, the real one) is one GPU's (" in \
+        helps["tensor_parallel_size"]
+
+
+def _subparser(name: str):
+    """The argparse parser of one command."""
+    import argparse
+
+    from roofline.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]

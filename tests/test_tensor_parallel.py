@@ -258,6 +258,35 @@ def test_fit_table_for_llama_70b_on_h100() -> None:
     assert "answer: llama-3.1-70b fits on 2 x NVIDIA H100 SXM5 80GB" in format_fit(r)
 
 
+def test_fit_subtracts_the_reserve_report_does_and_marks_the_upper_bounds(capsys) -> None:
+    """Llama 3.1 8B on H100: T = 1 takes report's real budget, 79.2 GiB x 0.9 - 16.06 GB - 3.05 GiB (vLLM log)
+    = 57.20 GB, 436 sequences of 1,000 (432 in blocks); T = 2 has no published reserve: reserve 0, marked *."""
+    llama8 = get_model("llama-3.1-8b")
+    rows = {row["tensor_parallel_size"]: row for row in build_fit(llama8, H100)["rows"]}
+    one, two = rows[1], rows[2]
+    reserve = Fraction(305, 100) * 2**30
+    budget = Fraction(H100.usable_memory) * Fraction(9, 10) - 16_060_522_496 - reserve
+    assert one["reserve_bytes"] == float(reserve) and one["kv_budget_per_gpu_bytes"] == float(budget)
+    assert round(budget / 10**7) == 5720 and one["sequences"] == 436 and one["sequences_blocks"] == 432
+    assert one["kv_budget_kind"] == "real (published reserve)" and "pull/10511" in one["reserve"]["citation"]
+    real = build_report(llama8, H100)["kv"]["real_budget"]
+    assert one["kv_budget_per_gpu_bytes"] == real["budget_bytes"]
+    assert one["sequences_blocks"] == real["sequences_blocks"]
+    upper = Fraction(H100.usable_memory) * Fraction(9, 10) - llama8.per_gpu(2).weight_bytes
+    assert two["reserve_bytes"] == 0 and two["reserve"] is None and two["kv_budget_per_gpu_bytes"] == float(upper)
+    assert two["kv_budget_kind"] == "upper bound (reserve 0)"
+    assert main(["fit"]) == 0
+    text = capsys.readouterr().out
+    assert "   1 |    16.06 GB     57.20 GB         8    131,072    432 |" in text
+    assert "   2 |     8.03 GB     68.51 GB*        4     65,536  1,037 |" in text
+    assert ("    T = 1: reserve 3.05 GiB from a published vLLM log, https://github.com/vllm-project/vllm/pull/10511 "
+            "(2024-12-14); --json quotes it") in text
+    assert "    * reserve 0: no published log for that per-GPU model size on this card" in text
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    assert "vLLM sizes its KV cache after taking" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("acc", ["h100-sxm", "a100-40gb", "l40s", "mi300x"])
 def test_fit_answers_for_every_preset(acc: str) -> None:
     """Every model preset on a few accelerators: a table with an answer, or one refusal by name, never a traceback."""

@@ -259,3 +259,36 @@ def test_default_measurements_include_published_and_shipped() -> None:
     shipped = sum(len(load_calibration(p).points) for p in calibration_files())
     assert [m.id for m in rows[:2]] == [GPT_FAST, VLLM]
     assert len(rows) == len(load_published()) + shipped
+
+
+def test_constants_lines_name_each_device_once(run_cli, capsys: pytest.CaptureFixture) -> None:
+    """The constants lines read 'measured a100-80gb: 1,700 GB/s', not 'measured a100-80gb:measured:'; a
+    calibration file's measured copy of a preset, with other values, gets its own line."""
+    import attrs
+
+    from roofline.calibrate.compare import Report, Row
+    from roofline.commands.validate import format_report
+    from roofline.hardware import Source, Sourced
+
+    assert run_cli(["validate"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("Constants (bandwidth, dense BF16 peak):")
+    constants = lines[start + 1: lines.index("", start)]
+    assert ":measured" not in "\n".join(constants)
+    assert any(x.startswith("  measured a100-80gb: 1,700 GB/s [measured: ") for x in constants)
+    assert any(x.startswith("  spec     a100-80gb: 2,039 GB/s [datasheet: ") for x in constants)
+    keys = [x.split(":")[0] for x in constants]
+    assert len(keys) == len(set(keys)) == 8  # spec and measured for A100 80GB, H100 SXM, H200 SXM, L40S
+
+    model, h100 = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    own = attrs.evolve(h100, measured_bandwidth=Sourced(2_900 * 10**9, "bytes/s", Source("measured", "a file", "2026")))
+
+    def row(i: int, acc) -> Row:
+        m = Measurement(id=f"r{i}", group="g", model=model, spec=h100, measured_constants=acc, batch=1,
+                        context_sum=0, measured_s=0.01, metric="m", source="s")
+        return Row(measurement=m, predicted_spec_s=0.01, predicted_measured_s=0.01, error_spec=0.0,
+                   error_measured=0.0, bound_spec="memory", bound_measured="memory")
+
+    text = format_report(Report(rows=(row(0, h100.measured()), row(1, own.measured()))))
+    assert "  measured h100-sxm: 3,000 GB/s" in text and "  measured h100-sxm: 2,900 GB/s [measured: a file]" in text
+    assert text.count("  spec     h100-sxm: 3,350 GB/s") == 1

@@ -20,9 +20,11 @@ The fit (:func:`fit_profile`)
 * eta_mm is not fitted: no published row is compute-bound, so the data cannot see it. It is
   the measured share of the matmul peak (``Accelerator.measured_bf16 / peak_bf16``,
   stas00/ml-engineering's "Maximum Achievable Matmul FLOPS" table) of the accelerator the
-  calibration rows ran on (the lowest where they ran on several; H100 SXM's where none has
-  a measurement). Rows that are compute-bound at eta_bw = 1 are left out of the fit (they
-  would calibrate eta_mm) and listed.
+  calibration rows ran on: the lowest over those of their accelerators that have a
+  measurement (vLLM's rows ran on H200 SXM and A100 SXM 80GB, and only the A100 has one, so
+  the A100's share serves both); H100 SXM's where none has a measurement. Its source names
+  the accelerators the rows ran on and the one the share comes from. Rows that are
+  compute-bound at eta_bw = 1 are left out of the fit (they would calibrate eta_mm) and listed.
 * For memory-bound rows the estimate is linear in x = 1 / eta_bw, t_step and t_layer:
   ``estimate_i = x M_i + A_i + t_step + L_i t_layer``, with M_i the row's memory time at the
   datasheet bandwidth and A_i what ``predict`` adds beyond the roofline (0 on one GPU); both
@@ -60,6 +62,9 @@ from .schema import Measurement
 
 __all__ = [
     "EngineProfile",
+    "AT_BOUND_KIND",
+    "NOT_FITTED_KIND",
+    "format_constant",
     "PROFILE_KEYS",
     "FIT_METHOD",
     "fit_profile",
@@ -184,15 +189,55 @@ class EngineProfile:
         """
         return _scaled(accelerator, Fraction(self.eta_bw.value), Fraction(self.eta_mm.value), self.name)
 
+    def kind(self, name: str) -> str:
+        """How constant ``name`` was obtained, one wording for every command.
+
+        The stored constant's source kind (``"fitted"``, ``"measured"``); for an absent time,
+        :data:`AT_BOUND_KIND` when the fit put it at its bound 0 (a negative time is not
+        allowed), else :data:`NOT_FITTED_KIND` (the rows cannot separate it; see ``fixed``).
+
+        Raises
+        ------
+        InvalidValueError
+            ``name`` is not one of eta_bw, eta_mm, t_step, t_layer.
+        """
+        if name not in ("eta_bw", "eta_mm", "t_step", "t_layer"):
+            raise InvalidValueError("name", name, "expected eta_bw, eta_mm, t_step or t_layer")
+        value = getattr(self, name)
+        if value is not None:
+            return str(value.source.kind)
+        return AT_BOUND_KIND if f"{name} = 0 s: {_AT_BOUND}" in self.fixed else NOT_FITTED_KIND
+
     def describe(self) -> str:
-        """One line: the four constants with their kinds."""
+        """One line: the four constants with their kinds (times in us, :func:`format_constant`)."""
         c = self.constants()
-        parts = [f"eta_bw {float(c['eta_bw']):.4f} [{self.eta_bw.source.kind}]",
-                 f"eta_mm {float(c['eta_mm']):.4f} [{self.eta_mm.source.kind}]"]
-        for n in ("t_step", "t_layer"):
-            v = getattr(self, n)
-            parts.append(f"{n} {float(c[n]) * 1e3:.4f} ms [{v.source.kind if v is not None else 'not fitted: 0'}]")
-        return ", ".join(parts)
+        return ", ".join(format_constant(n, c[n], self.kind(n)) for n in ("eta_bw", "eta_mm", "t_step", "t_layer"))
+
+
+#: Kind of an absent time the fit put at its bound 0 (:meth:`EngineProfile.kind`).
+AT_BOUND_KIND = "fitted at its bound: 0"
+#: Kind of an absent time the rows cannot separate (:meth:`EngineProfile.kind`).
+NOT_FITTED_KIND = "not fitted: 0"
+_AT_BOUND = "fitted at its bound (a negative time is not allowed)"
+
+
+def format_constant(name: str, value: float | Fraction, kind: str) -> str:
+    """A profile constant as ``validate`` and ``report`` print it: ``"t_layer 76.8 us [fitted]"``.
+
+    Parameters
+    ----------
+    name : {"eta_bw", "eta_mm", "t_step", "t_layer"}
+    value : real [1] for the etas, [s] for the times
+    kind : str
+        :meth:`EngineProfile.kind`.
+
+    Returns
+    -------
+    str
+        Etas to 4 decimals; times in us to 0.1 us, the fit's rounding (:data:`FIT_METHOD`).
+    """
+    text = f"{float(value) * 1e6:,.1f} us" if name.startswith("t_") else f"{float(value):.4f}"
+    return f"{name} {text} [{kind}]"
 
 
 def _scaled(acc: Accelerator, eta_bw: Fraction, eta_mm: Fraction, label: str) -> Accelerator:
@@ -211,20 +256,35 @@ def _scaled(acc: Accelerator, eta_bw: Fraction, eta_mm: Fraction, label: str) ->
 
 
 def _eta_mm(rows: Sequence[Measurement]) -> Sourced:
-    """The measured matmul share of the calibration rows' accelerators (the lowest; H100 SXM's if none)."""
+    """The measured matmul share of the calibration rows' accelerators (the lowest; H100 SXM's if none).
+
+    The citation ends with which accelerators the rows ran on and which of them the share comes
+    from: an accelerator without a measured matmul peak (H200 SXM) takes the share of one that has
+    it, and the citation says so.
+    """
+    ran_on = sorted({m.spec.key for m in rows if m.spec is not None})
     candidates = []
     for m in rows:
         acc = m.spec
         if acc is not None and acc.measured_bf16 is not None:
             candidates.append((Fraction(acc.measured_bf16.value) / Fraction(acc.peak_bf16.value), acc.key, acc))
+    measured = sorted({c[1] for c in candidates})
+    rows_ran = f"the calibration rows ran on {', '.join(ran_on)}"
     if not candidates:
         acc = get_accelerator(_FALLBACK_MM)
         assert acc.measured_bf16 is not None
         candidates.append((Fraction(acc.measured_bf16.value) / Fraction(acc.peak_bf16.value), acc.key, acc))
-        where = f"no calibration row ran on an accelerator with a measured matmul peak; {acc.key}'s"
+        where = f"{rows_ran}, none with a measured matmul peak; {acc.key}'s share is used for every row"
+    elif len(ran_on) == 1:
+        where = f"the calibration rows' accelerator ({ran_on[0]})"
+    elif measured == ran_on:
+        where = f"the lowest over the calibration rows' accelerators ({', '.join(ran_on)})"
+    elif len(measured) == 1:
+        where = (f"{rows_ran}; only {measured[0]} has a measured matmul peak, so its share is used for every "
+                 "row")
     else:
-        where = "the lowest over the calibration rows' accelerators" if len({c[1] for c in candidates}) > 1 else \
-            "the calibration rows' accelerator"
+        where = (f"{rows_ran}; the lowest over those with a measured matmul peak ({', '.join(measured)}), "
+                 "used for every row")
     eta, key, acc = min(candidates, key=lambda c: (c[0], c[1]))
     assert acc.measured_bf16 is not None
     mm = acc.measured_bf16
@@ -405,7 +465,7 @@ def fit_profile(name: str, rows: Sequence[Measurement], *, flops: str = "exact")
             fixed.append(f"{n} = 0 s: not fitted, {reasons[i]}")
             times[n] = None
         elif values[n] == 0:
-            fixed.append(f"{n} = 0 s: fitted at its bound (a negative time is not allowed)")
+            fixed.append(f"{n} = 0 s: {_AT_BOUND}")
             times[n] = None
         else:
             times[n] = Sourced(values[n], "s", Source("fitted", citation, FIT_DATE, FIT_METHOD))

@@ -109,10 +109,15 @@ def add_estimate_option(p: argparse.ArgumentParser) -> None:
 
 
 
-def add_tensor_parallel_option(p: argparse.ArgumentParser, *, default: int | None = 1) -> None:
-    """Add ``--tensor-parallel-size`` / ``--tp`` (vLLM's flag): T GPUs sharing the model."""
+def add_tensor_parallel_option(p: argparse.ArgumentParser, *, default: int | None = 1, budgets: str = "") -> None:
+    """Add ``--tensor-parallel-size`` / ``--tp`` (vLLM's flag): T GPUs sharing the model.
+
+    ``budgets``, when given, is a clause added to the help saying which of the command's
+    budgets are per GPU.
+    """
     p.add_argument("--tensor-parallel-size", "--tp", type=int_arg("--tensor-parallel-size", 1), default=default,
                    dest="tensor_parallel_size", metavar="T",
                    help="GPUs in a tensor-parallel group: sizes are per GPU, step times add the all-reduce, "
-                        "tokens/s are the group's (docs/conventions.md, \"Tensor parallelism\"; default: "
+                        "tokens/s are the group's" + (f"; {budgets}" if budgets else "")
+                        + " (docs/conventions.md, \"Tensor parallelism\"; default: "
                         + ("the smallest that fits" if default is None else str(default)) + ")")

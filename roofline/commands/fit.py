@@ -3,14 +3,23 @@
 For a model and an accelerator, one row per tensor-parallel size T (vLLM's
 ``--tensor-parallel-size``): one GPU's weight bytes (attention and MLP projections and
 experts split 1/T, embeddings and lm_head split by vocabulary, norms and the router
-replicated), its KV budget (usable memory x utilization - its weights), KV heads and KV
-bytes per token per GPU (split, or one replicated KV head per GPU when T exceeds the KV
-heads; MLA's latent on every GPU), the sequences of ``--context`` tokens the group holds,
-the batch-1 step time with the all-reduce split out (latency and bandwidth terms), and the
-group's tokens/s at the KV limit. A size the model's heads or widths do not divide, or that
-the accelerator's links cannot hold, is listed with the reason. The answer line names the
-smallest T that fits (docs/conventions.md, "Tensor parallelism"). Times are the roofline
-bound (datasheet constants, no overhead).
+replicated), its KV budget (usable memory x utilization - its weights - the reserve, as
+``roofline report``'s real budget), KV heads and KV bytes per token per GPU (split, or one
+replicated KV head per GPU when T exceeds the KV heads; MLA's latent on every GPU), the
+sequences of ``--context`` tokens the group holds, the batch-1 step time with the
+all-reduce split out (latency and bandwidth terms), and the group's tokens/s at the KV
+limit. A size the model's heads or widths do not divide, or that the accelerator's links
+cannot hold, is listed with the reason. The answer line names the smallest T that fits
+(docs/conventions.md, "Tensor parallelism"). Times are the roofline bound (datasheet
+constants, no overhead).
+
+The reserve is the one ``roofline report`` subtracts for its real budget: the activation peak
+and non-torch memory of a published vLLM log for that per-GPU model size on that card (3.05
+GiB for Llama 3 and 3.1 8B at T = 1 on an 80 GB card). vLLM sizes its KV cache after taking
+that memory (its log's available_kv_cache_memory), so a vLLM user comparing the sequences
+here with vLLM's maximum concurrency expects it subtracted. Where no published log covers
+the share, the reserve is 0 and the budget is the upper bound, marked * in the table
+(docs/conventions.md, "Memory").
 
 Example: ``roofline fit --model llama-3.1-70b --accelerator h100-sxm``.
 """
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -66,9 +76,14 @@ def _row(model: ModelConfig, accelerator: Accelerator, T: int, *, context: int, 
         link = accelerator.link(T) if T > 1 else None
     except InvalidValueError as exc:
         return dict(row, status="refused", reason=f"{exc.field}={exc.value}: {exc.reason}")
+    reserve = estimate.published_reserve(share, accelerator)
     budget = f.kv_budget(memory=Fraction(accelerator.usable_memory), utilization=utilization,
-                         weight_bytes=Fraction(share.weight_bytes), reserved=0)
+                         weight_bytes=Fraction(share.weight_bytes), reserved=0 if reserve is None else reserve.value)
     row.update(
+        reserve_bytes=0.0 if reserve is None else float(reserve.value),
+        reserve=None if reserve is None else {"kind": reserve.source.kind, "citation": reserve.source.citation,
+                                              "date": reserve.source.date, "conditions": reserve.source.conditions},
+        kv_budget_kind="upper bound (reserve 0)" if reserve is None else "real (published reserve)",
         link=None if link is None else link.name,
         weight_bytes_per_gpu=float(share.weight_bytes),
         kv_heads_per_gpu=None if share.is_mla else share.num_key_value_heads,
@@ -124,7 +139,9 @@ def build_fit(
     -------
     dict with ``model``, ``accelerator``, ``context``, ``rows`` (one per T: ``status`` "fits",
     "does not fit" or "refused" with ``reason``; per-GPU weight bytes, KV heads, KV bytes per
-    token and KV budget; ``sequences`` the group holds; ``batch_1`` step time with the
+    token and KV budget, with ``reserve_bytes``, ``reserve`` (its source, or None) and
+    ``kv_budget_kind`` ("real (published reserve)" or "upper bound (reserve 0)");
+    ``sequences`` the group holds; ``batch_1`` step time with the
     all-reduce and its latency and bandwidth terms; ``kv_limit`` batch, step time and tokens/s
     of the group and per GPU) and ``smallest_fitting`` (T or None).
 
@@ -133,6 +150,13 @@ def build_fit(
     InvalidValueError
         A bad context, size, utilization, block size or FLOPs convention; a model that is
         already one GPU's share.
+
+    Notes
+    -----
+    Each GPU's KV budget subtracts the reserve of :func:`roofline.estimate.published_reserve`
+    (the real budget of ``roofline report``), 0 where no published log covers the share: what
+    vLLM leaves for its cache after the activation peak and non-torch memory, which is what a
+    vLLM user compares with (docs/conventions.md, "Memory").
     """
     check_int("context", context, minimum=1)
     check_int("block_size", block_size, minimum=1)
@@ -186,19 +210,21 @@ def format_fit(r: dict[str, Any]) -> str:
             f"{row['kv_heads_per_gpu']}{' rep' if row['kv_heads_replicated'] else ''}")
         b1 = row["batch_1"]
         lim = row["kv_limit"]
-        tail = (f"{lim['batch']:>8} {lim['tokens_per_s']:>9,.0f} {lim['tokens_per_s_per_gpu']:>8,.0f}" if lim
+        tail = (f"{lim['batch']:>8,} {lim['tokens_per_s']:>9,.0f} {lim['tokens_per_s_per_gpu']:>8,.0f}" if lim
                 else f"{'-':>8} {'-':>9} {'-':>8}")
         budget = row["kv_budget_per_gpu_bytes"]
+        mark = " " if row["reserve"] is not None else "*"
         ar, lat = ("-", "-") if T == 1 else (_t(b1["allreduce_time_s"]), _t(b1["allreduce_latency_time_s"]))
         out.append(
-            f"  {T:>2} | {row['weight_bytes_per_gpu'] / 1e9:>8.2f} GB {budget / 1e9:>10.2f} GB {heads:>8} "
-            f"{row['kv_bytes_per_token_per_gpu']:>10,.0f} {row['sequences_blocks']:>6} | "
+            f"  {T:>2} | {row['weight_bytes_per_gpu'] / 1e9:>8.2f} GB {budget / 1e9:>9.2f} GB{mark} {heads:>8} "
+            f"{row['kv_bytes_per_token_per_gpu']:>10,.0f} {row['sequences_blocks']:>6,} | "
             f"{_t(b1['step_time_s']):>12} {ar:>10} {lat:>10} | "
             f"{tail}  {row['link'] or '-'}" + ("" if row["status"] == "fits" else f"  ({row['reason']})")
         )
     smallest = r["smallest_fitting"]
     out += [
         "",
+        *_reserve_lines(r),
         f"  KV heads: per GPU (\"rep\": one replicated head per GPU when T exceeds the {m['num_key_value_heads']} KV "
         "heads; \"latent\": MLA's latent KV on every GPU); tokens/s at the KV limit are the group's",
         f"  answer: {m['name']} fits on {smallest} x {a['name']} (--tensor-parallel-size {smallest})"
@@ -207,6 +233,27 @@ def format_fit(r: dict[str, Any]) -> str:
         "servers, which is not modelled)",
     ]
     return "\n".join(out)
+
+
+def _reserve_lines(r: dict[str, Any]) -> list[str]:
+    """What the KV budget subtracts: the published reserve where one is known, else 0 (an upper bound, marked *)."""
+    rows = [row for row in r["rows"] if row["status"] != "refused"]
+    real = [row for row in rows if row["reserve"] is not None]
+    out = [f"  KV budget/GPU = usable x {r['utilization']:g} - weights/GPU - reserve (activation peak and non-torch "
+           "memory), as the real budget of roofline report"]
+    for row in real:
+        res = row["reserve"]
+        out.append(f"    T = {row['tensor_parallel_size']}: reserve {row['reserve_bytes'] / 2**30:.2f} GiB from a "
+                   f"published vLLM log, {_url(res['citation'])} ({res['date']}); --json quotes it")
+    if len(real) < len(rows):
+        out.append("    * reserve 0: no published log for that per-GPU model size on this card, so the budget is an "
+                   "upper bound and so are the sequences")
+    return out
+
+
+def _url(citation: str) -> str:
+    match = re.search(r"https?://\S+?(?=[:,;)\s]|$)", citation)
+    return match.group(0) if match else citation
 
 
 def run(args: argparse.Namespace) -> int:

@@ -79,13 +79,19 @@ def run_models(args: Any) -> int:
     if args.json:
         print(json.dumps(facts, indent=2))
         return 0
-    print(f"{'model':<16} {'parameters':>16} {'weights':>19} {'layers':>6} {'heads':>5} {'KV heads':>8} "
-          f"{'head_dim':>8} {'KV/token':>9}  source")
-    for m in facts:
-        print(f"{m['name']:<16} {m['parameters']:>16,} {m['weight_bytes'] / GB:>7.2f} GB {m['weight_format']:<9} "
-              f"{m['num_hidden_layers']:>6} "
-              f"{m['num_attention_heads']:>5} {m['num_key_value_heads']:>8} {m['head_dim']:>8} "
-              f"{m['kv_bytes_per_token'] / 1024:>5.0f} KiB  {m['source']}")
+    header = ("model", "parameters", "weights", "dtype", "layers", "heads", "KV heads", "head_dim", "KV/token",
+              "source")
+    table = [header] + [(
+        m["name"], f"{m['parameters']:,}", f"{m['weight_bytes'] / GB:,.2f} GB", m["weight_format"],
+        str(m["num_hidden_layers"]), str(m["num_attention_heads"]), str(m["num_key_value_heads"]),
+        str(m["head_dim"]), f"{m['kv_bytes_per_token'] / 1024:,.0f} KiB", m["source"],
+    ) for m in facts]
+    # widths from the cells, so a long dtype (fp8/bfloat16, mxfp4/bfloat16) does not push the columns after it
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    left = {0, 3, 9}
+    for row in table:
+        cells = [c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        print("  ".join(cells[:-1]) + "  " + row[-1])
     print("weights in the checkpoint's dtype (quantized: method/dtype of the other tensors; --weight-dtype on "
           "report and simulate changes it); KV per token for full attention (K and V, every layer; MLA: the latent)")
     return 0

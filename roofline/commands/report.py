@@ -57,13 +57,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="batch sizes for the table; the KV limit is added (default: 1 8 64 256)")
     p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
                    help="a KV budget in GB (1e9 bytes) to set beside the real one; given, it is also the table's KV "
-                        "limit (default: the lesson's 53, beside; the KV limit then comes from the upper bound)")
+                        "limit (default: the lesson's 53, beside; the KV limit then comes from the upper bound); "
+                        "per GPU under --tensor-parallel-size T > 1, the lesson's 53 included")
     p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
                    default=Fraction(9, 10), help="share of usable memory the server may use (default: 0.9)")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16,
                    help="paged KV block size in tokens (default: %(default)s)")
     add_estimate_option(p)
-    add_tensor_parallel_option(p, default=None)
+    add_tensor_parallel_option(p, default=None, budgets="every KV budget (the lesson's 53 GB, --kv-budget-gb, "
+                                                          "the real one) is one GPU's")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
     p.set_defaults(func=run)
 
@@ -89,7 +91,7 @@ def build_report(
     accelerator : Accelerator
     context : int >= 1 [tokens] per sequence (its KV cache, the new token included)
     batches : sequence of int > 0 [sequences]; the KV limit at ``context`` is added
-    kv_budget : [bytes] > 0, a budget to set beside the real one (lesson: 53e9)
+    kv_budget : [bytes] > 0, a budget to set beside the real one (lesson: 53e9); one GPU's under tensor parallelism
     utilization : in (0, 1], for the real budget
     block_size : int > 0 [tokens/block]
     estimate : str, EngineProfile or None
@@ -314,7 +316,7 @@ def _tensor_parallel_lines(r: dict[str, Any]) -> list[str]:
         f"each layer) of B x {tp['allreduce_message_bytes_per_token']:,} B",
         f"  batch 1               {_t(one['step_time_s'])} = roofline of one GPU + all-reduce "
         f"{_t(one['allreduce_time_s'])} (latency {_t(one['allreduce_latency_time_s'])}, bandwidth "
-        f"{_t(one['allreduce_bandwidth_time_s'])}); {one['group_throughput_tokens_per_s']:.0f} tokens/s",
+        f"{_t(one['allreduce_bandwidth_time_s'])}); {one['group_throughput_tokens_per_s']:,.0f} tokens/s",
         f"  all-reduce crossover  bandwidth term above latency term from batch "
         f"{tp['allreduce_crossover_batch']:,.1f} = T x latency x bandwidth / (hidden x activation bytes)",
         f"  KV budget of the group {tp['kv_budget_all_gpus_bytes'] / 1e9:8.2f} GB (reserve 0); "
@@ -338,7 +340,7 @@ def _estimate_json(model: ModelConfig, accelerator: Accelerator, name: Any, cont
     for name, value in profile.constants().items():
         src = getattr(profile, name)
         constants[name] = {"value": float(value), "unit": "s" if name.startswith("t_") else "1",
-                           "kind": "not fitted (0)" if src is None else src.source.kind,
+                           "kind": profile.kind(name),
                            "citation": None if src is None else src.source.citation}
     return {
         "time_kind": f"estimate: {profile.name}",
@@ -369,6 +371,7 @@ def format_report(r: dict[str, Any]) -> str:
     on = a["name"] if tp is None else f"{tp['size']} x {a['name']} (tensor parallel; sizes per GPU)"
     plus_ar = "" if tp is None else " + all-reduce"
     held = m["parameters"] if tp is None else tp["parameters_per_gpu"]
+    given_label = f"in a {given['budget_bytes'] / 1e9:g} GB budget" + ("" if tp is None else " per GPU")
     out = [
         f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {on}",
         f"  HBM {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
@@ -393,10 +396,10 @@ def format_report(r: dict[str, Any]) -> str:
         "",
         "Where math catches up with reading",
         f"  ridge point           {cl['ridge_point_flop_per_byte']:9.1f} FLOP/byte = peak / bandwidth",
-        f"  critical batch, no KV {cl['critical_batch_weights_only']:9d} [2P]  = "
+        f"  critical batch, no KV {cl['critical_batch_weights_only']:9,d} [2P]  = "
         + ("first B with B x 2P / peak >= (W_shared + experts touched(B) x expert bytes) / bandwidth"
            if m["experts"] else "ceil(ridge x W / 2P) ~ step time / compute time")
-        + f"; {ce['critical_batch_weights_only']} [exact]",
+        + f"; {ce['critical_batch_weights_only']:,} [exact]",
         f"  critical batch at {ctx:,} tokens: {_none(cl['critical_batch'])} [2P], "
         f"{_none(ce['critical_batch'])} [exact]"
         + (f"  (intensity limit as batch grows: {cl['intensity_limit_flop_per_byte']:.1f} [2P], "
@@ -414,11 +417,11 @@ def format_report(r: dict[str, Any]) -> str:
         f"(batch 1: {_t(exact['step_time_s'])}), 8 tokens per step",
         f"  with KV at {ctx:,} tokens {_t(r['eight']['with_kv']['step_time_s'])} "
         f"(batch 1: {_t(r['single_with_kv']['step_time_s'])}) = (W + 8 x {ctx} x k) / bandwidth",
-        f"  throughput            {eight_wo['throughput_tokens_per_s']:9.0f} tokens/s vs "
-        f"{exact['throughput_tokens_per_s']:.0f} at batch 1 "
+        f"  throughput            {eight_wo['throughput_tokens_per_s']:9,.0f} tokens/s vs "
+        f"{exact['throughput_tokens_per_s']:,.0f} at batch 1 "
         f"({eight_wo['throughput_tokens_per_s'] / exact['throughput_tokens_per_s']:.2f}x), weights only; "
-        f"with KV at {ctx:,} tokens {eight_kv['throughput_tokens_per_s']:.0f} "
-        f"vs {one_kv['throughput_tokens_per_s']:.0f} "
+        f"with KV at {ctx:,} tokens {eight_kv['throughput_tokens_per_s']:,.0f} "
+        f"vs {one_kv['throughput_tokens_per_s']:,.0f} "
         f"({eight_kv['throughput_tokens_per_s'] / one_kv['throughput_tokens_per_s']:.2f}x)",
         "",
         "KV cache",
@@ -429,14 +432,15 @@ def format_report(r: dict[str, Any]) -> str:
         f"  KV per sequence       {kv['kv_bytes_per_sequence']:9,.0f} B     at {ctx:,} tokens"
         + (f" (windows {m['sliding_windows']} tokens: sum over layers of min(c, w) x per-layer bytes)"
            if m["sliding_windows"] else ""),
-        f"  in a {given['budget_bytes'] / 1e9:g} GB budget     {given['sequences']:6d} sequences of "
-        f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']} with "
+        f"  {given_label:<22}{given['sequences']:9,d} sequences of "
+        f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']:,} with "
         f"{given['block_size']}-token blocks{'; the table' + chr(39) + 's KV limit' if from_given else ''})",
+        *_given_budget_caveat(given, tp, from_given),
         *_real_budget_lines(a, kv, real),
         f"  upper bound, reserve 0 {upper['budget_bytes'] / 1e9:8.2f} GB    = "
         f"{a['usable_memory_bytes'] / 2**30:.1f} GiB x {kv['utilization']:g} - weights",
-        f"  fits                  {upper['sequences']:9d} sequences of {upper['context']:,} tokens "
-        f"(token-level); {upper['sequences_blocks']} with {upper['block_size']}-token blocks"
+        f"  fits                  {upper['sequences']:9,d} sequences of {upper['context']:,} tokens "
+        f"(token-level); {upper['sequences_blocks']:,} with {upper['block_size']}-token blocks"
         f"{'' if from_given else ' (the table' + chr(39) + 's KV limit)'}",
         "",
         f"Step time, throughput and intensity against batch size (context {ctx:,} tokens, FLOPs [exact])",
@@ -448,9 +452,9 @@ def format_report(r: dict[str, Any]) -> str:
         wo, wk = row["weights_only"], row["with_kv"]
         note = limit_note if row["kv_limit"] else ("" if row["fits"] else " (KV does not fit)")
         out.append(
-            f"  {row['batch']:>6} | {_t(wo['step_time_s']):>18} {wo['throughput_tokens_per_s']:>10.0f} "
-            f"{wo['intensity_flop_per_byte']:>7.1f}  {wo['bound']:<7} | {_t(wk['step_time_s']):>14} "
-            f"{wk['throughput_tokens_per_s']:>10.0f} {wk['intensity_flop_per_byte']:>7.1f}  {wk['bound']}{note}"
+            f"  {row['batch']:>6,} | {_t(wo['step_time_s']):>18} {wo['throughput_tokens_per_s']:>10,.0f} "
+            f"{wo['intensity_flop_per_byte']:>7,.1f}  {wo['bound']:<7} | {_t(wk['step_time_s']):>14} "
+            f"{wk['throughput_tokens_per_s']:>10,.0f} {wk['intensity_flop_per_byte']:>7,.1f}  {wk['bound']}{note}"
         )
     if "estimate" in r:
         out += _estimate_lines(r)
@@ -470,6 +474,8 @@ def _moe_lines(m: dict[str, Any]) -> list[str]:
 
 def _estimate_lines(r: dict[str, Any]) -> list[str]:
     """The [estimate] section: the profile's constants, then estimate beside bound."""
+    from ..calibrate.fit import format_constant
+
     e, p = r["estimate"], r["estimate"]["profile"]
     ctx = r["criticality"]["2p"]["context"]
     c = p["constants"]
@@ -477,10 +483,7 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
         "",
         f"Estimate [estimate]: engine profile {p['name']!r} (--estimate {p['key']}), not a bound: "
         "constants fitted on published measurements (roofline validate)",
-        f"  constants             eta_bw {c['eta_bw']['value']:.4f} [{c['eta_bw']['kind']}], "
-        f"eta_mm {c['eta_mm']['value']:.4f} [{c['eta_mm']['kind']}], "
-        f"t_step {_t(c['t_step']['value'])} [{c['t_step']['kind']}], "
-        f"t_layer {_t(c['t_layer']['value'])} [{c['t_layer']['kind']}]",
+        "  constants             " + ", ".join(format_constant(n, v["value"], v["kind"]) for n, v in c.items()),
         "  step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + layers x t_layer",
         f"  batch 1, weights only {_t(e['single']['step_time_s']):>12} [estimate] "
         f"vs {_t(r['single']['exact']['step_time_s'])} [bound]",
@@ -493,9 +496,19 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
     bounds = {row["batch"]: row["with_kv"] for row in r["table"]}
     for row in e["table"]:
         est = row["with_kv"]
-        out.append(f"  {row['batch']:>6} | {_t(bounds[row['batch']]['step_time_s']):>22} | "
-                   f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10.0f}  {est['bound']}")
+        out.append(f"  {row['batch']:>6,} | {_t(bounds[row['batch']]['step_time_s']):>22} | "
+                   f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10,.0f}  {est['bound']}")
     return out
+
+
+def _given_budget_caveat(given: dict[str, Any], tp: dict[str, Any] | None, from_given: bool) -> list[str]:
+    """Under tensor parallelism: the given budget (the lesson's 53 GB unless --kv-budget-gb) is each GPU's."""
+    if tp is None:
+        return []
+    gb, T = given["budget_bytes"] / 1e9, tp["size"]
+    what = "--kv-budget-gb" if from_given else "the lesson's one-GPU figure"
+    return [f"  (that budget is per GPU: {gb:g} GB ({what}) on each of the {T} GPUs, {gb * T:g} GB for the group; "
+            "each GPU holds its share of every sequence's KV)"]
 
 
 def _real_budget_lines(a: dict[str, Any], kv: dict[str, Any], real: dict[str, Any] | None) -> list[str]:
@@ -507,8 +520,8 @@ def _real_budget_lines(a: dict[str, Any], kv: dict[str, Any], real: dict[str, An
     return [
         f"  real budget           {real['budget_bytes'] / 1e9:9.2f} GB    = {a['usable_memory_bytes'] / 2**30:.1f} GiB "
         f"x {kv['utilization']:g} - weights - {reserve['bytes'] / 2**30:.2f} GiB reserve",
-        f"  fits                  {real['sequences']:9d} sequences of {real['context']:,} tokens "
-        f"(token-level); {real['sequences_blocks']} with {real['block_size']}-token blocks",
+        f"  fits                  {real['sequences']:9,d} sequences of {real['context']:,} tokens "
+        f"(token-level); {real['sequences_blocks']:,} with {real['block_size']}-token blocks",
         f"  reserve source        a published vLLM log, {_url(reserve['citation'])} ({reserve['date']}); "
         "--json quotes it",
     ]
@@ -520,7 +533,7 @@ def _url(citation: str) -> str:
 
 
 def _none(value: Any) -> str:
-    return "none" if value is None else str(value)
+    return "none" if value is None else f"{value:,}"
 
 
 def _tokens(value: Any) -> str:

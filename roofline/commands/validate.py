@@ -154,11 +154,13 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
     for r in report.rows:
         m = r.measurement
         for label, acc in (("spec", m.spec), ("measured", m.measured_constants)):
-            if acc is None or (label, acc.key) in seen:
+            # two measured copies of one preset (published constants, a calibration file) share a key: both shown
+            ident = None if acc is None else (label, acc.key, acc.bandwidth, acc.peak_flops)
+            if acc is None or ident in seen:
                 continue
-            seen.add((label, acc.key))
+            seen.add(ident)
             lines.append(
-                f"  {label:8} {acc.key}: {float(acc.bandwidth) / 1e9:,.0f} GB/s "
+                f"  {label:8} {_device(acc.key)}: {float(acc.bandwidth) / 1e9:,.0f} GB/s "
                 f"[{acc.hbm_bandwidth.source.kind}: {acc.hbm_bandwidth.source.citation}], "
                 f"{float(acc.peak_flops) / 1e12:,.1f} TFLOP/s [{acc.peak_bf16.source.kind}: "
                 f"{acc.peak_bf16.source.citation}]"
@@ -214,6 +216,15 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
 
 
 _SUBSET = {"calibration": "cal", "validation": "val", "": "-"}
+
+
+def _device(key: str) -> str:
+    """An accelerator key without the "measured" tag its measured copy carries (the line's label says it).
+
+    ``"a100-80gb:measured"`` (:meth:`roofline.Accelerator.measured`) and ``"measured:cpu"`` (a calibration
+    file without a preset) become ``"a100-80gb"`` and ``"cpu"``.
+    """
+    return key.removesuffix(":measured").removeprefix("measured:")
 
 
 def _subset_lines(report: Report) -> list[str]:
