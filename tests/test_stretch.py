@@ -22,7 +22,16 @@ from hypothesis import strategies as st
 import roofline.formulas as f
 from roofline import get_accelerator, get_model
 from roofline.errors import InvalidValueError
-from roofline.sim import KVPool, Request, RooflineCostModel, SimulationError, UnitCostModel, serve_serial, serve_static
+from roofline.sim import (
+    KVPool,
+    LayerWindows,
+    Request,
+    RooflineCostModel,
+    SimulationError,
+    UnitCostModel,
+    serve_serial,
+    serve_static,
+)
 from roofline.sim.stretch import (
     StretchTable,
     TickClock,
@@ -34,7 +43,14 @@ from roofline.sim.stretch import (
     serve_static_events,
 )
 from roofline.testing.compare import assert_same_results as _assert_same_results
-from roofline.testing.strategies import batch_sizes, cost_models, decode_stretches, kv_pools, workloads
+from roofline.testing.strategies import (
+    batch_sizes,
+    cost_models,
+    decode_stretches,
+    kv_pools,
+    layer_windows,
+    workloads,
+)
 
 #: The event engine against the step engine: at least 500 workloads per policy (the issue's floor), except
 #: under the wheel profile (a packaging check), which keeps its own count.
@@ -286,6 +302,31 @@ def test_static_events_equal_the_step_engine(requests: Any, cost: Any, batch: in
     kw = dict(batch_size=batch, max_wait=wait, kv_pool=pool, record_steps=record, max_model_len=max_len,
               max_num_batched_tokens=budget)
     assert_same_results(serve_static_events(requests, cost, **kw), serve_static(requests, cost, **kw, engine="step"))
+
+
+@AT_LEAST_500
+@given(requests=workloads(max_size=12, max_prompt_tokens=40, max_output_tokens=40),
+       windows=layer_windows(max_window=30), data=st.data(), batch=batch_sizes(max_value=6), wait=max_waits,
+       record=st.booleans(), budget=st.one_of(st.none(), st.integers(1, 400)))
+def test_sliding_window_serial_and_static_events_equal_the_step_engine(requests: Any, windows: tuple,
+                                                                       data: st.DataObject, batch: int, wait: Any,
+                                                                       record: bool, budget: int | None) -> None:
+    """Sliding windows: serial and static batching on the event engine (stretches cut at the windows they cross)
+    equal the step engine field by field, step tables (token-layers, layer-blocks) and ITL included."""
+    cost = data.draw(cost_models(overhead=True, layer_windows=windows))
+    pool = data.draw(kv_pools(unlimited=None, max_blocks=600, layer_windows=windows))
+    kw = dict(kv_pool=pool, record_steps=record)
+    assert_same_results(serve_serial_events(requests, cost, **kw), serve_serial(requests, cost, **kw, engine="step"))
+    kw.update(batch_size=batch, max_wait=wait, max_num_batched_tokens=budget)
+    assert_same_results(serve_static_events(requests, cost, **kw), serve_static(requests, cost, **kw, engine="step"))
+
+
+def test_a_window_cuts_a_stretch_into_pieces_by_hand():
+    """Two layers, one with window 3: at batch 2 from prompt 1, contexts 2..6 hold 2 x (c + min(c, 3)) token-layers:
+    8, 12, 14, 16, 18; with 1 tick per token-layer and nothing else the stretch of 5 steps is 68 ticks."""
+    costs = TickCosts(TickClock(1), km=1, windows=LayerWindows((None, 3)))
+    assert [costs.batch_stretch(2, 1, n) for n in range(6)] == [0, 8, 20, 34, 50, 68]
+    assert costs.batch_stretch(2, 1, 5) == sum(costs.decode(2, 2 * costs.held(c)) for c in range(2, 7))
 
 
 @given(requests=workloads(max_size=6, max_output_tokens=30, arrivals="poisson"), data=st.data())

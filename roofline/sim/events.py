@@ -36,6 +36,10 @@ The step table, when asked for, is the step engine's :class:`~roofline.sim.StepT
 a stretch is written into it step by step (the table's cost grows with steps; the
 results and summary do not need it).
 
+Runs with sliding-window layers (:class:`~roofline.sim.LayerWindows`) take the step engine:
+the running sequences' contexts differ and each crosses the windows on its own, so a decode
+stretch's context sum is not one line in its steps.
+
 Conventions: docs/conventions.md, "Serving policies" and "Latency metrics".
 """
 

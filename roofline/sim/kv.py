@@ -30,7 +30,6 @@ Conventions: docs/conventions.md, "Memory", "Sliding-window attention" and "Serv
 from __future__ import annotations
 
 from collections import Counter
-from functools import lru_cache
 from typing import Any
 
 import attrs
@@ -96,20 +95,22 @@ class LayerWindows:
     """
 
     layer_windows: tuple[int | None, ...] = attrs.field(converter=_windows)
+    #: (full-attention layers, ((window, layers with it), ...) by increasing window), computed once.
+    groups: tuple[int, tuple[tuple[int, int], ...]] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        counts = Counter(w for w in self.layer_windows if w is not None)
+        full = sum(1 for w in self.layer_windows if w is None)
+        object.__setattr__(self, "groups", (full, tuple(sorted(counts.items()))))
 
     @property
     def layers(self) -> int:
         """L, the number of layers (0 when built from no windows)."""
         return len(self.layer_windows)
 
-    @property
-    def groups(self) -> tuple[int, tuple[tuple[int, int], ...]]:
-        """(full-attention layers, ((window, layers with it), ...) by increasing window)."""
-        return _groups(self.layer_windows)
-
     def held(self, context: int) -> int:
         """Token-layers one sequence holds (and a decode step reads) at ``context`` tokens: sum_l min(c, w_l)."""
-        full, windowed = _groups(self.layer_windows)
+        full, windowed = self.groups
         total = full * context
         for w, n in windowed:
             total += n * (context if context < w else w)
@@ -117,7 +118,7 @@ class LayerWindows:
 
     def chunk(self, chunk_tokens: int, cached_tokens: int) -> tuple[int, int]:
         """(cached token-layers read, query-key pairs summed over layers) of one prompt chunk."""
-        full, windowed = _groups(self.layer_windows)
+        full, windowed = self.groups
         q, p0 = chunk_tokens, cached_tokens
         cached = full * p0
         pairs = full * (q * p0 + q * (q + 1) // 2)  # roofline.formulas.chunk_attention_pairs
@@ -132,18 +133,12 @@ class LayerWindows:
 
     def blocks(self, context: int, block_size: int) -> int:
         """Layer-blocks of ``block_size`` tokens one sequence holds at ``context`` tokens (module docstring)."""
-        full, windowed = _groups(self.layer_windows)
+        full, windowed = self.groups
         total = full * -(-context // block_size)
         for w, n in windowed:
             total += n * f.window_blocks_per_sequence.unchecked(context=context, block_size=block_size,
                                                                  sliding_window=w)
         return total
-
-
-@lru_cache(maxsize=64)
-def _groups(layer_windows: tuple[int | None, ...]) -> tuple[int, tuple[tuple[int, int], ...]]:
-    counts = Counter(w for w in layer_windows if w is not None)
-    return sum(1 for w in layer_windows if w is None), tuple(sorted(counts.items()))
 
 
 def _capacity(instance: object, attribute: attrs.Attribute, value: Any) -> None:
@@ -196,6 +191,11 @@ class KVPool:
     capacity_blocks: int | None = attrs.field(converter=_python_int, validator=_capacity)
     block_size: int = attrs.field(default=1, converter=_python_int, validator=_block_size)
     layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_windows, kw_only=True)
+    _layers: LayerWindows | None = attrs.field(init=False, repr=False, eq=False, default=None)
+
+    def __attrs_post_init__(self) -> None:
+        if self.layer_windows:
+            object.__setattr__(self, "_layers", LayerWindows(self.layer_windows))
 
     def __repr__(self) -> str:
         """``KVPool(capacity_blocks=..., block_size=...)``, plus ``layer_windows`` when a layer slides."""
@@ -205,7 +205,7 @@ class KVPool:
     @property
     def windows(self) -> LayerWindows | None:
         """The layers' windows when the pool counts layer-blocks, else None."""
-        return LayerWindows(self.layer_windows) if self.layer_windows else None
+        return self._layers
 
     @property
     def unit(self) -> str:
@@ -298,8 +298,8 @@ class KVPool:
     def blocks_for(self, tokens: int) -> int:
         """Blocks a sequence holding ``tokens`` tokens of KV needs: ceil(tokens / block_size); with
         sliding-window layers, the layer-blocks of every layer (:meth:`LayerWindows.blocks`)."""
-        if self.layer_windows:
-            return LayerWindows(self.layer_windows).blocks(tokens, self.block_size)
+        if self._layers is not None:
+            return self._layers.blocks(tokens, self.block_size)
         return f.blocks_per_sequence.unchecked(context=tokens, block_size=self.block_size)
 
     def lifetime_blocks(self, prompt_tokens: int, output_tokens: int) -> int:

@@ -38,8 +38,10 @@ record counts **token-layers**, summed per sequence (:class:`~roofline.sim.Layer
 sequence at context c holds sum over layers of min(c, w_l) of them, L x c at full attention. The
 pool counts layer-blocks (:class:`~roofline.sim.KVPool`), which a windowed layer frees as its
 window moves on, so on-demand growth may be negative; a step's frees and takes are applied
-together. The result's ``options["kv_units"]`` says "token-layers". These runs use the step
-engine, with O(batch) work per decode step for the per-sequence sums.
+together. The result's ``options["kv_units"]`` says "token-layers". Serial and static batching
+run on the event engine (:mod:`roofline.sim.stretch` cuts a stretch at the windows it crosses);
+continuous batching runs on the step engine, with O(batch) work per decode step for the
+per-sequence sums.
 """
 
 from __future__ import annotations

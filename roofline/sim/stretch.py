@@ -26,6 +26,13 @@ and the policies here fall back to the step engine, :mod:`roofline.sim.policies`
 * not a float-mode model (``exact=False`` or float durations), nor any other class
   (subclasses included: they may price a step differently).
 
+Sliding-window models (serial and static batching; continuous batching takes the step engine):
+the cost model's contexts are token-layers (:class:`~roofline.sim.LayerWindows`), so the tick
+costs price a token-layer (``km``, ``ac``) and a prompt token written (``kt`` = L ``km``)
+apart. A batch's rows share one context c, whose token-layers sum over layers of min(c, w_l)
+are linear in c between the windows, so a stretch is cut at the windows it crosses and each
+piece is one closed-form sum (:meth:`TickCosts.batch_stretch`).
+
 The core, for the policies built on it (continuous batching will reuse it):
 
 * :class:`TickClock`: seconds <-> ticks, and results' time values in the step engine's
@@ -63,8 +70,8 @@ from ..errors import InvalidValueError, SimulationError
 from ..formulas.stretch import lines_steps_until, lines_sum
 from . import policies as _policies
 from .cost import CostModel, RooflineCostModel, UnitCostModel
-from .kv import KVPool
-from .policies import _opt_time, _refuse_closed_loop, serve_serial, serve_static
+from .kv import KVPool, LayerWindows
+from .policies import _layer_windows, _opt_time, _refuse_closed_loop, serve_serial, serve_static
 from .requests import Request, check_requests
 from .results import DECODE, PREFILL, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary
 from .workloads import Workload
@@ -157,7 +164,7 @@ class TickClock:
 #: default sends the run to the step engine).
 _ROOFLINE_FIELDS = frozenset({"weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token",
                               "bandwidth", "peak_flops", "overhead", "exact", "routed_expert_bytes", "num_experts",
-                              "experts_per_token"})
+                              "experts_per_token", "layer_windows"})
 
 
 class TickCosts:
@@ -176,16 +183,18 @@ class TickCosts:
         so that results keep the step engine's number types.
     """
 
-    __slots__ = ("clock", "wm", "km", "fc", "ac", "oh", "unit_decode", "unit_prefill", "decode_fraction",
-                 "prefill_fraction")
+    __slots__ = ("clock", "wm", "km", "kt", "fc", "ac", "oh", "unit_decode", "unit_prefill", "decode_fraction",
+                 "prefill_fraction", "windows")
 
     def __init__(self, clock: TickClock, *, wm: int = 0, km: int = 0, fc: int = 0, ac: int = 0, oh: int = 0,
                  unit_decode: int | None = None, unit_prefill: int | None = None, decode_fraction: bool = True,
-                 prefill_fraction: bool = True) -> None:
+                 prefill_fraction: bool = True, kt: int | None = None, windows: LayerWindows | None = None) -> None:
         self.clock = clock
         self.wm, self.km, self.fc, self.ac, self.oh = wm, km, fc, ac, oh
+        self.kt = km if kt is None else kt  # ticks per prompt token written (L km with sliding windows)
         self.unit_decode, self.unit_prefill = unit_decode, unit_prefill
         self.decode_fraction, self.prefill_fraction = decode_fraction, prefill_fraction
+        self.windows = windows
 
     @staticmethod
     def rationals(cost_model: Any) -> tuple[Any, ...] | None:
@@ -202,13 +211,14 @@ class TickCosts:
                    if (name := a.name) in extra):
                 return None  # a term these sums do not know (priced by the step engine)
             bw, peak = Fraction(_exact(cost_model.bandwidth)), Fraction(_exact(cost_model.peak_flops))
-            return (_exact(cost_model.weight_bytes) / bw, _exact(cost_model.kv_bytes_per_token) / bw,
-                    _exact(cost_model.flops_per_token) / peak, _exact(cost_model.attention_flops_per_token) / peak,
-                    _exact(cost_model.overhead))
+            layers = len(cost_model.layer_windows) or 1  # with windows, contexts are token-layers
+            return (_exact(cost_model.weight_bytes) / bw, _exact(cost_model.kv_bytes_per_token) / (layers * bw),
+                    _exact(cost_model.flops_per_token) / peak,
+                    _exact(cost_model.attention_flops_per_token) / (layers * peak), _exact(cost_model.overhead))
         return None
 
     @classmethod
-    def build(cls, cost_model: Any, times: Iterable[Any] = ()) -> TickCosts | None:
+    def build(cls, cost_model: Any, times: Iterable[Any] = (), windows: LayerWindows | None = None) -> TickCosts | None:
         """The tick costs of ``cost_model`` on the clock of its constants and ``times`` [s]; None without stretch sums.
 
         Parameters
@@ -216,6 +226,8 @@ class TickCosts:
         cost_model : CostModel
         times : iterable of int or Fraction [s]
             Every time the run will put on the clock (arrivals, waits).
+        windows : LayerWindows or None
+            The run's sliding windows (``policies._layer_windows``): contexts are then token-layers.
 
         Returns
         -------
@@ -234,9 +246,53 @@ class TickCosts:
         if type(cost_model) is UnitCostModel:
             return cls(clock, unit_decode=t(cost_model.decode), unit_prefill=t(cost_model.prefill),
                        decode_fraction=isinstance(cost_model.decode, Fraction),
-                       prefill_fraction=isinstance(cost_model.prefill, Fraction))
+                       prefill_fraction=isinstance(cost_model.prefill, Fraction), windows=windows)
         w, k, fl, a, oh = constants
-        return cls(clock, wm=t(w), km=t(k), fc=t(fl), ac=t(a), oh=t(oh))
+        layers = len(cost_model.layer_windows) or 1
+        return cls(clock, wm=t(w), km=t(k), fc=t(fl), ac=t(a), oh=t(oh), kt=layers * t(k), windows=windows)
+
+    def held(self, context: int) -> int:
+        """KV of one sequence at ``context`` tokens in the cost model's unit: tokens, or token-layers with windows."""
+        return context if self.windows is None else self.windows.held(context)
+
+    def pairs(self, prompt_tokens: int) -> int:
+        """Causal query-key pairs of a prompt (summed over layers with windows)."""
+        if self.windows is None:
+            return f.causal_attention_pairs.unchecked(prompt_tokens=prompt_tokens)
+        return self.windows.pairs(prompt_tokens)
+
+    def batch_stretch(self, batch: int, prompt: int, steps: int) -> int:
+        """Ticks of the first ``steps`` decode steps of a batch of ``batch`` rows that all start at ``prompt`` tokens.
+
+        Step j (1-based) is at context p + j in every row: :meth:`stretch` at context sum
+        batch (p + 1). With sliding windows the context sum batch x sum_l min(p + j, w_l) is
+        linear in j between the windows, so the stretch is the sum of one :meth:`stretch`-like
+        closed form per piece (at most one more piece than windows).
+        """
+        if self.windows is None or self.unit_decode is not None:
+            return self.stretch(batch, batch * (prompt + 1), steps)
+        _, windowed = self.windows.groups
+        total, c, last = 0, prompt + 1, prompt + steps  # contexts c .. last
+        for w, _ in windowed:
+            if c > last:
+                break
+            if w < c:
+                continue
+            piece = (w if w < last else last) - c + 1
+            total += self._piece(batch, c, piece)
+            c += piece
+        if c <= last:
+            total += self._piece(batch, c, last - c + 1)
+        return total
+
+    def _piece(self, batch: int, context: int, steps: int) -> int:
+        """Ticks of ``steps`` steps at contexts context, context + 1, ... within one linear piece of the windows."""
+        assert self.windows is not None
+        full, windowed = self.windows.groups
+        slope = full + sum(n for w, n in windowed if w > context)  # layers still growing past this context
+        s0 = batch * self.windows.held(context)
+        return lines_sum(self.wm + self.km * s0, self.km * batch * slope, self.fc * batch + self.ac * s0,
+                         self.ac * batch * slope, self.oh, steps)
 
     def decode(self, batch: int, context_sum: int) -> int:
         """Ticks of one decode step (:func:`roofline.formulas.step_time` x D)."""
@@ -250,7 +306,7 @@ class TickCosts:
         """Ticks of one prefill step (:func:`roofline.formulas.prefill_step_time` x D)."""
         if self.unit_prefill is not None:
             return self.unit_prefill
-        m = self.wm + self.km * prefill_tokens
+        m = self.wm + self.kt * prefill_tokens
         c = self.fc * prefill_tokens + self.ac * attention_pairs
         return (m if m >= c else c) + self.oh
 
@@ -453,21 +509,22 @@ class StretchTable(StepTable):
         work = cost.decode_work
         index = self._b_first[b]
         tokens = m * p_max
-        pairs = m * f.causal_attention_pairs.unchecked(prompt_tokens=p_max)
+        pairs = m * costs.pairs(p_max)
         t = start + costs.prefill(tokens, pairs)
         fraction = start_fraction or costs.prefill_fraction
+        held = costs.held
         if first == 0:
             yield StepRecord(index, PREFILL, clock.time(start, start_fraction), cost.prefill_time(tokens, pairs), m, m,
-                             0, tokens, tokens - prompt_sum, pairs, tokens, m * pool.blocks_for(p_max),
+                             0, tokens, tokens - prompt_sum, pairs, m * held(p_max), m * pool.blocks_for(p_max),
                              *cost.prefill_work(tokens, pairs))
             first = 1
         if first >= last:
             return
         if first > 1:
-            t += costs.stretch(m, m * (p_max + 1), first - 1)
+            t += costs.batch_stretch(m, p_max, first - 1)
             fraction = fraction or costs.decode_fraction
         for j in range(first, last):
-            context_sum = m * (p_max + j)
+            context_sum = m * held(p_max + j)
             useful = m - bisect.bisect_right(outputs, j)
             nbytes, flops = work(m, context_sum)
             yield StepRecord(index + j, DECODE, clock.time(t, fraction), cost.decode_time(m, context_sum), m, useful,
@@ -513,7 +570,9 @@ class _EventRun:
         self.prompt = [r.prompt_tokens for r in requests]
         self.output = [r.output_tokens for r in requests]
         self.reason: list[str | None] = [None] * n
-        if pool.capacity_blocks is not None:  # pool.never_fits_reason, asked only of those that do not fit
+        if pool.capacity_blocks is not None and pool.layer_windows:
+            self.reason = [pool.never_fits_reason(p, o) for p, o in zip(self.prompt, self.output, strict=True)]
+        elif pool.capacity_blocks is not None:  # pool.never_fits_reason, asked only of those that do not fit
             b, cap = pool.block_size, pool.capacity_blocks
             for i, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)):
                 if -(-(p + o - 1) // b) > cap:
@@ -582,13 +641,12 @@ class _EventRun:
             o_max = max(output[i] for i in members)
             prompt_sum = sum(prompt[i] for i in members)
         tokens = m * p_max
-        pairs = m * (p_max * (p_max + 1) // 2)  # causal_attention_pairs
+        pairs = m * costs.pairs(p_max)
         t = start + costs.prefill(tokens, pairs)
         t_fraction = start_fraction or costs.prefill_fraction
         if self.first_start is None:
             self.first_start = (start, start_fraction)
         end_fraction = t_fraction or (o_max > 1 and costs.decode_fraction)
-        context0 = m * (p_max + 1)  # context sum of decode step 1
         ends: dict[int, int] = {}
         for i in members:
             self.admitted[i] = start
@@ -598,7 +656,7 @@ class _EventRun:
             o = output[i]
             done = ends.get(o)
             if done is None:
-                done = ends[o] = t + costs.stretch(m, context0, o - 1)
+                done = ends[o] = t + costs.batch_stretch(m, p_max, o - 1)
             self.finish[i] = done
             self.finish_fraction[i] = t_fraction or (o > 1 and costs.decode_fraction)
         end = ends[o_max]
@@ -615,7 +673,7 @@ class _EventRun:
         self.rows += m * o_max
         self.batch_share_sum += Fraction(useful, m * o_max)
         self.batches += 1
-        tokens_held = m * (p_max + o_max - 1)
+        tokens_held = m * costs.held(p_max + o_max - 1)
         if tokens_held > self.peak_tokens:
             self.peak_tokens = tokens_held
         blocks = m * self.pool.lifetime_blocks(p_max, o_max)
@@ -635,6 +693,8 @@ class _EventRun:
         unit_prefill, unit_decode = costs.unit_prefill, costs.unit_decode
         wm, km, fc, ac, oh = costs.wm, costs.km, costs.fc, costs.ac, costs.oh
         prefill_fraction, decode_fraction = costs.prefill_fraction, costs.decode_fraction
+        windows = costs.windows
+        peak_blocks = 0
         free: int | None = None
         free_fraction = False
         idle, idle_fraction = self.idle
@@ -660,6 +720,9 @@ class _EventRun:
             if unit_prefill is not None and unit_decode is not None:
                 t = start + unit_prefill
                 end = t + unit_decode * (o - 1)
+            elif windows is not None:
+                t = start + costs.prefill(p, costs.pairs(p))
+                end = t + costs.batch_stretch(1, p, o - 1)
             else:  # TickCosts.prefill and .stretch for one row, inlined
                 m = wm + km * p
                 c = fc * p + ac * (p * (p + 1) // 2)
@@ -683,6 +746,8 @@ class _EventRun:
             prefills += 1
             if p + o > longest:
                 longest = p + o
+            if windows is not None:  # a windowed layer's blocks are not monotone in the context
+                peak_blocks = max(peak_blocks, self.pool.lifetime_blocks(p, o))
             free, free_fraction = end, end_fraction
             if steps > limit:
                 self.steps = steps
@@ -696,8 +761,8 @@ class _EventRun:
             table._b_outputs = [None] * prefills
             table._n = steps
         if prefills:
-            self.peak_tokens = longest - 1
-            self.peak_blocks = self.pool.blocks_for(longest - 1)
+            self.peak_tokens = costs.held(longest - 1)
+            self.peak_blocks = self.pool.blocks_for(longest - 1) if windows is None else peak_blocks
         self.idle = (idle, idle_fraction)
         self.end = None if free is None else (free, free_fraction)
 
@@ -713,6 +778,7 @@ class _EventRun:
         k = 0
         count = len(eligible)
         block, capacity, budget = pool.block_size, self.capacity, self.budget
+        lifetime = pool.lifetime_blocks if pool.layer_windows else None  # windows: blocks are not monotone in c
         while k < count:
             head = eligible[k]
             stop, p_max, o_max = k + 1, prompt[head], output[head]
@@ -721,7 +787,8 @@ class _EventRun:
                 j = eligible[stop]
                 pm = p_max if p_max >= prompt[j] else prompt[j]
                 om = o_max if o_max >= output[j] else output[j]
-                if (stop - k + 1) * -(-(pm + om - 1) // block) > capacity or (stop - k + 1) * pm > budget:
+                need = -(-(pm + om - 1) // block) if lifetime is None else lifetime(pm, om)
+                if (stop - k + 1) * need > capacity or (stop - k + 1) * pm > budget:
                     ready_i = j  # full for KV (pool.lifetime_blocks) or the token budget once the next is there
                     break
                 stop, p_max, o_max = stop + 1, pm, om
@@ -778,6 +845,8 @@ class _EventRun:
         if self.spec is not None:
             options = dict(options, workload=self.spec)
         options = dict(options, kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size)
+        if self.costs.windows is not None:
+            options["kv_units"] = "token-layers"
         return SimResult(policy, options, tuple(results), self.table, self._summary(policy))
 
     def _summary(self, policy: str) -> Summary:
@@ -834,8 +903,8 @@ class _EventRun:
             position = x
         time = clock.time
 
-        def gap(context: int) -> Any:
-            return time(costs.decode(1, context), fraction)
+        def gap(context: int) -> Any:  # token-layers grow with the context too: still nondecreasing
+            return time(costs.decode(1, costs.held(context)), fraction)
 
         mean = Fraction(total_ticks, clock.denominator * n)
         return Percentiles(gap(found[0]), gap(found[1]), gap(found[2]), mean=mean, max=gap(top))
@@ -967,8 +1036,11 @@ def _event_run(requests: Any, cost_model: Any, kv_pool: KVPool | None, record_st
         return None
     spec = requests.spec if isinstance(requests, Workload) else None
     reqs, pool = _validated(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len)
+    windows = _layer_windows(cost_model, pool)  # the step engine's rule, and its refusal of a mismatched pool
+    if windows is not None and not pool.layer_windows:
+        pool = KVPool.unlimited(block_size=pool.block_size, layer_windows=windows.layer_windows)
     arrivals = [cost_model.to_time(r.arrival_s) for r in reqs]
-    costs = TickCosts.build(cost_model, [*arrivals, *extra_times])
+    costs = TickCosts.build(cost_model, [*arrivals, *extra_times], windows)
     assert costs is not None
     run = _EventRun(reqs, arrivals, cost_model, costs, pool, record_steps, max_steps, max_model_len=max_model_len,
                     budget=budget)
@@ -1072,18 +1144,12 @@ def serve_static_events(
                                  "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len})
 
 
-def _no_stretch_sums(cost_model: Any, options: dict[str, Any]) -> bool:
-    """True for a run these sums do not price: a cost model without them, or a pool of sliding-window layers."""
-    pool = options.get("kv_pool")
-    return TickCosts.rationals(cost_model) is None or bool(getattr(pool, "layer_windows", ()))
-
-
 def _serial_engine(requests: Any, cost_model: Any, **options: Any) -> SimResult | None:
-    return None if _no_stretch_sums(cost_model, options) else serve_serial_events(requests, cost_model, **options)
+    return None if TickCosts.rationals(cost_model) is None else serve_serial_events(requests, cost_model, **options)
 
 
 def _static_engine(requests: Any, cost_model: Any, **options: Any) -> SimResult | None:
-    return None if _no_stretch_sums(cost_model, options) else serve_static_events(requests, cost_model, **options)
+    return None if TickCosts.rationals(cost_model) is None else serve_static_events(requests, cost_model, **options)
 
 
 _policies._EVENT_ENGINE.update(serial=_serial_engine, static=_static_engine)
