@@ -898,9 +898,9 @@ class ModelConfig:
         >>> get_model("llama-3.1-70b").per_gpu(16).num_key_value_heads  # 8 KV heads: one replicated per GPU
         1
         """
-        from ._checks import check_int
+        from ._checks import check_count
 
-        check_int("tensor_parallel_size", tensor_parallel_size, minimum=1)
+        check_count("tensor_parallel_size", tensor_parallel_size, minimum=1)  # one T, never an array
         T = int(tensor_parallel_size)
         if T == 1:
             return self

@@ -337,3 +337,18 @@ def test_plot_curves_of_a_group() -> None:
     for b in (1, 64):
         s = estimate.decode_step(LLAMA70, H100, batch=b, context=0, flops="2p", tensor_parallel_size=8)
         assert c["weights_only"][b - 1] == pytest.approx(float(s.throughput), rel=1e-12)
+
+
+def test_an_array_of_degrees_is_refused_naming_the_field():
+    """per_gpu and the cost model take one T: an array of degrees is an InvalidValueError naming it (was a TypeError)."""
+    import numpy as np
+
+    from roofline.errors import InvalidValueError
+    from roofline.sim import RooflineCostModel
+
+    model = get_model("llama-3.1-8b")
+    for call in (lambda: model.per_gpu(np.array([1, 2])),
+                 lambda: RooflineCostModel.for_model(model, get_accelerator("h100-sxm"),
+                                                     tensor_parallel_size=np.array([1, 2]))):
+        with pytest.raises(InvalidValueError, match=r"^tensor_parallel_size=.*not an array"):
+            call()
