@@ -340,7 +340,7 @@ def test_plot_curves_of_a_group() -> None:
 
 
 def test_an_array_of_degrees_is_refused_naming_the_field():
-    """per_gpu and the cost model take one T: an array of degrees is an InvalidValueError naming it (was a TypeError)."""
+    """per_gpu and the cost model take one T: an array of degrees is refused naming the field (was a TypeError)."""
     import numpy as np
 
     from roofline.errors import InvalidValueError

@@ -141,6 +141,18 @@ class LayerWindows:
         return total
 
 
+def held_kv(windows: LayerWindows | None, context: int) -> int:
+    """KV one sequence at ``context`` tokens holds, in the scheduler's unit: tokens, or token-layers with windows."""
+    return context if windows is None else windows.held(context)
+
+
+def prompt_pairs(windows: LayerWindows | None, prompt_tokens: int) -> int:
+    """Causal query-key pairs of a whole prompt (summed over layers with windows)."""
+    if windows is None:
+        return f.causal_attention_pairs.unchecked(prompt_tokens=prompt_tokens)
+    return windows.pairs(prompt_tokens)
+
+
 def _capacity(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     if value is not None:
         check_count(attribute.name, value, minimum=0)

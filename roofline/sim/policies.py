@@ -52,11 +52,10 @@ from collections.abc import Callable, Iterable
 from fractions import Fraction
 from typing import Any
 
-from .. import formulas as f
 from .._checks import check_count, check_nonnegative, check_scalar
 from ..errors import InvalidValueError, SimulationError
 from .cost import CostModel
-from .kv import KVPool, LayerWindows
+from .kv import KVPool, LayerWindows, held_kv, prompt_pairs
 from .requests import Request, check_requests
 from .results import RequestResult, SimResult, StepTable, summarize
 from .workloads import ClosedLoop, Workload
@@ -172,13 +171,11 @@ class _Run:
 
     def held(self, context: int) -> int:
         """KV one sequence at ``context`` tokens holds: tokens, or token-layers with sliding windows."""
-        return context if self.windows is None else self.windows.held(context)
+        return held_kv(self.windows, context)
 
     def prompt_pairs(self, prompt_tokens: int) -> int:
         """Causal query-key pairs of a whole prompt (summed over layers with sliding windows)."""
-        if self.windows is None:
-            return f.causal_attention_pairs.unchecked(prompt_tokens=prompt_tokens)
-        return self.windows.pairs(prompt_tokens)
+        return prompt_pairs(self.windows, prompt_tokens)
 
     def step_limit(self) -> int:
         """max_steps, or the bound sum(O) over the requests not rejected on arrival."""

@@ -64,13 +64,12 @@ from typing import Any
 
 import attrs
 
-from .. import formulas as f
 from .._checks import check_count
 from ..errors import InvalidValueError, SimulationError
 from ..formulas.stretch import lines_steps_until, lines_sum
 from . import policies as _policies
 from .cost import CostModel, RooflineCostModel, UnitCostModel
-from .kv import KVPool, LayerWindows
+from .kv import KVPool, LayerWindows, held_kv, prompt_pairs
 from .policies import _layer_windows, _opt_time, _refuse_closed_loop, serve_serial, serve_static
 from .requests import Request, check_requests
 from .results import DECODE, PREFILL, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary
@@ -253,13 +252,11 @@ class TickCosts:
 
     def held(self, context: int) -> int:
         """KV of one sequence at ``context`` tokens in the cost model's unit: tokens, or token-layers with windows."""
-        return context if self.windows is None else self.windows.held(context)
+        return held_kv(self.windows, context)
 
     def pairs(self, prompt_tokens: int) -> int:
         """Causal query-key pairs of a prompt (summed over layers with windows)."""
-        if self.windows is None:
-            return f.causal_attention_pairs.unchecked(prompt_tokens=prompt_tokens)
-        return self.windows.pairs(prompt_tokens)
+        return prompt_pairs(self.windows, prompt_tokens)
 
     def batch_stretch(self, batch: int, prompt: int, steps: int) -> int:
         """Ticks of the first ``steps`` decode steps of a batch of ``batch`` rows that all start at ``prompt`` tokens.
