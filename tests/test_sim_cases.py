@@ -9,6 +9,7 @@ import pytest
 
 from roofline import formulas as f
 from roofline import get_accelerator, get_model
+from roofline.errors import InvalidValueError
 from roofline.sim import (
     KVPool,
     Request,
@@ -250,3 +251,54 @@ def test_tpot_divides_by_output_tokens_minus_one() -> None:
     assert r.tpot_s == Fraction(18, 1000)
     assert round(float((r.e2e_s - r.ttft_s) / 101) * 1e3, 1) == 17.8 and round(float(r.e2e_s / 101) * 1e3, 1) == 19.8
     assert serve_continuous(reqs((20, 101)), cost).requests[0].tpot_s == Fraction(18, 1000)
+
+
+# ------------------------------------------------------------------ extreme sizes (counts past 64 bits, huge blocks)
+
+
+@pytest.mark.parametrize("policy", ["serial", "static", "continuous", "chunked"])
+def test_step_records_keep_counts_past_64_bits(policy: str) -> None:
+    """A prompt of 10**15 tokens (Request's limit) has 5 x 10**29 attention pairs, past int64: the step engine records
+    them exactly (it raised OverflowError from the step table)."""
+    p = 10**15
+    workload = reqs((p, 2), (5, 3))
+    run = {"serial": lambda: serve_serial(workload, ROOFLINE, engine="step"),
+           "static": lambda: serve_static(workload, ROOFLINE, batch_size=2, engine="step"),
+           "continuous": lambda: serve_continuous(workload, ROOFLINE, engine="step"),
+           "chunked": lambda: serve_continuous(workload, ROOFLINE, engine="step", prefill="chunked",
+                                               max_num_batched_tokens=p + 300)}[policy]
+    r = run()
+    assert r.summary.completed == 2
+    pairs = p * (p + 1) // 2  # the causal pairs of the long prompt
+    first = r.steps[0]
+    if policy == "static":  # both rows padded to P
+        assert first.attention_pairs == 2 * pairs and first.prefill_tokens == 2 * p
+    elif policy == "serial":
+        assert first.attention_pairs == pairs
+    else:  # both prompts in the first step
+        assert first.attention_pairs == pairs + 15 and first.prefill_tokens == p + 5
+    assert first.duration_s == ROOFLINE.prefill_time(first.prefill_tokens, first.attention_pairs)
+
+
+def test_sequences_that_fit_refuses_an_empty_sequence_by_name() -> None:
+    """sequences_that_fit(0) raised ZeroDivisionError (0 blocks per sequence); now the field and value are named."""
+    for pool in (KVPool.blocks(100, block_size=16), KVPool(100, 16, layer_windows=(4, None))):
+        with pytest.raises(InvalidValueError, match=r"^tokens=0"):
+            pool.sequences_that_fit(0)
+        assert pool.sequences_that_fit(17) == (50 if not pool.layer_windows else 100 // (2 + 2))
+
+
+def test_windowed_lifetime_blocks_do_not_scale_with_the_block_size() -> None:
+    """Windows (4, full), blocks of 10**12, (P, O) = (5, 10**12): the most held is at c = 10**12 + 1 (2 blocks in
+    each layer), 4 layer-blocks; the lifetime scanned every context of a block (10**12 of them) before."""
+    b = 10**12
+    pool = KVPool(3, b, layer_windows=(4, None))
+    assert pool.blocks_for(b) == 2 and pool.blocks_for(b + 1) == 4 and pool.blocks_for(b + 4) == 3
+    assert pool.lifetime_blocks(5, b) == 4
+    assert pool.never_fits_reason(5, b) == f"lifetime KV of {b + 4} tokens needs 4 layer-blocks of {b}; the pool has 3"
+    for pool in (KVPool(3, 16, layer_windows=(4, None)), KVPool.blocks(3, block_size=16)):
+        # O = 0 (no request has it) raised ValueError from an empty max with windows: refused by name
+        with pytest.raises(InvalidValueError, match=r"^output_tokens=0"):
+            pool.lifetime_blocks(5, 0)
+        with pytest.raises(InvalidValueError, match=r"^prompt_tokens=0"):
+            pool.never_fits_reason(0, 5)

@@ -335,6 +335,15 @@ def test_static_with_sliding_windows_matches_the_naive_oracle(
                                            budget=budget, windows=windows)
 
 
+@given(strategies.layer_windows(max_window=40), st.integers(1, 20), st.integers(1, 60), st.integers(1, 60))
+def test_windowed_lifetime_blocks_equal_the_brute_force(windows: tuple, block_size: int, prompt: int,
+                                                        output: int) -> None:
+    """The lifetime reservation of a windowed pool (two contexts evaluated) is the most layer-blocks the brute force
+    finds over every context the request holds after its prefill, P .. P + O - 1."""
+    pool = KVPool(None, block_size, layer_windows=windows)
+    assert pool.lifetime_blocks(prompt, output) == _naive.lifetime(prompt, output, block_size, windows)
+
+
 @given(workloads(), cost_models, pools)
 def test_continuous_with_one_sequence_is_serial_serving(reqs: list[Request], cost: Any, pool: KVPool | None) -> None:
     """Continuous batching with max_num_seqs = 1 serves exactly as one-by-one serving (same steps, same times)."""

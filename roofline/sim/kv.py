@@ -323,19 +323,34 @@ class KVPool:
         earlier context holds more, because every layer holds at least as many blocks at c + b as
         at c (ceil(c / b) rises by one; a window's count is periodic in c with period b once
         c >= w and never exceeds its value there before).
+
+        Raises InvalidValueError naming ``prompt_tokens`` or ``output_tokens`` unless each is an
+        integer >= 1 (:class:`roofline.sim.Request`'s ranges).
         """
+        check_count("prompt_tokens", prompt_tokens, minimum=1)
+        check_count("output_tokens", output_tokens, minimum=1)
         slots = f.lifetime_kv_slots.unchecked(prompt_tokens=prompt_tokens, output_tokens=output_tokens)
-        if not self.layer_windows or slots <= 0:
+        if not self.layer_windows:
             return self.blocks_for(slots)
-        first = max(1, prompt_tokens, slots - self.block_size + 1)
-        return max(self.blocks_for(c) for c in range(first, slots + 1))
+        b = self.block_size
+        first = max(prompt_tokens, slots - b + 1)
+        # Over first..slots (at most b contexts) the count rises only at a c with c - 1 a multiple of b
+        # (every layer takes a new block there) and falls or stays elsewhere (a window frees a block):
+        # the most is at `first` or at the one such c in the range; two contexts, whatever b is.
+        rise = first + (1 - first) % b
+        return max(self.blocks_for(first), self.blocks_for(rise) if rise <= slots else 0)
 
     def fits(self, blocks: int) -> bool:
         """True if ``blocks`` blocks fit in the whole (empty) pool."""
         return self.capacity_blocks is None or blocks <= self.capacity_blocks
 
     def sequences_that_fit(self, tokens: int) -> int | None:
-        """How many sequences of ``tokens`` tokens the empty pool holds (None if unlimited)."""
+        """How many sequences of ``tokens`` tokens the empty pool holds (None if unlimited).
+
+        Raises InvalidValueError naming ``tokens`` unless it is an integer >= 1 (a sequence holds
+        at least its first token).
+        """
+        check_count("tokens", tokens, minimum=1)
         if self.capacity_blocks is None:
             return None
         return self.capacity_blocks // self.blocks_for(tokens)

@@ -192,6 +192,15 @@ class StepTable(Sequence[StepRecord]):
         self._gaps: dict[int, Any] = {}
         self._checkpoints: list[Any] = []
         self._end: Any = None
+        self._wide = False
+
+    def _widen(self) -> None:
+        """Turn the int64 columns into lists, the first time a count passes 2**63 - 1 (a prompt of
+        10**15 tokens has 5 x 10**29 attention pairs): counts stay exact, the table only grows larger."""
+        self._wide = True
+        for name, value in vars(self).items():
+            if isinstance(value, array) and value.typecode == "q":
+                setattr(self, name, list(value))
 
     def _start(self, start: Any, end: Any) -> None:
         i = len(self._kind)
@@ -204,6 +213,8 @@ class StepTable(Sequence[StepRecord]):
     def add_prefill(self, start: Any, end: Any, rows: int, prefill_tokens: int, padding_tokens: int,
                     attention_pairs: int, kv_tokens: int, kv_blocks: int) -> None:
         """Append a prefill step (used by the policies)."""
+        if not self._wide and (prefill_tokens | padding_tokens | attention_pairs | kv_tokens | kv_blocks) >> 63:
+            self._widen()
         self._pf_step.append(len(self._kind))
         self._start(start, end)
         self._kind.append(0)
@@ -217,6 +228,8 @@ class StepTable(Sequence[StepRecord]):
 
     def add_decode(self, start: Any, end: Any, batch: int, useful: int, context_sum: int, kv_blocks: int) -> None:
         """Append a decode step (used by the policies)."""
+        if not self._wide and (context_sum | kv_blocks) >> 63:
+            self._widen()
         self._start(start, end)
         self._kind.append(1)
         self._batch.append(batch)
@@ -228,6 +241,9 @@ class StepTable(Sequence[StepRecord]):
                   prefill_tokens: int, cached_tokens: int, attention_pairs: int, kv_tokens: int, kv_blocks: int,
                   partial_rows: int) -> None:
         """Append a chunked-prefill step with prompt chunks (used by the policies)."""
+        if not self._wide and (context_sum | prefill_tokens | cached_tokens | attention_pairs | kv_tokens
+                               | kv_blocks) >> 63:
+            self._widen()
         self._mx_step.append(len(self._kind))
         self._start(start, end)
         self._kind.append(2)
@@ -315,7 +331,7 @@ class StepTable(Sequence[StepRecord]):
             w.writerow(["" if d[k] is None else d[k] for k in _STEP_FIELDS])
 
 
-def _bisect(a: array, x: int) -> int:
+def _bisect(a: array | list[int], x: int) -> int:
     """Number of items of the increasing array ``a`` below ``x``."""
     lo, hi = 0, len(a)
     while lo < hi:

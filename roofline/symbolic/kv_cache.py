@@ -9,7 +9,8 @@
     sequences_that_fit_blocks = floor(kv_capacity_blocks / blocks_per_sequence)
     lifetime_kv_slots = P + O - 1 (the prompt's slots plus one per fed-back output token)
     window_blocks_per_sequence = floor((c - 1) / b) - floor(max(0, c - w) / b) + 1
-        (a layer with window w: the blocks covering token positions max(0, c - w) .. c - 1)
+
+The last is one layer with window w: the blocks covering token positions max(0, c - w) .. c - 1.
 
 Fast paths: :mod:`roofline.formulas.kv_cache`. Proof: proofs/p04_kv_cache.py.
 """
