@@ -60,6 +60,18 @@ class InvalidValueError(RooflineError):
         super().__init__(f"{field}={shown(value)}: {reason}")
 
 
+class NoKVBudgetError(InvalidValueError):
+    """The weights leave no KV-cache budget (``budget`` <= 0) on the accelerator.
+
+    ``field`` is ``"budget"`` and ``value`` the budget [bytes] (a float, <= 0); the message gives
+    it in GB, then why and what would fit.
+    """
+
+    def __init__(self, budget: float, reason: str) -> None:
+        super().__init__("budget", budget, reason)
+        self.args = (f"KV budget {budget / 1e9:,.2f} GB: {reason}",)
+
+
 class ConfigError(RooflineError):
     """A model configuration (config.json or dict) is missing a field or is malformed.
 
@@ -84,13 +96,19 @@ class UnknownPresetError(RooflineError):
 
 
 class TraceError(RooflineError):
-    """A request trace has a bad row; the message names the file, line and field."""
+    """A request trace has a bad row; the message names the file, line and field.
+
+    ``line`` 0 is the file as a whole (``field`` ``"file"`` when it cannot be read at all; the
+    message then names only the file: ``"nope.csv: cannot read: no such file"``).
+    """
 
     def __init__(self, path: str, line: int, field: str, message: str) -> None:
         self.path = path
         self.line = line
         self.field = field
-        super().__init__(f"{path}:{line}: field {field!r}: {message}")
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}" if field == "file" and not line
+                         else f"{where}: field {field!r}: {message}")
 
 
 class FileReadError(RooflineError):
@@ -137,4 +155,5 @@ class UnsupportedModelError(ConfigError):
     def __init__(self, model_type: str, reason: str) -> None:
         self.model_type = model_type
         self.reason = reason
-        super().__init__(f"model_type {model_type!r}: {reason}; not supported")
+        super().__init__(f"model_type {model_type!r}: {reason}; not supported" if model_type
+                         else f"{reason}; not supported")

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import formulas as f
 from ._checks import check_int, check_number
-from .errors import InvalidValueError
+from .errors import InvalidValueError, NoKVBudgetError
 from .hardware import Accelerator, Source, Sourced
 from .models import ModelConfig, flops_convention
 from .units import GiB
@@ -564,14 +564,27 @@ def kv_budget_for(
             hint = f"; the smallest tensor-parallel size that fits is {smallest} (--tensor-parallel-size {smallest})"
         elif smallest is None and model.tensor_parallel_size == 1:
             hint = (f"; no tensor-parallel size of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} fits on one server "
-                    "(the network between servers is not modelled)")
-        raise InvalidValueError(
-            "budget", float(budget),
+                    "of it (the network between servers is not modelled)" + _larger_cards(model, utilization,
+                                                                                         reserved))
+        raise NoKVBudgetError(
+            float(budget),
             f"{model.name} weights ({float(share.weight_bytes) / 1e9:.2f} GB"
             f"{' per GPU' if group > 1 else ''}) leave no KV budget on "
             f"{where} at utilization {float(utilization)}{hint}",
         )
     return Fraction(budget)
+
+
+def _larger_cards(model: ModelConfig, utilization: Any, reserved: Any) -> str:
+    """'; it fits on h200-sxm at T = 8, ...': the accelerator presets where some T of one server fits."""
+    from .hardware import accelerator_names, get_accelerator
+
+    fits = []
+    for name in accelerator_names():
+        T = smallest_tensor_parallel_size(model, get_accelerator(name), utilization=utilization, reserved=reserved)
+        if T is not None:
+            fits.append(f"{name} at T = {T}")
+    return f"; it fits on {', '.join(fits)} (--accelerator, --tensor-parallel-size)" if fits else ""
 
 
 #: Tensor-parallel sizes :func:`smallest_tensor_parallel_size` tries: one server's GPU counts.

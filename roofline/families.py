@@ -402,6 +402,13 @@ def _read_gpt_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 #: transformers' LlamaConfig defaults, which a llava ``text_config`` relies on for the fields it omits.
 _LLAMA_DEFAULTS = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                        num_attention_heads=32, max_position_embeddings=2048)
+#: transformers' Gemma3TextConfig defaults, which a gemma3 ``text_config`` relies on for the fields it omits
+#: (google/gemma-3-4b-it's config.json gives only hidden_size, intermediate_size, num_hidden_layers and
+#: sliding_window: its 8 heads, 4 KV heads, head_dim 256 and vocabulary of 262,208 are these defaults).
+_GEMMA3_TEXT_DEFAULTS = dict(vocab_size=262_208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                             num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                             max_position_embeddings=131_072, tie_word_embeddings=True, attention_bias=False,
+                             sliding_window=4096, sliding_window_pattern=6)
 #: transformers' CLIPVisionConfig defaults.
 _CLIP_DEFAULTS = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
                       image_size=224, patch_size=32, num_channels=3)
@@ -475,7 +482,7 @@ def _read_llava(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _read_gemma3(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    kind, kw = _read_text_config(cfg, source, "gemma3", "gemma3_text")
+    kind, kw = _read_text_config(cfg, source, "gemma3", "gemma3_text", _GEMMA3_TEXT_DEFAULTS)
     vision, vh = _vision_tower(cfg.get("vision_config"), source, "gemma3")
     # multi_modal_projector: mm_input_projection_weight (vision h x text h) and mm_soft_emb_norm (vision h)
     kw.update(tower_parameters=vision + vh * kw["hidden_size"] + vh, model_type=kind)
@@ -599,7 +606,8 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
     raw = cfg.get("model_type")
     if raw is None or not isinstance(raw, str) or not raw.strip():
         raise UnsupportedModelError(
-            str(raw), "config.json has no model_type; the family cannot be known and is not guessed "
+            "" if raw is None else str(raw), f"{source}: field 'model_type' missing: the family cannot be known "
+            "and is not guessed "
             f"(supported: {', '.join(supported_model_types())})")
     model_type = raw.strip().lower()
     if model_type in REFUSED:

@@ -824,7 +824,10 @@ class ModelConfig:
         ``convention`` (see :meth:`flops_per_token`); pass them with ``**`` to
         :func:`roofline.formulas.step_time` and its siblings. ``weight_bytes`` is what a
         dense decode step reads (other towers excluded); for a MoE model it is the batch-1
-        value: use :meth:`decode_weight_bytes` for a batch.
+        value: use :meth:`decode_weight_bytes` for a batch. For a model with sliding-window
+        layers ``kv_bytes_per_token`` and ``attention_flops_per_token`` are the full-attention
+        rates: a step at contexts c_i reads sum_i :meth:`kv_bytes` (c_i), not k x sum_i c_i.
+        :func:`roofline.estimate.decode_step` applies both (docs/conventions.md, "Architectures").
 
         Raises
         ------
@@ -999,7 +1002,7 @@ class ModelConfig:
             try:
                 text = read_text_file(path, max_bytes=_MAX_CONFIG_BYTES)
             except FileReadError as exc:
-                raise ConfigError(f"{path}: model config {exc.reason}") from None
+                raise ConfigError(f"{path}: {exc.reason.replace('cannot read', 'cannot read the model config', 1)}") from None
             try:
                 config = parse_json(text)
             except ValueError as exc:

@@ -109,32 +109,40 @@ def throughput_curves(
     """
     if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 2:
         raise InvalidValueError("max_batch", max_batch, "must be an integer >= 2")
-    per_token, attention = model.flops_per_token(flops)
+    from .estimate import _hardware_terms, _model_terms, criticality
+
     batch = np.arange(1, max_batch + 1)
-    hardware = accelerator.step_terms()
-    common = dict(weight_bytes=float(model.weight_bytes), flops_per_token=float(per_token), overhead=0,
-                  **{name: float(value) for name, value in hardware.items()})
+    # the step's inputs at this context (docs/conventions.md, "Architectures"): a MoE step reads the experts its
+    # batch touches (uniform routing), windowed layers read min(c, w) tokens (effective per-token rates), other
+    # towers are not read; the peak is that of the matmul inputs (FP8 with FP8 activations)
+    terms = _model_terms(model, flops, 1, context)
+    per_token, attention = terms["flops_per_token"], terms["attention_flops_per_token"]
+    hardware = {name: float(value) for name, value in _hardware_terms(accelerator, model).items()}
+    if model.is_moe:
+        weights = np.array([float(model.decode_weight_bytes(int(b))) for b in batch])
+    else:
+        weights = np.full(max_batch, float(terms["weight_bytes"]))
+    common = dict(weight_bytes=weights, flops_per_token=float(per_token), overhead=0, **hardware)
     weights_only = f.throughput(batch=batch, context_sum=np.zeros_like(batch), kv_bytes_per_token=0,
                                 attention_flops_per_token=0, **common)
-    with_kv = f.throughput(batch=batch, context_sum=batch * context, kv_bytes_per_token=float(model.kv_bytes_per_token),
+    with_kv = f.throughput(batch=batch, context_sum=batch * context,
+                           kv_bytes_per_token=float(terms["kv_bytes_per_token"]),
                            attention_flops_per_token=float(attention), **common)
-    kv_limit = int(f.sequences_that_fit(budget=kv_budget, kv_bytes_per_token=model.kv_bytes_per_token,
+    kv_limit = int(f.sequences_that_fit(budget=kv_budget, kv_bytes_per_token=terms["kv_bytes_per_token"],
                                         context=context))
     if model.tensor_parallel_size > 1:  # one GPU's share (ModelConfig.per_gpu): add the all-reduce of every step
         from .estimate import allreduce_terms
 
-        terms = allreduce_terms(model, accelerator, model.tensor_parallel_size)
-        ar = f.decode_allreduce_time(batch=batch, **{k: v if isinstance(v, int) else float(v) for k, v in terms.items()
-                                                     })
+        ar_terms = allreduce_terms(model, accelerator, model.tensor_parallel_size)
+        ar = f.decode_allreduce_time(batch=batch, **{k: v if isinstance(v, int) else float(v)
+                                                     for k, v in ar_terms.items()})
         weights_only = batch / (batch / weights_only + ar)
         with_kv = batch / (batch / with_kv + ar)
     with_kv = np.where(batch <= kv_limit, with_kv, np.nan)
-    critical = f.critical_batch(context=0, weight_bytes=model.weight_bytes, kv_bytes_per_token=0,
-                                flops_per_token=per_token, attention_flops_per_token=0,
-                                **{name: Fraction(value) for name, value in hardware.items()})
+    critical = criticality(model, accelerator, context=0, flops=flops).critical_batch_weights_only
     return dict(batch=batch, weights_only=weights_only, with_kv=with_kv, kv_limit=kv_limit,
-                ceiling=float(accelerator.peak_flops) / float(per_token), critical_batch=int(critical),
-                ridge=float(accelerator.ridge_point), context=context, kv_budget=kv_budget, flops=flops)
+                ceiling=hardware["peak_flops"] / float(per_token), critical_batch=int(critical),
+                ridge=hardware["peak_flops"] / hardware["bandwidth"], context=context, kv_budget=kv_budget, flops=flops)
 
 
 def useful_share_curves(batches: Sequence[int] = _SHARE_BATCHES, *, points: int = 81) -> dict[str, Any]:

@@ -387,6 +387,38 @@ def test_gemma2_alternates_local_and_global_layers(tmp_path):
     assert m.kv_bytes(8192) == (21 * 8192 + 21 * 4096) * per_layer
 
 
+#: google/gemma-3-4b-it's config.json as published: the text_config gives four shape fields and leaves the rest to
+#: transformers' Gemma3TextConfig defaults (8 heads, 4 KV heads, head_dim 256, vocabulary 262,208, pattern 6).
+GEMMA3_4B_IT = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
+    "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+    "model_type": "gemma3", "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                    "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                    "sliding_window": 1024},
+    "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                      "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+                      "patch_size": 14, "vision_use_head": False},
+}
+
+
+def test_gemma3_wrapper_takes_transformers_defaults_for_omitted_text_fields(tmp_path):
+    """The Hub's gemma-3-4b-it config was refused ('text_config.vocab_size' missing); with Gemma3TextConfig's defaults
+    it is 4,300,079,472 parameters (model card: 4.3B), every 6th of 34 layers global, KV by hand."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA3_4B_IT))
+    m = ModelConfig.from_hf_config(path)
+    assert m.parameters == 4_300_079_472 and round(m.parameters / 1e9, 1) == 4.3
+    assert (m.vocab_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim) == (262_208, 8, 4, 256)
+    assert m.layer_windows == ((1024,) * 5 + (None,)) * 5 + (1024,) * 4
+    per_layer = 2 * 4 * 256 * 2  # K and V, 4 KV heads, head_dim 256, BF16
+    assert m.kv_bytes(1000) == 34 * 1000 * per_layer == 139_264_000
+    assert m.kv_bytes(32768) == (5 * 32768 + 29 * 1024) * per_layer == 792_723_456
+    given = dict(GEMMA3_4B_IT, text_config={**GEMMA3_4B_IT["text_config"], "num_key_value_heads": 8})
+    path.write_text(json.dumps(given))
+    assert ModelConfig.from_hf_config(path).num_key_value_heads == 8  # a field the config gives wins
+
+
 def test_a_huge_batch_does_not_hang():
     """Above 65,536 tokens (1 - k/E)^B is taken in floats: B = 10^15 gives E at once, and stays a Fraction."""
     touched = f.experts_touched(num_experts=128, experts_per_token=8, batch=10**15)
@@ -404,3 +436,17 @@ def test_gpt_oss_active_parameters_as_the_model_card_counts_them():
     for model, card in ((big, 5.13), (small, 3.61)):
         without_embedding = model.active_parameters - model.parameters_by_class()["embedding"]
         assert round(without_embedding / 1e9, 2) == card
+
+
+def test_missing_model_type_and_missing_file_are_said_plainly(tmp_path):
+    """A config without model_type said "model_type 'None': config.json has no model_type"; a missing file "model config
+    cannot read". Both now name the file and the field or the failure in plain words."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"hidden_size": 4}))
+    with pytest.raises(UnsupportedModelError) as exc:
+        ModelConfig.from_hf_config(path)
+    assert str(exc.value).startswith(f"{path}: field 'model_type' missing: the family cannot be known and is not "
+                                     "guessed (supported: deepseek, ")
+    assert str(exc.value).endswith("; not supported") and exc.value.model_type == ""
+    with pytest.raises(ConfigError, match=r"nope\.json: cannot read the model config: no such file$"):
+        ModelConfig.from_hf_config(tmp_path / "nope.json")

@@ -115,3 +115,27 @@ def test_plot_out_that_cannot_be_a_folder(tmp_path, capsys):
     assert cli_main(["plot", "--out", str(blocker), "--format", "svg"]) == 2
     err = capsys.readouterr().err
     assert "out_dir=" in err and "cannot create the folder" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name, tp, critical", [("mixtral-8x7b", 2, 1082), ("gemma-3-27b", 1, 296),
+                                                 ("mistral-7b-v0.1", 1, 301)])
+def test_throughput_curves_price_moe_and_windows_as_decode_step(name, tp, critical):
+    """The chart priced Mixtral with all 8 experts read at every batch and Gemma 3 / Mistral v0.1 at full attention;
+    each point is now decode_step's tokens/s (experts touched, min(c, w) per layer), the KV limit floor(budget /
+    kv_bytes(c)) and the critical batch criticality's (Mixtral's 1,082 of proof p09)."""
+    from fractions import Fraction
+
+    from roofline.estimate import criticality, decode_step
+
+    model, h100 = get_model(name), get_accelerator("h100-sxm")
+    c = throughput_curves(model.per_gpu(tp), h100, context=8192, kv_budget=20 * 10**9, max_batch=64)
+    for b in (1, 8, 16):
+        step = decode_step(model, h100, batch=b, context=8192, tensor_parallel_size=tp)
+        assert c["with_kv"][b - 1] == pytest.approx(float(b / step.step_time), rel=1e-12)
+        assert c["weights_only"][b - 1] == pytest.approx(
+            float(b / decode_step(model, h100, batch=b, context=8192, kv_reads=False,
+                                  tensor_parallel_size=tp).step_time), rel=1e-12)
+    share = model.per_gpu(tp)
+    assert c["kv_limit"] == int(Fraction(20 * 10**9) / Fraction(share.kv_bytes(8192)))
+    assert c["critical_batch"] == critical == criticality(model, h100, context=0, tensor_parallel_size=tp
+                                                          ).critical_batch_weights_only

@@ -208,3 +208,63 @@ def _subparser(name: str):
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices[name]
+
+
+def test_labels_a_fresh_user_found_wrong_on_moe_windows_and_small_cards(capsys):
+    """Mixtral's batch-1 step reads the shared weights and k experts (12.88 GB per GPU at T = 2), not its 46.70 GB;
+    Gemma 3 27B's step with KV is W + 8 x kv_bytes(c), not 8 x c x k, and its token count is at full attention; the
+    lesson's 53 GB on an A100 40GB (22.11 GB left after Llama 3.1 8B's weights) and --kv-budget-gb 1000 are said to
+    exceed the card; the bandwidth line is not called HBM (the L40S has GDDR6)."""
+    assert main(["report", "--model", "mixtral-8x7b"]) == 0
+    out = capsys.readouterr().out
+    assert ("step time                 3.923 ms = weights read (shared + k experts per layer) / bandwidth = 12.88 GB "
+            "/ 3.35 TB/s + all-reduce") in out
+    assert "active per token 12,879,925,248 (embedding table included)" in out
+    assert main(["report", "--model", "gemma-3-27b", "--context", "32768"]) == 0
+    out = capsys.readouterr().out
+    assert "with KV at 32,768 tokens 23.577 ms (batch 1: 17.056 ms) = (W + 8 x KV per sequence) / bandwidth" in out
+    assert "16 sequences of 32,768 tokens (full-attention tokens 104,350; 16 with 16-token blocks)" in out
+    assert "more than this GPU has: 53 GB (the lesson's one-GPU figure) exceeds the 21.67 GB" in out
+    assert main(["report", "--accelerator", "a100-40gb"]) == 0
+    assert ("(more than this GPU has: 53 GB (the lesson's one-GPU figure) exceeds the 22.11 GB left after the "
+            "weights even at reserve 0; the line above is a what-if)") in capsys.readouterr().out
+    assert main(["report", "--kv-budget-gb", "1000"]) == 0
+    assert "1000 GB (--kv-budget-gb) exceeds the 60.48 GB" in capsys.readouterr().out
+    assert main(["report"]) == 0
+    out = capsys.readouterr().out
+    assert "more than this GPU has" not in out and "HBM" not in out
+    assert main(["report", "--accelerator", "l40s"]) == 0
+    assert "  memory bandwidth 0.864 TB/s" in capsys.readouterr().out
+
+
+def test_estimate_help_names_every_shipped_profile_and_what_each_command_does():
+    """--estimate's help listed four profiles (nim was missing) and told report and simulate users both verbs."""
+    from roofline.calibrate.fit import profile_names
+    from roofline.commands._args import ENGINE_PROFILES
+
+    assert sorted(ENGINE_PROFILES) == profile_names()
+    report_help = {a.dest: a.help for a in _subparser("report")._actions}["estimate"]
+    simulate_help = {a.dest: a.help for a in _subparser("simulate")._actions}["estimate"]
+    assert report_help.startswith("also print an engine profile's estimate beside the bound: vllm, gpt-fast, "
+                                  "lmdeploy, trtllm or nim")
+    assert simulate_help.startswith("price every step with an engine profile's estimate instead of the bound")
+
+
+def test_no_kv_budget_is_said_in_gb_with_the_cards_that_fit(capsys):
+    """DeepSeek-V3 (673.15 GB of FP8/BF16 weights) on H100: 79.2 GiB x 0.9 - 673.15 GB = -596.61 GB, said in GB (it
+    printed 'budget=-596614264897.28'), with the presets where some T <= 8 fits; the API keeps field and value."""
+    from roofline import get_accelerator, get_model
+    from roofline.errors import NoKVBudgetError
+    from roofline.estimate import kv_budget_for
+
+    assert main(["report", "--model", "deepseek-v3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("roofline report: error: KV budget -596.61 GB: deepseek-v3 weights (673.15 GB) leave no KV "
+                          "budget on NVIDIA H100 SXM5 80GB at utilization 0.9; no tensor-parallel size of 1, 2, 4, 8 "
+                          "fits on one server of it")
+    assert "it fits on b200 at T = 4, gb200 at T = 4, h20 at T = 8, h200-sxm at T = 8, mi300x at T = 4" in err
+    with pytest.raises(NoKVBudgetError) as exc:
+        kv_budget_for(get_model("deepseek-v3"), get_accelerator("h100-sxm"))
+    assert exc.value.field == "budget" and round(exc.value.value / 1e9, 2) == -596.61
+    assert isinstance(exc.value, ValueError)

@@ -100,11 +100,11 @@ def test_gzip_trace_errors_name_the_file(tmp_path: Path) -> None:
     """A .gz trace that is not gzip, is cut short, or holds bad rows is a TraceError naming the file and line."""
     fake = tmp_path / "fake.csv.gz"
     fake.write_text("arrival_s,prompt_tokens,output_tokens\n0,1,1\n")
-    with pytest.raises(TraceError, match=r"fake\.csv\.gz:0: field 'file': not a valid gzip file"):
+    with pytest.raises(TraceError, match=r"fake\.csv\.gz: not a valid gzip file"):
         load_trace(fake)
     cut = tmp_path / "cut.csv.gz"
     cut.write_bytes(gzip.compress(b"arrival_s,prompt_tokens,output_tokens\n0,1,1\n" * 50)[:-12])
-    with pytest.raises(TraceError, match=r"cut\.csv\.gz:0: field 'file': not a valid gzip file"):
+    with pytest.raises(TraceError, match=r"cut\.csv\.gz: not a valid gzip file"):
         load_trace(cut)
     bad = tmp_path / "bad.csv.gz"
     bad.write_bytes(gzip.compress(b"arrival_s,prompt_tokens,output_tokens\n0,1,1\n1,0,1\n"))
@@ -112,7 +112,7 @@ def test_gzip_trace_errors_name_the_file(tmp_path: Path) -> None:
         load_trace(bad)
     latin = tmp_path / "latin.csv.gz"
     latin.write_bytes(gzip.compress("arrival_s,prompt_tokens,output_tokens\n0,1,1 \xe9\n".encode("latin-1")))
-    with pytest.raises(TraceError, match=r"latin\.csv\.gz:0: field 'file': not UTF-8"):
+    with pytest.raises(TraceError, match=r"latin\.csv\.gz: not UTF-8"):
         load_trace(latin)
 
 
@@ -207,3 +207,12 @@ def test_workloads_must_be_in_arrival_order_with_unique_ids() -> None:
     with pytest.raises(InvalidValueError, match=r"requests\[0\]"):
         check_requests([(0, 1, 1)])
     assert check_requests([b, a]) == (b, a)
+
+
+def test_a_trace_that_cannot_be_read_is_named_without_a_line(tmp_path):
+    """A missing trace said 'nope.csv:0: field 'file': cannot read: no such file' (line 0, a field 'file'); the file
+    is named alone, and the attributes keep line 0 and field 'file' for callers."""
+    with pytest.raises(TraceError) as exc:
+        load_trace(tmp_path / "nope.csv")
+    assert str(exc.value) == f"{tmp_path / 'nope.csv'}: cannot read: no such file"
+    assert (exc.value.line, exc.value.field) == (0, "file")

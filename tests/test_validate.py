@@ -8,6 +8,7 @@ import json
 import statistics
 from pathlib import Path
 
+import attrs
 import pytest
 
 import roofline.cli as cli
@@ -292,3 +293,24 @@ def test_constants_lines_name_each_device_once(run_cli, capsys: pytest.CaptureFi
     text = format_report(Report(rows=(row(0, h100.measured()), row(1, own.measured()))))
     assert "  measured h100-sxm: 3,000 GB/s" in text and "  measured h100-sxm: 2,900 GB/s [measured: a file]" in text
     assert text.count("  spec     h100-sxm: 3,350 GB/s") == 1
+
+
+def test_a_sliding_window_row_is_priced_at_its_windows():
+    """A Gemma 3 27B row at batch 4, context 8,192 each, reads min(c, w) per windowed layer (it was priced at full
+    attention, 8,192 tokens in every layer): predict equals decode_step's bound; a context_sum that does not
+    split into equal contexts is refused naming it."""
+    from roofline.calibrate.compare import predict
+    from roofline.calibrate.schema import Measurement
+    from roofline.estimate import decode_step
+
+    model, h100 = get_model("gemma-3-27b"), get_accelerator("h100-sxm")
+    row = Measurement(id="w", group="g", model=model, spec=h100, measured_constants=h100, batch=4,
+                      context_sum=4 * 8192, measured_s=0.02, metric="m", source="s")
+    t, bound = predict(row, h100)
+    step = decode_step(model, h100, batch=4, context=8192)
+    assert t == pytest.approx(float(step.step_time), rel=1e-12) and bound == step.bound == "memory"
+    windowed = (model.decode_weight_bytes(4) + 4 * model.kv_bytes(8192)) / h100.bandwidth
+    full = (model.decode_weight_bytes(4) + 4 * 8192 * model.kv_bytes_per_token) / h100.bandwidth
+    assert t == pytest.approx(float(windowed), rel=1e-12) and t < 0.83 * float(full)  # 0.827
+    with pytest.raises(InvalidValueError, match=r"^context_sum=32769: gemma-3-27b has sliding windows"):
+        predict(attrs.evolve(row, context_sum=4 * 8192 + 1), h100)

@@ -96,12 +96,14 @@ def predict(
         (:meth:`roofline.ModelConfig.per_gpu`) plus the 2 L ring all-reduces of its batch over
         ``accelerator.link(T)`` (:func:`roofline.formulas.decode_allreduce_time`); a MoE row reads
         the experts its batch touches (uniform routing; docs/conventions.md, "Tensor parallelism"
-        and "Architectures").
+        and "Architectures"); a sliding-window model's row reads min(c, w) tokens per windowed
+        layer, each sequence at context_sum / batch.
 
     Raises
     ------
     InvalidValueError
-        For an unknown FLOP convention.
+        For an unknown FLOP convention; naming ``context_sum`` when a sliding-window model's
+        context_sum is not a multiple of its batch (one context per sequence is priced).
 
     Examples
     --------
@@ -110,12 +112,18 @@ def predict(
     >>> round(t * 1e3, 3), bound
     (6.637, 'memory')
     """
-    from ..estimate import allreduce_terms
+    from ..estimate import _model_terms, allreduce_terms
 
     model = measurement.model.per_gpu(measurement.tensor_parallel)
-    terms = dict(model.step_terms(flops))
-    if model.is_moe:
-        terms["weight_bytes"] = model.decode_weight_bytes(measurement.batch)
+    context = 0
+    if model.has_sliding_window:  # windows price each sequence at its own context: one context for the batch
+        context, rest = divmod(measurement.context_sum, measurement.batch)
+        if rest:
+            raise InvalidValueError("context_sum", measurement.context_sum,
+                                    f"{model.name} has sliding windows, priced at one context per sequence: "
+                                    f"context_sum must be a multiple of batch ({measurement.batch})")
+    # the step reads the experts its batch touches (MoE) and min(c, w) tokens per windowed layer
+    terms = _model_terms(model, flops, measurement.batch, context)
     kw = dict(
         batch=measurement.batch,
         context_sum=measurement.context_sum,
@@ -127,7 +135,7 @@ def predict(
         allreduce = float(decode_allreduce_time(batch=measurement.batch,
                                                 **allreduce_terms(model, accelerator, model.tensor_parallel_size)))
     t = float(step_time(**kw, overhead=0)) + allreduce
-    memory = float(terms["weight_bytes"] + model.kv_bytes_per_token * measurement.context_sum) / float(
+    memory = float(terms["weight_bytes"] + terms["kv_bytes_per_token"] * measurement.context_sum) / float(
         accelerator.bandwidth
     ) + allreduce
     return t, "memory" if math.isclose(t, memory, rel_tol=1e-12) else "compute"

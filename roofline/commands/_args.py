@@ -100,12 +100,17 @@ def _flops(text: str) -> str:
     return {"lesson": "2p"}.get(text, text)
 
 
-def add_estimate_option(p: argparse.ArgumentParser) -> None:
-    """``--estimate PROFILE``: an engine profile's estimate beside the bound (shared by report and simulate)."""
+#: The shipped engine profiles' keys (roofline.calibrate.fit.profile_names(); a test keeps them equal).
+ENGINE_PROFILES = ("vllm", "gpt-fast", "lmdeploy", "trtllm", "nim")
+
+
+def add_estimate_option(p: argparse.ArgumentParser, *, instead: bool = False) -> None:
+    """``--estimate PROFILE``: an engine profile's estimate beside the bound (report) or instead of it (simulate)."""
+    what = ("price every step with an engine profile's estimate instead of the bound" if instead
+            else "also print an engine profile's estimate beside the bound")
     p.add_argument("--estimate", default=None, metavar="PROFILE",
-                   help="also (report) or instead (simulate) price steps with an engine profile's estimate: "
-                        "vllm, gpt-fast, lmdeploy or trtllm (constants fitted on published measurements; "
-                        "see roofline validate) (default: the bound only)")
+                   help=f"{what}: {', '.join(ENGINE_PROFILES[:-1])} or {ENGINE_PROFILES[-1]} (constants fitted on "
+                        "published measurements; see roofline validate) (default: the bound only)")
 
 
 

@@ -103,7 +103,7 @@ def run_accelerators(args: Any) -> int:
     if args.json:
         print(json.dumps(facts, indent=2))
         return 0
-    print(f"{'accelerator':<12} {'memory':>7} {'usable':>10} {'HBM':>10} {'BF16 dense':>15} {'FP8 dense':>15} "
+    print(f"{'accelerator':<12} {'memory':>7} {'usable':>10} {'bandwidth':>10} {'BF16 dense':>15} {'FP8 dense':>15} "
           f"{'ridge':>12}")
     for a in facts:
         fp8 = "-" if a["peak_fp8_flops"] is None else f"{a['peak_fp8_flops'] / 1e12:,.1f} TFLOP/s"

@@ -374,7 +374,7 @@ def format_report(r: dict[str, Any]) -> str:
     given_label = f"in a {given['budget_bytes'] / 1e9:g} GB budget" + ("" if tp is None else " per GPU")
     out = [
         f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {on}",
-        f"  HBM {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
+        f"  memory bandwidth {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
         f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB (sources: roofline.hardware)",
         "  every time is the roofline bound (a lower bound: datasheet constants, no overhead) unless marked "
         "[estimate]",
@@ -383,10 +383,12 @@ def format_report(r: dict[str, Any]) -> str:
         f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {held:,} parameters x "
         f"{w['bytes'] / held:g} B" + ("" if tp is None else " (one GPU's)"),
         f"  parameters            total {m['total_parameters']:,}, active per token {m['active_parameters']:,}"
+        + (" (embedding table included)" if m["experts"] else "")
         + (f" (other towers {m['other_tower_parameters']:,})" if m["other_tower_parameters"] else ""),
         *_moe_lines(m),
-        f"  step time             {_t(lesson['step_time_s']):>12} = weight bytes / bandwidth "
-        f"= {lesson['bytes'] / 1e9:.2f} GB / {bw / 1e12:.2f} TB/s" + plus_ar,
+        f"  step time             {_t(lesson['step_time_s']):>12} = "
+        + ("weights read (shared + k experts per layer) / bandwidth " if m["experts"] else "weight bytes / bandwidth ")
+        + f"= {lesson['bytes'] / 1e9:.2f} GB / {bw / 1e12:.2f} TB/s" + plus_ar,
         f"  compute time [2P]     {_t(lesson['compute_time_s']):>12} = 2 x P / peak "
         f"= {m['two_p_flops_per_token'] / 1e9:.2f} GFLOP / {peak / 1e12:.1f} TFLOP/s",
         f"  compute time [exact]  {_t(exact['compute_time_s']):>12} = 2 x matmul params / peak "
@@ -416,7 +418,9 @@ def format_report(r: dict[str, Any]) -> str:
         f"  step time, batch 8    {_t(r['eight']['weights_only']['step_time_s']):>12} weights only "
         f"(batch 1: {_t(exact['step_time_s'])}), 8 tokens per step",
         f"  with KV at {ctx:,} tokens {_t(r['eight']['with_kv']['step_time_s'])} "
-        f"(batch 1: {_t(r['single_with_kv']['step_time_s'])}) = (W + 8 x {ctx} x k) / bandwidth",
+        f"(batch 1: {_t(r['single_with_kv']['step_time_s'])}) = "
+        + ("(W + 8 x KV per sequence) / bandwidth" if m["sliding_windows"] else f"(W + 8 x {ctx} x k) / bandwidth")
+        + (", W the weights 8 tokens read" if m["experts"] else ""),
         f"  throughput            {eight_wo['throughput_tokens_per_s']:9,.0f} tokens/s vs "
         f"{exact['throughput_tokens_per_s']:,.0f} at batch 1 "
         f"({eight_wo['throughput_tokens_per_s'] / exact['throughput_tokens_per_s']:.2f}x), weights only; "
@@ -433,9 +437,11 @@ def format_report(r: dict[str, Any]) -> str:
         + (f" (windows {m['sliding_windows']} tokens: sum over layers of min(c, w) x per-layer bytes)"
            if m["sliding_windows"] else ""),
         f"  {given_label:<22}{given['sequences']:9,d} sequences of "
-        f"{given['context']:,} tokens (tokens {given['tokens']:,}; {given['sequences_blocks']:,} with "
+        f"{given['context']:,} tokens ("
+        + ("full-attention " if m["sliding_windows"] else "")
+        + f"tokens {given['tokens']:,}; {given['sequences_blocks']:,} with "
         f"{given['block_size']}-token blocks{'; the table' + chr(39) + 's KV limit' if from_given else ''})",
-        *_given_budget_caveat(given, tp, from_given),
+        *_given_budget_caveat(given, tp, from_given, upper),
         *_real_budget_lines(a, kv, real),
         f"  upper bound, reserve 0 {upper['budget_bytes'] / 1e9:8.2f} GB    = "
         f"{a['usable_memory_bytes'] / 2**30:.1f} GiB x {kv['utilization']:g} - weights",
@@ -501,14 +507,21 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
     return out
 
 
-def _given_budget_caveat(given: dict[str, Any], tp: dict[str, Any] | None, from_given: bool) -> list[str]:
-    """Under tensor parallelism: the given budget (the lesson's 53 GB unless --kv-budget-gb) is each GPU's."""
-    if tp is None:
-        return []
-    gb, T = given["budget_bytes"] / 1e9, tp["size"]
+def _given_budget_caveat(given: dict[str, Any], tp: dict[str, Any] | None, from_given: bool,
+                         upper: dict[str, Any]) -> list[str]:
+    """Caveats of the given budget (the lesson's 53 GB unless --kv-budget-gb): under tensor parallelism it is each
+    GPU's; above what the GPU leaves after the weights (reserve 0) it is a what-if, not this GPU."""
+    gb = given["budget_bytes"] / 1e9
     what = "--kv-budget-gb" if from_given else "the lesson's one-GPU figure"
-    return [f"  (that budget is per GPU: {gb:g} GB ({what}) on each of the {T} GPUs, {gb * T:g} GB for the group; "
-            "each GPU holds its share of every sequence's KV)"]
+    out = []
+    if tp is not None:
+        T = tp["size"]
+        out.append(f"  (that budget is per GPU: {gb:g} GB ({what}) on each of the {T} GPUs, {gb * T:g} GB for the "
+                   "group; each GPU holds its share of every sequence's KV)")
+    if given["budget_bytes"] > upper["budget_bytes"]:
+        out.append(f"  (more than this GPU has: {gb:g} GB ({what}) exceeds the {upper['budget_bytes'] / 1e9:.2f} GB "
+                   "left after the weights even at reserve 0; the line above is a what-if)")
+    return out
 
 
 def _real_budget_lines(a: dict[str, Any], kv: dict[str, Any], real: dict[str, Any] | None) -> list[str]:

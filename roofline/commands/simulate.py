@@ -131,7 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", choices=("all", *POLICIES), default="all", help="policy to run (default: all)")
     add_model_options(p)
     add_flops_option(p, default="exact")
-    add_estimate_option(p)
+    add_estimate_option(p, instead=True)
     add_tensor_parallel_option(p)
     p.add_argument("--overhead", type=number_arg("--overhead"), default=Fraction(0),
                    help="fixed per-step overhead in seconds (default: 0)")
