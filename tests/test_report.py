@@ -268,3 +268,20 @@ def test_no_kv_budget_is_said_in_gb_with_the_cards_that_fit(capsys):
         kv_budget_for(get_model("deepseek-v3"), get_accelerator("h100-sxm"))
     assert exc.value.field == "budget" and round(exc.value.value / 1e9, 2) == -596.61
     assert isinstance(exc.value, ValueError)
+
+
+def test_context_beyond_the_model_and_estimate_rows_keep_their_kv_marks(capsys):
+    """--context 200000 on Llama 3.1 8B (131,072 positions) ran without a word; the --estimate table dropped the
+    bound table's '(KV limit ...)' and '(KV does not fit)' marks (Gemma 3 27B: 42 sequences fit at reserve 0)."""
+    assert main(["report", "--context", "200000"]) == 0
+    out = capsys.readouterr().out
+    assert ("  (the context exceeds the model's max_position_embeddings, 131,072 tokens: an engine refuses it by "
+            "default; the numbers are what such a context would cost)") in out
+    assert _json(capsys, "--context", "200000")["model"]["max_position_embeddings"] == 131_072
+    assert main(["report", "--model", "gemma-3-27b", "--estimate", "vllm"]) == 0
+    estimate = capsys.readouterr().out.split("Estimate [estimate]")[1]
+    assert "      42 |              22.493 ms |                 32.696 ms      1,285  memory (KV limit, reserve 0)" \
+        in estimate
+    assert "     256 |              54.938 ms |                 72.991 ms      3,507  memory (KV does not fit)" in estimate
+    helps = {a.dest: a.help for a in _subparser("report")._actions}
+    assert "one flat width for every weight, embeddings and lm_head included, no group scales" in helps["weight_dtype"]

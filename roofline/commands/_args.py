@@ -84,7 +84,9 @@ def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -
                         help="accelerator preset (default: %(default)s)")
     if dtypes:
         parser.add_argument("--weight-dtype", default=None,
-                            help="override the weight dtype (bf16, fp8, int8, int4...)")
+                            help="override the weight dtype (bf16, fp8, int8, int4...): one flat width for every "
+                                 "weight, embeddings and lm_head included, no group scales, the config's "
+                                 "quantization_config dropped; a quantized config.json is priced exactly without it")
         parser.add_argument("--kv-dtype", default=None, help="override the KV-cache dtype")
 
 

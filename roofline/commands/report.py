@@ -218,6 +218,7 @@ def build_report(
             "matmul_flops_per_token": model.matmul_flops_per_token,
             "two_p_flops_per_token": model.two_p_flops_per_token,
             "attention_flops_per_context_token": model.attention_flops_per_token,
+            "max_position_embeddings": model.max_position_embeddings,
         },
         "accelerator": {
             "key": accelerator.key, "name": accelerator.name,
@@ -374,7 +375,7 @@ def format_report(r: dict[str, Any]) -> str:
     given_label = f"in a {given['budget_bytes'] / 1e9:g} GB budget" + ("" if tp is None else " per GPU")
     out = [
         f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {on}",
-        f"  memory bandwidth {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:.1f} TFLOP/s, "
+        f"  memory bandwidth {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:,.1f} TFLOP/s, "
         f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB (sources: roofline.hardware)",
         "  every time is the roofline bound (a lower bound: datasheet constants, no overhead) unless marked "
         "[estimate]",
@@ -436,6 +437,9 @@ def format_report(r: dict[str, Any]) -> str:
         f"  KV per sequence       {kv['kv_bytes_per_sequence']:9,.0f} B     at {ctx:,} tokens"
         + (f" (windows {m['sliding_windows']} tokens: sum over layers of min(c, w) x per-layer bytes)"
            if m["sliding_windows"] else ""),
+        *([f"  (the context exceeds the model's max_position_embeddings, {m['max_position_embeddings']:,} tokens: "
+           "an engine refuses it by default; the numbers are what such a context would cost)"]
+          if m["max_position_embeddings"] is not None and ctx > m["max_position_embeddings"] else []),
         f"  {given_label:<22}{given['sequences']:9,d} sequences of "
         f"{given['context']:,} tokens ("
         + ("full-attention " if m["sliding_windows"] else "")
@@ -453,10 +457,9 @@ def format_report(r: dict[str, Any]) -> str:
         f"  {'batch':>6} | {'step, weights only':>18} {'tokens/s':>10} {'FLOP/B':>7}  "
         f"{'bound':<7} | {'step, with KV':>14} {'tokens/s':>10} {'FLOP/B':>7}  bound",
     ]
-    limit_note = " (KV limit, --kv-budget-gb)" if from_given else " (KV limit, reserve 0)"
     for row in r["table"]:
         wo, wk = row["weights_only"], row["with_kv"]
-        note = limit_note if row["kv_limit"] else ("" if row["fits"] else " (KV does not fit)")
+        note = _kv_note(row, from_given)
         out.append(
             f"  {row['batch']:>6,} | {_t(wo['step_time_s']):>18} {wo['throughput_tokens_per_s']:>10,.0f} "
             f"{wo['intensity_flop_per_byte']:>7,.1f}  {wo['bound']:<7} | {_t(wk['step_time_s']):>14} "
@@ -476,6 +479,13 @@ def _moe_lines(m: dict[str, Any]) -> list[str]:
     return [f"  experts (MoE)         {e['num_experts']} routed, {e['experts_per_token']} per token, "
             f"{e['num_shared_experts']} shared, {e['num_moe_layers']} MoE layers; touched per layer "
             f"({e['routing']}): {touched}"]
+
+
+def _kv_note(row: dict[str, Any], from_given: bool) -> str:
+    """A table row's KV mark: the KV limit's row, a batch whose KV does not fit, or nothing."""
+    if row["kv_limit"]:
+        return " (KV limit, --kv-budget-gb)" if from_given else " (KV limit, reserve 0)"
+    return "" if row["fits"] else " (KV does not fit)"
 
 
 def _estimate_lines(r: dict[str, Any]) -> list[str]:
@@ -499,11 +509,13 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
         f"vs {_t(r['eight']['with_kv']['step_time_s'])} [bound]",
         f"  {'batch':>6} | {'step, with KV [bound]':>22} | {'step, with KV [estimate]':>25} {'tokens/s':>10}  regime",
     ]
-    bounds = {row["batch"]: row["with_kv"] for row in r["table"]}
+    bounds = {row["batch"]: row for row in r["table"]}
+    from_given = r["inputs"]["kv_limit_from"] == "given"
     for row in e["table"]:
-        est = row["with_kv"]
-        out.append(f"  {row['batch']:>6,} | {_t(bounds[row['batch']]['step_time_s']):>22} | "
-                   f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10,.0f}  {est['bound']}")
+        est, bound = row["with_kv"], bounds[row["batch"]]
+        out.append(f"  {row['batch']:>6,} | {_t(bound['with_kv']['step_time_s']):>22} | "
+                   f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10,.0f}  {est['bound']}"
+                   f"{_kv_note(bound, from_given)}")
     return out
 
 
