@@ -46,6 +46,10 @@ __all__ = ["Family", "FAMILIES", "REFUSED", "read_config", "read_quantization", 
 
 #: Largest size accepted for any dimension of a config (layers, widths, vocabulary).
 MAX_DIMENSION = 1 << 32
+#: Largest number of layers accepted (a few hundred exist): readers build per-layer lists, and
+#: 2**32 layers made them hang or run out of memory.
+MAX_LAYERS = 1 << 16
+_LAYER_KEYS = ("num_hidden_layers", "n_layer")
 
 
 # --------------------------------------------------------------------------- field readers
@@ -64,6 +68,8 @@ def field(cfg: dict[str, Any], key: str, *, source: str, required: bool = True, 
         raise ConfigError(f"{source}: field {key!r}={value!r} must be a positive integer")
     if value > MAX_DIMENSION:
         raise ConfigError(f"{source}: field {key!r}={value!r} is implausibly large (> {MAX_DIMENSION:,})")
+    if key in _LAYER_KEYS and value > MAX_LAYERS:
+        raise ConfigError(f"{source}: field {key!r}={value!r} is implausibly large (> {MAX_LAYERS:,} layers)")
     return value
 
 
@@ -197,7 +203,8 @@ def _moe_layers_qwen(cfg: dict[str, Any], layers: int, source: str) -> int:
         raise ConfigError(f"{source}: field 'mlp_only_layers'={shown(only)} must be a list of layer indices")
     if any(not 0 <= i < layers for i in only):
         raise ConfigError(f"{source}: field 'mlp_only_layers'={shown(only)} names a layer outside 0 .. {layers - 1}")
-    return sum(1 for i in range(layers) if i not in only and (i + 1) % step == 0)
+    dense = set(only)
+    return sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
 
 
 _MOE_KEYS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "num_shared_experts",

@@ -533,3 +533,29 @@ def test_a_patch_larger_than_the_image_is_refused():
     with pytest.raises(ConfigError, match="patch_size"):
         ModelConfig.from_hf_config({"model_type": "llava", "text_config": {**SMALL, "model_type": "llama"},
                                     "vision_config": {**LLAVA_VISION, "image_size": 4}})
+
+
+@pytest.mark.parametrize("cfg", [
+    {"model_type": "qwen2_moe", "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+    {"model_type": "gemma2", "sliding_window": 8},
+    {"model_type": "mistral", "sliding_window": 8},
+])
+def test_billions_of_layers_are_refused_at_once(cfg):
+    """num_hidden_layers 2**32 (accepted as a dimension) hung the per-layer readers (> 40 s) or ran out of memory."""
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match="num_hidden_layers"):
+        ModelConfig.from_hf_config({**SMALL, **cfg, "num_hidden_layers": 2**32})
+    assert time.monotonic() - start < 5
+
+
+def test_a_long_mlp_only_layers_list_is_read_quickly():
+    """65,536 layers with every other one in mlp_only_layers: read in well under a second (was 12 s: a list search)."""
+    import time
+
+    start = time.monotonic()
+    m = ModelConfig.from_hf_config({**SMALL, "model_type": "qwen2_moe", "num_hidden_layers": 65536, "num_experts": 4,
+                                    "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                    "mlp_only_layers": list(range(0, 65536, 2))})
+    assert m.num_moe_layers == 32768 and time.monotonic() - start < 2
