@@ -366,7 +366,8 @@ def _read_opt(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     if hidden % heads:
         raise ConfigError(f"{source}: hidden_size={hidden} is not divisible by num_attention_heads={heads}")
     max_pos = field(cfg, "max_position_embeddings", source=source)
-    if cfg.get("word_embed_proj_dim", hidden) != hidden:
+    # OPTConfig: word_embed_proj_dim null (or absent) is hidden_size
+    if field(cfg, "word_embed_proj_dim", source=source, required=False, default=hidden) != hidden:
         raise UnsupportedModelError("opt", "word_embed_proj_dim != hidden_size (projected embeddings, OPT-350m)")
     if not flag(cfg, "do_layer_norm_before", True, source=source):
         raise UnsupportedModelError("opt", "do_layer_norm_before=false (post-norm, OPT-350m)")
@@ -772,7 +773,10 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
             # would quantize nothing, and the checkpoint would be priced as unquantized
             raise UnsupportedModelError(model_type, "quantization_config.quant_method 'mxfp4' on a model without "
                                         "routed experts (mxfp4 is modelled for the experts of a MoE model only)")
-        return dict(quantization=Quantization("mxfp4", 4, "mxfp4", 32, classes=("experts",)))
+        # modules_to_not_convert (gpt-oss: attention, router, embeddings, lm_head) checked like the others':
+        # an entry that leaves the experts unquantized, or one not mapped onto a class, is refused by name
+        return dict(quantization=Quantization("mxfp4", 4, "mxfp4", 32,
+                                              classes=_classes(q, model_type, ("experts",), moe=moe)))
     if method == "fp8":
         block = q.get("weight_block_size")
         classes = _classes(q, model_type, linear, moe=moe)

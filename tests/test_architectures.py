@@ -559,3 +559,13 @@ def test_a_long_mlp_only_layers_list_is_read_quickly():
                                     "num_experts_per_tok": 2, "moe_intermediate_size": 32,
                                     "mlp_only_layers": list(range(0, 65536, 2))})
     assert m.num_moe_layers == 32768 and time.monotonic() - start < 2
+
+
+def test_opt_word_embed_proj_dim_null_is_hidden_size():
+    """OPTConfig reads word_embed_proj_dim null as hidden_size (was refused as projected embeddings)."""
+    cfg = {"model_type": "opt", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+           "vocab_size": 100, "ffn_dim": 128, "max_position_embeddings": 64}
+    assert (ModelConfig.from_hf_config({**cfg, "word_embed_proj_dim": None}).parameters
+            == ModelConfig.from_hf_config(cfg).parameters)
+    with pytest.raises(ConfigError, match="word_embed_proj_dim"):
+        ModelConfig.from_hf_config({**cfg, "word_embed_proj_dim": "64"})

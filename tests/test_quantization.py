@@ -185,3 +185,16 @@ def test_fp8_ignored_layers_are_read(tmp_path):
     """vLLM's fp8 ignored_layers (beside modules_to_not_convert and ignore): an unmapped layer is refused by name."""
     with pytest.raises(UnsupportedModelError, match="model.layers.0.mlp.down_proj"):
         _model(tmp_path, quantization_config={"quant_method": "fp8", "ignored_layers": ["model.layers.0.mlp.down_proj"]})
+
+
+@pytest.mark.parametrize("skipped,error", [
+    (["model.layers.*.mlp.experts"], UnsupportedModelError),  # was priced mxfp4 though left unquantized
+    ("lm_head", None),  # not a list: was accepted
+])
+def test_mxfp4_modules_to_not_convert_are_checked(tmp_path, skipped, error):
+    """mxfp4's modules_to_not_convert is read like the other methods' (it was ignored)."""
+    from roofline.errors import ConfigError
+
+    with pytest.raises(error or ConfigError, match="modules_to_not_convert" if error is None else "experts"):
+        _model(tmp_path, model_type="mixtral", num_local_experts=8, num_experts_per_tok=2,
+               quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": skipped})
