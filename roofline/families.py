@@ -101,8 +101,8 @@ def _first(cfg: dict[str, Any], *keys: str) -> str:
     return keys[0]
 
 
-def _head_dim(cfg: dict[str, Any], hidden: int, heads: int, source: str) -> int:
-    head_dim = field(cfg, "head_dim", source=source, required=False)
+def _head_dim(cfg: dict[str, Any], hidden: int, heads: int, source: str, default: int | None = None) -> int:
+    head_dim = field(cfg, "head_dim", source=source, required=False, default=default)
     if head_dim is None:
         if hidden % heads:
             raise ConfigError(
@@ -113,7 +113,7 @@ def _head_dim(cfg: dict[str, Any], hidden: int, heads: int, source: str) -> int:
     return head_dim
 
 
-def _llama_like(cfg: dict[str, Any], source: str, *, tied: bool) -> dict[str, Any]:
+def _llama_like(cfg: dict[str, Any], source: str, *, tied: bool, head_dim: int | None = None) -> dict[str, Any]:
     """Fields named as in LlamaConfig (llama, mistral, mixtral, qwen*, gemma*, phi3, deepseek)."""
     layers = field(cfg, "num_hidden_layers", source=source)
     hidden = field(cfg, "hidden_size", source=source)
@@ -124,7 +124,7 @@ def _llama_like(cfg: dict[str, Any], source: str, *, tied: bool) -> dict[str, An
         intermediate_size=field(cfg, "intermediate_size", source=source),
         num_attention_heads=heads,
         num_key_value_heads=field(cfg, "num_key_value_heads", source=source, required=False, default=heads),
-        head_dim=_head_dim(cfg, hidden, heads, source),
+        head_dim=_head_dim(cfg, hidden, heads, source, head_dim),
         vocab_size=field(cfg, "vocab_size", source=source),
         max_position_embeddings=field(cfg, "max_position_embeddings", source=source, required=False),
         tie_word_embeddings=flag(cfg, "tie_word_embeddings", tied, source=source),
@@ -283,15 +283,16 @@ def _read_qwen2_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return _dense_without_moe_layers(kw)
 
 
-def _read_qwen3(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    kw = _llama_like(cfg, source, tied=False)
+def _read_qwen3(cfg: dict[str, Any], source: str, *, head_dim: int | None = 128) -> dict[str, Any]:
+    # Qwen3Config's head_dim defaults to 128 (not hidden / heads); Qwen3MoeConfig has none (hidden / heads)
+    kw = _llama_like(cfg, source, tied=False, head_dim=head_dim)
     kw["qk_norm"] = True
     kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="qwen3", use_flag=True)
     return kw
 
 
 def _read_qwen3_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    kw = _read_qwen3(cfg, source)
+    kw = _read_qwen3(cfg, source, head_dim=None)
     kw.update(_experts(cfg, source, "num_experts"))
     kw.update(moe_intermediate_size=field(cfg, "moe_intermediate_size", source=source),
               num_moe_layers=_moe_layers_qwen(cfg, kw["num_hidden_layers"], source))
@@ -299,11 +300,11 @@ def _read_qwen3_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _read_gemma(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    return _llama_like(cfg, source, tied=True)
+    return _llama_like(cfg, source, tied=True, head_dim=256)  # Gemma*Config head_dim: 256
 
 
 def _read_gemma2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    kw = _llama_like(cfg, source, tied=True)
+    kw = _llama_like(cfg, source, tied=True, head_dim=256)  # Gemma*Config head_dim: 256
     kw["norms_per_layer"] = 4
     kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, default_pattern=2, model_type="gemma2",
                                          default_window=4096)
@@ -311,7 +312,7 @@ def _read_gemma2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _read_gemma3_text(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    kw = _llama_like(cfg, source, tied=True)
+    kw = _llama_like(cfg, source, tied=True, head_dim=256)  # Gemma*Config head_dim: 256
     kw.update(norms_per_layer=4, qk_norm=True)
     kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, default_pattern=6,
                                          model_type="gemma3_text", default_window=4096)

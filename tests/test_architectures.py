@@ -569,3 +569,16 @@ def test_opt_word_embed_proj_dim_null_is_hidden_size():
             == ModelConfig.from_hf_config(cfg).parameters)
     with pytest.raises(ConfigError, match="word_embed_proj_dim"):
         ModelConfig.from_hf_config({**cfg, "word_embed_proj_dim": "64"})
+
+
+@pytest.mark.parametrize("model_type,head_dim", [
+    ("gemma", 256), ("gemma2", 256), ("gemma3_text", 256),  # GemmaConfig, Gemma2Config, Gemma3TextConfig
+    ("qwen3", 128),  # Qwen3Config
+    ("qwen2", 16), ("llama", 16),  # no head_dim field: hidden / heads = 64 / 4
+])
+def test_an_absent_head_dim_takes_the_familys_default(model_type, head_dim):
+    """head_dim left out: the family's transformers default (was hidden / heads for every family: 16, not 256)."""
+    cfg = {k: v for k, v in SMALL.items() if k != "head_dim"}
+    m = ModelConfig.from_hf_config({**cfg, "model_type": model_type})
+    assert m.head_dim == head_dim
+    assert m.kv_bytes_per_token == 30 * 2 * 2 * head_dim * 2
