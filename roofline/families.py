@@ -93,12 +93,20 @@ def flag(cfg: dict[str, Any], key: str, default: bool, *, source: str) -> bool:
     return value
 
 
-def _first(cfg: dict[str, Any], *keys: str) -> str:
-    """The first of ``keys`` present (non-null) in ``cfg``, else the first key (for the error message)."""
-    for key in keys:
-        if cfg.get(key) is not None:
-            return key
-    return keys[0]
+def _first(cfg: dict[str, Any], *keys: str, source: str = "config", prefix: str = "") -> str:
+    """The first of ``keys`` present (non-null) in ``cfg``, else the first key (for the error message).
+
+    Two of these aliases present with different values (gpt-oss's num_experts_per_tok and
+    experts_per_token, GPT-2's n_embd and hidden_size...) are refused by name, never one of them
+    chosen silently.
+    """
+    present = [key for key in keys if cfg.get(key) is not None]
+    for other in present[1:]:
+        a, b = cfg[present[0]], cfg[other]
+        if a != b or type(a) is not type(b):
+            raise ConfigError(f"{source}: fields '{prefix}{present[0]}'={shown(a)} and '{prefix}{other}'={shown(b)} "
+                              "name the same quantity and disagree")
+    return present[0] if present else keys[0]
 
 
 def _head_dim(cfg: dict[str, Any], hidden: int, heads: int, source: str, default: int | None = None) -> int:
@@ -230,7 +238,7 @@ def _moe_layers_deepseek(cfg: dict[str, Any], layers: int, source: str) -> int:
 
 def _experts(cfg: dict[str, Any], source: str, experts_key: str) -> dict[str, Any]:
     experts = field(cfg, experts_key, source=source)
-    k = field(cfg, _first(cfg, "num_experts_per_tok", "experts_per_token"), source=source)
+    k = field(cfg, _first(cfg, "num_experts_per_tok", "experts_per_token", source=source), source=source)
     if k > experts:
         raise ConfigError(f"{source}: field 'num_experts_per_tok'={k} exceeds {experts_key}={experts}")
     return dict(num_experts=experts, num_experts_per_tok=k)
@@ -326,13 +334,13 @@ def _read_phi3(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _read_gpt2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    hidden = field(cfg, _first(cfg, "n_embd", "hidden_size"), source=source)
-    heads = field(cfg, _first(cfg, "n_head", "num_attention_heads"), source=source)
+    hidden = field(cfg, _first(cfg, "n_embd", "hidden_size", source=source), source=source)
+    heads = field(cfg, _first(cfg, "n_head", "num_attention_heads", source=source), source=source)
     if hidden % heads:
         raise ConfigError(f"{source}: n_embd={hidden} is not divisible by n_head={heads}")
-    positions = field(cfg, _first(cfg, "n_positions", "max_position_embeddings"), source=source)
+    positions = field(cfg, _first(cfg, "n_positions", "max_position_embeddings", source=source), source=source)
     return dict(
-        num_hidden_layers=field(cfg, _first(cfg, "n_layer", "num_hidden_layers"), source=source),
+        num_hidden_layers=field(cfg, _first(cfg, "n_layer", "num_hidden_layers", source=source), source=source),
         hidden_size=hidden, intermediate_size=field(cfg, "n_inner", source=source, required=False,
                                                     default=4 * hidden),
         num_attention_heads=heads, num_key_value_heads=heads, head_dim=hidden // heads,
@@ -384,19 +392,19 @@ def _read_opt(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 
 def _read_falcon(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     hidden = field(cfg, "hidden_size", source=source)
-    heads = field(cfg, _first(cfg, "num_attention_heads", "n_head"), source=source)
+    heads = field(cfg, _first(cfg, "num_attention_heads", "n_head", source=source), source=source)
     if hidden % heads:
         raise ConfigError(f"{source}: hidden_size={hidden} is not divisible by num_attention_heads={heads}")
     new_arch = flag(cfg, "new_decoder_architecture", False, source=source)
     if new_arch:
-        kv_heads = field(cfg, _first(cfg, "num_kv_heads", "n_head_kv"), source=source)
+        kv_heads = field(cfg, _first(cfg, "num_kv_heads", "n_head_kv", source=source), source=source)
         norms = 2 if field(cfg, "num_ln_in_parallel_attn", source=source, required=False, default=2) == 2 else 1
     else:
         kv_heads = 1 if flag(cfg, "multi_query", True, source=source) else heads
         norms = 1 if flag(cfg, "parallel_attn", True, source=source) else 2
     bias = flag(cfg, "bias", False, source=source)
     return dict(
-        num_hidden_layers=field(cfg, _first(cfg, "num_hidden_layers", "n_layer"), source=source),
+        num_hidden_layers=field(cfg, _first(cfg, "num_hidden_layers", "n_layer", source=source), source=source),
         hidden_size=hidden, intermediate_size=field(cfg, "ffn_hidden_size", source=source, required=False,
                                                     default=4 * hidden),
         num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=hidden // heads,
@@ -674,7 +682,7 @@ _QUANT_METHODS = ("gptq", "awq", "fp8", "compressed-tensors", "mxfp4")
 
 
 def _bits(q: dict[str, Any], *keys: str, source: str) -> int:
-    key = _first(q, *keys)
+    key = _first(q, *keys, source=source, prefix="quantization_config.")
     bits = q.get(key)
     # 4.0 == 4 in Python: a float (or true == 1) would pass a plain membership test and fail later
     if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (2, 3, 4, 8):
@@ -683,7 +691,7 @@ def _bits(q: dict[str, Any], *keys: str, source: str) -> int:
 
 
 def _group(q: dict[str, Any], *keys: str, source: str) -> int:
-    key = _first(q, *keys)
+    key = _first(q, *keys, source=source, prefix="quantization_config.")
     g = q.get(key, 128)
     if isinstance(g, bool) or not isinstance(g, int) or (g <= 0 and g != -1):
         raise ConfigError(f"{source}: field 'quantization_config.{key}'={g!r} must be a positive integer or -1")

@@ -582,3 +582,17 @@ def test_an_absent_head_dim_takes_the_familys_default(model_type, head_dim):
     m = ModelConfig.from_hf_config({**cfg, "model_type": model_type})
     assert m.head_dim == head_dim
     assert m.kv_bytes_per_token == 30 * 2 * 2 * head_dim * 2
+
+
+@pytest.mark.parametrize("cfg,field", [
+    ({"model_type": "gpt_oss", "num_local_experts": 4, "num_experts_per_tok": 4, "experts_per_token": 2},
+     "experts_per_token"),  # was: k = 4, experts_per_token ignored
+    ({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "hidden_size": 128, "n_head": 4, "n_positions": 128},
+     "hidden_size"),
+    ({"model_type": "llama", "quantization_config": {"quant_method": "awq", "bits": 4, "w_bit": 8}},
+     "quantization_config.w_bit"),
+])
+def test_aliases_that_disagree_are_refused(cfg, field):
+    """Two names of one quantity with different values: refused naming both (was: the first silently chosen)."""
+    with pytest.raises(ConfigError, match=field):
+        ModelConfig.from_hf_config({**SMALL, **cfg})
