@@ -208,3 +208,18 @@ def _subparser(name: str):
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices[name]
+
+
+def test_windowed_batch_8_line_names_the_windowed_kv(capsys):
+    """Mistral 7B (4,096-token windows) at 8,000 tokens: the batch-8 step reads W + 8 x kv_bytes(8000), and its
+    line says so (it said 8 x 8000 x k, the full-attention KV, 1.6x the bytes behind the number)."""
+    from roofline import get_accelerator, get_model
+
+    assert main(["report", "--model", "mistral-7b-v0.1", "--context", "8000"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("with KV at 8,000 tokens"))
+    assert "KV per sequence at 8000" in line and "8 x 8000 x k" not in line
+    m, a = get_model("mistral-7b-v0.1"), get_accelerator("h100-sxm")
+    assert m.kv_bytes(8000) == 32 * 4096 * 131_072 // 32  # 4,096 tokens held in each of 32 layers
+    step = (m.weight_bytes + 8 * m.kv_bytes(8000)) / a.bandwidth
+    assert f"{float(step) * 1e3:.3f} ms" in line

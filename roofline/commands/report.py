@@ -416,7 +416,9 @@ def format_report(r: dict[str, Any]) -> str:
         f"  step time, batch 8    {_t(r['eight']['weights_only']['step_time_s']):>12} weights only "
         f"(batch 1: {_t(exact['step_time_s'])}), 8 tokens per step",
         f"  with KV at {ctx:,} tokens {_t(r['eight']['with_kv']['step_time_s'])} "
-        f"(batch 1: {_t(r['single_with_kv']['step_time_s'])}) = (W + 8 x {ctx} x k) / bandwidth",
+        f"(batch 1: {_t(r['single_with_kv']['step_time_s'])}) = "
+        + (f"(W + 8 x KV per sequence at {ctx}) / bandwidth" if m["sliding_windows"]  # sum of min(c, w), not c x k
+           else f"(W + 8 x {ctx} x k) / bandwidth"),
         f"  throughput            {eight_wo['throughput_tokens_per_s']:9,.0f} tokens/s vs "
         f"{exact['throughput_tokens_per_s']:,.0f} at batch 1 "
         f"({eight_wo['throughput_tokens_per_s'] / exact['throughput_tokens_per_s']:.2f}x), weights only; "
