@@ -188,7 +188,8 @@ def _layer_windows(cfg: dict[str, Any], layers: int, source: str, *, default_pat
             raise ConfigError(f"{source}: field 'sliding_window_pattern'={pattern!r} must be a positive integer")
         if window is None:
             return ()
-        return tuple(window if (i + 1) % pattern else None for i in range(layers))
+        windows = tuple(window if (i + 1) % pattern else None for i in range(layers))
+        return windows if any(w is not None for w in windows) else ()  # pattern 1: every layer global
     if "use_sliding_window" in cfg or use_flag:
         if not flag(cfg, "use_sliding_window", False, source=source) or window is None:
             return ()

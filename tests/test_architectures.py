@@ -596,3 +596,10 @@ def test_aliases_that_disagree_are_refused(cfg, field):
     """Two names of one quantity with different values: refused naming both (was: the first silently chosen)."""
     with pytest.raises(ConfigError, match=field):
         ModelConfig.from_hf_config({**SMALL, **cfg})
+
+
+def test_a_pattern_of_one_is_full_attention_like_no_window():
+    """sliding_window_pattern 1 (every layer global) is the same model as no window: layer_windows () (was (None,) x L)."""
+    cfg = {**SMALL, "model_type": "gemma3_text", "sliding_window": 8}
+    assert ModelConfig.from_hf_config({**cfg, "sliding_window_pattern": 1}) == ModelConfig.from_hf_config(
+        {**cfg, "sliding_window": None})
