@@ -38,7 +38,7 @@ from typing import Any
 
 import attrs
 
-from .errors import ConfigError, UnsupportedModelError
+from .errors import ConfigError, UnsupportedModelError, shown
 from .quantization import Quantization, quantized_matrix_bytes
 
 __all__ = ["Family", "FAMILIES", "REFUSED", "read_config", "read_quantization", "quantized_matrix_bytes",
@@ -46,6 +46,10 @@ __all__ = ["Family", "FAMILIES", "REFUSED", "read_config", "read_quantization", 
 
 #: Largest size accepted for any dimension of a config (layers, widths, vocabulary).
 MAX_DIMENSION = 1 << 32
+#: Largest number of layers accepted (a few hundred exist): readers build per-layer lists, and
+#: 2**32 layers made them hang or run out of memory.
+MAX_LAYERS = 1 << 16
+_LAYER_KEYS = ("num_hidden_layers", "n_layer")
 
 
 # --------------------------------------------------------------------------- field readers
@@ -64,6 +68,8 @@ def field(cfg: dict[str, Any], key: str, *, source: str, required: bool = True, 
         raise ConfigError(f"{source}: field {key!r}={value!r} must be a positive integer")
     if value > MAX_DIMENSION:
         raise ConfigError(f"{source}: field {key!r}={value!r} is implausibly large (> {MAX_DIMENSION:,})")
+    if key in _LAYER_KEYS and value > MAX_LAYERS:
+        raise ConfigError(f"{source}: field {key!r}={value!r} is implausibly large (> {MAX_LAYERS:,} layers)")
     return value
 
 
@@ -87,16 +93,24 @@ def flag(cfg: dict[str, Any], key: str, default: bool, *, source: str) -> bool:
     return value
 
 
-def _first(cfg: dict[str, Any], *keys: str) -> str:
-    """The first of ``keys`` present (non-null) in ``cfg``, else the first key (for the error message)."""
-    for key in keys:
-        if cfg.get(key) is not None:
-            return key
-    return keys[0]
+def _first(cfg: dict[str, Any], *keys: str, source: str = "config", prefix: str = "") -> str:
+    """The first of ``keys`` present (non-null) in ``cfg``, else the first key (for the error message).
+
+    Two of these aliases present with different values (gpt-oss's num_experts_per_tok and
+    experts_per_token, GPT-2's n_embd and hidden_size...) are refused by name, never one of them
+    chosen silently.
+    """
+    present = [key for key in keys if cfg.get(key) is not None]
+    for other in present[1:]:
+        a, b = cfg[present[0]], cfg[other]
+        if a != b or type(a) is not type(b):
+            raise ConfigError(f"{source}: fields '{prefix}{present[0]}'={shown(a)} and '{prefix}{other}'={shown(b)} "
+                              "name the same quantity and disagree")
+    return present[0] if present else keys[0]
 
 
-def _head_dim(cfg: dict[str, Any], hidden: int, heads: int, source: str) -> int:
-    head_dim = field(cfg, "head_dim", source=source, required=False)
+def _head_dim(cfg: dict[str, Any], hidden: int, heads: int, source: str, default: int | None = None) -> int:
+    head_dim = field(cfg, "head_dim", source=source, required=False, default=default)
     if head_dim is None:
         if hidden % heads:
             raise ConfigError(
@@ -107,7 +121,7 @@ def _head_dim(cfg: dict[str, Any], hidden: int, heads: int, source: str) -> int:
     return head_dim
 
 
-def _llama_like(cfg: dict[str, Any], source: str, *, tied: bool) -> dict[str, Any]:
+def _llama_like(cfg: dict[str, Any], source: str, *, tied: bool, head_dim: int | None = None) -> dict[str, Any]:
     """Fields named as in LlamaConfig (llama, mistral, mixtral, qwen*, gemma*, phi3, deepseek)."""
     layers = field(cfg, "num_hidden_layers", source=source)
     hidden = field(cfg, "hidden_size", source=source)
@@ -118,7 +132,7 @@ def _llama_like(cfg: dict[str, Any], source: str, *, tied: bool) -> dict[str, An
         intermediate_size=field(cfg, "intermediate_size", source=source),
         num_attention_heads=heads,
         num_key_value_heads=field(cfg, "num_key_value_heads", source=source, required=False, default=heads),
-        head_dim=_head_dim(cfg, hidden, heads, source),
+        head_dim=_head_dim(cfg, hidden, heads, source, head_dim),
         vocab_size=field(cfg, "vocab_size", source=source),
         max_position_embeddings=field(cfg, "max_position_embeddings", source=source, required=False),
         tie_word_embeddings=flag(cfg, "tie_word_embeddings", tied, source=source),
@@ -132,11 +146,22 @@ def _llama_like(cfg: dict[str, Any], source: str, *, tied: bool) -> dict[str, An
 
 
 def _layer_windows(cfg: dict[str, Any], layers: int, source: str, *, default_pattern: int | None = None,
-                   model_type: str = "") -> tuple[int | None, ...]:
-    """Per-layer windows in the order of docs/conventions.md (layer_types, pattern, use_sliding_window, window)."""
-    window = cfg.get("sliding_window")
+                   model_type: str = "", default_window: int | None = None,
+                   use_flag: bool = False) -> tuple[int | None, ...]:
+    """Per-layer windows in the order of docs/conventions.md (layer_types, pattern, use_sliding_window, window).
+
+    ``default_window`` is the family's ``sliding_window`` when the key is absent (Gemma 2 and 3:
+    4,096, as transformers' configs; an explicit null is no window). ``use_flag`` marks the
+    families whose windows are off unless ``use_sliding_window`` is true (Qwen2, Qwen3 and their
+    MoE: transformers' default is false, and ``max_window_layers`` defaults to 28).
+    """
+    window = cfg["sliding_window"] if "sliding_window" in cfg else default_window
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
-        raise ConfigError(f"{source}: field 'sliding_window'={window!r} must be a positive integer (tokens) or null")
+        raise ConfigError(f"{source}: field 'sliding_window'={shown(window)} must be a positive integer (tokens) "
+                          "or null")
+    if window is not None and window > MAX_DIMENSION:
+        raise ConfigError(f"{source}: field 'sliding_window'={shown(window)} is implausibly large "
+                          f"(> {MAX_DIMENSION:,})")
 
     def need_window() -> int:
         if window is None:
@@ -163,11 +188,12 @@ def _layer_windows(cfg: dict[str, Any], layers: int, source: str, *, default_pat
             raise ConfigError(f"{source}: field 'sliding_window_pattern'={pattern!r} must be a positive integer")
         if window is None:
             return ()
-        return tuple(window if (i + 1) % pattern else None for i in range(layers))
-    if "use_sliding_window" in cfg:
+        windows = tuple(window if (i + 1) % pattern else None for i in range(layers))
+        return windows if any(w is not None for w in windows) else ()  # pattern 1: every layer global
+    if "use_sliding_window" in cfg or use_flag:
         if not flag(cfg, "use_sliding_window", False, source=source) or window is None:
             return ()
-        first = _count(cfg, "max_window_layers", source=source, default=layers)
+        first = _count(cfg, "max_window_layers", source=source, default=28 if use_flag else layers)
         return tuple(window if i >= first else None for i in range(layers)) if first < layers else ()
     if window is not None:
         return (window,) * layers
@@ -180,10 +206,28 @@ def _layer_windows(cfg: dict[str, Any], layers: int, source: str, *, default_pat
 def _moe_layers_qwen(cfg: dict[str, Any], layers: int, source: str) -> int:
     """Qwen2/Qwen3-MoE: layer i is sparse iff not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0."""
     step = field(cfg, "decoder_sparse_step", source=source, required=False, default=1)
-    only = cfg.get("mlp_only_layers") or []
+    only = cfg.get("mlp_only_layers")
+    only = [] if only is None else only  # 0, false or "" are not an empty list: refused below
     if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
-        raise ConfigError(f"{source}: field 'mlp_only_layers'={only!r} must be a list of layer indices")
-    return sum(1 for i in range(layers) if i not in only and (i + 1) % step == 0)
+        raise ConfigError(f"{source}: field 'mlp_only_layers'={shown(only)} must be a list of layer indices")
+    if any(not 0 <= i < layers for i in only):
+        raise ConfigError(f"{source}: field 'mlp_only_layers'={shown(only)} names a layer outside 0 .. {layers - 1}")
+    dense = set(only)
+    return sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
+
+
+_MOE_KEYS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "num_shared_experts",
+             "shared_expert_intermediate_size", "shared_expert_gate", "router_score_bias")
+
+
+def _dense_without_moe_layers(kw: dict[str, Any]) -> dict[str, Any]:
+    """A MoE family whose config leaves no layer sparse (first_k_dense_replace >= layers, every layer in
+    mlp_only_layers, decoder_sparse_step > layers) is the dense model transformers builds: every layer
+    an MLP of intermediate_size."""
+    if kw.get("num_moe_layers") == 0:
+        for key in (*_MOE_KEYS, "num_moe_layers"):
+            kw.pop(key, None)
+    return kw
 
 
 def _moe_layers_deepseek(cfg: dict[str, Any], layers: int, source: str) -> int:
@@ -195,7 +239,7 @@ def _moe_layers_deepseek(cfg: dict[str, Any], layers: int, source: str) -> int:
 
 def _experts(cfg: dict[str, Any], source: str, experts_key: str) -> dict[str, Any]:
     experts = field(cfg, experts_key, source=source)
-    k = field(cfg, _first(cfg, "num_experts_per_tok", "experts_per_token"), source=source)
+    k = field(cfg, _first(cfg, "num_experts_per_tok", "experts_per_token", source=source), source=source)
     if k > experts:
         raise ConfigError(f"{source}: field 'num_experts_per_tok'={k} exceeds {experts_key}={experts}")
     return dict(num_experts=experts, num_experts_per_tok=k)
@@ -205,17 +249,26 @@ def _experts(cfg: dict[str, Any], source: str, experts_key: str) -> dict[str, An
 
 
 def _read_llama(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    return _llama_like(cfg, source, tied=False)
-
-
-def _read_mistral(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw = _llama_like(cfg, source, tied=False)
-    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="mistral")
+    if cfg.get("layer_types") is not None:
+        # LlamaConfig has no window, but vLLM's llama.py gives a layer_types "sliding_attention" layer
+        # config.sliding_window: read from layer_types alone (a bare sliding_window stays unused, as there)
+        kw["layer_windows"] = _layer_windows({"layer_types": cfg["layer_types"],
+                                              "sliding_window": cfg.get("sliding_window")},
+                                             kw["num_hidden_layers"], source, model_type="llama")
+    return kw
+
+
+def _read_mistral(cfg: dict[str, Any], source: str, *, default_window: int | None = 4096) -> dict[str, Any]:
+    kw = _llama_like(cfg, source, tied=False)
+    # transformers' MistralConfig defaults sliding_window to 4,096 (Mistral 7B v0.1); v0.2 and later write null
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="mistral",
+                                         default_window=default_window)
     return kw
 
 
 def _read_mixtral(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    kw = _read_mistral(cfg, source)
+    kw = _read_mistral(cfg, source, default_window=None)  # MixtralConfig's default is null
     kw.update(_experts(cfg, source, "num_local_experts"), moe_intermediate_size=kw["intermediate_size"],
               num_moe_layers=kw["num_hidden_layers"])
     return kw
@@ -224,7 +277,7 @@ def _read_mixtral(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 def _read_qwen2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw = _llama_like(cfg, source, tied=False)
     kw.update(qkv_bias=True, o_bias=False)
-    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="qwen2")
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="qwen2", use_flag=True)
     return kw
 
 
@@ -236,40 +289,42 @@ def _read_qwen2_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
               num_moe_layers=_moe_layers_qwen(cfg, kw["num_hidden_layers"], source),
               shared_expert_intermediate_size=shared, num_shared_experts=1 if shared else 0,
               shared_expert_gate=bool(shared))
-    return kw
+    return _dense_without_moe_layers(kw)
 
 
-def _read_qwen3(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    kw = _llama_like(cfg, source, tied=False)
+def _read_qwen3(cfg: dict[str, Any], source: str, *, head_dim: int | None = 128) -> dict[str, Any]:
+    # Qwen3Config's head_dim defaults to 128 (not hidden / heads); Qwen3MoeConfig has none (hidden / heads)
+    kw = _llama_like(cfg, source, tied=False, head_dim=head_dim)
     kw["qk_norm"] = True
-    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="qwen3")
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="qwen3", use_flag=True)
     return kw
 
 
 def _read_qwen3_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    kw = _read_qwen3(cfg, source)
+    kw = _read_qwen3(cfg, source, head_dim=None)
     kw.update(_experts(cfg, source, "num_experts"))
     kw.update(moe_intermediate_size=field(cfg, "moe_intermediate_size", source=source),
               num_moe_layers=_moe_layers_qwen(cfg, kw["num_hidden_layers"], source))
-    return kw
+    return _dense_without_moe_layers(kw)
 
 
 def _read_gemma(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    return _llama_like(cfg, source, tied=True)
+    return _llama_like(cfg, source, tied=True, head_dim=256)  # Gemma*Config head_dim: 256
 
 
 def _read_gemma2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    kw = _llama_like(cfg, source, tied=True)
+    kw = _llama_like(cfg, source, tied=True, head_dim=256)  # Gemma*Config head_dim: 256
     kw["norms_per_layer"] = 4
-    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, default_pattern=2, model_type="gemma2")
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, default_pattern=2, model_type="gemma2",
+                                         default_window=4096)
     return kw
 
 
 def _read_gemma3_text(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    kw = _llama_like(cfg, source, tied=True)
+    kw = _llama_like(cfg, source, tied=True, head_dim=256)  # Gemma*Config head_dim: 256
     kw.update(norms_per_layer=4, qk_norm=True)
     kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, default_pattern=6,
-                                         model_type="gemma3_text")
+                                         model_type="gemma3_text", default_window=4096)
     return kw
 
 
@@ -280,13 +335,13 @@ def _read_phi3(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _read_gpt2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
-    hidden = field(cfg, _first(cfg, "n_embd", "hidden_size"), source=source)
-    heads = field(cfg, _first(cfg, "n_head", "num_attention_heads"), source=source)
+    hidden = field(cfg, _first(cfg, "n_embd", "hidden_size", source=source), source=source)
+    heads = field(cfg, _first(cfg, "n_head", "num_attention_heads", source=source), source=source)
     if hidden % heads:
         raise ConfigError(f"{source}: n_embd={hidden} is not divisible by n_head={heads}")
-    positions = field(cfg, _first(cfg, "n_positions", "max_position_embeddings"), source=source)
+    positions = field(cfg, _first(cfg, "n_positions", "max_position_embeddings", source=source), source=source)
     return dict(
-        num_hidden_layers=field(cfg, _first(cfg, "n_layer", "num_hidden_layers"), source=source),
+        num_hidden_layers=field(cfg, _first(cfg, "n_layer", "num_hidden_layers", source=source), source=source),
         hidden_size=hidden, intermediate_size=field(cfg, "n_inner", source=source, required=False,
                                                     default=4 * hidden),
         num_attention_heads=heads, num_key_value_heads=heads, head_dim=hidden // heads,
@@ -321,7 +376,8 @@ def _read_opt(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     if hidden % heads:
         raise ConfigError(f"{source}: hidden_size={hidden} is not divisible by num_attention_heads={heads}")
     max_pos = field(cfg, "max_position_embeddings", source=source)
-    if cfg.get("word_embed_proj_dim", hidden) != hidden:
+    # OPTConfig: word_embed_proj_dim null (or absent) is hidden_size
+    if field(cfg, "word_embed_proj_dim", source=source, required=False, default=hidden) != hidden:
         raise UnsupportedModelError("opt", "word_embed_proj_dim != hidden_size (projected embeddings, OPT-350m)")
     if not flag(cfg, "do_layer_norm_before", True, source=source):
         raise UnsupportedModelError("opt", "do_layer_norm_before=false (post-norm, OPT-350m)")
@@ -337,19 +393,19 @@ def _read_opt(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 
 def _read_falcon(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     hidden = field(cfg, "hidden_size", source=source)
-    heads = field(cfg, _first(cfg, "num_attention_heads", "n_head"), source=source)
+    heads = field(cfg, _first(cfg, "num_attention_heads", "n_head", source=source), source=source)
     if hidden % heads:
         raise ConfigError(f"{source}: hidden_size={hidden} is not divisible by num_attention_heads={heads}")
     new_arch = flag(cfg, "new_decoder_architecture", False, source=source)
     if new_arch:
-        kv_heads = field(cfg, _first(cfg, "num_kv_heads", "n_head_kv"), source=source)
+        kv_heads = field(cfg, _first(cfg, "num_kv_heads", "n_head_kv", source=source), source=source)
         norms = 2 if field(cfg, "num_ln_in_parallel_attn", source=source, required=False, default=2) == 2 else 1
     else:
         kv_heads = 1 if flag(cfg, "multi_query", True, source=source) else heads
         norms = 1 if flag(cfg, "parallel_attn", True, source=source) else 2
     bias = flag(cfg, "bias", False, source=source)
     return dict(
-        num_hidden_layers=field(cfg, _first(cfg, "num_hidden_layers", "n_layer"), source=source),
+        num_hidden_layers=field(cfg, _first(cfg, "num_hidden_layers", "n_layer", source=source), source=source),
         hidden_size=hidden, intermediate_size=field(cfg, "ffn_hidden_size", source=source, required=False,
                                                     default=4 * hidden),
         num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=hidden // heads,
@@ -372,18 +428,14 @@ def _read_deepseek(cfg: dict[str, Any], source: str, *, v3: bool) -> dict[str, A
     kw = _llama_like({**cfg, "head_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]}, source, tied=False)
     kw.update(mla)
     layers = kw["num_hidden_layers"]
-    if cfg.get("n_routed_experts"):
+    if _count(cfg, "n_routed_experts", source=source):  # null or 0: dense; a bool or a float: refused
         kw.update(_experts(cfg, source, "n_routed_experts"))
         shared = _count(cfg, "n_shared_experts", source=source)
         width = field(cfg, "moe_intermediate_size", source=source)
         kw.update(moe_intermediate_size=width, num_moe_layers=_moe_layers_deepseek(cfg, layers, source),
                   num_shared_experts=shared, shared_expert_intermediate_size=shared * width,
                   router_score_bias=v3 or cfg.get("topk_method") == "noaux_tc")
-        if kw["num_moe_layers"] == 0:
-            for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "num_shared_experts",
-                        "shared_expert_intermediate_size", "router_score_bias"):
-                kw.pop(key)
-    return kw
+    return _dense_without_moe_layers(kw)
 
 
 def _read_gpt_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
@@ -393,7 +445,9 @@ def _read_gpt_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
               router_bias=True, expert_bias=True, attention_sinks=True,
               qkv_bias=flag(cfg, "attention_bias", True, source=source),
               o_bias=flag(cfg, "attention_bias", True, source=source))
-    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="gpt_oss")
+    # without layer_types, transformers' GptOssConfig alternates: even layers slide, odd ones are global
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, default_pattern=2, model_type="gpt_oss",
+                                         default_window=128)
     return kw
 
 
@@ -435,6 +489,9 @@ def _vision_tower(vision: Any, source: str, owner: str) -> tuple[int, int]:
     patch = field(v, "patch_size", source=source + " vision_config")
     image = field(v, "image_size", source=source + " vision_config")
     channels = field(v, "num_channels", source=source + " vision_config")
+    if patch > image:
+        raise ConfigError(f"{source}: field 'vision_config.patch_size'={patch} exceeds image_size={image} "
+                          "(an image of no patch)")
     patches = (image // patch) ** 2
     # each encoder layer: q, k, v, o with biases, two LayerNorms, fc1 and fc2 with biases
     per_layer = 4 * (h * h + h) + 2 * 2 * h + (h * inter + inter) + (inter * h + h)
@@ -459,7 +516,7 @@ def _read_text_config(cfg: dict[str, Any], source: str, owner: str, default_type
     kind = str(text.get("model_type") or default_type).lower()
     if kind == owner or kind not in FAMILIES or FAMILIES[kind].wrapper:
         raise UnsupportedModelError(owner, f"text_config of model_type {kind!r} is not a supported language model")
-    if defaults:
+    if defaults and kind == default_type:  # the defaults are the default type's (LlamaConfig's), no other family's
         text = {**defaults, **{k: v for k, v in text.items() if v is not None}}
     if "tie_word_embeddings" in cfg and "tie_word_embeddings" not in text:
         text["tie_word_embeddings"] = cfg["tie_word_embeddings"]
@@ -516,14 +573,14 @@ class Family:
 def _deepseek_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     """DeepSeekMoE (``model_type`` "deepseek"): Llama attention, DeepSeek's MoE with shared experts."""
     kw = _llama_like(cfg, source, tied=False)
-    if cfg.get("n_routed_experts"):
+    if _count(cfg, "n_routed_experts", source=source):  # null or 0: dense; a bool or a float: refused
         kw.update(_experts(cfg, source, "n_routed_experts"))
         shared = _count(cfg, "n_shared_experts", source=source)
         width = field(cfg, "moe_intermediate_size", source=source)
         kw.update(moe_intermediate_size=width,
                   num_moe_layers=_moe_layers_deepseek(cfg, kw["num_hidden_layers"], source),
                   num_shared_experts=shared, shared_expert_intermediate_size=shared * width)
-    return kw
+    return _dense_without_moe_layers(kw)
 
 
 def _deepseek_v2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
@@ -617,9 +674,13 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
     kw = FAMILIES[model_type].reader(cfg, source)
     kw.setdefault("model_type", model_type)
     text = cfg.get("text_config") if FAMILIES[model_type].wrapper else None
-    kw.update(read_quantization(cfg.get("quantization_config"), source=source, model_type=model_type,
-                                cfg_moe=bool(kw.get("num_experts"))))
-    dtype = cfg.get("torch_dtype", cfg.get("dtype")) or (text or {}).get("torch_dtype") or "bfloat16"
+    quant = cfg.get("quantization_config")
+    if quant is None and isinstance(text, dict) and text.get("quantization_config") is not None:
+        quant = text["quantization_config"]  # a wrapper's language model may carry it: never dropped
+    kw.update(read_quantization(quant, source=source, model_type=model_type, cfg_moe=bool(kw.get("num_experts"))))
+    # torch_dtype, else dtype (newer transformers), else the text_config's: a null is absent, not bfloat16
+    dtype = (cfg.get("torch_dtype") or cfg.get("dtype") or (text or {}).get("torch_dtype")
+             or (text or {}).get("dtype") or "bfloat16")
     kw["torch_dtype"] = dtype
     return kw
 
@@ -630,15 +691,16 @@ _QUANT_METHODS = ("gptq", "awq", "fp8", "compressed-tensors", "mxfp4")
 
 
 def _bits(q: dict[str, Any], *keys: str, source: str) -> int:
-    key = _first(q, *keys)
+    key = _first(q, *keys, source=source, prefix="quantization_config.")
     bits = q.get(key)
-    if bits not in (2, 3, 4, 8):
+    # 4.0 == 4 in Python: a float (or true == 1) would pass a plain membership test and fail later
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (2, 3, 4, 8):
         raise ConfigError(f"{source}: field 'quantization_config.{key}'={bits!r} must be 2, 3, 4 or 8")
     return bits
 
 
 def _group(q: dict[str, Any], *keys: str, source: str) -> int:
-    key = _first(q, *keys)
+    key = _first(q, *keys, source=source, prefix="quantization_config.")
     g = q.get(key, 128)
     if isinstance(g, bool) or not isinstance(g, int) or (g <= 0 and g != -1):
         raise ConfigError(f"{source}: field 'quantization_config.{key}'={g!r} must be a positive integer or -1")
@@ -655,9 +717,15 @@ def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, mo
     the experts (gpt-oss). Anything else is refused by name rather than guessed.
     """
     classes = list(default)
-    skipped = q.get("modules_to_not_convert") or q.get("ignore") or []
-    if not isinstance(skipped, list):
-        raise ConfigError(f"quantization_config.modules_to_not_convert={skipped!r} must be a list")
+    skipped: list[Any] = []
+    # transformers writes modules_to_not_convert, compressed-tensors ignore, vLLM's fp8 ignored_layers: all read
+    for key in ("modules_to_not_convert", "ignore", "ignored_layers"):
+        value = q.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            raise ConfigError(f"field 'quantization_config.{key}'={shown(value)} must be a list")
+        skipped += value
     for entry in map(str, skipped):
         if any(tag in entry for tag in ("lm_head", "embed_tokens", "vision", "visual", "multi_modal", "mm_")):
             continue
@@ -671,7 +739,10 @@ def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, mo
         else:
             raise UnsupportedModelError(model_type, f"quantization_config leaves {entry!r} unquantized: not mapped "
                                         "onto a tensor class (embeddings, lm_head, projections, experts, router)")
-    if q.get("lm_head") is True:
+    lm_head = q.get("lm_head")
+    if lm_head is not None and not isinstance(lm_head, bool):
+        raise ConfigError(f"field 'quantization_config.lm_head'={shown(lm_head)} must be true or false")
+    if lm_head:
         classes.append("lm_head")
     return tuple(dict.fromkeys(classes))
 
@@ -715,11 +786,23 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
                                               _group(q, "group_size", "q_group_size", source=source),
                                               classes=_classes(q, model_type, linear, moe=moe)))
     if method == "mxfp4":
-        return dict(quantization=Quantization("mxfp4", 4, "mxfp4", 32, classes=("experts",)))
+        if not moe:
+            # mxfp4 checkpoints (gpt-oss) quantize the routed experts only: on a model without experts it
+            # would quantize nothing, and the checkpoint would be priced as unquantized
+            raise UnsupportedModelError(model_type, "quantization_config.quant_method 'mxfp4' on a model without "
+                                        "routed experts (mxfp4 is modelled for the experts of a MoE model only)")
+        # modules_to_not_convert (gpt-oss: attention, router, embeddings, lm_head) checked like the others':
+        # an entry that leaves the experts unquantized, or one not mapped onto a class, is refused by name
+        return dict(quantization=Quantization("mxfp4", 4, "mxfp4", 32,
+                                              classes=_classes(q, model_type, ("experts",), moe=moe)))
     if method == "fp8":
         block = q.get("weight_block_size")
         classes = _classes(q, model_type, linear, moe=moe)
-        act = "fp8" if q.get("activation_scheme") in ("dynamic", "static") else None
+        scheme = q.get("activation_scheme")
+        if scheme not in (None, "dynamic", "static"):
+            raise ConfigError(f"{source}: field 'quantization_config.activation_scheme'={shown(scheme)} must be "
+                              "'dynamic', 'static' or absent")
+        act = "fp8" if scheme in ("dynamic", "static") else None
         if block is None:
             return dict(quantization=Quantization("fp8", 8, "tensor", classes=classes), activation_dtype=act)
         if (not isinstance(block, list) or len(block) != 2
@@ -731,16 +814,34 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or len(groups) != 1:
         raise UnsupportedModelError(model_type, "compressed-tensors with other than one config group")
-    (scheme,) = groups.values()
-    weights = (scheme or {}).get("weights") or {}
-    acts = (scheme or {}).get("input_activations")
+    ((group_name, scheme),) = groups.items()
+    where = f"quantization_config.config_groups.{group_name}"
+    if not isinstance(scheme, dict):
+        raise ConfigError(f"{source}: field {where!r}={shown(scheme)} must be an object")
+    weights = scheme.get("weights")
+    acts = scheme.get("input_activations")
+    for key, value in (("weights", weights), ("input_activations", acts)):
+        if value is not None and not isinstance(value, dict):
+            raise ConfigError(f"{source}: field '{where}.{key}'={shown(value)} must be an object or null")
+    weights = weights or {}
     ct_bits, kind = weights.get("num_bits"), weights.get("type")
+    if isinstance(ct_bits, bool) or not isinstance(ct_bits, int):
+        raise ConfigError(f"{source}: field '{where}.weights.num_bits'={shown(ct_bits)} must be an integer")
     strategy = weights.get("strategy")
     classes = _classes(q, model_type, linear, moe=moe)
     if kind == "float" and ct_bits == 8:
+        if strategy not in (None, "tensor", "channel", "block"):
+            raise UnsupportedModelError(model_type, f"compressed-tensors float8 weights with strategy {strategy!r} "
+                                        "(modelled: tensor, channel, block)")
         act = "fp8" if acts and acts.get("type") == "float" and acts.get("num_bits") == 8 else None
         if strategy == "block":
-            bi, bo = weights.get("block_structure") or [128, 128]
+            block = weights.get("block_structure")
+            block = [128, 128] if block is None else block
+            if (not isinstance(block, list) or len(block) != 2
+                    or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+                raise ConfigError(f"{source}: field '{where}.weights.block_structure'={shown(block)} must be "
+                                  "[rows, cols] of positive integers")
+            bi, bo = block
             return dict(quantization=Quantization("compressed-tensors", 8, "block", block=(bo, bi), classes=classes),
                         activation_dtype=act)
         if strategy == "channel":
@@ -749,6 +850,9 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
         return dict(quantization=Quantization("compressed-tensors", 8, "tensor", classes=classes),
                     activation_dtype=act)
     if kind == "int" and ct_bits in (4, 8):
+        if strategy not in (None, "tensor", "channel", "group"):
+            raise UnsupportedModelError(model_type, f"compressed-tensors int{ct_bits} weights with strategy "
+                                        f"{strategy!r} (modelled: tensor, channel, group)")
         if acts:
             raise UnsupportedModelError(model_type, f"compressed-tensors int{ct_bits} weights with quantized "
                                         "activations (the accelerator tables hold no INT8 peak)")

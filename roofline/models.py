@@ -94,6 +94,16 @@ def _norm(instance: object, attribute: attrs.Attribute, value: Any) -> None:
         raise InvalidValueError(attribute.name, value, "must be 'rmsnorm' or 'layernorm'")
 
 
+#: Matmul input dtypes :attr:`ModelConfig.compute_dtype` maps onto a peak (FP8, else the 16-bit peak).
+_ACTIVATION_DTYPES = ("fp8", "float8", "float8_e4m3fn", "bf16", "bfloat16", "fp16", "float16")
+
+
+def _activation_dtype(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    # anything else (int8, float32, a typo) was priced at the BF16 peak without a word
+    if value is not None and value not in _ACTIVATION_DTYPES:
+        raise InvalidValueError(attribute.name, value, f"expected None or one of {', '.join(_ACTIVATION_DTYPES)}")
+
+
 def _optional_pos_int(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     if value is not None:
         _pos_int(instance, attribute, value)
@@ -311,7 +321,7 @@ class ModelConfig:
     tower_parameters: int = attrs.field(default=0, validator=_nonneg_int)
     class_dtypes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_to_tuple, validator=_class_dtypes)
     quantization: Quantization | None = attrs.field(default=None, converter=_to_quantization)
-    activation_dtype: str | None = None
+    activation_dtype: str | None = attrs.field(default=None, validator=_activation_dtype)
     tensor_parallel_size: int = attrs.field(default=1, validator=_pos_int)
 
     def __attrs_post_init__(self) -> None:
@@ -565,7 +575,7 @@ class ModelConfig:
     def compute_dtype(self) -> str:
         """The dtype whose dense peak the matmuls run at: "fp8" for FP8 weights with FP8 activations,
         else "bf16" (weight-only quantization dequantizes to the activations' dtype)."""
-        return "fp8" if self.activation_dtype == "fp8" else "bf16"
+        return "fp8" if self.activation_dtype in ("fp8", "float8", "float8_e4m3fn") else "bf16"
 
     @property
     def kv_bytes_per_element(self) -> int | Fraction:

@@ -38,11 +38,34 @@ def _to_quantization(value: Any) -> Any:
 
 
 def _optional_block(value: Any) -> Any:
-    return None if value is None else tuple(value)
+    if value is None or isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        return value  # None, or refused by name in _check
+    return tuple(value)
 
 
 def _str_tuple(value: Any) -> tuple[str, ...]:
     return tuple(value)
+
+
+def _check(quant: Quantization) -> None:
+    """Refuse a Quantization whose bytes could not be priced (naming the field): a non-integer or
+    non-positive bit width, a group scheme without a positive group (or -1), a block scheme
+    without two positive integers."""
+    from .errors import InvalidValueError
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not isinstance(quant.scheme, str) or quant.scheme not in _SCHEMES:
+        raise InvalidValueError("scheme", quant.scheme, f"expected one of {', '.join(_SCHEMES)}")
+    if not is_int(quant.bits) or not 1 <= quant.bits <= 16:
+        raise InvalidValueError("bits", quant.bits, "must be an integer from 1 to 16")
+    if quant.scheme in ("group", "group+zero", "mxfp4") and (
+            not is_int(quant.group_size) or (quant.group_size <= 0 and quant.group_size != -1)):
+        raise InvalidValueError("group_size", quant.group_size, f"scheme {quant.scheme!r} needs a positive integer or -1")
+    if quant.scheme == "block" and (not isinstance(quant.block, tuple) or len(quant.block) != 2
+                                    or not all(is_int(b) and b > 0 for b in quant.block)):
+        raise InvalidValueError("block", quant.block, "the block scheme needs (inputs, outputs), positive integers")
 
 
 @attrs.frozen
@@ -74,10 +97,13 @@ class Quantization:
 
     method: str
     bits: int
-    scheme: str = attrs.field(validator=attrs.validators.in_(_SCHEMES))
+    scheme: str
     group_size: int = 0
     block: tuple[int, int] | None = attrs.field(default=None, converter=_optional_block)
     classes: tuple[str, ...] = attrs.field(default=("projections", "experts"), converter=_str_tuple)
+
+    def __attrs_post_init__(self) -> None:
+        _check(self)
 
 
 def quantized_matrix_bytes(quant: Quantization, shape: tuple[int, ...], dtype: str = "bfloat16") -> int | Fraction:

@@ -450,3 +450,202 @@ def test_missing_model_type_and_missing_file_are_said_plainly(tmp_path):
     assert str(exc.value).endswith("; not supported") and exc.value.model_type == ""
     with pytest.raises(ConfigError, match=r"nope\.json: cannot read the model config: no such file$"):
         ModelConfig.from_hf_config(tmp_path / "nope.json")
+
+
+SMALL = {"num_hidden_layers": 30, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100}
+
+
+@pytest.mark.parametrize("cfg,windows", [
+    # Qwen2/Qwen3 (and their MoE): use_sliding_window defaults to false in transformers, so a sliding_window
+    # without the flag is no window (was: the window on every layer); with the flag, max_window_layers
+    # defaults to 28 (was: every layer full)
+    ({"model_type": "qwen2", "sliding_window": 32}, ()),
+    ({"model_type": "qwen3", "sliding_window": 32}, ()),
+    ({"model_type": "qwen3_moe", "sliding_window": 32, "num_experts": 4, "num_experts_per_tok": 2,
+      "moe_intermediate_size": 32}, ()),
+    ({"model_type": "qwen2", "sliding_window": 32, "use_sliding_window": True}, (None,) * 28 + (32, 32)),
+    ({"model_type": "qwen2", "sliding_window": 32, "use_sliding_window": True, "max_window_layers": 0}, (32,) * 30),
+    # gpt-oss without layer_types: transformers' GptOssConfig alternates (even layers slide), 128 by default
+    ({"model_type": "gpt_oss", "sliding_window": 32, "num_local_experts": 4, "num_experts_per_tok": 2},
+     (32, None) * 15),
+    ({"model_type": "gpt_oss", "num_local_experts": 4, "num_experts_per_tok": 2}, (128, None) * 15),
+    # Gemma 2 and 3 without sliding_window: transformers' 4,096 (was: every layer full); null is no window
+    ({"model_type": "gemma2"}, (4096, None) * 15),
+    ({"model_type": "gemma3_text"}, ((4096,) * 5 + (None,)) * 5),
+    ({"model_type": "gemma2", "sliding_window": None}, ()),
+    # Mistral without sliding_window: MistralConfig's 4,096 (Mistral 7B v0.1); Mixtral's default is null
+    ({"model_type": "mistral"}, (4096,) * 30),
+    ({"model_type": "mistral", "sliding_window": None}, ()),
+    ({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}, ()),
+])
+def test_window_defaults_follow_the_family(cfg, windows):
+    """Which layers slide when the config leaves a field out: the family's transformers default, by hand."""
+    assert ModelConfig.from_hf_config({**SMALL, **cfg}).layer_windows == windows
+
+
+def test_mistral_7b_preset_has_its_4096_window():
+    """Mistral 7B v0.1's config.json sets sliding_window 4,096: the preset's KV at 32k is 32 x 4,096 tokens' worth."""
+    m = get_model("mistral-7b-v0.1")
+    assert m.layer_windows == (4096,) * 32
+    assert m.kv_bytes(32768) == 32 * 4096 * 2 * 8 * 128 * 2
+
+
+@pytest.mark.parametrize("cfg,error,field", [
+    # windows beyond int64 were accepted and crashed numpy (OverflowError) in kv_bytes(array)
+    ({"model_type": "mistral", "sliding_window": 2**63}, ConfigError, "sliding_window"),
+    # a bool or a float count of routed experts read as a dense model
+    ({"model_type": "deepseek_v3", "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8,
+      "v_head_dim": 8, "n_routed_experts": False, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+     ConfigError, "n_routed_experts"),
+    ({"model_type": "deepseek", "n_routed_experts": 0.0, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+     ConfigError, "n_routed_experts"),
+])
+def test_more_bad_fields_are_refused_by_name(cfg, error, field):
+    """Out-of-range windows and non-integer expert counts: refused naming the field, one line."""
+    with pytest.raises(error) as info:
+        ModelConfig.from_hf_config({**SMALL, **cfg})
+    assert field in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_null_torch_dtype_falls_back_to_dtype():
+    """torch_dtype null beside dtype float32: float32 (was bfloat16, the dtype field ignored)."""
+    m = ModelConfig.from_hf_config({**SMALL, "model_type": "llama", "torch_dtype": None, "dtype": "float32"})
+    assert m.weight_dtype == "float32" and m.weight_bytes == 4 * m.parameters
+
+
+LLAVA_VISION = {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 32, "patch_size": 8}
+
+
+def test_llava_text_config_quantization_is_read():
+    """A quantization_config inside llava's text_config is priced (was ignored: BF16 bytes; bitsandbytes accepted)."""
+    text = {**SMALL, "model_type": "llama", "quantization_config": {"quant_method": "gptq", "bits": 4}}
+    m = ModelConfig.from_hf_config({"model_type": "llava", "text_config": text, "vision_config": LLAVA_VISION})
+    assert m.quantization is not None and m.quantization.method == "gptq"
+    with pytest.raises(UnsupportedModelError, match="bitsandbytes"):
+        ModelConfig.from_hf_config({"model_type": "llava", "vision_config": LLAVA_VISION,
+                                    "text_config": {**text, "quantization_config": {"quant_method": "bitsandbytes"}}})
+
+
+def test_llava_llama_defaults_do_not_fill_another_family():
+    """LlamaConfig's defaults (vocab 32,000...) fill a llama text_config only: a qwen2 one missing vocab_size is refused."""
+    text = {k: v for k, v in SMALL.items() if k != "vocab_size"}
+    with pytest.raises(ConfigError, match="text_config.vocab_size"):
+        ModelConfig.from_hf_config({"model_type": "llava", "vision_config": LLAVA_VISION,
+                                    "text_config": {**text, "model_type": "qwen2"}})
+    llama = ModelConfig.from_hf_config({"model_type": "llava", "vision_config": LLAVA_VISION, "text_config": text})
+    assert llama.vocab_size == 32000
+
+
+@pytest.mark.parametrize("cfg", [
+    {"model_type": "qwen2_moe", "mlp_only_layers": list(range(30))},
+    {"model_type": "qwen2_moe", "decoder_sparse_step": 31},
+    {"model_type": "qwen3_moe", "mlp_only_layers": list(range(30))},
+    {"model_type": "deepseek", "n_routed_experts": 4, "first_k_dense_replace": 30},
+])
+def test_a_moe_config_without_sparse_layers_is_its_dense_model(cfg):
+    """No layer sparse: the dense model transformers builds (was refused naming num_moe_layers, not a config field)."""
+    moe = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+           "shared_expert_intermediate_size": 64, "n_shared_experts": 1}
+    m = ModelConfig.from_hf_config({**SMALL, **moe, **cfg})
+    dense = ModelConfig.from_hf_config({**SMALL, "model_type": "llama"})
+    assert not m.is_moe
+    assert m.parameters - dense.parameters == {"qwen2_moe": 30 * (64 + 32 + 32), "qwen3_moe": 30 * 2 * 16,
+                                               "deepseek": 0}[cfg["model_type"]]  # q/k/v biases; q/k norms
+
+
+@pytest.mark.parametrize("only", [[30], [-1], 0, False])
+def test_mlp_only_layers_outside_the_model_are_refused(only):
+    """mlp_only_layers naming no layer of the model (or 0, false for a list) is refused, not ignored."""
+    cfg = {**SMALL, "model_type": "qwen2_moe", "num_experts": 4, "num_experts_per_tok": 2,
+           "moe_intermediate_size": 32, "mlp_only_layers": only}
+    with pytest.raises(ConfigError, match="mlp_only_layers"):
+        ModelConfig.from_hf_config(cfg)
+
+
+def test_llama_layer_types_declare_windows():
+    """vLLM's llama.py slides a layer_types "sliding_attention" layer over sliding_window: read (was ignored)."""
+    cfg = {**SMALL, "model_type": "llama", "num_hidden_layers": 2, "sliding_window": 8,
+           "layer_types": ["sliding_attention", "full_attention"]}
+    m = ModelConfig.from_hf_config(cfg)
+    assert m.layer_windows == (8, None)
+    assert m.kv_bytes(100) == (8 + 100) * 2 * 2 * 16 * 2
+    assert ModelConfig.from_hf_config({**cfg, "layer_types": None}).layer_windows == ()  # a bare window: unused
+
+
+def test_a_patch_larger_than_the_image_is_refused():
+    """A vision tower whose patch exceeds its image has no patch: refused by name (was counted with 0 patches)."""
+    with pytest.raises(ConfigError, match="patch_size"):
+        ModelConfig.from_hf_config({"model_type": "llava", "text_config": {**SMALL, "model_type": "llama"},
+                                    "vision_config": {**LLAVA_VISION, "image_size": 4}})
+
+
+@pytest.mark.parametrize("cfg", [
+    {"model_type": "qwen2_moe", "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+    {"model_type": "gemma2", "sliding_window": 8},
+    {"model_type": "mistral", "sliding_window": 8},
+])
+def test_billions_of_layers_are_refused_at_once(cfg):
+    """num_hidden_layers 2**32 (accepted as a dimension) hung the per-layer readers (> 40 s) or ran out of memory."""
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match="num_hidden_layers"):
+        ModelConfig.from_hf_config({**SMALL, **cfg, "num_hidden_layers": 2**32})
+    assert time.monotonic() - start < 5
+
+
+def test_a_long_mlp_only_layers_list_is_read_quickly():
+    """65,536 layers with every other one in mlp_only_layers: read in well under a second (was 12 s: a list search)."""
+    import time
+
+    start = time.monotonic()
+    m = ModelConfig.from_hf_config({**SMALL, "model_type": "qwen2_moe", "num_hidden_layers": 65536, "num_experts": 4,
+                                    "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                    "mlp_only_layers": list(range(0, 65536, 2))})
+    assert m.num_moe_layers == 32768 and time.monotonic() - start < 2
+
+
+def test_opt_word_embed_proj_dim_null_is_hidden_size():
+    """OPTConfig reads word_embed_proj_dim null as hidden_size (was refused as projected embeddings)."""
+    cfg = {"model_type": "opt", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+           "vocab_size": 100, "ffn_dim": 128, "max_position_embeddings": 64}
+    assert (ModelConfig.from_hf_config({**cfg, "word_embed_proj_dim": None}).parameters
+            == ModelConfig.from_hf_config(cfg).parameters)
+    with pytest.raises(ConfigError, match="word_embed_proj_dim"):
+        ModelConfig.from_hf_config({**cfg, "word_embed_proj_dim": "64"})
+
+
+@pytest.mark.parametrize("model_type,head_dim", [
+    ("gemma", 256), ("gemma2", 256), ("gemma3_text", 256),  # GemmaConfig, Gemma2Config, Gemma3TextConfig
+    ("qwen3", 128),  # Qwen3Config
+    ("qwen2", 16), ("llama", 16),  # no head_dim field: hidden / heads = 64 / 4
+])
+def test_an_absent_head_dim_takes_the_familys_default(model_type, head_dim):
+    """head_dim left out: the family's transformers default (was hidden / heads for every family: 16, not 256)."""
+    cfg = {k: v for k, v in SMALL.items() if k != "head_dim"}
+    m = ModelConfig.from_hf_config({**cfg, "model_type": model_type})
+    assert m.head_dim == head_dim
+    assert m.kv_bytes_per_token == 30 * 2 * 2 * head_dim * 2
+
+
+@pytest.mark.parametrize("cfg,field", [
+    ({"model_type": "gpt_oss", "num_local_experts": 4, "num_experts_per_tok": 4, "experts_per_token": 2},
+     "experts_per_token"),  # was: k = 4, experts_per_token ignored
+    ({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "hidden_size": 128, "n_head": 4, "n_positions": 128},
+     "hidden_size"),
+    ({"model_type": "llama", "quantization_config": {"quant_method": "awq", "bits": 4, "w_bit": 8}},
+     "quantization_config.w_bit"),
+])
+def test_aliases_that_disagree_are_refused(cfg, field):
+    """Two names of one quantity with different values: refused naming both (was: the first silently chosen)."""
+    with pytest.raises(ConfigError, match=field):
+        ModelConfig.from_hf_config({**SMALL, **cfg})
+
+
+def test_a_pattern_of_one_is_full_attention_like_no_window():
+    """sliding_window_pattern 1 (every layer global) is the same model as no window: layer_windows () (was (None,) x L)."""
+    cfg = {**SMALL, "model_type": "gemma3_text", "sliding_window": 8}
+    assert ModelConfig.from_hf_config({**cfg, "sliding_window_pattern": 1}) == ModelConfig.from_hf_config(
+        {**cfg, "sliding_window": None})

@@ -242,3 +242,19 @@ def test_step_terms_feed_the_formulas():
                                           flops_per_token=16_060_522_496, attention_flops_per_token=0)
     with pytest.raises(InvalidValueError, match="flops='2P'"):
         m.step_terms("2P")
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float32", "fp4", "FP8", 8])
+def test_an_activation_dtype_without_a_peak_is_refused(dtype):
+    """activation_dtype picks the compute peak: one it cannot map (int8, a typo) was priced at the BF16 peak silently."""
+    import attrs
+
+    with pytest.raises(InvalidValueError, match="activation_dtype"):
+        attrs.evolve(get_model("llama-3.1-8b"), activation_dtype=dtype)
+
+
+def test_float8_activations_use_the_fp8_peak():
+    """activation_dtype "float8" (the name DTYPE_BYTES knows too) selects the FP8 peak, as "fp8" does."""
+    import attrs
+
+    assert attrs.evolve(get_model("llama-3.1-8b"), activation_dtype="float8").compute_dtype == "fp8"

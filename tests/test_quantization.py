@@ -105,3 +105,96 @@ def test_weight_dtype_override_wins(tmp_path):
     m = _model(tmp_path, quantization_config=AWQ).with_dtypes(weight_dtype="int4")
     assert m.weight_bytes == m.parameters / 2
     assert m.quantization is None
+
+
+CT = "compressed-tensors"
+
+
+@pytest.mark.parametrize("q,error,field", [
+    # 4.0 == 4 passed the membership test and crashed in Fraction (TypeError) when pricing
+    ({"quant_method": "gptq", "bits": 4.0, "group_size": 128}, "ConfigError", "quantization_config.bits"),
+    ({"quant_method": "awq", "w_bit": 4.0, "q_group_size": 128}, "ConfigError", "quantization_config.w_bit"),
+    ({"quant_method": "gptq", "bits": True}, "ConfigError", "quantization_config.bits"),
+    # a config group, its weights or activations not objects: AttributeError
+    ({"quant_method": CT, "config_groups": {"group_0": [1]}}, "ConfigError", "config_groups.group_0"),
+    ({"quant_method": CT, "config_groups": {"group_0": {"weights": "x"}}}, "ConfigError", "group_0.weights"),
+    ({"quant_method": CT, "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"},
+                                                        "input_activations": "x"}}},
+     "ConfigError", "group_0.input_activations"),
+    ({"quant_method": CT, "config_groups": {"group_0": {"weights": {"num_bits": 4.0, "type": "int",
+                                                                    "strategy": "group", "group_size": 128}}}},
+     "ConfigError", "weights.num_bits"),
+    # block_structure of 0 (ZeroDivisionError), 3 entries (unpacking ValueError), text (TypeError), negative
+    # (priced as a negative number of blocks)
+    *[({"quant_method": CT, "config_groups": {"group_0": {"weights": {
+        "num_bits": 8, "type": "float", "strategy": "block", "block_structure": block}}}},
+       "ConfigError", "weights.block_structure") for block in ([0, 128], [1, 2, 3], "ab", [-128, 128])],
+    # a strategy the package does not price is refused by name, not priced as one scale per matrix
+    ({"quant_method": CT, "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float",
+                                                                    "strategy": "tokenwise"}}}},
+     "UnsupportedModelError", "tokenwise"),
+    # mxfp4 quantizes the experts only: on a dense model it quantized nothing and was priced as BF16
+    ({"quant_method": "mxfp4"}, "UnsupportedModelError", "mxfp4"),
+])
+def test_malformed_quantization_configs_are_refused_naming_the_field(tmp_path, q, error, field):
+    """Malformed or unmodelled quantization_config fields: one line naming the field, never a traceback."""
+    from roofline import errors
+
+    with pytest.raises(getattr(errors, error)) as info:
+        m = _model(tmp_path, quantization_config=q)
+        m.weight_bytes  # noqa: B018 (the crash was here, when pricing)
+    assert field in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("args,kwargs,field", [
+    (("gptq", 4, "group", 0), {}, "group_size"),  # ZeroDivisionError when pricing
+    (("gptq", 4.0, "group", 128), {}, "bits"),  # TypeError when pricing
+    (("fp8", 8, "block"), {}, "block"),  # AssertionError when pricing
+    (("fp8", 8, "block"), {"block": (0, 128)}, "block"),
+    (("fp8", 8, "blocks"), {}, "scheme"),  # an attrs ValueError holding a tuple, not a named error
+])
+def test_quantization_refuses_what_it_cannot_price(args, kwargs, field):
+    """Quantization(...) built by hand: a field it could not price is refused by name (InvalidValueError)."""
+    from roofline.errors import InvalidValueError
+
+    with pytest.raises(InvalidValueError) as info:
+        quantized_matrix_bytes(Quantization(*args, **kwargs), (256, 256))
+    assert info.value.field == field
+
+
+def test_mxfp4_on_a_moe_model_quantizes_its_experts(tmp_path):
+    """mxfp4 on a MoE model (gpt-oss's layout): the experts at 4 bits + a scale per 32 inputs, the rest BF16."""
+    m = _model(tmp_path, model_type="mixtral", num_local_experts=8, num_experts_per_tok=2,
+               quantization_config={"quant_method": "mxfp4"}, torch_dtype="bfloat16")
+    assert m.weight_bytes_by_class()["experts"] == 32 * 8 * 3 * (4096 * 14336 // 2 + 4096 * 14336 // 32)
+
+
+@pytest.mark.parametrize("q,field", [
+    ({"quant_method": "gptq", "bits": 4, "lm_head": "true"}, "quantization_config.lm_head"),  # was ignored: lm_head BF16
+    ({"quant_method": "fp8", "activation_scheme": "dynamc"}, "quantization_config.activation_scheme"),  # was weight-only
+])
+def test_misspelled_quantization_fields_are_refused(tmp_path, q, field):
+    """A quantization field of the wrong type or value is refused by name, never read as its default."""
+    from roofline.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=field):
+        _model(tmp_path, quantization_config=q)
+
+
+def test_fp8_ignored_layers_are_read(tmp_path):
+    """vLLM's fp8 ignored_layers (beside modules_to_not_convert and ignore): an unmapped layer is refused by name."""
+    with pytest.raises(UnsupportedModelError, match="model.layers.0.mlp.down_proj"):
+        _model(tmp_path, quantization_config={"quant_method": "fp8", "ignored_layers": ["model.layers.0.mlp.down_proj"]})
+
+
+@pytest.mark.parametrize("skipped,error", [
+    (["model.layers.*.mlp.experts"], UnsupportedModelError),  # was priced mxfp4 though left unquantized
+    ("lm_head", None),  # not a list: was accepted
+])
+def test_mxfp4_modules_to_not_convert_are_checked(tmp_path, skipped, error):
+    """mxfp4's modules_to_not_convert is read like the other methods' (it was ignored)."""
+    from roofline.errors import ConfigError
+
+    with pytest.raises(error or ConfigError, match="modules_to_not_convert" if error is None else "experts"):
+        _model(tmp_path, model_type="mixtral", num_local_experts=8, num_experts_per_tok=2,
+               quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": skipped})

@@ -285,3 +285,18 @@ def test_context_beyond_the_model_and_estimate_rows_keep_their_kv_marks(capsys):
     assert "     256 |              54.938 ms |                 72.991 ms      3,507  memory (KV does not fit)" in estimate
     helps = {a.dest: a.help for a in _subparser("report")._actions}
     assert "one flat width for every weight, embeddings and lm_head included, no group scales" in helps["weight_dtype"]
+
+
+def test_windowed_batch_8_line_names_the_windowed_kv(capsys):
+    """Mistral 7B (4,096-token windows) at 8,000 tokens: the batch-8 step reads W + 8 x kv_bytes(8000), and its
+    line says so (it said 8 x 8000 x k, the full-attention KV, 1.6x the bytes behind the number)."""
+    from roofline import get_accelerator, get_model
+
+    assert main(["report", "--model", "mistral-7b-v0.1", "--context", "8000"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("with KV at 8,000 tokens"))
+    assert line.endswith("= (W + 8 x KV per sequence) / bandwidth") and "8 x 8000 x k" not in line
+    m, a = get_model("mistral-7b-v0.1"), get_accelerator("h100-sxm")
+    assert m.kv_bytes(8000) == 32 * 4096 * 131_072 // 32  # 4,096 tokens held in each of 32 layers
+    step = (m.weight_bytes + 8 * m.kv_bytes(8000)) / a.bandwidth
+    assert f"{float(step) * 1e3:.3f} ms" in line
