@@ -1012,7 +1012,8 @@ class ModelConfig:
             try:
                 text = read_text_file(path, max_bytes=_MAX_CONFIG_BYTES)
             except FileReadError as exc:
-                raise ConfigError(f"{path}: {exc.reason.replace('cannot read', 'cannot read the model config', 1)}") from None
+                reason = exc.reason.replace("cannot read", "cannot read the model config", 1)
+                raise ConfigError(f"{path}: {reason}") from None
             try:
                 config = parse_json(text)
             except ValueError as exc:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 

@@ -62,7 +62,8 @@ def _check(quant: Quantization) -> None:
         raise InvalidValueError("bits", quant.bits, "must be an integer from 1 to 16")
     if quant.scheme in ("group", "group+zero", "mxfp4") and (
             not is_int(quant.group_size) or (quant.group_size <= 0 and quant.group_size != -1)):
-        raise InvalidValueError("group_size", quant.group_size, f"scheme {quant.scheme!r} needs a positive integer or -1")
+        raise InvalidValueError("group_size", quant.group_size,
+                                f"scheme {quant.scheme!r} needs a positive integer or -1")
     if quant.scheme == "block" and (not isinstance(quant.block, tuple) or len(quant.block) != 2
                                     or not all(is_int(b) and b > 0 for b in quant.block)):
         raise InvalidValueError("block", quant.block, "the block scheme needs (inputs, outputs), positive integers")

@@ -529,7 +529,8 @@ def test_llava_text_config_quantization_is_read():
 
 
 def test_llava_llama_defaults_do_not_fill_another_family():
-    """LlamaConfig's defaults (vocab 32,000...) fill a llama text_config only: a qwen2 one missing vocab_size is refused."""
+    """LlamaConfig's defaults (vocab 32,000...) fill a llama text_config only: a qwen2 one missing vocab_size is
+    refused."""
     text = {k: v for k, v in SMALL.items() if k != "vocab_size"}
     with pytest.raises(ConfigError, match="text_config.vocab_size"):
         ModelConfig.from_hf_config({"model_type": "llava", "vision_config": LLAVA_VISION,
@@ -645,7 +646,8 @@ def test_aliases_that_disagree_are_refused(cfg, field):
 
 
 def test_a_pattern_of_one_is_full_attention_like_no_window():
-    """sliding_window_pattern 1 (every layer global) is the same model as no window: layer_windows () (was (None,) x L)."""
+    """sliding_window_pattern 1 (every layer global) is the same model as no window: layer_windows () (was (None,)
+    x L)."""
     cfg = {**SMALL, "model_type": "gemma3_text", "sliding_window": 8}
     assert ModelConfig.from_hf_config({**cfg, "sliding_window_pattern": 1}) == ModelConfig.from_hf_config(
         {**cfg, "sliding_window": None})

@@ -246,7 +246,8 @@ def test_step_terms_feed_the_formulas():
 
 @pytest.mark.parametrize("dtype", ["int8", "float32", "fp4", "FP8", 8])
 def test_an_activation_dtype_without_a_peak_is_refused(dtype):
-    """activation_dtype picks the compute peak: one it cannot map (int8, a typo) was priced at the BF16 peak silently."""
+    """activation_dtype picks the compute peak: one it cannot map (int8, a typo) was priced at the BF16 peak
+    silently."""
     import attrs
 
     with pytest.raises(InvalidValueError, match="activation_dtype"):

@@ -170,8 +170,9 @@ def test_mxfp4_on_a_moe_model_quantizes_its_experts(tmp_path):
 
 
 @pytest.mark.parametrize("q,field", [
-    ({"quant_method": "gptq", "bits": 4, "lm_head": "true"}, "quantization_config.lm_head"),  # was ignored: lm_head BF16
-    ({"quant_method": "fp8", "activation_scheme": "dynamc"}, "quantization_config.activation_scheme"),  # was weight-only
+    # lm_head "true" was ignored (lm_head priced BF16); "dynamc" was read as weight-only
+    ({"quant_method": "gptq", "bits": 4, "lm_head": "true"}, "quantization_config.lm_head"),
+    ({"quant_method": "fp8", "activation_scheme": "dynamc"}, "quantization_config.activation_scheme"),
 ])
 def test_misspelled_quantization_fields_are_refused(tmp_path, q, field):
     """A quantization field of the wrong type or value is refused by name, never read as its default."""
@@ -184,7 +185,8 @@ def test_misspelled_quantization_fields_are_refused(tmp_path, q, field):
 def test_fp8_ignored_layers_are_read(tmp_path):
     """vLLM's fp8 ignored_layers (beside modules_to_not_convert and ignore): an unmapped layer is refused by name."""
     with pytest.raises(UnsupportedModelError, match="model.layers.0.mlp.down_proj"):
-        _model(tmp_path, quantization_config={"quant_method": "fp8", "ignored_layers": ["model.layers.0.mlp.down_proj"]})
+        _model(tmp_path, quantization_config={"quant_method": "fp8",
+                                              "ignored_layers": ["model.layers.0.mlp.down_proj"]})
 
 
 @pytest.mark.parametrize("skipped,error", [

@@ -282,7 +282,8 @@ def test_context_beyond_the_model_and_estimate_rows_keep_their_kv_marks(capsys):
     estimate = capsys.readouterr().out.split("Estimate [estimate]")[1]
     assert "      42 |              22.493 ms |                 32.696 ms      1,285  memory (KV limit, reserve 0)" \
         in estimate
-    assert "     256 |              54.938 ms |                 72.991 ms      3,507  memory (KV does not fit)" in estimate
+    assert "     256 |              54.938 ms |                 72.991 ms      3,507  memory (KV does not fit)" \
+        in estimate
     helps = {a.dest: a.help for a in _subparser("report")._actions}
     assert "one flat width for every weight, embeddings and lm_head included, no group scales" in helps["weight_dtype"]
 
