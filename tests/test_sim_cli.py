@@ -67,6 +67,9 @@ def test_simulate_json_holds_each_policy_summary(trace: Path, capsys: pytest.Cap
     expected = serve_static(load_trace(trace), cost, batch_size=4,
                             kv_pool=KVPool(data["kv_pool"]["capacity_blocks"], 16)).summary.to_dict()
     assert static["summary"] == expected
+    assert data["units"]["*_s, queue_wait, ttft, tpot, e2e, itl (p50, p90, p99, mean, max)"] == "s"
+    assert data["units"]["capacity_tokens, peak_kv_tokens"] == "tokens"
+    assert data["units"]["capacity_blocks, peak_kv_blocks, kv_capacity_blocks"] == "blocks"
 
 
 def test_simulate_out_files_are_byte_identical_across_runs(trace: Path, tmp_path: Path,
@@ -271,3 +274,13 @@ def test_simulate_resamples_lengths_from_the_shipped_trace(capsys: pytest.Captur
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["workload"]["input_distribution"] == "trace" and data["results"][0]["summary"]["requests"] == 30
+
+
+def test_simulate_json_says_a_windowed_pool_counts_token_layers(capsys: pytest.CaptureFixture) -> None:
+    """Gemma 3 27B: the pool's capacity_tokens and the runs' peak_kv_tokens are token-layers, its blocks layer-blocks
+    (the JSON named them tokens and blocks without a word)."""
+    assert main(["simulate", "--model", "gemma-3-27b", "--num-prompts", "3", "--policy", "serial", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kv_pool"]["unit"] == "layer-blocks"
+    assert data["units"]["capacity_tokens, peak_kv_tokens"].startswith("token-layers")
+    assert data["units"]["capacity_blocks, peak_kv_blocks, kv_capacity_blocks"] == "layer-blocks"

@@ -553,8 +553,21 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         "time_kind": run.get("time_kind", "bound"),
         "kv_pool": {"budget_bytes": float(run["budget"]), "capacity_blocks": pool.capacity_blocks,
                     "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens, "unit": pool.unit},
+        "units": _json_units(pool),
         "results": results,
     }, indent=2)
+
+
+def _json_units(pool: Any) -> dict[str, str]:
+    """What the numbers of the JSON are in: the keys without a unit suffix, and the KV counts' unit."""
+    kv = "token-layers (tokens summed over layers: the model has sliding windows)" if pool.layer_windows else "tokens"
+    return {
+        "*_s, queue_wait, ttft, tpot, e2e, itl (p50, p90, p99, mean, max)": "s",
+        "output_tokens_per_s": "tokens/s",
+        "capacity_tokens, peak_kv_tokens": kv,
+        "capacity_blocks, peak_kv_blocks, kv_capacity_blocks": pool.unit,
+        "shares and slot_occupancy": "1 (fractions of 1)",
+    }
 
 
 def _progress(items: Any, desc: str, unit: str) -> Any:
