@@ -226,12 +226,14 @@ def throughput_chart(
     if limit <= max_batch:
         y = c["with_kv"][limit - 1] / kilo
         ax.plot([limit], [y], marker="o", color="tab:orange")
-        ax.annotate(f"KV cache full\n({float(kv_budget) / 1e9:.0f} GB): {limit} sequences", (limit, y),
-                    xytext=(0, 14), textcoords="offset points", ha="center", va="bottom", fontsize=9,
+        gb = f"{float(kv_budget) / 1e9:.2f}".rstrip("0").rstrip(".")
+        ax.annotate(f"KV cache full\n({gb} GB): {limit:,} sequences", (limit, y),
+                    xytext=(0, -14), textcoords="offset points", ha="center", va="top", fontsize=9,
                     color="tab:orange",
                     bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85))
     ax.axhline(c["ceiling"] / kilo, color="0.3", ls=":", lw=1.5,
-               label=f"compute ceiling: peak / F = {c['ceiling'] / kilo:.1f}k tokens/s")
+               label=f"compute ceiling: peak / F = {c['ceiling'] / kilo:.1f}k tokens/s"
+               + ("" if model.tensor_parallel_size == 1 else "\n(the all-reduce left out)"))
     ax.axvline(c["critical_batch"], color="tab:red", ls=":", lw=1.5,
                label=f"ridge: B* = {c['critical_batch']} ({c['ridge']:.0f} FLOP/byte)")
     ax.set_xlim(0, max_batch)

@@ -139,3 +139,27 @@ def test_throughput_curves_price_moe_and_windows_as_decode_step(name, tp, critic
     assert c["kv_limit"] == int(Fraction(20 * 10**9) / Fraction(share.kv_bytes(8192)))
     assert c["critical_batch"] == critical == criticality(model, h100, context=0, tensor_parallel_size=tp
                                                           ).critical_batch_weights_only
+
+
+def test_plot_command_fits_the_budget_and_the_group_to_the_card(tmp_path, capsys):
+    """plot drew the lesson's 53 GB for every model (Gemma 3 27B on an H100 leaves 21.67 GB) and drew a model that
+    does not fit one GPU as if it did; it now ends the KV curve at what the GPU leaves, takes the smallest
+    tensor-parallel size that fits (Mixtral 8x7B: 2, 29.83 GB per GPU) and says both, as report does."""
+    import json
+
+    assert cli_main(["plot", "--model", "gemma-3-27b", "--out", str(tmp_path / "g"), "--format", "png",
+                     "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["tensor_parallel_size"] == 1 and round(data["kv_budget_bytes"] / 1e9, 2) == 21.67
+    assert data["notes"] == ["the lesson's 53 GB KV budget exceeds the 21.67 GB this GPU leaves after the weights "
+                             "(utilization 0.9, reserve 0): the KV curve ends at 21.67 GB"]
+    assert cli_main(["plot", "--model", "mixtral-8x7b", "--out", str(tmp_path / "m"), "--format", "png"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("mixtral-8x7b does not fit one NVIDIA H100 SXM5 80GB (weights 93.41 GB); the charts are for "
+                      "--tensor-parallel-size 2")
+    assert out[1].endswith("the KV curve ends at 29.83 GB per GPU")
+    assert cli_main(["plot", "--out", str(tmp_path / "l"), "--format", "png", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["notes"] == [] and data["kv_budget_bytes"] == 53 * 10**9  # the lesson's chart is unchanged
+    assert cli_main(["plot", "--model", "llama-3.1-70b", "--tp", "1", "--out", str(tmp_path / "x")]) == 2
+    assert "KV budget -64.57 GB: llama-3.1-70b weights (141.11 GB) leave no KV budget" in capsys.readouterr().err

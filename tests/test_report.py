@@ -301,3 +301,15 @@ def test_windowed_batch_8_line_names_the_windowed_kv(capsys):
     assert m.kv_bytes(8000) == 32 * 4096 * 131_072 // 32  # 4,096 tokens held in each of 32 layers
     step = (m.weight_bytes + 8 * m.kv_bytes(8000)) / a.bandwidth
     assert f"{float(step) * 1e3:.3f} ms" in line
+
+
+def test_mla_under_tensor_parallelism_says_the_latent_is_replicated(capsys):
+    """DeepSeek-V3 on 8 H200: the budget caveat said each GPU holds 'its share' of every sequence's KV, but MLA's
+    latent is whole on every GPU; the group's 404.31 GB holds no more sequences than one GPU's 50.54 GB."""
+    assert main(["report", "--model", "deepseek-v3", "--accelerator", "h200-sxm", "--tp", "8"]) == 0
+    out = capsys.readouterr().out
+    assert ("KV budget of the group   404.31 GB (reserve 0; every GPU holds each sequence's whole latent, so the group "
+            "holds no more sequences than one GPU)") in out
+    assert "each GPU holds every sequence's whole MLA latent KV, replicated)" in out and "its share" not in out
+    assert main(["report", "--model", "llama-3.1-70b", "--tp", "4"]) == 0
+    assert "each GPU holds its share of every sequence's KV)" in capsys.readouterr().out

@@ -284,3 +284,23 @@ def test_simulate_json_says_a_windowed_pool_counts_token_layers(capsys: pytest.C
     assert data["kv_pool"]["unit"] == "layer-blocks"
     assert data["units"]["capacity_tokens, peak_kv_tokens"].startswith("token-layers")
     assert data["units"]["capacity_blocks, peak_kv_blocks, kv_capacity_blocks"] == "layer-blocks"
+
+
+def test_simulate_says_why_requests_were_rejected_and_the_budget_basis(capsys: pytest.CaptureFixture) -> None:
+    """Prompts of 4,096 tokens with --max-num-batched-tokens 2048: static and continuous reject all 50 and the table
+    says why (the reason was only in the CSVs); the pool line says its budget is reserve 0 and how to match
+    report's real budget (60.48 GB - 3.05 GiB = 57.20 GB); gpt-oss-120b's weights are mxfp4/bfloat16, not bfloat16."""
+    assert main(["simulate", "--num-prompts", "50", "--input-len", "4096", "--output-len", "64",
+                 "--max-num-batched-tokens", "2048"]) == 0
+    out = capsys.readouterr().out
+    assert "  static: 50 rejected; the first, request 0: prompt of 4096 tokens exceeds max_num_batched_tokens=2048" \
+        in out
+    assert "  continuous: 50 rejected; the first, request 0: prompt of 4096 tokens exceeds max_prefill_tokens=2048" \
+        in out
+    assert "serial: " not in out
+    assert ("(60.48 GB = usable x 0.9 - weights, reserve 0; roofline report's real budget also subtracts a "
+            "published 3.05 GiB reserve: --kv-budget-gb 57.20 for that)") in out
+    assert main(["simulate", "--model", "gpt-oss-120b", "--num-prompts", "2", "--policy", "serial", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"]["weight_format"] == "mxfp4/bfloat16"
+    assert data["kv_pool"]["budget_basis"] == "usable x 0.9 - weights, reserve 0"

@@ -21,14 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from fractions import Fraction
 from typing import Any
 
+from .. import estimate
 from .._io import check_outputs, output_path
 from ..hardware import get_accelerator
 from ..models import load_model
 from ..units import GB
 from ._args import add_flops_option, add_model_options, add_tensor_parallel_option, int_arg, number_arg, plain
+from .report import LESSON_KV_BUDGET_GB
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,12 +46,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_options(p, dtypes=False)
     p.add_argument("--context", type=int_arg("--context", 1), default=1000,
                    help="tokens of context per sequence for the KV curve (default: %(default)s)")
-    p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=Fraction(53),
-                   help="KV cache size in GB (1e9 bytes) where the KV curve ends (default: the lesson's 53)")
+    p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
+                   help="KV cache size in GB (1e9 bytes) where the KV curve ends, per GPU under tensor parallelism "
+                        "(default: the lesson's 53, or what the GPU leaves after the weights at utilization 0.9 and "
+                        "reserve 0 when that is less)")
     p.add_argument("--max-batch", type=int_arg("--max-batch", 2, maximum=100_000), default=512,
                    help="largest batch size drawn (default: %(default)s)")
     add_flops_option(p, default="exact")
-    add_tensor_parallel_option(p)
+    add_tensor_parallel_option(p, default=None)
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
     p.set_defaults(func=run)
 
@@ -62,13 +65,36 @@ def run(args: Any) -> int:
     out = output_path("--out", args.out)
     inputs = [args.model if os.path.isfile(args.model) else None]
     check_outputs("--out", [out, *(out / f"{stem}.{fmt}" for stem in CHART_NAMES for fmt in args.formats)], inputs)
-    model = load_model(args.model).per_gpu(args.tensor_parallel_size)  # T > 1: one GPU's share, tokens/s of the group
+    whole = load_model(args.model)
     accelerator = get_accelerator(args.accelerator)
-    paths = write_charts(args.out, model, accelerator, formats=args.formats, context=args.context,
-                         kv_budget=int(args.kv_budget_gb * GB), max_batch=args.max_batch, flops=args.flops)
-    if args.json:
-        print(json.dumps({"written": [str(path) for path in paths]}, indent=2))
+    notes = []
+    tp = args.tensor_parallel_size
+    if tp is None:  # not given: one GPU, or the smallest group that fits, said so (as roofline report does)
+        tp = estimate.smallest_tensor_parallel_size(whole, accelerator) or 1
+        if tp > 1:
+            notes.append(f"{whole.name} does not fit one {accelerator.name} (weights "
+                         f"{float(whole.weight_bytes) / 1e9:.2f} GB); the charts are for --tensor-parallel-size {tp}")
+    model = whole.per_gpu(tp)  # T > 1: one GPU's share, tokens/s of the group
+    # what the GPU leaves after the weights (reserve 0); refuses, naming the budget, when nothing is left
+    room = estimate.kv_budget_for(whole, accelerator, tensor_parallel_size=tp)
+    per_gpu = "" if tp == 1 else " per GPU"
+    if args.kv_budget_gb is None:
+        kv_budget = min(LESSON_KV_BUDGET_GB * GB, room)
+        if room < LESSON_KV_BUDGET_GB * GB:
+            notes.append(f"the lesson's {LESSON_KV_BUDGET_GB} GB KV budget exceeds the {float(room) / 1e9:.2f} GB "
+                         f"this GPU leaves after the weights (utilization 0.9, reserve 0): the KV curve ends at "
+                         f"{float(room) / 1e9:.2f} GB{per_gpu}")
     else:
-        for path in paths:
-            print(path)
+        kv_budget = args.kv_budget_gb * GB
+        if kv_budget > room:
+            notes.append(f"--kv-budget-gb {float(args.kv_budget_gb):g} exceeds the {float(room) / 1e9:.2f} GB this GPU "
+                         "leaves after the weights (utilization 0.9, reserve 0): the KV curve is a what-if")
+    paths = write_charts(args.out, model, accelerator, formats=args.formats, context=args.context,
+                         kv_budget=int(kv_budget), max_batch=args.max_batch, flops=args.flops)
+    if args.json:
+        print(json.dumps({"written": [str(path) for path in paths], "tensor_parallel_size": tp,
+                          "kv_budget_bytes": int(kv_budget), "notes": notes}, indent=2))
+    else:
+        for line in (*notes, *map(str, paths)):
+            print(line)
     return 0

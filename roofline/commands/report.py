@@ -320,7 +320,9 @@ def _tensor_parallel_lines(r: dict[str, Any]) -> list[str]:
         f"{_t(one['allreduce_bandwidth_time_s'])}); {one['group_throughput_tokens_per_s']:,.0f} tokens/s",
         f"  all-reduce crossover  bandwidth term above latency term from batch "
         f"{tp['allreduce_crossover_batch']:,.1f} = T x latency x bandwidth / (hidden x activation bytes)",
-        f"  KV budget of the group {tp['kv_budget_all_gpus_bytes'] / 1e9:8.2f} GB (reserve 0); "
+        f"  KV budget of the group {tp['kv_budget_all_gpus_bytes'] / 1e9:8.2f} GB (reserve 0"
+        + ("; every GPU holds each sequence's whole latent, so the group holds no more sequences than one GPU"
+           if tp["mla_latent_replicated"] else "") + "); "
         + ("tokens/s of the group at the table's KV limit "
            f"{limit:,.0f}" if limit is not None else "no sequence fits"),
         "",
@@ -445,7 +447,7 @@ def format_report(r: dict[str, Any]) -> str:
         + ("full-attention " if m["sliding_windows"] else "")
         + f"tokens {given['tokens']:,}; {given['sequences_blocks']:,} with "
         f"{given['block_size']}-token blocks{'; the table' + chr(39) + 's KV limit' if from_given else ''})",
-        *_given_budget_caveat(given, tp, from_given, upper),
+        *_given_budget_caveat(given, tp, from_given, upper, mla=m["multi_head_latent_attention"]),
         *_real_budget_lines(a, kv, real),
         f"  upper bound, reserve 0 {upper['budget_bytes'] / 1e9:8.2f} GB    = "
         f"{a['usable_memory_bytes'] / 2**30:.1f} GiB x {kv['utilization']:g} - weights",
@@ -520,7 +522,7 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
 
 
 def _given_budget_caveat(given: dict[str, Any], tp: dict[str, Any] | None, from_given: bool,
-                         upper: dict[str, Any]) -> list[str]:
+                         upper: dict[str, Any], *, mla: bool = False) -> list[str]:
     """Caveats of the given budget (the lesson's 53 GB unless --kv-budget-gb): under tensor parallelism it is each
     GPU's; above what the GPU leaves after the weights (reserve 0) it is a what-if, not this GPU."""
     gb = given["budget_bytes"] / 1e9
@@ -529,7 +531,8 @@ def _given_budget_caveat(given: dict[str, Any], tp: dict[str, Any] | None, from_
     if tp is not None:
         T = tp["size"]
         out.append(f"  (that budget is per GPU: {gb:g} GB ({what}) on each of the {T} GPUs, {gb * T:g} GB for the "
-                   "group; each GPU holds its share of every sequence's KV)")
+                   "group; " + ("each GPU holds every sequence's whole MLA latent KV, replicated)" if mla
+                                else "each GPU holds its share of every sequence's KV)"))
     if given["budget_bytes"] > upper["budget_bytes"]:
         out.append(f"  (more than this GPU has: {gb:g} GB ({what}) exceeds the {upper['budget_bytes'] / 1e9:.2f} GB "
                    "left after the weights even at reserve 0; the line above is a what-if)")

@@ -153,13 +153,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-prefill-tokens", type=int_arg("--max-prefill-tokens", 1), default=None,
                    help="continuous batching without chunking: prefill token budget per step (default: none)")
     p.add_argument("--chunked-prefill", "--enable-chunked-prefill", action="store_true", dest="chunked_prefill",
-                   help="also run continuous batching with chunked prefill: each step gives every running decode its "
-                        "token, then fills --max-num-batched-tokens with prompt chunks (vLLM V1)")
+                   help="continuous batching with chunked prefill: each step gives every running decode its "
+                        "token, then fills --max-num-batched-tokens with prompt chunks (vLLM V1); with --policy all "
+                        "it is one more row, with --policy continuous it replaces the prefill-only row")
     p.add_argument("--max-num-batched-tokens", type=int_arg("--max-num-batched-tokens", 1), default=None,
                    help="per-step token budget. With --chunked-prefill: the chunked row's decode rows + prompt "
                         f"chunks (default: {DEFAULT_MAX_NUM_BATCHED_TOKENS}, vLLM's), the other rows run without a "
                         "budget. Without: static batching forms batches whose padded prefill fits it, and continuous "
-                        "batching uses it as --max-prefill-tokens (longer prompts are rejected)")
+                        "batching uses it as --max-prefill-tokens (longer prompts are rejected, as vLLM without "
+                        "chunked prefill does); one-by-one serving (serial) has no step budget and ignores it")
     p.add_argument("--max-model-len", type=int_arg("--max-model-len", 1), default=None,
                    help="reject requests whose prompt + output exceed this many tokens (default: no limit)")
     w = p.add_argument_group("generated workload (vLLM benchmark_serving / vllm bench serve names)")
@@ -333,9 +335,16 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     accelerator = get_accelerator(args.accelerator)
     if args.kv_budget_gb is not None:
         budget = args.kv_budget_gb * GB
+        budget_basis = "--kv-budget-gb"
     else:
         utilization = DEFAULT_UTILIZATION if args.utilization is None else args.utilization
         budget = estimate.kv_budget_for(model, accelerator, utilization=utilization)
+        budget_basis = f"usable x {float(utilization):g} - weights, reserve 0"
+        reserve = estimate.published_reserve(model, accelerator)
+        if reserve is not None:  # report's real budget subtracts it; say how to match it
+            budget_basis += (f"; roofline report's real budget also subtracts a published "
+                             f"{float(reserve.value) / 2**30:.2f} GiB reserve: --kv-budget-gb "
+                             f"{float(budget - reserve.value) / 1e9:.2f} for that")
     # window-aware: a model with sliding-window layers gets a pool of layer-blocks (roofline.sim.kv)
     pool = KVPool.for_model(model, budget=budget, block_size=args.block_size)
     cost = RooflineCostModel.for_model(model, accelerator, flops=args.flops, overhead=args.overhead,
@@ -387,7 +396,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     slo = {key: None if value is None else value * ms
            for key, value in (("ttft_s", args.slo_ttft), ("tpot_s", args.slo_tpot), ("e2e_s", args.slo_e2e))}
     return dict(requests=requests, workload=workload, model=model, accelerator=accelerator, pool=pool, budget=budget,
-                results=results, labels=names, slo=slo if any(v is not None for v in slo.values()) else None,
+                budget_basis=budget_basis, results=results, labels=names,
+                slo=slo if any(v is not None for v in slo.values()) else None,
                 time_kind=time_kind)
 
 
@@ -463,9 +473,10 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     last = float(max((r.arrival_s for r in reqs), default=0))
     lines = [
         f"roofline simulate: {len(reqs):,} requests from {_describe(run['workload'])} (arrivals over {last:,.1f} s)",
-        f"  {model.name} (weights {model.weight_dtype}, KV {model.kv_dtype}) on {_on(model, acc)}; "
+        f"  {model.name} (weights {model.weight_format}, KV {model.kv_dtype}) on {_on(model, acc)}; "
         f"KV pool {pool.capacity_blocks:,} {pool.unit} x {pool.block_size} tokens = {pool.capacity_tokens:,} "
-        f"{'token-layers' if pool.layer_windows else 'tokens'} ({float(run['budget']) / 1e9:.2f} GB)",
+        f"{'token-layers' if pool.layer_windows else 'tokens'} ({float(run['budget']) / 1e9:.2f} GB"
+        + (f" = {run['budget_basis']})" if run.get("budget_basis") else ")"),
         *([f"  sliding windows: KV counted per layer ({_windows_text(pool.layer_windows)}); a windowed layer "
            "frees its blocks as its window moves on"] if pool.layer_windows else []),
         f"  step times: {_kind_text(run.get('time_kind', 'bound'))}",
@@ -484,6 +495,12 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
             _p(s.e2e, "p50"), _p(s.e2e, "p99"), peak, f"{s.preemptions:,}",
         )
         lines.append(_row(cells, widths))
+    for label, r in zip(run["labels"], run["results"], strict=True):  # why requests were rejected, one line each
+        rejected = [x for x in r.requests if x.rejected_reason is not None]
+        if rejected:
+            first = rejected[0]
+            lines.append(f"  {label}: {len(rejected):,} rejected; the first, request {first.request.id}: "
+                         f"{first.rejected_reason}")
     lines += ["", "  latency p50 / p90 / p99:"]
     lat_widths = [18] + [28] * len(LATENCY)
     lines.append(_row(("policy", *LATENCY), lat_widths))
@@ -547,11 +564,13 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
     return json.dumps({
         "trace": {"path": workload.get("path"), "requests": len(run["results"][0].requests) if results else 0},
         "workload": workload,
-        "model": {"name": model.name, "weight_dtype": model.weight_dtype, "kv_dtype": model.kv_dtype},
+        "model": {"name": model.name, "weight_dtype": model.weight_dtype, "weight_format": model.weight_format,
+                  "kv_dtype": model.kv_dtype},
         "accelerator": {"key": acc.key, "name": acc.name},
         **({"tensor_parallel_size": model.tensor_parallel_size} if model.tensor_parallel_size > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
-        "kv_pool": {"budget_bytes": float(run["budget"]), "capacity_blocks": pool.capacity_blocks,
+        "kv_pool": {"budget_bytes": float(run["budget"]), "budget_basis": run.get("budget_basis"),
+                    "capacity_blocks": pool.capacity_blocks,
                     "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens, "unit": pool.unit},
         "units": _json_units(pool),
         "results": results,
