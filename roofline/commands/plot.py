@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from fractions import Fraction
 from typing import Any
 
 from .. import estimate
@@ -79,7 +80,7 @@ def run(args: Any) -> int:
     room = estimate.kv_budget_for(whole, accelerator, tensor_parallel_size=tp)
     per_gpu = "" if tp == 1 else " per GPU"
     if args.kv_budget_gb is None:
-        kv_budget = min(LESSON_KV_BUDGET_GB * GB, room)
+        kv_budget: Any = min(Fraction(LESSON_KV_BUDGET_GB * GB), room)
         if room < LESSON_KV_BUDGET_GB * GB:
             notes.append(f"the lesson's {LESSON_KV_BUDGET_GB} GB KV budget exceeds the {float(room) / 1e9:.2f} GB "
                          f"this GPU leaves after the weights (utilization 0.9, reserve 0): the KV curve ends at "
