@@ -314,3 +314,13 @@ def test_a_sliding_window_row_is_priced_at_its_windows():
     assert t == pytest.approx(float(windowed), rel=1e-12) and t < 0.83 * float(full)  # 0.827
     with pytest.raises(InvalidValueError, match=r"^context_sum=32769: gemma-3-27b has sliding windows"):
         predict(attrs.evolve(row, context_sum=4 * 8192 + 1), h100)
+
+
+def test_measured_constants_of_an_unmeasured_device_say_they_are_its_datasheet(capsys):
+    """validate's 'measured h200-sxm: 4,800 GB/s [datasheet: ...]' read as a measurement; a device with no published
+    measurement is labelled as falling back on its datasheet, a measured one (a100-80gb: 1,700 GB/s) is not."""
+    assert cli.main(["validate"]) == 0
+    out = capsys.readouterr().out
+    assert "  measured h200-sxm (none published: its datasheet): 4,800 GB/s [datasheet: " in out
+    assert "  measured l40s (none published: its datasheet): 864 GB/s [datasheet: " in out
+    assert "  measured a100-80gb: 1,700 GB/s [measured: " in out

@@ -159,8 +159,12 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
             if acc is None or ident in seen:
                 continue
             seen.add(ident)
+            # the measured copy of a device nobody has measured falls back on its datasheet: said so in the label
+            unmeasured = label == "measured" and "measured" not in (acc.hbm_bandwidth.source.kind,
+                                                                   acc.peak_bf16.source.kind)
             lines.append(
-                f"  {label:8} {_device(acc.key)}: {float(acc.bandwidth) / 1e9:,.0f} GB/s "
+                f"  {label:8} {_device(acc.key)}{' (none published: its datasheet)' if unmeasured else ''}: "
+                f"{float(acc.bandwidth) / 1e9:,.0f} GB/s "
                 f"[{acc.hbm_bandwidth.source.kind}: {acc.hbm_bandwidth.source.citation}], "
                 f"{float(acc.peak_flops) / 1e12:,.1f} TFLOP/s [{acc.peak_bf16.source.kind}: "
                 f"{acc.peak_bf16.source.citation}]"
