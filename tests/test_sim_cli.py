@@ -304,3 +304,18 @@ def test_simulate_says_why_requests_were_rejected_and_the_budget_basis(capsys: p
     data = json.loads(capsys.readouterr().out)
     assert data["model"]["weight_format"] == "mxfp4/bfloat16"
     assert data["kv_pool"]["budget_basis"] == "usable x 0.9 - weights, reserve 0"
+
+
+def test_simulate_defaults_max_model_len_to_the_models_positions(capsys: pytest.CaptureFixture) -> None:
+    """vLLM takes max_model_len from the model (Llama 2 7B: 4,096) and rejects longer requests; simulate served a
+    4,000 + 200 token request on it. Now rejected by default, served when --max-model-len says more."""
+    args = ["simulate", "--model", "llama-2-7b", "--num-prompts", "2", "--input-len", "4000", "--output-len", "200",
+            "--policy", "serial"]
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["results"][0]
+    assert data["options"]["max_model_len"] == 4096 and data["summary"]["rejected"] == 2
+    assert main(args) == 0
+    assert ("  serial: 2 rejected; the first, request 0: prompt + output of 4200 tokens (4000 + 200) exceeds "
+            "max_model_len=4096") in capsys.readouterr().out
+    assert main([*args, "--max-model-len", "4200", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["summary"]["completed"] == 2

@@ -163,7 +163,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "batching uses it as --max-prefill-tokens (longer prompts are rejected, as vLLM without "
                         "chunked prefill does); one-by-one serving (serial) has no step budget and ignores it")
     p.add_argument("--max-model-len", type=int_arg("--max-model-len", 1), default=None,
-                   help="reject requests whose prompt + output exceed this many tokens (default: no limit)")
+                   help="reject requests whose prompt + output exceed this many tokens (default: the model's "
+                        "max_position_embeddings, as vLLM; no limit when the config has none)")
     w = p.add_argument_group("generated workload (vLLM benchmark_serving / vllm bench serve names)")
     w.add_argument("--num-prompts", "--requests", type=int_arg("--num-prompts", 1), default=None, dest="num_prompts",
                    help="generate this many requests instead of reading --trace")
@@ -333,6 +334,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     # "Tensor parallelism")
     model = model.per_gpu(getattr(args, "tensor_parallel_size", 1))
     accelerator = get_accelerator(args.accelerator)
+    # vLLM's default max_model_len is the model's own (max_position_embeddings); longer requests are rejected
+    max_model_len = args.max_model_len if args.max_model_len is not None else model.max_position_embeddings
     if args.kv_budget_gb is not None:
         budget = args.kv_budget_gb * GB
         budget_basis = "--kv-budget-gb"
@@ -363,7 +366,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     shared_budget = None if args.chunked_prefill else budget_tokens
     separate_budget = args.max_prefill_tokens if args.max_prefill_tokens is not None else shared_budget
     common = {"kv_pool": pool, "record_steps": outputs is not None and args.steps,
-              "max_model_len": args.max_model_len, "engine": args.engine}
+              "max_model_len": max_model_len, "engine": args.engine}
     runs: dict[str, tuple[Any, dict[str, Any]]] = {
         "serial": (POLICIES["serial"], {}),
         "static": (POLICIES["static"], {"batch_size": args.batch_size, "max_wait": args.max_wait,
