@@ -263,6 +263,12 @@ class _Jumps:
             heapq.heappop(heap)
         return heap[0][0]
 
+    def _rotated(self: Any) -> dict[int, int]:
+        """Running sequences by KV before the next step, mod b: {residue: count}, the nonzero ones only
+        (O(batch), not O(b): a block size of 10**9 is a valid pool)."""
+        b, tick = self.block_size, self.tick
+        return {(r + tick) % b: count for r, count in self.residues.items() if count}
+
     def _stretch_steps(self: Any, now: int) -> int:
         """Decode steps that can run as one stretch from ``now`` (the first may need a preemption: 0 then)."""
         run, costs = self.run, self.costs
@@ -278,7 +284,7 @@ class _Jumps:
         b = self.block_size
         # a sequence takes at most ceil(k / b) blocks in k steps: look for the overflow only when it may come
         if self.on_demand and batch * -(-k // b) > run.capacity - self.blocks:
-            rotated = [self.residues[(r - self.tick) % b] for r in range(b)]  # by KV before the stretch, mod b
+            rotated = self._rotated()  # by KV before the stretch, mod b
             over = first_pool_overflow(rotated, b, run.capacity - self.blocks)
             if over is not None:
                 k = min(k, over - 1)
@@ -305,8 +311,7 @@ class _Jumps:
                 s, t = t, t + decode(batch, context)
                 run.table.add_decode(s, t, batch, batch, context, blocks)
         if self.on_demand:
-            rotated = [self.residues[(r - self.tick) % b] for r in range(b)]
-            self.blocks += blocks_growth(rotated, b, k)
+            self.blocks += blocks_growth(self._rotated(), b, k)
         self.tick += k
         run.peak(c1 + batch * (k - 1), self.blocks)
         run.steps += k
