@@ -194,6 +194,24 @@ def test_bad_generator_arguments_raise_naming_the_field(call, field):
     assert err.value.field == field
 
 
+def test_a_cap_that_keeps_almost_no_draws_or_caps_nothing_is_refused():
+    """Break-it: lognormal lengths of mean 100,000 (sigma 0.01) capped at 1 redrew for ever (a hang), an exponential
+    of mean 10**6 capped at 1 keeps 1.5e-6 of its draws; a cap on fixed or uniform lengths was ignored (lengths of
+    1,024 under a cap of 10). Refused naming the cap; a cap that keeps 1% or more still draws."""
+    for kw in (dict(distribution="lognormal", mean=100_000, cap=1, sigma=Fraction(1, 100)),
+               dict(distribution="exponential", mean=10**6, cap=1),
+               dict(distribution="fixed", mean=1024, cap=10),
+               dict(distribution="uniform", mean=1024, range_ratio=Fraction(1, 2), cap=10)):
+        with pytest.raises(InvalidValueError) as err:
+            lengths(3, **kw)
+        assert err.value.field == "cap" and err.value.value == kw["cap"]
+    with pytest.raises(InvalidValueError) as err:
+        synthetic_workload(3, arrival="burst", input_len=1024, input_cap=10)
+    assert err.value.field == "input_cap"
+    # 1 - exp(-(cap + 1/2) / mean) = 1 - exp(-1/2) = 0.39 of the draws are kept: fine
+    assert max(lengths(50, distribution="exponential", mean=3, cap=1)) == 1
+
+
 def test_generated_workload_runs_under_every_policy_with_a_pool():
     """A generated open-loop workload is a sequence of Requests every policy serves."""
     w = synthetic_workload(40, rate=5, input_len=64, output_len=16, output_distribution="lognormal", seed=9)
