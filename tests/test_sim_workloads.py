@@ -107,12 +107,24 @@ def test_serial_and_static_refuse_closed_loop_clients():
     (dict(clients=1, lengths=[(0, 1)]), "lengths[0].prompt_tokens"),
     (dict(clients=1, lengths=[(1, 1), 3]), "lengths[1]"),
     (dict(clients=1, lengths=[(1, 1)], think_time_s=-1), "think_time_s"),
+    (dict(clients=1, lengths=[(1, 1)], think_time_s=10**15 + 1), "think_time_s"),
+    (dict(clients=1, lengths=[(1, 1)], think_time_s=10**400), "think_time_s"),
 ])
 def test_bad_closed_loops_raise_naming_the_field(kwargs, field):
     """A bad client count, length pair or think time raises InvalidValueError naming it."""
     with pytest.raises(InvalidValueError) as err:
         ClosedLoop(**kwargs)
     assert err.value.field == field
+
+
+def test_closed_loop_of_numpy_lengths_runs():
+    """Break-it: numpy integer lengths (np.array([[3, 2], ...])) were taken, served, then refused at the end by
+    the Requests made of them (field prompt_tokens=np.int64(3)); a think time of 10**400 ran, then raised an
+    OverflowError. The lengths are Python ints; the think time is refused up front (test above)."""
+    loop = ClosedLoop(clients=1, lengths=np.array([[3, 2], [4, 1]]))
+    assert loop.lengths == ((3, 2), (4, 1)) and type(loop.lengths[0][0]) is int
+    r = serve_continuous(loop, UnitCostModel())
+    assert [x.handed_back_s for x in r.requests] == [2, 3]  # 1 prefill + 1 decode, then 1 prefill
 
 
 # --------------------------------------------------------------------------- generators

@@ -46,6 +46,9 @@ def _clients(instance: object, attribute: attrs.Attribute, value: Any) -> None:
 def _think(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     check_scalar(attribute.name, value)
     check_nonnegative(attribute.name, value)
+    if value > MAX_ARRIVAL_S:  # the arrivals it makes would pass it (and 10**400 is no float for to_dict)
+        raise InvalidValueError(attribute.name, value, f"must be <= {MAX_ARRIVAL_S:.0e} s (MAX_ARRIVAL_S, the latest "
+                                "arrival a request may have)")
 
 
 def _lengths(value: Iterable[Any]) -> tuple[tuple[int, int], ...]:
@@ -63,7 +66,7 @@ def _lengths(value: Iterable[Any]) -> tuple[tuple[int, int], ...]:
             check_count(field, tokens, minimum=1)
             if tokens > MAX_TOKENS:
                 raise InvalidValueError(field, tokens, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS)")
-        out.append((p, o))
+        out.append((int(p), int(o)))  # a numpy integer as a Python int (the Requests made from it take no numpy)
     return tuple(out)
 
 
