@@ -271,6 +271,10 @@ class RooflineCostModel:
         object.__setattr__(self, "_terms", terms)
         object.__setattr__(self, "_routed", convert(self.routed_expert_bytes))
         object.__setattr__(self, "_layers", len(self.layer_windows))
+        if self.layer_windows and self.num_hidden_layers and len(self.layer_windows) != self.num_hidden_layers:
+            # L prices a token-layer (kv_bytes_per_token / L): two counts of layers would price by the wrong one
+            raise InvalidValueError("layer_windows", self.layer_windows, f"has {len(self.layer_windows)} windows, one "
+                                    f"per layer, but num_hidden_layers={self.num_hidden_layers}")
         check_int("tensor_parallel_size", self.tensor_parallel_size, minimum=1)
         if self.tensor_parallel_size > 1:
             ar = dict(num_hidden_layers=self.num_hidden_layers, hidden_size=self.hidden_size,
