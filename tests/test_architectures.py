@@ -348,6 +348,20 @@ def test_windowed_block_accounting():
     assert (999 // 16 - 488 // 16 + 1) == 33
 
 
+def test_layer_windows_all_none_count_every_full_layer():
+    """Break-it: LayerWindows((None, None)) folded its layers into () and counted nothing: held(10) = 0, pairs(10) = 0,
+    blocks(10, 4) = 0. Two full-attention layers hold 2 x 10 = 20 token-layers, have 2 x 55 = 110 pairs and
+    2 x ceil(10 / 4) = 6 layer-blocks; a chunk of 3 after 5 reads 2 x 5 and has 2 x (3 x 5 + 6) pairs. No layer: refused."""
+    from roofline.sim import LayerWindows
+
+    full = LayerWindows((None, None))
+    assert full.layers == 2 and full.layer_windows == (None, None)
+    assert (full.held(10), full.pairs(10), full.blocks(10, 4), full.chunk(3, 5)) == (20, 110, 6, (10, 42))
+    with pytest.raises(InvalidValueError) as err:
+        LayerWindows(())
+    assert err.value.field == "layer_windows"
+
+
 FAMILY_SHAPES = {  # model_type readers on published shapes; totals from the model pages (safetensors)
     "Qwen/Qwen1.5-MoE-A2.7B": ({"model_type": "qwen2_moe", "num_hidden_layers": 24, "hidden_size": 2048,
                                 "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632,
