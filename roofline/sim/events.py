@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
@@ -211,16 +212,22 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
     if seg:
         values += [int(step_values(start).min()), int(step_values(start + batch * (steps - 1)).max())]
     low, high = min(values), max(values)
+    # every gap is a multiple of g ticks: the singles are, and a segment's steps are max(wm + km S, fc B + ac S) + oh
+    # (or the unit's ticks). Arrivals of many denominators make the tick tiny beside the step durations (the clock's
+    # denominator the lcm of theirs: 10**2400 for 800 prime ones), so the search runs on multiples of g, in
+    # log2((high - low) / g) steps instead of log2(high - low) (thousands, each over every segment).
+    coefficients = [costs.unit_decode] if unit is not None else [costs.wm, costs.km, costs.fc, costs.ac, costs.oh]
+    g = math.gcd(*(int(k) for k in keys), *(coefficients if seg else ())) or 1
 
     def select(rank: int) -> int:
-        lo, hi = low - 1, high  # count_le(lo) < rank <= count_le(hi)
+        lo, hi = low // g - 1, high // g  # count_le(lo g) < rank <= count_le(hi g)
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if count_le(mid) >= rank:
+            if count_le(mid * g) >= rank:
                 hi = mid
             else:
                 lo = mid
-        return hi
+        return hi * g
 
     def typed_seconds(value: int) -> Any:
         """The value with the number type of its first insertion (a dict keeps its first key)."""
