@@ -348,6 +348,33 @@ def test_windowed_block_accounting():
     assert (999 // 16 - 488 // 16 + 1) == 33
 
 
+def test_layer_windows_all_none_count_every_full_layer():
+    """Break-it: LayerWindows((None, None)) folded its layers into () and counted nothing: held(10) = 0, pairs(10) = 0,
+    blocks(10, 4) = 0. Two full-attention layers hold 2 x 10 = 20 token-layers, have 2 x 55 = 110 pairs and
+    2 x ceil(10 / 4) = 6 layer-blocks; a chunk of 3 after 5 reads 2 x 5 and has 2 x (3 x 5 + 6) pairs. No layer: refused."""
+    from roofline.sim import LayerWindows
+
+    full = LayerWindows((None, None))
+    assert full.layers == 2 and full.layer_windows == (None, None)
+    assert (full.held(10), full.pairs(10), full.blocks(10, 4), full.chunk(3, 5)) == (20, 110, 6, (10, 42))
+    with pytest.raises(InvalidValueError) as err:
+        LayerWindows(())
+    assert err.value.field == "layer_windows"
+
+
+def test_expert_sizes_without_experts_are_refused():
+    """Break-it: RooflineCostModel(routed_expert_bytes=100) with num_experts=0 priced a dense model, the 100 bytes
+    never read (decode_time(2, 4) = 14 = (10 + 4) / 1, the same without them). Refused naming num_experts."""
+    kw = dict(weight_bytes=10, kv_bytes_per_token=1, flops_per_token=1, attention_flops_per_token=0, bandwidth=1,
+              peak_flops=10**9)
+    for extra in (dict(routed_expert_bytes=100), dict(experts_per_token=2)):
+        with pytest.raises(InvalidValueError) as err:
+            RooflineCostModel(**kw, **extra)
+        assert err.value.field == "num_experts"
+    # with the experts: 2 tokens touch 4 (1 - (1 - 2/4)^2) = 3 experts of 100 bytes: (10 + 300 + 4) / 1
+    assert RooflineCostModel(**kw, routed_expert_bytes=100, num_experts=4, experts_per_token=2).decode_time(2, 4) == 314
+
+
 FAMILY_SHAPES = {  # model_type readers on published shapes; totals from the model pages (safetensors)
     "Qwen/Qwen1.5-MoE-A2.7B": ({"model_type": "qwen2_moe", "num_hidden_layers": 24, "hidden_size": 2048,
                                 "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632,

@@ -130,3 +130,43 @@ def test_moe_and_tensor_parallel_models_fall_back_to_the_step_engine():
             a, b = serve(reqs, cost, **kw), serve(reqs, cost, engine="step", **kw)
             assert a.requests == b.requests and a.summary == b.summary
             assert a.steps is not None and not isinstance(a.steps, StretchTable)
+
+
+def test_a_huge_block_size_costs_nothing_per_token_of_the_block():
+    """Break-it: a block of 10**6 or 10**9 tokens is a valid pool; both engines ran O(b) per run or per stretch
+    (a list of b residues: 11 s and 8 GB at 10**9; the event engine's overflow search O(b^2): minutes at 10**5).
+
+    On-demand admission with unit costs depends only on where each sequence crosses a block: prompts b - 10 + i
+    at block b behave as prompts 990 + i at block 1,000 (same hand-backs, same preemptions)."""
+    def serve(b: int, engine: str) -> Any:
+        reqs = [Request(id=i, arrival_s=0, prompt_tokens=b - 10 + i, output_tokens=60) for i in range(4)]
+        return serve_continuous(reqs, UnitCostModel(), kv_pool=KVPool(5, b), admission="on_demand", engine=engine)
+
+    small = serve(1000, "step")
+    assert sum(r.preemptions for r in small.requests) == 2
+    for b in (10**6, 10**9):
+        for engine in ("event", "step"):
+            big = serve(b, engine)
+            assert [(r.handed_back_s, r.preemptions) for r in big.requests] == \
+                [(r.handed_back_s, r.preemptions) for r in small.requests]
+
+
+def test_arrivals_of_many_denominators_keep_the_itl_search_short():
+    """Break-it: 800 arrivals (1000 i + 1) / p_i over the first 800 primes put the tick clock at 1 / lcm (10**2400):
+    the event engine's ITL percentiles bisected over tick values, ~8,000 passes over every segment of bigints:
+    79 s against the step engine's 0.3 s. Every gap is a multiple of the step durations' common tick, and the
+    search now runs on those; the results equal the step engine's."""
+    import time
+
+    primes: list[int] = []
+    k = 2
+    while len(primes) < 800:
+        if all(k % p for p in primes if p * p <= k):
+            primes.append(k)
+        k += 1
+    arrivals = sorted(Fraction(1000 * i + 1, p) for i, p in enumerate(primes))
+    reqs = [Request(id=i, arrival_s=a, prompt_tokens=50, output_tokens=200) for i, a in enumerate(arrivals)]
+    start = time.perf_counter()
+    events = serve_continuous(reqs, LLAMA, record_steps=False)
+    assert time.perf_counter() - start < 15
+    assert_same_results(events, serve_continuous(reqs, LLAMA, record_steps=False, engine="step"))

@@ -107,12 +107,24 @@ def test_serial_and_static_refuse_closed_loop_clients():
     (dict(clients=1, lengths=[(0, 1)]), "lengths[0].prompt_tokens"),
     (dict(clients=1, lengths=[(1, 1), 3]), "lengths[1]"),
     (dict(clients=1, lengths=[(1, 1)], think_time_s=-1), "think_time_s"),
+    (dict(clients=1, lengths=[(1, 1)], think_time_s=10**15 + 1), "think_time_s"),
+    (dict(clients=1, lengths=[(1, 1)], think_time_s=10**400), "think_time_s"),
 ])
 def test_bad_closed_loops_raise_naming_the_field(kwargs, field):
     """A bad client count, length pair or think time raises InvalidValueError naming it."""
     with pytest.raises(InvalidValueError) as err:
         ClosedLoop(**kwargs)
     assert err.value.field == field
+
+
+def test_closed_loop_of_numpy_lengths_runs():
+    """Break-it: numpy integer lengths (np.array([[3, 2], ...])) were taken, served, then refused at the end by
+    the Requests made of them (field prompt_tokens=np.int64(3)); a think time of 10**400 ran, then raised an
+    OverflowError. The lengths are Python ints; the think time is refused up front (test above)."""
+    loop = ClosedLoop(clients=1, lengths=np.array([[3, 2], [4, 1]]))
+    assert loop.lengths == ((3, 2), (4, 1)) and type(loop.lengths[0][0]) is int
+    r = serve_continuous(loop, UnitCostModel())
+    assert [x.handed_back_s for x in r.requests] == [2, 3]  # 1 prefill + 1 decode, then 1 prefill
 
 
 # --------------------------------------------------------------------------- generators
@@ -192,6 +204,24 @@ def test_bad_generator_arguments_raise_naming_the_field(call, field):
     with pytest.raises(InvalidValueError) as err:
         call()
     assert err.value.field == field
+
+
+def test_a_cap_that_keeps_almost_no_draws_or_caps_nothing_is_refused():
+    """Break-it: lognormal lengths of mean 100,000 (sigma 0.01) capped at 1 redrew for ever (a hang), an exponential
+    of mean 10**6 capped at 1 keeps 1.5e-6 of its draws; a cap on fixed or uniform lengths was ignored (lengths of
+    1,024 under a cap of 10). Refused naming the cap; a cap that keeps 1% or more still draws."""
+    for kw in (dict(distribution="lognormal", mean=100_000, cap=1, sigma=Fraction(1, 100)),
+               dict(distribution="exponential", mean=10**6, cap=1),
+               dict(distribution="fixed", mean=1024, cap=10),
+               dict(distribution="uniform", mean=1024, range_ratio=Fraction(1, 2), cap=10)):
+        with pytest.raises(InvalidValueError) as err:
+            lengths(3, **kw)
+        assert err.value.field == "cap" and err.value.value == kw["cap"]
+    with pytest.raises(InvalidValueError) as err:
+        synthetic_workload(3, arrival="burst", input_len=1024, input_cap=10)
+    assert err.value.field == "input_cap"
+    # 1 - exp(-(cap + 1/2) / mean) = 1 - exp(-1/2) = 0.39 of the draws are kept: fine
+    assert max(lengths(50, distribution="exponential", mean=3, cap=1)) == 1
 
 
 def test_generated_workload_runs_under_every_policy_with_a_pool():

@@ -352,3 +352,19 @@ def test_an_array_of_degrees_is_refused_naming_the_field():
                                                      tensor_parallel_size=np.array([1, 2]))):
         with pytest.raises(InvalidValueError, match=r"^tensor_parallel_size=.*not an array"):
             call()
+
+
+def test_windows_for_another_count_of_layers_are_refused_naming_the_field():
+    """Break-it: 3 windows beside num_hidden_layers=4 (T = 2) were taken: a token-layer was priced at
+    kv_bytes_per_token / 3 while the all-reduce counted 4 layers (decode_time(1, 6) = 180, a number for neither).
+    Refused naming layer_windows; the for_model cost models of windowed presets give one window per layer."""
+    kw = dict(weight_bytes=100, kv_bytes_per_token=8, flops_per_token=10, attention_flops_per_token=1, bandwidth=1,
+              peak_flops=1, tensor_parallel_size=2, num_hidden_layers=4, hidden_size=4)
+    with pytest.raises(InvalidValueError) as err:
+        RooflineCostModel(**kw, layer_windows=(2, None, 2))
+    assert err.value.field == "layer_windows"
+    assert RooflineCostModel(**kw, layer_windows=(2, None, 2, None)).decode_time(1, 8) == \
+        RooflineCostModel(**kw).decode_time(1, 2)  # 8 token-layers over 4 layers cost 2 tokens' KV
+    gemma = get_model("gemma-3-27b")
+    for T in (1, 2):
+        assert len(RooflineCostModel.for_model(gemma, H100, tensor_parallel_size=T).layer_windows) == 62

@@ -293,12 +293,18 @@ def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             count = args.max_concurrency
     arrival = "burst" if args.request_rate is None else ("poisson" if args.burstiness == 1 else "gamma")
     cv = 1 / args.burstiness ** Fraction(1, 2) if arrival == "gamma" else 1
-    work = synthetic_workload(
-        count, arrival=arrival, rate=args.request_rate, cv=float(cv) if arrival == "gamma" else 1,
-        input_len=args.input_len, output_len=args.output_len, input_distribution=in_dist,
-        output_distribution=out_dist, range_ratio=args.random_range_ratio, input_cap=args.input_len_cap,
-        output_cap=args.output_len_cap, sigma=args.len_sigma, trace=trace, seed=args.seed,
-    )
+    try:
+        work = synthetic_workload(
+            count, arrival=arrival, rate=args.request_rate, cv=float(cv) if arrival == "gamma" else 1,
+            input_len=args.input_len, output_len=args.output_len, input_distribution=in_dist,
+            output_distribution=out_dist, range_ratio=args.random_range_ratio, input_cap=args.input_len_cap,
+            output_cap=args.output_len_cap, sigma=args.len_sigma, trace=trace, seed=args.seed,
+        )
+    except InvalidValueError as err:  # the caps by their flags
+        flag = {"input_cap": "--input-len-cap", "output_cap": "--output-len-cap"}.get(err.field)
+        if flag is None:
+            raise
+        raise InvalidValueError(flag, err.value, err.reason) from None
     spec = dict(work.spec, burstiness=float(args.burstiness) if arrival == "gamma" else None)
     if args.max_concurrency is None:
         return work, spec

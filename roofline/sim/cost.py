@@ -255,6 +255,11 @@ class RooflineCostModel:
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.exact, bool):
             raise InvalidValueError("exact", self.exact, "must be True or False")
+        if not self.num_experts and (self.routed_expert_bytes or self.experts_per_token):
+            # a dense model would read none of the experts given: refused rather than priced without them
+            given = "routed_expert_bytes" if self.routed_expert_bytes else "experts_per_token"
+            raise InvalidValueError("num_experts", self.num_experts, f"is 0 (a dense model) beside {given}="
+                                    f"{getattr(self, given)!r}: give the experts' count for a mixture of experts")
         if self.num_experts:
             f.moe_decode_weight_bytes(
                 shared_weight_bytes=self.weight_bytes, routed_expert_bytes=self.routed_expert_bytes,
@@ -271,6 +276,10 @@ class RooflineCostModel:
         object.__setattr__(self, "_terms", terms)
         object.__setattr__(self, "_routed", convert(self.routed_expert_bytes))
         object.__setattr__(self, "_layers", len(self.layer_windows))
+        if self.layer_windows and self.num_hidden_layers and len(self.layer_windows) != self.num_hidden_layers:
+            # L prices a token-layer (kv_bytes_per_token / L): two counts of layers would price by the wrong one
+            raise InvalidValueError("layer_windows", self.layer_windows, f"has {len(self.layer_windows)} windows, one "
+                                    f"per layer, but num_hidden_layers={self.num_hidden_layers}")
         check_int("tensor_parallel_size", self.tensor_parallel_size, minimum=1)
         if self.tensor_parallel_size > 1:
             ar = dict(num_hidden_layers=self.num_hidden_layers, hidden_size=self.hidden_size,

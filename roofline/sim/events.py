@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
@@ -211,16 +212,22 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
     if seg:
         values += [int(step_values(start).min()), int(step_values(start + batch * (steps - 1)).max())]
     low, high = min(values), max(values)
+    # every gap is a multiple of g ticks: the singles are, and a segment's steps are max(wm + km S, fc B + ac S) + oh
+    # (or the unit's ticks). Arrivals of many denominators make the tick tiny beside the step durations (the clock's
+    # denominator the lcm of theirs: 10**2400 for 800 prime ones), so the search runs on multiples of g, in
+    # log2((high - low) / g) steps instead of log2(high - low) (thousands, each over every segment).
+    coefficients = [costs.unit_decode] if unit is not None else [costs.wm, costs.km, costs.fc, costs.ac, costs.oh]
+    g = math.gcd(*(int(k) for k in keys), *(coefficients if seg else ())) or 1
 
     def select(rank: int) -> int:
-        lo, hi = low - 1, high  # count_le(lo) < rank <= count_le(hi)
+        lo, hi = low // g - 1, high // g  # count_le(lo g) < rank <= count_le(hi g)
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if count_le(mid) >= rank:
+            if count_le(mid * g) >= rank:
                 hi = mid
             else:
                 lo = mid
-        return hi
+        return hi * g
 
     def typed_seconds(value: int) -> Any:
         """The value with the number type of its first insertion (a dict keeps its first key)."""
@@ -263,6 +270,12 @@ class _Jumps:
             heapq.heappop(heap)
         return heap[0][0]
 
+    def _rotated(self: Any) -> dict[int, int]:
+        """Running sequences by KV before the next step, mod b: {residue: count}, the nonzero ones only
+        (O(batch), not O(b): a block size of 10**9 is a valid pool)."""
+        b, tick = self.block_size, self.tick
+        return {(r + tick) % b: count for r, count in self.residues.items() if count}
+
     def _stretch_steps(self: Any, now: int) -> int:
         """Decode steps that can run as one stretch from ``now`` (the first may need a preemption: 0 then)."""
         run, costs = self.run, self.costs
@@ -278,7 +291,7 @@ class _Jumps:
         b = self.block_size
         # a sequence takes at most ceil(k / b) blocks in k steps: look for the overflow only when it may come
         if self.on_demand and batch * -(-k // b) > run.capacity - self.blocks:
-            rotated = [self.residues[(r - self.tick) % b] for r in range(b)]  # by KV before the stretch, mod b
+            rotated = self._rotated()  # by KV before the stretch, mod b
             over = first_pool_overflow(rotated, b, run.capacity - self.blocks)
             if over is not None:
                 k = min(k, over - 1)
@@ -305,8 +318,7 @@ class _Jumps:
                 s, t = t, t + decode(batch, context)
                 run.table.add_decode(s, t, batch, batch, context, blocks)
         if self.on_demand:
-            rotated = [self.residues[(r - self.tick) % b] for r in range(b)]
-            self.blocks += blocks_growth(rotated, b, k)
+            self.blocks += blocks_growth(self._rotated(), b, k)
         self.tick += k
         run.peak(c1 + batch * (k - 1), self.blocks)
         run.steps += k

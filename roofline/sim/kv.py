@@ -58,6 +58,17 @@ def _windows(value: Any) -> tuple[int | None, ...]:
     return windows if any(w is not None for w in windows) else ()
 
 
+def _layer_list(value: Any) -> tuple[int | None, ...]:
+    """Every layer's window kept, None ones included (all None is L full-attention layers, not ()); at least one."""
+    windows = _windows(value)
+    if not windows:  # all None, or empty: _windows folds both into ()
+        windows = tuple(_python_int(w) for w in value)
+        if not windows:
+            raise InvalidValueError("layer_windows", value, "expected one window (int >= 1) or None per layer, "
+                                    "for at least one layer")
+    return windows
+
+
 @attrs.frozen
 class LayerWindows:
     """The layers of a model with sliding windows, grouped: what the scheduler counts per sequence.
@@ -84,7 +95,8 @@ class LayerWindows:
     Raises
     ------
     InvalidValueError
-        A window that is not an integer >= 1.
+        A window that is not an integer >= 1; no layers. (Windows that are all None are kept: L
+        full-attention layers, L x c token-layers at context c.)
 
     Examples
     --------
@@ -94,7 +106,7 @@ class LayerWindows:
     (28, 178)
     """
 
-    layer_windows: tuple[int | None, ...] = attrs.field(converter=_windows)
+    layer_windows: tuple[int | None, ...] = attrs.field(converter=_layer_list)
     #: (full-attention layers, ((window, layers with it), ...) by increasing window), computed once.
     groups: tuple[int, tuple[tuple[int, int], ...]] = attrs.field(init=False, repr=False, eq=False)
 
@@ -105,7 +117,7 @@ class LayerWindows:
 
     @property
     def layers(self) -> int:
-        """L, the number of layers (0 when built from no windows)."""
+        """L, the number of layers."""
         return len(self.layer_windows)
 
     def held(self, context: int) -> int:

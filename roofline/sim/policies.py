@@ -47,7 +47,7 @@ per-sequence sums.
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 from typing import Any
@@ -789,7 +789,8 @@ class _Continuous:
         self.waiting: deque[int] = deque()
         self.buckets: dict[int, list[int]] = {}  # tick -> sequences finishing then
         self.block_size = run.pool.block_size
-        self.residues = [0] * self.block_size
+        # residue -> sequences (sparse: a block size of 10**9 allocates nothing per token of it)
+        self.residues: dict[int, int] = Counter()
         self.tick = 0
         self.base = 0
         self.blocks = 0

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -373,14 +373,14 @@ def advance(costs: TickCosts, batch: int, context_sum: int, *, max_steps: int,
     return n, costs.stretch(batch, context_sum, n)
 
 
-def blocks_growth(residues: Sequence[int], block_size: int, steps: int) -> int:
+def blocks_growth(residues: Sequence[int] | Mapping[int, int], block_size: int, steps: int) -> int:
     """Blocks a batch takes over ``steps`` decode steps, by residue of its sequences' KV [blocks].
 
     Parameters
     ----------
-    residues : sequence of int, length ``block_size``
+    residues : sequence of int, length ``block_size``, or mapping {residue: count}
         ``residues[r]`` = number of sequences whose KV before the stretch is c with
-        c % block_size == r (c >= 0).
+        c % block_size == r (c >= 0); a mapping lists only the residues held (sparse).
     block_size : int >= 1 [tokens/block]
     steps : int >= 0
 
@@ -400,13 +400,18 @@ def blocks_growth(residues: Sequence[int], block_size: int, steps: int) -> int:
     1
     """
     total = 0
-    for r, count in enumerate(residues):
+    for r, count in _residue_items(residues):
         if count:
             total += count * (-(-(r + steps) // block_size) - (-(-r // block_size)))
     return total
 
 
-def first_pool_overflow(residues: Sequence[int], block_size: int, free_blocks: Any) -> int | None:
+def _residue_items(residues: Sequence[int] | Mapping[int, int]) -> Iterable[tuple[int, int]]:
+    """(residue, count) pairs of a list indexed by residue or a {residue: count} mapping."""
+    return residues.items() if isinstance(residues, Mapping) else enumerate(residues)
+
+
+def first_pool_overflow(residues: Sequence[int] | Mapping[int, int], block_size: int, free_blocks: Any) -> int | None:
     """The first step count n >= 1 at which the batch's growth exceeds ``free_blocks``, or None if never.
 
     Parameters
@@ -427,23 +432,28 @@ def first_pool_overflow(residues: Sequence[int], block_size: int, free_blocks: A
     Notes
     -----
     With n = b t + u (0 <= u < b) the growth is B t + g(u), g nondecreasing, so t is the
-    least with B t + g(b - 1) > free (a division) and u is then the least that exceeds it;
-    O(b) whatever n.
+    least with B t + g(b - 1) > free (a division) and u is then the least that exceeds it,
+    found among the u where g rises (u = 1 for residue 0, b - r + 1 for residue r > 0):
+    O(B^2) at most whatever n and b.
 
     Examples
     --------
     >>> first_pool_overflow([2, 0, 0, 0], 4, 3)  # two sequences at KV 0 mod 4: 2 blocks at once, 4 after 5 steps
     5
     """
-    batch = sum(residues)
+    counts = {r: count for r, count in _residue_items(residues) if count}
+    batch = sum(counts.values())
     if batch == 0 or free_blocks == math.inf:
         return None
-    g = [blocks_growth(residues, block_size, u) for u in range(block_size)]
-    t = max(0, (free_blocks - g[block_size - 1]) // batch + 1)
+    b = block_size
+    t = max(0, (free_blocks - blocks_growth(counts, b, b - 1)) // batch + 1)
     base = batch * t
-    for u in range(block_size):
-        if base + g[u] > free_blocks and block_size * t + u >= 1:
-            return block_size * t + u
+    # g(u) = blocks_growth(counts, b, u) only rises at u = 1 (residue 0) or u = b - r + 1 (residue r > 0):
+    # the least u that exceeds is 0 or one of those, so O(batch) candidates, not O(b) (b may be 10**9)
+    jumps = {1 if r == 0 else b - r + 1 for r in counts}
+    for u in sorted({0} | {u for u in jumps if u < b}):
+        if base + blocks_growth(counts, b, u) > free_blocks and b * t + u >= 1:
+            return b * t + u
     # only u = 0 at t = 0 exceeded (growth 0 > free is impossible for free >= 0): next period
     return block_size * t + block_size  # pragma: no cover - unreachable for free_blocks >= 0
 

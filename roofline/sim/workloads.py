@@ -46,6 +46,9 @@ def _clients(instance: object, attribute: attrs.Attribute, value: Any) -> None:
 def _think(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     check_scalar(attribute.name, value)
     check_nonnegative(attribute.name, value)
+    if value > MAX_ARRIVAL_S:  # the arrivals it makes would pass it (and 10**400 is no float for to_dict)
+        raise InvalidValueError(attribute.name, value, f"must be <= {MAX_ARRIVAL_S:.0e} s (MAX_ARRIVAL_S, the latest "
+                                "arrival a request may have)")
 
 
 def _lengths(value: Iterable[Any]) -> tuple[tuple[int, int], ...]:
@@ -63,7 +66,7 @@ def _lengths(value: Iterable[Any]) -> tuple[tuple[int, int], ...]:
             check_count(field, tokens, minimum=1)
             if tokens > MAX_TOKENS:
                 raise InvalidValueError(field, tokens, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS)")
-        out.append((p, o))
+        out.append((int(p), int(o)))  # a numpy integer as a Python int (the Requests made from it take no numpy)
     return tuple(out)
 
 
@@ -127,6 +130,10 @@ TIME_RESOLUTION = Fraction(1, 10**6)
 #: Most requests a generator makes at once (10^7, 500 times the shipped conversation trace): a
 #: larger count would fill memory before the first step, so it is refused before it starts.
 MAX_PROMPTS = 10**7
+#: Least share of draws a length cap may keep (exponential, lognormal lengths are redrawn until <= cap):
+#: below it, :func:`lengths` refuses the cap instead of drawing for ever (1% is 100 draws per length).
+MIN_KEPT_SHARE = 0.01
+
 #: The caps of the Anyscale benchmark's output lengths [tokens].
 ANYSCALE_CAPS = (32, 128, 512, 1536)
 
@@ -273,6 +280,8 @@ def lengths(n: int, *, distribution: str = "fixed", mean: int, range_ratio: Any 
     mean : int >= 1 [tokens]
     range_ratio : [1] in [0, 1), default 0 ("uniform")
     cap : int >= 1 or None [tokens] ("exponential": required; "lognormal": optional)
+        Refused with "fixed" and "uniform" (not drawn against a cap), and when it keeps under
+        :data:`MIN_KEPT_SHARE` of the draws (they are redrawn until kept).
     sigma : > 0, default 1 ("lognormal")
     seed : int >= 0
 
@@ -305,6 +314,9 @@ def lengths(n: int, *, distribution: str = "fixed", mean: int, range_ratio: Any 
                                 f"expected one of {', '.join(LENGTH_DISTRIBUTIONS[:-1])}")
     if cap is not None:
         check_count("cap", cap, minimum=1)
+    if cap is not None and distribution in ("fixed", "uniform"):
+        raise InvalidValueError("cap", cap, f"caps exponential and lognormal lengths; {distribution} lengths "
+                                "are not drawn against a cap (they would exceed it)")
     rng = _rng(seed)
     if distribution == "fixed":
         return [mean] * n
@@ -319,6 +331,8 @@ def lengths(n: int, *, distribution: str = "fixed", mean: int, range_ratio: Any 
     if distribution == "exponential":
         if cap is None:
             raise InvalidValueError("cap", cap, "the capped exponential needs a cap in tokens")
+        # P(round(X) <= cap) = P(X < cap + 1/2)
+        kept = -math.expm1(-(cap + 0.5) / mean)
 
         def draw() -> float:
             return float(rng.exponential(mean))
@@ -327,9 +341,14 @@ def lengths(n: int, *, distribution: str = "fixed", mean: int, range_ratio: Any 
         check_positive("sigma", sigma)
         s = float(sigma)
         mu = math.log(mean) - s * s / 2
+        kept = 1.0 if cap is None else 0.5 * math.erfc(-(math.log(cap + 0.5) - mu) / (s * math.sqrt(2)))
 
         def draw() -> float:
             return float(rng.lognormal(mu, s))
+    if kept < MIN_KEPT_SHARE:  # the draws are redrawn until kept: a cap that keeps almost none never ends
+        raise InvalidValueError("cap", cap, f"keeps a share {kept:.2g} of the {distribution} draws of mean {mean}, "
+                                f"under {MIN_KEPT_SHARE:g} (they are redrawn until kept, so the draws would not end "
+                                "in time): raise the cap or lower the mean")
     out: list[int] = []
     while len(out) < n:
         value = round(draw())
@@ -410,10 +429,17 @@ def synthetic_workload(
         prompts = [trace[int(k)].prompt_tokens for k in picks]
         outputs = [trace[int(k)].output_tokens for k in picks]
     else:
-        prompts = lengths(num_prompts, distribution=input_distribution, mean=input_len, range_ratio=range_ratio,
-                          cap=input_cap, sigma=sigma, seed=input_seed)
-        outputs = lengths(num_prompts, distribution=output_distribution, mean=output_len, range_ratio=range_ratio,
-                          cap=output_cap, sigma=sigma, seed=output_seed)
+        drawn = []
+        for which, dist, mean, cap, stream in (("input", input_distribution, input_len, input_cap, input_seed),
+                                               ("output", output_distribution, output_len, output_cap, output_seed)):
+            try:
+                drawn.append(lengths(num_prompts, distribution=dist, mean=mean, range_ratio=range_ratio, cap=cap,
+                                     sigma=sigma, seed=stream))
+            except InvalidValueError as err:  # name this workload's field: input_cap, output_cap
+                if err.field != "cap":
+                    raise
+                raise InvalidValueError(f"{which}_cap", err.value, err.reason) from None
+        prompts, outputs = drawn
     requests = tuple(Request(id=i, arrival_s=t, prompt_tokens=p, output_tokens=o)
                      for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True)))
     spec = {"kind": "open_loop", "num_prompts": num_prompts, "arrival": arrival,
