@@ -351,7 +351,8 @@ def test_windowed_block_accounting():
 def test_layer_windows_all_none_count_every_full_layer():
     """Break-it: LayerWindows((None, None)) folded its layers into () and counted nothing: held(10) = 0, pairs(10) = 0,
     blocks(10, 4) = 0. Two full-attention layers hold 2 x 10 = 20 token-layers, have 2 x 55 = 110 pairs and
-    2 x ceil(10 / 4) = 6 layer-blocks; a chunk of 3 after 5 reads 2 x 5 and has 2 x (3 x 5 + 6) pairs. No layer: refused."""
+    2 x ceil(10 / 4) = 6 layer-blocks; a chunk of 3 after 5 reads 2 x 5 and has 2 x (3 x 5 + 6) pairs. No layer:
+    refused."""
     from roofline.sim import LayerWindows
 
     full = LayerWindows((None, None))
@@ -615,24 +616,19 @@ def test_a_patch_larger_than_the_image_is_refused():
     {"model_type": "mistral", "sliding_window": 8},
 ])
 def test_billions_of_layers_are_refused_at_once(cfg):
-    """num_hidden_layers 2**32 (accepted as a dimension) hung the per-layer readers (> 40 s) or ran out of memory."""
-    import time
-
-    start = time.monotonic()
+    """num_hidden_layers 2**32 (accepted as a dimension) hung the per-layer readers (> 40 s) or ran out of memory;
+    it is refused before any per-layer work (the time: benchmarks/bench_pathological.py)."""
     with pytest.raises(ConfigError, match="num_hidden_layers"):
         ModelConfig.from_hf_config({**SMALL, **cfg, "num_hidden_layers": 2**32})
-    assert time.monotonic() - start < 5
 
 
 def test_a_long_mlp_only_layers_list_is_read_quickly():
-    """65,536 layers with every other one in mlp_only_layers: read in well under a second (was 12 s: a list search)."""
-    import time
-
-    start = time.monotonic()
+    """65,536 layers with every other one in mlp_only_layers: 32,768 MoE layers (the time, 12 s with a list search:
+    benchmarks/bench_pathological.py)."""
     m = ModelConfig.from_hf_config({**SMALL, "model_type": "qwen2_moe", "num_hidden_layers": 65536, "num_experts": 4,
                                     "num_experts_per_tok": 2, "moe_intermediate_size": 32,
                                     "mlp_only_layers": list(range(0, 65536, 2))})
-    assert m.num_moe_layers == 32768 and time.monotonic() - start < 2
+    assert m.num_moe_layers == 32768
 
 
 def test_opt_word_embed_proj_dim_null_is_hidden_size():

@@ -301,10 +301,10 @@ def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             output_cap=args.output_len_cap, sigma=args.len_sigma, trace=trace, seed=args.seed,
         )
     except InvalidValueError as err:  # the caps by their flags
-        flag = {"input_cap": "--input-len-cap", "output_cap": "--output-len-cap"}.get(err.field)
-        if flag is None:
+        cap_flag = {"input_cap": "--input-len-cap", "output_cap": "--output-len-cap"}.get(err.field)
+        if cap_flag is None:
             raise
-        raise InvalidValueError(flag, err.value, err.reason) from None
+        raise InvalidValueError(cap_flag, err.value, err.reason) from None
     spec = dict(work.spec, burstiness=float(args.burstiness) if arrival == "gamma" else None)
     if args.max_concurrency is None:
         return work, spec

@@ -257,9 +257,9 @@ class RooflineCostModel:
             raise InvalidValueError("exact", self.exact, "must be True or False")
         if not self.num_experts and (self.routed_expert_bytes or self.experts_per_token):
             # a dense model would read none of the experts given: refused rather than priced without them
-            given = "routed_expert_bytes" if self.routed_expert_bytes else "experts_per_token"
-            raise InvalidValueError("num_experts", self.num_experts, f"is 0 (a dense model) beside {given}="
-                                    f"{getattr(self, given)!r}: give the experts' count for a mixture of experts")
+            field = "routed_expert_bytes" if self.routed_expert_bytes else "experts_per_token"
+            raise InvalidValueError("num_experts", self.num_experts, f"is 0 (a dense model) beside {field}="
+                                    f"{getattr(self, field)!r}: give the experts' count for a mixture of experts")
         if self.num_experts:
             f.moe_decode_weight_bytes(
                 shared_weight_bytes=self.weight_bytes, routed_expert_bytes=self.routed_expert_bytes,
