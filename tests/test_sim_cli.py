@@ -322,3 +322,28 @@ def test_simulate_defaults_max_model_len_to_the_models_positions(capsys: pytest.
             "max_model_len=4096") in capsys.readouterr().out
     assert main([*args, "--max-model-len", "4200", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["results"][0]["summary"]["completed"] == 2
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--policy", "serial", "--batch-size", "4"],
+     "--batch-size=4: applies to static batching, which this run (--policy serial: serial) does not include"),
+    (["--policy", "continuous", "--max-wait", "0.5"], "--max-wait=0.5: applies to static batching"),
+    (["--policy", "static", "--max-num-seqs", "64"], "--max-num-seqs=64: applies to continuous batching"),
+    (["--policy", "serial", "--admission", "on-demand"], "--admission='on-demand': applies to continuous batching"),
+    (["--policy", "continuous", "--chunked-prefill", "--max-prefill-tokens", "100"],
+     "--max-prefill-tokens=100: applies to continuous batching without chunked prefill, which this run (--policy "
+     "continuous: continuous-chunked) does not include"),
+    (["--think-time", "1.5"], "--think-time=1.5: applies to closed-loop clients: give --max-concurrency too"),
+    (["--burstiness", "2"], "--burstiness=2: shapes the gaps between arrivals: give --request-rate too"),
+])
+def test_a_flag_the_run_cannot_use_is_refused_by_name(args: list[str], needle: str,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """Flags that change nothing in the chosen run were ignored without a word (a break-it pass); each is refused,
+    one line, exit 2. The same flags where they apply run (static with --batch-size, a closed loop's think time)."""
+    assert main(["simulate", "--num-prompts", "3", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err
+    assert main(["simulate", "--num-prompts", "3", "--policy", "static", "--batch-size", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["options"]["batch_size"] == 2
+    assert main(["simulate", "--num-prompts", "3", "--max-concurrency", "2", "--think-time", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["workload"]["think_time_s"] == 1

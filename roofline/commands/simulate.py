@@ -140,17 +140,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=("event", "step"), default="event",
                    help="event: closed-form decode stretches on an integer tick clock, cost grows with requests "
                         "(default); step: one step at a time (the reference; same results)")
-    p.add_argument("--batch-size", type=int_arg("--batch-size", 1), default=DEFAULT_BATCH_SIZE,
+    p.add_argument("--batch-size", action=_Given, type=int_arg("--batch-size", 1), default=DEFAULT_BATCH_SIZE,
                    help="static batching: rows per batch (default: %(default)s)")
-    p.add_argument("--max-wait", type=number_arg("--max-wait"), default=None,
+    p.add_argument("--max-wait", action=_Given, type=number_arg("--max-wait"), default=None,
                    help="static batching: start a partial batch once its oldest request waited this many seconds "
                         "(default: wait for a full batch or the end of the trace)")
-    p.add_argument("--max-num-seqs", type=int_arg("--max-num-seqs", 1), default=DEFAULT_MAX_NUM_SEQS,
+    p.add_argument("--max-num-seqs", action=_Given, type=int_arg("--max-num-seqs", 1), default=DEFAULT_MAX_NUM_SEQS,
                    help="continuous batching: most sequences running at once (default: %(default)s, vLLM's)")
-    p.add_argument("--admission", choices=("reserve", "on-demand", "on_demand"), default="reserve",
+    p.add_argument("--admission", action=_Given, choices=("reserve", "on-demand", "on_demand"), default="reserve",
                    help="continuous batching: reserve each request's lifetime KV (P + O - 1) on admission, or "
                         "allocate blocks on demand and preempt by recompute (default: reserve)")
-    p.add_argument("--max-prefill-tokens", type=int_arg("--max-prefill-tokens", 1), default=None,
+    p.add_argument("--max-prefill-tokens", action=_Given, type=int_arg("--max-prefill-tokens", 1), default=None,
                    help="continuous batching without chunking: prefill token budget per step (default: none)")
     p.add_argument("--chunked-prefill", "--enable-chunked-prefill", action="store_true", dest="chunked_prefill",
                    help="continuous batching with chunked prefill: each step gives every running decode its "
@@ -170,14 +170,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="generate this many requests instead of reading --trace")
     w.add_argument("--request-rate", "--rate", type=_rate_arg, default=None, dest="request_rate",
                    help="requests per second, Poisson arrivals (gamma with --burstiness); inf (default): all at t = 0")
-    w.add_argument("--burstiness", type=number_arg("--burstiness", positive=True), default=Fraction(1),
+    w.add_argument("--burstiness", action=_Given, type=number_arg("--burstiness", positive=True), default=Fraction(1),
                    help="gamma shape of the arrival gaps (vLLM's): 1 is Poisson; coefficient of variation "
                         "1 / sqrt(burstiness) (default: 1)")
     w.add_argument("--max-concurrency", "--concurrency", type=int_arg("--max-concurrency", 1), default=None,
                    dest="max_concurrency",
                    help="closed loop: N clients, each sending its next request when its previous one is handed "
                         "back (continuous batching only)")
-    w.add_argument("--think-time", type=number_arg("--think-time"), default=Fraction(0),
+    w.add_argument("--think-time", action=_Given, type=number_arg("--think-time"), default=Fraction(0),
                    help="closed loop: seconds a client waits after a hand-back before its next request (default: 0)")
     w.add_argument("--random-input-len", "--input-len", type=int_arg("--random-input-len", 1),
                    default=DEFAULT_INPUT_LEN, dest="input_len",
@@ -223,6 +223,48 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --out, also write DIR/<policy>-steps.csv (one row per step: on the shipped "
                         "conversation trace about 4 million rows, several hundred MB)")
     p.set_defaults(func=run)
+
+
+class _Given(argparse.Action):
+    """Store the value and remember that the flag was given (a flag a run cannot use is refused by name)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        given = dict(getattr(namespace, "given_flags", {}))
+        given[self.dest] = option_string or self.dest
+        namespace.given_flags = given
+
+
+#: Flags that only one kind of run uses: (dest, the runs that use it, what the flag is for).
+_SCOPED_FLAGS = (
+    ("batch_size", {"static"}, "static batching"),
+    ("max_wait", {"static"}, "static batching"),
+    ("max_num_seqs", {"continuous", "continuous-chunked"}, "continuous batching"),
+    ("admission", {"continuous", "continuous-chunked"}, "continuous batching"),
+    ("max_prefill_tokens", {"continuous"}, "continuous batching without chunked prefill"),
+)
+
+
+def _refuse_unused_flags(args: argparse.Namespace, names: list[str]) -> None:
+    """A policy flag no run of ``names`` uses, a think time without clients, a burstiness without a rate: refused
+    by the flag's name (it would change nothing, silently)."""
+    given = getattr(args, "given_flags", {})
+
+    def value(dest: str) -> Any:  # as the user wrote it: 1, not Fraction(1, 1)
+        v = getattr(args, dest)
+        return (int(v) if v.denominator == 1 else float(v)) if isinstance(v, Fraction) else v
+
+    for dest, users, what in _SCOPED_FLAGS:
+        if dest in given and not users & set(names):
+            raise InvalidValueError(given[dest], value(dest), f"applies to {what}, which this run "
+                                    f"(--policy {args.policy}: {', '.join(names)}) does not include")
+    if "think_time" in given and args.max_concurrency is None:
+        raise InvalidValueError(given["think_time"], value("think_time"), "applies to closed-loop clients: give "
+                                "--max-concurrency too")
+    if "burstiness" in given and args.request_rate is None:
+        raise InvalidValueError(given["burstiness"], value("burstiness"), "shapes the gaps between arrivals: give "
+                                "--request-rate too (without it every request arrives at t = 0)")
 
 
 def trace_path(value: str) -> str:
@@ -392,6 +434,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
         names = [CHUNKED]
     else:
         names = [args.policy]
+    _refuse_unused_flags(args, names)
     if closed and set(names) & {"serial", "static"}:
         raise InvalidValueError("--max-concurrency", args.max_concurrency, f"closed-loop clients are served by "
                                 f"continuous batching only, not --policy {args.policy}: their arrivals are created "
