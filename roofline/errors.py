@@ -20,6 +20,8 @@ __all__ = [
     "SimulationError",
     "MeasurementFileError",
     "UnsupportedModelError",
+    "MissingExtraError",
+    "NoKVBudgetError",
 ]
 
 
@@ -58,6 +60,24 @@ class InvalidValueError(RooflineError):
         self.value = value
         self.reason = reason
         super().__init__(f"{field}={shown(value)}: {reason}")
+
+
+class MissingExtraError(RooflineError):
+    """An optional dependency a feature needs is not installed; the message says how to install it.
+
+    Attributes
+    ----------
+    package : str
+        The missing package (``"matplotlib"``).
+    extra : str
+        The roofline extra that brings it (``"plot"``).
+    """
+
+    def __init__(self, package: str, extra: str, what: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(f"{what} need {package}, which is not installed: pip install 'roofline[{extra}]' "
+                         f"(from a clone: pip install -e '.[{extra}]')")
 
 
 class NoKVBudgetError(InvalidValueError):

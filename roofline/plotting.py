@@ -26,7 +26,7 @@ import numpy as np
 
 from . import formulas as f
 from ._io import atomic_write
-from .errors import InvalidValueError
+from .errors import InvalidValueError, MissingExtraError
 from .hardware import Accelerator
 from .models import ModelConfig
 
@@ -53,10 +53,7 @@ def _matplotlib() -> Any:
         import matplotlib
         from matplotlib.figure import Figure as figure_class
     except ImportError:
-        raise InvalidValueError(
-            "matplotlib", None,
-            "is needed for charts: pip install 'roofline[plot]' (from a clone: pip install -e '.[plot]')"
-        ) from None
+        raise MissingExtraError("matplotlib", "plot", "charts") from None
     return matplotlib, figure_class
 
 
@@ -214,7 +211,9 @@ def throughput_chart(
     Raises
     ------
     InvalidValueError
-        Bad inputs, or matplotlib is not installed.
+        Bad inputs.
+    MissingExtraError
+        matplotlib is not installed.
     """
     c = throughput_curves(model, accelerator, context=context, kv_budget=kv_budget, max_batch=max_batch, flops=flops)
     fig, ax = _new_axes(ax, (6.4, 5.0))
@@ -268,7 +267,9 @@ def useful_share_chart(
     Raises
     ------
     InvalidValueError
-        Bad inputs, or matplotlib is not installed.
+        Bad inputs.
+    MissingExtraError
+        matplotlib is not installed.
     """
     c = useful_share_curves(batches, points=points)
     fig, ax = _new_axes(ax, (6.4, 4.4))
@@ -325,7 +326,9 @@ def write_charts(
     Raises
     ------
     InvalidValueError
-        An unknown format, bad inputs, or matplotlib is not installed.
+        An unknown format or bad inputs.
+    MissingExtraError
+        matplotlib is not installed.
     """
     for fmt in formats:
         if fmt not in ("png", "svg"):

@@ -163,3 +163,18 @@ def test_plot_command_fits_the_budget_and_the_group_to_the_card(tmp_path, capsys
     assert data["notes"] == [] and data["kv_budget_bytes"] == 53 * 10**9  # the lesson's chart is unchanged
     assert cli_main(["plot", "--model", "llama-3.1-70b", "--tp", "1", "--out", str(tmp_path / "x")]) == 2
     assert "KV budget -64.57 GB: llama-3.1-70b weights (141.11 GB) leave no KV budget" in capsys.readouterr().err
+
+
+def test_plot_without_matplotlib_says_so_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """Without matplotlib, plot said 'matplotlib=None: is needed for charts' and left an empty --out folder; it says
+    what is missing and how to install it, and creates nothing."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    out = tmp_path / "charts"
+    assert cli_main(["plot", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("roofline plot: error: charts need matplotlib, which is not installed: pip install "
+                   "'roofline[plot]' (from a clone: pip install -e '.[plot]')\n")
+    assert not out.exists()

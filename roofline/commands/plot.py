@@ -61,8 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: Any) -> int:
     """Write the charts and print their paths; 0 on success."""
-    from ..plotting import CHART_NAMES, write_charts
+    from ..plotting import CHART_NAMES, _matplotlib, write_charts
 
+    _matplotlib()  # refused before anything is written (no empty --out folder left behind)
     out = output_path("--out", args.out)
     inputs = [args.model if os.path.isfile(args.model) else None]
     check_outputs("--out", [out, *(out / f"{stem}.{fmt}" for stem in CHART_NAMES for fmt in args.formats)], inputs)
