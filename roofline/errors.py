@@ -73,10 +73,10 @@ class MissingExtraError(RooflineError):
         The roofline extra that brings it (``"plot"``).
     """
 
-    def __init__(self, package: str, extra: str, what: str) -> None:
+    def __init__(self, package: str, extra: str, needs: str) -> None:
         self.package = package
         self.extra = extra
-        super().__init__(f"{what} need {package}, which is not installed: pip install 'roofline[{extra}]' "
+        super().__init__(f"{package} is not installed; {needs}: pip install 'roofline[{extra}]' "
                          f"(from a clone: pip install -e '.[{extra}]')")
 
 

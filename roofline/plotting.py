@@ -53,7 +53,7 @@ def _matplotlib() -> Any:
         import matplotlib
         from matplotlib.figure import Figure as figure_class
     except ImportError:
-        raise MissingExtraError("matplotlib", "plot", "charts") from None
+        raise MissingExtraError("matplotlib", "plot", "charts need it") from None
     return matplotlib, figure_class
 
 

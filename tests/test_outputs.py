@@ -17,7 +17,7 @@ import pytest
 from roofline import cli
 from roofline._io import atomic_write, check_outputs, output_path, same_file
 from roofline.cli import main
-from roofline.errors import InvalidValueError, RooflineError
+from roofline.errors import InvalidValueError, MissingExtraError
 
 TRACE = "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.1,20,3\n0.2,7,4\n"
 CONFIG = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512,
@@ -383,11 +383,11 @@ def test_install_hints_work_from_a_clone(monkeypatch: pytest.MonkeyPatch) -> Non
     from roofline.calibrate.device import import_torch
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(InvalidValueError) as info:
+    with pytest.raises(MissingExtraError) as info:
         plotting._matplotlib()
     assert "pip install 'roofline[plot]'" in str(info.value) and "pip install -e '.[plot]'" in str(info.value)
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(RooflineError) as info2:
+    with pytest.raises(MissingExtraError) as info2:
         import_torch()
     assert "pip install 'roofline[calibrate]'" in str(info2.value)
     assert "pip install -e '.[calibrate]'" in str(info2.value)

@@ -175,6 +175,6 @@ def test_plot_without_matplotlib_says_so_and_writes_nothing(tmp_path, capsys, mo
     out = tmp_path / "charts"
     assert cli_main(["plot", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err == ("roofline plot: error: charts need matplotlib, which is not installed: pip install "
+    assert err == ("roofline plot: error: matplotlib is not installed; charts need it: pip install "
                    "'roofline[plot]' (from a clone: pip install -e '.[plot]')\n")
     assert not out.exists()

@@ -2,7 +2,7 @@
 
 PyTorch is imported inside the functions, never at module level, so that this module
 imports (and its doctests run) without it; a function that needs it raises
-:class:`roofline.errors.RooflineError` saying to install ``roofline[calibrate]``.
+:class:`roofline.errors.MissingExtraError` saying to install ``roofline[calibrate]``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import InvalidValueError, RooflineError
+from ..errors import InvalidValueError, MissingExtraError
 from ..hardware import GiB, get_accelerator
 
 __all__ = [
@@ -44,16 +44,13 @@ def import_torch() -> Any:
 
     Raises
     ------
-    RooflineError
+    MissingExtraError
         PyTorch is not installed; the message says to install ``roofline[calibrate]``.
     """
     try:
         import torch
     except ImportError:
-        raise RooflineError(
-            "PyTorch is not installed; roofline calibrate needs it: "
-            "pip install 'roofline[calibrate]' (from a clone: pip install -e '.[calibrate]')"
-        ) from None
+        raise MissingExtraError("PyTorch", "calibrate", "roofline calibrate needs it") from None
     return torch
 
 
@@ -92,7 +89,7 @@ def resolve_device(device: str = "auto") -> Any:
 
     Raises
     ------
-    RooflineError
+    MissingExtraError
         PyTorch missing (install roofline[calibrate]); InvalidValueError for another
         device type, or CUDA asked for where there is none.
     """
