@@ -22,6 +22,11 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (Real, np.number)) and not isinstance(value, (bool, np.bool_))
 
 
+def is_plain_int(value: Any) -> bool:
+    """True for a Python int that is not a bool: a JSON integer (4.0 and true are not, though 4.0 == 4)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def check_number(field: str, value: Any) -> None:
     """Raise unless ``value`` is a finite real number or an array of them."""
     if isinstance(value, np.ndarray):

@@ -38,6 +38,7 @@ from typing import Any
 
 import attrs
 
+from ._checks import is_plain_int
 from .errors import ConfigError, UnsupportedModelError, shown
 from .quantization import Quantization, quantized_matrix_bytes
 
@@ -62,7 +63,7 @@ def field(cfg: dict[str, Any], key: str, *, source: str, required: bool = True, 
             raise ConfigError(f"{source}: required field {key!r} is missing")
         return default
     value = cfg[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if not is_plain_int(value) or value <= 0:
         if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
             raise ConfigError(f"{source}: field {key!r}={value!r} must be finite")
         raise ConfigError(f"{source}: field {key!r}={value!r} must be a positive integer")
@@ -78,7 +79,7 @@ def _count(cfg: dict[str, Any], key: str, *, source: str, default: int = 0) -> i
     value = cfg.get(key, default)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value > MAX_DIMENSION:
+    if not is_plain_int(value) or value < 0 or value > MAX_DIMENSION:
         raise ConfigError(f"{source}: field {key!r}={value!r} must be an integer >= 0")
     return value
 
@@ -155,13 +156,8 @@ def _layer_windows(cfg: dict[str, Any], layers: int, source: str, *, default_pat
     families whose windows are off unless ``use_sliding_window`` is true (Qwen2, Qwen3 and their
     MoE: transformers' default is false, and ``max_window_layers`` defaults to 28).
     """
-    window = cfg["sliding_window"] if "sliding_window" in cfg else default_window
-    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
-        raise ConfigError(f"{source}: field 'sliding_window'={shown(window)} must be a positive integer (tokens) "
-                          "or null")
-    if window is not None and window > MAX_DIMENSION:
-        raise ConfigError(f"{source}: field 'sliding_window'={shown(window)} is implausibly large "
-                          f"(> {MAX_DIMENSION:,})")
+    # a positive integer [tokens] or null (no window); absent: the family's default
+    window = field(cfg, "sliding_window", source=source, required=False) if "sliding_window" in cfg else default_window
 
     def need_window() -> int:
         if window is None:
@@ -184,7 +180,7 @@ def _layer_windows(cfg: dict[str, Any], layers: int, source: str, *, default_pat
         return tuple(out) if any(w is not None for w in out) else ()
     pattern = cfg.get("sliding_window_pattern", default_pattern)
     if pattern is not None:
-        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
+        if not is_plain_int(pattern) or pattern <= 0:
             raise ConfigError(f"{source}: field 'sliding_window_pattern'={pattern!r} must be a positive integer")
         if window is None:
             return ()
@@ -208,7 +204,7 @@ def _moe_layers_qwen(cfg: dict[str, Any], layers: int, source: str) -> int:
     step = field(cfg, "decoder_sparse_step", source=source, required=False, default=1)
     only = cfg.get("mlp_only_layers")
     only = [] if only is None else only  # 0, false or "" are not an empty list: refused below
-    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+    if not isinstance(only, list) or not all(is_plain_int(i) for i in only):
         raise ConfigError(f"{source}: field 'mlp_only_layers'={shown(only)} must be a list of layer indices")
     if any(not 0 <= i < layers for i in only):
         raise ConfigError(f"{source}: field 'mlp_only_layers'={shown(only)} names a layer outside 0 .. {layers - 1}")
@@ -694,17 +690,28 @@ def _bits(q: dict[str, Any], *keys: str, source: str) -> int:
     key = _first(q, *keys, source=source, prefix="quantization_config.")
     bits = q.get(key)
     # 4.0 == 4 in Python: a float (or true == 1) would pass a plain membership test and fail later
-    if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (2, 3, 4, 8):
+    if not is_plain_int(bits) or bits not in (2, 3, 4, 8):
         raise ConfigError(f"{source}: field 'quantization_config.{key}'={bits!r} must be 2, 3, 4 or 8")
     return bits
 
 
 def _group(q: dict[str, Any], *keys: str, source: str) -> int:
     key = _first(q, *keys, source=source, prefix="quantization_config.")
-    g = q.get(key, 128)
-    if isinstance(g, bool) or not isinstance(g, int) or (g <= 0 and g != -1):
-        raise ConfigError(f"{source}: field 'quantization_config.{key}'={g!r} must be a positive integer or -1")
+    return _group_size(q.get(key, 128), f"quantization_config.{key}", source)
+
+
+def _group_size(g: Any, where: str, source: str) -> int:
+    """A quantization group size: a positive integer, or -1 (one group per channel)."""
+    if not is_plain_int(g) or (g <= 0 and g != -1):
+        raise ConfigError(f"{source}: field '{where}'={shown(g)} must be a positive integer or -1")
     return g
+
+
+def _block_shape(block: Any, where: str, source: str) -> tuple[int, int]:
+    """A quantization block, [rows, cols] of positive integers."""
+    if not isinstance(block, list) or len(block) != 2 or not all(is_plain_int(b) and b > 0 for b in block):
+        raise ConfigError(f"{source}: field '{where}'={shown(block)} must be [rows, cols] of positive integers")
+    return block[0], block[1]
 
 
 def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, moe: bool) -> tuple[str, ...]:
@@ -805,10 +812,8 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
         act = "fp8" if scheme in ("dynamic", "static") else None
         if block is None:
             return dict(quantization=Quantization("fp8", 8, "tensor", classes=classes), activation_dtype=act)
-        if (not isinstance(block, list) or len(block) != 2
-                or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
-            raise ConfigError(f"{source}: field 'quantization_config.weight_block_size'={block!r} must be [rows, cols]")
-        return dict(quantization=Quantization("fp8", 8, "block", block=(block[1], block[0]), classes=classes),
+        rows, cols = _block_shape(block, "quantization_config.weight_block_size", source)
+        return dict(quantization=Quantization("fp8", 8, "block", block=(cols, rows), classes=classes),
                     activation_dtype=act)
     # compressed-tensors
     groups = q.get("config_groups")
@@ -825,7 +830,7 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
             raise ConfigError(f"{source}: field '{where}.{key}'={shown(value)} must be an object or null")
     weights = weights or {}
     ct_bits, kind = weights.get("num_bits"), weights.get("type")
-    if isinstance(ct_bits, bool) or not isinstance(ct_bits, int):
+    if not is_plain_int(ct_bits):
         raise ConfigError(f"{source}: field '{where}.weights.num_bits'={shown(ct_bits)} must be an integer")
     strategy = weights.get("strategy")
     classes = _classes(q, model_type, linear, moe=moe)
@@ -836,12 +841,7 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
         act = "fp8" if acts and acts.get("type") == "float" and acts.get("num_bits") == 8 else None
         if strategy == "block":
             block = weights.get("block_structure")
-            block = [128, 128] if block is None else block
-            if (not isinstance(block, list) or len(block) != 2
-                    or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
-                raise ConfigError(f"{source}: field '{where}.weights.block_structure'={shown(block)} must be "
-                                  "[rows, cols] of positive integers")
-            bi, bo = block
+            bi, bo = _block_shape([128, 128] if block is None else block, f"{where}.weights.block_structure", source)
             return dict(quantization=Quantization("compressed-tensors", 8, "block", block=(bo, bi), classes=classes),
                         activation_dtype=act)
         if strategy == "channel":
@@ -856,10 +856,8 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
         if acts:
             raise UnsupportedModelError(model_type, f"compressed-tensors int{ct_bits} weights with quantized "
                                         "activations (the accelerator tables hold no INT8 peak)")
-        group = weights.get("group_size") if strategy == "group" else -1
-        if not isinstance(group, int) or isinstance(group, bool) or (group <= 0 and group != -1):
-            raise ConfigError(f"{source}: field 'quantization_config.config_groups.weights.group_size'={group!r} "
-                              "must be a positive integer")
+        group = _group_size(weights.get("group_size") if strategy == "group" else -1, f"{where}.weights.group_size",
+                            source)
         ct_scheme = "group" if weights.get("symmetric", True) else "group+zero"
         return dict(quantization=Quantization("compressed-tensors", ct_bits, ct_scheme, group, classes=classes))
     raise UnsupportedModelError(model_type, f"compressed-tensors weights of type {kind!r} with {ct_bits!r} bits")

@@ -51,10 +51,8 @@ def _check(quant: Quantization) -> None:
     """Refuse a Quantization whose bytes could not be priced (naming the field): a non-integer or
     non-positive bit width, a group scheme without a positive group (or -1), a block scheme
     without two positive integers."""
+    from ._checks import is_plain_int as is_int
     from .errors import InvalidValueError
-
-    def is_int(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
 
     if not isinstance(quant.scheme, str) or quant.scheme not in _SCHEMES:
         raise InvalidValueError("scheme", quant.scheme, f"expected one of {', '.join(_SCHEMES)}")
