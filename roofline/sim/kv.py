@@ -3,7 +3,7 @@
 The pool counts **blocks** of ``block_size`` tokens; token-level accounting is the
 same pool with ``block_size = 1``. A sequence holding c tokens of KV needs
 ``blocks_for(c) = ceil(c / b)`` blocks (:func:`roofline.formulas.blocks_per_sequence`).
-That single rule is used for everything ():
+That single rule is used for everything:
 
 * reserve-the-lifetime admission reserves ``lifetime_blocks(P, O) = blocks_for(P + O - 1)``
   (:func:`roofline.formulas.lifetime_kv_slots`);
@@ -132,8 +132,8 @@ class LayerWindows:
         """(cached token-layers read, query-key pairs summed over layers) of one prompt chunk."""
         full, windowed = self.groups
         q, p0 = chunk_tokens, cached_tokens
-        cached = full * p0
-        pairs = full * (q * p0 + q * (q + 1) // 2)  # roofline.formulas.chunk_attention_pairs
+        cached, pairs = chunk_kv(None, q, p0)
+        cached, pairs = full * cached, full * pairs
         for w, n in windowed:
             cached += n * (p0 if p0 < w else w - 1)
             pairs += n * f.window_attention_pairs.unchecked(chunk_tokens=q, cached_tokens=p0, sliding_window=w)
@@ -156,6 +156,15 @@ class LayerWindows:
 def held_kv(windows: LayerWindows | None, context: int) -> int:
     """KV one sequence at ``context`` tokens holds, in the scheduler's unit: tokens, or token-layers with windows."""
     return context if windows is None else windows.held(context)
+
+
+def chunk_kv(windows: LayerWindows | None, chunk_tokens: int, cached_tokens: int) -> tuple[int, int]:
+    """(cached KV read, query-key pairs) of one prompt chunk of q tokens after p0 cached ones: (p0, q p0 +
+    q (q + 1) / 2) at full attention (:func:`roofline.formulas.chunk_attention_pairs`), token-layers with windows."""
+    if windows is None:
+        q, p0 = chunk_tokens, cached_tokens
+        return p0, q * p0 + q * (q + 1) // 2
+    return windows.chunk(chunk_tokens, cached_tokens)
 
 
 def prompt_pairs(windows: LayerWindows | None, prompt_tokens: int) -> int:

@@ -55,7 +55,7 @@ from typing import Any
 from .._checks import check_count, check_nonnegative, check_scalar
 from ..errors import InvalidValueError, SimulationError
 from .cost import CostModel
-from .kv import KVPool, LayerWindows, held_kv, prompt_pairs
+from .kv import KVPool, LayerWindows, chunk_kv, held_kv, prompt_pairs
 from .requests import Request, check_requests
 from .results import RequestResult, SimResult, StepTable, summarize
 from .workloads import ClosedLoop, Workload
@@ -105,10 +105,7 @@ class _Run:
         if max_model_len is not None:
             check_count("max_model_len", max_model_len, minimum=1)
         self.cost: Any = cost_model
-        self.pool = kv_pool if kv_pool is not None else KVPool.unlimited()
-        self.windows = _layer_windows(cost_model, self.pool)
-        if self.windows is not None and not self.pool.layer_windows:  # an unlimited pool counts the same layers
-            self.pool = KVPool.unlimited(block_size=self.pool.block_size, layer_windows=self.windows.layer_windows)
+        self.windows, self.pool = _windowed_pool(cost_model, kv_pool if kv_pool is not None else KVPool.unlimited())
         self.closed = requests if isinstance(requests, ClosedLoop) else None
         self.spec: dict[str, Any] | None = None
         self.client: list[int | None]
@@ -244,8 +241,8 @@ class _Run:
         return SimResult(policy, options, results, self.table, summary)
 
 
-def _layer_windows(cost_model: Any, pool: KVPool) -> LayerWindows | None:
-    """The sliding windows a run counts KV by (the cost model's, else the pool's), or None.
+def _windowed_pool(cost_model: Any, pool: KVPool) -> tuple[LayerWindows | None, KVPool]:
+    """The sliding windows a run counts KV by, and its pool (an unlimited pool counts the same layers).
 
     A cost model that prices windows (``layer_windows``) and a limited pool must count the same
     layers: a pool of full-attention blocks beside a windowed cost model (or the reverse) would
@@ -253,7 +250,7 @@ def _layer_windows(cost_model: Any, pool: KVPool) -> LayerWindows | None:
     """
     priced = getattr(cost_model, "layer_windows", None)
     if priced is None:  # a cost model that does not look at contexts (UnitCostModel) or a custom one
-        return pool.windows
+        return pool.windows, pool
     priced = tuple(priced) if any(w is not None for w in priced) else ()
     if pool.capacity_blocks is not None and priced != pool.layer_windows:
         if priced:
@@ -262,7 +259,11 @@ def _layer_windows(cost_model: Any, pool: KVPool) -> LayerWindows | None:
         else:
             why = "the pool counts sliding-window layers the cost model does not price"
         raise InvalidValueError("kv_pool", pool, why)
-    return LayerWindows(priced) if priced else None
+    if not priced:
+        return None, pool
+    if not pool.layer_windows:  # an unlimited pool counting the same layers
+        pool = KVPool.unlimited(block_size=pool.block_size, layer_windows=priced)
+    return pool.windows, pool
 
 
 def _opt_time(name: str, value: Any) -> None:
@@ -1130,13 +1131,9 @@ class _Chunked(_Continuous):
         tokens = cached = pairs = 0
         for _, q, done in chunks:
             tokens += q
-            if windows is None:
-                cached += done
-                pairs += q * done + q * (q + 1) // 2  # roofline.formulas.chunk_attention_pairs
-            else:
-                read, chunk_pairs = windows.chunk(q, done)
-                cached += read
-                pairs += chunk_pairs
+            read, chunk_pairs = chunk_kv(windows, q, done)
+            cached += read
+            pairs += chunk_pairs
         if tokens:
             end = now + run.cost.mixed_time(decode, context_sum, tokens, cached, pairs)
         else:

@@ -70,7 +70,7 @@ from ..formulas.stretch import lines_steps_until, lines_sum
 from . import policies as _policies
 from .cost import CostModel, RooflineCostModel, UnitCostModel
 from .kv import KVPool, LayerWindows, held_kv, prompt_pairs
-from .policies import _layer_windows, _opt_time, _refuse_closed_loop, serve_serial, serve_static
+from .policies import _opt_time, _refuse_closed_loop, _windowed_pool, serve_serial, serve_static
 from .requests import Request, check_requests
 from .results import DECODE, PREFILL, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary
 from .workloads import Workload
@@ -226,7 +226,7 @@ class TickCosts:
         times : iterable of int or Fraction [s]
             Every time the run will put on the clock (arrivals, waits).
         windows : LayerWindows or None
-            The run's sliding windows (``policies._layer_windows``): contexts are then token-layers.
+            The run's sliding windows (``policies._windowed_pool``): contexts are then token-layers.
 
         Returns
         -------
@@ -1043,9 +1043,7 @@ def _event_run(requests: Any, cost_model: Any, kv_pool: KVPool | None, record_st
         return None
     spec = requests.spec if isinstance(requests, Workload) else None
     reqs, pool = _validated(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len)
-    windows = _layer_windows(cost_model, pool)  # the step engine's rule, and its refusal of a mismatched pool
-    if windows is not None and not pool.layer_windows:
-        pool = KVPool.unlimited(block_size=pool.block_size, layer_windows=windows.layer_windows)
+    windows, pool = _windowed_pool(cost_model, pool)  # the step engine's rule, and its refusal of a mismatched pool
     arrivals = [cost_model.to_time(r.arrival_s) for r in reqs]
     costs = TickCosts.build(cost_model, [*arrivals, *extra_times], windows)
     assert costs is not None
