@@ -38,6 +38,8 @@ def timed(fn: Any) -> tuple[Any, float]:
 
 
 def main() -> int:
+    import sympy
+
     from roofline import ModelConfig, get_accelerator, get_model
     from roofline.sim import KVPool, Request, RooflineCostModel, UnitCostModel, serve_continuous
 
@@ -56,12 +58,7 @@ def main() -> int:
                                                          admission="on_demand", engine=e))
         print(f"blocks of 10**9 tokens, on demand, {engine} engine: {out.summary.preemptions} preemptions, "
               f"{t:.2f} s")
-    primes: list[int] = []
-    k = 2
-    while len(primes) < 800:
-        if all(k % p for p in primes if p * p <= k):
-            primes.append(k)
-        k += 1
+    primes = list(sympy.primerange(sympy.prime(800) + 1))  # the first 800 primes
     arrivals = sorted(Fraction(1000 * i + 1, p) for i, p in enumerate(primes))
     many = [Request(id=i, arrival_s=a, prompt_tokens=50, output_tokens=200) for i, a in enumerate(arrivals)]
     cost = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))

@@ -156,12 +156,9 @@ def test_arrivals_of_many_denominators_keep_the_itl_search_short():
     the event engine's ITL percentiles bisected over tick values, ~8,000 passes over every segment of bigints:
     79 s against the step engine's 0.3 s. Every gap is a multiple of the step durations' common tick, and the
     search now runs on those; the results equal the step engine's (the time: benchmarks/bench_pathological.py)."""
-    primes: list[int] = []
-    k = 2
-    while len(primes) < 800:
-        if all(k % p for p in primes if p * p <= k):
-            primes.append(k)
-        k += 1
+    import sympy
+
+    primes = list(sympy.primerange(sympy.prime(800) + 1))  # the first 800 primes
     arrivals = sorted(Fraction(1000 * i + 1, p) for i, p in enumerate(primes))
     reqs = [Request(id=i, arrival_s=a, prompt_tokens=50, output_tokens=200) for i, a in enumerate(arrivals)]
     events = serve_continuous(reqs, LLAMA, record_steps=False)
