@@ -128,3 +128,9 @@ def add_tensor_parallel_option(p: argparse.ArgumentParser, *, default: int | Non
                         "tokens/s are the group's" + (f"; {budgets}" if budgets else "")
                         + " (docs/conventions.md, \"Tensor parallelism\"; default: "
                         + ("the smallest that fits" if default is None else str(default)) + ")")
+
+
+def citation_url(citation: str) -> str:
+    """The first URL of a source citation (the line a command prints), else the citation itself."""
+    match = re.search(r"https?://\S+?(?=[:,;)\s]|$)", citation)
+    return match.group(0) if match else citation

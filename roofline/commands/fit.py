@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from fractions import Fraction
 from typing import Any
 
@@ -39,7 +38,7 @@ from ..errors import InvalidValueError
 from ..hardware import Accelerator, get_accelerator
 from ..models import ModelConfig, load_model
 from ..units import format_time
-from ._args import add_flops_option, add_model_options, int_arg, number_arg, plain
+from ._args import add_flops_option, add_model_options, citation_url, int_arg, number_arg, plain
 
 DEFAULT_SIZES = (1, 2, 4, 8)
 
@@ -244,16 +243,11 @@ def _reserve_lines(r: dict[str, Any]) -> list[str]:
     for row in real:
         res = row["reserve"]
         out.append(f"    T = {row['tensor_parallel_size']}: reserve {row['reserve_bytes'] / 2**30:.2f} GiB from a "
-                   f"published vLLM log, {_url(res['citation'])} ({res['date']}); --json quotes it")
+                   f"published vLLM log, {citation_url(res['citation'])} ({res['date']}); --json quotes it")
     if len(real) < len(rows):
         out.append("    * reserve 0: no published log for that per-GPU model size on this card, so the budget is an "
                    "upper bound and so are the sequences")
     return out
-
-
-def _url(citation: str) -> str:
-    match = re.search(r"https?://\S+?(?=[:,;)\s]|$)", citation)
-    return match.group(0) if match else citation
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from fractions import Fraction
 from typing import Any
 
@@ -36,7 +35,15 @@ from ..errors import InvalidValueError
 from ..hardware import Accelerator, get_accelerator
 from ..models import ModelConfig, load_model
 from ..units import GB, format_time
-from ._args import add_estimate_option, add_model_options, add_tensor_parallel_option, int_arg, number_arg, plain
+from ._args import (
+    add_estimate_option,
+    add_model_options,
+    add_tensor_parallel_option,
+    citation_url,
+    int_arg,
+    number_arg,
+    plain,
+)
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
 LESSON_KV_BUDGET_GB = 53
@@ -550,14 +557,9 @@ def _real_budget_lines(a: dict[str, Any], kv: dict[str, Any], real: dict[str, An
         f"x {kv['utilization']:g} - weights - {reserve['bytes'] / 2**30:.2f} GiB reserve",
         f"  fits                  {real['sequences']:9,d} sequences of {real['context']:,} tokens "
         f"(token-level); {real['sequences_blocks']:,} with {real['block_size']}-token blocks",
-        f"  reserve source        a published vLLM log, {_url(reserve['citation'])} ({reserve['date']}); "
+        f"  reserve source        a published vLLM log, {citation_url(reserve['citation'])} ({reserve['date']}); "
         "--json quotes it",
     ]
-
-
-def _url(citation: str) -> str:
-    match = re.search(r"https?://\S+?(?=[:,;)\s]|$)", citation)
-    return match.group(0) if match else citation
 
 
 def _none(value: Any) -> str:
