@@ -210,7 +210,7 @@ def test_scheduler_prices_unequal_contexts_per_sequence_under_windows():
     cost = RooflineCostModel.for_model(model, acc)
     requests = [Request(id=0, arrival_s=0, prompt_tokens=100, output_tokens=2),
                 Request(id=1, arrival_s=0, prompt_tokens=5000, output_tokens=2)]
-    (step,) = [s for s in serve_continuous(requests, cost).steps if s.kind == "decode"]
+    (step,) = [s for s in serve_continuous(requests, cost, record_steps=True).steps if s.kind == "decode"]
     held = 18 * 101 + 18 * 101 + 18 * 5001 + 18 * 128  # 18 full and 18 windowed layers: min(c, 128) in these
     assert step.context_sum == held
     assert step.bytes == model.decode_weight_bytes(2) + model.kv_bytes(101) + model.kv_bytes(5001)
@@ -235,7 +235,7 @@ def test_scheduler_admits_exactly_the_sequences_that_fit_under_windows(admission
     assert pool.sequences_that_fit(32768) == 363
     requests = [Request(id=i, arrival_s=0, prompt_tokens=32768, output_tokens=1) for i in range(370)]
     result = serve_continuous(requests, RooflineCostModel.for_model(model, H100), max_num_seqs=1024,
-                              admission=admission, kv_pool=pool)
+                              admission=admission, kv_pool=pool, record_steps=True)
     assert [s.batch for s in result.steps] == [363, 7]
     assert result.steps[0].kv_blocks == 363 * pool.blocks_for(32768) <= pool.capacity_blocks
 
@@ -251,8 +251,10 @@ def test_a_pool_and_a_cost_model_that_count_different_layers_are_refused_by_name
     assert "\n" not in str(e.value)
     windowed = KVPool.for_model(gemma, budget=10**9)
     with pytest.raises(InvalidValueError, match=r"^kv_pool=.*does not price"):
-        serve_continuous(requests, RooflineCostModel.for_model(get_model("llama-3.1-8b"), H100), kv_pool=windowed)
-    assert serve_continuous(requests, UnitCostModel(), kv_pool=windowed).options["kv_units"] == "token-layers"
+        serve_continuous(requests, RooflineCostModel.for_model(get_model("llama-3.1-8b"), H100), kv_pool=windowed,
+                         record_steps=True)
+    assert serve_continuous(requests, UnitCostModel(), kv_pool=windowed,
+                            record_steps=True).options["kv_units"] == "token-layers"
     with pytest.raises(InvalidValueError, match=r"^layer_windows=0"):
         KVPool(10, 16, layer_windows=(None, 0))
 

@@ -26,6 +26,9 @@ AT_LEAST_500 = settings(_ORACLE, max_examples=_ORACLE.max_examples if _ORACLE.ma
                         else max(500, _ORACLE.max_examples))
 
 LLAMA = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
+MIXTRAL = RooflineCostModel.for_model(get_model("mixtral-8x7b"), get_accelerator("h200-sxm"))
+LLAMA_70B_TP4 = RooflineCostModel.for_model(get_model("llama-3.1-70b"), get_accelerator("h100-sxm"),
+                                            tensor_parallel_size=4)
 SMALL = RooflineCostModel(weight_bytes=50, kv_bytes_per_token=3, flops_per_token=7, attention_flops_per_token=2,
                           bandwidth=10, peak_flops=30, overhead=Fraction(1, 10))
 COSTS = cost_models(overhead=True) | st.sampled_from([SMALL, LLAMA, UnitCostModel(decode=Fraction(2, 3), prefill=2)])
@@ -40,7 +43,8 @@ def pools(reqs: Any) -> st.SearchStrategy[KVPool]:
 
 
 def both(requests: Any, cost: Any, **kw: Any) -> None:
-    """Serve with both engines and compare field by field."""
+    """Serve with both engines and compare field by field (step records included unless ``record_steps=False``)."""
+    kw.setdefault("record_steps", True)
     assert_same_results(serve_continuous(requests, cost, **kw), serve_continuous(requests, cost, engine="step", **kw))
 
 
@@ -100,7 +104,7 @@ def test_long_decodes_are_one_stretch_each():
 def test_a_small_run_by_hand():
     """Unit costs, B = 2, outputs 3 and 2 at t = 0: one prefill, then decodes; hand-backs at 3 and 2 (by hand)."""
     reqs = [Request(id=i, arrival_s=0, prompt_tokens=4, output_tokens=o) for i, o in enumerate([3, 2])]
-    r = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2)
+    r = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2, record_steps=True)
     assert [x.handed_back_s for x in r.requests] == [3, 2]
     assert r.summary.itl is not None and r.summary.itl.max == 1 and r.summary.itl.mean == 1
 
@@ -114,22 +118,87 @@ def test_engine_is_checked():
         assert err.value.field == "engine"
 
 
-def test_moe_and_tensor_parallel_models_fall_back_to_the_step_engine():
-    """MoE (batch-dependent weight bytes) and tensor-parallel (all-reduce) cost models run on the step engine."""
+def test_moe_and_tensor_parallel_models_run_on_the_stretch_clock():
+    """MoE (weights read set by the step's tokens) and tensor-parallel (all-reduce) cost models run on the event
+    engine under every policy, equal to the step engine; the result says which ran."""
+    from roofline.sim import serve_static
     from roofline.sim.stretch import StretchTable, TickCosts
 
     moe = RooflineCostModel(weight_bytes=100, kv_bytes_per_token=2, flops_per_token=10, attention_flops_per_token=1,
                             bandwidth=1, peak_flops=1, routed_expert_bytes=40, num_experts=8, experts_per_token=2)
     tp = RooflineCostModel(weight_bytes=100, kv_bytes_per_token=2, flops_per_token=10, attention_flops_per_token=1,
                            bandwidth=1, peak_flops=1, tensor_parallel_size=2, num_hidden_layers=2, hidden_size=4)
-    assert TickCosts.rationals(moe) is None and TickCosts.rationals(tp) is None
-    assert TickCosts.rationals(SMALL) is not None
-    reqs = [Request(id=i, arrival_s=Fraction(i, 2), prompt_tokens=3 + i, output_tokens=4 + i) for i in range(5)]
     for cost in (moe, tp):
-        for serve, kw in ((serve_serial, {}), (serve_continuous, {}), (serve_continuous, {"prefill": "chunked"})):
-            a, b = serve(reqs, cost, **kw), serve(reqs, cost, engine="step", **kw)
-            assert a.requests == b.requests and a.summary == b.summary
-            assert a.steps is not None and not isinstance(a.steps, StretchTable)
+        costs = TickCosts.build(cost)
+        assert costs is not None and costs.varying
+    reqs = [Request(id=i, arrival_s=Fraction(i, 2), prompt_tokens=3 + i, output_tokens=4 + i) for i in range(5)]
+    for cost in (moe, tp, MIXTRAL, LLAMA_70B_TP4):
+        for serve, kw in ((serve_serial, {}), (serve_static, {"batch_size": 3}), (serve_continuous, {}),
+                          (serve_continuous, {"prefill": "chunked", "max_num_batched_tokens": 8, "max_num_seqs": 4})):
+            a = serve(reqs, cost, record_steps=True, **kw)
+            b = serve(reqs, cost, engine="step", record_steps=True, **kw)
+            assert_same_results(a, b)
+            if serve is not serve_continuous:
+                assert isinstance(a.steps, StretchTable)
+
+
+def test_the_tensor_parallel_terms_are_the_all_reduce_by_hand():
+    """Llama 3.1 70B at T = 4 on H100 SXM: the stretch terms' link latency + n x per-token time is the cost model's
+    all-reduce of n tokens (2 L ring all-reduces: latency 2 L 2 (T - 1) alpha, bandwidth 2 L 2 (T - 1) / T n h e /
+    beta)."""
+    terms = LLAMA_70B_TP4.stretch_terms()
+    assert not isinstance(terms, str)
+    link = get_accelerator("h100-sxm").link(4)
+    L, h = 80, 8192
+    assert terms.link_latency == 2 * L * 2 * 3 * Fraction(link.latency.value)
+    assert terms.link_per_token == 2 * L * Fraction(2 * 3, 4) * h * 2 / Fraction(link.bandwidth.value)
+    for n in (1, 2, 7, 256, 8192):
+        assert terms.link_latency + terms.link_per_token * n == LLAMA_70B_TP4.allreduce_time(n)
+
+
+def test_the_moe_weights_in_ticks_are_the_cost_models_and_a_coarse_clock_starts_over():
+    """Mixtral 8x7B: the integer form of the weights read (D (base - scale (3/4)^n)) equals weights_read(n) / BW x D
+    for every n the clock covers; a step of more tokens than the clock covers raises ClockTooCoarse, and a run
+    whose prefill needs more tokens than its first clock (3 prompts of 300 at once) starts over and is exact."""
+    from roofline.sim.stretch import ClockTooCoarse, TickCosts
+
+    costs = TickCosts.build(MIXTRAL, max_tokens=64)
+    assert costs is not None
+    bw = Fraction(get_accelerator("h200-sxm").bandwidth)
+    for n in (1, 2, 3, 17, 64):
+        assert Fraction(costs.weights(n), costs.clock.denominator) == MIXTRAL.weights_read(n) / bw
+    assert costs.clock.denominator % 4 ** 64 == 0  # (3/4)^n: the clock holds 4^64
+    with pytest.raises(ClockTooCoarse):  # 4^1000 divides no clock built for 64 tokens
+        costs.weights(1000)
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=300, output_tokens=5) for i in range(3)]
+    assert_same_results(serve_continuous(reqs, MIXTRAL, record_steps=True),
+                        serve_continuous(reqs, MIXTRAL, engine="step", record_steps=True))
+
+
+def test_which_engine_ran_is_said_and_event_is_refused_by_name():
+    """Float mode and a custom cost model that prices its own steps take the step engine under engine="auto",
+    saying why; engine="event" refuses them naming the reason; a sliding-window model under continuous batching too."""
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=5, output_tokens=4) for i in range(3)]
+    floats = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), exact=False)
+
+    class Priced(UnitCostModel):
+        def decode_time(self, batch: int, context_sum: int) -> Any:
+            return batch
+
+    gemma = RooflineCostModel.for_model(get_model("gemma-3-27b"), get_accelerator("h200-sxm"))
+    cases = [(floats, serve_serial, "float mode"), (Priced(), serve_continuous, "prices its own decode_time"),
+             (gemma, serve_continuous, "sliding windows under continuous batching")]
+    for cost, serve, why in cases:
+        r = serve(reqs, cost)
+        assert r.options["engine"] == "step" and why in r.options["engine_reason"]
+        with pytest.raises(InvalidValueError, match=why) as err:
+            serve(reqs, cost, engine="event")
+        assert err.value.field == "engine"
+    assert serve_serial(reqs, gemma, record_steps=True).options["engine"] == "event"
+    assert serve_serial(reqs, LLAMA, engine="step",
+                        record_steps=True).options == {"max_model_len": None, "engine": "step",
+                                                                 "engine_reason": "asked for (engine='step')",
+                                                                 "kv_capacity_blocks": None, "block_size": 1}
 
 
 def test_a_huge_block_size_costs_nothing_per_token_of_the_block():
@@ -140,7 +209,8 @@ def test_a_huge_block_size_costs_nothing_per_token_of_the_block():
     at block b behave as prompts 990 + i at block 1,000 (same hand-backs, same preemptions)."""
     def serve(b: int, engine: str) -> Any:
         reqs = [Request(id=i, arrival_s=0, prompt_tokens=b - 10 + i, output_tokens=60) for i in range(4)]
-        return serve_continuous(reqs, UnitCostModel(), kv_pool=KVPool(5, b), admission="on_demand", engine=engine)
+        return serve_continuous(reqs, UnitCostModel(), kv_pool=KVPool(5, b), admission="on_demand", engine=engine,
+                                record_steps=True)
 
     small = serve(1000, "step")
     assert sum(r.preemptions for r in small.requests) == 2
@@ -163,3 +233,89 @@ def test_arrivals_of_many_denominators_keep_the_itl_search_short():
     reqs = [Request(id=i, arrival_s=a, prompt_tokens=50, output_tokens=200) for i, a in enumerate(arrivals)]
     events = serve_continuous(reqs, LLAMA, record_steps=False)
     assert_same_results(events, serve_continuous(reqs, LLAMA, record_steps=False, engine="step"))
+
+
+def test_a_request_rejected_on_arrival_frees_its_client_at_that_arrival():
+    """Closed loop, 2 clients, think 1/2 s, unit steps, max_model_len 10 (the 1 + 50 requests are rejected). Request 1
+    (client 1) is rejected at 0, so client 1 sends request 2 at 1/2; it arrives mid-step and is rejected too, so
+    client 1 sends its next at 1. Client 0's request 0 (one token) is handed back at 1, its next at 3/2. By hand:
+    arrivals 0, 0, 1/2, 1, 3/2 from clients 0, 1, 1, 1, 0 (before: the hand-back at 1 was ranked first, and the
+    next two arrivals came out of order, 3/2 then 1). Request 3 (3 tokens) is prefilled in [1, 2]; request 4 (2
+    tokens) prefills in [2, 3] while it waits; both decode in [3, 4] (request 4 done), request 3 again in [4, 5]."""
+    from roofline.sim import ClosedLoop
+
+    loop = ClosedLoop(clients=2, lengths=[(1, 1), (1, 50), (1, 50), (1, 3), (1, 2)], think_time_s=Fraction(1, 2))
+    for engine in ("event", "step"):
+        r = serve_continuous(loop, UnitCostModel(), max_model_len=10, engine=engine, record_steps=True)
+        assert [x.arrival_s for x in r.requests] == [0, 0, Fraction(1, 2), 1, Fraction(3, 2)]
+        assert [x.client for x in r.requests] == [0, 1, 1, 1, 0]
+        assert [x.rejected for x in r.requests] == [False, True, True, False, False]
+        assert [x.handed_back_s for x in r.requests] == [1, None, None, 5, 4]
+    assert_same_results(serve_continuous(loop, UnitCostModel(), max_model_len=10, record_steps=True),
+                        serve_continuous(loop, UnitCostModel(), max_model_len=10, engine="step", record_steps=True))
+
+
+def _deployed(kind: str) -> st.SearchStrategy[Any]:
+    """Exact roofline cost models of one kind: mixture of experts, tensor parallel (both hand-built from small
+    constants, which put many steps near the roofline's crossover), or a preset under an engine profile."""
+    from roofline.calibrate.fit import profile_names
+
+    if kind == "estimate":
+        return st.builds(lambda name, model: RooflineCostModel.for_model(get_model(model), get_accelerator("h100-sxm"),
+                                                                          estimate=name),
+                         st.sampled_from(profile_names()), st.sampled_from(["llama-3.1-8b", "qwen2.5-7b"]))
+    base = st.fixed_dictionaries(dict(
+        weight_bytes=st.integers(1, 80), kv_bytes_per_token=st.integers(0, 9), flops_per_token=st.integers(1, 60),
+        attention_flops_per_token=st.integers(0, 5), bandwidth=st.integers(1, 20), peak_flops=st.integers(1, 40),
+        overhead=st.sampled_from([0, Fraction(1, 10), Fraction(2, 7)])))
+    if kind == "moe":
+        extra = st.integers(2, 16).flatmap(lambda e: st.fixed_dictionaries(dict(
+            num_experts=st.just(e), experts_per_token=st.integers(1, e), routed_expert_bytes=st.integers(0, 60))))
+        presets = [MIXTRAL]
+    else:
+        extra = st.fixed_dictionaries(dict(
+            tensor_parallel_size=st.integers(2, 8), num_hidden_layers=st.integers(1, 4), hidden_size=st.integers(1, 16),
+            link_bandwidth=st.integers(1, 50), link_latency=st.sampled_from([0, Fraction(1, 100), Fraction(3, 7)])))
+        presets = [LLAMA_70B_TP4]
+    return st.builds(lambda b, e: RooflineCostModel(**b, **e), base, extra) | st.sampled_from(presets)
+
+
+@pytest.mark.parametrize("kind", ["moe", "tp", "estimate"])
+@AT_LEAST_500
+@given(data=st.data(), reqs=WORK, seqs=st.integers(1, 6), on_demand=st.booleans())
+def test_every_deployment_equals_the_step_engine(kind: str, data: st.DataObject, reqs: Any, seqs: int,
+                                                 on_demand: bool) -> None:
+    """MoE, tensor-parallel and estimate cost models, each over 500 generated workloads, every policy drawn: serial,
+    static (batch, max wait), continuous with separate or chunked prefill, reserve or on-demand admission, tight
+    pools: the stretch clock equals the step clock field by field (step records included when drawn)."""
+    from roofline.sim import serve_static
+
+    cost = data.draw(_deployed(kind))
+    record = data.draw(st.booleans())
+    policy = data.draw(st.sampled_from(["serial", "static", "separate", "chunked"]))
+    kw: dict[str, Any] = dict(record_steps=record, kv_pool=data.draw(pools(reqs)))
+    if policy == "serial":
+        a, b = serve_serial(reqs, cost, **kw), serve_serial(reqs, cost, engine="step", **kw)
+    elif policy == "static":
+        kw.update(batch_size=data.draw(st.integers(1, 5)), max_wait=data.draw(st.sampled_from([None, 0, 2])))
+        a, b = serve_static(reqs, cost, **kw), serve_static(reqs, cost, engine="step", **kw)
+    else:
+        kw.update(max_num_seqs=seqs, admission="on_demand" if on_demand else "reserve")
+        if policy == "chunked":
+            kw.update(prefill="chunked", max_num_batched_tokens=data.draw(st.integers(seqs, seqs + 60)))
+        a, b = serve_continuous(reqs, cost, **kw), serve_continuous(reqs, cost, engine="step", **kw)
+    assert_same_results(a, b)
+
+
+def test_a_single_gap_beyond_the_segments_bound_keeps_the_itl_search_exact():
+    """Found by the deployment test above while the ITL search took per-segment weights and overheads: vLLM's
+    estimate profile on Llama 3.1 8B, two requests of 23 tokens, on-demand admission in a pool of 8 blocks of 3.
+    The gap to the first token after the preemption is a single gap larger than every decode segment's bound, and
+    the search's int64 columns were sized by the segments alone: OverflowError. They now hold the largest single
+    gap too; the result equals the step engine's."""
+    cost = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), estimate="vllm")
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=23) for i in range(2)]
+    kw: dict[str, Any] = dict(max_num_seqs=2, admission="on_demand", kv_pool=KVPool(8, 3))
+    event, step = serve_continuous(reqs, cost, **kw), serve_continuous(reqs, cost, engine="step", **kw)
+    assert_same_results(event, step)
+    assert event.summary.preemptions == 1 and event.summary.itl is not None

@@ -122,11 +122,11 @@ def test_generated_arguments_give_a_sound_result_or_a_project_error_naming_one(n
 
 
 @pytest.mark.parametrize(("call", "field"), [
-    (lambda: serve_serial(None, COST), "requests"),  # type: ignore[arg-type]
-    (lambda: serve_static(5, COST), "requests"),  # type: ignore[arg-type]
-    (lambda: serve_continuous("abc", COST), "requests"),  # type: ignore[arg-type]
-    (lambda: serve_serial(REQS, UnitCostModel), "cost_model"),
-    (lambda: serve_continuous(REQS, RooflineCostModel), "cost_model"),
+    (lambda: serve_serial(None, COST, record_steps=True), "requests"),  # type: ignore[arg-type]
+    (lambda: serve_static(5, COST, record_steps=True), "requests"),  # type: ignore[arg-type]
+    (lambda: serve_continuous("abc", COST, record_steps=True), "requests"),  # type: ignore[arg-type]
+    (lambda: serve_serial(REQS, UnitCostModel, record_steps=True), "cost_model"),
+    (lambda: serve_continuous(REQS, RooflineCostModel, record_steps=True), "cost_model"),
     (lambda: RooflineCostModel.for_model(None, A), "model"),  # type: ignore[arg-type]
     (lambda: RooflineCostModel.for_model(M, roofline.Accelerator), "accelerator"),  # type: ignore[arg-type]
     (lambda: KVPool.from_budget(budget=10**400, kv_bytes_per_token=1.5), "budget"),
@@ -137,9 +137,9 @@ def test_generated_arguments_give_a_sound_result_or_a_project_error_naming_one(n
     (lambda: Request(id=0, arrival_s=0, prompt_tokens=10**16, output_tokens=1), "prompt_tokens"),
     (lambda: roofline.load_model(None), "spec"),  # type: ignore[arg-type]
     (lambda: KVPool(np.array([1, 2]), 16), "capacity_blocks"),
-    (lambda: serve_static(REQS, COST, batch_size=np.array([1, 2])), "batch_size"),  # type: ignore[arg-type]
-    (lambda: serve_static(REQS, COST, max_wait=np.array([1.0])), "max_wait"),
-    (lambda: serve_continuous(REQS, COST, admission=np.array([1, 2])), "admission"),  # type: ignore[arg-type]
+    (lambda: serve_static(REQS, COST, batch_size=np.array([1, 2]), record_steps=True), "batch_size"),  # type: ignore[arg-type]
+    (lambda: serve_static(REQS, COST, max_wait=np.array([1.0]), record_steps=True), "max_wait"),
+    (lambda: serve_continuous(REQS, COST, admission=np.array([1, 2]), record_steps=True), "admission"),  # type: ignore[arg-type]
     (lambda: UnitCostModel(decode=np.array([1, 2])), "decode"),
     (lambda: RooflineCostModel.for_model(M, A, flops=np.array([1])), "flops"),  # type: ignore[arg-type]
     (lambda: synthetic_workload(3, rate=10**400), "rate"),

@@ -42,8 +42,8 @@ def decode_clock(result: SimResult) -> Any:
 def test_continuous_starts_and_finishes_no_later_than_static_in_decode_steps(requests: Any, batch: int,
                                                                              cost: Any) -> None:
     """All at 0, unlimited KV: each request starts and gets its last token after no more decode steps than in static."""
-    static = serve_static(requests, cost, batch_size=batch)
-    cont = serve_continuous(requests, cost, max_num_seqs=batch)
+    static = serve_static(requests, cost, batch_size=batch, record_steps=True)
+    cont = serve_continuous(requests, cost, max_num_seqs=batch, record_steps=True)
     d_static, d_cont = decode_clock(static), decode_clock(cont)
     for s, c in zip(static.requests, cont.requests, strict=True):
         note(f"id={s.request.id}: start {d_cont(c.admitted_s)} vs {d_static(s.admitted_s)}, "
@@ -56,8 +56,8 @@ def test_continuous_starts_and_finishes_no_later_than_static_in_decode_steps(req
 def test_in_wall_clock_a_running_request_can_finish_later_than_under_static_batching() -> None:
     """B = 2, outputs 3, 2, 2, unit steps: request 0 is handed back at 4 under continuous, 3 under static."""
     requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o) for i, o in enumerate([3, 2, 2])]
-    static = serve_static(requests, UnitCostModel(), batch_size=2)
-    cont = serve_continuous(requests, UnitCostModel(), max_num_seqs=2)
+    static = serve_static(requests, UnitCostModel(), batch_size=2, record_steps=True)
+    cont = serve_continuous(requests, UnitCostModel(), max_num_seqs=2, record_steps=True)
     assert [r.handed_back_s for r in static.requests] == [3, 3, 5]
     assert [r.handed_back_s for r in cont.requests] == [4, 2, 4]
     assert [s.kind for s in cont.steps] == ["prefill", "decode", "prefill", "decode"]  # request 2's prefill
@@ -71,7 +71,7 @@ def test_in_wall_clock_a_running_request_can_finish_later_than_under_static_batc
        cost=cost_models(kind="unit"))
 def test_no_request_waits_while_a_slot_is_free(requests: Any, batch: int, cost: Any) -> None:
     """Unlimited KV: every decode step runs min(B, requests arrived and not finished) sequences."""
-    result = serve_continuous(requests, cost, max_num_seqs=batch)
+    result = serve_continuous(requests, cost, max_num_seqs=batch, record_steps=True)
     for step in result.steps:
         if step.kind == "decode":
             present = sum(r.request.arrival_s <= step.start_s < r.finish_s for r in result.requests)
@@ -85,7 +85,7 @@ def test_no_request_waits_while_a_slot_is_free(requests: Any, batch: int, cost: 
 def test_every_step_composition_is_rebuilt_from_the_per_request_results(requests: Any, batch: int,
                                                                         pool: KVPool | None, cost: Any) -> None:
     """Reserve admission: every step's batch, context sum, prefill tokens, KV tokens and blocks follow from who ran."""
-    result = serve_continuous(requests, cost, max_num_seqs=batch, kv_pool=pool)
+    result = serve_continuous(requests, cost, max_num_seqs=batch, kv_pool=pool, record_steps=True)
     spec = pool if pool is not None else KVPool.unlimited()
     done = [r for r in result.requests if not r.rejected]
     generated = {r.request.id: 0 for r in done}
@@ -124,7 +124,7 @@ def test_with_everyone_at_zero_the_schedule_does_not_depend_on_step_times(reques
                                                                            cost: Any) -> None:
     """All at t = 0: the sequence of step compositions is the same under roofline and unit step times."""
     def compositions(c: Any) -> list[tuple]:
-        run = serve_continuous(requests, c, max_num_seqs=batch, admission=admission, kv_pool=pool)
+        run = serve_continuous(requests, c, max_num_seqs=batch, admission=admission, kv_pool=pool, record_steps=True)
         return [(s.kind, s.batch, s.useful_rows, s.context_sum, s.prefill_tokens, s.attention_pairs, s.kv_tokens,
                  s.kv_blocks) for s in run.steps]
 

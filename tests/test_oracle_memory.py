@@ -45,11 +45,11 @@ AT_LEAST_200 = settings(settings.get_profile("simulation_oracle"))
 def test_kv_in_use_never_exceeds_the_pool(requests: Any, pool: KVPool, policy: str, batch: int, cost: Any) -> None:
     """At the end of every step the blocks in use are <= the pool's blocks and the tokens held fit in them."""
     if policy == "serial":
-        result = serve_serial(requests, cost, kv_pool=pool)
+        result = serve_serial(requests, cost, kv_pool=pool, record_steps=True)
     elif policy == "static":
-        result = serve_static(requests, cost, batch_size=batch, kv_pool=pool)
+        result = serve_static(requests, cost, batch_size=batch, kv_pool=pool, record_steps=True)
     else:
-        result = serve_continuous(requests, cost, max_num_seqs=batch, admission=policy, kv_pool=pool)
+        result = serve_continuous(requests, cost, max_num_seqs=batch, admission=policy, kv_pool=pool, record_steps=True)
     peak = 0
     for step in result.steps:
         assert step.kv_blocks <= pool.capacity_blocks
@@ -100,11 +100,11 @@ def test_most_sequences_running_at_once_is_the_sequences_that_fit_formula(case: 
     n = fit + extra
     requests = [Request(id=i, arrival_s=0, prompt_tokens=prompt, output_tokens=output) for i in range(n)]
     max_num_seqs = n + 1 if admission_cap else 256
-    result = serve_continuous(requests, UnitCostModel(), max_num_seqs=max_num_seqs, kv_pool=pool)
+    result = serve_continuous(requests, UnitCostModel(), max_num_seqs=max_num_seqs, kv_pool=pool, record_steps=True)
     running = max(s.batch for s in result.steps if s.kind == "decode")
     assert running == min(n, fit)
     assert result.summary.completed == n
-    static = serve_static(requests, UnitCostModel(), batch_size=n, kv_pool=pool)
+    static = serve_static(requests, UnitCostModel(), batch_size=n, kv_pool=pool, record_steps=True)
     assert max(s.batch for s in static.steps) == min(n, fit)  # a static batch closes when the next row won't fit
 
 
@@ -133,6 +133,6 @@ def test_the_scheduler_runs_90_sequences_of_1000_tokens_in_5691_blocks() -> None
     requests = [Request(id=i, arrival_s=0, prompt_tokens=998, output_tokens=3) for i in range(100)]
     for block, expected in ((16, 90), (1, 91)):
         pool = KVPool.from_budget(budget=budget, kv_bytes_per_token=k, block_size=block)
-        result = serve_continuous(requests, UnitCostModel(), kv_pool=pool)
+        result = serve_continuous(requests, UnitCostModel(), kv_pool=pool, record_steps=True)
         assert max(s.batch for s in result.steps if s.kind == "decode") == expected
     assert get_accelerator("h100-sxm").usable_memory > budget

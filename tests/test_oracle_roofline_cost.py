@@ -67,10 +67,10 @@ def roofline_prefill(t: dict[str, Fraction], tokens: int, pairs: int) -> tuple[F
 
 def _run(policy: str, requests: Any, cost: Any, batch: int, pool: KVPool | None, admission: str) -> SimResult:
     if policy == "serial":
-        return serve_serial(requests, cost, kv_pool=pool)
+        return serve_serial(requests, cost, kv_pool=pool, record_steps=True)
     if policy == "static":
-        return serve_static(requests, cost, batch_size=batch, kv_pool=pool)
-    return serve_continuous(requests, cost, max_num_seqs=batch, admission=admission, kv_pool=pool)
+        return serve_static(requests, cost, batch_size=batch, kv_pool=pool, record_steps=True)
+    return serve_continuous(requests, cost, max_num_seqs=batch, admission=admission, kv_pool=pool, record_steps=True)
 
 
 @AT_LEAST_200
@@ -168,7 +168,7 @@ def test_a_step_is_compute_bound_exactly_when_its_batch_reaches_the_critical_bat
     assert terms_crit == crit
     cost = RooflineCostModel.for_model(model, accelerator, flops=flops)
     requests = [Request(id=i, arrival_s=0, prompt_tokens=context - 1, output_tokens=2) for i in range(batch)]
-    (step,) = [s for s in serve_static(requests, cost, batch_size=batch).steps if s.kind == "decode"]
+    (step,) = [s for s in serve_static(requests, cost, batch_size=batch, record_steps=True).steps if s.kind == "decode"]
     assert step.context_sum == batch * context
     bw, peak = Fraction(accelerator.bandwidth), Fraction(accelerator.peak_flops)
     compute_bound = step.flops / peak >= step.bytes / bw
@@ -186,7 +186,8 @@ def test_pinned_llama_on_h100_turns_compute_bound_exactly_at_its_critical_batch(
     bounds = []
     for batch in (crit - 1, crit):
         requests = [Request(id=i, arrival_s=0, prompt_tokens=99, output_tokens=2) for i in range(batch)]
-        (step,) = [s for s in serve_static(requests, cost, batch_size=batch).steps if s.kind == "decode"]
+        (step,) = [s for s in serve_static(requests, cost, batch_size=batch,
+                                           record_steps=True).steps if s.kind == "decode"]
         bounds.append(step.flops * accelerator.bandwidth >= step.bytes * accelerator.peak_flops)
     assert bounds == [False, True]
 
@@ -197,7 +198,7 @@ def test_pinned_llama_on_h100_has_no_critical_batch_above_the_critical_context()
     assert criticality(model, accelerator, context=4096, flops="2p").critical_batch is None
     cost = RooflineCostModel.for_model(model, accelerator, flops="2p")
     requests = [Request(id=i, arrival_s=0, prompt_tokens=4095, output_tokens=2) for i in range(2000)]
-    (step,) = [s for s in serve_static(requests, cost, batch_size=2000).steps if s.kind == "decode"]
+    (step,) = [s for s in serve_static(requests, cost, batch_size=2000, record_steps=True).steps if s.kind == "decode"]
     assert step.flops * accelerator.bandwidth < step.bytes * accelerator.peak_flops
 
 

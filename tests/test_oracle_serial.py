@@ -35,7 +35,7 @@ def service_time(cost: Any, prompt: int, output: int) -> Any:
        cost=cost_models(kind="any", overhead=True))
 def test_completion_times_are_prefix_sums_of_service_times(requests: Any, cost: Any) -> None:
     """Everyone at t = 0: request j is handed back at S_1 + ... + S_j and starts at S_1 + ... + S_(j-1)."""
-    result = serve_serial(requests, cost)
+    result = serve_serial(requests, cost, record_steps=True)
     elapsed: Any = 0
     for r in result.requests:
         assert r.admitted_s == elapsed
@@ -48,7 +48,7 @@ def test_completion_times_are_prefix_sums_of_service_times(requests: Any, cost: 
        cost=cost_models(kind="unit"))
 def test_completions_follow_the_queue_recursion_with_arrivals(requests: Any, cost: Any) -> None:
     """Any arrivals: finish_j = max(arrival_j, finish_(j-1)) + S_j (a single FIFO server)."""
-    result = serve_serial(requests, cost)
+    result = serve_serial(requests, cost, record_steps=True)
     free: Any = 0
     for r in result.requests:
         start = max(r.request.arrival_s, free)
@@ -63,7 +63,7 @@ def test_completions_follow_the_queue_recursion_with_arrivals(requests: Any, cos
 def test_identical_requests_wait_by_the_serial_wait_formulas(n: int, prompt: int, output: int, cost: Any) -> None:
     """n identical requests at 0: request j finishes at j S, waits (j - 1) S; mean wait = serial_mean_wait."""
     requests = [Request(id=i, arrival_s=0, prompt_tokens=prompt, output_tokens=output) for i in range(n)]
-    result = serve_serial(requests, cost)
+    result = serve_serial(requests, cost, record_steps=True)
     s = service_time(cost, prompt, output)
     for j, r in enumerate(result.requests, start=1):
         assert r.handed_back_s == f.serial_completion_time(position=j, service_time=s)
@@ -76,7 +76,7 @@ def test_lesson_the_hundredth_request_waits_for_all_99() -> None:
     """Llama 3.1 8B on H100 SXM, 100 identical requests: the last waits 99 service times, the mean 49.5."""
     cost = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
     requests = [Request(id=i, arrival_s=0, prompt_tokens=200, output_tokens=50) for i in range(100)]
-    result = serve_serial(requests, cost)
+    result = serve_serial(requests, cost, record_steps=True)
     s = service_time(cost, 200, 50)
     assert 0.24 < float(s) < 0.25  # 50 steps of about 4.8 ms
     assert result.requests[-1].queue_wait_s == 99 * s

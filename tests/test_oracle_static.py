@@ -38,7 +38,7 @@ def batches_of(result: SimResult) -> list[tuple[list[Any], list[Any]]]:
        cost=cost_models(kind="any"))
 def test_each_batch_runs_as_many_steps_as_its_longest_output(requests: Any, batch: int, cost: Any) -> None:
     """Every static batch takes exactly max O_i steps (1 prefill + max O_i - 1 decodes), all rows every step."""
-    result = serve_static(requests, cost, batch_size=batch)
+    result = serve_static(requests, cost, batch_size=batch, record_steps=True)
     total = 0
     groups = batches_of(result)
     for members, steps in groups:
@@ -59,7 +59,7 @@ def test_useful_share_is_sum_over_rows_times_longest_from_the_step_records(reque
                                                                            cost: Any) -> None:
     """Per batch, useful rows / occupied rows over its step records = static_useful_share = sum O / (m max O);
     the summary's per-batch share is their mean, its long-run share useful rows / rows over all steps."""
-    result = serve_static(requests, cost, batch_size=batch)
+    result = serve_static(requests, cost, batch_size=batch, record_steps=True)
     useful_all = rows_all = 0
     shares = []
     for members, steps in batches_of(result):
@@ -85,7 +85,7 @@ def test_useful_share_is_sum_over_rows_times_longest_from_the_step_records(reque
        batch=batch_sizes(max_value=6), cost=cost_models(kind="any", overhead=True))
 def test_makespan_is_the_sum_of_each_batch_prefill_and_longest_decode(requests: Any, batch: int, cost: Any) -> None:
     """All at t = 0: makespan = sum over consecutive batches of B of (padded prefill + o_max - 1 decode steps)."""
-    result = serve_static(requests, cost, batch_size=batch)
+    result = serve_static(requests, cost, batch_size=batch, record_steps=True)
     expected = 0
     for k in range(0, len(requests), batch):
         chunk = requests[k:k + batch]
@@ -105,7 +105,7 @@ def test_makespan_is_the_sum_of_each_batch_prefill_and_longest_decode(requests: 
 def test_a_short_answer_waits_for_the_longest_by_the_handback_delay_formula(requests: Any, batch: int,
                                                                              step: Fraction) -> None:
     """Equal step times s: request i is ready after O_i steps and handed back (max O - O_i) s later."""
-    result = serve_static(requests, UnitCostModel(decode=step, prefill=step), batch_size=batch)
+    result = serve_static(requests, UnitCostModel(decode=step, prefill=step), batch_size=batch, record_steps=True)
     for members, _ in batches_of(result):
         o_max = max(r.request.output_tokens for r in members)
         for r in members:
@@ -134,7 +134,7 @@ def _late_arrivals(draw: st.DrawFn) -> tuple[list[Request], int, int, Fraction]:
 def test_a_request_arriving_during_a_batch_waits_by_the_join_wait_formula(case: Any) -> None:
     """A request arriving at a while a batch of o_max steps of s runs starts at its end: waits o_max s - a."""
     requests, batch, o_max, step = case
-    result = serve_static(requests, UnitCostModel(decode=step, prefill=step), batch_size=batch)
+    result = serve_static(requests, UnitCostModel(decode=step, prefill=step), batch_size=batch, record_steps=True)
     for r in result.requests[batch:]:
         a = r.request.arrival_s
         assert r.queue_wait_s == f.static_join_wait(arrival_time=a, length_max=o_max, step_time=step)
@@ -147,7 +147,7 @@ def test_lesson_batch_short_answer_and_late_request_waits() -> None:
     requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o)
                 for i, o in enumerate([100, 200, 300, 1000])]
     requests.append(Request(id=4, arrival_s=step, prompt_tokens=1, output_tokens=10))
-    result = serve_static(requests, UnitCostModel(decode=step, prefill=step), batch_size=4)
+    result = serve_static(requests, UnitCostModel(decode=step, prefill=step), batch_size=4, record_steps=True)
     short, late = result.requests[0], result.requests[4]
     assert short.handed_back_s - short.finish_s == Fraction(9, 2)
     assert late.queue_wait_s == Fraction(999, 200)

@@ -37,7 +37,7 @@ AT_LEAST_200 = settings(settings.get_profile("simulation_oracle"))
 def simulated_share(lengths: Any, *, prompt: int = 1) -> Fraction:
     """The scheduler's useful share of one static batch holding ``lengths`` (useful rows / occupied rows)."""
     requests = [Request(id=i, arrival_s=0, prompt_tokens=prompt, output_tokens=int(o)) for i, o in enumerate(lengths)]
-    result = serve_static(requests, UnitCostModel(), batch_size=len(requests))
+    result = serve_static(requests, UnitCostModel(), batch_size=len(requests), record_steps=True)
     share = Fraction(sum(s.useful_rows for s in result.steps), sum(s.batch for s in result.steps))
     assert share == result.summary.long_run_useful_share
     return share

@@ -38,10 +38,10 @@ def runs(result: object) -> list[tuple[str, int, int]]:
 def policies(**pool: object) -> list[tuple[str, object]]:
     """Every policy (and both continuous admissions) as (name, function of (requests, cost))."""
     return [
-        ("serial", lambda r, c: serve_serial(r, c, **pool)),
-        ("static", lambda r, c: serve_static(r, c, batch_size=4, **pool)),
-        ("continuous-reserve", lambda r, c: serve_continuous(r, c, **pool)),
-        ("continuous-on-demand", lambda r, c: serve_continuous(r, c, admission="on_demand", **pool)),
+        ("serial", lambda r, c: serve_serial(r, c, record_steps=True, **pool)),
+        ("static", lambda r, c: serve_static(r, c, batch_size=4, record_steps=True, **pool)),
+        ("continuous-reserve", lambda r, c: serve_continuous(r, c, record_steps=True, **pool)),
+        ("continuous-on-demand", lambda r, c: serve_continuous(r, c, admission="on_demand", record_steps=True, **pool)),
     ]
 
 
@@ -50,7 +50,8 @@ def policies(**pool: object) -> list[tuple[str, object]]:
 
 def test_lesson_static_batch_runs_1000_steps_with_40_percent_useful() -> None:
     """Replies of 100, 200, 300, 1,000 tokens in one static batch: 1,000 steps of 4 rows, useful share 40%."""
-    r = serve_static(reqs((10, 100), (10, 200), (10, 300), (10, 1000)), UnitCostModel(), batch_size=4)
+    r = serve_static(reqs((10, 100), (10, 200), (10, 300), (10, 1000)), UnitCostModel(), batch_size=4,
+                     record_steps=True)
     assert r.summary.steps == 1000 and r.summary.prefill_steps == 1
     assert r.summary.long_run_useful_share == Fraction(2, 5)
     assert runs(r) == [("prefill", 4, 1), ("decode", 4, 999)]
@@ -63,7 +64,7 @@ def test_lesson_static_batch_runs_1000_steps_with_40_percent_useful() -> None:
 def test_lesson_short_reply_ready_after_half_a_second_handed_back_after_five() -> None:
     """At 5 ms per step the 100-token reply is ready after 0.5 s but handed back with the others after 5 s."""
     five_ms = UnitCostModel(decode=Fraction(1, 200), prefill=Fraction(1, 200))
-    r = serve_static(reqs((10, 100), (10, 200), (10, 300), (10, 1000)), five_ms, batch_size=4)
+    r = serve_static(reqs((10, 100), (10, 200), (10, 300), (10, 1000)), five_ms, batch_size=4, record_steps=True)
     short = r.requests[0]
     assert short.finish_s == Fraction(1, 2) and short.handed_back_s == 5
     assert [x.handed_back_s for x in r.requests] == [5, 5, 5, 5]
@@ -72,7 +73,7 @@ def test_lesson_short_reply_ready_after_half_a_second_handed_back_after_five() -
 
 def test_lesson_short_reply_on_h100_with_roofline_steps() -> None:
     """Llama 3.1 8B on H100 SXM: ~4.8 ms steps, so the 100-token reply is ready at ~0.48 s, handed back at ~4.9 s."""
-    r = serve_static(reqs((10, 100), (10, 200), (10, 300), (10, 1000)), ROOFLINE, batch_size=4)
+    r = serve_static(reqs((10, 100), (10, 200), (10, 300), (10, 1000)), ROOFLINE, batch_size=4, record_steps=True)
     short = r.requests[0]
     assert isinstance(short.finish_s, Fraction)
     assert 0.47 < short.finish_s < 0.50 and 4.8 < short.handed_back_s < 5.0
@@ -90,7 +91,7 @@ def test_lesson_request_arriving_one_step_late_waits_the_whole_batch() -> None:
     workload = reqs((10, 100), (10, 200), (10, 300), (10, 1000)) + [
         Request(id=4, arrival_s=1, prompt_tokens=10, output_tokens=5)
     ]
-    r = serve_static(workload, UnitCostModel(), batch_size=4)
+    r = serve_static(workload, UnitCostModel(), batch_size=4, record_steps=True)
     late = r.requests[4]
     assert late.admitted_s == 1000 and late.queue_wait_s == 999
     assert late.handed_back_s == 1005 and r.summary.steps == 1005
@@ -110,7 +111,7 @@ def test_lesson_serial_completions_are_prefix_sums_of_service_times() -> None:
                                       **terms)
         return prefill + sum(f.step_time(batch=1, context_sum=c, **terms) for c in range(p + 1, p + o))
 
-    r = serve_serial(workload, ROOFLINE)
+    r = serve_serial(workload, ROOFLINE, record_steps=True)
     done = Fraction(0)
     for req, res in zip(workload, r.requests, strict=True):
         assert res.admitted_s == done
@@ -138,7 +139,7 @@ def test_block_rounding_ten_sequences_of_17_tokens_use_20_percent_of_blocks() ->
 def test_scheduler_admits_50_sequences_of_17_tokens_into_100_blocks(pool: KVPool, admitted: int) -> None:
     """In the scheduler: 100 waiting 17-token sequences, one prefill step admits 50 (blocks) or 94 (tokens)."""
     # source: vLLM PR #57336
-    r = serve_continuous(reqs(*[(17, 1)] * 100), UnitCostModel(), max_num_seqs=1000, kv_pool=pool)
+    r = serve_continuous(reqs(*[(17, 1)] * 100), UnitCostModel(), max_num_seqs=1000, kv_pool=pool, record_steps=True)
     first = r.steps[0]
     assert first.batch == admitted and first.kv_tokens == 17 * admitted
     assert first.kv_blocks == admitted * pool.blocks_for(17) <= pool.capacity_blocks
@@ -160,12 +161,12 @@ def test_admission_and_growth_use_the_same_rule(po: tuple[int, int], blocks: int
     # source: pegainfer #288
     for admission in ("reserve", "on_demand"):
         exact = serve_continuous(reqs(po), UnitCostModel(), admission=admission,
-                                 kv_pool=KVPool.blocks(blocks, block_size=16))
+                                 kv_pool=KVPool.blocks(blocks, block_size=16), record_steps=True)
         assert exact.summary.completed == 1 and exact.summary.peak_kv_blocks == blocks
         assert exact.steps[-1].kv_blocks == blocks
         assert exact.steps[-1].kv_tokens == po[0] + po[1] - 1
         short = serve_continuous(reqs(po), UnitCostModel(), admission=admission,
-                                 kv_pool=KVPool.blocks(blocks - 1, block_size=16))
+                                 kv_pool=KVPool.blocks(blocks - 1, block_size=16), record_steps=True)
         assert short.summary.rejected == 1 and short.summary.steps == 0
         for serve in (serve_serial, serve_static):
             assert serve(reqs(po), UnitCostModel(), kv_pool=KVPool.blocks(blocks - 1, block_size=16)).summary.rejected
@@ -194,7 +195,7 @@ def test_preemption_by_recompute_counts_tokens_once() -> None:
     # a 719-token pool: the older request (100, 61) and the 500-token prompt both fit until
     # decode step 60 needs 720 slots; the younger is preempted with 60 tokens generated.
     r = serve_continuous(reqs((100, 61), (500, 100)), UnitCostModel(), admission="on_demand",
-                         kv_pool=KVPool.tokens(719))
+                         kv_pool=KVPool.tokens(719), record_steps=True)
     victim = r.requests[1]
     assert victim.preemptions == 1 and victim.generated_tokens == 100
     assert victim.prefill_tokens == 1060
@@ -218,9 +219,9 @@ def test_requests_that_can_never_fit_are_rejected_and_do_not_block(admission: st
                 Request(id=2, arrival_s=0, prompt_tokens=100, output_tokens=50),
                 Request(id=3, arrival_s=0, prompt_tokens=1500, output_tokens=200)]
     assert pool.lifetime_blocks(1500, 200) == 107
-    for r in (serve_continuous(workload, UnitCostModel(), admission=admission, kv_pool=pool),
-              serve_static(workload, UnitCostModel(), kv_pool=pool),
-              serve_serial(workload, UnitCostModel(), kv_pool=pool)):
+    for r in (serve_continuous(workload, UnitCostModel(), admission=admission, kv_pool=pool, record_steps=True),
+              serve_static(workload, UnitCostModel(), kv_pool=pool, record_steps=True),
+              serve_serial(workload, UnitCostModel(), kv_pool=pool, record_steps=True)):
         r1, r2, r3 = r.requests
         assert r1.rejected and "2009 tokens needs 126 blocks" in r1.rejected_reason
         assert r3.rejected and "needs 107 blocks" in r3.rejected_reason and "has 100" in r3.rejected_reason
@@ -237,7 +238,7 @@ def test_requests_that_can_never_fit_are_rejected_and_do_not_block(admission: st
 def test_static_batching_waste(outputs: tuple[int, ...], steps: int, share: Fraction) -> None:
     """one static batch runs max O steps with useful share sum(O) / (B x max O): 39.6%, 55%, 40%."""
     # source: the static-batching tutorials' example
-    r = serve_static(reqs(*[(8, o) for o in outputs]), UnitCostModel(), batch_size=len(outputs))
+    r = serve_static(reqs(*[(8, o) for o in outputs]), UnitCostModel(), batch_size=len(outputs), record_steps=True)
     assert r.summary.steps == steps and r.summary.long_run_useful_share == share
     assert {x.handed_back_s for x in r.requests} == {steps}
 
@@ -246,11 +247,11 @@ def test_tpot_divides_by_output_tokens_minus_one() -> None:
     """E2E 2.00 s, TTFT 0.20 s, 101 tokens: TPOT = 1.80 / 100 = 18.0 ms (not 17.8 ms, not E2E / N = 19.8 ms)."""
     # source: vLLM PR #17802
     cost = UnitCostModel(prefill=Fraction(1, 5), decode=Fraction(18, 1000))
-    r = serve_serial(reqs((20, 101)), cost).requests[0]
+    r = serve_serial(reqs((20, 101)), cost, record_steps=True).requests[0]
     assert r.ttft_s == Fraction(1, 5) and r.e2e_s == 2
     assert r.tpot_s == Fraction(18, 1000)
     assert round(float((r.e2e_s - r.ttft_s) / 101) * 1e3, 1) == 17.8 and round(float(r.e2e_s / 101) * 1e3, 1) == 19.8
-    assert serve_continuous(reqs((20, 101)), cost).requests[0].tpot_s == Fraction(18, 1000)
+    assert serve_continuous(reqs((20, 101)), cost, record_steps=True).requests[0].tpot_s == Fraction(18, 1000)
 
 
 # ------------------------------------------------------------------ extreme sizes (counts past 64 bits, huge blocks)
@@ -262,11 +263,11 @@ def test_step_records_keep_counts_past_64_bits(policy: str) -> None:
     them exactly (it raised OverflowError from the step table)."""
     p = 10**15
     workload = reqs((p, 2), (5, 3))
-    run = {"serial": lambda: serve_serial(workload, ROOFLINE, engine="step"),
-           "static": lambda: serve_static(workload, ROOFLINE, batch_size=2, engine="step"),
-           "continuous": lambda: serve_continuous(workload, ROOFLINE, engine="step"),
+    run = {"serial": lambda: serve_serial(workload, ROOFLINE, engine="step", record_steps=True),
+           "static": lambda: serve_static(workload, ROOFLINE, batch_size=2, engine="step", record_steps=True),
+           "continuous": lambda: serve_continuous(workload, ROOFLINE, engine="step", record_steps=True),
            "chunked": lambda: serve_continuous(workload, ROOFLINE, engine="step", prefill="chunked",
-                                               max_num_batched_tokens=p + 300)}[policy]
+                                               max_num_batched_tokens=p + 300, record_steps=True)}[policy]
     r = run()
     assert r.summary.completed == 2
     pairs = p * (p + 1) // 2  # the causal pairs of the long prompt

@@ -167,7 +167,7 @@ def test_chunked_matches_the_naive_oracle_step_by_step(reqs, cost, data, max_num
     pool = data.draw(tight_pools(reqs))
     budget = max_num_seqs + extra
     fast = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, admission="on_demand" if on_demand else "reserve",
-                            kv_pool=pool, prefill="chunked", max_num_batched_tokens=budget)
+                            kv_pool=pool, prefill="chunked", max_num_batched_tokens=budget, record_steps=True)
     steps, out = naive_chunked(reqs, cost, max_num_seqs=max_num_seqs, budget=budget, on_demand=on_demand, pool=pool)
     got_steps, got_out = fast_view(fast)
     note(f"steps: {len(steps)}; preemptions: {fast.summary.preemptions}")
@@ -187,7 +187,7 @@ def test_chunked_with_sliding_windows_matches_the_naive_oracle(reqs, windows, da
     cost = data.draw(cost_models(layer_windows=windows))
     budget = max_num_seqs + extra
     fast = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, admission="on_demand" if on_demand else "reserve",
-                            kv_pool=pool, prefill="chunked", max_num_batched_tokens=budget)
+                            kv_pool=pool, prefill="chunked", max_num_batched_tokens=budget, record_steps=True)
     steps, out = naive_chunked(reqs, cost, max_num_seqs=max_num_seqs, budget=budget, on_demand=on_demand, pool=pool,
                                windows=windows)
     note(f"steps: {len(steps)}; preemptions: {fast.summary.preemptions}")
@@ -204,7 +204,7 @@ def test_idle_server_gives_the_first_token_after_ceil_p_over_n_steps(prompt, bud
     budget = max(budget, max_num_seqs)
     req = Request(id=0, arrival_s=0, prompt_tokens=prompt, output_tokens=output)
     r = serve_continuous([req], UnitCostModel(), max_num_seqs=max_num_seqs, prefill="chunked",
-                         max_num_batched_tokens=budget)
+                         max_num_batched_tokens=budget, record_steps=True)
     steps = -(-prompt // budget)
     assert r.requests[0].ttft_s == steps
     chunks = list(r.steps)[:steps]
@@ -220,7 +220,8 @@ def test_decode_rows_are_never_held_back_by_prefill(reqs, max_num_seqs, extra, c
     """With chunked prefill (no preemption), every running sequence gets a token in every step, so each of its
     inter-token gaps is one step; each step holds at most N tokens (decode rows + chunk tokens)."""
     budget = max_num_seqs + extra
-    r = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, prefill="chunked", max_num_batched_tokens=budget)
+    r = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, prefill="chunked", max_num_batched_tokens=budget,
+                         record_steps=True)
     steps = list(r.steps)
     for s in steps:
         assert s.decode_rows + s.prefill_tokens <= budget
@@ -237,9 +238,10 @@ def test_a_separate_prefill_step_holds_running_decodes_back():
     """Contrast: without chunking, a prefill step stalls the running decodes, so a gap between two tokens
     spans two steps (B = 2, outputs 3, 2, 2, unit steps: the gaps are 1, 1, 2, 1)."""
     reqs = [Request(id=i, arrival_s=0, prompt_tokens=4, output_tokens=o) for i, o in enumerate([3, 2, 2])]
-    sep = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2)
+    sep = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2, record_steps=True)
     assert sep.summary.itl.max == 2 and sep.summary.itl.mean == Fraction(5, 4)
-    chunked = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2, prefill="chunked", max_num_batched_tokens=8)
+    chunked = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2, prefill="chunked", max_num_batched_tokens=8,
+                               record_steps=True)
     assert chunked.summary.itl.max == 1 and chunked.summary.mixed_steps == 1
     assert [s.kind for s in chunked.steps] == ["prefill", "decode", "mixed", "decode"]
 
@@ -261,8 +263,9 @@ def test_mixed_steps_hand_every_request_back_no_later_than_static_batching(d, da
                                max_prompt_tokens=30, max_output_tokens=25))
     cost = UnitCostModel(decode=d, prefill=d)
     budget = batch * max(r.prompt_tokens for r in reqs) + spare
-    static = serve_static(reqs, cost, batch_size=batch, max_wait=None if wait is None else wait * d)
-    cont = serve_continuous(reqs, cost, max_num_seqs=batch, prefill="chunked", max_num_batched_tokens=budget)
+    static = serve_static(reqs, cost, batch_size=batch, max_wait=None if wait is None else wait * d, record_steps=True)
+    cont = serve_continuous(reqs, cost, max_num_seqs=batch, prefill="chunked", max_num_batched_tokens=budget,
+                            record_steps=True)
     for a, b in zip(cont.requests, static.requests, strict=True):
         assert a.handed_back_s <= b.handed_back_s
 
@@ -278,8 +281,8 @@ def test_mixed_steps_hand_every_request_back_no_later_than_static_batching(d, da
 def test_each_condition_of_the_static_comparison_is_needed(rows, kwargs, why):
     """Dropping a condition of the comparison gives a request handed back later than under static batching."""
     reqs = [Request(id=i, arrival_s=a, prompt_tokens=p, output_tokens=o) for i, (a, p, o) in enumerate(rows)]
-    static = serve_static(reqs, UnitCostModel(), batch_size=2)
-    cont = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2, **kwargs)
+    static = serve_static(reqs, UnitCostModel(), batch_size=2, record_steps=True)
+    cont = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2, record_steps=True, **kwargs)
     late = [a.handed_back_s - b.handed_back_s for a, b in zip(cont.requests, static.requests, strict=True)]
     assert max(late) > 0, why
 
@@ -288,7 +291,8 @@ def test_chunked_prefill_on_the_lesson_requests_by_hand():
     """Four requests (outputs 100, 200, 300, 1,000; prompts 1), unit steps, 4 slots: all four prefill in one step,
     so each is handed back at its O-th step, the TTFT is 1 step for all, and there are 1,000 steps."""
     reqs = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o) for i, o in enumerate([100, 200, 300, 1000])]
-    r = serve_continuous(reqs, UnitCostModel(), max_num_seqs=4, prefill="chunked", max_num_batched_tokens=4)
+    r = serve_continuous(reqs, UnitCostModel(), max_num_seqs=4, prefill="chunked", max_num_batched_tokens=4,
+                         record_steps=True)
     assert [x.handed_back_s for x in r.requests] == [100, 200, 300, 1000]
     assert [x.ttft_s for x in r.requests] == [1, 1, 1, 1]
     assert r.summary.steps == 1000 and r.summary.long_run_useful_share == 1
@@ -301,7 +305,7 @@ def test_mixed_step_cost_is_its_exact_composition():
                              bandwidth=10, peak_flops=1000)
     reqs = [Request(id=0, arrival_s=0, prompt_tokens=3, output_tokens=6),
             Request(id=1, arrival_s=0, prompt_tokens=9, output_tokens=2)]
-    r = serve_continuous(reqs, cost, max_num_seqs=2, prefill="chunked", max_num_batched_tokens=6)
+    r = serve_continuous(reqs, cost, max_num_seqs=2, prefill="chunked", max_num_batched_tokens=6, record_steps=True)
     steps = list(r.steps)
     # step 0: request 0 whole (3), request 1's first 3; step 1: request 0 decodes at context 4, request 1's next 5
     assert [(s.kind, s.decode_rows, s.context_sum, s.prefill_tokens, s.cached_tokens) for s in steps[:3]] == [
@@ -320,9 +324,10 @@ def test_max_model_len_rejects_with_the_reason_and_the_rest_run():
     """A request whose prompt + output exceeds max_model_len is rejected with the numbers; the others are served."""
     reqs = [Request(id=0, arrival_s=0, prompt_tokens=10, output_tokens=7),
             Request(id=1, arrival_s=0, prompt_tokens=10, output_tokens=6)]
-    for r in (serve_continuous(reqs, UnitCostModel(), max_model_len=16, prefill="chunked", max_num_batched_tokens=256),
-              serve_continuous(reqs, UnitCostModel(), max_model_len=16), serve_static(reqs, UnitCostModel(),
-                                                                                      max_model_len=16)):
+    for r in (serve_continuous(reqs, UnitCostModel(), max_model_len=16, prefill="chunked", max_num_batched_tokens=256,
+                               record_steps=True),
+              serve_continuous(reqs, UnitCostModel(), max_model_len=16, record_steps=True),
+              serve_static(reqs, UnitCostModel(), max_model_len=16, record_steps=True)):
         assert r.requests[0].rejected_reason == "prompt + output of 17 tokens (10 + 7) exceeds max_model_len=16"
         assert r.requests[1].handed_back_s == 6 and r.summary.completed == 1
 
@@ -331,7 +336,7 @@ def test_static_token_budget_forms_smaller_batches():
     """Static batching with a token budget closes the batch when the padded prefill would exceed it, and rejects
     a prompt longer than the budget."""
     reqs = [Request(id=i, arrival_s=0, prompt_tokens=p, output_tokens=2) for i, p in enumerate([3, 5, 4, 2, 9])]
-    r = serve_static(reqs, UnitCostModel(), batch_size=4, max_num_batched_tokens=8)
+    r = serve_static(reqs, UnitCostModel(), batch_size=4, max_num_batched_tokens=8, record_steps=True)
     prefills = [s for s in r.steps if s.kind == "prefill"]
     # [3] + 5 -> 2 x 5 = 10 > 8: alone; [5]; [4, 2] -> 2 x 4 = 8; the 9-token prompt is rejected
     assert [(s.batch, s.prefill_tokens) for s in prefills] == [(1, 3), (1, 5), (2, 8)]
@@ -349,7 +354,7 @@ def test_bad_chunking_options_raise_naming_the_field(kwargs, field):
     """Bad chunked-prefill options raise InvalidValueError naming the option."""
     reqs = [Request(id=0, arrival_s=0, prompt_tokens=2, output_tokens=2)]
     with pytest.raises(InvalidValueError) as err:
-        serve_continuous(reqs, UnitCostModel(), **kwargs)
+        serve_continuous(reqs, UnitCostModel(), record_steps=True, **kwargs)
     assert err.value.field == field
 
 
@@ -360,7 +365,7 @@ def test_inter_token_gaps_add_up_to_each_request_s_decode_time(reqs, cost, data,
     pool = data.draw(tight_pools(reqs))
     kw = dict(prefill="chunked", max_num_batched_tokens=max_num_seqs + 9) if chunked else {}
     r = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, admission="on_demand" if on_demand else "reserve",
-                         kv_pool=pool, **kw)
+                         kv_pool=pool, record_steps=True, **kw)
     done = [x for x in r.requests if not x.rejected]
     gaps = sum(x.request.output_tokens - 1 for x in done)
     itl = r.summary.itl
@@ -369,7 +374,7 @@ def test_inter_token_gaps_add_up_to_each_request_s_decode_time(reqs, cost, data,
     else:
         assert itl.mean * gaps == sum(x.finish_s - x.first_token_s for x in done)
         assert itl.p50 <= itl.p90 <= itl.p99 <= itl.max
-    assert serve_static(reqs, cost, batch_size=2, kv_pool=pool).summary.itl is None
+    assert serve_static(reqs, cost, batch_size=2, kv_pool=pool, record_steps=True).summary.itl is None
 
 
 # --------------------------------------------------------------------------- metrics by hand
@@ -378,14 +383,15 @@ def test_inter_token_gaps_add_up_to_each_request_s_decode_time(reqs, cost, data,
 def test_goodput_by_hand():
     """B = 2, outputs 3, 2, 2, unit steps, prefill in its own step: TTFT 1, 1, 3; TPOT 3/2, 1, 1; makespan 4."""
     reqs = [Request(id=i, arrival_s=0, prompt_tokens=4, output_tokens=o) for i, o in enumerate([3, 2, 2])]
-    r = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2)
+    r = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2, record_steps=True)
     assert [x.ttft_s for x in r.requests] == [1, 1, 3] and [x.tpot_s for x in r.requests] == [Fraction(3, 2), 1, 1]
     g = r.goodput(ttft_s=2)
     assert (g.met, g.requests_per_s, g.output_tokens_per_s, g.share) == (2, Fraction(1, 2), Fraction(5, 4),
                                                                          Fraction(2, 3))
     assert r.goodput(tpot_s=1).met == 2 and r.goodput(ttft_s=3, tpot_s=2).met == 3
     assert r.goodput(e2e_s=3).met == 1 and r.goodput().met == 3
-    one = serve_continuous([Request(id=0, arrival_s=0, prompt_tokens=4, output_tokens=1)], UnitCostModel())
+    one = serve_continuous([Request(id=0, arrival_s=0, prompt_tokens=4, output_tokens=1)], UnitCostModel(),
+                           record_steps=True)
     assert one.goodput(tpot_s=0).met == 1  # O = 1 has no TPOT: the limit does not apply
     with pytest.raises(InvalidValueError) as err:
         r.goodput(ttft_s=-1)
@@ -396,9 +402,9 @@ def test_slot_occupancy_and_shares_by_hand():
     """The same run: slots held 2, 2, 2, 2 of 2 (the waiting sequence holds its slot during a prefill step);
     static batching of B = 2: per-batch shares 5/6 and 1, long-run (5 + 2) / (6 + 2) = 7/8, slots 8 / (2 x 5)."""
     reqs = [Request(id=i, arrival_s=0, prompt_tokens=4, output_tokens=o) for i, o in enumerate([3, 2, 2])]
-    cont = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2).summary
+    cont = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2, record_steps=True).summary
     assert cont.slot_occupancy == 1 and cont.long_run_useful_share == 1 and cont.per_batch_useful_share is None
-    static = serve_static(reqs, UnitCostModel(), batch_size=2).summary
+    static = serve_static(reqs, UnitCostModel(), batch_size=2, record_steps=True).summary
     assert static.per_batch_useful_share == (Fraction(5, 6) + 1) / 2
     assert static.long_run_useful_share == Fraction(7, 8) and static.slot_occupancy == Fraction(6 + 2, 2 * 5)
 

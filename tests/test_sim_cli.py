@@ -48,9 +48,9 @@ def test_simulate_prints_one_row_per_policy_matching_the_library(trace: Path, ca
     assert "28,837 blocks x 16 tokens" in out and pool.capacity_blocks == 28_837
     cost = RooflineCostModel.for_model(model, acc)
     reqs = load_trace(trace)
-    for name, r in (("serial", serve_serial(reqs, cost, kv_pool=pool)),
-                    ("static", serve_static(reqs, cost, batch_size=8, kv_pool=pool)),
-                    ("continuous", serve_continuous(reqs, cost, max_num_seqs=256, kv_pool=pool))):
+    for name, r in (("serial", serve_serial(reqs, cost, kv_pool=pool, record_steps=True)),
+                    ("static", serve_static(reqs, cost, batch_size=8, kv_pool=pool, record_steps=True)),
+                    ("continuous", serve_continuous(reqs, cost, max_num_seqs=256, kv_pool=pool, record_steps=True))):
         assert rows[name][1:4] == [f"{r.summary.completed:,}", "0", f"{r.summary.steps:,}"]
         assert f" {100 * float(r.summary.long_run_useful_share):.1f}% " in " ".join(rows[name])
 
@@ -65,7 +65,7 @@ def test_simulate_json_holds_each_policy_summary(trace: Path, capsys: pytest.Cap
     assert static["options"]["batch_size"] == 4 and data["results"][2]["options"]["admission"] == "on_demand"
     cost = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
     expected = serve_static(load_trace(trace), cost, batch_size=4,
-                            kv_pool=KVPool(data["kv_pool"]["capacity_blocks"], 16)).summary.to_dict()
+                            kv_pool=KVPool(data["kv_pool"]["capacity_blocks"], 16), record_steps=True).summary.to_dict()
     assert static["summary"] == expected
     assert data["units"]["*_s, queue_wait, ttft, tpot, e2e, itl (p50, p90, p99, mean, max)"] == "s"
     assert data["units"]["capacity_tokens, peak_kv_tokens"] == "tokens"
@@ -210,7 +210,7 @@ def test_simulate_chunked_prefill_adds_a_row_matching_the_library(trace: Path, c
     model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
     pool = KVPool(data["kv_pool"]["capacity_blocks"], 16)
     lib = serve_continuous(load_trace(trace), RooflineCostModel.for_model(model, acc), kv_pool=pool,
-                           prefill="chunked", max_num_batched_tokens=2048)
+                           prefill="chunked", max_num_batched_tokens=2048, record_steps=True)
     assert chunked["summary"] == lib.summary.to_dict()
     assert chunked["summary"]["itl"]["p90"] is not None and data["results"][1]["summary"]["itl"] is None
     goodput = lib.goodput(ttft_s=Fraction(50, 1000), tpot_s=Fraction(10, 1000)).to_dict()

@@ -256,7 +256,7 @@ def test_continuous_matches_the_naive_oracle_step_by_step(
     """Continuous batching equals the naive explicit-state scheduler exactly: every step and every request."""
     pool = data.draw(tight_pools(reqs))
     fast = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, admission="on_demand" if on_demand else "reserve",
-                            kv_pool=pool, max_prefill_tokens=max_prefill)
+                            kv_pool=pool, max_prefill_tokens=max_prefill, record_steps=True)
     steps, out = naive_continuous(reqs, cost, max_num_seqs=max_num_seqs, on_demand=on_demand, pool=pool,
                                   max_prefill=max_prefill)
     got_steps, got_out = fast_view(fast)
@@ -282,7 +282,7 @@ def test_on_demand_preemption_matches_the_naive_oracle(
         reqs.append(Request(id=i, arrival_s=t, prompt_tokens=p, output_tokens=o))
     pool = KVPool(max(-(-(p + o - 1) // block_size) for p, o, _ in rows) + slack, block_size)
     fast = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, admission="on_demand", kv_pool=pool,
-                            max_prefill_tokens=max_prefill)
+                            max_prefill_tokens=max_prefill, record_steps=True)
     note(f"preemptions: {fast.summary.preemptions}")
     assert fast_view(fast) == naive_continuous(reqs, cost, max_num_seqs=max_num_seqs, on_demand=True, pool=pool,
                                                max_prefill=max_prefill)
@@ -295,7 +295,7 @@ def test_static_matches_the_naive_oracle_step_by_step(
 ) -> None:
     """Static batching (with or without a token budget) equals the naive event-by-event scheduler exactly."""
     fast = serve_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, kv_pool=pool,
-                        max_num_batched_tokens=budget)
+                        max_num_batched_tokens=budget, record_steps=True)
     assert fast_view(fast) == naive_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, pool=pool,
                                            budget=budget)
 
@@ -312,7 +312,7 @@ def test_continuous_with_sliding_windows_matches_the_naive_oracle(
                                          tight_for=reqs, layer_windows=windows))
     cost = data.draw(strategies.cost_models(layer_windows=windows))
     fast = serve_continuous(reqs, cost, max_num_seqs=max_num_seqs, admission="on_demand" if on_demand else "reserve",
-                            kv_pool=pool, max_prefill_tokens=max_prefill)
+                            kv_pool=pool, max_prefill_tokens=max_prefill, record_steps=True)
     steps, out = naive_continuous(reqs, cost, max_num_seqs=max_num_seqs, on_demand=on_demand, pool=pool,
                                   max_prefill=max_prefill, windows=windows)
     note(f"steps: {len(steps)}; preemptions: {fast.summary.preemptions}")
@@ -330,7 +330,7 @@ def test_static_with_sliding_windows_matches_the_naive_oracle(
                                          layer_windows=windows))
     cost = data.draw(strategies.cost_models(layer_windows=windows))
     fast = serve_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, kv_pool=pool,
-                        max_num_batched_tokens=budget)
+                        max_num_batched_tokens=budget, record_steps=True)
     assert fast_view(fast) == naive_static(reqs, cost, batch_size=batch_size, max_wait=max_wait, pool=pool,
                                            budget=budget, windows=windows)
 
@@ -347,8 +347,8 @@ def test_windowed_lifetime_blocks_equal_the_brute_force(windows: tuple, block_si
 @given(workloads(), cost_models, pools)
 def test_continuous_with_one_sequence_is_serial_serving(reqs: list[Request], cost: Any, pool: KVPool | None) -> None:
     """Continuous batching with max_num_seqs = 1 serves exactly as one-by-one serving (same steps, same times)."""
-    serial = serve_serial(reqs, cost, kv_pool=pool)
-    cont = serve_continuous(reqs, cost, max_num_seqs=1, kv_pool=pool)
+    serial = serve_serial(reqs, cost, kv_pool=pool, record_steps=True)
+    cont = serve_continuous(reqs, cost, max_num_seqs=1, kv_pool=pool, record_steps=True)
     assert [x.handed_back_s for x in cont.requests] == [x.handed_back_s for x in serial.requests]
     assert [x.first_token_s for x in cont.requests] == [x.first_token_s for x in serial.requests]
     assert [(s.kind, s.start_s, s.duration_s, s.context_sum, s.prefill_tokens) for s in cont.steps] == [
@@ -359,7 +359,8 @@ def test_continuous_with_one_sequence_is_serial_serving(reqs: list[Request], cos
 
 
 def all_policies(reqs: list[Request], cost: Any, pool: KVPool | None, **kw: Any) -> list[SimResult]:
-    """The workload under every policy and admission mode."""
+    """The workload under every policy and admission mode (steps recorded unless ``record_steps=False``)."""
+    kw.setdefault("record_steps", True)
     return [
         serve_serial(reqs, cost, kv_pool=pool, **kw),
         serve_static(reqs, cost, batch_size=3, max_wait=2, kv_pool=pool, **kw),
@@ -446,7 +447,7 @@ def test_random_access_to_steps_matches_iteration(n: int, p: int, data: st.DataO
     """steps[i] and slices equal the records of sequential iteration (exact start times restored)."""
     reqs = [Request(id=i, arrival_s=Fraction(7 * i, 3), prompt_tokens=p + i, output_tokens=1 + (i * 5) % 9)
             for i in range(n)]
-    r = serve_continuous(reqs, UnitCostModel(decode=Fraction(1, 3), prefill=2), max_num_seqs=3)
+    r = serve_continuous(reqs, UnitCostModel(decode=Fraction(1, 3), prefill=2), max_num_seqs=3, record_steps=True)
     steps = list(r.steps)
     i = data.draw(st.integers(-len(steps), len(steps) - 1))
     assert r.steps[i] == steps[i]
@@ -459,7 +460,7 @@ def test_step_table_random_access_across_checkpoints() -> None:
     """A run of more than 4,096 steps with idle gaps restores exact start times at any index."""
     reqs = [Request(id=i, arrival_s=Fraction(3000 * i, 1) + Fraction(1, 7), prompt_tokens=5, output_tokens=2500)
             for i in range(3)]
-    r = serve_serial(reqs, UnitCostModel(decode=Fraction(1, 3)))
+    r = serve_serial(reqs, UnitCostModel(decode=Fraction(1, 3)), record_steps=True)
     steps = list(r.steps)
     assert len(steps) == 7500
     for i in (0, 4095, 4096, 4097, 5000, 7499, -1):
@@ -498,7 +499,7 @@ def test_preempted_request_that_cannot_be_re_prefilled_is_rejected() -> None:
             Request(id=1, arrival_s=0, prompt_tokens=500, output_tokens=100)]
     # the budget of 550 prefills the two prompts in two steps; decode 60 needs 720 > 719 slots
     r = serve_continuous(reqs, UnitCostModel(), admission="on_demand", kv_pool=KVPool.tokens(719),
-                         max_prefill_tokens=550)
+                         max_prefill_tokens=550, record_steps=True)
     victim = r.requests[1]
     assert victim.rejected and victim.preemptions == 1 and victim.generated_tokens == 60
     assert "recompute prefill of 560 tokens" in victim.rejected_reason and victim.handed_back_s is None
@@ -515,16 +516,16 @@ def test_max_steps_safeguard_raises_a_clear_error() -> None:
 
 
 @pytest.mark.parametrize(("call", "field"), [
-    (lambda r, c: serve_static(r, c, batch_size=0), "batch_size"),
-    (lambda r, c: serve_static(r, c, max_wait=-1), "max_wait"),
-    (lambda r, c: serve_continuous(r, c, max_num_seqs=0), "max_num_seqs"),
-    (lambda r, c: serve_continuous(r, c, admission="lazy"), "admission"),
-    (lambda r, c: serve_continuous(r, c, max_prefill_tokens=0), "max_prefill_tokens"),
-    (lambda r, c: serve_serial(r, c, kv_pool=100), "kv_pool"),
-    (lambda r, c: serve_serial(r, object()), "cost_model"),
-    (lambda r, c: serve_serial(r, c, max_steps=-1), "max_steps"),
+    (lambda r, c: serve_static(r, c, batch_size=0, record_steps=True), "batch_size"),
+    (lambda r, c: serve_static(r, c, max_wait=-1, record_steps=True), "max_wait"),
+    (lambda r, c: serve_continuous(r, c, max_num_seqs=0, record_steps=True), "max_num_seqs"),
+    (lambda r, c: serve_continuous(r, c, admission="lazy", record_steps=True), "admission"),
+    (lambda r, c: serve_continuous(r, c, max_prefill_tokens=0, record_steps=True), "max_prefill_tokens"),
+    (lambda r, c: serve_serial(r, c, kv_pool=100, record_steps=True), "kv_pool"),
+    (lambda r, c: serve_serial(r, object(), record_steps=True), "cost_model"),
+    (lambda r, c: serve_serial(r, c, max_steps=-1, record_steps=True), "max_steps"),
     (lambda r, c: serve_serial(r, c, record_steps=1), "record_steps"),
-    (lambda r, c: serve_serial(list(reversed(r)), c), "requests[1].arrival_s"),
+    (lambda r, c: serve_serial(list(reversed(r)), c, record_steps=True), "requests[1].arrival_s"),
 ])
 def test_bad_options_raise_naming_the_field(call: Any, field: str) -> None:
     """Bad policy options raise InvalidValueError naming the option."""

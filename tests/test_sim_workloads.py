@@ -38,7 +38,7 @@ def test_closed_loop_obeys_littles_law_exactly(loop, cost, mode, max_num_seqs):
     """Over whole client cycles, requests per second (M over the clients' mean span) = N / (mean E2E + Z),
     the registered formula, exactly with Fractions."""
     clients, think, pairs = loop.clients, loop.think_time_s, loop.lengths
-    r = serve_continuous(loop, cost, max_num_seqs=max_num_seqs, **mode)
+    r = serve_continuous(loop, cost, max_num_seqs=max_num_seqs, record_steps=True, **mode)
     done = r.requests
     if not done:
         return
@@ -58,7 +58,7 @@ def test_each_client_sends_its_next_request_at_its_hand_back_plus_think_time(loo
     """Requests 0..N-1 arrive at 0; every later one arrives Z after the hand-back of its client's previous one, and
     the k-th hand-back (in time order) releases request N + k."""
     clients, think = loop.clients, loop.think_time_s
-    r = serve_continuous(loop, cost, max_num_seqs=3, **mode)
+    r = serve_continuous(loop, cost, max_num_seqs=3, record_steps=True, **mode)
     last: dict[int, Any] = {}
     for x in r.requests:
         if x.request.id < clients:
@@ -75,8 +75,8 @@ def test_each_client_sends_its_next_request_at_its_hand_back_plus_think_time(loo
 def test_one_closed_loop_client_is_one_by_one_serving(loop, cost):
     """N = 1: continuous batching of one client's requests equals serial serving of the same arrivals."""
     think = loop.think_time_s
-    r = serve_continuous(loop, cost)
-    serial = serve_serial([x.request for x in r.requests], cost)
+    r = serve_continuous(loop, cost, record_steps=True)
+    serial = serve_serial([x.request for x in r.requests], cost, record_steps=True)
     assert [x.handed_back_s for x in r.requests] == [x.handed_back_s for x in serial.requests]
     assert [x.ttft_s for x in r.requests] == [x.ttft_s for x in serial.requests]
     t = 0
@@ -88,7 +88,7 @@ def test_one_closed_loop_client_is_one_by_one_serving(loop, cost):
 def test_closed_loop_with_a_rejected_request_moves_the_client_on():
     """A request rejected on arrival counts as handed back at its arrival: its client sends the next one then."""
     loop = ClosedLoop(clients=1, lengths=[(4, 3), (50, 3), (4, 2)], think_time_s=1)
-    r = serve_continuous(loop, UnitCostModel(), max_model_len=20)
+    r = serve_continuous(loop, UnitCostModel(), max_model_len=20, record_steps=True)
     assert [x.arrival_s for x in r.requests] == [0, 4, 5]
     assert r.requests[1].rejected and r.requests[2].handed_back_s == 7
 
@@ -123,7 +123,7 @@ def test_closed_loop_of_numpy_lengths_runs():
     OverflowError. The lengths are Python ints; the think time is refused up front (test above)."""
     loop = ClosedLoop(clients=1, lengths=np.array([[3, 2], [4, 1]]))
     assert loop.lengths == ((3, 2), (4, 1)) and type(loop.lengths[0][0]) is int
-    r = serve_continuous(loop, UnitCostModel())
+    r = serve_continuous(loop, UnitCostModel(), record_steps=True)
     assert [x.handed_back_s for x in r.requests] == [2, 3]  # 1 prefill + 1 decode, then 1 prefill
 
 
@@ -136,7 +136,7 @@ def test_generators_are_seeded_and_record_their_seed():
               output_distribution="uniform", range_ratio=Fraction(1, 2))
     a, b, c = (synthetic_workload(200, seed=s, **kw) for s in (5, 5, 6))
     assert a == b and a.requests != c.requests and a.spec["seed"] == 5
-    r = serve_continuous(a, UnitCostModel())
+    r = serve_continuous(a, UnitCostModel(), record_steps=True)
     assert r.options["workload"]["seed"] == 5 and r.summary.completed == 200
 
 
@@ -228,7 +228,8 @@ def test_generated_workload_runs_under_every_policy_with_a_pool():
     """A generated open-loop workload is a sequence of Requests every policy serves."""
     w = synthetic_workload(40, rate=5, input_len=64, output_len=16, output_distribution="lognormal", seed=9)
     pool = KVPool.blocks(40, block_size=16)
-    for r in (serve_serial(w, UnitCostModel(), kv_pool=pool), serve_static(w, UnitCostModel(), kv_pool=pool),
+    for r in (serve_serial(w, UnitCostModel(), kv_pool=pool, record_steps=True),
+              serve_static(w, UnitCostModel(), kv_pool=pool, record_steps=True),
               serve_continuous(w, UnitCostModel(), kv_pool=pool, admission="on_demand", prefill="chunked",
-                               max_num_batched_tokens=256)):
+                               max_num_batched_tokens=256, record_steps=True)):
         assert r.summary.completed + r.summary.rejected == 40

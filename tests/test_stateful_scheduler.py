@@ -1,6 +1,6 @@
 """A stateful test of continuous batching (prefill separate or chunked): interleaved arrivals and clock advances.
 
-The reference scheduler has a batch API only (``serve_continuous(requests, ...)``,
+The reference scheduler has a batch API only (``serve_continuous(requests, ..., record_steps=True)``,
 no engine to feed one request or one step at a time), so the state machine drives it
 the way a client would see it: it keeps a clock and a growing workload; rules add
 requests arriving *now* (on a step boundary, in the middle of a step, or while the
@@ -76,9 +76,9 @@ class ContinuousScheduler(RuleBasedStateMachine):
         if self.chunked:
             return serve_continuous(self.requests, self.cost, max_num_seqs=self.max_num_seqs,
                                     admission=self.admission, kv_pool=self.pool, prefill="chunked",
-                                    max_num_batched_tokens=self.budget)
+                                    max_num_batched_tokens=self.budget, record_steps=True)
         return serve_continuous(self.requests, self.cost, max_num_seqs=self.max_num_seqs, admission=self.admission,
-                                kv_pool=self.pool, max_prefill_tokens=self.max_prefill)
+                                kv_pool=self.pool, max_prefill_tokens=self.max_prefill, record_steps=True)
 
     # ------------------------------------------------------------------ rules
 

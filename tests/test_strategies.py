@@ -158,7 +158,7 @@ def test_batch_sizes_are_in_range(b):
 def test_cost_models_run_the_scheduler_exactly(cost, w):
     """A drawn cost model runs the scheduler, and every step duration is exact and > 0."""
     assert cost.exact
-    result = serve_continuous(w, cost)
+    result = serve_continuous(w, cost, record_steps=True)
     for step in result.steps:
         assert isinstance(step.duration_s, (int, Fraction)) and step.duration_s > 0
 

@@ -338,16 +338,17 @@ def test_integer_and_mixed_number_types_are_kept(requests: Any, data: st.DataObj
     cost = data.draw(st.sampled_from([UnitCostModel(), UnitCostModel(decode=1, prefill=Fraction(1, 3)),
                                       UnitCostModel(decode=Fraction(2, 3), prefill=2), LLAMA]))
     for workload in (ints, mixed):
-        assert_same_results(serve_serial_events(workload, cost), serve_serial(workload, cost, engine="step"))
-        assert_same_results(serve_static_events(workload, cost, batch_size=3, max_wait=1),
-                            serve_static(workload, cost, batch_size=3, max_wait=1, engine="step"))
+        assert_same_results(serve_serial_events(workload, cost, record_steps=True),
+                            serve_serial(workload, cost, engine="step", record_steps=True))
+        assert_same_results(serve_static_events(workload, cost, batch_size=3, max_wait=1, record_steps=True),
+                            serve_static(workload, cost, batch_size=3, max_wait=1, engine="step", record_steps=True))
 
 
 def test_step_table_reads_like_the_step_engines():
     """Indexing (negative too), slices with a step, out-of-range errors and the CSV equal the step engine's table."""
     reqs = [Request(id=i, arrival_s=Fraction(i, 3), prompt_tokens=5 + i, output_tokens=1 + 3 * i) for i in range(9)]
-    a = serve_static_events(reqs, LLAMA, batch_size=4).steps
-    b = serve_static(reqs, LLAMA, batch_size=4, engine="step").steps
+    a = serve_static_events(reqs, LLAMA, batch_size=4, record_steps=True).steps
+    b = serve_static(reqs, LLAMA, batch_size=4, engine="step", record_steps=True).steps
     assert a is not None and b is not None and len(a) == len(b) == 10 + 22 + 25
     for k in (0, 1, 9, 10, 11, 31, 32, 33, -1, -len(b)):  # batches of outputs up to 10, 22 and 25
         assert a[k] == b[k]
@@ -365,7 +366,7 @@ def test_step_table_reads_like_the_step_engines():
 def test_a_billion_output_tokens_are_served_exactly():
     """One request of 10^9 output tokens finishes at once, exactly: prefill + the closed-form stretch."""
     req = [Request(id=0, arrival_s=0, prompt_tokens=100, output_tokens=10**9)]
-    result = serve_serial_events(req, LLAMA)
+    result = serve_serial_events(req, LLAMA, record_steps=True)
     r = result.requests[0]
     prefill = LLAMA.prefill_time(100, 100 * 101 // 2)
     decode = f.stretch_time(steps=10**9 - 1, batch=1, context_sum=101, overhead=0, **llama_terms())
@@ -377,7 +378,7 @@ def test_a_billion_output_tokens_are_served_exactly():
     assert itl.p50 == LLAMA.decode_time(1, 500_000_100) and itl.p99 == LLAMA.decode_time(1, 990_000_100)
     last = result.steps[-1]
     assert last.end_s == r.handed_back_s and last.context_sum == 100 + 10**9 - 1
-    static = serve_static_events(req * 1, UnitCostModel(), batch_size=4)
+    static = serve_static_events(req * 1, UnitCostModel(), batch_size=4, record_steps=True)
     assert static.requests[0].handed_back_s == 10**9
 
 
@@ -385,10 +386,11 @@ def test_float_mode_falls_back_to_the_step_engine():
     """A float-mode cost model has no stretch sums: the step engine serves it (same result, its StepTable)."""
     cost = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), exact=False)
     reqs = [Request(id=i, arrival_s=i, prompt_tokens=10, output_tokens=20) for i in range(3)]
-    a, b = serve_serial_events(reqs, cost), serve_serial(reqs, cost)
+    a, b = serve_serial_events(reqs, cost, record_steps=True), serve_serial(reqs, cost, record_steps=True)
     assert [r.handed_back_s for r in a.requests] == [r.handed_back_s for r in b.requests]
     assert a.steps is not None and not isinstance(a.steps, StretchTable)
-    assert serve_static_events(reqs, cost, batch_size=2).summary == serve_static(reqs, cost, batch_size=2).summary
+    assert serve_static_events(reqs, cost, batch_size=2, record_steps=True).summary == \
+        serve_static(reqs, cost, batch_size=2, record_steps=True).summary
 
 
 @pytest.mark.parametrize("bad, field", [
@@ -411,9 +413,9 @@ def test_bad_workloads_and_max_steps_are_refused_like_the_step_engine():
     b = Request(id=1, arrival_s=0, prompt_tokens=1, output_tokens=3)
     for reqs in ([a, b], [a, attrs.evolve(b, id=0, arrival_s=2)], [a, "x"]):
         with pytest.raises(InvalidValueError) as mine:
-            serve_serial_events(reqs, UnitCostModel())
+            serve_serial_events(reqs, UnitCostModel(), record_steps=True)
         with pytest.raises(InvalidValueError) as theirs:
-            serve_serial(reqs, UnitCostModel())
+            serve_serial(reqs, UnitCostModel(), record_steps=True)
         assert str(mine.value) == str(theirs.value)
     ok = [attrs.evolve(b, arrival_s=0), attrs.evolve(a, arrival_s=0)]
     for serve in ((serve_serial_events, serve_serial), (serve_static_events, serve_static)):

@@ -64,6 +64,7 @@ from ..hardware import get_accelerator
 from ..models import load_model
 from ..sim import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    ENGINES,
     LENGTH_DISTRIBUTIONS,
     POLICIES,
     SHIPPED_TRACES,
@@ -137,9 +138,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fixed per-step overhead in seconds (default: 0)")
     p.add_argument("--float", action="store_true", dest="float_mode",
                    help="compute step times in floats instead of exact Fractions (faster, agrees to rounding)")
-    p.add_argument("--engine", choices=("event", "step"), default="event",
-                   help="event: closed-form decode stretches on an integer tick clock, cost grows with requests "
-                        "(default); step: one step at a time (the reference; same results)")
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="event: closed-form decode stretches on an integer tick clock, cost grows with requests; "
+                        "step: one step at a time (the reference; same results); auto (default): event where the "
+                        "run can take it (not --float, nor continuous batching on sliding windows), else step; "
+                        "the output says which ran")
     p.add_argument("--batch-size", action=_Given, type=int_arg("--batch-size", 1), default=DEFAULT_BATCH_SIZE,
                    help="static batching: rows per batch (default: %(default)s)")
     p.add_argument("--max-wait", action=_Given, type=number_arg("--max-wait"), default=None,
@@ -518,11 +521,22 @@ def _windows_text(windows: tuple[int | None, ...]) -> str:
     return ", ".join(parts + [f"{counts[None]} full"] if None in counts else parts)
 
 
+def _engines_text(labels: list[str], results: list[Any]) -> str:
+    """Which engine ran each policy: the event engine (the stretch clock) or the step engine, and why."""
+    if not results:
+        return "-"
+    kinds = {label: (r.options.get("engine"), r.options.get("engine_reason")) for label, r in zip(labels, results,
+                                                                                               strict=True)}
+    if all(kind == "event" for kind, _ in kinds.values()):
+        return "event (closed-form decode stretches on an integer tick clock; exact)"
+    return "; ".join(f"{label} {kind}" + (f" ({why})" if why else "") for label, (kind, why) in kinds.items())
+
+
 def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     """The comparison as text: one row per policy, then latency percentiles and goodput."""
     pool, model, acc = run["pool"], run["model"], run["accelerator"]
     reqs = run["results"][0].requests if run["results"] else ()
-    last = float(max((r.arrival_s for r in reqs), default=0))
+    last = float(run["results"][0].last_arrival_s()) if run["results"] else 0.0
     lines = [
         f"roofline simulate: {len(reqs):,} requests from {_describe(run['workload'])} (arrivals over {last:,.1f} s)",
         f"  {model.name} (weights {model.weight_format}, KV {model.kv_dtype}) on {_on(model, acc)}; "
@@ -532,6 +546,7 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
         *([f"  sliding windows: KV counted per layer ({_windows_text(pool.layer_windows)}); a windowed layer "
            "frees its blocks as its window moves on"] if pool.layer_windows else []),
         f"  step times: {_kind_text(run.get('time_kind', 'bound'))}",
+        f"  engine: {_engines_text(run['labels'], run['results'])}",
         "",
     ]
     widths = [w for _, w in COLUMNS]
@@ -548,11 +563,10 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
         )
         lines.append(_row(cells, widths))
     for label, r in zip(run["labels"], run["results"], strict=True):  # why requests were rejected, one line each
-        rejected = [x for x in r.requests if x.rejected_reason is not None]
+        rejected = r.rejections()
         if rejected:
-            first = rejected[0]
-            lines.append(f"  {label}: {len(rejected):,} rejected; the first, request {first.request.id}: "
-                         f"{first.rejected_reason}")
+            request, why = rejected[0]
+            lines.append(f"  {label}: {len(rejected):,} rejected; the first, request {request.id}: {why}")
     lines += ["", "  latency p50 / p90 / p99:"]
     lat_widths = [18] + [28] * len(LATENCY)
     lines.append(_row(("policy", *LATENCY), lat_widths))

@@ -122,9 +122,13 @@ def line_steps_until(first: Any, slope: Any, need: Any) -> int:
             if isinstance(v, Fraction):
                 scale = math.lcm(scale, v.denominator)
         f, s, w = int(first * scale), int(slope * scale), int(need * scale)
-        q = 2 * f - s
-        r = math.isqrt(q * q + 8 * s * w)
-        i = max(0, -((q - r) // (2 * s)))  # ceil((r - q) / (2 s)), within one of the root's ceiling
+        estimate = _root_estimate(f, s, w) if max(f.bit_length(), w.bit_length()) > 256 else None
+        if estimate is None:
+            q = 2 * f - s
+            r = math.isqrt(q * q + 8 * s * w)
+            i = max(0, -((q - r) // (2 * s)))  # ceil((r - q) / (2 s)), within one of the root's ceiling
+        else:
+            i = estimate
 
     def prefix(m: int) -> Any:
         return first * m + slope * (m * (m - 1) // 2)
@@ -134,6 +138,23 @@ def line_steps_until(first: Any, slope: Any, need: Any) -> int:
     while i > 0 and prefix(i - 1) >= need:
         i -= 1
     return i
+
+
+def _root_estimate(f: int, s: int, w: int) -> int | None:
+    """ceil of the root of (s / 2) i^2 + (f - s / 2) i = w, estimated in floats from the ratios s / f and
+    w / f (integers of thousands of bits, a mixture of experts' ticks, make the exact integer square root
+    the cost of a run); the caller settles it exactly by the prefix sums. None if the ratios leave the
+    float range or the estimate is too large to trust to a step."""
+    try:
+        x, y = s / f, w / f  # correctly rounded; 1 + 1e-16 relative
+    except OverflowError:
+        return None
+    q = 2.0 - x
+    r = math.sqrt(q * q + 8.0 * x * y)
+    root = 4.0 * y / (q + r) if q > 0 else (r - q) / (2.0 * x)  # no cancellation either way
+    if not math.isfinite(root) or root > 2.0 ** 40:
+        return None
+    return max(0, math.ceil(root))
 
 
 def lines_steps_until(memory0: Any, memory_slope: Any, compute0: Any, compute_slope: Any, overhead: Any,

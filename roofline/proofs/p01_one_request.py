@@ -128,8 +128,9 @@ def derive(p: Proof) -> None:
             mean_wait, value=si(mean_wait, "s"))
     requests = [Request(id=i, arrival_s=0, prompt_tokens=PROMPT, output_tokens=REPLY) for i in range(USERS)]
     sim = serve_serial(requests, cost, record_steps=False)
-    audit_run(p, "reference scheduler, first 2 users (the rest repeat them)", serve_serial(requests[:2], cost),
-              requests[:2], policy="static", batch_size=1, cost=cost)
+    audit_run(p, "reference scheduler, first 2 users (the rest repeat them)",
+              serve_serial(requests[:2], cost, record_steps=True), requests[:2], policy="static", batch_size=1,
+              cost=cost)
     last = sim.requests[-1]
     measured = sim.requests[0].handed_back_s  # the first user's service time, as the scheduler ran it
     p.equal("reference scheduler: the last user's queue wait = the formula at its own first service time",

@@ -73,7 +73,7 @@ def derive(p: Proof) -> None:
 
     p.section("The reference scheduler runs the batch (one step = one time unit)")
     unit_requests = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o) for i, o in enumerate(REPLIES)]
-    unit = serve_static(unit_requests, UnitCostModel(), batch_size=B)
+    unit = serve_static(unit_requests, UnitCostModel(), batch_size=B, record_steps=True)
     audit_run(p, "one step = one unit", unit, unit_requests, policy="static", batch_size=B)
     p.equal("steps = 1 prefill + 999 decode = 1,000 (the longest row)", unit.summary.steps, max(REPLIES))
     p.equal("scheduler's long-run useful share (useful rows / occupied rows over its steps; one batch, so the "
@@ -87,7 +87,7 @@ def derive(p: Proof) -> None:
     p.show("static_handback_delay (definition: handed back after O_max steps, ready after O)", sb.static_handback_delay)
     p.legend("length_max", "step_time", "output_tokens")
     five = UnitCostModel(decode=STEP, prefill=STEP)
-    timed = serve_static(unit_requests, five, batch_size=B)
+    timed = serve_static(unit_requests, five, batch_size=B, record_steps=True)
     first = timed.requests[0]
     p.equal("the 100-token answer is ready after 100 steps = 0.5 s", first.finish_s, 100 * STEP,
             value=si(first.finish_s, "s"))
@@ -102,7 +102,7 @@ def derive(p: Proof) -> None:
     p.show("static_join_wait (definition: the batch ends after O_max steps)", sb.static_join_wait)
     p.legend("length_max", "step_time", "arrival_time")
     late = [*unit_requests, Request(id=B, arrival_s=STEP, prompt_tokens=1, output_tokens=100)]
-    with_late = serve_static(late, five, batch_size=B)
+    with_late = serve_static(late, five, batch_size=B, record_steps=True)
     newcomer = with_late.requests[-1]
     join = sb.static_join_wait.subs(symbols_for(dict(arrival_time=STEP, length_max=1000, step_time=STEP)))
     p.equal("arriving one step (5 ms) after the start, it waits 999 steps (scheduler = formula)",
@@ -115,7 +115,7 @@ def derive(p: Proof) -> None:
     cost = RooflineCostModel.for_model(model, gpu)
     real = [Request(id=i, arrival_s=0, prompt_tokens=pr, output_tokens=o)
             for i, (pr, o) in enumerate(zip(PROMPTS, REPLIES, strict=True))]
-    run = serve_static(real, cost, batch_size=B)
+    run = serve_static(real, cost, batch_size=B, record_steps=True)
     audit_run(p, "roofline steps", run, real, policy="static", batch_size=B, cost=cost)
     assert run.steps is not None
     prefill = run.steps[0]

@@ -61,8 +61,8 @@ def derive(p: Proof) -> None:
     unit = UnitCostModel()
 
     p.section(f"{len(requests)} requests, {SLOTS} slots, one step = one time unit")
-    static = serve_static(requests, unit, batch_size=SLOTS)
-    cont = serve_continuous(requests, unit, max_num_seqs=SLOTS)
+    static = serve_static(requests, unit, batch_size=SLOTS, record_steps=True)
+    cont = serve_continuous(requests, unit, max_num_seqs=SLOTS, record_steps=True)
     audit_run(p, "static", static, requests, policy="static", batch_size=SLOTS)
     audit_run(p, "continuous", cont, requests, policy="continuous")
     p.equal("static batching: long-run useful share (useful rows / occupied rows) 40 %, three batches of 100, 200, "
@@ -102,8 +102,8 @@ def derive(p: Proof) -> None:
     p.section("A request arriving during a step joins at the next step boundary (room for 8)")
     five = UnitCostModel(decode=STEP, prefill=STEP)
     late = [*requests[:SLOTS], Request(id=SLOTS, arrival_s=STEP / 2, prompt_tokens=1, output_tokens=100)]
-    cont_late = serve_continuous(late, five, max_num_seqs=2 * SLOTS)
-    static_late = serve_static(late, five, batch_size=SLOTS)
+    cont_late = serve_continuous(late, five, max_num_seqs=2 * SLOTS, record_steps=True)
+    static_late = serve_static(late, five, batch_size=SLOTS, record_steps=True)
     newcomer, newcomer_static = cont_late.requests[-1], static_late.requests[-1]
     p.holds("continuous: it waits less than one ~5 ms step", 0 < newcomer.queue_wait_s <= STEP,
             si(newcomer.queue_wait_s, "s"))
@@ -115,7 +115,7 @@ def derive(p: Proof) -> None:
     cost = RooflineCostModel.for_model(model, gpu, exact=False)
     real = [Request(id=i, arrival_s=0, prompt_tokens=100, output_tokens=o) for i, o in enumerate(lengths)]
     s_real = serve_static(real, cost, batch_size=SLOTS, record_steps=False).summary
-    c_run = serve_continuous(real, cost, max_num_seqs=SLOTS)
+    c_run = serve_continuous(real, cost, max_num_seqs=SLOTS, record_steps=True)
     audit_run(p, "continuous, roofline steps", c_run, real, policy="continuous", cost=cost)
     c_real = c_run.summary
     speedup = float(c_real.output_tokens_per_s) / float(s_real.output_tokens_per_s)

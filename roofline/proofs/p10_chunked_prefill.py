@@ -113,16 +113,16 @@ def derive(p: Proof) -> None:
     unit = UnitCostModel()
     for prompt, budget in ((5000, 2048), (512, 512), (1, 256)):
         one = serve_continuous([Request(id=0, arrival_s=0, prompt_tokens=prompt, output_tokens=2)], unit,
-                               max_num_seqs=4, prefill="chunked", max_num_batched_tokens=budget)
+                               max_num_seqs=4, prefill="chunked", max_num_batched_tokens=budget, record_steps=True)
         p.equal(f"P = {prompt:,}, N = {budget:,}: TTFT in steps", one.requests[0].ttft_s, -(-prompt // budget))
 
     lengths = [o for _ in range(ROUNDS) for o in REPLIES]
     requests = [Request(id=i, arrival_s=0, prompt_tokens=PROMPT, output_tokens=o) for i, o in enumerate(lengths)]
     p.section(f"The lesson's replies ({ROUNDS} x 100, 200, 300, 1,000 tokens), {SLOTS} slots, unit steps")
-    static = serve_static(requests, unit, batch_size=SLOTS)
-    separate = serve_continuous(requests, unit, max_num_seqs=SLOTS)
+    static = serve_static(requests, unit, batch_size=SLOTS, record_steps=True)
+    separate = serve_continuous(requests, unit, max_num_seqs=SLOTS, record_steps=True)
     chunked = serve_continuous(requests, unit, max_num_seqs=SLOTS, prefill="chunked",
-                               max_num_batched_tokens=SLOTS * PROMPT)
+                               max_num_batched_tokens=SLOTS * PROMPT, record_steps=True)
     late_sep = [a.handed_back_s - b.handed_back_s for a, b in zip(separate.requests, static.requests, strict=True)]
     late_chk = [a.handed_back_s - b.handed_back_s for a, b in zip(chunked.requests, static.requests, strict=True)]
     p.holds("without chunking, a request is handed back after static batching would (prefill steps stall it)",
@@ -137,11 +137,12 @@ def derive(p: Proof) -> None:
             f"(static {static.summary.steps:,})")
 
     p.section(f"Roofline step times: Llama 3.1 8B BF16 on an H100 SXM, {PROMPT}-token prompts")
-    s_static = serve_static(requests, cost, batch_size=SLOTS).summary
-    separate_real = serve_continuous(requests, cost, max_num_seqs=SLOTS)
+    s_static = serve_static(requests, cost, batch_size=SLOTS, record_steps=True).summary
+    separate_real = serve_continuous(requests, cost, max_num_seqs=SLOTS, record_steps=True)
     s_sep = separate_real.summary
     runs: dict[int, Any] = {
-        n: serve_continuous(requests, cost, max_num_seqs=SLOTS, prefill="chunked", max_num_batched_tokens=n)
+        n: serve_continuous(requests, cost, max_num_seqs=SLOTS, prefill="chunked", max_num_batched_tokens=n,
+                            record_steps=True)
         for n in BUDGETS}
     p.table(_HEADER, [_row("static", s_static), _row("continuous, separate prefill", s_sep),
                       *(_row(f"chunked, N = {n:,}", r.summary) for n, r in runs.items())])
@@ -200,7 +201,7 @@ def derive(p: Proof) -> None:
     clients, think = 10, Fraction(1, 2)
     loop = serve_continuous(ClosedLoop(clients=clients, lengths=[(PROMPT, o) for o in lengths] * 3,
                                        think_time_s=think), cost, max_num_seqs=SLOTS, prefill="chunked",
-                            max_num_batched_tokens=2048)
+                            max_num_batched_tokens=2048, record_steps=True)
     spans: dict[Any, Any] = {}
     for x in loop.requests:
         spans[x.client] = max(spans.get(x.client, 0), x.handed_back_s + think)

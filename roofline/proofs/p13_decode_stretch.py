@@ -107,7 +107,8 @@ def derive(p: Proof) -> None:
     reqs = [Request(id=i, arrival_s=Fraction(i, 10), prompt_tokens=1500 + 7 * i, output_tokens=1 + 37 * i)
             for i in range(20)]
     pool = KVPool.blocks(146, block_size=16)
-    events, steps = serve_serial_events(reqs, cost, kv_pool=pool), serve_serial(reqs, cost, kv_pool=pool, engine="step")
+    events = serve_serial_events(reqs, cost, kv_pool=pool, record_steps=True)
+    steps = serve_serial(reqs, cost, kv_pool=pool, engine="step", record_steps=True)
     p.equal("20 requests served one by one: every hand-back time is the same", [r.handed_back_s for r in
             events.requests], [r.handed_back_s for r in steps.requests])
     p.equal("none is rejected: the largest fits the 146-block pool exactly", steps.summary.rejected, 0)

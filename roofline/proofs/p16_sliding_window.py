@@ -131,7 +131,7 @@ def derive(p: Proof) -> None:
                                                                                output_tokens=3), CONTEXT + 2)
     cost = RooflineCostModel.for_model(model, gpu)
     requests = [Request(id=i, arrival_s=0, prompt_tokens=CONTEXT, output_tokens=3) for i in range(REQUESTS)]
-    steps = serve_continuous(requests, cost, max_num_seqs=256, kv_pool=pool).steps
+    steps = serve_continuous(requests, cost, max_num_seqs=256, kv_pool=pool, record_steps=True).steps
     assert steps is not None  # recorded by default
     first = steps[0]
     p.equal("the first prefill admits 25 (reserve admission: each reserves its lifetime's most blocks)",

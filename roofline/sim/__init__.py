@@ -18,13 +18,16 @@ Workloads (:mod:`roofline.sim.workloads`): traces, seeded generators
 (:class:`ClosedLoop`, served by :func:`serve_continuous`).
 
 Two engines give the same results exactly (``engine=`` on each policy; ``roofline simulate
---engine``): ``"event"``, the default, prices each decode stretch between two events in
-closed form on an integer tick clock (:mod:`roofline.sim.stretch`, :mod:`roofline.sim.events`;
-its cost grows with requests, not tokens), where the cost model has stretch sums (exact
-:class:`UnitCostModel` and :class:`RooflineCostModel`); ``"step"`` runs one step at a time
-(the reference, and the engine for float-mode cost models).
+--engine``): ``"event"`` prices each decode stretch between two events in closed form on an
+integer tick clock (:mod:`roofline.sim.stretch`, :mod:`roofline.sim.events`; its cost grows
+with requests, not tokens) from the cost model's own stretch terms
+(:class:`~roofline.sim.cost.StretchTerms`: dense, mixture-of-experts, tensor-parallel,
+sliding-window and estimate models, exact); ``"step"`` runs one step at a time (the
+reference, and the engine for float mode and for continuous batching on sliding windows).
+``"auto"``, the default, takes the event engine where it can; ``result.options["engine"]``
+says which ran, and ``options["engine_reason"]`` why the step engine did.
 
-Each returns a :class:`SimResult`: per-request :class:`RequestResult`, per-step
+Each returns a :class:`SimResult`: per-request :class:`RequestResult`, per-step (with ``record_steps=True``)
 :class:`StepRecord` (``result.steps``, a :class:`StepTable`) and a :class:`Summary`.
 
 Conventions: docs/conventions.md ("One step", "Latency metrics",

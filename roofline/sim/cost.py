@@ -39,6 +39,7 @@ Two models ship:
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
@@ -52,7 +53,7 @@ from ..hardware import Accelerator
 from ..models import ModelConfig
 from .kv import _windows
 
-__all__ = ["CostModel", "UnitCostModel", "RooflineCostModel"]
+__all__ = ["CostModel", "UnitCostModel", "RooflineCostModel", "StretchTerms", "stretch_terms"]
 
 #: Durations memoised per cost model and kind of step (a bounded cache, cleared when full).
 _CACHE_SIZE = 1 << 17
@@ -78,6 +79,99 @@ class CostModel(Protocol):
 
     def prefill_work(self, prefill_tokens: int, attention_pairs: int) -> tuple[Any, Any]:
         """(bytes, FLOPs) of a prefill step; (None, None) where not modelled."""
+
+
+@attrs.frozen
+class StretchTerms:
+    """A cost model's step times as the stretch clock needs them: exact terms [s], fixed or set by the batch alone.
+
+    The event engine (:mod:`roofline.sim.stretch`) prices every step from these, on integer
+    ticks, and never re-derives a step time. A cost model states them with ``stretch_terms()``
+    (or says why it cannot, by returning a reason: the engine then runs the step engine, or
+    refuses ``engine="event"`` naming it). With n = the step's tokens (decode rows plus prompt
+    tokens), S the context sum, p0 the cached prompt tokens, T the prompt tokens and Q the
+    attention pairs (token-layers where the model has sliding windows):
+
+    * decode of B rows: max(weights(B) + km S, fc B + ac S) + overhead + link(B);
+    * prefill: max(weights(T) + kt T, fc T + ac Q) + overhead + link(T);
+    * mixed: max(weights(n) + km (S + p0) + kt T, fc n + ac (S + Q)) + overhead + link(n);
+
+    link(n) = link_latency + link_per_token x n for n >= 1 (0 at n = 0): the tensor-parallel
+    all-reduces (:func:`roofline.formulas.decode_allreduce_latency_time` and
+    ``decode_allreduce_bandwidth_time``). A unit model gives ``unit_decode`` and
+    ``unit_prefill`` instead (every other term unused).
+
+    Attributes
+    ----------
+    km, kt, fc, ac, overhead : int or Fraction [s per token-layer, token, token, pair; s]
+        The roofline's slopes: KV bytes per context unit / BW, per prompt token written / BW,
+        matmul FLOPs per token / peak, attention FLOPs per context unit / peak; the fixed overhead.
+    weights : callable int -> int or Fraction [s]
+        Memory time of the weights a step of n tokens reads: W / BW for a dense model, (W + X E
+        (1 - (1 - k/E)^n)) / BW for a mixture of experts (:func:`roofline.formulas.experts_touched`).
+    weights_denominator : callable int -> int
+        A common multiple of the denominators of ``weights(m)`` for every m <= n (the tick clock
+        covers every step up to n tokens with it).
+    link_latency, link_per_token : int or Fraction [s, s/token]
+    unit_decode, unit_prefill : int, Fraction or None [s]
+    weights_power : (base, scale, miss, limit) or None
+        A mixture of experts' ``weights(n)`` as base - scale x miss^n for 1 <= n <= limit
+        (miss = 1 - k/E; the same value, rearranged, so the tick clock computes it in integers).
+    """
+
+    km: Any = 0
+    kt: Any = 0
+    fc: Any = 0
+    ac: Any = 0
+    overhead: Any = 0
+    weights: Any = None
+    weights_denominator: Any = None
+    link_latency: Any = 0
+    link_per_token: Any = 0
+    unit_decode: Any = None
+    unit_prefill: Any = None
+    weights_power: Any = None
+
+    @property
+    def constant_weights(self) -> bool:
+        """True when the weights a step reads do not depend on its tokens (a dense model)."""
+        return self.weights_denominator is None
+
+    def constants(self) -> tuple[Any, ...]:
+        """The terms that do not depend on the step [s] (for the tick clock's denominator)."""
+        if self.unit_decode is not None:
+            return (self.unit_decode, self.unit_prefill)
+        fixed = (self.km, self.kt, self.fc, self.ac, self.overhead, self.link_latency, self.link_per_token)
+        return (*fixed, self.weights(1)) if self.constant_weights else fixed
+
+
+def stretch_terms(cost_model: Any) -> StretchTerms | str:
+    """The cost model's own :class:`~roofline.sim.cost.StretchTerms`, or the reason it has none (a string).
+
+    No choice by class: any cost model with a ``stretch_terms()`` method runs on the stretch clock.
+    """
+    if isinstance(cost_model, type):  # a class: the policies' checks refuse it by name
+        return f"{cost_model.__name__} is a class, not a cost model"
+    method = getattr(cost_model, "stretch_terms", None)
+    if not callable(method):
+        return f"the cost model ({type(cost_model).__name__}) has no stretch_terms() method"
+    terms = method()
+    if not isinstance(terms, (StretchTerms, str)):
+        raise InvalidValueError("cost_model", cost_model,
+                                "stretch_terms() must return a StretchTerms or a reason (str)")
+    return terms
+
+
+def _own_step_times(model: Any, base: type, method: str = "stretch_terms") -> str | None:
+    """Why a subclass that prices its own steps (decode_time, prefill_time or mixed_time overridden) but
+    inherits ``stretch_terms`` has no stretch terms: the inherited ones would price another model."""
+    cls = type(model)
+    if getattr(cls, method) is not getattr(base, method):
+        return None
+    for name in ("decode_time", "prefill_time", "mixed_time"):
+        if getattr(cls, name) is not getattr(base, name):
+            return f"{cls.__name__} prices its own {name}() but states no stretch_terms() of its own"
+    return None
 
 
 def _exact_time(value: Any) -> Any:
@@ -132,6 +226,15 @@ class UnitCostModel:
     def to_time(self, value: Any) -> Any:
         """``value`` as an exact number (exact model) or a float."""
         return _exact_time(value) if self.exact else float(value)
+
+    def stretch_terms(self) -> StretchTerms | str:
+        """The fixed durations as :class:`StretchTerms`, or why not (float durations: no integer tick clock)."""
+        if not self.exact:
+            return "float durations (a float has no exact tick clock; give ints or Fractions)"
+        own = _own_step_times(self, UnitCostModel)
+        if own is not None:
+            return own
+        return StretchTerms(unit_decode=self.decode, unit_prefill=self.prefill)
 
     def decode_time(self, batch: int, context_sum: int) -> Any:
         """The fixed decode duration [s]."""
@@ -297,6 +400,65 @@ class RooflineCostModel:
         if self._allreduce is None or not tokens:
             return 0
         return f.decode_allreduce_time.unchecked(batch=tokens, **self._allreduce)
+
+    def stretch_terms(self) -> StretchTerms | str:
+        """This model's step times as :class:`StretchTerms` [s], or why it has none (float mode).
+
+        Taken from the registered formulas: the dense roofline's lines
+        (:func:`roofline.formulas.step_time`), the weights a step's tokens read
+        (:meth:`weights_read`, :func:`roofline.formulas.experts_touched`) and the all-reduce's
+        two terms (:func:`roofline.formulas.decode_allreduce_latency_time`,
+        ``decode_allreduce_bandwidth_time`` at one token), each exact. Sliding windows: the
+        context slopes are per token-layer (``kv_bytes_per_token / L``), a prompt token writes L.
+        """
+        if not self.exact:
+            return "float mode (exact=False): the stretch clock counts exact integer ticks"
+        own = _own_step_times(self, RooflineCostModel)
+        if own is not None:
+            return own
+        t = self._terms
+        layers = self._layers or 1
+        bw, peak = t["bandwidth"], t["peak_flops"]
+        km = t["kv_bytes_per_token"] / (layers * bw)
+        link: dict[str, Any] = {}
+        if self._allreduce is not None:
+            ar = dict(self._allreduce, batch=1)
+            link = dict(link_latency=f.decode_allreduce_latency_time.unchecked(**ar),
+                        link_per_token=f.decode_allreduce_bandwidth_time.unchecked(**ar))
+        weights_denominator = power = None
+        if self.num_experts:
+            from ..formulas.moe import EXACT_BATCH_LIMIT
+
+            weights_denominator = self._weights_denominator
+            scale = Fraction(self._routed) * self.num_experts / bw  # weights_read / BW = base - scale miss^n
+            power = (Fraction(t["weight_bytes"]) / bw + scale, scale,
+                     Fraction(self.num_experts - self.experts_per_token, self.num_experts), EXACT_BATCH_LIMIT)
+
+        def weights(tokens: int) -> Any:
+            return self.weights_read(tokens) / bw
+
+        return StretchTerms(km=km, kt=layers * km, fc=t["flops_per_token"] / peak,
+                            ac=t["attention_flops_per_token"] / (layers * peak), overhead=t["overhead"],
+                            weights=weights, weights_denominator=weights_denominator, weights_power=power, **link)
+
+    def _weights_denominator(self, tokens: int) -> int:
+        """A common multiple of the denominators of ``weights_read(m) / bandwidth`` for every m <= ``tokens``.
+
+        weights_read(m) / BW = (W + X E) / BW - (X E / BW) r^m with r = (E - k) / E = a / b in
+        lowest terms: each denominator divides lcm(den((W + X E) / BW), den(X E / BW) b^m), and b^m
+        divides b^tokens. Above :data:`roofline.formulas.moe.EXACT_BATCH_LIMIT` the power is a float
+        (a dyadic rational of at most 1,074 fraction bits), so 2^1074 joins the multiple.
+        """
+        from ..formulas.moe import EXACT_BATCH_LIMIT
+
+        bw = self._terms["bandwidth"]
+        scale = Fraction(self._routed) * self.num_experts / bw
+        base = (Fraction(self._terms["weight_bytes"]) / bw + scale).denominator
+        miss = Fraction(self.num_experts - self.experts_per_token, self.num_experts)
+        multiple = math.lcm(base, scale.denominator * miss.denominator ** min(tokens, EXACT_BATCH_LIMIT))
+        if tokens > EXACT_BATCH_LIMIT:
+            multiple = math.lcm(multiple, scale.denominator * 2 ** 1074)
+        return multiple
 
     @classmethod
     def for_model(

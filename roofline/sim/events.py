@@ -48,6 +48,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
@@ -57,8 +58,8 @@ import numpy as np
 from . import policies as _policies
 from .policies import _Chunked, _Continuous, _Run
 from .requests import Request
-from .results import Percentiles, RequestResult, SimResult, StepTable
-from .stretch import TickCosts, _summary, blocks_growth, first_pool_overflow
+from .results import Percentiles, RequestTable, SimResult, StepTable
+from .stretch import TickCosts, _summary, blocks_growth, first_pool_overflow, on_fine_enough_clock
 
 __all__: list[str] = []
 
@@ -99,14 +100,12 @@ class _TickCostModel:
     def mixed_time(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
                    attention_pairs: int) -> int:
         costs = self.costs
+        ticks = costs.mixed(decode_rows, context_sum, prefill_tokens, cached_tokens, attention_pairs)
         if not prefill_tokens:
-            return _typed(costs.decode(decode_rows, context_sum), costs.decode_fraction)
+            return _typed(ticks, costs.decode_fraction)
         if costs.unit_prefill is not None:  # UnitCostModel.mixed_time: a step with prompt tokens takes `prefill`
-            return _typed(costs.unit_prefill, costs.prefill_fraction)
-        # roofline.formulas.mixed_step_time x D: bytes W + k (S + p0 + T), FLOPs (D + T) F + a (S + Q)
-        m = costs.wm + costs.km * (context_sum + cached_tokens + prefill_tokens)
-        c = costs.fc * (decode_rows + prefill_tokens) + costs.ac * (context_sum + attention_pairs)
-        return _FractionTicks((m if m >= c else c) + costs.oh)
+            return _typed(ticks, costs.prefill_fraction)
+        return _FractionTicks(ticks)
 
 
 class _TicksTable:
@@ -159,11 +158,18 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
     seg = gaps.segments
     n_single = sum(counts)
     total = sum(int(k) * c for k, c in zip(keys, counts, strict=True)) + gaps.segment_ticks
+    fixed: dict[int, tuple[int, int]] = {}
     if seg:
-        big = max(s[1] + s[0] * s[2] for s in seg) * max(costs.km, costs.ac, 1) + costs.wm + costs.oh \
-            + costs.fc * max(s[0] for s in seg) + (costs.unit_decode or 0)
+        batches = sorted({s[0] for s in seg})
+        if costs.unit_decode is None:
+            fixed = {b: (costs.weights(b), costs.overhead(b)) for b in batches}
+        big = max(s[1] + s[0] * s[2] for s in seg) * max(costs.km, costs.ac, 1) \
+            + max((w + o for w, o in fixed.values()), default=0) + costs.fc * batches[-1] + (costs.unit_decode or 0)
+        big = max(big, int(keys[-1]) if keys else 0)  # the search's values reach the largest single gap too
         dtype: Any = np.int64 if big < 2 ** 61 else object
         batch = np.array([s[0] for s in seg], dtype=dtype)
+        wm = np.array([fixed[s[0]][0] if fixed else 0 for s in seg], dtype=dtype)  # per segment: weights, overhead
+        oh = np.array([fixed[s[0]][1] if fixed else 0 for s in seg], dtype=dtype)
         start = np.array([s[1] for s in seg], dtype=dtype)
         steps = np.array([s[2] for s in seg], dtype=dtype)
         rows = np.array([s[3] for s in seg], dtype=dtype)
@@ -174,24 +180,28 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
     if not n:
         return None
     unit = costs.unit_decode
+    if seg and unit is None and dtype is object:
+        wide = _WideGaps(gaps, costs, keys, counts).percentiles(n, total)
+        if wide is not None:
+            return wide
 
     def step_values(context: Any) -> Any:
         if unit is not None:
             return np.full(len(seg), unit, dtype=object)
-        m = costs.wm + costs.km * context
+        m = wm + costs.km * context
         c = costs.fc * batch + costs.ac * context
-        return np.maximum(m, c) + costs.oh
+        return np.maximum(m, c) + oh
 
     def segment_counts(x: int) -> Any:
         """Per segment: its steps whose duration is <= x ticks (a prefix of the segment)."""
         if unit is not None:
             return steps if unit <= x else steps * 0
-        y = x - costs.oh
+        y = x - oh
         none = start - batch  # gives 0 steps
         if costs.km:
-            top = np.minimum(start + batch * steps, (y - costs.wm) // costs.km)
+            top = np.minimum(start + batch * steps, (y - wm) // costs.km)
         else:
-            top = start + batch * steps if y >= costs.wm else none
+            top = np.where(y >= wm, start + batch * steps, none)
         rhs = y - costs.fc * batch
         if costs.ac:
             top = np.minimum(top, rhs // costs.ac)
@@ -216,7 +226,8 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
     # (or the unit's ticks). Arrivals of many denominators make the tick tiny beside the step durations (the clock's
     # denominator the lcm of theirs: 10**2400 for 800 prime ones), so the search runs on multiples of g, in
     # log2((high - low) / g) steps instead of log2(high - low) (thousands, each over every segment).
-    coefficients = [costs.unit_decode] if unit is not None else [costs.wm, costs.km, costs.fc, costs.ac, costs.oh]
+    coefficients = [costs.unit_decode] if unit is not None else [costs.km, costs.fc, costs.ac,
+                                                                 *(v for pair in fixed.values() for v in pair)]
     g = math.gcd(*(int(k) for k in keys), *(coefficients if seg else ())) or 1
 
     def select(rank: int) -> int:
@@ -247,6 +258,119 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
     ranks = [-(-q * n // 100) for q in (50, 90, 99)]
     p50, p90, p99 = (typed_seconds(select(r)) for r in ranks)
     return Percentiles(p50, p90, p99, mean=Fraction(total, clock.denominator * n), max=typed_seconds(high))
+
+
+class _WideGaps:
+    """The ITL percentiles of a run whose ticks are too fine for a bisection over tick values (a mixture of
+    experts' clock is 2^(thousands) per second): found in floats, then settled exactly in a narrow band.
+
+    A float search over the step durations [s] finds a value x with about ``rank`` gaps at or below it; every
+    gap within a relative 2^-20 of x is computed exactly (a few steps per segment near x), those below the band
+    are counted from their floats (a step duration is a max of two lines in its context, computed to within
+    ~1e-15 relative, far inside the band), and the rank is walked among the exact values in the band. Where the
+    band does not hold the rank (it never should), :meth:`percentiles` returns None and the exact bisection runs.
+    """
+
+    BAND = 2.0 ** -20
+
+    def __init__(self, gaps: _Gaps, costs: TickCosts, keys: list[int], counts: list[int]) -> None:
+        self.gaps, self.costs, self.keys, self.counts = gaps, costs, keys, counts
+        d = self.d = costs.clock.denominator
+        seg = gaps.segments
+        self.batch = np.array([s[0] for s in seg], dtype=float)
+        self.start = np.array([s[1] for s in seg], dtype=float)  # context sums
+        self.steps = np.array([s[2] for s in seg], dtype=float)
+        self.rows = np.array([s[3] for s in seg], dtype=float)
+        fixed = {b: (costs.weights(b) / d, costs.overhead(b) / d) for b in {s[0] for s in seg}}
+        self.wm = np.array([fixed[s[0]][0] for s in seg], dtype=float)
+        self.oh = np.array([fixed[s[0]][1] for s in seg], dtype=float)
+        self.km, self.fc, self.ac = costs.km / d, costs.fc / d, costs.ac / d
+        self.f_keys = np.array([int(k) / d for k in keys], dtype=float)
+        self.f_prefix = np.cumsum(np.array(counts, dtype=float)) if counts else np.zeros(0)
+
+    def values(self, j: Any) -> Any:
+        """Per segment: the float duration [s] of its step j (an array of steps, or one index for all)."""
+        context = self.start + self.batch * j
+        return np.maximum(self.wm + self.km * context, self.fc * self.batch + self.ac * context) + self.oh
+
+    def counts_le(self, x: float) -> Any:
+        """Per segment: its steps whose float duration is <= x [s] (a prefix: durations grow with the context)."""
+        y = x - self.oh
+        top = self.start + self.batch * self.steps
+        with np.errstate(divide="ignore", invalid="ignore"):
+            top = np.minimum(top, (y - self.wm) / self.km) if self.km else np.where(y >= self.wm, top, -np.inf)
+            rhs = y - self.fc * self.batch
+            top = np.minimum(top, rhs / self.ac) if self.ac else np.where(rhs >= 0, top, -np.inf)
+        return np.clip(np.floor((top - self.start) / self.batch) + 1, 0, self.steps)
+
+    def count_le(self, x: float) -> float:
+        j = int(np.searchsorted(self.f_keys, x, side="right"))
+        return (float(self.f_prefix[j - 1]) if j else 0.0) + float(self.counts_le(x) @ self.rows)
+
+    def band(self, x: float) -> tuple[float, dict[int, list[Any]]] | None:
+        """(gaps below the band, {exact value: [count, first seen, is Fraction]} inside) for the band around x."""
+        lo_f, hi_f = x * (1 - self.BAND), x * (1 + self.BAND)
+        first, last = self.counts_le(lo_f), self.counts_le(hi_f)
+        lo, hi = math.floor(Fraction(lo_f) * self.d), math.ceil(Fraction(hi_f) * self.d)
+        if hi - lo < 4:  # a tick too coarse for a band: the exact bisection is short then
+            return None
+        keys = self.keys
+        j0, j1 = bisect.bisect_right(keys, lo), bisect.bisect_right(keys, hi)
+        below = float(first @ self.rows) + (sum(self.counts[:j0]) if j0 else 0)
+        inside: dict[int, list[Any]] = {}
+        for k in range(j0, j1):
+            key = keys[k]
+            inside[int(key)] = [self.counts[k], self.gaps.first_seen[key], isinstance(key, _FractionTicks)]
+        seg, decode = self.gaps.segments, self.costs.decode
+        for i in np.nonzero(last > first)[0]:
+            if last[i] - first[i] > 4096:
+                return None
+            b, s0, _, rows, seq, frac = seg[i]
+            for j in range(int(first[i]), int(last[i])):
+                value = decode(b, s0 + b * j)
+                if value <= lo:
+                    below += rows
+                elif value <= hi:
+                    entry = inside.setdefault(value, [0, seq, frac])
+                    entry[0] += rows
+                    if seq < entry[1]:
+                        entry[1], entry[2] = seq, frac
+                else:  # pragma: no cover - float rounding far outside the band
+                    return None
+        return below, inside
+
+    def select(self, rank: int, low: float, high: float) -> Any:
+        """The rank-th gap [s] (nearest rank, 1-based) with the number type of its first insertion, or None."""
+        for _ in range(2100):  # a float bisection: at most ~2,100 halvings between two doubles
+            mid = (low + high) / 2
+            if mid <= low or mid >= high:
+                break
+            if self.count_le(mid) >= rank:
+                high = mid
+            else:
+                low = mid
+        found = self.band(high)
+        if found is None:
+            return None
+        below, inside = found
+        if not below < rank <= below + sum(e[0] for e in inside.values()):
+            return None
+        for value in sorted(inside):
+            below += inside[value][0]
+            if below >= rank:
+                return self.costs.clock.time(value, inside[value][2])
+        return None  # pragma: no cover - the check above
+
+    def percentiles(self, n: int, total: int) -> Percentiles | None:
+        top = float(max(self.values(self.steps - 1).max(), self.f_keys[-1] if len(self.f_keys) else 0.0))
+        bottom = float(min(self.values(0).min(), self.f_keys[0] if len(self.f_keys) else math.inf))
+        low = bottom * (1 - 2 * self.BAND)
+        picks = [self.select(-(-q * n // 100), low, top * (1 + 2 * self.BAND)) for q in (50, 90, 99)]
+        biggest = self.select(n, low, top * (1 + 2 * self.BAND))
+        if biggest is None or any(p is None for p in picks):
+            return None
+        p50, p90, p99 = picks
+        return Percentiles(p50, p90, p99, mean=Fraction(total, self.d * n), max=biggest)
 
 
 def _index(keys: list[int], value: int) -> int:
@@ -283,9 +407,10 @@ class _Jumps:
         k = self._next_finish() - self.tick
         k = min(k, self.step_cap - run.steps)
         nxt = self.nxt
-        if k > 1 and nxt < run.n and run.arrival[nxt] is not None:
+        coming = run.next_arrival(nxt) if k > 1 and nxt < run.n else None
+        if coming is not None:
             context = self.base + batch * (self.tick + 1)
-            horizon = int(run.arrival[nxt]) - int(now)
+            horizon = int(coming) - int(now)
             if costs.stretch(batch, context, k) >= horizon:  # the arrival comes within: stop at its boundary
                 k = costs.steps_until(batch, context, horizon)
         b = self.block_size
@@ -402,20 +527,26 @@ class _EventChunked(_Jumps, _Chunked):
             i = waiting[0]
             pool = run.pool
             need = (pool.blocks_for(run.prompt[i] + run.generated[i]) if self.on_demand
-                    else pool.lifetime_blocks(run.prompt[i], run.output[i]))
+                    else pool.lifetime_blocks_unchecked(run.prompt[i], run.output[i]))
             if self.blocks + grow + need <= run.capacity:
                 return 0
         return self._stretch_steps(now)
 
 
-def serve_events(run: _Run, *, max_num_seqs: int, on_demand: bool, chunked: bool, budget: Any,
-                 budget_name: str, policy: str, options: dict[str, Any]) -> SimResult | None:
-    """Serve a prepared run of :func:`~roofline.sim.serve_continuous` on the event engine.
+def serve_events(run: _Run, make_run: Callable[[], _Run], *, max_num_seqs: int, on_demand: bool, chunked: bool,
+                 budget: Any, budget_name: str, policy: str, options: dict[str, Any]) -> SimResult:
+    """Serve a run of :func:`~roofline.sim.serve_continuous` on the event engine.
 
     Parameters
     ----------
     run : policies._Run
-        The step engine's run state, validated and with its rejections on arrival made.
+        The step engine's run state, validated and with its rejections on arrival made, for a
+        cost model with stretch terms (:func:`~roofline.sim.cost.stretch_terms`) and a model
+        without sliding windows (the caller checks both).
+    make_run : callable () -> policies._Run
+        Makes the same run state again, for a run that starts over on a finer clock (a mixture
+        of experts whose step needs more tokens than the clock covered,
+        :class:`~roofline.sim.stretch.ClockTooCoarse`).
     max_num_seqs : int >= 1 [sequences]
     on_demand : bool
         On-demand KV admission (preemption by recompute) instead of reserving the lifetime.
@@ -429,22 +560,34 @@ def serve_events(run: _Run, *, max_num_seqs: int, on_demand: bool, chunked: bool
 
     Returns
     -------
-    SimResult equal to the step engine's, or None when the cost model has no stretch sums
-    (:meth:`~roofline.sim.stretch.TickCosts.rationals`; the caller runs the step engine).
+    SimResult equal to the step engine's, with ``options["engine"] == "event"``.
 
     Raises
     ------
     SimulationError
         ``max_steps`` passed (the same message as the step engine's).
     """
+    # the most tokens of one step: a (re-)prefill of one request, or the step budget
+    longest = max((p + o - 1 for p, o in zip(run.prompt, run.output, strict=True)), default=1)
+    first = budget if chunked else min(longest, budget if budget is not None else longest)
+
+    def serve(tokens: int) -> SimResult:
+        return _serve_on_clock(run if tokens == first else make_run(), max(tokens, 1), max_num_seqs=max_num_seqs,
+                               on_demand=on_demand, chunked=chunked, budget=budget, budget_name=budget_name,
+                               policy=policy, options=options)
+
+    return on_fine_enough_clock(serve, first)
+
+
+def _serve_on_clock(run: _Run, max_tokens: int, *, max_num_seqs: int, on_demand: bool, chunked: bool, budget: Any,
+                    budget_name: str, policy: str, options: dict[str, Any]) -> SimResult:
+    """:func:`serve_events` on a clock that covers steps of up to ``max_tokens`` tokens."""
     cost = run.cost
-    if TickCosts.rationals(cost) is None or run.windows is not None:
-        return None  # no stretch sums for this cost model, or sliding windows (per-sequence sums)
     arrivals = [a for a in run.arrival if a is not None]
     think = run.think if run.closed is not None else None
-    costs = TickCosts.build(cost, [*arrivals, *([think] if think is not None else []), run.idle])
-    if costs is None:  # pragma: no cover - rationals() said it has them
-        return None
+    costs = TickCosts.build(cost, [*arrivals, *([think] if think is not None else []), run.idle],
+                            max_tokens=max_tokens)
+    assert costs is not None  # serve_events checked the stretch terms
     clock = costs.clock
     d = clock.denominator
 
@@ -460,6 +603,7 @@ def serve_events(run: _Run, *, max_num_seqs: int, on_demand: bool, chunked: bool
             return Fraction(int(value), d)
         return value // d
 
+    arrivals_s = run.arrival
     run.arrival = [ticks(a) for a in run.arrival]
     if run.closed is not None:
         run.think = ticks(run.think)
@@ -480,11 +624,11 @@ def serve_events(run: _Run, *, max_num_seqs: int, on_demand: bool, chunked: bool
     scheduler.serve()
     run.cost = cost
     run.table = table
-    return _result(run, costs, gaps, policy, options, seconds)
+    return _result(run, costs, gaps, policy, dict(options, engine="event"), seconds, arrivals_s)
 
 
 def _result(run: _Run, costs: TickCosts, gaps: _Gaps, policy: str, options: dict[str, Any],
-            seconds: Any) -> SimResult:
+            seconds: Any, arrivals: list[Any]) -> SimResult:
     """The SimResult in seconds, its summary computed on ticks (``stretch._summary``)."""
     def split(values: list[Any]) -> tuple[list[Any], list[bool]]:
         return [None if v is None else int(v) for v in values], [type(v) is _FractionTicks for v in values]
@@ -500,35 +644,22 @@ def _result(run: _Run, costs: TickCosts, gaps: _Gaps, policy: str, options: dict
                            first_start=pair(run.first_start), end=pair(run.end), idle=pair(run.idle),
                            requests=range(run.n), itl=lambda: _itl(gaps, costs))
     view.arr, view.arr_fraction = split(run.arrival)
-    view.admitted, view.admitted_fraction = split(run.admitted)
-    view.first, view.first_fraction = split(run.first)
-    view.handed, view.handed_fraction = split(run.handed)
+    times, flags = zip(*(split(values) for values in (run.admitted, run.first, run.finish, run.handed)), strict=True)
+    view.admitted, view.first, _, view.handed = times
+    view.admitted_fraction, view.first_fraction, _, view.handed_fraction = flags
     summary = _summary(view, policy)
-    arrival = [seconds(v) for v in run.arrival]
     if run.closed is not None:
+        arrival = [seconds(v) for v in run.arrival]
         requests = tuple(Request(id=j, arrival_s=arrival[j], prompt_tokens=p, output_tokens=o)
                          for j, (p, o) in enumerate(zip(run.prompt, run.output, strict=True)))
         options = dict(options, workload=run.closed.to_dict())
     else:
         requests = run.requests
+        arrival = arrivals
         if run.spec is not None:
             options = dict(options, workload=run.spec)
-    made: dict[Any, Any] = {}
-
-    def time(value: Any) -> Any:
-        if type(value) is not _FractionTicks:
-            return None if value is None else value // costs.clock.denominator
-        out = made.get(value)
-        if out is None:
-            out = made[value] = seconds(value)
-        return out
-
-    results = tuple(
-        RequestResult(r, arrival[i], time(run.admitted[i]), time(run.first[i]), time(run.finish[i]),
-                      time(run.handed[i]), run.preemptions[i], run.prefilled[i], run.generated[i], run.reason[i],
-                      run.client[i])
-        for i, r in enumerate(requests)
-    )
+    results = RequestTable(requests, arrival, times, flags, run.preemptions, run.prefilled, run.generated, run.reason,
+                           run.client, costs.clock.denominator)
     options = dict(options, kv_capacity_blocks=run.pool.capacity_blocks, block_size=run.pool.block_size)
     return SimResult(policy, options, results, run.table, summary)
 

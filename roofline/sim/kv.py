@@ -350,6 +350,11 @@ class KVPool:
         """
         check_count("prompt_tokens", prompt_tokens, minimum=1)
         check_count("output_tokens", output_tokens, minimum=1)
+        return self.lifetime_blocks_unchecked(prompt_tokens, output_tokens)
+
+    def lifetime_blocks_unchecked(self, prompt_tokens: int, output_tokens: int) -> int:
+        """:meth:`lifetime_blocks` without checking its arguments: for the scheduler's loops, whose requests
+        were checked once (:func:`roofline.sim.check_requests`)."""
         slots = f.lifetime_kv_slots.unchecked(prompt_tokens=prompt_tokens, output_tokens=output_tokens)
         if not self.layer_windows:
             return self.blocks_for(slots)

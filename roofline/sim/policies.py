@@ -46,6 +46,7 @@ per-sequence sums.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -54,7 +55,7 @@ from typing import Any
 
 from .._checks import check_count, check_nonnegative, check_scalar
 from ..errors import InvalidValueError, SimulationError
-from .cost import CostModel
+from .cost import CostModel, stretch_terms
 from .kv import KVPool, LayerWindows, chunk_kv, held_kv, prompt_pairs
 from .requests import Request, check_requests
 from .results import RequestResult, SimResult, StepTable, summarize
@@ -121,7 +122,7 @@ class _Run:
             self.arrival = [zero if j < requests.clients else None for j in range(n)]
             self.client = [j if j < requests.clients else None for j in range(n)]
             self.think = cost_model.to_time(requests.think_time_s)
-            self.sent = min(n, requests.clients)
+            self.sent = min(n, requests.clients)  # requests given to a client so far (indices 0 .. sent - 1)
         else:
             self.spec = requests.spec if isinstance(requests, Workload) else None
             self.requests = check_requests(requests)
@@ -130,7 +131,11 @@ class _Run:
             self.prompt = [r.prompt_tokens for r in self.requests]
             self.output = [r.output_tokens for r in self.requests]
             self.client = [None] * n
+            self.sent = n
         self.n = n
+        self.pending: list[tuple[Any, int, int | None]] = []  # closed loop: (next arrival, order, client)
+        self.pending_order: list[None] = []
+        self.started = False
         self.reason: list[str | None] = [
             self.pool.never_fits_reason(p, o) for p, o in zip(self.prompt, self.output, strict=True)
         ]
@@ -193,12 +198,44 @@ class _Run:
         self.release(i, t)
 
     def release(self, i: int, t: Any) -> None:
-        """Closed loop: request i's client is free at t (handed back or rejected) and sends its next request."""
-        if self.closed is not None and self.sent < self.n:
+        """Closed loop: request i's client is free at t (handed back, or rejected after admission); its next
+        request arrives at t + the think time (sent in time order by :meth:`send`)."""
+        if self.closed is not None:
+            self._free(t, self.client[i])
+
+    def _free(self, t: Any, client: int | None) -> None:
+        heapq.heappush(self.pending, (t + self.think, len(self.pending_order), client))
+        self.pending_order.append(None)
+
+    def send(self, now: Any) -> None:
+        """Closed loop: give the next request indices, in arrival order, to the clients whose next request has
+        arrived by ``now`` (None: the earliest one only, whenever it arrives). A request that is rejected on
+        arrival frees its client at that arrival (``vllm bench serve --max-concurrency``; docs/conventions.md,
+        "Closed-loop clients"), so the client's next request is ranked among the others by its own time."""
+        if self.closed is None:
+            return
+        if not self.started:  # the first requests, sent at 0: a rejected one frees its client at once
+            self.started = True
+            for j in range(self.sent):
+                if self.reason[j] is not None:
+                    self._free(self.arrival[j], self.client[j])
+        pending = self.pending
+        while pending and self.sent < self.n and (now is None or pending[0][0] <= now):
+            t, _, client = heapq.heappop(pending)
             j = self.sent
-            self.arrival[j] = t + self.think
-            self.client[j] = self.client[i]
+            self.arrival[j], self.client[j] = t, client
             self.sent += 1
+            if self.reason[j] is not None:
+                self._free(t, client)
+            if now is None:
+                return
+
+    def next_arrival(self, i: int) -> Any:
+        """The arrival of request i, or, for a closed-loop request not yet sent, the earliest pending one
+        (None: none pending)."""
+        if i < self.sent:
+            return self.arrival[i]
+        return self.pending[0][0] if self.pending else None
 
     def add_itl(self, gap: Any, count: int = 1) -> None:
         """Count ``count`` inter-token gaps of ``gap`` seconds."""
@@ -285,9 +322,9 @@ def serve_serial(
     *,
     kv_pool: KVPool | None = None,
     max_model_len: int | None = None,
-    record_steps: bool = True,
+    record_steps: bool = False,
     max_steps: int | None = None,
-    engine: str = "event",
+    engine: str = "auto",
 ) -> SimResult:
     """Serve one request at a time, first come first served (batch of 1).
 
@@ -300,16 +337,21 @@ def serve_serial(
     max_model_len : int >= 1 or None
         A request whose prompt + output exceeds it is rejected with the reason (as engines
         refuse a request longer than the model's context); None: no limit.
-    record_steps : bool
-        Keep every step's record (``SimResult.steps``); False keeps only the summary totals.
+    record_steps : bool, default False
+        Keep every step's record (``SimResult.steps``, a :class:`~roofline.sim.StepTable`); False
+        (the default, as on the command line) keeps only the summary totals, so a run's memory
+        does not grow with its steps (one request of 10^9 output tokens costs O(1)).
     max_steps : int or None
         Safeguard (see the module docstring).
-    engine : {"event", "step"}, default "event"
+    engine : {"auto", "event", "step"}, default "auto"
         "event": the event engine (closed-form decode stretches on an integer tick clock,
         :mod:`roofline.sim.stretch` and :mod:`roofline.sim.events`), whose results equal the
-        step engine's exactly; used where the cost model has stretch sums (exact
-        :class:`~roofline.sim.UnitCostModel` and :class:`~roofline.sim.RooflineCostModel`),
-        else the step engine runs. "step": one step at a time (the reference).
+        step engine's exactly, for every cost model that states its stretch terms
+        (:meth:`~roofline.sim.RooflineCostModel.stretch_terms`: exact dense, mixture-of-experts,
+        tensor-parallel, sliding-window and estimate models; exact unit models); a run it cannot
+        take (float mode, a custom cost model without them) is refused naming why. "step": one
+        step at a time (the reference). "auto": "event" where it can, else "step".
+        ``result.options["engine"]`` says which ran (and ``"engine_reason"`` why the step engine).
 
     Returns
     -------
@@ -340,15 +382,13 @@ def serve_serial(
     [3, 5]
     """
     _refuse_closed_loop(requests, "serve_serial")
-    _check_engine(engine)
-    if engine == "event" and "serial" in _EVENT_ENGINE:
-        result = _EVENT_ENGINE["serial"](requests, cost_model, kv_pool=kv_pool, max_model_len=max_model_len,
-                                         record_steps=record_steps, max_steps=max_steps)
-        if result is not None:
-            return result
+    why = _step_engine_reason(engine, cost_model)
+    if why is None:
+        return _EVENT_ENGINE["serial"](requests, cost_model, kv_pool=kv_pool, max_model_len=max_model_len,
+                                       record_steps=record_steps, max_steps=max_steps)
     run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len)
     _serve_batches(run, batch_size=1, max_wait=None, budget=math.inf)
-    return run.result("serial", {"max_model_len": max_model_len})
+    return run.result("serial", {"max_model_len": max_model_len, **_step_engine(why)})
 
 
 def serve_static(
@@ -360,9 +400,9 @@ def serve_static(
     kv_pool: KVPool | None = None,
     max_num_batched_tokens: int | None = None,
     max_model_len: int | None = None,
-    record_steps: bool = True,
+    record_steps: bool = False,
     max_steps: int | None = None,
-    engine: str = "event",
+    engine: str = "auto",
 ) -> SimResult:
     """Static batching: fixed batches formed first come first served, run to their longest request.
 
@@ -390,14 +430,18 @@ def serve_static(
         ``--max-batch-prefill-tokens``) limit the batch they form. None: no budget.
     max_model_len : int >= 1 or None
         As :func:`serve_serial`.
-    record_steps : bool
+    record_steps : bool, default False
+        As :func:`serve_serial`.
     max_steps : int or None
-    engine : {"event", "step"}, default "event"
+    engine : {"auto", "event", "step"}, default "auto"
         "event": the event engine (closed-form decode stretches on an integer tick clock,
         :mod:`roofline.sim.stretch` and :mod:`roofline.sim.events`), whose results equal the
-        step engine's exactly; used where the cost model has stretch sums (exact
-        :class:`~roofline.sim.UnitCostModel` and :class:`~roofline.sim.RooflineCostModel`),
-        else the step engine runs. "step": one step at a time (the reference).
+        step engine's exactly, for every cost model that states its stretch terms
+        (:meth:`~roofline.sim.RooflineCostModel.stretch_terms`: exact dense, mixture-of-experts,
+        tensor-parallel, sliding-window and estimate models; exact unit models); a run it cannot
+        take (float mode, a custom cost model without them) is refused naming why. "step": one
+        step at a time (the reference). "auto": "event" where it can, else "step".
+        ``result.options["engine"]`` says which ran (and ``"engine_reason"`` why the step engine).
 
     Returns
     -------
@@ -439,13 +483,11 @@ def serve_static(
     (1000, Fraction(2, 5))
     """
     _refuse_closed_loop(requests, "serve_static")
-    _check_engine(engine)
-    if engine == "event" and "static" in _EVENT_ENGINE:
-        result = _EVENT_ENGINE["static"](requests, cost_model, batch_size=batch_size, max_wait=max_wait,
-                                         kv_pool=kv_pool, max_num_batched_tokens=max_num_batched_tokens,
-                                         max_model_len=max_model_len, record_steps=record_steps, max_steps=max_steps)
-        if result is not None:
-            return result
+    why = _step_engine_reason(engine, cost_model)
+    if why is None:
+        return _EVENT_ENGINE["static"](requests, cost_model, batch_size=batch_size, max_wait=max_wait,
+                                       kv_pool=kv_pool, max_num_batched_tokens=max_num_batched_tokens,
+                                       max_model_len=max_model_len, record_steps=record_steps, max_steps=max_steps)
     check_count("batch_size", batch_size, minimum=1)
     _opt_time("max_wait", max_wait)
     if max_num_batched_tokens is not None:
@@ -460,23 +502,51 @@ def serve_static(
     _serve_batches(run, batch_size=batch_size, max_wait=None if max_wait is None else cost_model.to_time(max_wait),
                    budget=budget)
     return run.result("static", {"batch_size": batch_size, "max_wait_s": None if max_wait is None else float(max_wait),
-                                 "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len})
+                                 "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len,
+                                 **_step_engine(why)})
 
 
-#: Engines: "event" (the default: closed-form decode stretches on an integer tick clock, where the
-#: cost model has stretch sums, see roofline.sim.stretch) and "step" (one step at a time, the oracle).
-ENGINES = ("event", "step")
+#: Engines: "auto" (the default: the event engine where the run can take the stretch clock, else the
+#: step engine, saying why), "event" (closed-form decode stretches on an integer tick clock, see
+#: roofline.sim.stretch; a run that cannot take it is refused by name) and "step" (one step at a
+#: time, the oracle).
+ENGINES = ("auto", "event", "step")
 
 #: The event engine's entry points by policy, filled when roofline.sim.stretch (serial, static) and
 #: roofline.sim.events (continuous) are imported (``import roofline.sim`` imports both), so that this
-#: module, the step engine they build on, imports neither. Each returns None for a cost model without
-#: stretch sums, and the step engine runs.
-_EVENT_ENGINE: dict[str, Callable[..., SimResult | None]] = {}
+#: module, the step engine they build on, imports neither.
+_EVENT_ENGINE: dict[str, Callable[..., SimResult]] = {}
+
+#: Why continuous batching on a sliding-window model takes the step engine.
+WINDOWS_CONTINUOUS = ("sliding windows under continuous batching: each running sequence crosses its windows at its "
+                      "own step, so a stretch's context sum is not one line (per-sequence sums, step by step)")
 
 
 def _check_engine(engine: Any) -> None:
     if not isinstance(engine, str) or engine not in ENGINES:
         raise InvalidValueError("engine", engine, f"expected one of {', '.join(ENGINES)}")
+
+
+def _step_engine_reason(engine: Any, cost_model: Any, refusal: str | None = None) -> str | None:
+    """None when the event engine runs; else why the step engine runs (``engine="event"`` refused by name).
+
+    ``refusal``: a reason of the run's own (sliding windows under continuous batching) beside the
+    cost model's (:func:`~roofline.sim.cost.stretch_terms`).
+    """
+    _check_engine(engine)
+    if engine == "step":
+        return "asked for (engine='step')"
+    terms = stretch_terms(cost_model) if isinstance(cost_model, CostModel) else "not a cost model"
+    why = terms if isinstance(terms, str) else refusal
+    if why is not None and engine == "event":
+        raise InvalidValueError("engine", engine, f"the stretch clock cannot run this: {why} "
+                                "(engine='auto' runs the step engine instead)")
+    return why
+
+
+def _step_engine(why: str) -> dict[str, str]:
+    """The options a step-engine result records: which engine ran and why."""
+    return {"engine": "step", "engine_reason": why}
 
 
 def _refuse_closed_loop(requests: Any, name: str) -> None:
@@ -588,9 +658,9 @@ def serve_continuous(
     prefill: str = "separate",
     max_num_batched_tokens: int | None = None,
     max_model_len: int | None = None,
-    record_steps: bool = True,
+    record_steps: bool = False,
     max_steps: int | None = None,
-    engine: str = "event",
+    engine: str = "auto",
 ) -> SimResult:
     """Continuous (iteration-level) batching: the batch is decided again after every step.
 
@@ -628,14 +698,18 @@ def serve_continuous(
         ``max_prefill_tokens`` (give one of the two).
     max_model_len : int >= 1 or None
         A request whose prompt + output exceeds it is rejected with the reason; None: no limit.
-    record_steps : bool
+    record_steps : bool, default False
+        As :func:`serve_serial`.
     max_steps : int or None
-    engine : {"event", "step"}, default "event"
+    engine : {"auto", "event", "step"}, default "auto"
         "event": the event engine (closed-form decode stretches on an integer tick clock,
         :mod:`roofline.sim.stretch` and :mod:`roofline.sim.events`), whose results equal the
-        step engine's exactly; used where the cost model has stretch sums (exact
-        :class:`~roofline.sim.UnitCostModel` and :class:`~roofline.sim.RooflineCostModel`),
-        else the step engine runs. "step": one step at a time (the reference).
+        step engine's exactly, for every cost model that states its stretch terms
+        (:meth:`~roofline.sim.RooflineCostModel.stretch_terms`: exact dense, mixture-of-experts,
+        tensor-parallel, sliding-window and estimate models; exact unit models); a run it cannot
+        take (float mode, a custom cost model without them) is refused naming why. "step": one
+        step at a time (the reference). "auto": "event" where it can, else "step".
+        ``result.options["engine"]`` says which ran (and ``"engine_reason"`` why the step engine).
 
     Returns
     -------
@@ -698,7 +772,7 @@ def serve_continuous(
     >>> from roofline.sim import Request, UnitCostModel
     >>> reqs = [Request(id=0, arrival_s=0, prompt_tokens=4, output_tokens=3),
     ...         Request(id=1, arrival_s=1, prompt_tokens=4, output_tokens=2)]
-    >>> r = serve_continuous(reqs, UnitCostModel())
+    >>> r = serve_continuous(reqs, UnitCostModel(), record_steps=True)
     >>> [x.handed_back_s for x in r.requests], [s.kind for s in r.steps]
     ([4, 3], ['prefill', 'prefill', 'decode', 'decode'])
     """
@@ -719,46 +793,60 @@ def serve_continuous(
             raise InvalidValueError("max_prefill_tokens", max_prefill_tokens,
                                     "is the budget without chunking; with prefill='chunked' give "
                                     "max_num_batched_tokens")
-        budget = DEFAULT_MAX_NUM_BATCHED_TOKENS if max_num_batched_tokens is None else max_num_batched_tokens
-        if budget < max_num_seqs:
+        chunk_budget = DEFAULT_MAX_NUM_BATCHED_TOKENS if max_num_batched_tokens is None else max_num_batched_tokens
+        budget: int | None = chunk_budget
+        if chunk_budget < max_num_seqs:
             raise InvalidValueError("max_num_batched_tokens", budget, f"must be >= max_num_seqs={max_num_seqs}: each "
                                     "running decode row takes one token of the step's budget")
         if not callable(getattr(cost_model, "mixed_time", None)):
             raise InvalidValueError("cost_model", cost_model, "chunked prefill needs a cost model with mixed_time "
                                     "(roofline.sim.RooflineCostModel or UnitCostModel)")
+        options.update(prefill=prefill, max_num_batched_tokens=budget, max_model_len=max_model_len)
+        name: str = "max_num_batched_tokens"
+    else:
+        name = "max_prefill_tokens"
+        if max_num_batched_tokens is not None:
+            if max_prefill_tokens is not None:
+                raise InvalidValueError("max_num_batched_tokens", max_num_batched_tokens,
+                                        "give max_prefill_tokens or max_num_batched_tokens, not both")
+            max_prefill_tokens, name = max_num_batched_tokens, "max_num_batched_tokens"
+        budget = max_prefill_tokens
+        options.update(max_prefill_tokens=max_prefill_tokens, prefill=prefill,
+                       max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len)
+    requests = _listed(requests)
+    chunked = prefill == "chunked"
+
+    def make_run() -> _Run:
         run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
                    max_batch=max_num_seqs)
-        options.update(prefill=prefill, max_num_batched_tokens=budget, max_model_len=max_model_len)
-        if engine == "event" and "continuous" in _EVENT_ENGINE:
-            result = _EVENT_ENGINE["continuous"](run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
-                                             chunked=True, budget=budget, budget_name="max_num_batched_tokens",
-                                             policy="continuous", options=options)
-            if result is not None:
-                return result
-        _Chunked(run, max_num_seqs, admission == "on_demand", budget).serve()
-        return run.result("continuous", options)
-    name = "max_prefill_tokens"
-    if max_num_batched_tokens is not None:
-        if max_prefill_tokens is not None:
-            raise InvalidValueError("max_num_batched_tokens", max_num_batched_tokens,
-                                    "give max_prefill_tokens or max_num_batched_tokens, not both")
-        max_prefill_tokens, name = max_num_batched_tokens, "max_num_batched_tokens"
-    run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
-               max_batch=max_num_seqs)
-    if max_prefill_tokens is not None:
-        for i, p in enumerate(run.prompt):
-            if run.reason[i] is None and p > max_prefill_tokens:
-                run.reason[i] = f"prompt of {p} tokens exceeds {name}={max_prefill_tokens}"
-    options.update(max_prefill_tokens=max_prefill_tokens, prefill=prefill,
-                   max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len)
-    if engine == "event" and "continuous" in _EVENT_ENGINE:
-        result = _EVENT_ENGINE["continuous"](run, max_num_seqs=max_num_seqs, on_demand=admission == "on_demand",
-                                         chunked=False, budget=max_prefill_tokens, budget_name=name,
-                                         policy="continuous", options=options)
-        if result is not None:
-            return result
-    _Continuous(run, max_num_seqs, admission == "on_demand", max_prefill_tokens, name).serve()
-    return run.result("continuous", options)
+        if not chunked and budget is not None:
+            for i, p in enumerate(run.prompt):
+                if run.reason[i] is None and p > budget:
+                    run.reason[i] = f"prompt of {p} tokens exceeds {name}={budget}"
+        return run
+
+    run = make_run()
+    on_demand = admission == "on_demand"
+    why = _step_engine_reason(engine, cost_model, WINDOWS_CONTINUOUS if run.windows is not None else None)
+    if why is None:
+        result = _EVENT_ENGINE["continuous"](run, make_run, max_num_seqs=max_num_seqs, on_demand=on_demand,
+                                             chunked=chunked, budget=budget, budget_name=name, policy="continuous",
+                                             options=options)
+        assert result is not None
+        return result
+    if chunked:
+        _Chunked(run, max_num_seqs, on_demand, chunk_budget).serve()
+    else:
+        _Continuous(run, max_num_seqs, on_demand, budget, name).serve()
+    return run.result("continuous", {**options, **_step_engine(why)})
+
+
+def _listed(requests: Any) -> Any:
+    """Requests taken once, so that a run may read them again (a generator is read once); a closed loop, a
+    workload or a tuple as they are, and a value that is not an iterable as it is (the checks name it)."""
+    if isinstance(requests, (ClosedLoop, Workload, tuple, str, bytes)) or not isinstance(requests, Iterable):
+        return requests
+    return tuple(requests)
 
 
 class _Continuous:
@@ -805,13 +893,14 @@ class _Continuous:
         run = self.run
         if self.on_demand:  # the blocks of the KV it holds now
             return run.pool.blocks_for(run.prompt[i] + self.tick + self.off[i] - 1)
-        return run.pool.lifetime_blocks(run.prompt[i], run.output[i])
+        return run.pool.lifetime_blocks_unchecked(run.prompt[i], run.output[i])
 
     def _admitted_blocks(self, i: int, length: int) -> int:
         """Blocks a sequence took on admission for a (re-)prefill of ``length`` tokens."""
         pool = self.run.pool
-        return pool.blocks_for(length) if self.on_demand else pool.lifetime_blocks(self.run.prompt[i],
-                                                                                     self.run.output[i])
+        if self.on_demand:
+            return pool.blocks_for(length)
+        return pool.lifetime_blocks_unchecked(self.run.prompt[i], self.run.output[i])
 
     def _held_sum(self, ahead: int) -> int:
         """Sliding windows: token-layers the running sequences hold ``ahead`` tokens after the last decode
@@ -889,18 +978,19 @@ class _Continuous:
     def _arrivals(self, nxt: int, now: Any) -> int:
         """Queue the requests that have arrived by ``now`` (rejecting those that never fit); the next index."""
         run, arr = self.run, self.run.arrival
-        n = run.n
-        while nxt < n and arr[nxt] is not None and arr[nxt] <= now:
-            if run.reason[nxt] is None:
+        run.send(now)
+        sent = run.sent
+        while nxt < sent and arr[nxt] <= now:
+            if run.reason[nxt] is None:  # a rejected request's client was freed at its arrival (run.send)
                 self.waiting.append(nxt)
-            else:
-                run.release(nxt, arr[nxt])
             nxt += 1
         return nxt
 
     def _idle_until(self, nxt: int, now: Any) -> Any:
         """Nothing to run: the time of the next arrival (counted as idle once the device has started)."""
         run = self.run
+        if nxt >= run.sent:
+            run.send(None)
         t = run.arrival[nxt]
         if t is None:  # pragma: no cover - a closed loop always has a client that was handed back
             raise SimulationError(f"closed-loop request {nxt} has no arrival while the server is idle")

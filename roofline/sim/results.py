@@ -33,6 +33,7 @@ __all__ = [
     "StepRecord",
     "StepTable",
     "RequestResult",
+    "RequestTable",
     "Percentiles",
     "Summary",
     "SimResult",
@@ -434,6 +435,95 @@ class RequestResult:
         }
 
 
+class RequestTable(Sequence[RequestResult]):
+    """The requests' results of an event-engine run, kept as integer ticks and built when read.
+
+    A sequence of :class:`RequestResult` (``len``, indexing, slices, iteration, and ``==`` with
+    any sequence of results, a tuple included) equal to the step engine's tuple, whose exact
+    times are ``ticks / denominator`` seconds: a Fraction where the step engine's value is one
+    (``fraction`` True), else the int. A run keeps one column of ticks per time (a tick value is
+    a Python int: exact, however large the run's denominator), and a record's Fractions are
+    made only when the record is read, once (then kept).
+
+    Parameters
+    ----------
+    requests : tuple of Request
+    arrival : list [s], the arrivals in the cost model's time type
+    times : 4 lists of (ticks or None), admitted, first token, finish and hand-back
+    fractions : 4 lists of bool, whether each time is a Fraction
+    preemptions, prefill_tokens, generated_tokens : lists of int
+    reasons : list of (str or None)
+    clients : list of (int or None) or None
+    denominator : int >= 1, ticks per second
+    """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, requests: Sequence[Request], arrival: Sequence[Any], times: Sequence[Sequence[Any]],
+                 fractions: Sequence[Sequence[bool]], preemptions: Sequence[int], prefill_tokens: Sequence[int],
+                 generated_tokens: Sequence[int], reasons: Sequence[str | None],
+                 clients: Sequence[int | None] | None, denominator: int) -> None:  # noqa: D107
+        self._requests, self._arrival, self._times, self._fractions = requests, arrival, times, fractions
+        self._preemptions, self._prefilled, self._generated = preemptions, prefill_tokens, generated_tokens
+        self._reasons, self._clients, self._d = reasons, clients, denominator
+        self._made: list[RequestResult | None] = [None] * len(requests)
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def _time(self, k: int, i: int) -> Any:
+        ticks = self._times[k][i]
+        if ticks is None:
+            return None
+        return Fraction(ticks, self._d) if self._fractions[k][i] else ticks // self._d
+
+    def _record(self, i: int) -> RequestResult:
+        made = self._made[i]
+        if made is None:
+            t = self._time
+            made = self._made[i] = RequestResult(
+                self._requests[i], self._arrival[i], t(0, i), t(1, i), t(2, i), t(3, i), self._preemptions[i],
+                self._prefilled[i], self._generated[i], self._reasons[i],
+                None if self._clients is None else self._clients[i])
+        return made
+
+    @overload
+    def __getitem__(self, index: int) -> RequestResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[RequestResult, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> RequestResult | tuple[RequestResult, ...]:
+        if isinstance(index, slice):
+            return tuple(self._record(i) for i in range(*index.indices(len(self))))
+        n = len(self)
+        i = index + n if isinstance(index, int) and index < 0 else index
+        if not isinstance(i, int) or not 0 <= i < n:
+            raise IndexError(f"request index {index} out of range for {n} requests")
+        return self._record(i)
+
+    def __iter__(self) -> Iterator[RequestResult]:
+        return (self._record(i) for i in range(len(self)))
+
+    @property
+    def arrivals(self) -> Sequence[Any]:
+        """Every request's arrival [s], without building the records."""
+        return self._arrival
+
+    @property
+    def reasons(self) -> Sequence[str | None]:
+        """Every request's rejection reason (None if served), without building the records."""
+        return self._reasons
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __repr__(self) -> str:
+        return f"RequestTable({len(self)} requests)"
+
+
 _REQUEST_FIELDS = ("id", "arrival_s", "prompt_tokens", "output_tokens", "admitted_s", "first_token_s", "finish_s",
                    "handed_back_s", "queue_wait_s", "ttft_s", "tpot_s", "e2e_s", "preemptions", "prefill_tokens",
                    "generated_tokens", "rejected", "rejected_reason", "client")
@@ -603,16 +693,30 @@ class SimResult:
     ----------
     policy : str, ``"serial"``, ``"static"`` or ``"continuous"``
     options : dict, the policy's options (JSON-ready)
-    requests : tuple of RequestResult, in the workload's order
+    requests : sequence of RequestResult, in the workload's order (a tuple from the step engine, a
+        :class:`RequestTable` from the event engine: the same records, built when read)
     steps : StepTable or None (None when run with ``record_steps=False``)
     summary : Summary
     """
 
     policy: str
     options: dict[str, Any]
-    requests: tuple[RequestResult, ...]
+    requests: Sequence[RequestResult]
     steps: StepTable | None
     summary: Summary
+
+    def rejections(self) -> list[tuple[Request, str]]:
+        """(request, reason) of every rejected request, in the workload's order (the records are not built)."""
+        requests = self.requests
+        if isinstance(requests, RequestTable):
+            return [(requests._requests[i], why) for i, why in enumerate(requests.reasons) if why is not None]
+        return [(r.request, r.rejected_reason) for r in requests if r.rejected_reason is not None]
+
+    def last_arrival_s(self) -> Any:
+        """The latest arrival [s] of the run's requests (0 without requests; the records are not built)."""
+        requests = self.requests
+        arrivals = requests.arrivals if isinstance(requests, RequestTable) else [r.arrival_s for r in requests]
+        return max(arrivals, default=0)
 
     def to_dict(self, *, requests: bool = False, steps: bool = False) -> dict[str, Any]:
         """JSON-ready dict: policy, options, summary, and optionally every request and step."""

@@ -7,24 +7,24 @@ stretch of n steps is a closed form (:mod:`roofline.formulas.stretch`). The even
 jumps from event to event with those sums; its cost grows with events, not tokens.
 
 Time is kept as integers: **ticks** of 1/D s, where D, the run's common denominator, is
-the least common multiple of the denominators of the cost model's rational constants
-(W / BW, k / BW, F / peak, a / peak and the overhead for the roofline model; the two
-durations for the unit model) and of every arrival time and option given in seconds. It
-is computed for each run (:meth:`TickCosts.build`), never assumed; every step duration
-and every time of the run is then an exact integer number of ticks, and seconds appear
-only in the results.
+the least common multiple of the denominators of the cost model's stretch terms
+(:class:`~roofline.sim.cost.StretchTerms`: W / BW, k / BW, F / peak, a / peak, the overhead
+and the all-reduce's two terms for the roofline model; the two durations for the unit model)
+and of every arrival time and option given in seconds. It is computed for each run
+(:meth:`TickCosts.build`), never assumed; every step duration and every time of the run is
+then an exact integer number of ticks, and seconds appear only in the results (built when
+read: :class:`~roofline.sim.results.RequestTable`).
 
-Which cost models have stretch sums (:meth:`TickCosts.build` returns None for the others,
-and the policies here fall back to the step engine, :mod:`roofline.sim.policies`):
-
-* :class:`~roofline.sim.UnitCostModel` with exact (int or Fraction) durations;
-* :class:`~roofline.sim.RooflineCostModel` in exact mode (``exact=True``, the default);
-* not a mixture-of-experts roofline model (the weight bytes a step reads depend on its
-  batch through (1 - k/E)^B, so no common denominator covers a run), nor a tensor-parallel
-  one (its all-reduces are not in these sums yet), nor one with any other term these sums
-  do not price (a field beyond the dense roofline's set);
-* not a float-mode model (``exact=False`` or float durations), nor any other class
-  (subclasses included: they may price a step differently).
+Which cost models take the stretch clock: every one whose ``stretch_terms()`` states its terms
+(:func:`~roofline.sim.cost.stretch_terms`; no choice by class). The shipped ones do in exact
+mode: :class:`~roofline.sim.UnitCostModel` with int or Fraction durations, and
+:class:`~roofline.sim.RooflineCostModel` dense, mixture-of-experts (the weights a step of n
+tokens reads depend on n alone: D holds the denominators up to the run's largest step, and a
+run whose step needs more starts again on a finer clock, :class:`ClockTooCoarse`),
+tensor-parallel (the all-reduce of n tokens, latency + n x per-token time), sliding-window
+and estimate models. Float mode and a subclass that prices its own steps without stating its
+terms say why not; the policies then run the step engine (``engine="auto"``) or refuse
+(``engine="event"``).
 
 Sliding-window models (serial and static batching; continuous batching takes the step engine):
 the cost model's contexts are token-layers (:class:`~roofline.sim.LayerWindows`), so the tick
@@ -57,22 +57,21 @@ Conventions: docs/conventions.md, "One step" and "Serving policies".
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-import attrs
-
 from .._checks import check_count
 from ..errors import InvalidValueError, SimulationError
 from ..formulas.stretch import lines_steps_until, lines_sum
 from . import policies as _policies
-from .cost import CostModel, RooflineCostModel, UnitCostModel
+from .cost import CostModel, stretch_terms
 from .kv import KVPool, LayerWindows, held_kv, prompt_pairs
-from .policies import _opt_time, _refuse_closed_loop, _windowed_pool, serve_serial, serve_static
+from .policies import _listed, _opt_time, _refuse_closed_loop, _windowed_pool, serve_serial, serve_static
 from .requests import Request, check_requests
-from .results import DECODE, PREFILL, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary
+from .results import DECODE, PREFILL, Percentiles, RequestTable, SimResult, StepRecord, StepTable, Summary
 from .workloads import Workload
 
 __all__ = [
@@ -159,20 +158,24 @@ class TickClock:
 # --------------------------------------------------------------------------- costs in ticks
 
 
-#: The RooflineCostModel fields the stretch sums price (any other field with a value other than its
-#: default sends the run to the step engine).
-_ROOFLINE_FIELDS = frozenset({"weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token",
-                              "bandwidth", "peak_flops", "overhead", "exact", "routed_expert_bytes", "num_experts",
-                              "experts_per_token", "layer_windows"})
+class ClockTooCoarse(Exception):
+    """A step needs weights the run's tick clock does not cover (a mixture of experts at more tokens than
+    the clock was built for); the run is started again on a finer clock. Internal: never reaches a user."""
+
+    def __init__(self, tokens: int) -> None:
+        super().__init__(tokens)
+        self.tokens = tokens
 
 
 class TickCosts:
-    """A cost model's decode and prefill step durations as integer ticks of one clock.
+    """A cost model's decode, prefill and mixed step durations as integer ticks of one clock.
 
-    Built by :meth:`build` for the cost models that have stretch sums (module docstring).
+    Built by :meth:`build` from the cost model's own :class:`~roofline.sim.cost.StretchTerms`.
     A decode step of ``batch`` rows at context sum S lasts
-    max(wm + km S, fc batch + ac S) + oh ticks and a prefill of T tokens and Q attention
-    pairs max(wm + km T, fc T + ac Q) + oh ticks (the unit model: fixed tick counts).
+    max(wm(B) + km S, fc B + ac S) + oh(B) ticks and a prefill of T tokens and Q attention
+    pairs max(wm(T) + kt T, fc T + ac Q) + oh(T) ticks, where wm(n) is the weights' memory time
+    at n tokens (a constant for a dense model) and oh(n) the overhead plus the tensor-parallel
+    all-reduces of n tokens (the unit model: fixed tick counts).
 
     Attributes
     ----------
@@ -180,45 +183,36 @@ class TickCosts:
     decode_fraction, prefill_fraction : bool
         Whether the step engine's decode (prefill) durations are Fractions (True) or ints,
         so that results keep the step engine's number types.
+    varying : bool
+        Whether wm or oh depends on the step's tokens (mixture of experts, tensor parallelism).
+    max_tokens : int
+        The most tokens of one step the clock covers (a MoE step beyond raises ClockTooCoarse).
     """
 
     __slots__ = ("clock", "wm", "km", "kt", "fc", "ac", "oh", "unit_decode", "unit_prefill", "decode_fraction",
-                 "prefill_fraction", "windows")
+                 "prefill_fraction", "windows", "varying", "max_tokens", "_weights", "_wm", "_ar0", "_ar1", "_power")
 
     def __init__(self, clock: TickClock, *, wm: int = 0, km: int = 0, fc: int = 0, ac: int = 0, oh: int = 0,
                  unit_decode: int | None = None, unit_prefill: int | None = None, decode_fraction: bool = True,
-                 prefill_fraction: bool = True, kt: int | None = None, windows: LayerWindows | None = None) -> None:
+                 prefill_fraction: bool = True, kt: int | None = None, windows: LayerWindows | None = None,
+                 weights: Any = None, link: tuple[int, int] = (0, 0), max_tokens: int = 0) -> None:
         self.clock = clock
         self.wm, self.km, self.fc, self.ac, self.oh = wm, km, fc, ac, oh
         self.kt = km if kt is None else kt  # ticks per prompt token written (L km with sliding windows)
         self.unit_decode, self.unit_prefill = unit_decode, unit_prefill
         self.decode_fraction, self.prefill_fraction = decode_fraction, prefill_fraction
         self.windows = windows
-
-    @staticmethod
-    def rationals(cost_model: Any) -> tuple[Any, ...] | None:
-        """The rational constants [s] of a cost model's step times, or None if it has no stretch sums."""
-        if type(cost_model) is UnitCostModel:
-            if not cost_model.exact:
-                return None
-            return (cost_model.decode, cost_model.prefill)
-        if type(cost_model) is RooflineCostModel:
-            if not cost_model.exact or cost_model.num_experts:
-                return None  # float mode; MoE: the weight bytes read depend on the batch (E^B denominators)
-            extra = {a.name for a in attrs.fields(RooflineCostModel) if a.init} - _ROOFLINE_FIELDS
-            if any(getattr(cost_model, name) != a.default for a in attrs.fields(RooflineCostModel)
-                   if (name := a.name) in extra):
-                return None  # a term these sums do not know (priced by the step engine)
-            bw, peak = Fraction(_exact(cost_model.bandwidth)), Fraction(_exact(cost_model.peak_flops))
-            layers = len(cost_model.layer_windows) or 1  # with windows, contexts are token-layers
-            return (_exact(cost_model.weight_bytes) / bw, _exact(cost_model.kv_bytes_per_token) / (layers * bw),
-                    _exact(cost_model.flops_per_token) / peak,
-                    _exact(cost_model.attention_flops_per_token) / (layers * peak), _exact(cost_model.overhead))
-        return None
+        self._weights = weights  # n -> seconds, for a MoE model (else None: wm is the constant)
+        self._wm: dict[int, int] = {}
+        self._ar0, self._ar1 = link
+        self.varying = weights is not None or link != (0, 0)
+        self.max_tokens = max_tokens
+        self._power: tuple[int, int, int, int, int] | None = None  # MoE weights in integers (build)
 
     @classmethod
-    def build(cls, cost_model: Any, times: Iterable[Any] = (), windows: LayerWindows | None = None) -> TickCosts | None:
-        """The tick costs of ``cost_model`` on the clock of its constants and ``times`` [s]; None without stretch sums.
+    def build(cls, cost_model: Any, times: Iterable[Any] = (), windows: LayerWindows | None = None, *,
+              max_tokens: int = 1) -> TickCosts | None:
+        """The tick costs of ``cost_model`` on the clock of its terms and ``times`` [s]; None without stretch terms.
 
         Parameters
         ----------
@@ -227,28 +221,63 @@ class TickCosts:
             Every time the run will put on the clock (arrivals, waits).
         windows : LayerWindows or None
             The run's sliding windows (``policies._windowed_pool``): contexts are then token-layers.
+        max_tokens : int >= 1
+            The most tokens of one step the clock must cover where the weights read depend on
+            them (a mixture of experts); a later step of more raises :class:`ClockTooCoarse`.
 
         Returns
         -------
-        TickCosts, or None for a cost model without stretch sums (module docstring).
+        TickCosts, or None for a cost model without stretch terms (:func:`stretch_terms`).
 
         Raises
         ------
         InvalidValueError
             A time in ``times`` that is not an int or a Fraction.
         """
-        constants = cls.rationals(cost_model)
-        if constants is None:
+        terms = stretch_terms(cost_model)
+        if isinstance(terms, str):
             return None
-        clock = TickClock.for_values([*constants, *times])
+        extra = [] if terms.constant_weights else [Fraction(1, terms.weights_denominator(max_tokens))]
+        clock = TickClock.for_values([*terms.constants(), *extra, *times])
         t = clock.ticks
-        if type(cost_model) is UnitCostModel:
-            return cls(clock, unit_decode=t(cost_model.decode), unit_prefill=t(cost_model.prefill),
-                       decode_fraction=isinstance(cost_model.decode, Fraction),
-                       prefill_fraction=isinstance(cost_model.prefill, Fraction), windows=windows)
-        w, k, fl, a, oh = constants
-        layers = len(cost_model.layer_windows) or 1
-        return cls(clock, wm=t(w), km=t(k), fc=t(fl), ac=t(a), oh=t(oh), kt=layers * t(k), windows=windows)
+        if terms.unit_decode is not None:
+            return cls(clock, unit_decode=t(terms.unit_decode), unit_prefill=t(terms.unit_prefill),
+                       decode_fraction=isinstance(terms.unit_decode, Fraction),
+                       prefill_fraction=isinstance(terms.unit_prefill, Fraction), windows=windows)
+        weights = None if terms.constant_weights else terms.weights
+        wm = t(terms.weights(1)) if weights is None else 0
+        costs = cls(clock, wm=wm, km=t(terms.km), fc=t(terms.fc), ac=t(terms.ac), oh=t(terms.overhead),
+                    kt=t(terms.kt), windows=windows, weights=weights,
+                    link=(t(terms.link_latency), t(terms.link_per_token)), max_tokens=max_tokens)
+        if terms.weights_power is not None:  # D (base - scale (a/b)^n) = D base - K a^n b^(N - n), K = D scale / b^N
+            base, scale, miss, limit = terms.weights_power
+            top = min(limit, max_tokens)
+            per = scale.denominator * miss.denominator ** top
+            if clock.denominator % per == 0:
+                costs._power = (t(base), scale.numerator * (clock.denominator // per), miss.numerator,
+                                miss.denominator, top)
+        return costs
+
+    def weights(self, tokens: int) -> int:
+        """Ticks of the weights' memory time of a step of ``tokens`` tokens (wm; constant when dense)."""
+        if self._weights is None:
+            return self.wm
+        wm = self._wm.get(tokens)
+        if wm is None and self._power is not None and tokens <= self._power[4]:
+            base, k, a, b, top = self._power  # D (base - scale (a / b)^n), in integers (build)
+            wm = self._wm[tokens] = base - k * a ** tokens * b ** (top - tokens)
+        if wm is None:
+            seconds = self._weights(tokens)
+            if self.clock.denominator % seconds.denominator:
+                raise ClockTooCoarse(tokens)
+            wm = self._wm[tokens] = self.clock.ticks(seconds)
+        return wm
+
+    def overhead(self, tokens: int) -> int:
+        """Ticks outside the max of a step of ``tokens`` tokens: the overhead plus its all-reduces (oh)."""
+        if not tokens or not self.varying:
+            return self.oh
+        return self.oh + self._ar0 + self._ar1 * tokens
 
     def held(self, context: int) -> int:
         """KV of one sequence at ``context`` tokens in the cost model's unit: tokens, or token-layers with windows."""
@@ -288,31 +317,44 @@ class TickCosts:
         full, windowed = self.windows.groups
         slope = full + sum(n for w, n in windowed if w > context)  # layers still growing past this context
         s0 = batch * self.windows.held(context)
-        return lines_sum(self.wm + self.km * s0, self.km * batch * slope, self.fc * batch + self.ac * s0,
-                         self.ac * batch * slope, self.oh, steps)
+        return lines_sum(self.weights(batch) + self.km * s0, self.km * batch * slope, self.fc * batch + self.ac * s0,
+                         self.ac * batch * slope, self.overhead(batch), steps)
 
     def decode(self, batch: int, context_sum: int) -> int:
         """Ticks of one decode step (:func:`roofline.formulas.step_time` x D)."""
         if self.unit_decode is not None:
             return self.unit_decode
-        m = self.wm + self.km * context_sum
+        m = self.weights(batch) + self.km * context_sum
         c = self.fc * batch + self.ac * context_sum
-        return (m if m >= c else c) + self.oh
+        return (m if m >= c else c) + self.overhead(batch)
 
     def prefill(self, prefill_tokens: int, attention_pairs: int) -> int:
         """Ticks of one prefill step (:func:`roofline.formulas.prefill_step_time` x D)."""
         if self.unit_prefill is not None:
             return self.unit_prefill
-        m = self.wm + self.kt * prefill_tokens
+        m = self.weights(prefill_tokens) + self.kt * prefill_tokens
         c = self.fc * prefill_tokens + self.ac * attention_pairs
-        return (m if m >= c else c) + self.oh
+        return (m if m >= c else c) + self.overhead(prefill_tokens)
+
+    def mixed(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
+              attention_pairs: int) -> int:
+        """Ticks of one mixed step (:func:`roofline.formulas.mixed_step_time` x D; a decode step without prompt
+        tokens; the unit model's prefill duration with them)."""
+        if not prefill_tokens:
+            return self.decode(decode_rows, context_sum)
+        if self.unit_prefill is not None:
+            return self.unit_prefill
+        n = decode_rows + prefill_tokens  # bytes W(n) + k (S + p0) + kt T, FLOPs n F + a (S + Q)
+        m = self.weights(n) + self.km * (context_sum + cached_tokens) + self.kt * prefill_tokens
+        c = self.fc * n + self.ac * (context_sum + attention_pairs)
+        return (m if m >= c else c) + self.overhead(n)
 
     def lines(self, batch: int, context_sum: int) -> tuple[int, int, int, int, int]:
         """(m0, ms, c0, cs, oh): step j of the stretch lasts max(m0 + ms j, c0 + cs j) + oh ticks."""
         if self.unit_decode is not None:
             return self.unit_decode, 0, 0, 0, 0
-        return (self.wm + self.km * context_sum, self.km * batch, self.fc * batch + self.ac * context_sum,
-                self.ac * batch, self.oh)
+        return (self.weights(batch) + self.km * context_sum, self.km * batch,
+                self.fc * batch + self.ac * context_sum, self.ac * batch, self.overhead(batch))
 
     def stretch(self, batch: int, context_sum: int, steps: int) -> int:
         """Ticks of ``steps`` decode steps of a fixed batch whose context sum starts at ``context_sum``.
@@ -700,7 +742,7 @@ class _EventRun:
         unit_prefill, unit_decode = costs.unit_prefill, costs.unit_decode
         wm, km, fc, ac, oh = costs.wm, costs.km, costs.fc, costs.ac, costs.oh
         prefill_fraction, decode_fraction = costs.prefill_fraction, costs.decode_fraction
-        windows = costs.windows
+        windows, varying = costs.windows, costs.varying
         peak_blocks = 0
         free: int | None = None
         free_fraction = False
@@ -727,7 +769,7 @@ class _EventRun:
             if unit_prefill is not None and unit_decode is not None:
                 t = start + unit_prefill
                 end = t + unit_decode * (o - 1)
-            elif windows is not None:
+            elif windows is not None or varying:
                 t = start + costs.prefill(p, costs.pairs(p))
                 end = t + costs.batch_stretch(1, p, o - 1)
             else:  # TickCosts.prefill and .stretch for one row, inlined
@@ -822,39 +864,19 @@ class _EventRun:
 
     # ------------------------------------------------------------------ results
     def result(self, policy: str, options: dict[str, Any]) -> SimResult:
-        d = self.clock.denominator
-        made: dict[int, Any] = {}  # ticks -> Fraction already made (a batch's rows share their times)
-        fraction = Fraction
-
-        def time(ticks: int, is_fraction: bool) -> Any:
-            if not is_fraction:
-                return ticks // d
-            value = made.get(ticks)
-            if value is None:
-                value = made[ticks] = fraction(ticks, d)
-            return value
-
-        results = []
-        arrival, requests, reason, prompt, output = self.arrival, self.requests, self.reason, self.prompt, self.output
-        admitted, admitted_fraction, first, first_fraction = (self.admitted, self.admitted_fraction, self.first,
-                                                              self.first_fraction)
-        finish, finish_fraction, handed, handed_fraction = (self.finish, self.finish_fraction, self.handed,
-                                                            self.handed_fraction)
-        make = RequestResult
-        for i, r in enumerate(requests):
-            h = handed[i]
-            if h is None:
-                results.append(make(r, arrival[i], None, None, None, None, 0, 0, 0, reason[i]))
-                continue
-            results.append(make(r, arrival[i], time(admitted[i], admitted_fraction[i]),  # type: ignore[arg-type]
-                                time(first[i], first_fraction[i]), time(finish[i], finish_fraction[i]),  # type: ignore
-                                time(h, handed_fraction[i]), 0, prompt[i], output[i], None))
+        n = len(self.requests)
+        prompt = [p if h is not None else 0 for p, h in zip(self.prompt, self.handed, strict=True)]
+        output = [o if h is not None else 0 for o, h in zip(self.output, self.handed, strict=True)]
+        results = RequestTable(self.requests, self.arrival, (self.admitted, self.first, self.finish, self.handed),
+                               (self.admitted_fraction, self.first_fraction, self.finish_fraction,
+                                self.handed_fraction), [0] * n, prompt, output, self.reason, None,
+                               self.clock.denominator)
         if self.spec is not None:
             options = dict(options, workload=self.spec)
         options = dict(options, kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size)
         if self.costs.windows is not None:
             options["kv_units"] = "token-layers"
-        return SimResult(policy, options, tuple(results), self.table, self._summary(policy))
+        return SimResult(policy, options, results, self.table, self._summary(policy))
 
     def _summary(self, policy: str) -> Summary:
         self.policy = policy
@@ -989,19 +1011,44 @@ def _percentiles(values: list[int], flags: list[bool], clock: TickClock) -> Perc
 
 
 def _percentiles_of_ratios(ticks: list[int], divisors: list[int], denominator: int) -> Percentiles | None:
-    """``Percentiles.of`` for the Fractions ticks / (denominator x divisor), ordered on exact integer keys."""
+    """``Percentiles.of`` for the Fractions ticks / (denominator x divisor), found by selection, exact.
+
+    Correctly rounded division is monotone, so ordering by the floats of the values orders the
+    exact values up to ties among equal floats; each rank's element is then chosen exactly within
+    its group of equal floats (compared by cross-multiplication), so the result is the element
+    ``sorted`` of the Fractions would give, with no Fraction made but the five returned.
+    """
     if not ticks:
         return None
     n = len(ticks)
-    common = math.lcm(*set(divisors))
-    keys = [t * (common // q) for t, q in zip(ticks, divisors, strict=True)]  # value x denominator x common
-    order = sorted(range(n), key=keys.__getitem__)
+    approx = [t / (q * denominator) for t, q in zip(ticks, divisors, strict=True)]  # [s], correctly rounded
+    order = sorted(range(n), key=approx.__getitem__)
+    positions: dict[float, tuple[int, int]] = {}  # float -> (first, last + 1) positions in ``order``
+    for position, i in enumerate(order):
+        value = approx[i]
+        first, _ = positions.get(value, (position, position))
+        positions[value] = (first, position + 1)
+
+    def at_rank(rank: int) -> int:
+        first, stop = positions[approx[order[rank]]]
+        if stop - first == 1:
+            return order[rank]
+        def exact_order(a: int, b: int) -> int:
+            return ticks[a] * divisors[b] - ticks[b] * divisors[a]
+
+        group = sorted(order[first:stop], key=functools.cmp_to_key(exact_order))  # stable: ties keep their order
+        return group[rank - first]
 
     def at(i: int) -> Fraction:
         return Fraction(ticks[i], denominator * divisors[i])
 
-    return Percentiles(at(order[_rank(50, n)]), at(order[_rank(90, n)]), at(order[_rank(99, n)]),
-                       mean=Fraction(sum(keys), denominator * common * n), max=at(order[-1]))
+    by_divisor: dict[int, int] = {}  # divisor -> sum of its ticks (few divisors: one product each)
+    for t, q in zip(ticks, divisors, strict=True):
+        by_divisor[q] = by_divisor.get(q, 0) + t
+    common = math.lcm(*by_divisor)
+    mean = Fraction(sum(t * (common // q) for q, t in by_divisor.items()), denominator * common * n)
+    return Percentiles(at(at_rank(_rank(50, n))), at(at_rank(_rank(90, n))), at(at_rank(_rank(99, n))),
+                       mean=mean, max=at(at_rank(n - 1)))
 
 
 def _validated(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
@@ -1037,20 +1084,31 @@ def _check_order(requests: tuple[Request, ...], ticks: list[int]) -> None:
 
 def _event_run(requests: Any, cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
                max_steps: int | None, extra_times: tuple[Any, ...], max_model_len: int | None = None,
-               budget: int | None = None) -> _EventRun | None:
-    """The run on its tick clock, or None when the cost model has no stretch sums (or is not one)."""
-    if TickCosts.rationals(cost_model) is None:
+               budget: int | None = None, max_tokens: int = 1) -> _EventRun | None:
+    """The run on its tick clock, or None when the cost model has no stretch terms (or is not one)."""
+    if isinstance(stretch_terms(cost_model), str):
         return None
     spec = requests.spec if isinstance(requests, Workload) else None
     reqs, pool = _validated(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len)
     windows, pool = _windowed_pool(cost_model, pool)  # the step engine's rule, and its refusal of a mismatched pool
     arrivals = [cost_model.to_time(r.arrival_s) for r in reqs]
-    costs = TickCosts.build(cost_model, [*arrivals, *extra_times], windows)
+    tokens = max(max_tokens, max((r.prompt_tokens for r in reqs), default=1))
+    costs = TickCosts.build(cost_model, [*arrivals, *extra_times], windows, max_tokens=tokens)
     assert costs is not None
     run = _EventRun(reqs, arrivals, cost_model, costs, pool, record_steps, max_steps, max_model_len=max_model_len,
                     budget=budget)
     run.spec = spec
     return run
+
+
+def on_fine_enough_clock(serve: Any, tokens: int = 1) -> Any:
+    """``serve(max_tokens)`` from ``tokens``, started again on a finer clock (twice the tokens at least) while a
+    step needs weights its clock does not cover (:class:`ClockTooCoarse`; a mixture of experts only)."""
+    while True:
+        try:
+            return serve(tokens)
+        except ClockTooCoarse as coarse:
+            tokens = max(coarse.tokens, 2 * tokens)
 
 
 def serve_serial_events(
@@ -1059,7 +1117,7 @@ def serve_serial_events(
     *,
     kv_pool: KVPool | None = None,
     max_model_len: int | None = None,
-    record_steps: bool = True,
+    record_steps: bool = False,
     max_steps: int | None = None,
 ) -> SimResult:
     """Serve one request at a time, first come first served, on the event engine.
@@ -1086,12 +1144,19 @@ def serve_serial_events(
     (1000000000, 1000000000)
     """
     _refuse_closed_loop(requests, "serve_serial")
-    run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, (), max_model_len)
-    if run is None:
+    if isinstance(stretch_terms(cost_model), str):
         return serve_serial(requests, cost_model, kv_pool=kv_pool, max_model_len=max_model_len,
                             record_steps=record_steps, max_steps=max_steps, engine="step")
-    run.serve_one_by_one()
-    return run.result("serial", {"max_model_len": max_model_len})
+    requests = _listed(requests)
+
+    def serve(tokens: int) -> SimResult:
+        run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, (), max_model_len,
+                         max_tokens=tokens)
+        assert run is not None
+        run.serve_one_by_one()
+        return run.result("serial", {"max_model_len": max_model_len, "engine": "event"})
+
+    return on_fine_enough_clock(serve)
 
 
 def serve_static_events(
@@ -1103,7 +1168,7 @@ def serve_static_events(
     kv_pool: KVPool | None = None,
     max_num_batched_tokens: int | None = None,
     max_model_len: int | None = None,
-    record_steps: bool = True,
+    record_steps: bool = False,
     max_steps: int | None = None,
 ) -> SimResult:
     """Static batching on the event engine.
@@ -1132,29 +1197,29 @@ def serve_static_events(
     _opt_time("max_wait", max_wait)
     if max_num_batched_tokens is not None:
         check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
-    extra = () if max_wait is None or TickCosts.rationals(cost_model) is None else (cost_model.to_time(max_wait),)
-    run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, extra, max_model_len,
-                     max_num_batched_tokens)
-    if run is None:
+    if isinstance(stretch_terms(cost_model), str):
         return serve_static(requests, cost_model, batch_size=batch_size, max_wait=max_wait, kv_pool=kv_pool,
                             max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
                             record_steps=record_steps, max_steps=max_steps, engine="step")
-    wait = None
-    if max_wait is not None:
-        w = cost_model.to_time(max_wait)
-        wait = (run.clock.ticks(w), not isinstance(w, int))
-    run.batch_size = batch_size
-    run.serve_batches(batch_size, wait)
-    return run.result("static", {"batch_size": batch_size, "max_wait_s": None if max_wait is None else float(max_wait),
-                                 "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len})
+    extra = () if max_wait is None else (cost_model.to_time(max_wait),)
+    requests = _listed(requests)
+
+    def serve(tokens: int) -> SimResult:
+        run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, extra, max_model_len,
+                         max_num_batched_tokens, max_tokens=tokens)
+        assert run is not None
+        wait = None
+        if max_wait is not None:
+            w = cost_model.to_time(max_wait)
+            wait = (run.clock.ticks(w), not isinstance(w, int))
+        run.batch_size = batch_size
+        run.serve_batches(batch_size, wait)
+        return run.result("static", {"batch_size": batch_size,
+                                     "max_wait_s": None if max_wait is None else float(max_wait),
+                                     "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len,
+                                     "engine": "event"})
+
+    return on_fine_enough_clock(serve)
 
 
-def _serial_engine(requests: Any, cost_model: Any, **options: Any) -> SimResult | None:
-    return None if TickCosts.rationals(cost_model) is None else serve_serial_events(requests, cost_model, **options)
-
-
-def _static_engine(requests: Any, cost_model: Any, **options: Any) -> SimResult | None:
-    return None if TickCosts.rationals(cost_model) is None else serve_static_events(requests, cost_model, **options)
-
-
-_policies._EVENT_ENGINE.update(serial=_serial_engine, static=_static_engine)
+_policies._EVENT_ENGINE.update(serial=serve_serial_events, static=serve_static_events)

@@ -30,16 +30,26 @@ def same(a: Any, b: Any, where: str) -> None:
     assert a == b, f"{where}: {a!r} != {b!r}"
 
 
+#: The options that say which engine ran (and why the step engine), set apart when two engines' results are compared.
+_ENGINE_OPTIONS = ("engine", "engine_reason")
+
+
 def assert_same_results(first: Any, second: Any) -> None:
-    """Assert two ``SimResult`` are identical: options, every request's fields, every summary figure
-    (each percentile field by field) and, when recorded, every step record.
+    """Assert that ``first`` ran on the event engine (the stretch clock) and ``second`` on the step engine,
+    and that they are otherwise identical: options, every request's fields, every summary figure (each
+    percentile field by field) and, when recorded, every step record.
 
     Raises
     ------
     AssertionError
-        At the first difference, naming the field.
+        A result from another engine than said (``options["engine"]``), or at the first difference,
+        naming the field.
     """
-    assert (first.policy, first.options) == (second.policy, second.options)
+    engines = (first.options.get("engine"), second.options.get("engine"))
+    why = (first.options.get("engine_reason"), second.options.get("engine_reason"))
+    assert engines == ("event", "step"), f"engines {engines}, not event vs step (reasons: {why})"
+    options = [{k: v for k, v in r.options.items() if k not in _ENGINE_OPTIONS} for r in (first, second)]
+    assert (first.policy, options[0]) == (second.policy, options[1])
     for i, (x, y) in enumerate(zip(first.requests, second.requests, strict=True)):
         for field in attrs.fields(type(x)):
             same(getattr(x, field.name), getattr(y, field.name), f"requests[{i}].{field.name}")
