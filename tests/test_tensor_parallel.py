@@ -176,10 +176,11 @@ def test_decode_step_adds_the_allreduce_by_hand() -> None:
 
 
 def _llama70_step_at_t4_by_hand(batch: int, context: int, overhead: Fraction = Fraction(0),
-                                peak: Fraction = Fraction(9_894 * 10**11)) -> dict:
+                                peak: Fraction = Fraction(9_894 * 10**11), kv_reads: bool = True) -> dict:
     """Every field of decode_step(llama-3.1-70b, h100-sxm, T = 4), from the config and the datasheet by hand.
 
-    ``peak`` is the H100 SXM's 989.4 TFLOP/s dense BF16 unless another is given.
+    ``peak`` is the H100 SXM's 989.4 TFLOP/s dense BF16 unless another is given; ``kv_reads=False``
+    drops the KV bytes and the attention FLOPs.
     """
     L, h, inter, d, V, T = 80, 8192, 28_672, 128, 128_256, 4
     per_layer = h * (64 // T) * d * 2 + h * (8 // T) * d * 2 + 3 * h * inter // T  # q, o; k, v; gate, up, down
@@ -190,6 +191,8 @@ def _llama70_step_at_t4_by_hand(batch: int, context: int, overhead: Fraction = F
     assert (weights, kv, matmul, attention) == (35_278_831_616, 81_920, 34_750_857_216, 655_360)
     bw = Fraction(3_350 * 10**9)                                  # H100 SXM: 3.35 TB/s
     beta, alpha = Fraction(450 * 10**9), Fraction(6, 10**7)       # NVLink 4: 450 GB/s per direction, 0.6 us a hop
+    if not kv_reads:
+        kv = attention = 0
     S = batch * context
     nbytes, flops = weights + kv * S, batch * matmul + attention * S
     memory, compute = nbytes / bw, flops / peak
@@ -222,6 +225,14 @@ def test_every_field_of_a_tp4_decode_step_by_hand(batch: int, context: int, over
     # one GPU's share, priced at its own T, is the same step
     share = estimate.decode_step(LLAMA70.per_gpu(4), H100, batch=batch, context=context, overhead=overhead)
     assert attrs.asdict(share) == expected
+
+
+def test_a_tp4_step_without_kv_reads_by_hand() -> None:
+    """kv_reads=False at T = 4 (batch 64, context 1,000): the weights-only step, all-reduce included, exact."""
+    s = estimate.decode_step(LLAMA70, H100, batch=64, context=1000, kv_reads=False, tensor_parallel_size=4)
+    expected = _llama70_step_at_t4_by_hand(64, 1000, kv_reads=False)
+    assert expected["bytes"] == 35_278_831_616 and expected["flops"] == 64 * 34_750_857_216
+    assert attrs.asdict(s) == expected
 
 
 def test_a_tp4_step_exactly_at_the_ridge_is_compute_bound() -> None:
