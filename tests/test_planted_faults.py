@@ -1,12 +1,15 @@
-"""Planted faults: every formula a proof uses is perturbed in turn, and some check of that proof must fail.
+"""Planted faults: every formula a proof calls or is linked to is perturbed in turn; a check of that proof must fail.
 
-Which proof uses which registered formula is derived, not listed: the session's single
-unperturbed run of each proof (the ``proof_runs`` fixture in tests/conftest.py) records
-every registry entry called while it runs, directly or through the reference scheduler
-and the estimate API. Each planted fault scales one fast path's result by 1 + 1/1000 (an
-integer result gets + 1), wherever the package looks the fast path up; the proof is run
-once per fault with its output captured. A fault counts as caught only when a check of
-the proof fails (a crash does not count). The score must be 100 %.
+The formulas planted in a proof are the union of two sets. The *called* ones are derived,
+not listed: the session's single unperturbed run of each proof (the ``proof_runs`` fixture
+in tests/conftest.py) records every registry entry called while it runs, directly or
+through the reference scheduler and the estimate API. The *linked* ones are those whose
+registry entry (``REGISTRY[name].proof``) names the proof: a formula that says a proof
+derives it must be checked by that proof, not merely sit beside it. Each planted fault
+scales one fast path's result by 1 + 1/1000 (an integer result gets + 1), wherever the
+package looks the fast path up; the proof is run once per fault with its output captured.
+A fault counts as caught only when a check of the proof fails (a crash does not count).
+The score must be 100 %.
 """
 
 from __future__ import annotations
@@ -14,6 +17,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 import roofline.formulas as f
+
+
+def _linked(proof: str) -> set[str]:
+    """The registered formulas whose registry entry names ``proof`` (a module name, ``p13_decode_stretch``)."""
+    return {name for name, spec in f.REGISTRY.items() if spec.proof == f"{proof}.py"}
 
 
 def test_the_harness_plants_the_fault_where_the_package_looks_it_up(proof_runs):
@@ -40,13 +48,22 @@ def test_every_proof_uses_registered_formulas(proof_runs):
         assert proof_runs.verdicts[name].passed, proof_runs.verdicts[name].line()
 
 
+def test_every_proof_calls_the_formulas_its_registry_links_name(proof_runs):
+    """A formula whose registry entry names a proof is called by its run (else no planted fault there can be caught)."""
+    assert {"stretch_time_no_overlap", "stretch_steps_until_no_overlap"} <= _linked("p13_decode_stretch")
+    assert "chunk_attention_pairs" in _linked("p10_chunked_prefill")
+    assert "moe_arithmetic_intensity" in _linked("p09_moe")
+    uncalled = {name: sorted(_linked(name) - used) for name, used in proof_runs.uses.items() if _linked(name) - used}
+    assert not uncalled, uncalled
+
+
 def test_every_planted_fault_is_caught_by_a_check(proof_runs, capsys):
-    """Score = caught / planted over every (proof, formula it uses) pair; it must be 100 %."""
+    """Score = caught / planted over every (proof, formula it calls or is linked to) pair; it must be 100 %."""
     harness = proof_runs.harness
     planted, missed = 0, []
     with harness.installed():
         for name in harness.names:
-            for formula in sorted(proof_runs.uses[name]):
+            for formula in sorted(proof_runs.uses[name] | _linked(name)):
                 verdict, _ = harness.run(name, fault=formula)
                 planted += 1
                 checks = [x for x in verdict.failures if not x.startswith("error:")]

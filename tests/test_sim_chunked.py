@@ -320,6 +320,29 @@ def test_mixed_step_cost_is_its_exact_composition():
     assert r.requests[1].first_token_s == steps[2].end_s
 
 
+@pytest.mark.parametrize("engine", ["event", "step"])
+def test_a_request_preempted_mid_prefill_counts_its_dropped_chunk_and_its_whole_re_prefill(engine):
+    """prefill_tokens counts every chunk processed: 2 tokens chunked before a preemption + the re-prefill of 8 = 10."""
+    # N = 4 tokens a step, a pool of 10 one-token blocks, on-demand: step 1 prefills A (2 tokens, first token at
+    # t = 1) and a first chunk of 2 of B's 8, B holding the 8 blocks of its whole prefill (2 + 8 = 10 blocks).
+    # Step 2: A's decode needs an 11th block, so B, the most recently admitted, is preempted and drops its chunk.
+    # A decodes alone (it holds 3..7 blocks; B's 8 never fit beside them) and is handed back at t = 6; B is then
+    # re-admitted (g = 0), prefills 4 + 4 tokens in steps 7 and 8 (first token at t = 8) and decodes once.
+    reqs = [Request(id=0, arrival_s=0, prompt_tokens=2, output_tokens=6),
+            Request(id=1, arrival_s=0, prompt_tokens=8, output_tokens=2)]
+    r = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2, admission="on_demand",
+                         kv_pool=KVPool.blocks(10, block_size=1), prefill="chunked", max_num_batched_tokens=4,
+                         engine=engine)
+    a, b = r.requests
+    assert (a.preemptions, a.prefill_tokens, a.first_token_s, a.handed_back_s) == (0, 2, 1, 6)
+    assert (b.preemptions, b.prefill_tokens, b.first_token_s, b.handed_back_s) == (1, 2 + 8, 8, 9)
+    assert b.generated_tokens == 2
+    assert r.steps is not None
+    assert [(s.decode_rows, s.prefill_tokens, s.cached_tokens) for s in r.steps] == \
+        [(0, 4, 0)] + [(1, 0, 0)] * 5 + [(0, 4, 0), (0, 4, 4), (1, 0, 0)]
+    assert sum(s.prefill_tokens for s in r.steps) == a.prefill_tokens + b.prefill_tokens
+
+
 def test_max_model_len_rejects_with_the_reason_and_the_rest_run():
     """A request whose prompt + output exceeds max_model_len is rejected with the numbers; the others are served."""
     reqs = [Request(id=0, arrival_s=0, prompt_tokens=10, output_tokens=7),

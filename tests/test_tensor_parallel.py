@@ -14,7 +14,7 @@ from roofline import estimate, get_accelerator, get_model
 from roofline.cli import main
 from roofline.commands.fit import build_fit, format_fit
 from roofline.commands.report import build_report, format_report
-from roofline.errors import InvalidValueError, RooflineError
+from roofline.errors import InvalidValueError, NoKVBudgetError, RooflineError
 from roofline.models import model_names
 from roofline.sim import RooflineCostModel
 from roofline.testing.strategies import model_configs
@@ -53,6 +53,42 @@ def test_llama_70b_sequences_that_fit_on_h100_by_hand(T: int, fits: int) -> None
     cap = estimate.kv_capacity(LLAMA70, budget=budget, context=8192, tensor_parallel_size=T)
     assert cap.sequences == by_hand == fits
     assert cap.kv_bytes_per_token == Fraction(327_680, T)
+
+
+def test_a_budget_of_exactly_zero_is_refused() -> None:
+    """A reserve that leaves exactly 0 bytes on each of 4 GPUs is no KV budget; 1 byte less reserve leaves 1 byte."""
+    zero = Fraction(H100.usable_memory) * Fraction(9, 10) - 35_278_831_616
+    with pytest.raises(NoKVBudgetError, match="leave no KV budget on 4 x NVIDIA H100 SXM5 80GB"):
+        estimate.kv_budget_for(LLAMA70, H100, reserved=zero, tensor_parallel_size=4)
+    assert estimate.kv_budget_for(LLAMA70, H100, reserved=zero - 1, tensor_parallel_size=4) == 1
+
+
+@pytest.mark.parametrize("T,kw,message", [
+    (1, dict(utilization=Fraction(1, 2)), "KV budget -98.59 GB: llama-3.1-70b weights (141.11 GB) leave no KV budget "
+     "on NVIDIA H100 SXM5 80GB at utilization 0.5; the smallest tensor-parallel size that fits is 4"),
+    (2, dict(utilization=Fraction(1, 2)), "KV budget -28.03 GB: llama-3.1-70b weights (70.56 GB per GPU) leave no KV "
+     "budget on 2 x NVIDIA H100 SXM5 80GB at utilization 0.5; the smallest tensor-parallel size that fits is 4"),
+    (2, dict(reserved=10**10), "KV budget -4.02 GB: llama-3.1-70b weights (70.56 GB per GPU) leave no KV budget on "
+     "2 x NVIDIA H100 SXM5 80GB at utilization 0.9; the smallest tensor-parallel size that fits is 4"),
+])
+def test_no_budget_names_the_group_and_the_smallest_t_at_the_same_utilization_and_reserve(T, kw, message) -> None:
+    """The refusal names T x the GPU and weights per GPU at T > 1, and the smallest T that fits at the given
+    utilization and reserve (at 0.9 with no reserve T = 2 would fit: 70.56 GB of 76.5 GB)."""
+    usable = Fraction(H100.usable_memory)
+    assert usable * Fraction(9, 10) > 70_555_025_408 > usable / 2
+    assert usable * Fraction(9, 10) - 70_555_025_408 < 10**10 < usable * Fraction(9, 10) - 35_278_831_616
+    with pytest.raises(NoKVBudgetError) as info:
+        estimate.kv_budget_for(LLAMA70, H100, tensor_parallel_size=T, **kw)
+    assert str(info.value) == f"{message} (--tensor-parallel-size 4)"
+
+
+def test_a_share_that_does_not_fit_gets_no_hint_about_other_sizes() -> None:
+    """Llama 3.1 405B's share at T = 2 (405.86 GB per GPU) leaves no budget; no other T is offered for a share."""
+    share = get_model("llama-3.1-405b").per_gpu(2)
+    with pytest.raises(NoKVBudgetError) as info:
+        estimate.kv_budget_for(share, H100)
+    assert str(info.value) == ("KV budget -329.32 GB: llama-3.1-405b weights (405.86 GB per GPU) leave no KV budget "
+                               "on 2 x NVIDIA H100 SXM5 80GB at utilization 0.9")
 
 
 def test_kv_heads_replicated_when_t_exceeds_them() -> None:
@@ -137,6 +173,77 @@ def test_decode_step_adds_the_allreduce_by_hand() -> None:
     assert s.allreduce_time == allreduce and s.memory_time == memory
     assert s.step_time == memory + allreduce and s.throughput == 1 / (memory + allreduce)
     assert s.allreduce_latency_time == 160 * 14 * alpha and round(float(s.step_time) * 1e3, 3) == 6.62
+
+
+def _llama70_step_at_t4_by_hand(batch: int, context: int, overhead: Fraction = Fraction(0),
+                                peak: Fraction = Fraction(9_894 * 10**11), kv_reads: bool = True) -> dict:
+    """Every field of decode_step(llama-3.1-70b, h100-sxm, T = 4), from the config and the datasheet by hand.
+
+    ``peak`` is the H100 SXM's 989.4 TFLOP/s dense BF16 unless another is given; ``kv_reads=False``
+    drops the KV bytes and the attention FLOPs.
+    """
+    L, h, inter, d, V, T = 80, 8192, 28_672, 128, 128_256, 4
+    per_layer = h * (64 // T) * d * 2 + h * (8 // T) * d * 2 + 3 * h * inter // T  # q, o; k, v; gate, up, down
+    weights = 2 * (L * per_layer + L * 2 * h + 2 * (V // T) * h + h)  # BF16; norms replicated; vocabulary / T
+    kv = 2 * L * (8 // T) * d * 2                    # 2 of the 8 KV heads per GPU
+    matmul = 2 * (L * per_layer + (V // T) * h)      # projections and the lm_head, not the embedding lookup
+    attention = 4 * L * (64 // T) * d                # 16 query heads per GPU
+    assert (weights, kv, matmul, attention) == (35_278_831_616, 81_920, 34_750_857_216, 655_360)
+    bw = Fraction(3_350 * 10**9)                                  # H100 SXM: 3.35 TB/s
+    beta, alpha = Fraction(450 * 10**9), Fraction(6, 10**7)       # NVLink 4: 450 GB/s per direction, 0.6 us a hop
+    if not kv_reads:
+        kv = attention = 0
+    S = batch * context
+    nbytes, flops = weights + kv * S, batch * matmul + attention * S
+    memory, compute = nbytes / bw, flops / peak
+    ar_bw = 2 * L * Fraction(2 * (T - 1), T) * batch * h * 2 / beta  # 160 ring all-reduces of B x h x 2 bytes
+    ar_lat = 2 * L * 2 * (T - 1) * alpha
+    step = max(memory, compute) + ar_bw + ar_lat + overhead
+    return dict(batch=batch, context=context, bytes=nbytes, flops=flops, memory_time=memory, compute_time=compute,
+                step_time=step, step_time_no_overlap=memory + compute + ar_bw + ar_lat + overhead,
+                throughput=batch / step, math_busy_share=compute / step, bandwidth_share=memory / step,
+                intensity=Fraction(flops, nbytes), bound="compute" if compute >= memory else "memory",
+                flops_convention="exact", time_kind="bound", tensor_parallel_size=T,
+                allreduce_time=ar_bw + ar_lat, allreduce_bandwidth_time=ar_bw, allreduce_latency_time=ar_lat)
+
+
+@pytest.mark.parametrize("batch,context,overhead,bound", [
+    (1, 1000, 0, "memory"), (64, 1000, 0, "memory"), (1024, 128, 0, "compute"),
+    (64, 1000, Fraction(1, 10**5), "memory"),
+])
+def test_every_field_of_a_tp4_decode_step_by_hand(batch: int, context: int, overhead: Fraction, bound: str) -> None:
+    """Llama 3.1 70B on 4 H100 SXM: bytes, FLOPs, times, no-overlap time, shares, throughput and all-reduce, exact."""
+    link = H100.link(4)
+    assert (link.bandwidth.value, link.latency.value) == (450 * 10**9, Fraction(6, 10**7))
+    s = estimate.decode_step(LLAMA70, H100, batch=batch, context=context, overhead=overhead, tensor_parallel_size=4)
+    expected = _llama70_step_at_t4_by_hand(batch, context, Fraction(overhead))
+    assert attrs.asdict(s) == expected
+    assert s.bound == bound
+    # the shares are of the whole step, all-reduce included, so neither reaches 1 even in its own regime
+    assert s.bandwidth_share < 1 and s.math_busy_share < 1
+    assert s.step_time_no_overlap - s.step_time == min(s.memory_time, s.compute_time)
+    # one GPU's share, priced at its own T, is the same step
+    share = estimate.decode_step(LLAMA70.per_gpu(4), H100, batch=batch, context=context, overhead=overhead)
+    assert attrs.asdict(share) == expected
+
+
+def test_a_tp4_step_without_kv_reads_by_hand() -> None:
+    """kv_reads=False at T = 4 (batch 64, context 1,000): the weights-only step, all-reduce included, exact."""
+    s = estimate.decode_step(LLAMA70, H100, batch=64, context=1000, kv_reads=False, tensor_parallel_size=4)
+    expected = _llama70_step_at_t4_by_hand(64, 1000, kv_reads=False)
+    assert expected["bytes"] == 35_278_831_616 and expected["flops"] == 64 * 34_750_857_216
+    assert attrs.asdict(s) == expected
+
+
+def test_a_tp4_step_exactly_at_the_ridge_is_compute_bound() -> None:
+    """With the peak set so that compute time = memory time (B = 64, c = 1,000, T = 4), the step is compute-bound."""
+    by_hand = _llama70_step_at_t4_by_hand(64, 1000)
+    peak = by_hand["intensity"] * 3_350 * 10**9  # the ridge point = this step's intensity
+    at_ridge = attrs.evolve(H100, peak_bf16=attrs.evolve(H100.peak_bf16, value=peak))
+    s = estimate.decode_step(LLAMA70, at_ridge, batch=64, context=1000, tensor_parallel_size=4)
+    expected = _llama70_step_at_t4_by_hand(64, 1000, peak=peak)
+    assert expected["memory_time"] == expected["compute_time"] and expected["bound"] == "compute"
+    assert attrs.asdict(s) == expected
 
 
 def test_cost_model_prices_every_step_with_its_allreduce() -> None:

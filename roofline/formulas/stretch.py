@@ -52,7 +52,7 @@ __all__ = [
     "stretch_pool_overflow_step",
 ]
 
-_P9 = "p13_decode_stretch.py"
+_P13 = "p13_decode_stretch.py"
 
 _SIZES: dict[str, Any] = dict(weight_bytes="positive", kv_bytes_per_token="nonnegative")
 _FLOPS: dict[str, Any] = dict(flops_per_token="positive", attention_flops_per_token="nonnegative")
@@ -251,7 +251,7 @@ def _until_no_overlap(**kw: Any) -> Any:
 # --------------------------------------------------------------------------- registered formulas
 
 
-@formula(topic="stretch", proof=_P9, none_when_infinite=True, **_DECODE)
+@formula(topic="stretch", proof=_P13, none_when_infinite=True, **_DECODE)
 def stretch_crossover(**kw: Any) -> Any:
     """Step index where a stretch's memory and compute times meet, j* = (c0 - m0) / (ms - cs) [steps].
 
@@ -298,7 +298,7 @@ def stretch_crossover(**kw: Any) -> Any:
     return _vectorized(_crossover)(**kw)
 
 
-@formula(result="nonnegative", topic="stretch", proof=_P9, steps="nonnegative_int", overhead="nonnegative",
+@formula(result="nonnegative", topic="stretch", proof=_P13, steps="nonnegative_int", overhead="nonnegative",
          **_DECODE)
 def stretch_time(**kw: Any) -> Any:
     """Time of n consecutive decode steps of a fixed batch, roofline max form [s].
@@ -339,7 +339,7 @@ def stretch_time(**kw: Any) -> Any:
     return _vectorized(_time)(**kw)
 
 
-@formula(result="nonnegative", topic="stretch", proof=_P9, steps="nonnegative_int", overhead="nonnegative",
+@formula(result="nonnegative", topic="stretch", proof=_P13, steps="nonnegative_int", overhead="nonnegative",
          **_DECODE)
 def stretch_time_no_overlap(**kw: Any) -> Any:
     """Time of n consecutive decode steps, no-overlap form (memory + compute + overhead per step) [s].
@@ -359,7 +359,7 @@ def stretch_time_no_overlap(**kw: Any) -> Any:
     return _vectorized(_time_no_overlap)(**kw)
 
 
-@formula(result="nonnegative_int", topic="stretch", proof=_P9, target_time="nonnegative",
+@formula(result="nonnegative_int", topic="stretch", proof=_P13, target_time="nonnegative",
          overhead="nonnegative", **_DECODE)
 def stretch_steps_until(**kw: Any) -> Any:
     """First step count n whose cumulative stretch time reaches a time: min n with stretch_time(n) >= t [steps].
@@ -399,7 +399,7 @@ def stretch_steps_until(**kw: Any) -> Any:
     return _vectorized(_until)(**kw)
 
 
-@formula(result="nonnegative_int", topic="stretch", proof=_P9, target_time="nonnegative",
+@formula(result="nonnegative_int", topic="stretch", proof=_P13, target_time="nonnegative",
          overhead="nonnegative", **_DECODE)
 def stretch_steps_until_no_overlap(**kw: Any) -> Any:
     """First step count n with stretch_time_no_overlap(n) >= t [steps].
@@ -416,7 +416,7 @@ def stretch_steps_until_no_overlap(**kw: Any) -> Any:
     return _vectorized(_until_no_overlap)(**kw)
 
 
-@formula(result="nonnegative_int", topic="stretch", proof=_P9, batch="positive_int", context="nonnegative_int",
+@formula(result="nonnegative_int", topic="stretch", proof=_P13, batch="positive_int", context="nonnegative_int",
          steps="nonnegative_int", block_size="positive_int")
 def stretch_blocks(*, batch: Any, context: Any, steps: Any, block_size: Any) -> Any:
     """Blocks B sequences of context c hold after n more decode steps: B ceil((c + n) / b) [blocks].
@@ -451,7 +451,7 @@ def stretch_blocks(*, batch: Any, context: Any, steps: Any, block_size: Any) -> 
     return batch * -(-(context + steps) // block_size)
 
 
-@formula(result="nonnegative_int", topic="stretch", proof=_P9, batch="positive_int", context="nonnegative_int",
+@formula(result="nonnegative_int", topic="stretch", proof=_P13, batch="positive_int", context="nonnegative_int",
          block_size="positive_int", pool_blocks="nonnegative_int")
 def stretch_pool_overflow_step(*, batch: Any, context: Any, block_size: Any, pool_blocks: Any) -> Any:
     """First step count n at which B sequences of context c need more than a pool of P blocks [steps].

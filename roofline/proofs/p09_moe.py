@@ -125,6 +125,19 @@ def derive(p: Proof) -> None:
         p.holds(f"at B* the tokens touch {float(touched):.6f} of {m.num_experts} experts (all but 1e-6 of them)",
                 m.num_experts - touched < Fraction(1, 10**6))
         p.holds(f"so B* is within 1 of ceil(ridge x all weights / F) = {full}", abs(b_star - full) <= 1)
+        # the intensity of a step of 64 sequences at context 1,000, from its FLOPs and bytes written out here
+        b, c, e, kk = 64, 1000, m.num_experts, m.num_experts_per_tok
+        step_flops = b * F + m.attention_flops_per_token * b * c
+        step_bytes = (m.shared_weight_bytes + m.routed_expert_bytes * e * (1 - Fraction(e - kk, e) ** b)
+                      + m.kv_bytes_per_token * b * c)
+        step = {n: v for n, v in kw.items() if n not in ("peak_flops", "bandwidth")}
+        at_64 = f.moe_arithmetic_intensity(**dict(step, batch=b, context=c, kv_bytes_per_token=m.kv_bytes_per_token,
+                                                  attention_flops_per_token=m.attention_flops_per_token))
+        p.equal("the intensity at B = 64, c = 1,000 = its FLOPs / its bytes (experts touched E (1 - (1 - k/E)^B))",
+                at_64, step_flops / step_bytes, value=f"{float(at_64):.1f} FLOP/byte")
+        at_star = f.moe_arithmetic_intensity(**dict(step, batch=b_star))
+        p.holds("below the ridge there; at B* (c = 0) the intensity reaches it", at_64 < ridge <= at_star,
+                f"{float(at_64):.1f} < {float(ridge):.1f} <= {float(at_star):.1f} FLOP/byte")
         p.equal(f"the dense model of the same active size: B* = {dense} = ceil(ridge x W_active / F)", dense,
                 -(-(ridge * dense_w) // F))
         p.holds("about 300, as for any dense model (W ~ F bytes per FLOP)", 280 <= dense <= 340)

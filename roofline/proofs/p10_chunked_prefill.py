@@ -111,10 +111,25 @@ def derive(p: Proof) -> None:
 
     p.section("A prompt on an idle server: ceil(P / N) steps to its first token")
     unit = UnitCostModel()
+    chunks: list[tuple[int, int, int]] = []
     for prompt, budget in ((5000, 2048), (512, 512), (1, 256)):
         one = serve_continuous([Request(id=0, arrival_s=0, prompt_tokens=prompt, output_tokens=2)], unit,
                                max_num_seqs=4, prefill="chunked", max_num_batched_tokens=budget, record_steps=True)
         p.equal(f"P = {prompt:,}, N = {budget:,}: TTFT in steps", one.requests[0].ttft_s, -(-prompt // budget))
+        if prompt == 5000:
+            assert one.steps is not None
+            chunks = [(s.prefill_tokens, s.cached_tokens, s.attention_pairs) for s in one.steps if s.prefill_tokens]
+    p.equal("P = 5,000, N = 2,048: chunks of 2,048, 2,048 and 904 tokens after 0, 2,048 and 4,096 cached",
+            [c[:2] for c in chunks], [(2048, 0), (2048, 2048), (904, 4096)])
+    # each query at prompt position i (1-based) sees keys 1..i: counted query by query, not from q p0 + q (q + 1) / 2
+    counted = [sum(range(p0 + 1, p0 + q + 1)) for q, p0, _ in chunks]
+    p.equal("the fast path's pairs per chunk = the keys each query sees, counted query by query",
+            [f.chunk_attention_pairs(chunk_tokens=q, cached_tokens=p0) for q, p0, _ in chunks], counted,
+            value=", ".join(f"{n:,}" for n in counted))
+    p.equal("= the pairs the scheduler priced each chunk with", [c[2] for c in chunks], counted)
+    p.equal("a chunk of 3 after 2 cached: the pairs (query, key), key <= query, enumerated",
+            f.chunk_attention_pairs(chunk_tokens=3, cached_tokens=2),
+            len([(qi, kj) for qi in range(3, 6) for kj in range(1, qi + 1)]))
 
     lengths = [o for _ in range(ROUNDS) for o in REPLIES]
     requests = [Request(id=i, arrival_s=0, prompt_tokens=PROMPT, output_tokens=o) for i, o in enumerate(lengths)]

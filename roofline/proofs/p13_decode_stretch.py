@@ -8,9 +8,11 @@ compute times are two straight lines in the step index. Their crossover j* (solv
 the stretch into at most two regimes, and the time of n steps is a closed form: two
 arithmetic series. For Llama 3.1 8B on an H100 SXM a batch of 512 starting at 100 tokens
 is compute-bound through step 50 and memory-bound from step 51 (j* = 50.44); 100 steps
-take exactly the sum of their step times. The first step count whose cumulative time
-reaches a given time solves a quadratic: one request decoding for a day on that GPU gets
-through 1,982,585 steps (found with an integer square root, checked at n - 1 and n).
+take exactly the sum of their step times, and so do they in the no-overlap form (memory +
+compute + overhead per step: one line), whose step counts are found the same way. The
+first step count whose cumulative time reaches a given time solves a quadratic: one
+request decoding for a day on that GPU gets through 1,982,585 steps (found with an
+integer square root, checked at n - 1 and n).
 Paged KV grows by whole blocks: 10 sequences of 16 tokens in 16-token blocks outgrow a
 25-block pool at step 17. An event engine built on these sums serves one request of 10^9
 output tokens exactly without stepping through them.
@@ -84,6 +86,27 @@ def derive(p: Proof) -> None:
             value=si(closed, "s"))
     p.equal("and = the SymPy form at these values", sp.Rational(closed.numerator, closed.denominator),
             ss.stretch_time.xreplace(symbols_for(dict(kw, steps=100, overhead=0))))
+
+    p.section("The no-overlap form: one line, memory + compute + overhead per step")
+    overhead = Fraction(1, 10**5)  # 10 us per step, so the per-step term is checked too
+
+    def lines_at(i: int) -> tuple[Fraction, Fraction]:  # step i by hand: (W + k S_i) / BW and (B F + a S_i) / peak
+        s_i = 51_200 + 512 * i
+        return ((terms["weight_bytes"] + terms["kv_bytes_per_token"] * s_i) / terms["bandwidth"],
+                (512 * terms["flops_per_token"] + terms["attention_flops_per_token"] * s_i) / terms["peak_flops"])
+
+    prefix = [Fraction(0)]
+    for i in range(100):
+        prefix.append(prefix[-1] + sum(lines_at(i)) + overhead)
+    closed_no = f.stretch_time_no_overlap(steps=100, overhead=overhead, **kw)
+    p.equal("100 steps: the closed form = memory + compute + overhead summed step by step (exact)", closed_no,
+            prefix[100], value=si(closed_no, "s"))
+    p.equal("it exceeds the max form (plus the overheads) by the smaller of the two times, step by step",
+            closed_no - closed - 100 * overhead, sum(min(lines_at(i)) for i in range(100)))
+    reach = [f.stretch_steps_until_no_overlap(target_time=t, overhead=overhead, **kw)
+             for t in (prefix[37], prefix[37] + Fraction(1, 10**12), prefix[99])]
+    p.equal("the first n whose no-overlap prefix sum reaches the sum of 37, just above it, and of 99 steps",
+            reach, [37, 38, 99])
 
     p.section("The first step count reaching a time: a quadratic in n (a day of batch-1 decode)")
     one_row = dict(terms, batch=1, context_sum=1, overhead=0)

@@ -369,8 +369,15 @@ class RequestResult:
     preemptions : int
         Times it was preempted (continuous batching, on-demand admission).
     prefill_tokens : int [tokens]
-        Tokens prefilled for it: the prompt, plus prompt + generated tokens at every resume
-        after a preemption (inference-sim #1091); padding excluded.
+        Tokens of it that prefill work processed, summed over every prefill step or chunk
+        that processed some (padding excluded): P for a request never preempted; each
+        re-prefill after a preemption adds its P + g tokens (g generated before it,
+        inference-sim #1091). Chunked prefill counts each chunk when it is processed, so a
+        request preempted mid-prefill (on-demand admission) counts the chunks done before
+        the preemption, which were dropped with its KV, and then its whole re-prefill: a
+        prompt of 8 with 2 tokens chunked before the preemption counts 2 + 8 = 10, not
+        8 + 8. Every step's ``prefill_tokens`` (:class:`StepRecord`, padding aside) is
+        counted for exactly one request.
     generated_tokens : int [tokens]
         Output tokens it produced (each counted once, preemption or not): equals
         ``request.output_tokens`` when handed back.
