@@ -339,7 +339,7 @@ def _tensor_parallel_lines(r: dict[str, Any]) -> list[str]:
 def _estimate_json(model: ModelConfig, accelerator: Accelerator, name: Any, context: int,
                    batches: list[int], step_json: Any) -> dict[str, Any]:
     """The estimate part of the report: the profile's constants and the estimated steps."""
-    from ..calibrate.fit import get_engine_profile
+    from ..profiles import get_engine_profile
 
     profile = get_engine_profile(name)
 
@@ -499,7 +499,7 @@ def _kv_note(row: dict[str, Any], from_given: bool) -> str:
 
 def _estimate_lines(r: dict[str, Any]) -> list[str]:
     """The [estimate] section: the profile's constants, then estimate beside bound."""
-    from ..calibrate.fit import format_constant
+    from ..profiles import format_constant
 
     e, p = r["estimate"], r["estimate"]["profile"]
     ctx = r["criticality"]["2p"]["context"]

@@ -454,7 +454,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _profile_name(name: str) -> str:
-    from ..calibrate.fit import get_engine_profile
+    from ..profiles import get_engine_profile
 
     return get_engine_profile(name).name
 

@@ -324,7 +324,7 @@ class RooflineCostModel:
         exact : bool
         estimate : str, EngineProfile or None
             None (default): the roofline bound. An engine profile (``"vllm"``, ...;
-            :mod:`roofline.calibrate.fit`): the cost model gains its constants, bandwidth x
+            :mod:`roofline.profiles`): the cost model gains its constants, bandwidth x
             eta_bw, peak x eta_mm and overhead + t_step + layers x t_layer, so every decode
             step costs :func:`roofline.formulas.estimated_step_time` and every prefill
             :func:`roofline.formulas.estimated_prefill_step_time` (docs/conventions.md,
@@ -367,7 +367,7 @@ class RooflineCostModel:
         if not isinstance(exact, bool):
             raise InvalidValueError("exact", exact, "must be True or False")
         if estimate is not None:
-            from ..calibrate.fit import get_engine_profile
+            from ..profiles import get_engine_profile
 
             profile = get_engine_profile(estimate)
             check_nonnegative("overhead", overhead)
