@@ -6,6 +6,8 @@ does, on first use):
 * :class:`ModelConfig`, :func:`get_model`, :func:`load_model`, :func:`model_names`
 * :class:`Accelerator`, :class:`Source`, :class:`Sourced`, :func:`get_accelerator`,
   :func:`accelerator_names`
+* :class:`Deployment`, :class:`Parallelism` (a model on its accelerators: tensor-parallel size,
+  FLOPs convention, bound or estimate)
 * :mod:`roofline.formulas` (numeric fast paths) and its ``REGISTRY``
 * :mod:`roofline.estimate` (the formulas applied to a model on an accelerator)
 * errors: :class:`RooflineError` (a ValueError) and its subclasses
@@ -16,6 +18,7 @@ Conventions: docs/conventions.md (units: bytes, seconds, FLOP).
 from __future__ import annotations
 
 from . import formulas
+from .deployment import Deployment, Parallelism
 from .errors import ConfigError, InvalidValueError, RooflineError, TraceError, UnknownPresetError
 from .hardware import Accelerator, Source, Sourced, accelerator_names, get_accelerator
 from .models import ModelConfig, get_model, load_model, model_names
@@ -34,6 +37,8 @@ __all__ = [
     "Sourced",
     "get_accelerator",
     "accelerator_names",
+    "Deployment",
+    "Parallelism",
     "RooflineError",
     "InvalidValueError",
     "ConfigError",

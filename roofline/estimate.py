@@ -1,8 +1,10 @@
 """The formulas applied to a model on an accelerator: what ``roofline report`` prints.
 
-These functions take a :class:`roofline.ModelConfig` and a
-:class:`roofline.Accelerator` and return attrs records of the fast paths'
-results, so that tools need not wire the keyword arguments themselves. All numbers
+These functions take a :class:`roofline.Deployment` (the model, its accelerator, the
+tensor-parallel size, the FLOPs convention and bound or estimate), or in its place a
+:class:`roofline.ModelConfig` and a :class:`roofline.Accelerator` with those as keywords
+(:func:`roofline.deployment.as_deployment` makes the Deployment either way), and return attrs
+records of the fast paths' results, so that tools need not wire the keyword arguments themselves. All numbers
 are in SI units (bytes, seconds, FLOP); exact (int or Fraction) whenever the
 inputs are, as the presets are.
 
@@ -21,9 +23,10 @@ import numpy as np
 
 from . import formulas as f
 from ._checks import check_int, check_number
+from .deployment import FROM_DEPLOYMENT, Deployment, allreduce_terms, as_deployment
 from .errors import InvalidValueError, NoKVBudgetError
 from .hardware import Accelerator, Source, Sourced
-from .models import ModelConfig, flops_convention
+from .models import ModelConfig
 from .units import GiB
 
 __all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacity", "kv_capacity", "kv_budget_for",
@@ -94,42 +97,6 @@ def _hardware_terms(accelerator: Accelerator, model: ModelConfig | None = None) 
     return {name: Fraction(value) for name, value in accelerator.step_terms(dtype).items()}
 
 
-def allreduce_terms(model: ModelConfig, accelerator: Accelerator, tensor_parallel_size: int) -> dict[str, Any]:
-    """The all-reduce formulas' keyword arguments for ``model`` on a group of T ``accelerator`` GPUs.
-
-    ``num_hidden_layers``, ``hidden_size``, ``activation_bytes`` (:attr:`roofline.ModelConfig.activation_bytes`),
-    ``tensor_parallel_size`` and the link's ``link_bandwidth`` [bytes/s, per direction] and
-    ``link_latency`` [s] (:meth:`roofline.Accelerator.link`); pass them with ``**`` to
-    :func:`roofline.formulas.decode_allreduce_time` (docs/conventions.md, "Tensor parallelism").
-    At T = 1 no link is needed: bandwidth 1 and latency 0, and every all-reduce term is 0.
-
-    Raises
-    ------
-    InvalidValueError
-        T not an integer >= 1, or a group the accelerator's links cannot hold (the network between
-        servers is not modelled).
-    """
-    _check_parts(model, accelerator)
-    check_int("tensor_parallel_size", tensor_parallel_size, minimum=1)
-    if tensor_parallel_size == 1:
-        bandwidth, latency = Fraction(1), Fraction(0)
-    else:
-        link = accelerator.link(tensor_parallel_size)
-        bandwidth, latency = Fraction(link.bandwidth.value), Fraction(link.latency.value)
-    return dict(num_hidden_layers=model.num_hidden_layers, hidden_size=model.hidden_size,
-                activation_bytes=model.activation_bytes, tensor_parallel_size=int(tensor_parallel_size),
-                link_bandwidth=bandwidth, link_latency=latency)
-
-
-def _share(model: ModelConfig, tensor_parallel_size: Any) -> ModelConfig:
-    """One GPU's share of ``model`` at T (``model`` itself at T = 1, which may already be a share made by
-    :meth:`roofline.ModelConfig.per_gpu`, priced at its own T)."""
-    if isinstance(tensor_parallel_size, np.ndarray):
-        raise InvalidValueError("tensor_parallel_size", tensor_parallel_size, "expected an integer >= 1")
-    check_int("tensor_parallel_size", tensor_parallel_size, minimum=1)
-    return model.per_gpu(tensor_parallel_size)
-
-
 @attrs.frozen
 class DecodeStep:
     """One decode step of ``batch`` sequences at ``context`` tokens each (all SI units).
@@ -172,45 +139,39 @@ class DecodeStep:
     allreduce_latency_time: Any = 0
 
 
-def _profile(estimate: Any) -> Any:
-    """``estimate`` if it is an engine profile (it has ``constants``, ``overhead``, ``scaled`` and ``name``)."""
-    if not all(hasattr(estimate, a) for a in ("constants", "overhead", "scaled", "name")):
-        raise InvalidValueError("estimate", estimate, "expected an engine profile: "
-                                "roofline.calibrate.get_engine_profile('vllm') (keys: roofline validate)")
-    return estimate
-
-
 def decode_step(
-    model: ModelConfig,
-    accelerator: Accelerator,
+    model: ModelConfig | Deployment,
+    accelerator: Accelerator | None = None,
     *,
     batch: int,
     context: int,
-    flops: str = "exact",
+    flops: str = FROM_DEPLOYMENT,
     overhead: Any = 0,
     kv_reads: bool = True,
-    estimate: Any = None,
-    tensor_parallel_size: int = 1,
+    estimate: Any = FROM_DEPLOYMENT,
+    tensor_parallel_size: int = FROM_DEPLOYMENT,
 ) -> DecodeStep:
     """Cost of one decode step of ``batch`` sequences, each at ``context`` tokens: the bound, or an estimate.
 
     Parameters
     ----------
-    model : ModelConfig
-    accelerator : Accelerator
+    model : Deployment or ModelConfig
+        A Deployment holds the accelerator, T, the convention and the profile (``flops`` and
+        ``estimate`` given here replace its own); a ModelConfig takes them as the arguments below.
+    accelerator : Accelerator (beside a ModelConfig only)
         Its ``bandwidth`` [bytes/s] and dense BF16 ``peak_flops`` [FLOP/s] are used.
     batch : int > 0 [sequences] (a Python or numpy integer scalar)
     context : int >= 0 [tokens], KV cache each sequence attends over
-    flops : {"exact", "2p"}
+    flops : {"exact", "2p"}, default "exact" (a Deployment's own)
     overhead : [s] >= 0, fixed per-step overhead
     kv_reads : bool
         False drops the KV bytes (and attention FLOPs): the weights-only picture.
-    estimate : EngineProfile or None
-        None (default): the roofline bound. An engine profile
-        (:func:`roofline.calibrate.get_engine_profile`, e.g. ``get_engine_profile("vllm")``):
+    estimate : EngineProfile, str or None
+        None (default; a Deployment's own): the roofline bound. An engine profile or its key
+        (:func:`roofline.profiles.get_engine_profile`, e.g. ``get_engine_profile("vllm")``):
         that profile's estimate, :func:`roofline.formulas.estimated_step_time` (``overhead``
         is added to its t_step).
-    tensor_parallel_size : int >= 1, default 1
+    tensor_parallel_size : int >= 1, default 1 (a Deployment's own; beside a ModelConfig only)
         T GPUs in a tensor-parallel group: bytes, FLOPs, memory and compute times are one GPU's
         share (:meth:`roofline.ModelConfig.per_gpu`; a ``model`` that is already a share is priced
         at its own T) and the step adds the 2 L ring all-reduces of
@@ -227,7 +188,8 @@ def decode_step(
     InvalidValueError
         A batch that is not an integer >= 1, a context that is not an integer >= 0, a
         negative overhead, an unknown convention, a model/accelerator of the wrong type,
-        or an ``estimate`` that is not an engine profile.
+        an ``estimate`` that is not an engine profile, or a T the model's heads refuse
+        (:class:`roofline.Deployment`, each naming its field).
 
     Examples
     --------
@@ -241,21 +203,18 @@ def decode_step(
     >>> round(float(e.step_time) * 1e3, 2), e.time_kind
     (8.41, 'estimate: vLLM with CUDA graphs')
     """
-    _check_parts(model, accelerator)
+    d = as_deployment(model, accelerator, tensor_parallel_size=tensor_parallel_size, flops=flops, estimate=estimate)
     _check_scalar("batch", batch, minimum=1)
     _check_scalar("context", context, minimum=0)
     _check_scalar("overhead", overhead)
     _check_flag("kv_reads", kv_reads)
-    model = _share(model, tensor_parallel_size)
-    group = model.tensor_parallel_size
-    ar = allreduce_terms(model, accelerator, group) if group > 1 else None
-    terms = _model_terms(model, flops, batch, context)
+    model, accelerator, group = d.share, d.accelerator, d.tensor_parallel_size
+    ar = d.allreduce_terms() if group > 1 else None
+    terms = _model_terms(model, d.flops, batch, context)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
-    time_kind = "bound"
-    if estimate is not None:
-        profile = _profile(estimate)
-        time_kind = f"estimate: {profile.name}"
+    if d.estimate is not None:
+        profile = d.estimate
         f.estimated_step_time(  # checks the constants and the arguments, naming a bad one
             **terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
             num_hidden_layers=model.num_hidden_layers, **profile.constants())
@@ -308,8 +267,8 @@ def decode_step(
             ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token")}
         ),
         bound="compute" if comp >= mem else "memory",
-        flops_convention=flops_convention(flops),
-        time_kind=time_kind,
+        flops_convention=d.flops,
+        time_kind=d.time_kind,
         **tp,
     )
 
@@ -339,17 +298,20 @@ class Criticality:
 
 
 def criticality(
-    model: ModelConfig, accelerator: Accelerator, *, context: int, flops: str = "exact", tensor_parallel_size: int = 1
+    model: ModelConfig | Deployment, accelerator: Accelerator | None = None, *, context: int,
+    flops: str = FROM_DEPLOYMENT, tensor_parallel_size: int = FROM_DEPLOYMENT,
 ) -> Criticality:
     """Ridge point, critical batch (with and without KV), critical context c*.
 
     Parameters
     ----------
-    model : ModelConfig
-    accelerator : Accelerator
+    model : Deployment or ModelConfig
+        A Deployment's accelerator, T and convention (``flops`` given here replaces it); its
+        profile is not used: criticality is the bound's.
+    accelerator : Accelerator (beside a ModelConfig only)
     context : int >= 0 [tokens]
-    flops : {"exact", "2p"}
-    tensor_parallel_size : int >= 1, default 1
+    flops : {"exact", "2p"}, default "exact" (a Deployment's own)
+    tensor_parallel_size : int >= 1, default 1 (a Deployment's own; beside a ModelConfig only)
         T: the ridge point, critical batch and c* of one GPU's share
         (:meth:`roofline.ModelConfig.per_gpu`). The all-reduce adds time to both regimes and
         moves neither (docs/conventions.md, "Tensor parallelism").
@@ -373,9 +335,9 @@ def criticality(
     >>> c.critical_batch is None, c.critical_batch_weights_only, round(float(c.critical_context))
     (True, 296, 415)
     """
-    _check_parts(model, accelerator)
+    d = as_deployment(model, accelerator, tensor_parallel_size=tensor_parallel_size, flops=flops)
     _check_scalar("context", context, minimum=0)
-    model = _share(model, tensor_parallel_size)
+    model, accelerator, flops = d.share, d.accelerator, d.flops
     terms = _model_terms(model, flops, 1, context)
     hw = _hardware_terms(accelerator, model)
     weights_only = dict(terms, kv_bytes_per_token=Fraction(0), attention_flops_per_token=Fraction(0))
@@ -404,7 +366,7 @@ def criticality(
             flops_per_token=terms["flops_per_token"],
             attention_flops_per_token=terms["attention_flops_per_token"],
         ),
-        flops_convention=flops_convention(flops),
+        flops_convention=flops,
     )
 
 
@@ -511,19 +473,20 @@ class KVCapacity:
 
 
 def kv_budget_for(
-    model: ModelConfig, accelerator: Accelerator, *, utilization: Any = Fraction(9, 10), reserved: Any = 0,
-    tensor_parallel_size: int = 1,
+    model: ModelConfig | Deployment, accelerator: Accelerator | None = None, *, utilization: Any = Fraction(9, 10),
+    reserved: Any = 0, tensor_parallel_size: int = FROM_DEPLOYMENT,
 ) -> Fraction:
     """KV budget [bytes] = usable memory x utilization - weight bytes - reserved.
 
     Parameters
     ----------
-    model, accelerator
+    model : Deployment or ModelConfig (a ModelConfig with ``accelerator`` and ``tensor_parallel_size``)
+    accelerator : Accelerator (beside a ModelConfig only)
     utilization : in (0, 1], default 0.9 (as vLLM's gpu_memory_utilization)
     reserved : [bytes] >= 0, activations and runtime; 0 (the default) gives the upper bound. A
         budget called "real" passes a published reserve, e.g. ``published_reserve(model, accelerator)``
         (docs/conventions.md, "Memory").
-    tensor_parallel_size : int >= 1, default 1
+    tensor_parallel_size : int >= 1, default 1 (a Deployment's own; beside a ModelConfig only)
         T: the budget of one GPU holding its share of the weights (:meth:`roofline.ModelConfig.per_gpu`);
         the group holds T such budgets, each caching its share of every token's KV
         (docs/conventions.md, "Tensor parallelism").
@@ -547,22 +510,20 @@ def kv_budget_for(
     >>> round(float(kv_budget_for(llama, h100, reserved=published_reserve(llama, h100).value)) / 1e9, 2)
     57.2
     """
-    _check_parts(model, accelerator)
+    d = as_deployment(model, accelerator, tensor_parallel_size=tensor_parallel_size)
     _check_scalar("utilization", utilization)
     _check_scalar("reserved", reserved)
-    share = _share(model, tensor_parallel_size)
+    model, accelerator, share, group = d.model, d.accelerator, d.share, d.tensor_parallel_size
     budget = f.kv_budget(
         memory=Fraction(accelerator.usable_memory), utilization=utilization,
         weight_bytes=Fraction(share.weight_bytes), reserved=reserved,
     )
     if budget <= 0:
-        group = share.tensor_parallel_size
-        where = accelerator.name if group == 1 else f"{group} x {accelerator.name}"
         hint = ""
         smallest = smallest_tensor_parallel_size(model, accelerator, utilization=utilization, reserved=reserved)
-        if smallest is not None and smallest > tensor_parallel_size:
+        if smallest is not None and smallest > group:
             hint = f"; the smallest tensor-parallel size that fits is {smallest} (--tensor-parallel-size {smallest})"
-        elif smallest is None and model.tensor_parallel_size == 1:
+        elif smallest is None:
             hint = (f"; no tensor-parallel size of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} fits on one server "
                     "of it (the network between servers is not modelled)" + _larger_cards(model, utilization,
                                                                                          reserved))
@@ -570,7 +531,7 @@ def kv_budget_for(
             float(budget),
             f"{model.name} weights ({float(share.weight_bytes) / 1e9:.2f} GB"
             f"{' per GPU' if group > 1 else ''}) leave no KV budget on "
-            f"{where} at utilization {float(utilization)}{hint}",
+            f"{d.where} at utilization {float(utilization)}{hint}",
         )
     return Fraction(budget)
 
@@ -602,7 +563,9 @@ def smallest_tensor_parallel_size(
 
     Parameters
     ----------
-    model, accelerator, utilization, reserved : as :func:`kv_budget_for`
+    model : ModelConfig (a whole model)
+    accelerator : Accelerator
+    utilization, reserved : as :func:`kv_budget_for`
     sizes : iterable of int >= 1, default (1, 2, 4, 8)
 
     Returns
@@ -626,7 +589,7 @@ def smallest_tensor_parallel_size(
     _check_scalar("reserved", reserved)
     for T in sizes:
         try:
-            share = model.per_gpu(T)
+            share = Deployment(model, accelerator, T).share
             if T > 1:
                 accelerator.link(T)
         except InvalidValueError:
@@ -699,17 +662,18 @@ def published_reserve(model: ModelConfig, accelerator: Accelerator) -> Sourced |
 
 
 def kv_capacity(
-    model: ModelConfig, *, budget: Any, context: int, block_size: int = 16, tensor_parallel_size: int = 1
+    model: ModelConfig | Deployment, *, budget: Any, context: int, block_size: int = 16,
+    tensor_parallel_size: int = FROM_DEPLOYMENT,
 ) -> KVCapacity:
     """Tokens, blocks and sequences of ``context`` tokens a KV budget holds.
 
     Parameters
     ----------
-    model : ModelConfig (its ``kv_bytes_per_token``)
+    model : Deployment or ModelConfig (one GPU's ``kv_bytes_per_token``: :attr:`roofline.Deployment.share`)
     budget : [bytes] >= 0
     context : int > 0 [tokens]
     block_size : int > 0 [tokens/block], default 16 (vLLM's default)
-    tensor_parallel_size : int >= 1, default 1
+    tensor_parallel_size : int >= 1, default 1 (a Deployment's own; beside a ModelConfig only)
         T: ``budget`` is one GPU's and the KV bytes per token are one GPU's share (KV heads split,
         or one replicated per GPU; MLA's latent replicated; :meth:`roofline.ModelConfig.per_gpu`).
         The sequences that fit are the group's: every GPU holds its share of each sequence.
@@ -728,11 +692,10 @@ def kv_capacity(
     >>> kv_capacity(get_model("llama-3.1-8b"), budget=53_000_000_000, context=1000).sequences
     404
     """
-    _check_parts(model)
+    model = _share_of(model, tensor_parallel_size)
     _check_scalar("budget", budget)
     _check_scalar("context", context, minimum=1)
     _check_scalar("block_size", block_size, minimum=1)
-    model = _share(model, tensor_parallel_size)
     k = model.kv_bytes_per_token
     if not model.has_sliding_window:
         return KVCapacity(
@@ -761,6 +724,16 @@ def kv_capacity(
         sequences_blocks=int(Fraction(budget) // Fraction(windowed_block_bytes(model, context, block_size))),
         kv_bytes_per_sequence=per_sequence,
     )
+
+
+def _share_of(model: Any, tensor_parallel_size: Any) -> ModelConfig:
+    """One GPU's share for the functions that need no accelerator: a Deployment's, or ``model.per_gpu(T)``
+    (a share made by per_gpu is its own at T = 1)."""
+    if isinstance(model, Deployment):
+        return as_deployment(model, tensor_parallel_size=tensor_parallel_size).share
+    _check_parts(model)
+    T = 1 if tensor_parallel_size is FROM_DEPLOYMENT else tensor_parallel_size
+    return model.per_gpu(T)
 
 
 def windowed_block_bytes(model: ModelConfig, context: int, block_size: int) -> Any:

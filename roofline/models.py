@@ -29,6 +29,7 @@ from .quantization import Quantization, _to_quantization, quantized_matrix_bytes
 
 __all__ = [
     "ModelConfig",
+    "ModelShare",
     "Quantization",
     "TensorGroup",
     "TENSOR_CLASSES",
@@ -263,9 +264,6 @@ class ModelConfig:
     activation_dtype : str or None
         The dtype of matmul inputs when it is not the weights' (FP8 with FP8 activations:
         "fp8"); selects the compute peak.
-    tensor_parallel_size : int >= 1, default 1
-        1 for a whole model; T for the share one GPU of a tensor-parallel group of T holds
-        (made by :meth:`per_gpu`, never set by hand).
     published_parameters : int or None
         The total published with the checkpoint, for checking; never used in a formula.
     source : str
@@ -322,7 +320,6 @@ class ModelConfig:
     class_dtypes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_to_tuple, validator=_class_dtypes)
     quantization: Quantization | None = attrs.field(default=None, converter=_to_quantization)
     activation_dtype: str | None = attrs.field(default=None, validator=_activation_dtype)
-    tensor_parallel_size: int = attrs.field(default=1, validator=_pos_int)
 
     def __attrs_post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -874,8 +871,8 @@ class ModelConfig:
         Returns
         -------
         ModelConfig
-            ``self`` when T = 1 (every number unchanged); else a model of the same layers and hidden
-            size whose shapes are one GPU's (its ``tensor_parallel_size`` is T), so that every size it
+            ``self`` when T = 1 (every number unchanged); else a :class:`ModelShare` (a ModelConfig) of
+            the same layers and hidden size whose shapes are one GPU's, so that every size it
             gives (``weight_bytes``, ``decode_weight_bytes``, ``kv_bytes_per_token``, ``kv_bytes``,
             ``flops_per_token``, ``step_terms``) is per GPU:
 
@@ -917,7 +914,7 @@ class ModelConfig:
         T = int(tensor_parallel_size)
         if T == 1:
             return self
-        if self.tensor_parallel_size != 1:
+        if isinstance(self, ModelShare):
             raise InvalidValueError("tensor_parallel_size", T,
                                     f"{self.name} is already one GPU's share of {self.tensor_parallel_size}")
         H, Hkv = self.num_attention_heads, self.num_key_value_heads
@@ -949,15 +946,10 @@ class ModelConfig:
         share: dict[str, Any] = {field: width // T for field, width in widths.items()}
         if "intermediate_size" not in share:
             share["intermediate_size"] = self.intermediate_size
-        return attrs.evolve(
-            self,
-            num_attention_heads=H // T,
-            num_key_value_heads=kv_heads,
-            vocab_size=-(-self.vocab_size // T),
-            published_parameters=None,
-            tensor_parallel_size=T,
-            **share,
-        )
+        fields = {a.name: getattr(self, a.name) for a in attrs.fields(ModelConfig)}
+        fields.update(num_attention_heads=H // T, num_key_value_heads=kv_heads, vocab_size=-(-self.vocab_size // T),
+                      published_parameters=None, **share)
+        return ModelShare(**fields, whole=self, tensor_parallel_size=T)
 
     def with_dtypes(self, *, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelConfig:
         """A copy with other weight and/or KV dtypes.
@@ -1117,6 +1109,29 @@ def _from_dict(
 # --------------------------------------------------------------------------- presets
 
 _PRESET_CACHE: dict[str, ModelConfig] = {}
+
+
+@attrs.frozen
+class ModelShare(ModelConfig):
+    """One GPU's share of a model under tensor parallelism: a ModelConfig of one GPU's shapes.
+
+    Made by :meth:`ModelConfig.per_gpu` (never by hand); every size it gives is per GPU. The
+    model itself (:class:`ModelConfig`) holds nothing about where it runs: the tensor-parallel
+    size belongs to the deployment (:class:`roofline.Deployment`, docs/conventions.md,
+    "Deployment"). A share remembers what it is a share of, so that it is never split again
+    (:meth:`ModelConfig.per_gpu` refuses it by name) and so that an API given a share prices it
+    at its own T (:func:`roofline.deployment.as_deployment`).
+
+    Attributes
+    ----------
+    whole : ModelConfig
+        The model this is a share of.
+    tensor_parallel_size : int >= 2
+        T, the GPUs the whole model is split over.
+    """
+
+    whole: ModelConfig = attrs.field(kw_only=True, repr=False)
+    tensor_parallel_size: int = attrs.field(kw_only=True, validator=_pos_int)
 
 
 #: FLOPs conventions by name: "exact" (2 x matmul parameters + attention FLOPs) and "2p"

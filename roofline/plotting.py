@@ -26,6 +26,7 @@ import numpy as np
 
 from . import formulas as f
 from ._io import atomic_write
+from .deployment import FROM_DEPLOYMENT, Deployment, as_deployment
 from .errors import InvalidValueError, MissingExtraError
 from .hardware import Accelerator
 from .models import ModelConfig
@@ -58,35 +59,37 @@ def _matplotlib() -> Any:
 
 
 def throughput_curves(
-    model: ModelConfig,
-    accelerator: Accelerator,
+    model: ModelConfig | Deployment,
+    accelerator: Accelerator | None = None,
     *,
     context: int = 1000,
     kv_budget: Any = 53 * 10**9,
     max_batch: int = 512,
-    flops: str = "exact",
+    flops: str = FROM_DEPLOYMENT,
 ) -> dict[str, Any]:
     """The numbers of the throughput chart.
 
     Parameters
     ----------
-    model : ModelConfig
-        A whole model, or one GPU's share (:meth:`roofline.ModelConfig.per_gpu`): then the
-        throughput is the tensor-parallel group's, each step adding its all-reduce over
+    model : Deployment or ModelConfig
+        A Deployment (its accelerator, T and convention; its profile is not used: the chart is the
+        bound's), a whole model, or one GPU's share (:meth:`roofline.ModelConfig.per_gpu`). At
+        T > 1 the throughput is the tensor-parallel group's, each step adding its all-reduce over
         :meth:`roofline.Accelerator.link` (docs/conventions.md, "Tensor parallelism"), and
         ``kv_budget`` is one GPU's.
-    accelerator : Accelerator (its bandwidth [bytes/s] and dense peak [FLOP/s])
+    accelerator : Accelerator (beside a ModelConfig only; its bandwidth [bytes/s] and dense peak [FLOP/s])
     context : int > 0 [tokens], each sequence's context for the KV curve
     kv_budget : > 0 [bytes], the KV cache size where the KV curve ends (the lesson's 53 GB)
     max_batch : int >= 2 [sequences], the last batch size drawn
-    flops : {"exact", "2p"}, the FLOPs convention (docs/conventions.md)
+    flops : {"exact", "2p"}, the FLOPs convention (docs/conventions.md); default "exact" (a Deployment's own)
 
     Returns
     -------
     dict with ``batch`` (int array 1..max_batch), ``weights_only`` and ``with_kv``
     [tokens/s] (float arrays; ``with_kv`` is NaN beyond ``kv_limit``), ``kv_limit``
     [sequences] (int), ``ceiling`` [tokens/s] (peak / FLOPs per token),
-    ``critical_batch`` [sequences] (weights only; int), ``ridge`` [FLOP/byte].
+    ``critical_batch`` [sequences] (weights only; int), ``ridge`` [FLOP/byte], ``deployment``
+    (the :class:`roofline.Deployment` priced).
 
     Raises
     ------
@@ -107,6 +110,8 @@ def throughput_curves(
         raise InvalidValueError("max_batch", max_batch, "must be an integer >= 2")
     from .estimate import _hardware_terms, _model_terms, criticality
 
+    d = as_deployment(model, accelerator, flops=flops).as_bound()
+    model, accelerator, flops = d.share, d.accelerator, d.flops
     batch = np.arange(1, max_batch + 1)
     # the step's inputs at this context (docs/conventions.md, "Architectures"): a MoE step reads the experts its
     # batch touches (uniform routing), windowed layers read min(c, w) tokens (effective per-token rates), other
@@ -126,19 +131,18 @@ def throughput_curves(
                            attention_flops_per_token=float(attention), **common)
     kv_limit = int(f.sequences_that_fit(budget=kv_budget, kv_bytes_per_token=terms["kv_bytes_per_token"],
                                         context=context))
-    if model.tensor_parallel_size > 1:  # one GPU's share (ModelConfig.per_gpu): add the all-reduce of every step
-        from .estimate import allreduce_terms
-
-        ar_terms = allreduce_terms(model, accelerator, model.tensor_parallel_size)
+    if d.tensor_parallel_size > 1:  # one GPU's share (ModelConfig.per_gpu): add the all-reduce of every step
+        ar_terms = d.allreduce_terms()
         ar = f.decode_allreduce_time(batch=batch, **{k: v if isinstance(v, int) else float(v)
                                                      for k, v in ar_terms.items()})
         weights_only = batch / (batch / weights_only + ar)
         with_kv = batch / (batch / with_kv + ar)
     with_kv = np.where(batch <= kv_limit, with_kv, np.nan)
-    critical = criticality(model, accelerator, context=0, flops=flops).critical_batch_weights_only
+    critical = criticality(d, context=0).critical_batch_weights_only
     return dict(batch=batch, weights_only=weights_only, with_kv=with_kv, kv_limit=kv_limit,
                 ceiling=hardware["peak_flops"] / float(per_token), critical_batch=int(critical),
-                ridge=hardware["peak_flops"] / hardware["bandwidth"], context=context, kv_budget=kv_budget, flops=flops)
+                ridge=hardware["peak_flops"] / hardware["bandwidth"], context=context, kv_budget=kv_budget, flops=flops,
+                deployment=d)
 
 
 def useful_share_curves(batches: Sequence[int] = _SHARE_BATCHES, *, points: int = 81) -> dict[str, Any]:
@@ -186,14 +190,14 @@ def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Ax
 
 
 def throughput_chart(
-    model: ModelConfig,
-    accelerator: Accelerator,
+    model: ModelConfig | Deployment,
+    accelerator: Accelerator | None = None,
     *,
     ax: Axes | None = None,
     context: int = 1000,
     kv_budget: Any = 53 * 10**9,
     max_batch: int = 512,
-    flops: str = "exact",
+    flops: str = FROM_DEPLOYMENT,
 ) -> Figure:
     """Draw decode throughput against batch size (the lesson's left chart).
 
@@ -216,6 +220,7 @@ def throughput_chart(
         matplotlib is not installed.
     """
     c = throughput_curves(model, accelerator, context=context, kv_budget=kv_budget, max_batch=max_batch, flops=flops)
+    d = c["deployment"]
     fig, ax = _new_axes(ax, (6.4, 5.0))
     kilo = 1000
     ax.plot(c["batch"], c["weights_only"] / kilo, color="tab:blue", lw=2, label="weights only")
@@ -232,16 +237,15 @@ def throughput_chart(
                     bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85))
     ax.axhline(c["ceiling"] / kilo, color="0.3", ls=":", lw=1.5,
                label=f"compute ceiling: peak / F = {c['ceiling'] / kilo:.1f}k tokens/s"
-               + ("" if model.tensor_parallel_size == 1 else "\n(the all-reduce left out)"))
+               + ("" if d.tensor_parallel_size == 1 else "\n(the all-reduce left out)"))
     ax.axvline(c["critical_batch"], color="tab:red", ls=":", lw=1.5,
                label=f"ridge: B* = {c['critical_batch']} ({c['ridge']:.0f} FLOP/byte)")
     ax.set_xlim(0, max_batch)
     ax.set_ylim(0, c["ceiling"] / kilo * 1.15)
     ax.set_xlabel("batch size B [sequences]")
     ax.set_ylabel("decode throughput [thousand tokens/s]")
-    convention = "2 x P FLOPs per token" if flops == "2p" else "exact FLOPs"
-    group = "" if model.tensor_parallel_size == 1 else f"{model.tensor_parallel_size} x "
-    ax.set_title(f"{model.name} on {group}{accelerator.name}\n(roofline, {convention})", fontsize=10)
+    convention = "2 x P FLOPs per token" if d.flops == "2p" else "exact FLOPs"
+    ax.set_title(f"{d.model.name} on {d.where}\n(roofline, {convention})", fontsize=10)
     ax.grid(True, alpha=0.3)
     # below the axes, outside the data: inside, any corner covers a curve (lower right hid the KV curve's end)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8.5, frameon=False)
@@ -299,14 +303,14 @@ def useful_share_chart(
 
 def write_charts(
     out_dir: str | os.PathLike[str],
-    model: ModelConfig,
-    accelerator: Accelerator,
+    model: ModelConfig | Deployment,
+    accelerator: Accelerator | None = None,
     *,
     formats: Sequence[str] = ("png", "svg"),
     context: int = 1000,
     kv_budget: Any = 53 * 10**9,
     max_batch: int = 512,
-    flops: str = "exact",
+    flops: str = FROM_DEPLOYMENT,
     dpi: int = 150,
 ) -> list[Path]:
     """Write both charts to ``out_dir`` in each format; return the paths written.

@@ -13,9 +13,9 @@ LAYERS: dict[str, int] = {
     # 0: what everything shares: errors, units, the table of quantities, input checks, file reading
     "errors": 0, "units": 0, "quantities": 0, "_checks": 0, "_io": 0, "data": 0,
     # 1: the facts and the numeric fast paths
-    "hardware": 1, "models": 1, "families": 1, "quantization": 1, "formulas": 1,
+    "hardware": 1, "models": 1, "families": 1, "quantization": 1, "formulas": 1, "profiles": 1,
     # 2: the derivations and the formulas applied to a model on an accelerator
-    "symbolic": 2, "estimate": 2,
+    "symbolic": 2, "estimate": 2, "deployment": 2,
     # 3: what is built on them: the scheduler, measurement, plots, proofs, strategies
     "sim": 3, "measure": 3, "calibrate": 3, "validate": 3, "plotting": 3, "proofs": 3, "testing": 3,
     # 4: the command line
@@ -115,3 +115,10 @@ def test_the_layout_test_sees_the_whole_package() -> None:
     graph = _graph()
     assert "sim.kv" in graph and "formulas" in graph["sim.kv"]
     assert "errors" in graph["_io"]
+
+
+def test_the_scheduler_does_not_import_the_measurement_side() -> None:
+    """roofline.sim takes engine profiles from roofline.profiles, never from roofline.calibrate."""
+    reach = [f"roofline.{m} imports roofline.{t}" for m, targets in _graph().items() if m.startswith("sim")
+             for t in sorted(targets) if t.startswith("calibrate")]
+    assert reach == []

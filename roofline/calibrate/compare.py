@@ -38,6 +38,7 @@ from typing import Any
 
 import attrs
 
+from ..deployment import Deployment
 from ..errors import InvalidValueError
 from ..formulas import decode_allreduce_time, step_time
 from ..hardware import Accelerator, get_accelerator
@@ -51,6 +52,7 @@ __all__ = [
     "Row",
     "Report",
     "calibration_measurements",
+    "measurement_deployment",
     "default_measurements",
     "predict",
     "estimate_step",
@@ -72,6 +74,29 @@ LEFT_OUT: tuple[str, ...] = (
     "Power and clock limits (the gpt-fast A100 ran capped at 330 W), and prefill steps "
     "interleaved with decode in a serving engine.",
 )
+
+
+def measurement_deployment(measurement: Measurement, accelerator: Accelerator, *, flops: str = "exact") -> Deployment:
+    """The :class:`roofline.Deployment` a row ran: its model at its ``tensor_parallel`` T on ``accelerator``.
+
+    Parameters
+    ----------
+    measurement : Measurement
+    accelerator : Accelerator
+        The row's spec or measured constants (:func:`predict` prices both).
+    flops : {"exact", "2p"}
+
+    Returns
+    -------
+    Deployment
+        The bound (no profile): :func:`estimate_step` scales the accelerator itself.
+
+    Raises
+    ------
+    InvalidValueError
+        A bad convention or accelerator, or a T the row's model refuses, naming the field.
+    """
+    return Deployment(measurement.model, accelerator, measurement.tensor_parallel, flops=flops)
 
 
 def predict(
@@ -112,9 +137,10 @@ def predict(
     >>> round(t * 1e3, 3), bound
     (6.637, 'memory')
     """
-    from ..estimate import _model_terms, allreduce_terms
+    from ..estimate import _model_terms
 
-    model = measurement.model.per_gpu(measurement.tensor_parallel)
+    deployment = measurement_deployment(measurement, accelerator, flops=flops)
+    model = deployment.share
     context = 0
     if model.has_sliding_window:  # windows price each sequence at its own context: one context for the batch
         context, rest = divmod(measurement.context_sum, measurement.batch)
@@ -123,7 +149,7 @@ def predict(
                                     f"{model.name} has sliding windows, priced at one context per sequence: "
                                     f"context_sum must be a multiple of batch ({measurement.batch})")
     # the step reads the experts its batch touches (MoE) and min(c, w) tokens per windowed layer
-    terms = _model_terms(model, flops, measurement.batch, context)
+    terms = _model_terms(model, deployment.flops, measurement.batch, context)
     kw = dict(
         batch=measurement.batch,
         context_sum=measurement.context_sum,
@@ -131,9 +157,8 @@ def predict(
         **accelerator.step_terms(),
     )
     allreduce = 0.0
-    if model.tensor_parallel_size > 1:
-        allreduce = float(decode_allreduce_time(batch=measurement.batch,
-                                                **allreduce_terms(model, accelerator, model.tensor_parallel_size)))
+    if deployment.tensor_parallel_size > 1:
+        allreduce = float(decode_allreduce_time(batch=measurement.batch, **deployment.allreduce_terms()))
     t = float(step_time(**kw, overhead=0)) + allreduce
     memory = float(terms["weight_bytes"] + terms["kv_bytes_per_token"] * measurement.context_sum) / float(
         accelerator.bandwidth

@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from .._io import exact_decimal
+from ..deployment import Deployment, profile
 
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_ACCELERATOR = "h100-sxm"
@@ -134,3 +135,40 @@ def citation_url(citation: str) -> str:
     """The first URL of a source citation (the line a command prints), else the citation itself."""
     match = re.search(r"https?://\S+?(?=[:,;)\s]|$)", citation)
     return match.group(0) if match else citation
+
+
+def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -> tuple[Deployment, bool]:
+    """The one :class:`roofline.Deployment` of a command's flags, and whether T was chosen for it.
+
+    Reads ``--model`` (with ``--weight-dtype`` and ``--kv-dtype`` where the command has them: the
+    KV dtype is the model's, ``load_model(..., kv_dtype=...)``), ``--accelerator``,
+    ``--tensor-parallel-size`` (absent: 1; not given where its default is None: the smallest T
+    that fits, :func:`roofline.estimate.smallest_tensor_parallel_size` at ``utilization``, else 1),
+    ``--flops`` (absent: "exact") and ``--estimate`` (absent: the bound).
+
+    Returns
+    -------
+    (Deployment, bool)
+        The bool is True when T > 1 was chosen as the smallest that fits (the command says so).
+
+    Raises
+    ------
+    RooflineError
+        An unknown preset or profile, an unreadable config, a T the model's heads refuse (each
+        naming its flag's field, :class:`roofline.Deployment`).
+    """
+    from ..estimate import smallest_tensor_parallel_size
+    from ..hardware import get_accelerator
+    from ..models import load_model
+
+    model = load_model(args.model, weight_dtype=getattr(args, "weight_dtype", None),
+                       kv_dtype=getattr(args, "kv_dtype", None))
+    accelerator = get_accelerator(args.accelerator)
+    T = getattr(args, "tensor_parallel_size", 1)
+    chosen = False
+    if T is None:
+        kw = {} if utilization is None else {"utilization": utilization}
+        T = smallest_tensor_parallel_size(model, accelerator, **kw) or 1
+        chosen = T > 1
+    return Deployment(model, accelerator, T, flops=getattr(args, "flops", "exact"),
+                      estimate=profile(getattr(args, "estimate", None))), chosen

@@ -31,14 +31,25 @@ import json
 from fractions import Fraction
 from typing import Any
 
+import attrs
+
 from .. import estimate
 from .. import formulas as f
 from .._checks import check_int
+from ..deployment import FROM_DEPLOYMENT, Deployment, as_deployment
 from ..errors import InvalidValueError
-from ..hardware import Accelerator, get_accelerator
-from ..models import ModelConfig, load_model
+from ..hardware import Accelerator
+from ..models import ModelConfig, ModelShare
 from ..units import format_time
-from ._args import add_flops_option, add_model_options, citation_url, int_arg, number_arg, plain
+from ._args import (
+    add_flops_option,
+    add_model_options,
+    citation_url,
+    deployment_from_args,
+    int_arg,
+    number_arg,
+    plain,
+)
 
 DEFAULT_SIZES = (1, 2, 4, 8)
 
@@ -66,15 +77,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _row(model: ModelConfig, accelerator: Accelerator, T: int, *, context: int, utilization: Any,
-         block_size: int, flops: str) -> dict[str, Any]:
+def _row(base: Deployment, T: int, *, context: int, utilization: Any, block_size: int) -> dict[str, Any]:
     """One tensor-parallel size: sizes per GPU, what fits, batch-1 step and throughput at the KV limit."""
     row: dict[str, Any] = {"tensor_parallel_size": T}
     try:
-        share = model.per_gpu(T)
-        link = accelerator.link(T) if T > 1 else None
+        deployment = attrs.evolve(base, parallelism=T)
+        link = deployment.accelerator.link(T) if T > 1 else None
     except InvalidValueError as exc:
         return dict(row, status="refused", reason=f"{exc.field}={exc.value}: {exc.reason}")
+    model, share, accelerator = deployment.model, deployment.share, deployment.accelerator
     reserve = estimate.published_reserve(share, accelerator)
     budget = f.kv_budget(memory=Fraction(accelerator.usable_memory), utilization=utilization,
                          weight_bytes=Fraction(share.weight_bytes), reserved=0 if reserve is None else reserve.value)
@@ -90,7 +101,7 @@ def _row(model: ModelConfig, accelerator: Accelerator, T: int, *, context: int, 
         kv_bytes_per_token_per_gpu=float(share.kv_bytes_per_token),
         kv_budget_per_gpu_bytes=float(budget),
     )
-    one = estimate.decode_step(share, accelerator, batch=1, context=context, flops=flops)
+    one = estimate.decode_step(deployment, batch=1, context=context)
     row["batch_1"] = {"step_time_s": float(one.step_time), "allreduce_time_s": float(one.allreduce_time),
                       "allreduce_latency_time_s": float(one.allreduce_latency_time),
                       "allreduce_bandwidth_time_s": float(one.allreduce_bandwidth_time),
@@ -99,12 +110,12 @@ def _row(model: ModelConfig, accelerator: Accelerator, T: int, *, context: int, 
     if budget <= 0:
         return dict(row, status="does not fit", reason="the weights per GPU leave no KV budget",
                     sequences=0, sequences_blocks=0, kv_limit=None)
-    cap = estimate.kv_capacity(share, budget=budget, context=context, block_size=block_size)
+    cap = estimate.kv_capacity(deployment, budget=budget, context=context, block_size=block_size)
     row.update(sequences=cap.sequences, sequences_blocks=cap.sequences_blocks)
     if cap.sequences_blocks < 1:
         return dict(row, status="does not fit", reason=f"no sequence of {context:,} tokens fits the KV budget",
                     kv_limit=None)
-    limit = estimate.decode_step(share, accelerator, batch=cap.sequences_blocks, context=context, flops=flops)
+    limit = estimate.decode_step(deployment, batch=cap.sequences_blocks, context=context)
     row.update(status="fits", kv_limit={
         "batch": cap.sequences_blocks, "step_time_s": float(limit.step_time),
         "allreduce_time_s": float(limit.allreduce_time), "tokens_per_s": float(limit.throughput),
@@ -113,26 +124,28 @@ def _row(model: ModelConfig, accelerator: Accelerator, T: int, *, context: int, 
 
 
 def build_fit(
-    model: ModelConfig,
-    accelerator: Accelerator,
+    model: ModelConfig | Deployment,
+    accelerator: Accelerator | None = None,
     *,
     context: int = 1000,
     sizes: tuple[int, ...] | list[int] = DEFAULT_SIZES,
     utilization: Any = Fraction(9, 10),
     block_size: int = 16,
-    flops: str = "exact",
+    flops: str = FROM_DEPLOYMENT,
 ) -> dict[str, Any]:
     """The fit table as a JSON-ready dict (SI units, floats).
 
     Parameters
     ----------
-    model : ModelConfig (a whole model)
-    accelerator : Accelerator
+    model : Deployment or ModelConfig (a whole model)
+        A Deployment's model, accelerator and FLOPs convention (its T is replaced by each of
+        ``sizes``; the table is the bound's).
+    accelerator : Accelerator (beside a ModelConfig only)
     context : int >= 1 [tokens] per sequence
     sizes : sequence of int >= 1 [GPUs], the tensor-parallel sizes T to compare
     utilization : in (0, 1], share of usable memory the server may use
     block_size : int >= 1 [tokens/block]
-    flops : {"exact", "2p"}
+    flops : {"exact", "2p"}, default "exact" (a Deployment's own)
 
     Returns
     -------
@@ -163,11 +176,12 @@ def build_fit(
         check_int("tensor_parallel_size", T, minimum=1)
     if not 0 < utilization <= 1:
         raise InvalidValueError("utilization", float(utilization), "must be in (0, 1]")
-    if model.tensor_parallel_size != 1:
+    if isinstance(model, ModelShare):
         raise InvalidValueError("model", model.name, "expected a whole model, not one GPU's share")
-    model.flops_per_token(flops)  # names a bad convention
-    rows = [_row(model, accelerator, T, context=context, utilization=utilization, block_size=block_size,
-                 flops=flops) for T in sorted(set(sizes))]
+    base = as_deployment(model, accelerator, flops=flops, estimate=None)  # names a bad convention
+    model, accelerator, flops = base.model, base.accelerator, base.flops
+    rows = [_row(base, T, context=context, utilization=utilization, block_size=block_size)
+            for T in sorted(set(sizes))]
     smallest = next((r["tensor_parallel_size"] for r in rows if r["status"] == "fits"), None)
     return {
         "time_kind": "bound",
@@ -252,9 +266,8 @@ def _reserve_lines(r: dict[str, Any]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the fit table for the parsed arguments; return 0."""
-    model = load_model(args.model, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
-    accelerator = get_accelerator(args.accelerator)
-    r = build_fit(model, accelerator, context=args.context, sizes=args.sizes, utilization=args.utilization,
-                  block_size=args.block_size, flops=args.flops)
+    deployment, _ = deployment_from_args(args)
+    r = build_fit(deployment, context=args.context, sizes=args.sizes, utilization=args.utilization,
+                  block_size=args.block_size)
     print(json.dumps(r, indent=2) if args.json else format_fit(r))
     return 0

@@ -26,10 +26,16 @@ from typing import Any
 
 from .. import estimate
 from .._io import check_outputs, output_path
-from ..hardware import get_accelerator
-from ..models import load_model
 from ..units import GB
-from ._args import add_flops_option, add_model_options, add_tensor_parallel_option, int_arg, number_arg, plain
+from ._args import (
+    add_flops_option,
+    add_model_options,
+    add_tensor_parallel_option,
+    deployment_from_args,
+    int_arg,
+    number_arg,
+    plain,
+)
 from .report import LESSON_KV_BUDGET_GB
 
 
@@ -67,18 +73,15 @@ def run(args: Any) -> int:
     out = output_path("--out", args.out)
     inputs = [args.model if os.path.isfile(args.model) else None]
     check_outputs("--out", [out, *(out / f"{stem}.{fmt}" for stem in CHART_NAMES for fmt in args.formats)], inputs)
-    whole = load_model(args.model)
-    accelerator = get_accelerator(args.accelerator)
+    # not given: one GPU, or the smallest group that fits, said so (as roofline report does)
+    deployment, chosen = deployment_from_args(args)
+    whole, accelerator, tp = deployment.model, deployment.accelerator, deployment.tensor_parallel_size
     notes = []
-    tp = args.tensor_parallel_size
-    if tp is None:  # not given: one GPU, or the smallest group that fits, said so (as roofline report does)
-        tp = estimate.smallest_tensor_parallel_size(whole, accelerator) or 1
-        if tp > 1:
-            notes.append(f"{whole.name} does not fit one {accelerator.name} (weights "
-                         f"{float(whole.weight_bytes) / 1e9:.2f} GB); the charts are for --tensor-parallel-size {tp}")
-    model = whole.per_gpu(tp)  # T > 1: one GPU's share, tokens/s of the group
+    if chosen:
+        notes.append(f"{whole.name} does not fit one {accelerator.name} (weights "
+                     f"{float(whole.weight_bytes) / 1e9:.2f} GB); the charts are for --tensor-parallel-size {tp}")
     # what the GPU leaves after the weights (reserve 0); refuses, naming the budget, when nothing is left
-    room = estimate.kv_budget_for(whole, accelerator, tensor_parallel_size=tp)
+    room = estimate.kv_budget_for(deployment)
     per_gpu = "" if tp == 1 else " per GPU"
     if args.kv_budget_gb is None:
         kv_budget: Any = min(Fraction(LESSON_KV_BUDGET_GB * GB), room)
@@ -91,8 +94,8 @@ def run(args: Any) -> int:
         if kv_budget > room:
             notes.append(f"--kv-budget-gb {float(args.kv_budget_gb):g} exceeds the {float(room) / 1e9:.2f} GB this GPU "
                          "leaves after the weights (utilization 0.9, reserve 0): the KV curve is a what-if")
-    paths = write_charts(args.out, model, accelerator, formats=args.formats, context=args.context,
-                         kv_budget=int(kv_budget), max_batch=args.max_batch, flops=args.flops)
+    paths = write_charts(args.out, deployment, formats=args.formats, context=args.context,
+                         kv_budget=int(kv_budget), max_batch=args.max_batch)
     if args.json:
         print(json.dumps({"written": [str(path) for path in paths], "tensor_parallel_size": tp,
                           "kv_budget_bytes": int(kv_budget), "notes": notes}, indent=2))

@@ -31,15 +31,17 @@ from typing import Any
 from .. import estimate
 from .. import estimate as estimate_mod
 from .._checks import check_int, check_positive
+from ..deployment import FROM_DEPLOYMENT, Deployment, as_deployment, profile
 from ..errors import InvalidValueError
-from ..hardware import Accelerator, get_accelerator
-from ..models import ModelConfig, load_model
+from ..hardware import Accelerator
+from ..models import ModelConfig
 from ..units import GB, format_time
 from ._args import (
     add_estimate_option,
     add_model_options,
     add_tensor_parallel_option,
     citation_url,
+    deployment_from_args,
     int_arg,
     number_arg,
     plain,
@@ -78,37 +80,40 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def build_report(
-    model: ModelConfig,
-    accelerator: Accelerator,
+    model: ModelConfig | Deployment,
+    accelerator: Accelerator | None = None,
     *,
     context: int = 1000,
     batches: tuple[int, ...] | list[int] = DEFAULT_BATCHES,
     kv_budget: Any = LESSON_KV_BUDGET_GB * GB,
     utilization: Any = Fraction(9, 10),
     block_size: int = 16,
-    estimate: Any = None,
+    estimate: Any = FROM_DEPLOYMENT,
     kv_limit_from: str = "upper_bound",
-    tensor_parallel_size: int = 1,
+    tensor_parallel_size: int = FROM_DEPLOYMENT,
 ) -> dict[str, Any]:
     """All the report's numbers as a JSON-ready dict (SI units, floats).
 
     Parameters
     ----------
-    model : ModelConfig
-    accelerator : Accelerator
+    model : Deployment or ModelConfig
+        A Deployment: its model, accelerator, T and profile (its FLOPs convention is not used: the
+        report gives both, and its table the exact count). A ModelConfig takes them as the
+        arguments (:func:`roofline.deployment.as_deployment`).
+    accelerator : Accelerator (beside a ModelConfig only)
     context : int >= 1 [tokens] per sequence (its KV cache, the new token included)
     batches : sequence of int > 0 [sequences]; the KV limit at ``context`` is added
     kv_budget : [bytes] > 0, a budget to set beside the real one (lesson: 53e9); one GPU's under tensor parallelism
     utilization : in (0, 1], for the real budget
     block_size : int > 0 [tokens/block]
-    estimate : str, EngineProfile or None
+    estimate : str, EngineProfile or None (a Deployment's own by default)
         An engine profile (``"vllm"``, ...): adds key ``estimate`` with the profile's
         constants and the estimate of the batch-1, batch-8 and table steps; None: the
         bound only (every other key is the bound either way).
     kv_limit_from : {"upper_bound", "given"}
         The budget that sets the table's KV limit: the upper bound (usable x utilization -
         weights, reserve 0; the default) or ``kv_budget`` (what ``--kv-budget-gb`` gives).
-    tensor_parallel_size : int >= 1, default 1
+    tensor_parallel_size : int >= 1, default 1 (a Deployment's own; beside a ModelConfig only)
         T > 1: every size is one GPU's share (:meth:`roofline.ModelConfig.per_gpu`), every step
         time adds the all-reduce, tokens/s are the group's, and key ``tensor_parallel`` holds the
         group's numbers (docs/conventions.md, "Tensor parallelism"). T = 1 gives the single-GPU
@@ -130,7 +135,10 @@ def build_report(
         An unknown engine profile.
     """
     # ``estimate`` names the profile argument (the API's keyword); the body uses the module of that name
-    profile, estimate = estimate, estimate_mod
+    if estimate is not FROM_DEPLOYMENT:
+        estimate = profile(estimate)
+    deployment, estimate = as_deployment(model, accelerator, tensor_parallel_size=tensor_parallel_size,
+                                         estimate=estimate), estimate_mod
     check_int("context", context, minimum=1)
     for b in batches:
         check_int("batch", b, minimum=1)
@@ -140,26 +148,26 @@ def build_report(
         raise InvalidValueError("utilization", float(utilization), "must be in (0, 1]")
     if kv_limit_from not in ("upper_bound", "given"):
         raise InvalidValueError("kv_limit_from", kv_limit_from, "expected 'upper_bound' or 'given'")
-    whole, model = model, model.per_gpu(tensor_parallel_size)
+    # every number below is the bound's; the table's FLOPs are the exact count
+    bound = as_deployment(deployment, flops="exact", estimate=None)
+    whole, model, accelerator = bound.model, bound.share, bound.accelerator
 
-    single = {conv: estimate.decode_step(model, accelerator, batch=1, context=0, flops=conv)
-              for conv in ("2p", "exact")}
-    crit = {conv: estimate.criticality(model, accelerator, context=context, flops=conv)
-            for conv in ("2p", "exact")}
-    upper_budget = estimate.kv_budget_for(model, accelerator, utilization=utilization)
-    reserve = estimate.published_reserve(model, accelerator)
-    lesson_cap = estimate.kv_capacity(model, budget=Fraction(kv_budget), context=context, block_size=block_size)
-    upper_cap = estimate.kv_capacity(model, budget=upper_budget, context=context, block_size=block_size)
+    single = {conv: estimate.decode_step(bound, batch=1, context=0, flops=conv) for conv in ("2p", "exact")}
+    crit = {conv: estimate.criticality(bound, context=context, flops=conv) for conv in ("2p", "exact")}
+    upper_budget = estimate.kv_budget_for(bound, utilization=utilization)
+    reserve = estimate.published_reserve(model, accelerator)  # one GPU's share: none is published at T > 1
+    lesson_cap = estimate.kv_capacity(bound, budget=Fraction(kv_budget), context=context, block_size=block_size)
+    upper_cap = estimate.kv_capacity(bound, budget=upper_budget, context=context, block_size=block_size)
     real_cap = None
     if reserve is not None:
-        real_budget = estimate.kv_budget_for(model, accelerator, utilization=utilization, reserved=reserve.value)
-        real_cap = estimate.kv_capacity(model, budget=real_budget, context=context, block_size=block_size)
+        real_budget = estimate.kv_budget_for(bound, utilization=utilization, reserved=reserve.value)
+        real_cap = estimate.kv_capacity(bound, budget=real_budget, context=context, block_size=block_size)
     # the table's KV limit: the upper bound (reserve 0), or the budget the user gave
     kv_limit = (lesson_cap if kv_limit_from == "given" else upper_cap).sequences_blocks
     table_batches = sorted(set(batches) | ({kv_limit} if kv_limit > 0 else set()))
-    one_kv = estimate.decode_step(model, accelerator, batch=1, context=context)
-    eight = estimate.decode_step(model, accelerator, batch=8, context=0)
-    eight_kv = estimate.decode_step(model, accelerator, batch=8, context=context)
+    one_kv = estimate.decode_step(bound, batch=1, context=context)
+    eight = estimate.decode_step(bound, batch=8, context=0)
+    eight_kv = estimate.decode_step(bound, batch=8, context=context)
 
     def step_json(s: estimate.DecodeStep) -> dict[str, Any]:
         return {
@@ -190,8 +198,8 @@ def build_report(
 
     rows = []
     for b in table_batches:
-        without = estimate.decode_step(model, accelerator, batch=b, context=context, kv_reads=False)
-        with_kv = estimate.decode_step(model, accelerator, batch=b, context=context)
+        without = estimate.decode_step(bound, batch=b, context=context, kv_reads=False)
+        with_kv = estimate.decode_step(bound, batch=b, context=context)
         rows.append({"batch": b, "kv_limit": b == kv_limit, "fits": b <= kv_limit,
                      "weights_only": step_json(without), "with_kv": step_json(with_kv)})
 
@@ -254,22 +262,22 @@ def build_report(
         },
         "table": rows,
     }
-    if profile is not None:
-        out["estimate"] = _estimate_json(model, accelerator, profile, context, table_batches, step_json)
-    if model.tensor_parallel_size > 1:
-        out["tensor_parallel"] = _tensor_parallel_json(whole, model, accelerator, upper_cap, rows)
+    if deployment.estimate is not None:
+        out["estimate"] = _estimate_json(as_deployment(deployment, flops="exact"), context, table_batches, step_json)
+    if bound.tensor_parallel_size > 1:
+        out["tensor_parallel"] = _tensor_parallel_json(bound, upper_cap, rows)
     return out
 
 
-def _tensor_parallel_json(whole: ModelConfig, share: ModelConfig, accelerator: Accelerator,
-                          upper: estimate_mod.KVCapacity, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _tensor_parallel_json(bound: Deployment, upper: estimate_mod.KVCapacity,
+                          rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The group's numbers: link, per-GPU and whole-model sizes, the all-reduce, tokens/s of the group."""
     from .. import formulas as f
 
-    T = share.tensor_parallel_size
-    link = accelerator.link(T)
-    ar = estimate_mod.allreduce_terms(share, accelerator, T)
-    one = estimate_mod.decode_step(share, accelerator, batch=1, context=0)
+    whole, share, T = bound.model, bound.share, bound.tensor_parallel_size
+    link = bound.accelerator.link(T)
+    ar = bound.allreduce_terms()
+    one = estimate_mod.decode_step(bound, batch=1, context=0)
     at_limit = next((row["with_kv"] for row in rows if row["kv_limit"]), None)
     return {
         "size": T,
@@ -336,15 +344,12 @@ def _tensor_parallel_lines(r: dict[str, Any]) -> list[str]:
     ]
 
 
-def _estimate_json(model: ModelConfig, accelerator: Accelerator, name: Any, context: int,
-                   batches: list[int], step_json: Any) -> dict[str, Any]:
+def _estimate_json(deployment: Deployment, context: int, batches: list[int], step_json: Any) -> dict[str, Any]:
     """The estimate part of the report: the profile's constants and the estimated steps."""
-    from ..calibrate.fit import get_engine_profile
-
-    profile = get_engine_profile(name)
+    profile = deployment.estimate
 
     def step(batch: int, ctx: int) -> dict[str, Any]:  # the bound's step_json, on the profile's estimate
-        return step_json(estimate_mod.decode_step(model, accelerator, batch=batch, context=ctx, estimate=profile))
+        return step_json(estimate_mod.decode_step(deployment, batch=batch, context=ctx))
 
     constants = {}
     for name, value in profile.constants().items():
@@ -499,7 +504,7 @@ def _kv_note(row: dict[str, Any], from_given: bool) -> str:
 
 def _estimate_lines(r: dict[str, Any]) -> list[str]:
     """The [estimate] section: the profile's constants, then estimate beside bound."""
-    from ..calibrate.fit import format_constant
+    from ..profiles import format_constant
 
     e, p = r["estimate"], r["estimate"]["profile"]
     ctx = r["criticality"]["2p"]["context"]
@@ -572,21 +577,18 @@ def _tokens(value: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the report for the parsed arguments; return 0."""
-    model = load_model(args.model, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
-    accelerator = get_accelerator(args.accelerator)
-    tp, note = args.tensor_parallel_size, None
-    if tp is None:  # not given: one GPU, or the smallest group that fits, said so
-        tp = estimate_mod.smallest_tensor_parallel_size(model, accelerator, utilization=args.utilization) or 1
-        if tp > 1:
-            note = (f"{model.name} does not fit one {accelerator.name} (weights {float(model.weight_bytes) / 1e9:.2f} "
-                    f"GB); the smallest tensor-parallel size that fits is {tp}: the report below is for "
-                    f"--tensor-parallel-size {tp}")
+    # not given: one GPU, or the smallest group that fits, said so
+    deployment, chosen = deployment_from_args(args, utilization=args.utilization)
+    model, accelerator, tp, note = deployment.model, deployment.accelerator, deployment.tensor_parallel_size, None
+    if chosen:
+        note = (f"{model.name} does not fit one {accelerator.name} (weights {float(model.weight_bytes) / 1e9:.2f} "
+                f"GB); the smallest tensor-parallel size that fits is {tp}: the report below is for "
+                f"--tensor-parallel-size {tp}")
     given = args.kv_budget_gb is not None
     report = build_report(
-        model, accelerator, context=args.context, batches=args.batch,
+        deployment, context=args.context, batches=args.batch,
         kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,
-        block_size=args.block_size, estimate=args.estimate, kv_limit_from="given" if given else "upper_bound",
-        tensor_parallel_size=tp,
+        block_size=args.block_size, kv_limit_from="given" if given else "upper_bound",
     )
     if note is not None:
         report["tensor_parallel"]["chosen"] = "smallest that fits"

@@ -59,9 +59,8 @@ from typing import Any
 
 from .. import estimate
 from .._io import atomic_write, check_outputs, output_path
+from ..deployment import Deployment
 from ..errors import InvalidValueError
-from ..hardware import get_accelerator
-from ..models import load_model
 from ..sim import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     ENGINES,
@@ -82,6 +81,7 @@ from ._args import (
     add_flops_option,
     add_model_options,
     add_tensor_parallel_option,
+    deployment_from_args,
     int_arg,
     number_arg,
     plain,
@@ -380,11 +380,10 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     if args.kv_budget_gb is not None and args.utilization is not None:
         raise InvalidValueError("--utilization", float(args.utilization), "the KV budget given by --kv-budget-gb "
                                 "replaces the one --utilization gives; give one of them")
-    model = load_model(args.model, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
+    deployment, _ = deployment_from_args(args)
     # one GPU's share: the KV pool and budget are per GPU, every step adds its all-reduce (docs/conventions.md,
     # "Tensor parallelism")
-    model = model.per_gpu(getattr(args, "tensor_parallel_size", 1))
-    accelerator = get_accelerator(args.accelerator)
+    model, accelerator = deployment.share, deployment.accelerator
     # vLLM's default max_model_len is the model's own (max_position_embeddings); longer requests are rejected
     max_model_len = args.max_model_len if args.max_model_len is not None else model.max_position_embeddings
     if args.kv_budget_gb is not None:
@@ -392,7 +391,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
         budget_basis = "--kv-budget-gb"
     else:
         utilization = DEFAULT_UTILIZATION if args.utilization is None else args.utilization
-        budget = estimate.kv_budget_for(model, accelerator, utilization=utilization)
+        budget = estimate.kv_budget_for(deployment, utilization=utilization)
         budget_basis = f"usable x {float(utilization):g} - weights, reserve 0"
         reserve = estimate.published_reserve(model, accelerator)
         if reserve is not None:  # report's real budget subtracts it; say how to match it
@@ -401,9 +400,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                              f"{float(budget - reserve.value) / 1e9:.2f} for that")
     # window-aware: a model with sliding-window layers gets a pool of layer-blocks (roofline.sim.kv)
     pool = KVPool.for_model(model, budget=budget, block_size=args.block_size)
-    cost = RooflineCostModel.for_model(model, accelerator, flops=args.flops, overhead=args.overhead,
-                                       exact=not args.float_mode, estimate=args.estimate)
-    time_kind = "bound" if args.estimate is None else f"estimate: {_profile_name(args.estimate)}"
+    cost = RooflineCostModel.for_deployment(deployment, overhead=args.overhead, exact=not args.float_mode)
+    time_kind = deployment.time_kind
     requests, workload = build_workload(args)
     closed = isinstance(requests, ClosedLoop)
     budget_tokens = args.max_num_batched_tokens
@@ -450,16 +448,11 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     ms = Fraction(1, 1000)
     slo = {key: None if value is None else value * ms
            for key, value in (("ttft_s", args.slo_ttft), ("tpot_s", args.slo_tpot), ("e2e_s", args.slo_e2e))}
-    return dict(requests=requests, workload=workload, model=model, accelerator=accelerator, pool=pool, budget=budget,
+    return dict(requests=requests, workload=workload, deployment=deployment, model=model, accelerator=accelerator,
+                pool=pool, budget=budget,
                 budget_basis=budget_basis, results=results, labels=names,
                 slo=slo if any(v is not None for v in slo.values()) else None,
                 time_kind=time_kind)
-
-
-def _profile_name(name: str) -> str:
-    from ..calibrate.fit import get_engine_profile
-
-    return get_engine_profile(name).name
 
 
 def _t(seconds: Any) -> str:
@@ -503,12 +496,11 @@ def _describe(workload: dict[str, Any]) -> str:
     return f"generated ({arrival}; {lengths}; seed {workload['seed']})"
 
 
-def _on(model: Any, acc: Any) -> str:
+def _on(deployment: Deployment) -> str:
     """The accelerator, or the tensor-parallel group, a run is on."""
-    if model.tensor_parallel_size == 1:
-        return str(acc.name)
-    return (f"{model.tensor_parallel_size} x {acc.name} (tensor parallel: KV pool per GPU, all-reduce in every "
-            "step, tokens/s of the group)")
+    if deployment.tensor_parallel_size == 1:
+        return deployment.where
+    return f"{deployment.where} (tensor parallel: KV pool per GPU, all-reduce in every step, tokens/s of the group)"
 
 
 def _windows_text(windows: tuple[int | None, ...]) -> str:
@@ -534,12 +526,12 @@ def _engines_text(labels: list[str], results: list[Any]) -> str:
 
 def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     """The comparison as text: one row per policy, then latency percentiles and goodput."""
-    pool, model, acc = run["pool"], run["model"], run["accelerator"]
+    pool, model = run["pool"], run["model"]
     reqs = run["results"][0].requests if run["results"] else ()
     last = float(run["results"][0].last_arrival_s()) if run["results"] else 0.0
     lines = [
         f"roofline simulate: {len(reqs):,} requests from {_describe(run['workload'])} (arrivals over {last:,.1f} s)",
-        f"  {model.name} (weights {model.weight_format}, KV {model.kv_dtype}) on {_on(model, acc)}; "
+        f"  {model.name} (weights {model.weight_format}, KV {model.kv_dtype}) on {_on(run['deployment'])}; "
         f"KV pool {pool.capacity_blocks:,} {pool.unit} x {pool.block_size} tokens = {pool.capacity_tokens:,} "
         f"{'token-layers' if pool.layer_windows else 'tokens'} ({float(run['budget']) / 1e9:.2f} GB"
         + (f" = {run['budget_basis']})" if run.get("budget_basis") else ")"),
@@ -633,7 +625,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         "model": {"name": model.name, "weight_dtype": model.weight_dtype, "weight_format": model.weight_format,
                   "kv_dtype": model.kv_dtype},
         "accelerator": {"key": acc.key, "name": acc.name},
-        **({"tensor_parallel_size": model.tensor_parallel_size} if model.tensor_parallel_size > 1 else {}),
+        **({"tensor_parallel_size": T} if (T := run["deployment"].tensor_parallel_size) > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
         "kv_pool": {"budget_bytes": float(run["budget"]), "budget_basis": run.get("budget_basis"),
                     "capacity_blocks": pool.capacity_blocks,

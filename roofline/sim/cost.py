@@ -47,7 +47,8 @@ import attrs
 import numpy as np
 
 from .. import formulas as f
-from .._checks import check_int, check_nonnegative, check_positive, check_scalar
+from .._checks import check_int, check_positive
+from ..deployment import Deployment, as_deployment, profile
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
@@ -474,6 +475,9 @@ class RooflineCostModel:
     ) -> RooflineCostModel:
         """The cost model of ``model`` on ``accelerator``: the bound, or an engine profile's estimate.
 
+        A thin form of :meth:`for_deployment`: the arguments make one :class:`roofline.Deployment`
+        (:func:`roofline.deployment.as_deployment`).
+
         Parameters
         ----------
         model : ModelConfig
@@ -486,7 +490,7 @@ class RooflineCostModel:
         exact : bool
         estimate : str, EngineProfile or None
             None (default): the roofline bound. An engine profile (``"vllm"``, ...;
-            :mod:`roofline.calibrate.fit`): the cost model gains its constants, bandwidth x
+            :mod:`roofline.profiles`): the cost model gains its constants, bandwidth x
             eta_bw, peak x eta_mm and overhead + t_step + layers x t_layer, so every decode
             step costs :func:`roofline.formulas.estimated_step_time` and every prefill
             :func:`roofline.formulas.estimated_prefill_step_time` (docs/conventions.md,
@@ -520,38 +524,50 @@ class RooflineCostModel:
         """
         if not isinstance(model, ModelConfig):
             raise InvalidValueError("model", model, "expected a roofline.ModelConfig (roofline.load_model(...))")
-        if not isinstance(accelerator, Accelerator):
-            raise InvalidValueError("accelerator", accelerator,
-                                    "expected a roofline.Accelerator (roofline.get_accelerator(...))")
         if not isinstance(flops, str):
             raise InvalidValueError("flops", flops, "expected 'exact' or 'lesson'")
-        check_scalar("overhead", overhead)
+        deployment = as_deployment(model, accelerator, tensor_parallel_size=tensor_parallel_size, flops=flops,
+                                   estimate=profile(estimate))
+        return cls.for_deployment(deployment, exact=exact, overhead=overhead)
+
+    @classmethod
+    def for_deployment(cls, deployment: Deployment, *, exact: bool = True, overhead: Any = 0) -> RooflineCostModel:
+        """The cost model of a :class:`roofline.Deployment`: its bound, or its profile's estimate.
+
+        Parameters
+        ----------
+        deployment : Deployment
+            One GPU's share of the model (:attr:`roofline.Deployment.share`), its accelerator, FLOPs
+            convention and engine profile, and at T > 1 the all-reduces of every step over
+            :meth:`roofline.Accelerator.link` (T) (docs/conventions.md, "Tensor parallelism").
+        exact : bool, default True
+            True: every duration an exact Fraction; False: floats.
+        overhead : [s] >= 0, default 0
+            Fixed per-step overhead; an estimate adds t_step + L t_layer to it.
+
+        Returns
+        -------
+        RooflineCostModel
+            With the fields :meth:`roofline.Deployment.cost_terms` gives.
+
+        Raises
+        ------
+        InvalidValueError
+            ``deployment`` not a Deployment, ``exact`` not a bool, a bad overhead (an array, or
+            negative), or a group the accelerator's links cannot hold; each naming its field.
+
+        Examples
+        --------
+        >>> from roofline import Deployment, get_model, get_accelerator
+        >>> d = Deployment(get_model("llama-3.1-70b"), get_accelerator("h100-sxm"), 4)
+        >>> round(float(RooflineCostModel.for_deployment(d).decode_time(1, 0)) * 1e3, 3)
+        11.116
+        """
+        if not isinstance(deployment, Deployment):
+            raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment")
         if not isinstance(exact, bool):
             raise InvalidValueError("exact", exact, "must be True or False")
-        if estimate is not None:
-            from ..calibrate.fit import get_engine_profile
-
-            profile = get_engine_profile(estimate)
-            check_nonnegative("overhead", overhead)
-            overhead = overhead + profile.overhead(model.num_hidden_layers)
-            accelerator = profile.scaled(accelerator)
-        model = model.per_gpu(tensor_parallel_size)  # a share made by per_gpu keeps its own T
-        tp: dict[str, Any] = {}
-        if model.tensor_parallel_size > 1:
-            from ..estimate import allreduce_terms
-
-            tp = allreduce_terms(model, accelerator, model.tensor_parallel_size)
-        terms: dict[str, Any] = dict(model.step_terms(flops))
-        moe: dict[str, Any] = {}
-        if model.is_moe:
-            terms["weight_bytes"] = model.shared_weight_bytes
-            moe = dict(routed_expert_bytes=model.routed_expert_bytes, num_experts=model.num_experts,
-                       experts_per_token=model.num_experts_per_tok)
-        hardware: dict[str, Any] = dict(accelerator.step_terms(model.compute_dtype))
-        return cls(
-            **terms,
-            **hardware, overhead=overhead, exact=exact, **moe, **tp, layer_windows=model.layer_windows,
-        )
+        return cls(**deployment.cost_terms(overhead=overhead), exact=exact)
 
     def _tokens(self, token_layers: int) -> Any:
         """A context argument in the formulas' unit: token-layers / L with sliding windows, else as is."""

@@ -1,0 +1,370 @@
+"""A deployment: what runs a model (docs/conventions.md, "Deployment").
+
+A :class:`Deployment` is the one value every layer takes to price a decode step: the model
+(:class:`roofline.ModelConfig`, the network only), the accelerator, the parallelism (today the
+tensor-parallel size T), the FLOPs convention and the bound-or-estimate choice (None: the
+roofline bound; an engine profile: its estimate). A command builds one from its flags
+(``roofline.commands._args.deployment_from_args``) and hands it down; :mod:`roofline.estimate`,
+:class:`roofline.sim.RooflineCostModel` (:meth:`~roofline.sim.RooflineCostModel.for_deployment`),
+:mod:`roofline.plotting` and :mod:`roofline.calibrate.compare` read it, so that a parameter's
+way from the flag to the step time crosses each layer once.
+
+The KV-cache dtype is not a field: it is a property of the model's numbers (bytes per KV element),
+set by ``load_model(..., kv_dtype=...)`` / :meth:`roofline.ModelConfig.with_dtypes` as the weight
+dtype is, and the model carries it (``--kv-dtype`` does exactly that).
+
+Functions that took ``(model, accelerator, tensor_parallel_size=...)`` keep that form and accept
+a Deployment in its place; both go through :func:`as_deployment`, one path.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._checks import check_count, check_int, check_nonnegative, check_scalar
+from .errors import InvalidValueError
+from .hardware import Accelerator
+from .models import ModelConfig, ModelShare, flops_convention
+from .profiles import EngineProfile, get_engine_profile
+
+__all__ = ["Deployment", "Parallelism", "as_deployment", "allreduce_terms", "profile", "FROM_DEPLOYMENT"]
+
+
+class _FromDeployment:
+    """The default of a keyword that a :class:`Deployment` given in place of the model supplies."""
+
+    def __repr__(self) -> str:
+        return "<the deployment's>"
+
+
+#: Default of the ``flops``, ``estimate`` and ``tensor_parallel_size`` keywords of the functions that
+#: take a Deployment or a model: the Deployment's value (for a model: "exact", the bound, T = 1).
+FROM_DEPLOYMENT: Any = _FromDeployment()
+
+
+def _tensor(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    check_count("tensor_parallel_size", value, minimum=1)
+
+
+@attrs.frozen
+class Parallelism:
+    """How a deployment splits its model over GPUs: tensor parallelism of degree T (today's only kind).
+
+    A value of its own rather than plain fields of :class:`Deployment`, so that pipeline stages
+    (P), expert parallelism and data-parallel replicas (D) join here as fields that default to
+    "none" (1, off), without changing the model, the Deployment's fields or any caller that gives
+    only T (docs/conventions.md, "Deployment" and "Parallelism beyond one tensor-parallel group").
+
+    Parameters
+    ----------
+    tensor : int >= 1, default 1
+        T, GPUs in the tensor-parallel group (vLLM's ``--tensor-parallel-size``).
+
+    Raises
+    ------
+    InvalidValueError
+        T not one integer >= 1 (an array, a bool, 0...): field ``tensor_parallel_size``.
+    """
+
+    tensor: int = attrs.field(default=1, validator=_tensor)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one copy of the model runs on [GPUs]: T (x P x D once those exist)."""
+        return int(self.tensor)
+
+
+def _parallelism(value: Any) -> Parallelism:
+    if isinstance(value, Parallelism):
+        return value
+    check_count("tensor_parallel_size", value, minimum=1)
+    return Parallelism(tensor=int(value))
+
+
+def _profile(value: Any) -> Any:
+    """None, or an engine profile (an EngineProfile, or an object with its four methods); a name is refused:
+    look it up with :func:`roofline.profiles.get_engine_profile` first (:func:`profile`)."""
+    if value is None or isinstance(value, EngineProfile):
+        return value
+    if not isinstance(value, str) and all(hasattr(value, a) for a in ("constants", "overhead", "scaled", "name")):
+        return value
+    raise InvalidValueError("estimate", value, "expected an engine profile: "
+                            "roofline.profiles.get_engine_profile('vllm') (keys: roofline validate)")
+
+
+@attrs.frozen
+class Deployment:
+    """A model on its accelerators: parallelism, FLOPs convention, bound or estimate (attrs, frozen, validated).
+
+    Parameters
+    ----------
+    model : ModelConfig
+        The whole model (never a share: :meth:`roofline.ModelConfig.per_gpu` is what the
+        deployment makes of it). Its weight and KV dtypes are the model's
+        (``load_model(..., kv_dtype=...)``).
+    accelerator : Accelerator
+        One GPU of the group (bandwidth [bytes/s], dense peaks [FLOP/s], links).
+    parallelism : Parallelism or int >= 1, default 1
+        An int is read as T (``Parallelism(tensor=T)``).
+    flops : {"exact", "2p"}, default "exact"
+        FLOPs convention (:func:`roofline.models.flops_convention`; "lesson" is read as "2p").
+    estimate : EngineProfile or None, default None
+        None: the roofline bound. An engine profile (a shipped one by its key:
+        ``get_engine_profile("vllm")``, :func:`roofline.profiles.get_engine_profile`): its estimate
+        (docs/conventions.md, "Bound and estimate"). A name is refused (the profile is a value;
+        :func:`profile` turns a flag's name into one).
+
+    Raises
+    ------
+    InvalidValueError
+        Naming the field: ``model`` not a ModelConfig, or already one GPU's share; ``accelerator``
+        not an Accelerator; ``tensor_parallel_size`` not an integer >= 1 or one the model's heads
+        or widths refuse (:meth:`roofline.ModelConfig.per_gpu`, message with the numbers);
+        ``flops`` not a convention; ``estimate`` not a profile (a name included).
+
+    Notes
+    -----
+    The link between the GPUs is checked where the all-reduce is priced
+    (:meth:`allreduce_terms`), not here: sizes and budgets of a group that needs the network
+    between servers can still be given (the step time cannot).
+
+    The scheduler's cost model of a deployment is
+    :meth:`roofline.sim.RooflineCostModel.for_deployment` (``d.cost_terms()`` are its fields): a
+    ``cost_model`` method here would import ``roofline.sim``, a layer above this module, and close
+    an import cycle (tests/test_layout.py).
+
+    Examples
+    --------
+    >>> from roofline import get_model, get_accelerator
+    >>> d = Deployment(get_model("llama-3.1-70b"), get_accelerator("h100-sxm"), 4)
+    >>> d.tensor_parallel_size, d.share.num_key_value_heads, d.share.weight_bytes
+    (4, 2, 35278831616)
+    """
+
+    model: ModelConfig
+    accelerator: Accelerator
+    parallelism: Parallelism = attrs.field(default=Parallelism(), converter=_parallelism)
+    flops: str = "exact"
+    estimate: Any = None
+    _share: ModelConfig = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        # each error names its field (T, an integer >= 1, was checked by the parallelism's converter)
+        if not isinstance(self.model, ModelConfig):
+            raise InvalidValueError("model", self.model, "expected a ModelConfig (roofline.get_model or load_model)")
+        if not isinstance(self.accelerator, Accelerator):
+            raise InvalidValueError("accelerator", self.accelerator,
+                                    "expected an Accelerator (roofline.get_accelerator)")
+        parallelism = self.parallelism
+        if isinstance(self.model, ModelShare):
+            raise InvalidValueError("model", self.model.name,
+                                    f"is already one GPU's share of {self.model.tensor_parallel_size} "
+                                    "(ModelConfig.per_gpu): give the whole model and the tensor-parallel size")
+        object.__setattr__(self, "_share", self.model.per_gpu(parallelism.tensor))
+        object.__setattr__(self, "flops", flops_convention(self.flops))
+        object.__setattr__(self, "estimate", _profile(self.estimate))
+
+    # ------------------------------------------------------------------ what it holds
+    @property
+    def tensor_parallel_size(self) -> int:
+        """T [GPUs] of the tensor-parallel group."""
+        return self.parallelism.tensor
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the deployment uses [GPUs] (:attr:`Parallelism.gpus`)."""
+        return self.parallelism.gpus
+
+    @property
+    def share(self) -> ModelConfig:
+        """One GPU's share of the model (:meth:`roofline.ModelConfig.per_gpu`); the model itself at T = 1.
+
+        Every size it gives (weight bytes, KV bytes per token, FLOPs per token) is per GPU.
+        """
+        return self._share
+
+    @property
+    def time_kind(self) -> str:
+        """``"bound"``, or ``"estimate: "`` and the profile's name."""
+        return "bound" if self.estimate is None else f"estimate: {self.estimate.name}"
+
+    @property
+    def where(self) -> str:
+        """What it runs on, as the commands print it: ``"H100 SXM"`` or ``"4 x H100 SXM"``."""
+        T = self.tensor_parallel_size
+        return self.accelerator.name if T == 1 else f"{T} x {self.accelerator.name}"
+
+    def as_bound(self) -> Deployment:
+        """The same deployment priced by the roofline bound (no engine profile)."""
+        return self if self.estimate is None else attrs.evolve(self, estimate=None)
+
+    # ------------------------------------------------------------------ its numbers
+    def step_terms(self) -> dict[str, int | Fraction]:
+        """One GPU's inputs to the step-time formulas under the deployment's FLOPs convention.
+
+        :meth:`roofline.ModelConfig.step_terms` of :attr:`share`: ``weight_bytes`` [bytes],
+        ``kv_bytes_per_token`` [bytes/token], ``flops_per_token`` [FLOP/token],
+        ``attention_flops_per_token`` [FLOP/(token x context token)]. Raises nothing (checked at
+        construction).
+        """
+        return self.share.step_terms(self.flops)
+
+    def allreduce_terms(self) -> dict[str, Any]:
+        """The all-reduce formulas' keyword arguments of this group (:func:`allreduce_terms`).
+
+        Raises
+        ------
+        InvalidValueError
+            A group the accelerator's links cannot hold (the network between servers is not modelled).
+        """
+        return allreduce_terms(self.share, self.accelerator, self.tensor_parallel_size)
+
+    def cost_terms(self, *, overhead: Any = 0) -> dict[str, Any]:
+        """The fields of this deployment's :class:`roofline.sim.RooflineCostModel` (all but ``exact``).
+
+        Parameters
+        ----------
+        overhead : [s] >= 0, default 0
+            Fixed per-step overhead; an estimate adds its t_step + L t_layer to it.
+
+        Returns
+        -------
+        dict
+            One GPU's ``weight_bytes`` (a MoE model's shared weights, with ``routed_expert_bytes``,
+            ``num_experts``, ``experts_per_token``), ``kv_bytes_per_token``, ``flops_per_token``,
+            ``attention_flops_per_token``, ``bandwidth`` and ``peak_flops`` (x eta_bw and x eta_mm
+            under an estimate), ``overhead``, ``layer_windows`` and, at T > 1, the all-reduce terms.
+
+        Raises
+        ------
+        InvalidValueError
+            An overhead that is an array or not a number (negative under an estimate); a group the
+            accelerator's links cannot hold.
+        """
+        check_scalar("overhead", overhead)
+        accelerator = self.accelerator
+        if self.estimate is not None:
+            check_nonnegative("overhead", overhead)
+            overhead = overhead + self.estimate.overhead(self.model.num_hidden_layers)
+            accelerator = self.estimate.scaled(accelerator)
+        share = self.share
+        tp: dict[str, Any] = {}
+        if self.tensor_parallel_size > 1:
+            tp = allreduce_terms(share, accelerator, self.tensor_parallel_size)
+        terms: dict[str, Any] = dict(share.step_terms(self.flops))
+        if share.is_moe:
+            terms["weight_bytes"] = share.shared_weight_bytes
+            terms.update(routed_expert_bytes=share.routed_expert_bytes, num_experts=share.num_experts,
+                         experts_per_token=share.num_experts_per_tok)
+        return dict(terms, **accelerator.step_terms(share.compute_dtype), overhead=overhead, **tp,
+                    layer_windows=share.layer_windows)
+
+
+def allreduce_terms(model: ModelConfig, accelerator: Accelerator, tensor_parallel_size: int) -> dict[str, Any]:
+    """The all-reduce formulas' keyword arguments for ``model`` on a group of T ``accelerator`` GPUs.
+
+    ``num_hidden_layers``, ``hidden_size``, ``activation_bytes`` (:attr:`roofline.ModelConfig.activation_bytes`),
+    ``tensor_parallel_size`` and the link's ``link_bandwidth`` [bytes/s, per direction] and
+    ``link_latency`` [s] (:meth:`roofline.Accelerator.link`); pass them with ``**`` to
+    :func:`roofline.formulas.decode_allreduce_time` (docs/conventions.md, "Tensor parallelism").
+    At T = 1 no link is needed: bandwidth 1 and latency 0, and every all-reduce term is 0.
+
+    Raises
+    ------
+    InvalidValueError
+        ``model`` or ``accelerator`` of the wrong type; T not an integer >= 1, or a group the
+        accelerator's links cannot hold (the network between servers is not modelled).
+    """
+    if not isinstance(model, ModelConfig):
+        raise InvalidValueError("model", model, "expected a ModelConfig (roofline.get_model or load_model)")
+    if not isinstance(accelerator, Accelerator):
+        raise InvalidValueError("accelerator", accelerator, "expected an Accelerator (roofline.get_accelerator)")
+    check_int("tensor_parallel_size", tensor_parallel_size, minimum=1)
+    if tensor_parallel_size == 1:
+        bandwidth, latency = Fraction(1), Fraction(0)
+    else:
+        link = accelerator.link(tensor_parallel_size)
+        bandwidth, latency = Fraction(link.bandwidth.value), Fraction(link.latency.value)
+    return dict(num_hidden_layers=model.num_hidden_layers, hidden_size=model.hidden_size,
+                activation_bytes=model.activation_bytes, tensor_parallel_size=int(tensor_parallel_size),
+                link_bandwidth=bandwidth, link_latency=latency)
+
+
+def as_deployment(
+    model: ModelConfig | Deployment,
+    accelerator: Accelerator | None = None,
+    *,
+    tensor_parallel_size: Any = FROM_DEPLOYMENT,
+    flops: Any = FROM_DEPLOYMENT,
+    estimate: Any = FROM_DEPLOYMENT,
+) -> Deployment:
+    """The Deployment a function given ``model`` (a Deployment or a ModelConfig) and its keywords prices.
+
+    Parameters
+    ----------
+    model : Deployment or ModelConfig
+        A Deployment is used as it is, with ``flops`` and ``estimate`` replaced where given. A
+        ModelConfig needs ``accelerator``; a share made by :meth:`roofline.ModelConfig.per_gpu`
+        is priced at its own T (its whole model at T).
+    accelerator : Accelerator or None
+        Only beside a ModelConfig.
+    tensor_parallel_size : int >= 1, default 1 (a Deployment's own)
+    flops : {"exact", "2p"}, default "exact" (a Deployment's own)
+    estimate : EngineProfile or None, default None: the bound (a Deployment's own)
+
+    Returns
+    -------
+    Deployment
+
+    Raises
+    ------
+    InvalidValueError
+        An accelerator, or a tensor-parallel size other than its own, given beside a Deployment
+        (it holds them); a share given with a T > 1 (already one GPU's share); whatever
+        :class:`Deployment` refuses, naming the field.
+    """
+    given = {k: v for k, v in (("flops", flops), ("estimate", estimate)) if v is not FROM_DEPLOYMENT}
+    if isinstance(model, Deployment):
+        if accelerator is not None:
+            raise InvalidValueError("accelerator", accelerator,
+                                    "given beside a Deployment, which holds its accelerator")
+        if tensor_parallel_size is not FROM_DEPLOYMENT and not (
+                _is_count(tensor_parallel_size) and tensor_parallel_size == model.tensor_parallel_size):
+            raise InvalidValueError("tensor_parallel_size", tensor_parallel_size,
+                                    f"given beside a Deployment of T = {model.tensor_parallel_size}, which holds it")
+        return attrs.evolve(model, **given) if given else model
+    T = 1 if tensor_parallel_size is FROM_DEPLOYMENT else tensor_parallel_size
+    if isinstance(model, ModelShare):  # a share prices its own T; per_gpu refuses splitting it again, by name
+        share = model
+        share.per_gpu(T)
+        model, T = share.whole, share.tensor_parallel_size
+    return Deployment(model, accelerator, T, **given)  # type: ignore[arg-type]  # accelerator None: refused by name
+
+
+def profile(name: Any) -> Any:
+    """The engine profile a flag or keyword names: None stays None (the bound), a key or name is looked up.
+
+    Parameters
+    ----------
+    name : str, EngineProfile or None
+        ``"vllm"``, ``"vLLM with CUDA graphs"`` ...; a profile is returned as it is.
+
+    Returns
+    -------
+    EngineProfile or None
+
+    Raises
+    ------
+    UnknownPresetError
+        An unknown name; InvalidValueError for a profile whose calibration rows are not priced yet
+        (:func:`roofline.profiles.get_engine_profile`).
+    """
+    return None if name is None else get_engine_profile(name)
+
+
+def _is_count(value: Any) -> bool:
+    return not isinstance(value, (bool, np.ndarray)) and isinstance(value, (int, np.integer))
