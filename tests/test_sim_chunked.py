@@ -332,7 +332,7 @@ def test_a_request_preempted_mid_prefill_counts_its_dropped_chunk_and_its_whole_
             Request(id=1, arrival_s=0, prompt_tokens=8, output_tokens=2)]
     r = serve_continuous(reqs, UnitCostModel(), max_num_seqs=2, admission="on_demand",
                          kv_pool=KVPool.blocks(10, block_size=1), prefill="chunked", max_num_batched_tokens=4,
-                         engine=engine)
+                         engine=engine, record_steps=True)
     a, b = r.requests
     assert (a.preemptions, a.prefill_tokens, a.first_token_s, a.handed_back_s) == (0, 2, 1, 6)
     assert (b.preemptions, b.prefill_tokens, b.first_token_s, b.handed_back_s) == (1, 2 + 8, 8, 9)

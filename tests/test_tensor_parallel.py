@@ -82,13 +82,18 @@ def test_no_budget_names_the_group_and_the_smallest_t_at_the_same_utilization_an
     assert str(info.value) == f"{message} (--tensor-parallel-size 4)"
 
 
-def test_a_share_that_does_not_fit_gets_no_hint_about_other_sizes() -> None:
-    """Llama 3.1 405B's share at T = 2 (405.86 GB per GPU) leaves no budget; no other T is offered for a share."""
+def test_a_share_that_does_not_fit_gets_the_whole_models_hint() -> None:
+    """Llama 3.1 405B's share at T = 2 (405.86 GB per GPU) leaves no budget. A share records its whole model and T
+    (the Deployment value), so the refusal gives the whole model's hint: no T of one H100 server fits, and the cards
+    where some T does."""
     share = get_model("llama-3.1-405b").per_gpu(2)
     with pytest.raises(NoKVBudgetError) as info:
         estimate.kv_budget_for(share, H100)
     assert str(info.value) == ("KV budget -329.32 GB: llama-3.1-405b weights (405.86 GB per GPU) leave no KV budget "
-                               "on 2 x NVIDIA H100 SXM5 80GB at utilization 0.9")
+                               "on 2 x NVIDIA H100 SXM5 80GB at utilization 0.9; no tensor-parallel size of 1, 2, 4, 8 "
+                               "fits on one server of it (the network between servers is not modelled); it fits on "
+                               "b200 at T = 8, gb200 at T = 8, h200-sxm at T = 8, mi300x at T = 8, mi325x at T = 4 "
+                               "(--accelerator, --tensor-parallel-size)")
 
 
 def test_kv_heads_replicated_when_t_exceeds_them() -> None:

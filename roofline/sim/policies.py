@@ -434,14 +434,7 @@ def serve_static(
         As :func:`serve_serial`.
     max_steps : int or None
     engine : {"auto", "event", "step"}, default "auto"
-        "event": the event engine (closed-form decode stretches on an integer tick clock,
-        :mod:`roofline.sim.stretch` and :mod:`roofline.sim.events`), whose results equal the
-        step engine's exactly, for every cost model that states its stretch terms
-        (:meth:`~roofline.sim.RooflineCostModel.stretch_terms`: exact dense, mixture-of-experts,
-        tensor-parallel, sliding-window and estimate models; exact unit models); a run it cannot
-        take (float mode, a custom cost model without them) is refused naming why. "step": one
-        step at a time (the reference). "auto": "event" where it can, else "step".
-        ``result.options["engine"]`` says which ran (and ``"engine_reason"`` why the step engine).
+        As :func:`serve_serial`.
 
     Returns
     -------
@@ -702,14 +695,8 @@ def serve_continuous(
         As :func:`serve_serial`.
     max_steps : int or None
     engine : {"auto", "event", "step"}, default "auto"
-        "event": the event engine (closed-form decode stretches on an integer tick clock,
-        :mod:`roofline.sim.stretch` and :mod:`roofline.sim.events`), whose results equal the
-        step engine's exactly, for every cost model that states its stretch terms
-        (:meth:`~roofline.sim.RooflineCostModel.stretch_terms`: exact dense, mixture-of-experts,
-        tensor-parallel, sliding-window and estimate models; exact unit models); a run it cannot
-        take (float mode, a custom cost model without them) is refused naming why. "step": one
-        step at a time (the reference). "auto": "event" where it can, else "step".
-        ``result.options["engine"]`` says which ran (and ``"engine_reason"`` why the step engine).
+        As :func:`serve_serial`; the event engine also refuses a sliding-window model here (each
+        running sequence crosses its windows at its own step), which "auto" runs step by step.
 
     Returns
     -------

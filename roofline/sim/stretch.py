@@ -403,6 +403,7 @@ def advance(costs: TickCosts, batch: int, context_sum: int, *, max_steps: int,
 
     Examples
     --------
+    >>> from roofline.sim import UnitCostModel
     >>> costs = TickCosts.build(UnitCostModel(decode=Fraction(1, 2)))
     >>> advance(costs, 4, 40, max_steps=10, horizon=3)  # ticks of 1/2 s: steps end at 1, 2, 3, ...
     (3, 3)
