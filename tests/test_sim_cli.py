@@ -347,3 +347,17 @@ def test_a_flag_the_run_cannot_use_is_refused_by_name(args: list[str], needle: s
     assert json.loads(capsys.readouterr().out)["results"][0]["options"]["batch_size"] == 2
     assert main(["simulate", "--num-prompts", "3", "--max-concurrency", "2", "--think-time", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["workload"]["think_time_s"] == 1
+
+
+def test_simulate_says_which_engine_ran_and_refuses_event_by_flag(trace: Path, capsys: pytest.CaptureFixture) -> None:
+    """The text output's engine line and --json's options say which engine ran; --float takes the step engine under
+    --engine auto (the reason given), and --engine event with --float is refused in one line naming --engine."""
+    assert main(["simulate", "--trace", str(trace), "--policy", "serial"]) == 0
+    assert "  engine: event (closed-form decode stretches on an integer tick clock; exact)" in capsys.readouterr().out
+    assert main(["simulate", "--trace", str(trace), "--policy", "continuous", "--float", "--json"]) == 0
+    options = json.loads(capsys.readouterr().out)["results"][0]["options"]
+    assert options["engine"] == "step" and options["engine_reason"].startswith("float mode (exact=False)")
+    assert main(["simulate", "--trace", str(trace), "--float", "--engine", "event"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("roofline simulate: error: --engine='event': serial: the stretch clock cannot run this: "
+                          "float mode") and err.count("\n") == 1

@@ -444,7 +444,12 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     with _progress(names, "simulate", "policy") as bar:
         for name in bar:
             bar.set_postfix_str(name)
-            results.append(runs[name][0](requests, cost, **common, **runs[name][1]))
+            try:
+                results.append(runs[name][0](requests, cost, **common, **runs[name][1]))
+            except InvalidValueError as err:  # the API's engine= is the --engine flag here
+                if err.field != "engine":
+                    raise
+                raise InvalidValueError("--engine", args.engine, f"{name}: {err.reason}") from None
     ms = Fraction(1, 1000)
     slo = {key: None if value is None else value * ms
            for key, value in (("ttft_s", args.slo_ttft), ("tpot_s", args.slo_tpot), ("e2e_s", args.slo_e2e))}
