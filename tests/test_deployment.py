@@ -129,3 +129,16 @@ def test_one_gpu_deployment_is_the_model_itself() -> None:
     assert RooflineCostModel.for_deployment(d) == RooflineCostModel.for_model(m, H100)
     assert RooflineCostModel.for_deployment(d, exact=False, overhead=Fraction(1, 1000)) == \
         RooflineCostModel.for_model(m, H100, exact=False, overhead=Fraction(1, 1000))
+
+
+def test_a_kv_pool_is_built_from_a_deployment_as_from_its_share() -> None:
+    """KVPool.for_model takes a Deployment (its per-GPU share): Llama 3.1 70B at T = 4 on H100 SXM, the budget
+    kv_budget_for gives, 16-token blocks: the same pool as from the share by hand."""
+    from roofline.estimate import kv_budget_for
+    from roofline.sim import KVPool
+
+    d = Deployment(get_model("llama-3.1-70b"), get_accelerator("h100-sxm"), 4)
+    budget = kv_budget_for(d)
+    share = get_model("llama-3.1-70b").per_gpu(4)
+    assert KVPool.for_model(d, budget=budget) == KVPool.for_model(share, budget=budget)
+    assert KVPool.for_model(d, budget=budget).capacity_blocks == budget // (16 * share.kv_bytes_per_token)

@@ -353,7 +353,10 @@ def test_simulate_says_which_engine_ran_and_refuses_event_by_flag(trace: Path, c
     """The text output's engine line and --json's options say which engine ran; --float takes the step engine under
     --engine auto (the reason given), and --engine event with --float is refused in one line naming --engine."""
     assert main(["simulate", "--trace", str(trace), "--policy", "serial"]) == 0
-    assert "  engine: event (closed-form decode stretches on an integer tick clock; exact)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "  simulation engine: event (closed-form decode stretches on an integer tick clock; exact)" in out
+    assert main(["simulate", "--trace", str(trace), "--engine", "step"]) == 0
+    assert "  simulation engine: step, every policy: asked for (engine='step')\n" in capsys.readouterr().out
     assert main(["simulate", "--trace", str(trace), "--policy", "continuous", "--float", "--json"]) == 0
     options = json.loads(capsys.readouterr().out)["results"][0]["options"]
     assert options["engine"] == "step" and options["engine_reason"].startswith("float mode (exact=False)")

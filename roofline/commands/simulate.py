@@ -137,7 +137,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overhead", type=number_arg("--overhead"), default=Fraction(0),
                    help="fixed per-step overhead in seconds (default: 0)")
     p.add_argument("--float", action="store_true", dest="float_mode",
-                   help="compute step times in floats instead of exact Fractions (faster, agrees to rounding)")
+                   help="compute step times in floats instead of exact Fractions (agrees to rounding); floats run "
+                        "on the step engine, so this is slower than the exact default")
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="event: closed-form decode stretches on an integer tick clock, cost grows with requests; "
                         "step: one step at a time (the reference; same results); auto (default): event where the "
@@ -526,7 +527,11 @@ def _engines_text(labels: list[str], results: list[Any]) -> str:
                                                                                                strict=True)}
     if all(kind == "event" for kind, _ in kinds.values()):
         return "event (closed-form decode stretches on an integer tick clock; exact)"
-    return "; ".join(f"{label} {kind}" + (f" ({why})" if why else "") for label, (kind, why) in kinds.items())
+    if len(set(kinds.values())) == 1:  # one engine and one reason for every policy: said once
+        kind, why = next(iter(kinds.values()))
+        return f"{kind}, every policy" + (f": {why}" if why else "")
+    return "; ".join(f"{label}: {kind}" + (f" ({why})" if why and kind == "step" else "")
+                     for label, (kind, why) in kinds.items())
 
 
 def format_table(run: dict[str, Any], trace: str | None = None) -> str:
@@ -543,7 +548,7 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
         *([f"  sliding windows: KV counted per layer ({_windows_text(pool.layer_windows)}); a windowed layer "
            "frees its blocks as its window moves on"] if pool.layer_windows else []),
         f"  step times: {_kind_text(run.get('time_kind', 'bound'))}",
-        f"  engine: {_engines_text(run['labels'], run['results'])}",
+        f"  simulation engine: {_engines_text(run['labels'], run['results'])}",
         "",
     ]
     widths = [w for _, w in COLUMNS]

@@ -272,19 +272,25 @@ class KVPool:
 
         Parameters
         ----------
-        model : roofline.ModelConfig (one GPU's share under tensor parallelism: ``model.per_gpu(T)``)
+        model : roofline.ModelConfig or roofline.Deployment
+            The model, or one GPU's share under tensor parallelism (``model.per_gpu(T)``; a
+            Deployment gives its :attr:`~roofline.Deployment.share`).
         budget : [bytes] >= 0
         block_size : int >= 1 [tokens/block], default 16 (vLLM's)
 
         Raises
         ------
         InvalidValueError
-            Not a ModelConfig; a bad budget or block size (as :meth:`from_budget`).
+            Not a ModelConfig or Deployment; a bad budget or block size (as :meth:`from_budget`).
         """
+        from ..deployment import Deployment
         from ..models import ModelConfig
 
+        if isinstance(model, Deployment):
+            model = model.share
         if not isinstance(model, ModelConfig):
-            raise InvalidValueError("model", model, "expected a roofline.ModelConfig (roofline.load_model(...))")
+            raise InvalidValueError("model", model, "expected a roofline.ModelConfig (roofline.load_model(...)) or "
+                                    "a roofline.Deployment")
         if not model.has_sliding_window:
             return cls.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=block_size)
         per_layer = model.layer_kv_elements * model.kv_bytes_per_element
