@@ -23,3 +23,63 @@ def test_the_event_engines_requests_take_a_numpy_index_as_the_step_engines_tuple
             event.requests[bad]  # type: ignore[call-overload]
     with pytest.raises(IndexError):
         event.requests[np.int64(4)]
+
+
+class _Custom:
+    """A custom cost model (every step takes 1) whose stretch_terms() states ``terms``."""
+
+    exact = True
+
+    def __init__(self, terms: object) -> None:
+        self.terms = terms
+
+    def stretch_terms(self) -> object:
+        return self.terms
+
+    def to_time(self, value: object) -> object:
+        return value
+
+    def decode_time(self, batch: int, context_sum: int) -> int:
+        return 1
+
+    def prefill_time(self, prefill_tokens: int, attention_pairs: int) -> int:
+        return 1
+
+    def mixed_time(self, *args: int) -> int:
+        return 1
+
+    def decode_work(self, batch: int, context_sum: int) -> tuple[None, None]:
+        return None, None
+
+    def prefill_work(self, prefill_tokens: int, attention_pairs: int) -> tuple[None, None]:
+        return None, None
+
+    def mixed_work(self, *args: int) -> tuple[None, None]:
+        return None, None
+
+
+@pytest.mark.parametrize("terms", [
+    dict(unit_decode=-1, unit_prefill=1),  # ran: hand-back times before the arrivals
+    dict(unit_decode=1, unit_prefill=0),  # ran: prefills that take no time
+    dict(unit_decode=float("nan"), unit_prefill=1),  # InvalidValueError naming "seconds"
+    dict(unit_decode=0.5, unit_prefill=1),  # InvalidValueError naming "seconds"
+    dict(),  # TypeError: 'NoneType' object is not callable
+    dict(km=-1, weights=lambda n: 1),  # TypeError: 'NoneType' object is not callable
+    dict(fc=float("inf"), weights=lambda n: 1),
+    dict(weights=3),
+])
+def test_junk_stretch_terms_are_refused_naming_the_cost_model(terms: dict[str, object]) -> None:
+    """A custom cost model whose stretch_terms() states negative, zero, float or missing terms ran on the event engine
+    (negative or zero unit durations: wrong times, silently) or raised a TypeError; refused by name on every policy."""
+    from roofline.errors import InvalidValueError
+    from roofline.sim import serve_serial, serve_static
+    from roofline.sim.cost import StretchTerms
+
+    reqs = [Request(id=i, arrival_s=i, prompt_tokens=5, output_tokens=4) for i in range(3)]
+    cost = _Custom(StretchTerms(**terms))
+    for policy in (serve_serial, serve_static, serve_continuous):
+        for engine in ("auto", "event"):
+            with pytest.raises(InvalidValueError) as caught:
+                policy(reqs, cost, engine=engine)
+            assert caught.value.field == "cost_model"
+

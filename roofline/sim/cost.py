@@ -160,7 +160,32 @@ def stretch_terms(cost_model: Any) -> StretchTerms | str:
     if not isinstance(terms, (StretchTerms, str)):
         raise InvalidValueError("cost_model", cost_model,
                                 "stretch_terms() must return a StretchTerms or a reason (str)")
+    bad = _bad_terms(terms) if isinstance(terms, StretchTerms) else None
+    if bad is not None:
+        raise InvalidValueError("cost_model", cost_model, f"stretch_terms() returned {bad}")
     return terms
+
+
+def _bad_terms(terms: StretchTerms) -> str | None:
+    """What is wrong with a cost model's stated terms (the tick clock takes them as they are), or None."""
+    def exact(value: Any) -> bool:
+        return isinstance(value, (int, Fraction)) and not isinstance(value, bool)
+
+    if terms.unit_decode is not None or terms.unit_prefill is not None:
+        for name in ("unit_decode", "unit_prefill"):
+            value = getattr(terms, name)
+            if not exact(value) or value <= 0:
+                return f"{name}={value!r}: a unit model's durations must be ints or Fractions > 0"
+        return None
+    for name in ("km", "kt", "fc", "ac", "overhead", "link_latency", "link_per_token"):
+        value = getattr(terms, name)
+        if not exact(value) or value < 0:
+            return f"{name}={value!r}: expected an int or a Fraction >= 0"
+    if not callable(terms.weights):
+        return f"weights={terms.weights!r}: expected a callable (tokens -> seconds)"
+    if terms.weights_denominator is not None and not callable(terms.weights_denominator):
+        return f"weights_denominator={terms.weights_denominator!r}: expected a callable or None"
+    return None
 
 
 def _own_step_times(model: Any, base: type, method: str = "stretch_terms") -> str | None:
