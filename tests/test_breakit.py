@@ -83,3 +83,18 @@ def test_junk_stretch_terms_are_refused_naming_the_cost_model(terms: dict[str, o
                 policy(reqs, cost, engine=engine)
             assert caught.value.field == "cost_model"
 
+
+@pytest.mark.parametrize("cost", [UnitCostModel, None, "unit", object()])
+def test_not_a_cost_model_is_refused_naming_the_cost_model_under_engine_event(cost: object) -> None:
+    """serve_serial / serve_static with a class (UnitCostModel), None or a string as the cost model and engine="event"
+    raised InvalidValueError naming ``engine`` ("the stretch clock cannot run this: not a cost model"), where
+    engine="auto" and serve_continuous name ``cost_model``; now every policy and engine names ``cost_model``."""
+    from roofline.errors import InvalidValueError
+    from roofline.sim import serve_serial, serve_static
+
+    reqs = [Request(id=0, arrival_s=0, prompt_tokens=5, output_tokens=4)]
+    for policy in (serve_serial, serve_static, serve_continuous):
+        for engine in ("auto", "event", "step"):
+            with pytest.raises(InvalidValueError) as caught:
+                policy(reqs, cost, engine=engine)
+            assert caught.value.field == "cost_model", (policy.__name__, engine, caught.value)
