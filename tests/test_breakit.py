@@ -98,3 +98,19 @@ def test_not_a_cost_model_is_refused_naming_the_cost_model_under_engine_event(co
             with pytest.raises(InvalidValueError) as caught:
                 policy(reqs, cost, engine=engine)
             assert caught.value.field == "cost_model", (policy.__name__, engine, caught.value)
+
+
+@pytest.mark.parametrize("extra", [dict(overhead=1e308),
+                                   dict(num_experts=8, experts_per_token=2, routed_expert_bytes=10**400)])
+def test_step_times_beyond_a_floats_range_give_the_step_engines_results(extra: dict[str, object]) -> None:
+    """A cost model whose steps take more than 1.8e308 s (overhead 1e308 s; routed experts of 10^400 bytes): the step
+    engine serves it exactly, the event engine raised OverflowError (TPOT percentiles ordered by floats; continuous
+    batching's ITL float search). Both now order the exact values when a float overflows: equal field by field."""
+    from roofline.sim import RooflineCostModel, serve_serial, serve_static
+    from roofline.testing.compare import assert_same_results
+
+    cost = RooflineCostModel(weight_bytes=100, kv_bytes_per_token=2, flops_per_token=10, attention_flops_per_token=1,
+                             bandwidth=7, peak_flops=3, **extra)  # type: ignore[arg-type]
+    reqs = [Request(id=i, arrival_s=i, prompt_tokens=3, output_tokens=4) for i in range(3)]
+    for policy in (serve_serial, serve_static, serve_continuous):
+        assert_same_results(policy(reqs, cost, record_steps=True), policy(reqs, cost, engine="step", record_steps=True))

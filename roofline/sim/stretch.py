@@ -1021,9 +1021,13 @@ def _percentiles_of_ratios(ticks: list[int], divisors: list[int], denominator: i
     if not ticks:
         return None
     n = len(ticks)
-    approx = [t / (q * denominator) for t, q in zip(ticks, divisors, strict=True)]  # [s], correctly rounded
+    approx: list[Any]
+    try:
+        approx = [t / (q * denominator) for t, q in zip(ticks, divisors, strict=True)]  # [s], correctly rounded
+    except OverflowError:  # a value beyond a float's range: order the exact values
+        approx = [Fraction(t, q * denominator) for t, q in zip(ticks, divisors, strict=True)]
     order = sorted(range(n), key=approx.__getitem__)
-    positions: dict[float, tuple[int, int]] = {}  # float -> (first, last + 1) positions in ``order``
+    positions: dict[Any, tuple[int, int]] = {}  # float -> (first, last + 1) positions in ``order``
     for position, i in enumerate(order):
         value = approx[i]
         first, _ = positions.get(value, (position, position))
