@@ -114,3 +114,22 @@ def test_step_times_beyond_a_floats_range_give_the_step_engines_results(extra: d
     reqs = [Request(id=i, arrival_s=i, prompt_tokens=3, output_tokens=4) for i in range(3)]
     for policy in (serve_serial, serve_static, serve_continuous):
         assert_same_results(policy(reqs, cost, record_steps=True), policy(reqs, cost, engine="step", record_steps=True))
+
+
+def test_numpy_expert_counts_keep_the_exact_mode_exact():
+    """RooflineCostModel(num_experts=np.int64(8), experts_per_token=np.int64(2), ...): the step engine's times were
+    floats (15.803571428571429) in exact mode, the event engine's Fractions (885/56); the counts are now ints."""
+    from fractions import Fraction
+
+    from roofline.sim import RooflineCostModel, serve_serial
+    from roofline.testing.compare import assert_same_results
+
+    kw: dict[str, object] = dict(weight_bytes=100, kv_bytes_per_token=2, flops_per_token=10,
+                                 attention_flops_per_token=1, bandwidth=7, peak_flops=3, routed_expert_bytes=1)
+    cost = RooflineCostModel(num_experts=np.int64(8), experts_per_token=np.int64(2), **kw)  # type: ignore[arg-type]
+    assert cost.decode_time(3, 5) == RooflineCostModel(num_experts=8, experts_per_token=2, **kw).decode_time(3, 5)  # type: ignore[arg-type]
+    assert type(cost.decode_time(3, 5)) is Fraction and type(cost.prefill_time(3, 5)) is Fraction
+    reqs = [Request(id=i, arrival_s=i, prompt_tokens=3, output_tokens=4) for i in range(3)]
+    step = serve_serial(reqs, cost, engine="step")
+    assert step.requests[0].first_token_s == Fraction(885, 56)
+    assert_same_results(serve_serial(reqs, cost), step)

@@ -393,6 +393,8 @@ class RooflineCostModel:
             f.moe_decode_weight_bytes(
                 shared_weight_bytes=self.weight_bytes, routed_expert_bytes=self.routed_expert_bytes,
                 num_experts=self.num_experts, experts_per_token=self.experts_per_token, batch=1)
+            for name in ("num_experts", "experts_per_token"):  # a numpy int would make every step time a float
+                object.__setattr__(self, name, int(getattr(self, name)))
         # the checked fast paths validate every constant once, naming a bad one
         given = {name: getattr(self, name) for name in _TERMS}
         f.step_time(batch=1, context_sum=0, **given)
