@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -133,3 +135,26 @@ def test_numpy_expert_counts_keep_the_exact_mode_exact():
     step = serve_serial(reqs, cost, engine="step")
     assert step.requests[0].first_token_s == Fraction(885, 56)
     assert_same_results(serve_serial(reqs, cost), step)
+
+
+@pytest.mark.parametrize("terms", [
+    dict(weights=lambda n: Fraction(1, 3) + Fraction(1, 7**n), weights_denominator=lambda n: 3),  # hung
+    dict(weights=lambda n: 0.5, weights_denominator=lambda n: 2),  # AttributeError: no denominator
+    dict(weights=lambda n: Fraction(1, 3), weights_denominator=lambda n: 0),  # ZeroDivisionError
+    dict(weights=lambda n: -5),  # ran, negative weights' time
+    dict(weights=lambda n: 0.5),  # InvalidValueError naming "seconds"
+])
+def test_junk_stated_weights_are_refused_naming_the_cost_model(terms: dict[str, object]) -> None:
+    """A custom cost model's stretch_terms() whose weights(n) are floats or negative, or whose weights_denominator is 0
+    or does not cover weights(n): the event engine hung (restarting on ever finer clocks that never covered the
+    weights), raised AttributeError or ZeroDivisionError, or ran on negative times; refused naming cost_model."""
+    from roofline.errors import InvalidValueError
+    from roofline.sim import serve_serial, serve_static
+    from roofline.sim.cost import StretchTerms
+
+    reqs = [Request(id=i, arrival_s=i, prompt_tokens=5, output_tokens=4) for i in range(3)]
+    cost = _Custom(StretchTerms(**terms))
+    for policy in (serve_serial, serve_static, serve_continuous):
+        with pytest.raises(InvalidValueError) as caught:
+            policy(reqs, cost, engine="event")
+        assert caught.value.field == "cost_model"
