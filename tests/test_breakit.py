@@ -158,3 +158,38 @@ def test_junk_stated_weights_are_refused_naming_the_cost_model(terms: dict[str, 
         with pytest.raises(InvalidValueError) as caught:
             policy(reqs, cost, engine="event")
         assert caught.value.field == "cost_model"
+
+
+class _OwnAllReduce:
+    def allreduce_time(self, tokens: int) -> object:
+        return 0 if not tokens else 1000
+
+
+class _OwnWeights:
+    def weights_read(self, tokens: int) -> object:
+        return 5000
+
+
+@pytest.mark.parametrize("mixin, extra", [
+    (_OwnAllReduce, dict(tensor_parallel_size=2, num_hidden_layers=2, hidden_size=4)),
+    (_OwnWeights, dict(num_experts=8, experts_per_token=2, routed_expert_bytes=10)),
+    (_OwnWeights, {}),
+])
+def test_a_subclass_pricing_its_own_weights_or_all_reduce_runs_the_step_engine(mixin: type,
+                                                                               extra: dict[str, object]) -> None:
+    """A RooflineCostModel subclass overriding allreduce_time() or weights_read() (both called by its step times)
+    inherited stretch_terms() and ran on the event engine with the base class's terms: first token at 778/7 s where
+    its own step times give 7106/7 s. It now states no stretch terms (auto runs the step engine; event is refused)."""
+    from roofline.errors import InvalidValueError
+    from roofline.sim import RooflineCostModel, serve_serial
+
+    cls = type("Own", (mixin, RooflineCostModel), {})
+    cost = cls(weight_bytes=100, kv_bytes_per_token=2, flops_per_token=10, attention_flops_per_token=1, bandwidth=7,
+               peak_flops=3, **extra)
+    reqs = [Request(id=i, arrival_s=i, prompt_tokens=3, output_tokens=4) for i in range(3)]
+    auto, step = serve_serial(reqs, cost), serve_serial(reqs, cost, engine="step")
+    assert auto.options["engine"] == "step" and "stretch_terms" in auto.options["engine_reason"]
+    assert auto.requests == step.requests
+    with pytest.raises(InvalidValueError) as caught:
+        serve_serial(reqs, cost, engine="event")
+    assert caught.value.field == "engine"

@@ -188,13 +188,15 @@ def _bad_terms(terms: StretchTerms) -> str | None:
     return None
 
 
-def _own_step_times(model: Any, base: type, method: str = "stretch_terms") -> str | None:
-    """Why a subclass that prices its own steps (decode_time, prefill_time or mixed_time overridden) but
-    inherits ``stretch_terms`` has no stretch terms: the inherited ones would price another model."""
+def _own_step_times(model: Any, base: type, method: str = "stretch_terms",
+                    priced: tuple[str, ...] = ("decode_time", "prefill_time", "mixed_time")) -> str | None:
+    """Why a subclass that prices its own steps (decode_time, prefill_time or mixed_time, or another method
+    of ``priced`` the step times call, overridden) but inherits ``stretch_terms`` has no stretch terms: the
+    inherited ones would price another model."""
     cls = type(model)
     if getattr(cls, method) is not getattr(base, method):
         return None
-    for name in ("decode_time", "prefill_time", "mixed_time"):
+    for name in priced:
         if getattr(cls, name) is not getattr(base, name):
             return f"{cls.__name__} prices its own {name}() but states no stretch_terms() of its own"
     return None
@@ -441,7 +443,8 @@ class RooflineCostModel:
         """
         if not self.exact:
             return "float mode (exact=False): the stretch clock counts exact integer ticks"
-        own = _own_step_times(self, RooflineCostModel)
+        own = _own_step_times(self, RooflineCostModel, priced=("decode_time", "prefill_time", "mixed_time",
+                                                               "weights_read", "allreduce_time", "_tokens"))
         if own is not None:
             return own
         t = self._terms
