@@ -193,3 +193,37 @@ def test_a_subclass_pricing_its_own_weights_or_all_reduce_runs_the_step_engine(m
     with pytest.raises(InvalidValueError) as caught:
         serve_serial(reqs, cost, engine="event")
     assert caught.value.field == "engine"
+
+
+class _Profile:
+    """A duck-typed engine profile (the four methods Deployment accepts) whose overhead() or scaled() is junk."""
+
+    name = "junk"
+
+    def __init__(self, overhead: object, scaled: object) -> None:
+        self._overhead, self._scaled = overhead, scaled
+
+    def constants(self) -> dict[str, object]:
+        return {}
+
+    def overhead(self, layers: int) -> object:
+        return self._overhead
+
+    def scaled(self, accelerator: object) -> object:
+        return accelerator if self._scaled is None else self._scaled
+
+
+@pytest.mark.parametrize("overhead, scaled", [("x", None), (None, None), (0, "acc"), (0, 5)])
+def test_a_duck_typed_profile_returning_junk_is_refused_naming_the_estimate(overhead: object, scaled: object) -> None:
+    """Deployment(..., estimate=<object with constants/overhead/scaled/name>) whose overhead(L) returns a str or None,
+    or whose scaled(accelerator) returns no Accelerator: RooflineCostModel.for_deployment raised TypeError or
+    AttributeError ('str' object has no attribute 'step_terms'); now InvalidValueError naming estimate."""
+    from roofline import Deployment, get_accelerator, get_model
+    from roofline.errors import InvalidValueError
+    from roofline.sim import RooflineCostModel
+
+    deployment = Deployment(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), 1,
+                            estimate=_Profile(overhead, scaled))
+    with pytest.raises(InvalidValueError) as caught:
+        RooflineCostModel.for_deployment(deployment)
+    assert caught.value.field == "estimate"
