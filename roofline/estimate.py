@@ -26,7 +26,7 @@ from ._checks import check_int, check_number
 from .deployment import FROM_DEPLOYMENT, Deployment, allreduce_terms, as_deployment
 from .errors import InvalidValueError, NoKVBudgetError
 from .hardware import Accelerator, Source, Sourced
-from .models import ModelConfig, ModelShare
+from .models import ModelConfig
 from .units import GiB
 
 __all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacity", "kv_capacity", "kv_budget_for",
@@ -513,7 +513,6 @@ def kv_budget_for(
     d = as_deployment(model, accelerator, tensor_parallel_size=tensor_parallel_size)
     _check_scalar("utilization", utilization)
     _check_scalar("reserved", reserved)
-    given_share = isinstance(model, ModelShare)  # a share's T is fixed: no other size is offered
     model, accelerator, share, group = d.model, d.accelerator, d.share, d.tensor_parallel_size
     budget = f.kv_budget(
         memory=Fraction(accelerator.usable_memory), utilization=utilization,
@@ -522,8 +521,6 @@ def kv_budget_for(
     if budget <= 0:
         hint = ""
         smallest = smallest_tensor_parallel_size(model, accelerator, utilization=utilization, reserved=reserved)
-        if given_share:
-            smallest = group  # no hint
         if smallest is not None and smallest > group:
             hint = f"; the smallest tensor-parallel size that fits is {smallest} (--tensor-parallel-size {smallest})"
         elif smallest is None:
