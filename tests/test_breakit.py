@@ -227,3 +227,14 @@ def test_a_duck_typed_profile_returning_junk_is_refused_naming_the_estimate(over
     with pytest.raises(InvalidValueError) as caught:
         RooflineCostModel.for_deployment(deployment)
     assert caught.value.field == "estimate"
+
+
+def test_assert_same_results_reports_a_different_request_count_as_an_assertion():
+    """assert_same_results on two runs of different request counts raised ValueError (zip strict) where it documents
+    AssertionError at the first difference."""
+    from roofline.testing.compare import assert_same_results
+
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=3, output_tokens=2) for i in range(3)]
+    with pytest.raises(AssertionError, match="requests: 3 vs 2"):
+        assert_same_results(serve_continuous(reqs, UnitCostModel()),
+                            serve_continuous(reqs[:2], UnitCostModel(), engine="step"))
