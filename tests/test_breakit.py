@@ -238,3 +238,28 @@ def test_assert_same_results_reports_a_different_request_count_as_an_assertion()
     with pytest.raises(AssertionError, match="requests: 3 vs 2"):
         assert_same_results(serve_continuous(reqs, UnitCostModel()),
                             serve_continuous(reqs[:2], UnitCostModel(), engine="step"))
+
+
+@pytest.mark.parametrize("extra", [
+    dict(tensor_parallel_size=2, num_hidden_layers=2, hidden_size=4, link_latency=1e-3, link_bandwidth=9,
+         activation_bytes=2),
+    dict(num_experts=8, experts_per_token=3, routed_expert_bytes=7),
+    {},
+])
+def test_numpy_constants_give_the_python_constants_times(extra: dict[str, object]) -> None:
+    """RooflineCostModel built from numpy scalars (np.int64 bytes and FLOPs, np.float64 peak and overhead): its exact
+    Fractions held numpy ints, so the event engine's tick arithmetic wrapped at 2^63 (RuntimeWarning: overflow, then
+    OverflowError: Python int too large to convert to C long). Now every engine gives the Python constants' times."""
+    from roofline.sim import RooflineCostModel, serve_serial, serve_static
+    from roofline.testing.compare import assert_same_results
+
+    plain: dict[str, object] = dict(weight_bytes=100, kv_bytes_per_token=2, flops_per_token=10,
+                                    attention_flops_per_token=1, bandwidth=7, peak_flops=3.5, overhead=0.25, **extra)
+    numpy = {k: (np.int64(v) if isinstance(v, int) else np.float64(v)) for k, v in plain.items()}
+    reference = RooflineCostModel(**plain)  # type: ignore[arg-type]
+    cost = RooflineCostModel(**numpy)  # type: ignore[arg-type]
+    reqs = [Request(id=i, arrival_s=i, prompt_tokens=3, output_tokens=4) for i in range(3)]
+    for policy in (serve_serial, serve_static, serve_continuous):
+        event, step = policy(reqs, cost), policy(reqs, cost, engine="step")
+        assert_same_results(event, step)
+        assert event.requests == policy(reqs, reference).requests

@@ -203,7 +203,11 @@ def _own_step_times(model: Any, base: type, method: str = "stretch_terms",
 
 
 def _exact_time(value: Any) -> Any:
-    return value if isinstance(value, (int, Fraction)) else Fraction(value)
+    if isinstance(value, int) or (isinstance(value, Fraction) and type(value.numerator) is int
+                                  and type(value.denominator) is int):
+        return value
+    exact = Fraction(value)  # of a numpy int: a Fraction of numpy ints, whose tick arithmetic would wrap at 2^63
+    return Fraction(int(exact.numerator), int(exact.denominator))
 
 
 def _check_duration(instance: object, attribute: attrs.Attribute, value: Any) -> None:
@@ -421,7 +425,10 @@ class RooflineCostModel:
             f.decode_allreduce_time(batch=1, **ar)  # names a bad field
             ar["activation_bytes"] = convert(ar["activation_bytes"])
             ar["link_latency"] = convert(ar["link_latency"])
-            ar["link_bandwidth"] = Fraction(ar["link_bandwidth"]) if self.exact else float(ar["link_bandwidth"])
+            link = ar["link_bandwidth"]
+            ar["link_bandwidth"] = Fraction(_exact_time(link)) if self.exact else float(link)
+            for name in ("num_hidden_layers", "hidden_size", "tensor_parallel_size"):  # numpy ints as ints
+                ar[name] = int(ar[name])
             object.__setattr__(self, "_allreduce", ar)
 
     def allreduce_time(self, tokens: int) -> Any:
