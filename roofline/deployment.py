@@ -249,8 +249,14 @@ class Deployment:
         accelerator = self.accelerator
         if self.estimate is not None:
             check_nonnegative("overhead", overhead)
-            overhead = overhead + self.estimate.overhead(self.model.num_hidden_layers)
+            extra = self.estimate.overhead(self.model.num_hidden_layers)
+            if isinstance(extra, bool) or not isinstance(extra, (int, float, Fraction, np.integer, np.floating)):
+                raise InvalidValueError("estimate", self.estimate, f"overhead(L) returned {extra!r}: expected seconds")
+            overhead = overhead + extra
             accelerator = self.estimate.scaled(accelerator)
+            if not isinstance(accelerator, Accelerator):
+                raise InvalidValueError("estimate", self.estimate, f"scaled(accelerator) returned {accelerator!r}: "
+                                        "expected an Accelerator")
         share = self.share
         tp: dict[str, Any] = {}
         if self.tensor_parallel_size > 1:

@@ -160,23 +160,54 @@ def stretch_terms(cost_model: Any) -> StretchTerms | str:
     if not isinstance(terms, (StretchTerms, str)):
         raise InvalidValueError("cost_model", cost_model,
                                 "stretch_terms() must return a StretchTerms or a reason (str)")
+    bad = _bad_terms(terms) if isinstance(terms, StretchTerms) else None
+    if bad is not None:
+        raise InvalidValueError("cost_model", cost_model, f"stretch_terms() returned {bad}")
     return terms
 
 
-def _own_step_times(model: Any, base: type, method: str = "stretch_terms") -> str | None:
-    """Why a subclass that prices its own steps (decode_time, prefill_time or mixed_time overridden) but
-    inherits ``stretch_terms`` has no stretch terms: the inherited ones would price another model."""
+def _bad_terms(terms: StretchTerms) -> str | None:
+    """What is wrong with a cost model's stated terms (the tick clock takes them as they are), or None."""
+    def exact(value: Any) -> bool:
+        return isinstance(value, (int, Fraction)) and not isinstance(value, bool)
+
+    if terms.unit_decode is not None or terms.unit_prefill is not None:
+        for name in ("unit_decode", "unit_prefill"):
+            value = getattr(terms, name)
+            if not exact(value) or value <= 0:
+                return f"{name}={value!r}: a unit model's durations must be ints or Fractions > 0"
+        return None
+    for name in ("km", "kt", "fc", "ac", "overhead", "link_latency", "link_per_token"):
+        value = getattr(terms, name)
+        if not exact(value) or value < 0:
+            return f"{name}={value!r}: expected an int or a Fraction >= 0"
+    if not callable(terms.weights):
+        return f"weights={terms.weights!r}: expected a callable (tokens -> seconds)"
+    if terms.weights_denominator is not None and not callable(terms.weights_denominator):
+        return f"weights_denominator={terms.weights_denominator!r}: expected a callable or None"
+    return None
+
+
+def _own_step_times(model: Any, base: type, method: str = "stretch_terms",
+                    priced: tuple[str, ...] = ("decode_time", "prefill_time", "mixed_time")) -> str | None:
+    """Why a subclass that prices its own steps (decode_time, prefill_time or mixed_time, or another method
+    of ``priced`` the step times call, overridden) but inherits ``stretch_terms`` has no stretch terms: the
+    inherited ones would price another model."""
     cls = type(model)
     if getattr(cls, method) is not getattr(base, method):
         return None
-    for name in ("decode_time", "prefill_time", "mixed_time"):
+    for name in priced:
         if getattr(cls, name) is not getattr(base, name):
             return f"{cls.__name__} prices its own {name}() but states no stretch_terms() of its own"
     return None
 
 
 def _exact_time(value: Any) -> Any:
-    return value if isinstance(value, (int, Fraction)) else Fraction(value)
+    if isinstance(value, int) or (isinstance(value, Fraction) and type(value.numerator) is int
+                                  and type(value.denominator) is int):
+        return value
+    exact = Fraction(value)  # of a numpy int: a Fraction of numpy ints, whose tick arithmetic would wrap at 2^63
+    return Fraction(int(exact.numerator), int(exact.denominator))
 
 
 def _check_duration(instance: object, attribute: attrs.Attribute, value: Any) -> None:
@@ -368,6 +399,8 @@ class RooflineCostModel:
             f.moe_decode_weight_bytes(
                 shared_weight_bytes=self.weight_bytes, routed_expert_bytes=self.routed_expert_bytes,
                 num_experts=self.num_experts, experts_per_token=self.experts_per_token, batch=1)
+            for name in ("num_experts", "experts_per_token"):  # a numpy int would make every step time a float
+                object.__setattr__(self, name, int(getattr(self, name)))
         # the checked fast paths validate every constant once, naming a bad one
         given = {name: getattr(self, name) for name in _TERMS}
         f.step_time(batch=1, context_sum=0, **given)
@@ -392,7 +425,10 @@ class RooflineCostModel:
             f.decode_allreduce_time(batch=1, **ar)  # names a bad field
             ar["activation_bytes"] = convert(ar["activation_bytes"])
             ar["link_latency"] = convert(ar["link_latency"])
-            ar["link_bandwidth"] = Fraction(ar["link_bandwidth"]) if self.exact else float(ar["link_bandwidth"])
+            link = ar["link_bandwidth"]
+            ar["link_bandwidth"] = Fraction(_exact_time(link)) if self.exact else float(link)
+            for name in ("num_hidden_layers", "hidden_size", "tensor_parallel_size"):  # numpy ints as ints
+                ar[name] = int(ar[name])
             object.__setattr__(self, "_allreduce", ar)
 
     def allreduce_time(self, tokens: int) -> Any:
@@ -414,7 +450,8 @@ class RooflineCostModel:
         """
         if not self.exact:
             return "float mode (exact=False): the stretch clock counts exact integer ticks"
-        own = _own_step_times(self, RooflineCostModel)
+        own = _own_step_times(self, RooflineCostModel, priced=("decode_time", "prefill_time", "mixed_time",
+                                                               "weights_read", "allreduce_time", "_tokens"))
         if own is not None:
             return own
         t = self._terms

@@ -181,7 +181,10 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
         return None
     unit = costs.unit_decode
     if seg and unit is None and dtype is object:
-        wide = _WideGaps(gaps, costs, keys, counts).percentiles(n, total)
+        try:
+            wide = _WideGaps(gaps, costs, keys, counts).percentiles(n, total)
+        except OverflowError:  # a duration beyond a float's range: the exact bisection below
+            wide = None
         if wide is not None:
             return wide
 

@@ -529,7 +529,9 @@ def _step_engine_reason(engine: Any, cost_model: Any, refusal: str | None = None
     _check_engine(engine)
     if engine == "step":
         return "asked for (engine='step')"
-    terms = stretch_terms(cost_model) if isinstance(cost_model, CostModel) else "not a cost model"
+    if isinstance(cost_model, type) or not isinstance(cost_model, CostModel):
+        return "not a cost model"  # the step engine's checks refuse it, naming cost_model
+    terms = stretch_terms(cost_model)
     why = terms if isinstance(terms, str) else refusal
     if why is not None and engine == "event":
         raise InvalidValueError("engine", engine, f"the stretch clock cannot run this: {why} "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
+import operator
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
@@ -504,8 +505,9 @@ class RequestTable(Sequence[RequestResult]):
         if isinstance(index, slice):
             return tuple(self._record(i) for i in range(*index.indices(len(self))))
         n = len(self)
-        i = index + n if isinstance(index, int) and index < 0 else index
-        if not isinstance(i, int) or not 0 <= i < n:
+        i = operator.index(index)  # a numpy int as an int; a float or a str a TypeError, as a tuple's
+        i = i + n if i < 0 else i
+        if not 0 <= i < n:
             raise IndexError(f"request index {index} out of range for {n} requests")
         return self._record(i)
 

@@ -190,7 +190,8 @@ class TickCosts:
     """
 
     __slots__ = ("clock", "wm", "km", "kt", "fc", "ac", "oh", "unit_decode", "unit_prefill", "decode_fraction",
-                 "prefill_fraction", "windows", "varying", "max_tokens", "_weights", "_wm", "_ar0", "_ar1", "_power")
+                 "prefill_fraction", "windows", "varying", "max_tokens", "_weights", "_wm", "_ar0", "_ar1", "_power",
+                 "_model")
 
     def __init__(self, clock: TickClock, *, wm: int = 0, km: int = 0, fc: int = 0, ac: int = 0, oh: int = 0,
                  unit_decode: int | None = None, unit_prefill: int | None = None, decode_fraction: bool = True,
@@ -208,6 +209,7 @@ class TickCosts:
         self.varying = weights is not None or link != (0, 0)
         self.max_tokens = max_tokens
         self._power: tuple[int, int, int, int, int] | None = None  # MoE weights in integers (build)
+        self._model: Any = None  # the cost model, named when its stated weights are junk (build)
 
     @classmethod
     def build(cls, cost_model: Any, times: Iterable[Any] = (), windows: LayerWindows | None = None, *,
@@ -237,7 +239,18 @@ class TickCosts:
         terms = stretch_terms(cost_model)
         if isinstance(terms, str):
             return None
-        extra = [] if terms.constant_weights else [Fraction(1, terms.weights_denominator(max_tokens))]
+        extra = []
+        if terms.constant_weights and terms.unit_decode is None:
+            w1 = terms.weights(1)
+            if isinstance(w1, bool) or not isinstance(w1, (int, Fraction)) or w1 < 0:
+                raise InvalidValueError("cost_model", cost_model, f"stretch_terms().weights(1) returned {w1!r}: "
+                                        "expected an int or a Fraction >= 0")
+        if not terms.constant_weights:
+            denominator = terms.weights_denominator(max_tokens)
+            if isinstance(denominator, bool) or not isinstance(denominator, int) or denominator < 1:
+                raise InvalidValueError("cost_model", cost_model, f"stretch_terms().weights_denominator({max_tokens}) "
+                                        f"returned {denominator!r}: expected an int >= 1")
+            extra = [Fraction(1, denominator)]
         clock = TickClock.for_values([*terms.constants(), *extra, *times])
         t = clock.ticks
         if terms.unit_decode is not None:
@@ -249,6 +262,7 @@ class TickCosts:
         costs = cls(clock, wm=wm, km=t(terms.km), fc=t(terms.fc), ac=t(terms.ac), oh=t(terms.overhead),
                     kt=t(terms.kt), windows=windows, weights=weights,
                     link=(t(terms.link_latency), t(terms.link_per_token)), max_tokens=max_tokens)
+        costs._model = cost_model
         if terms.weights_power is not None:  # D (base - scale (a/b)^n) = D base - K a^n b^(N - n), K = D scale / b^N
             base, scale, miss, limit = terms.weights_power
             top = min(limit, max_tokens)
@@ -268,7 +282,13 @@ class TickCosts:
             wm = self._wm[tokens] = base - k * a ** tokens * b ** (top - tokens)
         if wm is None:
             seconds = self._weights(tokens)
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, Fraction)) or seconds < 0:
+                raise InvalidValueError("cost_model", self._model, f"stretch_terms().weights({tokens}) returned "
+                                        f"{seconds!r}: expected an int or a Fraction >= 0")
             if self.clock.denominator % seconds.denominator:
+                if tokens <= self.max_tokens:  # a finer clock would not help: the stated denominator is wrong
+                    raise InvalidValueError("cost_model", self._model, "stretch_terms().weights_denominator("
+                                            f"{self.max_tokens}) is not a multiple of weights({tokens})'s denominator")
                 raise ClockTooCoarse(tokens)
             wm = self._wm[tokens] = self.clock.ticks(seconds)
         return wm
@@ -1022,9 +1042,13 @@ def _percentiles_of_ratios(ticks: list[int], divisors: list[int], denominator: i
     if not ticks:
         return None
     n = len(ticks)
-    approx = [t / (q * denominator) for t, q in zip(ticks, divisors, strict=True)]  # [s], correctly rounded
+    approx: list[Any]
+    try:
+        approx = [t / (q * denominator) for t, q in zip(ticks, divisors, strict=True)]  # [s], correctly rounded
+    except OverflowError:  # a value beyond a float's range: order the exact values
+        approx = [Fraction(t, q * denominator) for t, q in zip(ticks, divisors, strict=True)]
     order = sorted(range(n), key=approx.__getitem__)
-    positions: dict[float, tuple[int, int]] = {}  # float -> (first, last + 1) positions in ``order``
+    positions: dict[Any, tuple[int, int]] = {}  # float -> (first, last + 1) positions in ``order``
     for position, i in enumerate(order):
         value = approx[i]
         first, _ = positions.get(value, (position, position))

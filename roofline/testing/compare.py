@@ -50,6 +50,7 @@ def assert_same_results(first: Any, second: Any) -> None:
     assert engines == ("event", "step"), f"engines {engines}, not event vs step (reasons: {why})"
     options = [{k: v for k, v in r.options.items() if k not in _ENGINE_OPTIONS} for r in (first, second)]
     assert (first.policy, options[0]) == (second.policy, options[1])
+    assert len(first.requests) == len(second.requests), f"requests: {len(first.requests)} vs {len(second.requests)}"
     for i, (x, y) in enumerate(zip(first.requests, second.requests, strict=True)):
         for field in attrs.fields(type(x)):
             same(getattr(x, field.name), getattr(y, field.name), f"requests[{i}].{field.name}")
