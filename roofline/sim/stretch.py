@@ -1109,10 +1109,8 @@ def _check_order(requests: tuple[Request, ...], ticks: list[int]) -> None:
 
 def _event_run(requests: Any, cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
                max_steps: int | None, extra_times: tuple[Any, ...], max_model_len: int | None = None,
-               budget: int | None = None, max_tokens: int = 1) -> _EventRun | None:
-    """The run on its tick clock, or None when the cost model has no stretch terms (or is not one)."""
-    if isinstance(stretch_terms(cost_model), str):
-        return None
+               budget: int | None = None, max_tokens: int = 1) -> _EventRun:
+    """The run on its tick clock (the caller checked that the cost model states its stretch terms)."""
     spec = requests.spec if isinstance(requests, Workload) else None
     reqs, pool = _validated(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len)
     windows, pool = _windowed_pool(cost_model, pool)  # the step engine's rule, and its refusal of a mismatched pool
@@ -1177,7 +1175,6 @@ def serve_serial_events(
     def serve(tokens: int) -> SimResult:
         run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, (), max_model_len,
                          max_tokens=tokens)
-        assert run is not None
         run.serve_one_by_one()
         return run.result("serial", {"max_model_len": max_model_len, "engine": "event"})
 
@@ -1232,7 +1229,6 @@ def serve_static_events(
     def serve(tokens: int) -> SimResult:
         run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, extra, max_model_len,
                          max_num_batched_tokens, max_tokens=tokens)
-        assert run is not None
         wait = None
         if max_wait is not None:
             w = cost_model.to_time(max_wait)
