@@ -1,67 +1,62 @@
-"""The event engine for continuous batching: the step engine's scheduler on a tick clock, jumping decode stretches.
+"""The two clocks a policy runs on: seconds one step at a time, or integer ticks with closed-form stretches.
 
-Continuous batching (:func:`~roofline.sim.serve_continuous`: reserve and on-demand
-admission with preemption by recompute, separate and chunked prefill, closed-loop
-clients) decides at every step boundary. Between two events the decisions repeat: the
-batch is fixed, nobody can be admitted (the queue is empty or its head cannot be: the
-batch is full, or the KV pool or the token budget has no room, and neither frees up
-without a finish), nobody finishes and the pool does not run out. This module runs the
-step engine's own scheduler (``policies._Continuous`` and ``policies._Chunked``) and
-replaces each such run of decode steps by one closed-form stretch
-(:meth:`~roofline.sim.stretch.TickCosts.stretch`); a stretch ends at the first of
+Every policy (:mod:`roofline.sim.batches`, :mod:`roofline.sim.continuous`) is written once,
+over one run state (:class:`roofline.sim.run._Run`); what differs between the clocks is
+only how time is kept and how a run of decode steps of a fixed batch is priced:
 
-* the next finish (the smallest finishing tick of the running sequences),
-* the first step boundary at or after the next arrival (the step engine looks at arrivals
-  at every boundary),
-* the step before the KV pool would overflow (on-demand admission preempts then:
-  :func:`~roofline.sim.stretch.first_pool_overflow`),
-* the ``max_steps`` safeguard,
+* **step clock**: the cost model's own step durations in seconds (Fractions, ints, or floats
+  in float mode), one step at a time; gaps between tokens counted by value
+  (:class:`StepGaps`). This is the oracle and the teaching form, and it serves every cost model.
+* **stretch clock**: integer ticks of the run's common denominator D
+  (:class:`~roofline.sim.stretch.TickClock`), the step durations from the cost model's stated
+  terms (:class:`~roofline.sim.stretch.TickCosts`, :class:`_TickCostModel`); a scheduler may
+  jump a stretch of decode steps in closed form, and the gaps of a stretch are kept as one
+  segment (:class:`_Gaps`). A tick value remembers whether the step clock's value would be a
+  Fraction or an int (``_FractionTicks``), so results carry the same number types; seconds
+  appear only in the results (:func:`tick_result`).
 
-and every other step runs as in the step engine, one at a time. Events are arrivals,
-admissions, prefills, finishes and preemptions, so the cost grows with requests, not
-tokens.
+The results of the two clocks are equal field by field and type by type (the tests hold
+them so on generated workloads for every cost model, policy and mode).
 
-Time is kept in integer ticks of the run's common denominator D
-(:class:`~roofline.sim.stretch.TickClock`, computed from the cost model's constants, the
-arrivals and the think time). A tick value remembers whether the step engine's value is
-a Fraction or an int (``_FractionTicks``), so the results carry the step engine's number
-types; seconds appear only in the results.
+Inter-token latency on the stretch clock: a stretch's gaps are kept as a segment (batch,
+first context sum, steps, rows); the percentiles are found by a binary search over tick
+values whose counting step is O(1) per segment (a step's duration grows with its context
+sum, so the steps of a segment at or below a value are a prefix), vectorised with numpy.
+Serial serving keeps no gaps at all: its ITL comes from a sweep over the requests' context
+intervals (:func:`_serial_itl`).
 
-Inter-token latency: the gaps of a stretch's steps are kept as a segment (batch, first
-context sum, steps, rows); the percentiles are found by a binary search over tick values
-whose counting step is O(1) per segment (a step's duration grows with its context sum,
-so the steps of a segment at or below a value are a prefix), vectorised with numpy.
-
-The step table, when asked for, is the step engine's :class:`~roofline.sim.StepTable`;
-a stretch is written into it step by step (the table's cost grows with steps; the
-results and summary do not need it).
-
-Runs with sliding-window layers (:class:`~roofline.sim.LayerWindows`) take the step engine:
-the running sequences' contexts differ and each crosses the windows on its own, so a decode
-stretch's context sum is not one line in its steps.
-
-Conventions: docs/conventions.md, "Serving policies" and "Latency metrics".
+Conventions: docs/conventions.md, "Two clocks, one result", "Latency metrics".
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
+import functools
 import math
-from collections.abc import Callable
 from fractions import Fraction
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from . import policies as _policies
-from .policies import _Chunked, _Continuous, _Run
 from .requests import Request
-from .results import Percentiles, RequestTable, SimResult, StepTable
-from .stretch import TickCosts, _summary, blocks_growth, first_pool_overflow, on_fine_enough_clock
+from .results import Percentiles, RequestTable, SimResult, StepTable, Summary
+from .stretch import TickClock, TickCosts
 
 __all__: list[str] = []
+
+
+class StepGaps:
+    """The step clock's inter-token gaps: value [s] -> count (a dict keeps each value's first number type)."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[Any, int] = {}
+
+    def add(self, gap: Any, count: int = 1) -> None:
+        """Count ``count`` gaps of ``gap`` seconds."""
+        counts = self.counts
+        counts[gap] = counts.get(gap, 0) + count
 
 
 class _FractionTicks(int):
@@ -380,291 +375,215 @@ def _index(keys: list[int], value: int) -> int:
     return bisect.bisect_left(keys, value)
 
 
-class _Jumps:
-    """The stretch jump shared by both schedulers (mixed into subclasses of ``_Continuous``/``_Chunked``)."""
-
-    run: _Run
-    costs: TickCosts
-    gaps: _Gaps
-    heap: list[tuple[int, int]]
-    nxt: int
-    step_cap: int
-    tick_cost: _TickCostModel
-
-    def _next_finish(self: Any) -> int:
-        heap, finish, running = self.heap, self.finish_tick, self.running
-        while heap and (finish[heap[0][1]] != heap[0][0] or heap[0][1] not in running):
-            heapq.heappop(heap)
-        return heap[0][0]
-
-    def _rotated(self: Any) -> dict[int, int]:
-        """Running sequences by KV before the next step, mod b: {residue: count}, the nonzero ones only
-        (O(batch), not O(b): a block size of 10**9 is a valid pool)."""
-        b, tick = self.block_size, self.tick
-        return {(r + tick) % b: count for r, count in self.residues.items() if count}
-
-    def _stretch_steps(self: Any, now: int) -> int:
-        """Decode steps that can run as one stretch from ``now`` (the first may need a preemption: 0 then)."""
-        run, costs = self.run, self.costs
-        batch = len(self.running)
-        k = self._next_finish() - self.tick
-        k = min(k, self.step_cap - run.steps)
-        nxt = self.nxt
-        coming = run.next_arrival(nxt) if k > 1 and nxt < run.n else None
-        if coming is not None:
-            context = self.base + batch * (self.tick + 1)
-            horizon = int(coming) - int(now)
-            if costs.stretch(batch, context, k) >= horizon:  # the arrival comes within: stop at its boundary
-                k = costs.steps_until(batch, context, horizon)
-        b = self.block_size
-        # a sequence takes at most ceil(k / b) blocks in k steps: look for the overflow only when it may come
-        if self.on_demand and batch * -(-k // b) > run.capacity - self.blocks:
-            rotated = self._rotated()  # by KV before the stretch, mod b
-            over = first_pool_overflow(rotated, b, run.capacity - self.blocks)
-            if over is not None:
-                k = min(k, over - 1)
-        return k
-
-    def _jump(self: Any, now: int, k: int, chunked: bool) -> int:
-        """Run k >= 2 decode steps of the fixed batch as one stretch; returns its end (typed ticks)."""
-        run, costs, running = self.run, self.costs, self.running
-        batch = len(running)
-        b = self.block_size
-        c1 = self.base + batch * (self.tick + 1)
-        end1 = now + self.tick_cost.decode_time(batch, c1)
-        self._decode_gaps(batch, end1)  # the first step's gaps (fresh rows differ); then a segment
-        rest = costs.stretch(batch, c1 + batch, k - 1)
-        end = end1 + _typed(rest, costs.decode_fraction)
-        self.gaps.add_segment(batch, c1 + batch, k - 1, isinstance(end1, _FractionTicks), rest)
-        self.last_decode_end = end
-        if run.table is not None:  # expand the stretch into the step table (only when it is asked for)
-            t, blocks, decode = now, self.blocks, self.tick_cost.decode_time
-            for j in range(k):
-                context = c1 + batch * j
-                if self.on_demand:
-                    blocks += self.residues[(-(self.tick + j)) % b]
-                s, t = t, t + decode(batch, context)
-                run.table.add_decode(s, t, batch, batch, context, blocks)
-        if self.on_demand:
-            self.blocks += blocks_growth(self._rotated(), b, k)
-        self.tick += k
-        run.peak(c1 + batch * (k - 1), self.blocks)
-        run.steps += k
-        run.useful_rows += batch * k
-        run.rows += batch * k
-        run.slot_rows += batch * k
-        for i in self.buckets.pop(self.tick, ()):
-            if self.finish_tick[i] == self.tick and i in running:
-                self._leave(i)
-                del running[i]
-                if chunked:
-                    del self.order[i]
-                run.hand_back(i, end)
-        return end
-
-    def _join(self: Any, i: int, t: Any) -> None:
-        super()._join(i, t)  # type: ignore[misc]
-        heapq.heappush(self.heap, (self.finish_tick[i], i))
-
-
-class _EventContinuous(_Jumps, _Continuous):
-    def serve(self) -> None:
-        run = self.run
-        n = run.n
-        limit = run.step_limit()
-        self.step_cap = limit + 1
-        now: Any = run.arrival[0] if n else None
-        self.nxt = 0
-        while True:
-            self.nxt = self._arrivals(self.nxt, now)
-            admitted = self._admit(now) if self.waiting else None
-            if admitted:
-                now = self._prefill(admitted, now)
-            elif self.running:
-                k = self._stretch_steps(now)
-                now = self._jump(now, k, False) if k > 1 else self._decode(now)
-            elif self.waiting:  # pragma: no cover - excluded by the never-fits rule
-                return super().serve()
-            elif self.nxt < n:
-                now = self._idle_until(self.nxt, now)
-                continue
-            else:
-                break
-            run.check_steps(limit)
-        run.end = now
-
-
-class _EventChunked(_Jumps, _Chunked):
-    def serve(self) -> None:
-        run = self.run
-        n = run.n
-        limit = self.step_limit()
-        self.step_cap = limit + 1
-        now: Any = run.arrival[0] if n else None
-        self.nxt = 0
-        while True:
-            self.nxt = self._arrivals(self.nxt, now)
-            if self.running or self.prefilling or self.waiting:
-                k = self._pure_decode_steps(now)
-                now = self._jump(now, k, True) if k > 1 else self._step(now)
-            elif self.nxt < n:
-                now = self._idle_until(self.nxt, now)
-                continue
-            else:
-                break
-            run.check_steps(limit)
-        run.end = now
-
-    def _pure_decode_steps(self, now: int) -> int:
-        """0 unless the next step is decode only and no admission can happen: then the stretch's steps."""
-        run = self.run
-        if self.prefilling or not self.running:
-            return 0
-        grow = 0
-        if self.on_demand:
-            grow = self.residues[-self.tick % self.block_size]
-            if self.blocks + grow > run.capacity:
-                return 0
-        waiting = self.waiting
-        if waiting and self.budget - len(self.running) and len(self.order) < self.max_num_seqs:
-            i = waiting[0]
-            pool = run.pool
-            need = (pool.blocks_for(run.prompt[i] + run.generated[i]) if self.on_demand
-                    else pool.lifetime_blocks_unchecked(run.prompt[i], run.output[i]))
-            if self.blocks + grow + need <= run.capacity:
-                return 0
-        return self._stretch_steps(now)
-
-
-def serve_events(run: _Run, make_run: Callable[[], _Run], *, max_num_seqs: int, on_demand: bool, chunked: bool,
-                 budget: Any, budget_name: str, policy: str, options: dict[str, Any]) -> SimResult:
-    """Serve a run of :func:`~roofline.sim.serve_continuous` on the event engine.
-
-    Parameters
-    ----------
-    run : policies._Run
-        The step engine's run state, validated and with its rejections on arrival made, for a
-        cost model with stretch terms (:func:`~roofline.sim.cost.stretch_terms`) and a model
-        without sliding windows (the caller checks both).
-    make_run : callable () -> policies._Run
-        Makes the same run state again, for a run that starts over on a finer clock (a mixture
-        of experts whose step needs more tokens than the clock covered,
-        :class:`~roofline.sim.stretch.ClockTooCoarse`).
-    max_num_seqs : int >= 1 [sequences]
-    on_demand : bool
-        On-demand KV admission (preemption by recompute) instead of reserving the lifetime.
-    chunked : bool
-        Chunked prefill with mixed steps (``budget`` is max_num_batched_tokens), else prefill
-        in steps of their own (``budget`` is the prefill token budget or None).
-    budget : int or None [tokens]
-    budget_name : str, the option's name in rejection reasons
-    policy : str, options : dict
-        As the step engine puts them in the :class:`~roofline.sim.SimResult`.
-
-    Returns
-    -------
-    SimResult equal to the step engine's, with ``options["engine"] == "event"``.
-
-    Raises
-    ------
-    SimulationError
-        ``max_steps`` passed (the same message as the step engine's).
-    """
-    # the most tokens of one step: a (re-)prefill of one request, or the step budget
-    longest = max((p + o - 1 for p, o in zip(run.prompt, run.output, strict=True)), default=1)
-    first = budget if chunked else min(longest, budget if budget is not None else longest)
-
-    def serve(tokens: int) -> SimResult:
-        return _serve_on_clock(run if tokens == first else make_run(), max(tokens, 1), max_num_seqs=max_num_seqs,
-                               on_demand=on_demand, chunked=chunked, budget=budget, budget_name=budget_name,
-                               policy=policy, options=options)
-
-    return on_fine_enough_clock(serve, first)
-
-
-def _serve_on_clock(run: _Run, max_tokens: int, *, max_num_seqs: int, on_demand: bool, chunked: bool, budget: Any,
-                    budget_name: str, policy: str, options: dict[str, Any]) -> SimResult:
-    """:func:`serve_events` on a clock that covers steps of up to ``max_tokens`` tokens."""
-    cost = run.cost
-    arrivals = [a for a in run.arrival if a is not None]
-    think = run.think if run.closed is not None else None
-    costs = TickCosts.build(cost, [*arrivals, *([think] if think is not None else []), run.idle],
-                            max_tokens=max_tokens)
-    assert costs is not None  # serve_events checked the stretch terms
-    clock = costs.clock
-    d = clock.denominator
-
-    def ticks(value: Any) -> Any:
-        if value is None:
-            return None
-        return _typed(clock.ticks(value), not isinstance(value, int))
-
-    def seconds(value: Any) -> Any:
-        if value is None:
-            return None
-        if type(value) is _FractionTicks:
-            return Fraction(int(value), d)
-        return value // d
-
-    arrivals_s = run.arrival
-    run.arrival = [ticks(a) for a in run.arrival]
-    if run.closed is not None:
-        run.think = ticks(run.think)
-    run.idle = ticks(run.idle)
-    table = run.table
-    if table is not None:
-        run.table = _TicksTable(table, seconds)  # type: ignore[assignment]
-    gaps = _Gaps()
-    run.add_itl = gaps.add  # type: ignore[method-assign]
-    run.cost = _TickCostModel(cost, costs)
-    scheduler: Any
-    if chunked:
-        scheduler = _EventChunked(run, max_num_seqs, on_demand, budget)
+def _tick_summary(self: Any, policy: str, clock: TickClock, arr: list[int], arr_fraction: list[bool],
+                  times: tuple[list[Any], ...], fractions: tuple[list[bool], ...], itl: Percentiles | None) -> Summary:
+    """:func:`~roofline.sim.results.summarize` computed on the ticks of run ``self`` (exact; the same values and
+    number types): ``times`` and ``fractions`` are the admitted, first-token, finish and hand-back ticks and
+    their number types."""
+    admitted, first, _, handed = times
+    admitted_fraction, first_fraction, _, handed_fraction = fractions
+    time = clock.time
+    n = self.n
+    done = [i for i in range(n) if handed[i] is not None]
+    # first_arrival = min(arrivals): the first request's (arrivals are in order; min keeps the first)
+    fa, fa_fraction = (arr[0], arr_fraction[0]) if n else (0, False)
+    done_handed = [handed[i] for i in done]
+    if done:  # max keeps the first of equal maxima
+        best = done[done_handed.index(max(done_handed))]  # type: ignore[type-var]
+        last, last_fraction = handed[best], handed_fraction[best]
+        assert last is not None
     else:
-        scheduler = _EventContinuous(run, max_num_seqs, on_demand, budget, budget_name)
-    scheduler.costs, scheduler.gaps, scheduler.heap = costs, gaps, []
-    scheduler.tick_cost = run.cost
-    scheduler.serve()
-    run.cost = cost
-    run.table = table
-    return _result(run, costs, gaps, policy, dict(options, engine="event"), seconds, arrivals_s)
+        last, last_fraction = fa, fa_fraction
+    makespan = time(last - fa, last_fraction or fa_fraction)
+    output = sum([self.output[i] for i in done])
+    zero = self.cost.to_time(0)
+    if self.first_start is None or self.end is None:
+        busy = zero
+    else:
+        busy = _seconds(clock, self.end - self.first_start - self.idle)
+    done_arr = [arr[i] for i in done]
+    done_arr_fraction = [arr_fraction[i] for i in done]
+
+    def since_arrival(ticks: list[Any], fractions: list[bool]) -> Percentiles | None:
+        values = [t - a for t, a in zip(ticks, done_arr, strict=True)]
+        flags = [x or y for x, y in zip(fractions, done_arr_fraction, strict=True)]
+        return _percentiles(values, flags, clock)
+
+    first_done = [first[i] for i in done]
+    queue = since_arrival([admitted[i] for i in done], [admitted_fraction[i] for i in done])
+    ttft = since_arrival(first_done, [first_fraction[i] for i in done])
+    e2e = since_arrival(done_handed, [handed_fraction[i] for i in done])
+    decoding = [k for k, i in enumerate(done) if self.output[i] >= 2]
+    tpot = _percentiles_of_ratios([done_handed[k] - first_done[k] for k in decoding],  # type: ignore[operator]
+                                  [self.output[done[k]] - 1 for k in decoding], clock.denominator)
+    mixed = self.mixed_steps
+    return Summary(
+        policy=policy, requests=n, completed=len(done), rejected=n - self.reason.count(None),
+        preemptions=sum(self.preemptions), steps=self.steps, prefill_steps=self.prefill_steps,
+        decode_steps=self.steps - self.prefill_steps - mixed, output_tokens=output, makespan_s=makespan,
+        busy_s=busy, mixed_steps=mixed, output_tokens_per_s=Fraction(output) / makespan if makespan else None,
+        long_run_useful_share=Fraction(self.useful_rows, self.rows) if self.rows else None,
+        per_batch_useful_share=Fraction(self.batch_share_sum) / self.batches if self.batches else None,
+        slot_occupancy=Fraction(self.slot_rows, self.max_batch * self.steps) if self.steps else None,
+        queue_wait=queue, ttft=ttft, tpot=tpot, e2e=e2e, itl=itl,
+        peak_kv_tokens=self.peak_tokens, peak_kv_blocks=self.peak_blocks,
+        kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size,
+    )
 
 
-def _result(run: _Run, costs: TickCosts, gaps: _Gaps, policy: str, options: dict[str, Any],
-            seconds: Any, arrivals: list[Any]) -> SimResult:
-    """The SimResult in seconds, its summary computed on ticks (``stretch._summary``)."""
+def _rank(q: int, n: int) -> int:
+    return -(-q * n // 100) - 1  # nearest rank, 0-based (results.percentile)
+
+
+def _percentiles(values: list[int], flags: list[bool], clock: TickClock) -> Percentiles | None:
+    """``Percentiles.of`` for times given in ticks with their number types: the same elements, exact mean."""
+    if not values:
+        return None
+    n = len(values)
+    order = sorted(range(n), key=values.__getitem__)  # stable, as sorted(values)
+    p50, p90, p99, top = order[_rank(50, n)], order[_rank(90, n)], order[_rank(99, n)], order[-1]
+    time = clock.time
+    return Percentiles(time(values[p50], flags[p50]), time(values[p90], flags[p90]), time(values[p99], flags[p99]),
+                       mean=Fraction(sum(values), clock.denominator * n), max=time(values[top], flags[top]))
+
+
+def _percentiles_of_ratios(ticks: list[int], divisors: list[int], denominator: int) -> Percentiles | None:
+    """``Percentiles.of`` for the Fractions ticks / (denominator x divisor), found by selection, exact.
+
+    Correctly rounded division is monotone, so ordering by the floats of the values orders the
+    exact values up to ties among equal floats; each rank's element is then chosen exactly within
+    its group of equal floats (compared by cross-multiplication), so the result is the element
+    ``sorted`` of the Fractions would give, with no Fraction made but the five returned.
+    """
+    if not ticks:
+        return None
+    n = len(ticks)
+    approx: list[Any]
+    try:
+        approx = [t / (q * denominator) for t, q in zip(ticks, divisors, strict=True)]  # [s], correctly rounded
+    except OverflowError:  # a value beyond a float's range: order the exact values
+        approx = [Fraction(t, q * denominator) for t, q in zip(ticks, divisors, strict=True)]
+    order = sorted(range(n), key=approx.__getitem__)
+    positions: dict[Any, tuple[int, int]] = {}  # float -> (first, last + 1) positions in ``order``
+    for position, i in enumerate(order):
+        value = approx[i]
+        first, _ = positions.get(value, (position, position))
+        positions[value] = (first, position + 1)
+
+    def at_rank(rank: int) -> int:
+        first, stop = positions[approx[order[rank]]]
+        if stop - first == 1:
+            return order[rank]
+        def exact_order(a: int, b: int) -> int:
+            return ticks[a] * divisors[b] - ticks[b] * divisors[a]
+
+        group = sorted(order[first:stop], key=functools.cmp_to_key(exact_order))  # stable: ties keep their order
+        return group[rank - first]
+
+    def at(i: int) -> Fraction:
+        return Fraction(ticks[i], denominator * divisors[i])
+
+    by_divisor: dict[int, int] = {}  # divisor -> sum of its ticks (few divisors: one product each)
+    for t, q in zip(ticks, divisors, strict=True):
+        by_divisor[q] = by_divisor.get(q, 0) + t
+    common = math.lcm(*by_divisor)
+    mean = Fraction(sum(t * (common // q) for q, t in by_divisor.items()), denominator * common * n)
+    return Percentiles(at(at_rank(_rank(50, n))), at(at_rank(_rank(90, n))), at(at_rank(_rank(99, n))),
+                       mean=mean, max=at(at_rank(n - 1)))
+
+
+def _serial_itl(self: Any, first: list[Any], handed: list[Any], first_fraction: list[bool]) -> Percentiles | None:
+    """Serial serving's ``Percentiles.of_counts`` of every decode step's duration, from the first-token and
+    hand-back ticks of run ``self``, without expanding a stretch into its steps.
+
+    Serial serving streams: request i's gaps are its decode steps, at contexts p_i + 1, ...,
+    p_i + o_i - 1, and a batch-1 step's duration is a nondecreasing function of its context
+    (the max of two lines with slopes >= 0, plus a constant). So the q-th nearest-rank gap
+    is the duration at the q-th nearest-rank context of the multiset of contexts, a union
+    of intervals: one sweep over their 2R endpoints, whatever the lengths.
+    """
+    costs = self.costs
+    clock = costs.clock
+    delta: dict[int, int] = {}
+    total_ticks = n = top = 0
+    fraction: bool | None = None
+    for i, h in enumerate(handed):
+        o = self.output[i]
+        if h is None or o < 2:
+            continue
+        if fraction is None:  # the multiset's keys keep the first gap's number type
+            fraction = first_fraction[i] or costs.decode_fraction
+        lo, hi = self.prompt[i] + 1, self.prompt[i] + o  # contexts lo .. hi - 1
+        delta[lo] = delta.get(lo, 0) + 1
+        delta[hi] = delta.get(hi, 0) - 1
+        n += o - 1
+        total_ticks += h - first[i]
+        if hi - 1 > top:
+            top = hi - 1
+    if not n:
+        return None
+    assert fraction is not None
+    ranks = [-(-q * n // 100) for q in (50, 90, 99)]  # 1-based, increasing
+    found: list[int] = []
+    seen = active = 0
+    position = 0
+    for x in sorted(delta):
+        while found.__len__() < 3 and active and seen + active * (x - position) >= ranks[len(found)]:
+            found.append(position + -(-(ranks[len(found)] - seen) // active) - 1)
+        seen += active * (x - position)
+        active += delta[x]
+        position = x
+    time = clock.time
+
+    def gap(context: int) -> Any:  # token-layers grow with the context too: still nondecreasing
+        return time(costs.decode(1, costs.held(context)), fraction)
+
+    mean = Fraction(total_ticks, clock.denominator * n)
+    return Percentiles(gap(found[0]), gap(found[1]), gap(found[2]), mean=mean, max=gap(top))
+
+
+def _seconds(clock: TickClock, value: Any) -> Any:
+    """A typed tick value (``_FractionTicks`` or int) as seconds in the step clock's number type."""
+    if value is None:
+        return None
+    if type(value) is _FractionTicks:
+        return Fraction(int(value), clock.denominator)
+    return value // clock.denominator
+
+
+def tick_result(run: Any, policy: str, options: dict[str, Any]) -> SimResult:
+    """The :class:`~roofline.sim.SimResult` of run ``run`` (a ``run._Run`` on the stretch clock), in seconds.
+
+    The summary is computed on the ticks (:func:`_tick_summary`); the per-request times stay ticks
+    in a :class:`~roofline.sim.results.RequestTable`, made seconds when read. Equal, field by field
+    and type by type, to what the step clock's :meth:`~roofline.sim.run._Run.result` gives.
+    """
+    costs: TickCosts = run.costs
+    clock = costs.clock
+
     def split(values: list[Any]) -> tuple[list[Any], list[bool]]:
         return [None if v is None else int(v) for v in values], [type(v) is _FractionTicks for v in values]
 
-    def pair(value: Any) -> tuple[int, bool] | None:
-        return None if value is None else (int(value), type(value) is _FractionTicks)
-
-    view = SimpleNamespace(clock=costs.clock, cost=run.cost, output=run.output, reason=run.reason, pool=run.pool,
-                           steps=run.steps, prefill_steps=run.prefill_steps, mixed_steps=run.mixed_steps,
-                           useful_rows=run.useful_rows, rows=run.rows, slot_rows=run.slot_rows, batch_share_sum=0,
-                           batches=0, batch_size=run.max_batch, preemption_total=sum(run.preemptions),
-                           peak_tokens=run.peak_tokens, peak_blocks=run.peak_blocks,
-                           first_start=pair(run.first_start), end=pair(run.end), idle=pair(run.idle),
-                           requests=range(run.n), itl=lambda: _itl(gaps, costs))
-    view.arr, view.arr_fraction = split(run.arrival)
+    arr, arr_fraction = split(run.arrival)
     times, flags = zip(*(split(values) for values in (run.admitted, run.first, run.finish, run.handed)), strict=True)
-    view.admitted, view.first, _, view.handed = times
-    view.admitted_fraction, view.first_fraction, _, view.handed_fraction = flags
-    summary = _summary(view, policy)
+    if policy == "serial":
+        itl = _serial_itl(run, times[1], times[3], flags[1])
+    else:
+        itl = _itl(run.gaps, costs) if run.streams else None
+    summary = _tick_summary(run, policy, clock, arr, arr_fraction, times, flags, itl)
     if run.closed is not None:
-        arrival = [seconds(v) for v in run.arrival]
+        arrival = [_seconds(clock, v) for v in run.arrival]
         requests = tuple(Request(id=j, arrival_s=arrival[j], prompt_tokens=p, output_tokens=o)
                          for j, (p, o) in enumerate(zip(run.prompt, run.output, strict=True)))
         options = dict(options, workload=run.closed.to_dict())
     else:
-        requests = run.requests
-        arrival = arrivals
+        requests, arrival = run.requests, run.arrival_s
         if run.spec is not None:
             options = dict(options, workload=run.spec)
     results = RequestTable(requests, arrival, times, flags, run.preemptions, run.prefilled, run.generated, run.reason,
-                           run.client, costs.clock.denominator)
+                           run.client, clock.denominator)
     options = dict(options, kv_capacity_blocks=run.pool.capacity_blocks, block_size=run.pool.block_size)
-    return SimResult(policy, options, results, run.table, summary)
-
-
-_policies._EVENT_ENGINE["continuous"] = serve_events
+    if run.windows is not None:
+        options["kv_units"] = "token-layers"
+    table = run.table.table if isinstance(run.table, _TicksTable) else run.table
+    return SimResult(policy, options, results, table, summary)
