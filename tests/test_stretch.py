@@ -51,6 +51,7 @@ from roofline.testing.strategies import (
     workloads,
 )
 
+
 def _stretch_clock(serve: Any, requests: Any, cost: Any, **kw: Any) -> Any:
     """``serve(..., engine="auto")``, checked to have run on the stretch clock exactly when the cost model states
     its stretch terms (so an equality test never compares the step clock with itself unnoticed)."""

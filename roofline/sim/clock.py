@@ -125,7 +125,8 @@ class _Gaps:
     def __init__(self) -> None:
         self.single: dict[int, int] = {}
         self.first_seen: dict[int, int] = {}
-        self.segments: list[tuple[int, int, int, int, int, bool]] = []  # batch, context sum, steps, rows, seq, frac
+        # batch, context sum, steps, rows, seq, frac, slope (the context sum's growth per step)
+        self.segments: list[tuple[int, int, int, int, int, bool, int]] = []
         self.seq = 0
         self.segment_ticks = 0  # sum of the segments' gaps
 
@@ -138,8 +139,12 @@ class _Gaps:
             self.first_seen[gap] = self.seq
         self.seq += 1
 
-    def add_segment(self, batch: int, context_sum: int, steps: int, is_fraction: bool, ticks: int) -> None:
-        self.segments.append((batch, context_sum, steps, batch, self.seq, is_fraction))
+    def add_segment(self, batch: int, context_sum: int, steps: int, is_fraction: bool, ticks: int,
+                    slope: int | None = None) -> None:
+        """``steps`` decode steps of ``batch`` rows from ``context_sum``, growing by ``slope`` per step (None:
+        ``batch``), lasting ``ticks`` in all; each step gives every row one gap."""
+        self.segments.append((batch, context_sum, steps, batch, self.seq, is_fraction,
+                              batch if slope is None else slope))
         self.segment_ticks += ticks * batch
         self.seq += 1
 
@@ -158,7 +163,7 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
         batches = sorted({s[0] for s in seg})
         if costs.unit_decode is None:
             fixed = {b: (costs.weights(b), costs.overhead(b)) for b in batches}
-        big = max(s[1] + s[0] * s[2] for s in seg) * max(costs.km, costs.ac, 1) \
+        big = max(s[1] + s[6] * s[2] for s in seg) * max(costs.km, costs.ac, 1) \
             + max((w + o for w, o in fixed.values()), default=0) + costs.fc * batches[-1] + (costs.unit_decode or 0)
         big = max(big, int(keys[-1]) if keys else 0)  # the search's values reach the largest single gap too
         dtype: Any = np.int64 if big < 2 ** 61 else object
@@ -168,6 +173,9 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
         start = np.array([s[1] for s in seg], dtype=dtype)
         steps = np.array([s[2] for s in seg], dtype=dtype)
         rows = np.array([s[3] for s in seg], dtype=dtype)
+        slope = np.array([s[6] for s in seg], dtype=dtype)
+        flat = slope == 0  # every layer past its window: the segment's steps all last the same
+        run = np.where(flat, 1, slope)
         n_seg = int((steps * rows).sum())
     else:
         n_seg = 0
@@ -195,17 +203,19 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
         if unit is not None:
             return steps if unit <= x else steps * 0
         y = x - oh
-        none = start - batch  # gives 0 steps
+        none = start - run  # gives 0 steps
         if costs.km:
-            top = np.minimum(start + batch * steps, (y - wm) // costs.km)
+            top = np.minimum(start + run * steps, (y - wm) // costs.km)
         else:
-            top = np.where(y >= wm, start + batch * steps, none)
+            top = np.where(y >= wm, start + run * steps, none)
         rhs = y - costs.fc * batch
         if costs.ac:
             top = np.minimum(top, rhs // costs.ac)
         else:
             top = np.where(rhs >= 0, top, none)
-        return np.clip((top - start) // batch + 1, 0, steps)
+        counted = np.clip((top - start) // run + 1, 0, steps)
+        # a flat segment: all of its steps or none (the first step's context decides)
+        return np.where(flat, np.where(top >= start, steps, 0), counted)
 
     def count_le(x: int) -> int:
         below = 0
@@ -218,7 +228,7 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
 
     values = [int(keys[0]), int(keys[-1])] if keys else []
     if seg:
-        values += [int(step_values(start).min()), int(step_values(start + batch * (steps - 1)).max())]
+        values += [int(step_values(start).min()), int(step_values(start + slope * (steps - 1)).max())]
     low, high = min(values), max(values)
     # every gap is a multiple of g ticks: the singles are, and a segment's steps are max(wm + km S, fc B + ac S) + oh
     # (or the unit's ticks). Arrivals of many denominators make the tick tiny beside the step durations (the clock's
@@ -279,6 +289,7 @@ class _WideGaps:
         self.start = np.array([s[1] for s in seg], dtype=float)  # context sums
         self.steps = np.array([s[2] for s in seg], dtype=float)
         self.rows = np.array([s[3] for s in seg], dtype=float)
+        self.slope = np.array([s[6] for s in seg], dtype=float)
         fixed = {b: (costs.weights(b) / d, costs.overhead(b) / d) for b in {s[0] for s in seg}}
         self.wm = np.array([fixed[s[0]][0] for s in seg], dtype=float)
         self.oh = np.array([fixed[s[0]][1] for s in seg], dtype=float)
@@ -288,18 +299,20 @@ class _WideGaps:
 
     def values(self, j: Any) -> Any:
         """Per segment: the float duration [s] of its step j (an array of steps, or one index for all)."""
-        context = self.start + self.batch * j
+        context = self.start + self.slope * j
         return np.maximum(self.wm + self.km * context, self.fc * self.batch + self.ac * context) + self.oh
 
     def counts_le(self, x: float) -> Any:
         """Per segment: its steps whose float duration is <= x [s] (a prefix: durations grow with the context)."""
         y = x - self.oh
-        top = self.start + self.batch * self.steps
+        slope = self.slope
+        top = self.start + slope * self.steps
         with np.errstate(divide="ignore", invalid="ignore"):
             top = np.minimum(top, (y - self.wm) / self.km) if self.km else np.where(y >= self.wm, top, -np.inf)
             rhs = y - self.fc * self.batch
             top = np.minimum(top, rhs / self.ac) if self.ac else np.where(rhs >= 0, top, -np.inf)
-        return np.clip(np.floor((top - self.start) / self.batch) + 1, 0, self.steps)
+            counted = np.clip(np.floor((top - self.start) / np.where(slope == 0, 1, slope)) + 1, 0, self.steps)
+        return np.where(slope == 0, np.where(top >= self.start, self.steps, 0), counted)
 
     def count_le(self, x: float) -> float:
         j = int(np.searchsorted(self.f_keys, x, side="right"))
@@ -323,9 +336,9 @@ class _WideGaps:
         for i in np.nonzero(last > first)[0]:
             if last[i] - first[i] > 4096:
                 return None
-            b, s0, _, rows, seq, frac = seg[i]
+            b, s0, _, rows, seq, frac, slope = seg[i]
             for j in range(int(first[i]), int(last[i])):
-                value = decode(b, s0 + b * j)
+                value = decode(b, s0 + slope * j)
                 if value <= lo:
                     below += rows
                 elif value <= hi:

@@ -15,13 +15,13 @@ out) they jump a run of decode steps as one closed-form stretch
 * the step before the KV pool would overflow (on-demand admission preempts then:
   :func:`~roofline.sim.stretch.first_pool_overflow`),
 * the ``max_steps`` safeguard,
+* with sliding windows, the first running sequence whose context passes a window (its token-layers
+  then grow by fewer layers per step: the context sum is one line only between such crossings);
 
 and every other step is taken one at a time, as on the step clock. Events are arrivals,
-admissions, prefills, finishes and preemptions, so the cost grows with requests, not tokens.
-
-Sliding-window models stay on the step clock (``policies.WINDOWS_CONTINUOUS``): the running
-sequences' contexts differ and each crosses its windows on its own, so a stretch's context sum
-is not one line.
+admissions, prefills, finishes, preemptions and windows crossed, so the cost grows with requests,
+not tokens. Under on-demand admission with sliding windows, whose windowed layers free blocks as
+they move on, decode steps are taken one at a time.
 
 Conventions: docs/conventions.md, "Serving policies", "Chunked prefill and mixed steps",
 "Two clocks, one result".
@@ -29,6 +29,7 @@ Conventions: docs/conventions.md, "Serving policies", "Chunked prefill and mixed
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import Counter, deque
@@ -345,20 +346,53 @@ class _Continuous:
         b, tick = self.block_size, self.tick
         return {(r + tick) % b: count for r, count in self.residues.items() if count}
 
+    def _lines(self) -> tuple[int, int, float]:
+        """(S, slope, steps): the running sequences' context sum at the next decode step, what it grows by per step,
+        and for how many steps it stays one line (unbounded without sliding windows: every row grows by a token).
+
+        With sliding windows a row at context c holds sum over layers of min(c, w_l) token-layers: one line in the
+        steps until its context passes the smallest window w >= c (w - c + 1 steps), growing by the layers whose
+        window is above c. A row crossing a window ends the stretch, as a finish does.
+        """
+        batch = len(self.running)
+        windows = self.windows
+        if windows is None:
+            return self.base + batch * (self.tick + 1), batch, math.inf
+        full, windowed = windows.groups
+        sizes = [w for w, _ in windowed]  # ascending
+        above = [0] * (len(windowed) + 1)  # above[j]: the layers of the windows sizes[j:]
+        for j in range(len(windowed) - 1, -1, -1):
+            above[j] = above[j + 1] + windowed[j][1]
+        run, after = self.run, self.tick  # a row's context at the next step: P + off - 1 + tick + 1
+        total = grow = 0
+        steps: float = math.inf
+        held = windows.held
+        for i in self.running:
+            c = run.prompt[i] + self.off[i] + after
+            total += held(c)
+            grow += full + above[bisect.bisect_right(sizes, c)]  # the layers whose window is above c
+            j = bisect.bisect_left(sizes, c)  # the smallest window w >= c: one line up to context w
+            if j < len(sizes) and sizes[j] - c + 1 < steps:
+                steps = sizes[j] - c + 1
+        return total, grow, steps
+
     def _stretch_steps(self, now: Any) -> int:
         """Decode steps that can run as one stretch from ``now`` (the first may need a preemption: 0 then)."""
         run, costs = self.run, self.costs
         assert costs is not None
+        if self.windows is not None and self.on_demand:  # windowed layers free blocks as they go: step by step
+            return 1
         batch = len(self.running)
-        k = self._next_finish() - self.tick
-        k = min(k, self.step_cap - run.steps)
+        context, slope, linear = self._lines()
+        k = min(self._next_finish() - self.tick, self.step_cap - run.steps)
+        if linear < k:
+            k = int(linear)
         nxt = self.nxt
         coming = run.next_arrival(nxt) if k > 1 and nxt < run.n else None
         if coming is not None:
-            context = self.base + batch * (self.tick + 1)
             horizon = int(coming) - int(now)
-            if costs.stretch(batch, context, k) >= horizon:  # the arrival comes within: stop at its boundary
-                k = costs.steps_until(batch, context, horizon)
+            if costs.stretch(batch, context, k, slope) >= horizon:  # the arrival comes within: stop at its boundary
+                k = costs.steps_until(batch, context, horizon, slope)
         b = self.block_size
         # a sequence takes at most ceil(k / b) blocks in k steps: look for the overflow only when it may come
         if self.on_demand and batch * -(-k // b) > run.capacity - self.blocks:
@@ -374,17 +408,17 @@ class _Continuous:
         assert costs is not None
         batch = len(self.running)
         b = self.block_size
-        c1 = self.base + batch * (self.tick + 1)
+        c1, slope, _ = self._lines()
         end1 = now + run.step_cost.decode_time(batch, c1)
         self._decode_gaps(batch, end1)  # the first step's gaps (fresh rows differ); then a segment
-        rest = costs.stretch(batch, c1 + batch, k - 1)
+        rest = costs.stretch(batch, c1 + slope, k - 1, slope)
         end = end1 + _typed(rest, costs.decode_fraction)
-        run.gaps.add_segment(batch, c1 + batch, k - 1, isinstance(end1, _FractionTicks), rest)
+        run.gaps.add_segment(batch, c1 + slope, k - 1, isinstance(end1, _FractionTicks), rest, slope)
         self.last_decode_end = end
         if run.table is not None:  # expand the stretch into the step table (only when it is asked for)
             t, blocks, decode = now, self.blocks, run.step_cost.decode_time
             for j in range(k):
-                context = c1 + batch * j
+                context = c1 + slope * j
                 if self.on_demand:
                     blocks += self.residues[(-(self.tick + j)) % b]
                 s, t = t, t + decode(batch, context)
@@ -392,7 +426,7 @@ class _Continuous:
         if self.on_demand:
             self.blocks += blocks_growth(self._rotated(), b, k)
         self.tick += k
-        run.peak(c1 + batch * (k - 1), self.blocks)
+        run.peak(c1 + slope * (k - 1), self.blocks)
         run.steps += k
         run.useful_rows += batch * k
         run.rows += batch * k

@@ -302,30 +302,23 @@ def serve_static(
 #: time, the oracle).
 ENGINES = ("auto", "event", "step")
 
-#: Why continuous batching on a sliding-window model takes the step engine.
-WINDOWS_CONTINUOUS = ("sliding windows under continuous batching: each running sequence crosses its windows at its "
-                      "own step, so a stretch's context sum is not one line (per-sequence sums, step by step)")
-
 
 def _check_engine(engine: Any) -> None:
     if not isinstance(engine, str) or engine not in ENGINES:
         raise InvalidValueError("engine", engine, f"expected one of {', '.join(ENGINES)}")
 
 
-def _step_engine_reason(engine: Any, cost_model: Any, refusal: str | None = None) -> str | None:
-    """None when the event engine runs; else why the step engine runs (``engine="event"`` refused by name).
-
-    ``refusal``: a reason of the run's own (sliding windows under continuous batching) beside the
-    cost model's (:func:`~roofline.sim.cost.stretch_terms`).
-    """
+def _step_engine_reason(engine: Any, cost_model: Any) -> str | None:
+    """None when the stretch clock runs; else why the step clock runs (``engine="event"`` refused by name)."""
     _check_engine(engine)
     if engine == "step":
         return "asked for (engine='step')"
     if isinstance(cost_model, type) or not isinstance(cost_model, CostModel):
-        return "not a cost model"  # the step engine's checks refuse it, naming cost_model
-    terms = stretch_terms(cost_model)
-    why = terms if isinstance(terms, str) else refusal
-    if why is not None and engine == "event":
+        return "not a cost model"  # the run's checks refuse it, naming cost_model
+    why = stretch_terms(cost_model)
+    if not isinstance(why, str):
+        return None
+    if engine == "event":
         raise InvalidValueError("engine", engine, f"the stretch clock cannot run this: {why} "
                                 "(engine='auto' runs the step engine instead)")
     return why
@@ -415,8 +408,10 @@ def serve_continuous(
         As :func:`serve_serial`.
     max_steps : int or None
     engine : {"auto", "event", "step"}, default "auto"
-        As :func:`serve_serial`; the event engine also refuses a sliding-window model here (each
-        running sequence crosses its windows at its own step), which "auto" runs step by step.
+        As :func:`serve_serial`. On the stretch clock a sliding-window model's stretch also ends where a
+        running sequence's context crosses a window (its token-layers then grow more slowly); under
+        on-demand admission with sliding windows decode steps are taken one at a time (a windowed layer
+        frees blocks as it goes), on the same clock.
 
     Returns
     -------
@@ -534,7 +529,7 @@ def serve_continuous(
 
     run = make_run()
     on_demand = admission == "on_demand"
-    why = _step_engine_reason(engine, cost_model, WINDOWS_CONTINUOUS if run.windows is not None else None)
+    why = _step_engine_reason(engine, cost_model)
     # the most tokens of one step: a (re-)prefill of one request, or the step budget
     longest = max((p + o - 1 for p, o in zip(run.prompt, run.output, strict=True)), default=1)
     first = budget if chunked and budget is not None else min(longest, budget if budget is not None else longest)
@@ -544,7 +539,7 @@ def serve_continuous(
         if why is None:
             times = [a for a in r.arrival if a is not None]
             costs = TickCosts.build(cost_model, [*times, *([r.think] if r.closed is not None else []), r.idle],
-                                    max_tokens=max(tokens, 1))
+                                    r.windows, max_tokens=max(tokens, 1))
             assert costs is not None  # _step_engine_reason checked the stretch terms
             r.on_ticks(costs)
         if chunked:

@@ -361,27 +361,33 @@ class TickCosts:
         c = self.fc * n + self.ac * (context_sum + attention_pairs)
         return (m if m >= c else c) + self.overhead(n)
 
-    def lines(self, batch: int, context_sum: int) -> tuple[int, int, int, int, int]:
-        """(m0, ms, c0, cs, oh): step j of the stretch lasts max(m0 + ms j, c0 + cs j) + oh ticks."""
+    def lines(self, batch: int, context_sum: int, slope: int | None = None) -> tuple[int, int, int, int, int]:
+        """(m0, ms, c0, cs, oh): step j of the stretch lasts max(m0 + ms j, c0 + cs j) + oh ticks.
+
+        ``slope``: what the context sum grows by per step (None: ``batch``, one token per row; with
+        sliding windows, the layers still growing, summed over the rows: token-layers per step).
+        """
         if self.unit_decode is not None:
             return self.unit_decode, 0, 0, 0, 0
-        return (self.weights(batch) + self.km * context_sum, self.km * batch,
-                self.fc * batch + self.ac * context_sum, self.ac * batch, self.overhead(batch))
+        grow = batch if slope is None else slope
+        return (self.weights(batch) + self.km * context_sum, self.km * grow,
+                self.fc * batch + self.ac * context_sum, self.ac * grow, self.overhead(batch))
 
-    def stretch(self, batch: int, context_sum: int, steps: int) -> int:
-        """Ticks of ``steps`` decode steps of a fixed batch whose context sum starts at ``context_sum``.
+    def stretch(self, batch: int, context_sum: int, steps: int, slope: int | None = None) -> int:
+        """Ticks of ``steps`` decode steps of a fixed batch whose context sum starts at ``context_sum`` and grows by
+        ``slope`` per step (None: ``batch``; see :meth:`lines`).
 
         :func:`roofline.formulas.stretch_time` x D, in O(1) (the line kernel on integers).
         """
         if self.unit_decode is not None:
             return self.unit_decode * steps
-        return lines_sum(*self.lines(batch, context_sum), steps)
+        return lines_sum(*self.lines(batch, context_sum, slope), steps)
 
-    def steps_until(self, batch: int, context_sum: int, target: int) -> int:
-        """The least n >= 0 with ``stretch(batch, context_sum, n) >= target`` (exact; target in ticks)."""
+    def steps_until(self, batch: int, context_sum: int, target: int, slope: int | None = None) -> int:
+        """The least n >= 0 with ``stretch(batch, context_sum, n, slope) >= target`` (exact; target in ticks)."""
         if self.unit_decode is not None:
             return 0 if target <= 0 else -(-target // self.unit_decode)
-        return lines_steps_until(*self.lines(batch, context_sum), target)
+        return lines_steps_until(*self.lines(batch, context_sum, slope), target)
 
 
 def advance(costs: TickCosts, batch: int, context_sum: int, *, max_steps: int,
