@@ -31,18 +31,20 @@ def serve_batches(run: _Run, *, batch_size: int, max_wait: Any, budget: Any) -> 
     """
     arr, prompt, output, pool = run.arrival, run.prompt, run.output, run.pool
     eligible = [i for i, why in enumerate(run.reason) if why is None]
+    count = len(eligible)
     last_arrival = arr[-1] if arr else None
     limit = run.step_limit()
+    lifetime, capacity = pool.lifetime_blocks_unchecked, run.capacity  # the requests were checked (run.py)
     free_at: Any = None  # when the device is free
     k = 0
-    while k < len(eligible):
+    while k < count:
         head = eligible[k]
         # candidates, first come first served, while the padded batch's lifetime KV fits
         stop, p_max, o_max, ready = k + 1, prompt[head], output[head], None
-        while stop - k < batch_size and stop < len(eligible):
+        while stop - k < batch_size and stop < count:
             j = eligible[stop]
             pm, om = max(p_max, prompt[j]), max(o_max, output[j])
-            if (stop - k + 1) * pool.lifetime_blocks(pm, om) > run.capacity or (stop - k + 1) * pm > budget:
+            if (stop - k + 1) * lifetime(pm, om) > capacity or (stop - k + 1) * pm > budget:
                 ready = arr[j]  # full for KV (or the token budget) once the one that does not fit is there
                 break
             stop, p_max, o_max = stop + 1, pm, om
@@ -58,13 +60,14 @@ def serve_batches(run: _Run, *, batch_size: int, max_wait: Any, budget: Any) -> 
         members = eligible[k:stop]
         k = stop
         free_at = _run_batch(run, members, start)
-        run.check_steps(limit)
+        if run.steps > limit:
+            run.check_steps(limit)
     run.end = free_at
 
 
 def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
     """One static batch: a padded prefill step, then decode steps to the longest request; returns its end."""
-    prompt, output, pool, table = run.prompt, run.output, run.pool, run.table
+    prompt, output, pool, table, costs = run.prompt, run.output, run.pool, run.table, run.costs
     m = len(members)
     if m == 1:  # serial serving: the same values, without the reductions
         p_max, o_max = prompt[members[0]], output[members[0]]
@@ -81,18 +84,18 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
     t = start + run.step_cost.prefill_time(tokens, pairs)
     if run.first_start is None:
         run.first_start = start
-    if table is not None and run.costs is None:
+    if table is not None and costs is None:
         table.add_prefill(start, t, m, tokens, tokens - prompt_sum, pairs, m * held(p_max), m * pool.blocks_for(p_max))
+    admitted, first, prefilled, finish = run.admitted, run.first, run.prefilled, run.finish
     for i in members:
-        run.admitted[i] = start
-        run.first[i] = t
-        run.prefilled[i] = prompt[i]
-    q = 0  # row i's last token ends decode step O_i - 1
-    while q < m and output[by_output[q]] == 1:
-        run.finish[by_output[q]] = t
-        q += 1
-    costs = run.costs
+        admitted[i] = start
+        first[i] = t
+        prefilled[i] = prompt[i]
     if costs is None:  # the step clock: one decode step at a time
+        q = 0  # row i's last token ends decode step O_i - 1
+        while q < m and output[by_output[q]] == 1:
+            finish[by_output[q]] = t
+            q += 1
         decode_time = run.step_cost.decode_time
         serial = m == 1
         for j in range(1, o_max):
@@ -104,25 +107,25 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
             if table is not None:  # rows still producing: those with O_i > j (q of them have finished)
                 table.add_decode(s, t, m, m - q, context_sum, m * pool.blocks_for(p_max + j))
             while q < m and output[by_output[q]] == j + 1:
-                run.finish[by_output[q]] = t
+                finish[by_output[q]] = t
                 q += 1
     else:  # the stretch clock: each row's finish is the closed-form stretch to its last step
-        ends: dict[int, Any] = {}
-        first = t
-        for i in by_output[q:]:
+        start_decode = t
+        ends: dict[int, Any] = {1: t}
+        for i in by_output:
             o = output[i]
             done = ends.get(o)
             if done is None:
-                done = ends[o] = first + _typed(costs.batch_stretch(m, p_max, o - 1), costs.decode_fraction)
-            run.finish[i] = done
-        if o_max > 1:
-            t = ends[o_max]
+                done = ends[o] = start_decode + _typed(costs.batch_stretch(m, p_max, o - 1), costs.decode_fraction)
+            finish[i] = done
+        t = ends[o_max]
         if table is not None:  # one row per batch, its steps expanded when read
             table.add_batch(start, type(start) is _FractionTicks, m, p_max, o_max, prompt_sum,
                             [output[i] for i in by_output] if m > 1 else None)
+    handed, generated = run.handed, run.generated
     for i in members:
-        run.handed[i] = t
-        run.generated[i] = output[i]
+        handed[i] = t
+        generated[i] = output[i]
     run.steps += o_max
     run.prefill_steps += 1
     run.useful_rows += useful
@@ -130,7 +133,12 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
     run.slot_rows += m * o_max
     run.batch_share_sum += 1 if useful == m * o_max else Fraction(useful, m * o_max)  # an int while every batch is full
     run.batches += 1
-    run.peak(m * held(p_max + o_max - 1), m * pool.lifetime_blocks_unchecked(p_max, o_max))
-    for i in members:
-        run.release(i, t)
+    kv = m * held(p_max + o_max - 1)
+    blocks = m * (pool.blocks_for(p_max + o_max - 1) if not pool.layer_windows
+                  else pool.lifetime_blocks_unchecked(p_max, o_max))
+    if kv > run.peak_tokens or blocks > run.peak_blocks:
+        run.peak(kv, blocks)
+    if run.closed is not None:  # pragma: no cover - serial and static batching refuse closed loops
+        for i in members:
+            run.release(i, t)
     return t
