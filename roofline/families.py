@@ -42,7 +42,7 @@ from ._checks import is_plain_int
 from .errors import ConfigError, UnsupportedModelError, shown
 from .quantization import Quantization, quantized_matrix_bytes
 
-__all__ = ["Family", "FAMILIES", "REFUSED", "read_config", "read_quantization", "quantized_matrix_bytes",
+__all__ = ["Family", "FAMILIES", "REFUSED", "identify", "read_config", "read_quantization", "quantized_matrix_bytes",
            "supported_model_types", "Quantization"]
 
 #: Largest size accepted for any dimension of a config (layers, widths, vocabulary).
@@ -646,8 +646,57 @@ def supported_model_types() -> list[str]:
     return sorted(FAMILIES)
 
 
+def _architectures(cfg: dict[str, Any]) -> str:
+    """`` (architectures X, Y)`` when the config lists its classes as strings, else ``""`` (for a message)."""
+    arch = cfg.get("architectures")
+    if isinstance(arch, list) and arch and all(isinstance(a, str) for a in arch):
+        return f" (architectures {', '.join(arch)})"
+    return ""
+
+
+def identify(cfg: dict[str, Any], *, source: str) -> str:
+    """The family of a parsed ``config.json``: its ``model_type``, read before any other field.
+
+    A config is named before it is read (docs/conventions.md, "Architectures", reading a
+    config): a type refused by name (:data:`REFUSED`) or unknown is refused here, whatever the
+    rest of the file holds, so the refusal always says which model it is; a missing
+    ``model_type`` is refused naming the config's ``architectures`` where it lists them.
+
+    Returns
+    -------
+    str
+        The ``model_type``, stripped and lower-cased, a key of :data:`FAMILIES`.
+
+    Raises
+    ------
+    UnsupportedModelError
+        ``model_type`` missing, refused by name, or unknown.
+    ConfigError
+        ``model_type`` present but not a non-empty string (named with its value).
+    """
+    raw = cfg.get("model_type")
+    if raw is not None and (not isinstance(raw, str) or not raw.strip()):
+        raise ConfigError(f"{source}: field 'model_type'={shown(raw)} must be a non-empty string")
+    if raw is None:
+        raise UnsupportedModelError(
+            "", f"{source}: field 'model_type' missing{_architectures(cfg)}: the family cannot be known "
+            "and is not guessed "
+            f"(supported: {', '.join(supported_model_types())})")
+    model_type = raw.strip().lower()
+    if model_type in REFUSED:
+        raise UnsupportedModelError(model_type, REFUSED[model_type])
+    if model_type not in FAMILIES:
+        raise UnsupportedModelError(model_type, f"unknown model_type{_architectures(cfg)} "
+                                    f"(supported: {', '.join(supported_model_types())})")
+    return model_type
+
+
 def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
     """ModelConfig keyword arguments for a parsed ``config.json`` (its family's reader).
+
+    The family comes first (:func:`identify`), then the family's reader reads the fields it
+    uses; a field it does not use is never looked at, so a non-finite number there is
+    tolerated, while one in a used field is refused by name.
 
     Raises
     ------
@@ -656,17 +705,7 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
     ConfigError
         A required field missing or malformed (the message names the field and the value).
     """
-    raw = cfg.get("model_type")
-    if raw is None or not isinstance(raw, str) or not raw.strip():
-        raise UnsupportedModelError(
-            "" if raw is None else str(raw), f"{source}: field 'model_type' missing: the family cannot be known "
-            "and is not guessed "
-            f"(supported: {', '.join(supported_model_types())})")
-    model_type = raw.strip().lower()
-    if model_type in REFUSED:
-        raise UnsupportedModelError(model_type, REFUSED[model_type])
-    if model_type not in FAMILIES:
-        raise UnsupportedModelError(model_type, f"unknown model_type (supported: {', '.join(supported_model_types())})")
+    model_type = identify(cfg, source=source)
     kw = FAMILIES[model_type].reader(cfg, source)
     kw.setdefault("model_type", model_type)
     text = cfg.get("text_config") if FAMILIES[model_type].wrapper else None

@@ -1007,7 +1007,9 @@ class ModelConfig:
                 reason = exc.reason.replace("cannot read", "cannot read the model config", 1)
                 raise ConfigError(f"{path}: {reason}") from None
             try:
-                config = parse_json(text)
+                # NaN and Infinity are read (a config may hold them in a field no reader uses; the
+                # readers refuse them in a used field by name)
+                config = parse_json(text, allow_nonfinite=True)
             except ValueError as exc:
                 raise ConfigError(f"{path}: not valid JSON: {exc}") from None
             if not isinstance(config, dict):
@@ -1033,9 +1035,10 @@ _MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB
 
 
 def _check_values(value: Any, path: str, *, source: str, depth: int = 0) -> None:
-    """Refuse, anywhere in a config, nesting deeper than a JSON file may have, a non-finite float
-    and an integer of more than a hundred digits (no dimension is that large, and its repr in a
-    message would fail past 4,300 digits); a dict built in Python may even contain itself."""
+    """Refuse, anywhere in a config, nesting deeper than a JSON file may have and an integer of
+    more than a hundred digits (no dimension is that large, and its repr in a message would fail
+    past 4,300 digits); a dict built in Python may even contain itself. A non-finite float is
+    left to the readers: tolerated in a field none of them uses, refused by name in one they use."""
     if depth > MAX_JSON_DEPTH:
         raise ConfigError(f"{source}: field {path!r} is nested more than {MAX_JSON_DEPTH} levels deep")
     if isinstance(value, dict):
@@ -1044,8 +1047,6 @@ def _check_values(value: Any, path: str, *, source: str, depth: int = 0) -> None
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             _check_values(item, f"{path}[{i}]", source=source, depth=depth + 1)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{source}: field {path!r}={value!r} must be finite")
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_NUMBER_CHARS:
         raise ConfigError(f"{source}: field {path!r}={shown(value)} is implausibly large")
 
@@ -1085,9 +1086,10 @@ def _from_dict(
     weight_dtype: str | None,
     kv_dtype: str | None,
 ) -> ModelConfig:
-    _text_fields(cfg, source=source, name=name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    from .families import read_config
+    from .families import identify, read_config
 
+    identify(cfg, source=source)  # the model is named before any other field is read
+    _text_fields(cfg, source=source, name=name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     kw = read_config(cfg, source=source)
     dtype = kw.pop("torch_dtype")
     dtype_bytes(dtype, field="torch_dtype")
