@@ -277,9 +277,14 @@ def _read_qwen2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return kw
 
 
+def _qwen_experts_key(cfg: dict[str, Any], source: str) -> str:
+    """Qwen2/Qwen3-MoE name the experts ``num_experts``; transformers 5 writes ``num_local_experts``."""
+    return _first(cfg, "num_experts", "num_local_experts", source=source)
+
+
 def _read_qwen2_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw = _read_qwen2(cfg, source)
-    kw.update(_experts(cfg, source, "num_experts"))
+    kw.update(_experts(cfg, source, _qwen_experts_key(cfg, source)))
     shared = _count(cfg, "shared_expert_intermediate_size", source=source)
     kw.update(moe_intermediate_size=field(cfg, "moe_intermediate_size", source=source),
               num_moe_layers=_moe_layers_qwen(cfg, kw["num_hidden_layers"], source),
@@ -298,7 +303,7 @@ def _read_qwen3(cfg: dict[str, Any], source: str, *, head_dim: int | None = 128)
 
 def _read_qwen3_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw = _read_qwen3(cfg, source, head_dim=None)
-    kw.update(_experts(cfg, source, "num_experts"))
+    kw.update(_experts(cfg, source, _qwen_experts_key(cfg, source)))
     kw.update(moe_intermediate_size=field(cfg, "moe_intermediate_size", source=source),
               num_moe_layers=_moe_layers_qwen(cfg, kw["num_hidden_layers"], source))
     return _dense_without_moe_layers(kw)
@@ -753,11 +758,20 @@ def _block_shape(block: Any, where: str, source: str) -> tuple[int, int]:
     return block[0], block[1]
 
 
+def _is_norm(entry: str) -> bool:
+    """Whether a ``modules_to_not_convert`` entry names a norm (its last dotted part ends in "norm",
+    or is "norm_f"/"ln_f"-like): ``model.layers.0.input_layernorm``, ``self_attn.q_norm``, ``model.norm``."""
+    last = entry.rstrip("$").rstrip(".*").split(".")[-1].lower()
+    return last.endswith(("norm", "layernorm")) or last in ("norm_f", "ln_f", "final_layernorm")
+
+
 def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, moe: bool) -> tuple[str, ...]:
     """Tensor classes a quantized checkpoint quantizes (lm_head only when the config says so).
 
     ``modules_to_not_convert`` / ``ignore`` entries are mapped onto tensor classes: the
-    lm_head and embeddings (never quantized here unless ``lm_head`` is true), the router
+    lm_head and embeddings (never quantized here unless ``lm_head`` is true), norms
+    (``input_layernorm``, ``post_attention_layernorm``, ``q_norm``, ``model.norm``...: the
+    "norms" class, never quantized; Qwen3's FP8 checkpoints list every layer's), the router
     (``mlp.gate``, ``router``), other towers (``vision``, ``visual``, ``multi_modal``), and
     attention (``self_attn``) when the model is a MoE whose only other quantized class is
     the experts (gpt-oss). Anything else is refused by name rather than guessed.
@@ -775,6 +789,8 @@ def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, mo
     for entry in map(str, skipped):
         if any(tag in entry for tag in ("lm_head", "embed_tokens", "vision", "visual", "multi_modal", "mm_")):
             continue
+        if _is_norm(entry):
+            continue  # a norm is a vector of the "norms" class, which no method here quantizes
         if "router" in entry or entry.rstrip("$").endswith(("mlp.gate", ".gate")):
             classes = [c for c in classes if c != "router"]
         elif "self_attn" in entry and moe:
