@@ -452,6 +452,102 @@ def _read_gpt_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return kw
 
 
+# --------------------------------------------------------------------------- this year's families (issue 23)
+
+#: transformers' Llama4TextConfig defaults (configuration_llama4.py), for the fields a config omits.
+_LLAMA4_TEXT_DEFAULTS = dict(vocab_size=202_048, hidden_size=5120, intermediate_size=8192, intermediate_size_mlp=16_384,
+                             num_hidden_layers=48, num_attention_heads=40, num_key_value_heads=8, head_dim=128,
+                             max_position_embeddings=131_072, tie_word_embeddings=False, attention_bias=False,
+                             num_experts_per_tok=1, num_local_experts=16, interleave_moe_layer_step=1,
+                             attention_chunk_size=8192)
+#: transformers' Llama4VisionConfig defaults.
+_LLAMA4_VISION_DEFAULTS = dict(hidden_size=768, num_hidden_layers=34, num_attention_heads=16, num_channels=3,
+                               intermediate_size=5632, vision_output_dim=7680, image_size=448, patch_size=14,
+                               projector_input_dim=4096, projector_output_dim=4096)
+
+
+def _with_defaults(cfg: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The config with its class's defaults for the fields it omits (an explicit null is omitted, as there)."""
+    return {**defaults, **{k: v for k, v in cfg.items() if v is not None}}
+
+
+def _layer_list(cfg: dict[str, Any], key: str, layers: int, source: str) -> list[int]:
+    """A list of distinct layer indices in 0 .. layers - 1 (ConfigError naming the field otherwise)."""
+    value = cfg.get(key)
+    if not isinstance(value, list) or not all(is_plain_int(i) and 0 <= i < layers for i in value) \
+            or len(set(value)) != len(value):
+        raise ConfigError(f"{source}: field {key!r}={shown(value)} must list distinct layer indices in 0 .. {layers - 1}")
+    return value
+
+
+def _read_llama4_text(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Llama 4's language model (Llama4TextConfig): MoE layers (``moe_layers``, else every
+    ``interleave_moe_layer_step``-th) of ``num_local_experts`` experts of ``intermediate_size`` plus one shared
+    expert of the same width; dense layers of ``intermediate_size_mlp``; parameter-free L2 q/k norms.
+
+    Chunked local attention (``attention_chunk_size`` on the RoPE layers, every 4th layer global NoPE) holds the
+    whole context in vLLM's default, which turns its hybrid KV cache manager off for chunked local attention:
+    every layer is priced at full attention (docs/conventions.md, "Architectures").
+    """
+    cfg = _with_defaults(cfg, _LLAMA4_TEXT_DEFAULTS)
+    kw = _llama_like({**cfg, "intermediate_size": cfg["intermediate_size_mlp"]}, source, tied=False)
+    layers = kw["num_hidden_layers"]
+    field(cfg, "intermediate_size_mlp", source=source)
+    field(cfg, "attention_chunk_size", source=source, required=False)
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise ConfigError(f"{source}: field 'layer_types' must list one type per layer ({layers})")
+        for t in types:
+            if t not in ("full_attention", "chunked_attention"):
+                raise UnsupportedModelError("llama4_text", f"layer type {t!r} (full_attention and chunked_attention "
+                                            "layers are modelled)")
+    if "moe_layers" in cfg:
+        moe = len(_layer_list(cfg, "moe_layers", layers, source))
+    else:
+        step = field(cfg, "interleave_moe_layer_step", source=source)
+        moe = len(range(step - 1, layers, step))
+    width = field(cfg, "intermediate_size", source=source)
+    kw.update(_experts(cfg, source, "num_local_experts"), moe_intermediate_size=width, num_moe_layers=moe,
+              num_shared_experts=1, shared_expert_intermediate_size=width)
+    return _dense_without_moe_layers(kw)
+
+
+def _llama4_vision(vision: Any, text_hidden: int, source: str) -> int:
+    """Parameters of Llama 4's vision encoder, pixel-shuffle adapter and projector (modeling_llama4.py).
+
+    Bias-free patch linear (channels x patch^2 -> h), class embedding, positions ((image/patch)^2 + 1),
+    pre and post LayerNorm; per layer q, k, v, o with biases, fc1 and fc2 with biases, two LayerNorms; the
+    adapter's fc1 (intermediate -> projector_input_dim) and fc2 (projector_output_dim squared), bias-free;
+    the projector vision_output_dim -> text hidden, bias-free.
+    """
+    if vision is None:
+        vision = {}
+    if not isinstance(vision, dict):
+        raise ConfigError(f"{source}: field 'vision_config' must be an object")
+    if vision.get("model_type") not in (None, "llama4_vision_model"):
+        raise UnsupportedModelError("llama4", f"vision tower {vision.get('model_type')!r} (llama4_vision_model is "
+                                    "counted)")
+    v = _with_defaults(vision, _LLAMA4_VISION_DEFAULTS)
+    where = source + " vision_config"
+    h, inter = field(v, "hidden_size", source=where), field(v, "intermediate_size", source=where)
+    layers, channels = field(v, "num_hidden_layers", source=where, required=False, default=0), \
+        field(v, "num_channels", source=where)
+    image, patch = field(v, "image_size", source=where), field(v, "patch_size", source=where)
+    if patch > image:
+        raise ConfigError(f"{source}: field 'vision_config.patch_size'={patch} exceeds image_size={image}")
+    embed = channels * patch * patch * h + h + ((image // patch) ** 2 + 1) * h + 2 * 2 * h
+    per_layer = 4 * (h * h + h) + (h * inter + inter) + (inter * h + h) + 2 * 2 * h
+    adapter = inter * field(v, "projector_input_dim", source=where) + field(v, "projector_output_dim", source=where) ** 2
+    return embed + layers * per_layer + adapter + field(v, "vision_output_dim", source=where) * text_hidden
+
+
+def _read_llama4(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    kind, kw = _read_text_config(cfg, source, "llama4", "llama4_text")
+    kw.update(tower_parameters=_llama4_vision(cfg.get("vision_config"), kw["hidden_size"], source), model_type=kind)
+    return kw
+
+
 # --------------------------------------------------------------------------- multimodal towers
 
 #: transformers' LlamaConfig defaults, which a llava ``text_config`` relies on for the fields it omits.
@@ -622,6 +718,11 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            _read_gpt_oss),
     Family("llava", "multimodal wrapper: text_config (llama by default) + CLIP vision tower and projector",
            _read_llava, wrapper=True),
+    # ---- this year's ordinary attention families (issue 23), kept together
+    Family("llama4_text", "MoE with a shared expert, interleaved dense layers (intermediate_size_mlp), chunked "
+           "local attention priced as full (vLLM's default)", _read_llama4_text),
+    Family("llama4", "multimodal wrapper: llama4_text + Llama 4 vision encoder, pixel-shuffle adapter, projector",
+           _read_llama4, wrapper=True),
 )}
 
 _ENCODER = "encoder-only model: it has no autoregressive decode step to price"

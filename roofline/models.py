@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from fractions import Fraction
 from importlib import resources
 from pathlib import Path
@@ -38,6 +39,8 @@ __all__ = [
     "model_names",
     "get_model",
     "load_model",
+    "hf_ids",
+    "preset_for_hf_id",
 ]
 
 #: Bytes per element of each supported dtype (int4 is half a byte, exactly).
@@ -1196,6 +1199,44 @@ def get_model(name: str) -> ModelConfig:
     return _PRESET_CACHE[key]
 
 
+#: A Hugging Face repository id: ORG/NAME (letters, digits, ``-``, ``_``, ``.``; one slash).
+_HF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
+
+
+def hf_ids() -> dict[str, str]:
+    """Hugging Face repository ids the presets know, lower-cased, -> preset name.
+
+    A preset names its repositories in ``_hf_id`` (a string or a list of strings: the base
+    and the instruction-tuned checkpoint share one architecture and one count).
+    """
+    out: dict[str, str] = {}
+    for name in model_names():
+        cfg = parse_json(resources.files("roofline.data").joinpath("models", name + ".json").read_text(encoding="utf-8"))
+        ids = cfg.get("_hf_id") or []
+        for hf_id in [ids] if isinstance(ids, str) else ids:
+            out[hf_id.lower()] = name
+    return out
+
+
+def preset_for_hf_id(hf_id: str) -> str:
+    """The preset name that knows the Hugging Face repository ``hf_id`` (ORG/NAME, case-insensitive).
+
+    Raises
+    ------
+    UnknownPresetError
+        No preset knows it; the message says to download that repository's config.json and
+        pass its path (nothing is fetched: the package reads no network).
+    """
+    ids = hf_ids()
+    key = hf_id.strip().lower()
+    if key not in ids:
+        raise UnknownPresetError("model", hf_id, sorted(ids.values()),
+                                 hint=f"no preset knows the Hugging Face repository {hf_id!r}: download its "
+                                      f"config.json (https://huggingface.co/{hf_id.strip()}/blob/main/config.json) "
+                                      "and pass that file's path")
+    return ids[key]
+
+
 def _is_file(text: str) -> bool:
     """Whether ``text`` names an existing file; False for a name the system cannot look up (too
     long, a NUL byte), which is then tried as a preset name, not reported as an output failure."""
@@ -1208,8 +1249,9 @@ def _is_file(text: str) -> bool:
 def load_model(
     spec: str | os.PathLike[str], *, weight_dtype: str | None = None, kv_dtype: str | None = None
 ) -> ModelConfig:
-    """A preset name or a path to a ``config.json`` (a path if it names an existing file
-    or ends in ``.json``), with optional dtype overrides.
+    """A preset name, a Hugging Face id a preset knows (``ORG/NAME``, :func:`preset_for_hf_id`) or a
+    path to a ``config.json`` (a path if it names an existing file or ends in ``.json``), with
+    optional dtype overrides.
 
     Raises
     ------
@@ -1221,7 +1263,9 @@ def load_model(
     text = os.fspath(spec)
     if not isinstance(text, str):
         raise InvalidValueError("spec", spec, "expected a str path, not bytes")
-    if text.endswith(".json") or os.path.sep in text or _is_file(text):
+    if _HF_ID.fullmatch(text.strip()) and not _is_file(text) and not text.endswith(".json"):
+        model = get_model(preset_for_hf_id(text))  # a Hugging Face id (ORG/NAME), not a file here
+    elif text.endswith(".json") or os.path.sep in text or _is_file(text):
         model = ModelConfig.from_hf_config(text)
     else:
         model = get_model(text)
