@@ -548,6 +548,55 @@ def _read_llama4(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return kw
 
 
+#: transformers' Glm4MoeConfig defaults (configuration_glm4_moe.py, transformers 4.57).
+_GLM4_MOE_DEFAULTS = dict(vocab_size=151_552, hidden_size=4096, intermediate_size=10_944, num_hidden_layers=46,
+                          num_attention_heads=96, num_key_value_heads=8, max_position_embeddings=131_072,
+                          tie_word_embeddings=False, attention_bias=False, moe_intermediate_size=1408,
+                          num_experts_per_tok=8, n_shared_experts=1, n_routed_experts=128, first_k_dense_replace=1,
+                          use_qk_norm=False)
+
+
+def _read_glm4_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """GLM-4.5 to 4.7 (Glm4MoeConfig): Llama attention with q/k/v biases (``attention_bias``; o_proj has none),
+    optional per-head q/k norms (``use_qk_norm``), DeepSeek-V3's MoE (``n_routed_experts`` with
+    ``e_score_correction_bias``, ``n_shared_experts`` of ``moe_intermediate_size``) on every layer from
+    ``first_k_dense_replace``. The MTP layer (``num_nextn_predict_layers``) is not counted, as DeepSeek-V3's."""
+    cfg = _with_defaults(cfg, _GLM4_MOE_DEFAULTS)
+    kw = _llama_like(cfg, source, tied=False)
+    layers = kw["num_hidden_layers"]
+    kw.update(o_bias=False, qk_norm=flag(cfg, "use_qk_norm", False, source=source))
+    experts = _first(cfg, "n_routed_experts", "num_local_experts", source=source)
+    kw.update(_experts(cfg, source, experts))
+    shared = _count(cfg, "n_shared_experts", source=source)
+    width = field(cfg, "moe_intermediate_size", source=source)
+    first = _count(cfg, "first_k_dense_replace", source=source)
+    kw.update(moe_intermediate_size=width, num_moe_layers=max(layers - first, 0), num_shared_experts=shared,
+              shared_expert_intermediate_size=shared * width, router_score_bias=True)
+    return _dense_without_moe_layers(kw)
+
+
+#: transformers' MiniMaxM2Config defaults (configuration_minimax_m2.py).
+_MINIMAX_M2_DEFAULTS = dict(vocab_size=200_064, hidden_size=3072, intermediate_size=1536, num_hidden_layers=62,
+                            num_attention_heads=48, num_key_value_heads=8, head_dim=128,
+                            max_position_embeddings=196_608, tie_word_embeddings=False, num_experts_per_tok=8,
+                            num_local_experts=256)
+
+
+def _read_minimax_m2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """MiniMax-M2 (MiniMaxM2Config): full attention on every layer with RMSNorms over the whole q and k
+    projections, and a MoE of ``num_local_experts`` experts of ``intermediate_size`` on every layer with a
+    sigmoid router and ``e_score_correction_bias``; no shared expert. MTP modules are not counted."""
+    cfg = _with_defaults(cfg, _MINIMAX_M2_DEFAULTS)
+    kw = _llama_like(cfg, source, tied=False)
+    if cfg.get("qk_norm_type", "per_layer") != "per_layer" or not flag(cfg, "use_qk_norm", True, source=source):
+        raise UnsupportedModelError("minimax_m2", f"qk_norm_type {cfg.get('qk_norm_type')!r} with use_qk_norm "
+                                    f"{cfg.get('use_qk_norm')!r} (per_layer q/k norms are modelled)")
+    kw.update(qk_norm=True, qk_norm_whole=True, router_score_bias=True)
+    kw.update(_experts(cfg, source, _first(cfg, "num_local_experts", "num_experts", source=source)),
+              moe_intermediate_size=kw["intermediate_size"], num_moe_layers=kw["num_hidden_layers"])
+    return kw
+
+
 # --------------------------------------------------------------------------- multimodal towers
 
 #: transformers' LlamaConfig defaults, which a llava ``text_config`` relies on for the fields it omits.
@@ -723,6 +772,11 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            "local attention priced as full (vLLM's default)", _read_llama4_text),
     Family("llama4", "multimodal wrapper: llama4_text + Llama 4 vision encoder, pixel-shuffle adapter, projector",
            _read_llama4, wrapper=True),
+    Family("glm4_moe", "GLM-4.5/4.6/4.7: q/k/v biases, optional q/k norms, DeepSeek-V3 MoE with shared experts from "
+           "first_k_dense_replace; MTP layer not counted", _read_glm4_moe),
+    Family("kimi_k2", "Kimi K2: the DeepSeek-V3 architecture (MLA + MoE) under its own model_type", _deepseek_v3),
+    Family("minimax_m2", "MiniMax-M2: full attention with whole-projection q/k norms, 256-expert MoE on every layer",
+           _read_minimax_m2),
 )}
 
 _ENCODER = "encoder-only model: it has no autoregressive decode step to price"
@@ -890,9 +944,9 @@ def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, mo
     for entry in map(str, skipped):
         if any(tag in entry for tag in ("lm_head", "embed_tokens", "vision", "visual", "multi_modal", "mm_")):
             continue
-        if _is_norm(entry):
-            continue  # a norm is a vector of the "norms" class, which no method here quantizes
-        if "router" in entry or entry.rstrip("$").endswith(("mlp.gate", ".gate")):
+        if _is_norm(entry) or entry.rstrip("$").split(".")[-1] == "e_score_correction_bias":
+            continue  # a norm or a bias vector is of the "norms" class, which no method here quantizes
+        if "router" in entry or entry.rstrip("$").endswith(("mlp.gate", ".gate")) or entry == "gate":
             classes = [c for c in classes if c != "router"]
         elif "self_attn" in entry and moe:
             classes = [c for c in classes if c != "projections"] if model_type == "gpt_oss" else classes

@@ -224,6 +224,9 @@ class ModelConfig:
         Hidden-width norms per layer (Falcon-7B: 1; Gemma 2/3: 4).
     qk_norm : bool
         Per-head RMSNorm on q and k (Qwen3, Gemma 3): 2 x head_dim parameters per layer.
+    qk_norm_whole : bool, default False
+        With ``qk_norm``: the norms span the whole projections (MiniMax-M2's q_norm of H x d and
+        k_norm of H_kv x d), not one head: (H + H_kv) x d parameters per layer.
     learned_positions : int (>= 0)
         Rows of a learned position-embedding table (OPT: max positions + 2); 0 for RoPE.
     max_position_embeddings : int or None
@@ -294,6 +297,7 @@ class ModelConfig:
     gated_mlp: bool = attrs.field(default=True, validator=_bool)
     norm: str = attrs.field(default="rmsnorm", validator=_norm)
     qk_norm: bool = attrs.field(default=False, validator=_bool)
+    qk_norm_whole: bool = attrs.field(default=False, validator=_bool)
     learned_positions: int = attrs.field(default=0, validator=_nonneg_int)
     max_position_embeddings: int | None = attrs.field(default=None, validator=_optional_pos_int)
     weight_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
@@ -346,6 +350,8 @@ class ModelConfig:
                 )
         elif self.num_experts_per_tok or self.num_moe_layers:
             raise InvalidValueError("num_experts", 0, "num_experts_per_tok or num_moe_layers set without experts")
+        if self.qk_norm_whole and not self.qk_norm:
+            raise InvalidValueError("qk_norm_whole", True, "needs qk_norm (it says how wide the q/k norms are)")
         if self.kv_lora_rank is not None:
             for field in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
                 if getattr(self, field) is None:
@@ -414,7 +420,9 @@ class ModelConfig:
                     ("norms", "v_proj.bias", (kv,), False)]
         if self.o_bias:
             out.append(("norms", "o_proj.bias", (h,), False))
-        if self.qk_norm:
+        if self.qk_norm and self.qk_norm_whole:
+            out += [("norms", "q_norm", (q,), False), ("norms", "k_norm", (kv,), False)]
+        elif self.qk_norm:
             out += [("norms", "q_norm", (self.head_dim,), False), ("norms", "k_norm", (self.head_dim,), False)]
         if self.attention_sinks:
             out.append(("norms", "sinks", (H,), False))
