@@ -1,0 +1,222 @@
+"""This year's ordinary attention families (issue 23): each priced to its published count, KV by hand.
+
+Families: llama4 / llama4_text, glm4_moe, kimi_k2, minimax_m2 (roofline/families.py, one row
+each), and the presets Llama 4 Scout and Maverick, GLM-4.5, Kimi K2, MiniMax-M2 and
+gpt-oss-20b. Each family's transformers defaults are tested with a config that omits them.
+Published figures and their sources: tests/data/configs/MANIFEST.json and the presets'
+``_source``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from roofline import ConfigError, ModelConfig, get_model
+from roofline.errors import UnknownPresetError, UnsupportedModelError
+from roofline.models import load_model, model_names
+
+HERE = Path(__file__).parent / "data" / "configs"
+
+
+def _corpus(name: str) -> dict:
+    return json.loads((HERE / f"{name}.json").read_text())
+
+
+def _billions(value: int) -> int:
+    """Rounded to whole billions, half up (the figure a vendor's "17B" is)."""
+    return (value + 500_000_000) // 1_000_000_000
+
+
+# ------------------------------------------------------------------ published totals
+
+EXACT = {  # preset -> the checkpoint's count (sources in each preset's _source)
+    "llama-4-scout": 108_641_793_536, "llama-4-maverick": 401_583_781_376, "glm-4.5": 352_797_829_024,
+    "kimi-k2": 1_026_408_232_448, "minimax-m2": 228_689_764_864,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXACT))
+def test_new_presets_equal_their_published_totals(name):
+    """Each preset's parameters equal the checkpoint's count to the unit; its source names the config.json."""
+    model = get_model(name)
+    assert model.parameters == model.published_parameters == EXACT[name]
+    assert "config.json" in model.source
+
+
+def test_gpt_oss_20b_preset_is_the_corpus_checkpoint():
+    """gpt-oss-20b ships as a preset: 20.91B total (card), the same model as the corpus config."""
+    model = get_model("gpt-oss-20b")
+    assert round(model.parameters / 1e9, 2) == 20.91
+    assert model.parameters == ModelConfig.from_hf_config(HERE / "gpt-oss-20b.json").parameters
+
+
+@pytest.mark.parametrize("name,active,left_out", [
+    ("llama-4-scout", 17, 0), ("llama-4-maverick", 17, 0),  # Meta's 17B active counts the embeddings
+    ("kimi-k2", 32, 1), ("minimax-m2", 10, 1),  # without the embedding lookup
+    ("glm-4.5", 32, 2),  # without the embedding and the lm_head (33.6B with both, 32.9B with the lm_head)
+])
+def test_active_parameters_as_each_vendor_counts_them(name, active, left_out):
+    """The card's active figure: our active count (embedding lookup and lm_head included), less the vocabulary
+    matrices the vendor leaves out of its figure."""
+    model = get_model(name)
+    assert _billions(model.active_parameters - left_out * model.vocab_size * model.hidden_size) == active
+
+
+def test_llama4_by_hand():
+    """Scout: 48 MoE layers of 16 experts + a shared expert of 8,192; Maverick: 24 MoE (128 experts), 24 dense of 16,384;
+    both with the 871,932,416-parameter vision encoder, adapter and projector."""
+    h, V, L, I = 5120, 202_048, 48, 8192
+    attention = 2 * h * 5120 + 2 * h * 1024 + 2 * h  # q, o (40 x 128), k, v (8 x 128); two RMSNorms
+    base = 2 * V * h + h + L * attention
+    moe = lambda E: E * 3 * h * I + h * E + 3 * h * I  # noqa: E731 - experts, router, shared expert
+    vh, vi = 1408, 5632
+    vision = (3 * 14 * 14 * vh + vh + (24 * 24 + 1) * vh + 4 * vh
+              + 34 * (4 * (vh * vh + vh) + (vh * vi + vi) + (vi * vh + vh) + 4 * vh) + vi * 4096 + 4096 * 4096 + 4096 * h)
+    assert vision == 871_932_416
+    assert get_model("llama-4-scout").parameters == base + 48 * moe(16) + vision
+    assert get_model("llama-4-maverick").parameters == base + 24 * moe(128) + 24 * 3 * h * 16_384 + vision
+    assert get_model("llama-4-scout").text_parameters == 107_769_861_120
+
+
+def test_glm_totals_plus_their_mtp_layer_are_the_safetensors_totals():
+    """The MTP layer is not counted (as DeepSeek-V3's); adding it by hand gives each checkpoint's safetensors total:
+    eh_proj (2h x h), three norms, one MoE decoder layer, and copies of embed_tokens and lm_head."""
+    for model, total in ((ModelConfig.from_hf_config(HERE / "glm-4.5-air.json"), 110_468_824_832),
+                         (get_model("glm-4.5"), 358_337_791_296)):
+        h, V, E, w = model.hidden_size, model.vocab_size, model.num_experts, model.moe_intermediate_size
+        attention = (h * model.q_width + 2 * h * model.kv_width + model.q_width * h + model.q_width
+                     + 2 * model.kv_width + (2 * model.head_dim if model.qk_norm else 0))
+        layer = attention + 2 * h + E * 3 * h * w + h * E + E + 3 * h * w
+        assert model.parameters + 2 * h * h + 3 * h + layer + 2 * V * h == total
+
+
+# ------------------------------------------------------------------ KV by hand
+
+KV = {  # name -> bytes per token, from the config's numbers (every layer full attention)
+    "llama-4-scout": 48 * 2 * 8 * 128 * 2,  # chunked layers held whole, as vLLM does by default
+    "llama-4-maverick": 48 * 2 * 8 * 128 * 2,
+    "glm-4.5": 92 * 2 * 8 * 128 * 2,
+    "kimi-k2": 61 * (512 + 64) * 2,  # MLA latent + rope key, BF16 cache
+    "minimax-m2": 62 * 2 * 8 * 128 * 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(KV))
+def test_kv_per_sequence_at_1000_and_32768_tokens(name):
+    """kv_bytes(c) = c x the hand-derived bytes per token at 1,000 and 32,768 tokens."""
+    model = get_model(name)
+    assert (model.kv_bytes(1000), model.kv_bytes(32768)) == (1000 * KV[name], 32768 * KV[name])
+
+
+def test_glm_4_5_air_corpus_kv():
+    """GLM-4.5-Air: 46 layers x 2 x 8 KV heads x 128 x 2 B = 188,416 B per token."""
+    model = ModelConfig.from_hf_config(HERE / "glm-4.5-air.json")
+    assert (model.kv_bytes(1000), model.kv_bytes(32768)) == (188_416_000, 188_416 * 32768)
+
+
+# ------------------------------------------------------------------ defaults (configs that omit them)
+
+def test_llama4_text_defaults_are_scouts_language_model():
+    """An empty llama4_text config is Llama4TextConfig's defaults: Scout's language model, to the unit."""
+    assert ModelConfig.from_hf_config({"model_type": "llama4_text"}).parameters == 107_769_861_120
+
+
+def test_llama4_vision_defaults():
+    """A llama4 wrapper without vision_config counts Llama4VisionConfig's default tower (768 wide, 448 px, 34 layers,
+    output 7,680)."""
+    h, i, out = 768, 5632, 7680
+    tower = (3 * 14 * 14 * h + h + (32 * 32 + 1) * h + 4 * h
+             + 34 * (4 * (h * h + h) + (h * i + i) + (i * h + h) + 4 * h) + i * 4096 + 4096 * 4096 + out * 5120)
+    model = ModelConfig.from_hf_config({"model_type": "llama4", "text_config": {}})
+    assert model.tower_parameters == tower and model.text_parameters == 107_769_861_120
+
+
+def test_llama4_moe_layers_default_from_the_interleave_step():
+    """interleave_moe_layer_step 2 without moe_layers: layers 1, 3, ... are MoE (24 of 48); an explicit moe_layers wins."""
+    assert ModelConfig.from_hf_config({"model_type": "llama4_text", "interleave_moe_layer_step": 2}).num_moe_layers == 24
+    cfg = {"model_type": "llama4_text", "moe_layers": [0, 5, 7]}
+    assert ModelConfig.from_hf_config(cfg).num_moe_layers == 3
+    with pytest.raises(ConfigError, match="moe_layers"):
+        ModelConfig.from_hf_config({"model_type": "llama4_text", "moe_layers": [48]})
+
+
+def test_glm4_moe_defaults():
+    """GLM-4.5-Air's config without the fields equal to Glm4MoeConfig's defaults prices the same (first_k_dense_replace 1,
+    one shared expert, 128 experts of 1,408, top 8, no q/k norm)."""
+    cfg = _corpus("glm-4.5-air")
+    full = ModelConfig.from_hf_config(cfg)
+    for key in ("first_k_dense_replace", "n_shared_experts", "n_routed_experts", "moe_intermediate_size",
+                "num_experts_per_tok", "vocab_size", "num_hidden_layers", "intermediate_size", "tie_word_embeddings"):
+        cfg.pop(key)
+    bare = ModelConfig.from_hf_config(cfg)
+    assert bare.parameters == full.parameters == 106_852_251_264
+    assert (bare.num_moe_layers, bare.num_shared_experts, bare.qk_norm) == (45, 1, False)
+
+
+def test_minimax_m2_defaults_are_minimax_m2():
+    """An empty minimax_m2 config is MiniMaxM2Config's defaults: MiniMax-M2 itself, to the unit."""
+    model = ModelConfig.from_hf_config({"model_type": "minimax_m2"})
+    assert model.parameters == 228_689_764_864
+    # q_norm over 48 x 128 and k_norm over 8 x 128 per layer, not one head's 128 each
+    assert model.parameters_by_class()["norms"] == 62 * (2 * 3072 + 48 * 128 + 8 * 128 + 256) + 3072
+
+
+def test_minimax_m2_other_qk_norm_types_are_refused():
+    """A per-head q/k norm type is not MiniMax-M2's and is refused by name."""
+    with pytest.raises(UnsupportedModelError, match="qk_norm_type"):
+        ModelConfig.from_hf_config({"model_type": "minimax_m2", "qk_norm_type": "per_head"})
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-r1"])
+def test_deepseek_moe_layer_freq_default_is_one(name):
+    """Without moe_layer_freq, every layer from first_k_dense_replace is MoE (DeepseekV3Config's default 1): 58 of 61.
+    A default of 2 would leave 29; the corpus configs all set it, so this omits it."""
+    cfg = _corpus(name)
+    assert cfg.pop("moe_layer_freq") == 1
+    bare = ModelConfig.from_hf_config(cfg)
+    assert bare.num_moe_layers == 58 and bare.parameters == ModelConfig.from_hf_config(_corpus(name)).parameters
+
+
+def test_kimi_k2_is_deepseek_v3_under_its_own_name():
+    """kimi_k2 reads as deepseek_v3: the same model from the same fields, named kimi_k2."""
+    cfg = json.loads((Path(__file__).parents[1] / "roofline/data/models/kimi-k2.json").read_text())
+    as_v3 = ModelConfig.from_hf_config({**cfg, "model_type": "deepseek_v3"})
+    kimi = ModelConfig.from_hf_config(cfg)
+    assert kimi.model_type == "kimi_k2" and kimi.parameters == as_v3.parameters
+    assert (kimi.num_moe_layers, kimi.num_experts, kimi.num_attention_heads) == (60, 384, 64)
+
+
+def test_llama4_other_layer_types_are_refused():
+    """A layer type other than full or chunked attention is refused by name."""
+    with pytest.raises(UnsupportedModelError, match="sliding_attention"):
+        ModelConfig.from_hf_config({"model_type": "llama4_text", "num_hidden_layers": 2,
+                                    "layer_types": ["full_attention", "sliding_attention"]})
+
+
+# ------------------------------------------------------------------ --model ORG/NAME
+
+def test_a_hugging_face_id_finds_its_preset():
+    """--model ORG/NAME resolves to the preset that lists the id (case-insensitive)."""
+    assert load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct").name == "llama-4-scout"
+    assert load_model("MOONSHOTAI/kimi-k2-instruct").name == "kimi-k2"
+    assert {"llama-4-scout", "llama-4-maverick", "glm-4.5", "kimi-k2", "minimax-m2", "gpt-oss-20b"} <= set(model_names())
+
+
+def test_an_unknown_hugging_face_id_says_to_download_its_config():
+    """An id no preset knows: refused naming it, with the config.json to download and pass."""
+    with pytest.raises(UnknownPresetError, match=r"download its config\.json .*huggingface\.co/acme/Model-7B"):
+        load_model("acme/Model-7B")
+
+
+def test_the_cli_takes_a_hugging_face_id(capsys):
+    """`roofline report --model ORG/NAME` prices the preset; an unknown id is one line and exit status 2."""
+    from roofline.cli import main
+
+    assert main(["report", "--model", "openai/gpt-oss-20b", "--accelerator", "h200", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"]["parameters"] == get_model("gpt-oss-20b").parameters
+    assert main(["report", "--model", "acme/Model-7B"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "acme/Model-7B" in err and "config.json" in err and len(err.splitlines()) == 1
