@@ -295,8 +295,11 @@ BASE = {"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "int
     ({"quantization_config": {"quant_method": "gptq", "bits": 5}}, ConfigError, "quantization_config.bits"),
     ({"model_type": "llava", "text_config": {"model_type": "llama"}, "vision_config": {"model_type": "pixtral"}},
      UnsupportedModelError, "vision tower"),
-    ({"model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+    ({"model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
       "mlp_only_layers": "all"}, ConfigError, "mlp_only_layers"),
+    # transformers 5 writes num_local_experts for Qwen MoE: both present and different is refused by name
+    ({"model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+     ConfigError, "num_local_experts"),
 ])
 def test_bad_input_is_one_line_naming_the_field(change, error, field, tmp_path):
     """k > E, a window of 0, an unknown quant method or type, an invalid text_config: one line naming the field."""
