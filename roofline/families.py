@@ -597,6 +597,31 @@ def _read_minimax_m2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return kw
 
 
+def _read_smollm3(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """SmolLM3 (SmolLM3Config): Llama with NoPE layers (no parameters, no KV change) and embeddings tied by
+    default; ``use_sliding_window`` (default false) with ``sliding_window`` and ``max_window_layers``."""
+    kw = _llama_like(cfg, source, tied=True)
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="smollm3", use_flag=True)
+    return kw
+
+
+def _read_olmo2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """OLMo 2 (Olmo2Config): Llama with norms after attention and after the MLP (two per layer, none before)
+    and RMSNorms over the whole q and k projections."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw.update(qk_norm=True, qk_norm_whole=True)
+    return kw
+
+
+def _read_seed_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Seed-OSS (SeedOssConfig): Llama with q/k/v biases (``attention_bias``, default true) and an o_proj bias
+    only with ``attention_out_bias`` (default false); explicit head_dim (default 128)."""
+    kw = _llama_like(cfg, source, tied=False, head_dim=128)
+    kw.update(qkv_bias=flag(cfg, "attention_bias", True, source=source),
+              o_bias=flag(cfg, "attention_out_bias", False, source=source))
+    return kw
+
+
 # --------------------------------------------------------------------------- multimodal towers
 
 #: transformers' LlamaConfig defaults, which a llava ``text_config`` relies on for the fields it omits.
@@ -777,6 +802,10 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("kimi_k2", "Kimi K2: the DeepSeek-V3 architecture (MLA + MoE) under its own model_type", _deepseek_v3),
     Family("minimax_m2", "MiniMax-M2: full attention with whole-projection q/k norms, 256-expert MoE on every layer",
            _read_minimax_m2),
+    Family("smollm3", "SmolLM3: Llama with NoPE layers, tied embeddings by default", _read_smollm3),
+    Family("olmo2", "OLMo 2: post-attention and post-MLP norms, whole-projection q/k norms", _read_olmo2),
+    Family("seed_oss", "Seed-OSS: Llama with q/k/v biases (attention_out_bias for o_proj), head_dim 128",
+           _read_seed_oss),
 )}
 
 _ENCODER = "encoder-only model: it has no autoregressive decode step to price"

@@ -220,3 +220,41 @@ def test_the_cli_takes_a_hugging_face_id(capsys):
     assert main(["report", "--model", "acme/Model-7B"]) == 2
     err = capsys.readouterr().err.strip()
     assert "acme/Model-7B" in err and "config.json" in err and len(err.splitlines()) == 1
+
+
+# ------------------------------------------------------------------ dense Llama-like families
+
+DENSE = {  # corpus config -> (published total, KV bytes per token by hand)
+    "smollm3-3b-base": (3_075_098_624, 36 * 2 * 4 * 128 * 2),  # head_dim 2048 / 16
+    "olmo-2-1124-7b": (7_298_617_344, 32 * 2 * 32 * 128 * 2),
+    "seed-oss-36b": (36_151_104_512, 64 * 2 * 8 * 128 * 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DENSE))
+def test_dense_families_to_the_unit_and_kv_by_hand(name):
+    """Parameters equal the checkpoint's count; KV at 1,000 and 32,768 tokens is c x the hand-derived bytes."""
+    model = ModelConfig.from_hf_config(HERE / f"{name}.json")
+    total, per_token = DENSE[name]
+    assert model.parameters == total
+    assert (model.kv_bytes(1000), model.kv_bytes(32768)) == (1000 * per_token, 32768 * per_token)
+
+
+def test_dense_family_defaults():
+    """SmolLM3 ties its embeddings unless told not to; OLMo 2 does not; Seed-OSS has q/k/v biases and head_dim 128
+    by default and an o_proj bias only with attention_out_bias."""
+    smol = _corpus("smollm3-3b-base")
+    smol.pop("tie_word_embeddings")
+    assert ModelConfig.from_hf_config(smol).tie_word_embeddings is True
+    olmo = _corpus("olmo-2-1124-7b")
+    olmo.pop("tie_word_embeddings")
+    bare = ModelConfig.from_hf_config(olmo)
+    assert bare.tie_word_embeddings is False and bare.parameters == 7_298_617_344
+    # OLMo 2's q_norm spans 32 x 128 and k_norm 32 x 128: 8,192 per layer, not 256
+    assert bare.parameters_by_class()["norms"] == 32 * (2 * 4096 + 2 * 4096) + 4096
+    seed = _corpus("seed-oss-36b")
+    seed.pop("head_dim")
+    model = ModelConfig.from_hf_config(seed)
+    assert (model.head_dim, model.qkv_bias, model.o_bias) == (128, True, False)
+    assert model.parameters == 36_151_104_512
+    assert ModelConfig.from_hf_config({**seed, "attention_out_bias": True}).parameters == 36_151_104_512 + 64 * 5120
