@@ -622,6 +622,125 @@ def _read_seed_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return kw
 
 
+def _read_olmoe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """OLMoE (OlmoeConfig): Llama attention with whole-projection q/k RMSNorms, every layer a MoE of
+    ``num_experts`` experts of ``intermediate_size`` (top ``num_experts_per_tok``), bias-free router."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw.update(qk_norm=True, qk_norm_whole=True)
+    kw.update(_experts(cfg, source, "num_experts"), moe_intermediate_size=kw["intermediate_size"],
+              num_moe_layers=kw["num_hidden_layers"])
+    return kw
+
+
+def _read_granite(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Granite (GraniteConfig): Llama's shapes; its multipliers (embedding, residual, attention, logits) hold no
+    parameters."""
+    return _llama_like(cfg, source, tied=False)
+
+
+def _read_granitemoe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Granite MoE (GraniteMoeConfig): Llama attention, every layer a MoE of ``num_local_experts`` gated experts
+    of ``intermediate_size`` (input_linear 2I x h, output_linear h x I), bias-free router; a
+    ``shared_intermediate_size`` (GraniteMoeShared) adds a shared expert."""
+    kw = _llama_like(cfg, source, tied=False)
+    shared = _count(cfg, "shared_intermediate_size", source=source)
+    kw.update(_experts(cfg, source, "num_local_experts"), moe_intermediate_size=kw["intermediate_size"],
+              num_moe_layers=kw["num_hidden_layers"], shared_expert_intermediate_size=shared,
+              num_shared_experts=1 if shared else 0)
+    return kw
+
+
+def _read_cohere2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Command R7B / Command A (Cohere2Config): attention and MLP in parallel after one bias-free LayerNorm per
+    layer (a weight of h: counted as one RMSNorm-like vector), tied embeddings; every
+    ``sliding_window_pattern``-th layer (default 4) global, the others a ``sliding_window`` (default 4,096)."""
+    kw = _llama_like(cfg, source, tied=True)
+    kw["norms_per_layer"] = 1
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, default_pattern=4,
+                                         model_type="cohere2", default_window=4096)
+    return kw
+
+
+def _read_starcoder2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """StarCoder2 (Starcoder2Config): plain MLP (c_fc, c_proj), biases everywhere with ``use_bias`` (default
+    true), LayerNorm with bias, tied embeddings by default; ``sliding_window`` on every layer when set."""
+    kw = _llama_like(cfg, source, tied=True)
+    bias = flag(cfg, "use_bias", True, source=source)
+    kw.update(qkv_bias=bias, o_bias=bias, mlp_bias=bias, gated_mlp=False, norm="layernorm")
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="starcoder2")
+    return kw
+
+
+def _read_nemotron(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Nemotron (NemotronConfig): plain MLP (up, down; squared ReLU), LayerNorm1P with weight and bias,
+    ``attention_bias`` and ``mlp_bias`` (default false), untied; partial rotary holds no parameters."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw.update(gated_mlp=False, norm="layernorm")
+    return kw
+
+
+def _read_internlm3(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """InternLM3 (InternLM3Config): Llama with q/k/v biases from ``qkv_bias`` and an o_proj bias from ``bias``
+    (both default false)."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw.update(qkv_bias=flag(cfg, "qkv_bias", False, source=source), o_bias=flag(cfg, "bias", False, source=source))
+    return kw
+
+
+def _read_internlm2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """InternLM2 (InternLM2Config, remote code): fused wqkv and w1/w3 (the same parameters as Llama's q, k, v and
+    gate, up); ``bias`` (default true in the class) on wqkv and wo."""
+    kw = _llama_like(cfg, source, tied=False)
+    bias = flag(cfg, "bias", True, source=source)
+    kw.update(qkv_bias=bias, o_bias=bias)
+    return kw
+
+
+def _read_ernie4_5(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """ERNIE 4.5 dense (Ernie4_5Config): Llama with ``use_bias`` (default false) on every projection and tied
+    embeddings by default; head_dim (default 128)."""
+    kw = _llama_like(cfg, source, tied=True, head_dim=128)
+    bias = flag(cfg, "use_bias", False, source=source)
+    kw.update(qkv_bias=bias, o_bias=bias, mlp_bias=bias)
+    return kw
+
+
+def _read_mimo(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """MiMo (Xiaomi; remote code on Qwen2Config): Qwen2's shapes; its MTP layers (``num_nextn_predict_layers``)
+    are not counted, as DeepSeek-V3's."""
+    return _read_qwen2(cfg, source)
+
+
+def _read_exaone4(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """EXAONE 4.0 (Exaone4Config): norms after attention and after the MLP (two per layer), per-head q/k
+    RMSNorms; local/global layers from ``layer_types``, else ``sliding_window_pattern`` ("LLLG" or an integer:
+    every n-th layer global)."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw["qk_norm"] = True
+    pattern = cfg.get("sliding_window_pattern")
+    if isinstance(pattern, str):
+        if not pattern or set(pattern) - {"L", "G"}:
+            raise ConfigError(f"{source}: field 'sliding_window_pattern'={shown(pattern)} must be letters L and G")
+        layers = kw["num_hidden_layers"]
+        types = ["sliding_attention" if pattern[i % len(pattern)] == "L" else "full_attention" for i in range(layers)]
+        cfg = {**cfg, "layer_types": cfg.get("layer_types") or types}
+        cfg.pop("sliding_window_pattern")
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="exaone4")
+    return kw
+
+
+def _read_phimoe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Phi-3.5-MoE (PhimoeConfig): biases on q, k, v, o (``attention_bias``, default false) and on the lm_head
+    (``lm_head_bias``), LayerNorm with bias, every layer a MoE of ``num_local_experts`` experts of
+    ``intermediate_size``; ``sliding_window`` on every layer when set."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw.update(norm="layernorm", lm_head_bias=flag(cfg, "lm_head_bias", False, source=source))
+    kw.update(_experts(cfg, source, "num_local_experts"), moe_intermediate_size=kw["intermediate_size"],
+              num_moe_layers=kw["num_hidden_layers"])
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="phimoe")
+    return kw
+
+
 # --------------------------------------------------------------------------- multimodal towers
 
 #: transformers' LlamaConfig defaults, which a llava ``text_config`` relies on for the fields it omits.
@@ -806,6 +925,21 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("olmo2", "OLMo 2: post-attention and post-MLP norms, whole-projection q/k norms", _read_olmo2),
     Family("seed_oss", "Seed-OSS: Llama with q/k/v biases (attention_out_bias for o_proj), head_dim 128",
            _read_seed_oss),
+    Family("olmoe", "OLMoE: whole-projection q/k norms, 64-expert MoE on every layer", _read_olmoe),
+    Family("granite", "Granite: Llama shapes (multipliers hold no parameters)", _read_granite),
+    Family("granitemoe", "Granite MoE: Llama attention, MoE of gated experts on every layer", _read_granitemoe),
+    Family("cohere2", "Command R7B / A: one bias-free LayerNorm per layer, tied, every 4th layer global",
+           _read_cohere2),
+    Family("starcoder2", "StarCoder2: plain MLP, biases, LayerNorm, tied", _read_starcoder2),
+    Family("nemotron", "Nemotron: plain MLP (squared ReLU), LayerNorm1P with bias, untied", _read_nemotron),
+    Family("internlm3", "InternLM3: Llama with qkv_bias and bias (o_proj) switches", _read_internlm3),
+    Family("internlm2", "InternLM2: fused wqkv and w1/w3 (Llama's parameters), bias on wqkv and wo",
+           _read_internlm2),
+    Family("ernie4_5", "ERNIE 4.5 dense: Llama with use_bias, tied, head_dim 128", _read_ernie4_5),
+    Family("mimo", "MiMo: Qwen2's shapes; MTP layers not counted", _read_mimo),
+    Family("exaone4", "EXAONE 4.0: post-attention and post-MLP norms, q/k norms, LLLG local/global layers",
+           _read_exaone4),
+    Family("phimoe", "Phi-3.5-MoE: biases on attention and lm_head, LayerNorm, 16-expert MoE", _read_phimoe),
 )}
 
 _ENCODER = "encoder-only model: it has no autoregressive decode step to price"

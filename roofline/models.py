@@ -227,6 +227,8 @@ class ModelConfig:
     qk_norm_whole : bool, default False
         With ``qk_norm``: the norms span the whole projections (MiniMax-M2's q_norm of H x d and
         k_norm of H_kv x d), not one head: (H + H_kv) x d parameters per layer.
+    lm_head_bias : bool, default False
+        A bias on the lm_head (Phi-3.5-MoE): vocab parameters of the "norms" class.
     learned_positions : int (>= 0)
         Rows of a learned position-embedding table (OPT: max positions + 2); 0 for RoPE.
     max_position_embeddings : int or None
@@ -298,6 +300,7 @@ class ModelConfig:
     norm: str = attrs.field(default="rmsnorm", validator=_norm)
     qk_norm: bool = attrs.field(default=False, validator=_bool)
     qk_norm_whole: bool = attrs.field(default=False, validator=_bool)
+    lm_head_bias: bool = attrs.field(default=False, validator=_bool)
     learned_positions: int = attrs.field(default=0, validator=_nonneg_int)
     max_position_embeddings: int | None = attrs.field(default=None, validator=_optional_pos_int)
     weight_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
@@ -485,6 +488,8 @@ class ModelConfig:
                 groups.append(TensorGroup("router", "shared_expert_gate", (h, 1), n, n, True))
         groups.append(TensorGroup("norms", "final norm", (self._norm_size,), 1, 1, False))
         groups.append(TensorGroup("lm_head", "lm_head", (h, V), 0 if self.tie_word_embeddings else 1, 1, True))
+        if self.lm_head_bias:
+            groups.append(TensorGroup("norms", "lm_head.bias", (V,), 1, 1, False))
         if self.tower_parameters:
             groups.append(TensorGroup("towers", "other towers", (self.tower_parameters,), 1, 0, False))
         return tuple(groups)

@@ -258,3 +258,78 @@ def test_dense_family_defaults():
     assert (model.head_dim, model.qkv_bias, model.o_bias) == (128, True, False)
     assert model.parameters == 36_151_104_512
     assert ModelConfig.from_hf_config({**seed, "attention_out_bias": True}).parameters == 36_151_104_512 + 64 * 5120
+
+
+# ------------------------------------------------------------------ more of this year's rows
+
+MOE = {  # corpus config -> (published total, active by hand, KV bytes per token by hand)
+    # 16 layers; q/k norms over 2,048 each; 64 experts of 3 x 2,048 x 1,024, top 8; untied 50,304 vocabulary
+    "olmoe-1b-7b-0924": (6_919_161_856, 6_919_161_856 - 16 * 56 * 3 * 2048 * 1024, 16 * 2 * 16 * 128 * 4),
+    # 32 layers; 40 experts of 3 x 1,536 x 512, top 8; tied 49,155 vocabulary
+    "granite-3.1-3b-a800m-instruct": (3_298_793_472, 3_298_793_472 - 32 * 32 * 3 * 1536 * 512, 32 * 2 * 8 * 64 * 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOE))
+def test_moe_families_to_the_unit_and_kv_by_hand(name):
+    """Totals as published, active = total less the unrouted experts, KV at 1,000 and 32,768 tokens by hand."""
+    model = ModelConfig.from_hf_config(HERE / f"{name}.json")
+    total, active, per_token = MOE[name]
+    assert (model.parameters, model.active_parameters) == (total, active)
+    assert (model.kv_bytes(1000), model.kv_bytes(32768)) == (1000 * per_token, 32768 * per_token)
+
+
+SHAPES = {  # family readers on published shapes (fields as the model cards' config.json give them)
+    "ibm-granite/granite-3.3-8b-instruct": ({"model_type": "granite", "hidden_size": 4096, "intermediate_size": 12800,
+                                             "num_hidden_layers": 40, "num_attention_heads": 32,
+                                             "num_key_value_heads": 8, "vocab_size": 49159,
+                                             "tie_word_embeddings": True}, 8_170_864_640),
+    "ibm-granite/granite-3.3-2b-instruct": ({"model_type": "granite", "hidden_size": 2048, "intermediate_size": 8192,
+                                             "num_hidden_layers": 40, "num_attention_heads": 32,
+                                             "num_key_value_heads": 8, "vocab_size": 49159,
+                                             "tie_word_embeddings": True}, 2_533_539_840),
+    "baidu/ERNIE-4.5-0.3B-PT": ({"model_type": "ernie4_5", "hidden_size": 1024, "intermediate_size": 3072,
+                                 "num_hidden_layers": 18, "num_attention_heads": 16, "num_key_value_heads": 2,
+                                 "vocab_size": 103424}, 360_748_032),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_family_readers_on_published_shapes(name):
+    """Granite 3.3 (Llama shapes, tied), ERNIE 4.5 0.3B (tied and head_dim 128 by default): totals as listed by
+    third-party inventories of the checkpoints (find_string file ids 71142266638, 69642363455)."""
+    cfg, total = SHAPES[name]
+    assert ModelConfig.from_hf_config(cfg).parameters == total
+
+
+def test_other_family_defaults_by_hand():
+    """Each reader's class defaults where a config omits them, worked by hand on a small shape."""
+    base = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 100}
+    attn = 64 * 64 + 2 * 64 * 32 + 64 * 64  # q, k, v (2 KV heads of 16), o
+    gated, plain = 3 * 64 * 128, 2 * 64 * 128
+    # StarCoder2: biases, plain MLP, LayerNorm (weight and bias), tied
+    sc = ModelConfig.from_hf_config({"model_type": "starcoder2", **base})
+    assert sc.parameters == 100 * 64 + 4 * (attn + 128 + 64 + plain + 128 + 64 + 4 * 64) + 128
+    # Nemotron: plain MLP, LayerNorm1P, untied, no biases
+    nm = ModelConfig.from_hf_config({"model_type": "nemotron", **base})
+    assert nm.parameters == 2 * 100 * 64 + 4 * (attn + plain + 2 * 128) + 128
+    # Cohere2: one bias-free LayerNorm per layer, tied, every 4th layer global with a 4,096 window
+    co = ModelConfig.from_hf_config({"model_type": "cohere2", **base})
+    assert co.parameters == 100 * 64 + 4 * (attn + gated + 64) + 64
+    assert co.layer_windows == (4096, 4096, 4096, None)
+    # InternLM2: bias on wqkv and wo by default; InternLM3: none by default
+    assert ModelConfig.from_hf_config({"model_type": "internlm2", **base}).parameters == \
+        2 * 100 * 64 + 4 * (attn + 64 + 2 * 32 + 64 + gated + 128) + 64
+    assert ModelConfig.from_hf_config({"model_type": "internlm3", **base}).parameters == \
+        2 * 100 * 64 + 4 * (attn + gated + 128) + 64
+    # EXAONE 4: per-head q/k norms, LLLG -> every 4th layer global
+    ex = ModelConfig.from_hf_config({"model_type": "exaone4", **base, "sliding_window": 8,
+                                     "sliding_window_pattern": "LLLG"})
+    assert ex.layer_windows == (8, 8, 8, None) and ex.parameters == 2 * 100 * 64 + 4 * (attn + gated + 128 + 32) + 64
+    # Phi-3.5-MoE: q/k/v/o biases with attention_bias, lm_head bias, LayerNorm, 2 experts of 128, top 1
+    ph = ModelConfig.from_hf_config({"model_type": "phimoe", **base, "attention_bias": True, "lm_head_bias": True,
+                                     "num_local_experts": 2, "num_experts_per_tok": 1})
+    assert ph.parameters == (2 * 100 * 64 + 100 + 4 * (attn + 64 + 2 * 32 + 64 + 2 * gated + 64 * 2 + 4 * 64) + 128)
+    # MiMo reads as Qwen2: q/k/v biases
+    assert ModelConfig.from_hf_config({"model_type": "mimo", **base}).qkv_bias is True
