@@ -741,6 +741,75 @@ def _read_phimoe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return kw
 
 
+def _read_glm4(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """GLM-4-0414 (Glm4Config): q/k/v biases (``attention_bias``, default true; o_proj none), four norms per layer
+    (before and after attention and the MLP), head_dim (default 128), untied."""
+    kw = _llama_like(cfg, source, tied=False, head_dim=128)
+    kw.update(qkv_bias=flag(cfg, "attention_bias", True, source=source), o_bias=False, norms_per_layer=4)
+    return kw
+
+
+def _read_hunyuan_dense(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Hunyuan dense (HunYuanDenseV1Config): Llama with per-head q/k norms (query_layernorm, key_layernorm) and tied
+    embeddings by default; cross-layer attention (``use_cla``) is refused by name."""
+    if flag(cfg, "use_cla", False, source=source):
+        raise UnsupportedModelError("hunyuan_v1_dense", "use_cla (cross-layer attention shares KV across layers; "
+                                    "not modelled)")
+    kw = _llama_like(cfg, source, tied=True)
+    kw["qk_norm"] = True
+    return kw
+
+
+def _read_dbrx(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """DBRX (DbrxConfig): d_model, n_heads, n_layers, vocab_size; attn_config.kv_n_heads; ffn_config with
+    moe_num_experts gated experts of ffn_hidden_size, top moe_top_k; fused Wqkv (Llama's q, k, v parameters),
+    no biases, bias-free LayerNorms (a weight of d_model each, two per layer), untied."""
+    attn, ffn = cfg.get("attn_config") or {}, cfg.get("ffn_config") or {}
+    for key, value in (("attn_config", attn), ("ffn_config", ffn)):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: field {key!r}={shown(value)} must be an object")
+    # DbrxConfig's defaults (configuration_dbrx.py)
+    d = _with_defaults({k: cfg.get(k) for k in ("d_model", "n_heads", "n_layers", "vocab_size", "max_seq_len")},
+                       dict(d_model=2048, n_heads=16, n_layers=24, vocab_size=32000, max_seq_len=2048))
+    a = _with_defaults(attn, dict(kv_n_heads=1))
+    f = _with_defaults(ffn, dict(ffn_hidden_size=3584, moe_num_experts=4, moe_top_k=1))
+    width = field(f, "ffn_hidden_size", source=source + " ffn_config")
+    llama = dict(num_hidden_layers=d["n_layers"], hidden_size=d["d_model"], intermediate_size=width,
+                 num_attention_heads=d["n_heads"], num_key_value_heads=a["kv_n_heads"], vocab_size=d["vocab_size"],
+                 max_position_embeddings=d["max_seq_len"], tie_word_embeddings=cfg.get("tie_word_embeddings", False),
+                 num_experts_per_tok=f["moe_top_k"], num_experts=f["moe_num_experts"])
+    kw = _llama_like(llama, source, tied=False)
+    kw.update(_experts(llama, source, "num_experts"), moe_intermediate_size=width,
+              num_moe_layers=kw["num_hidden_layers"])
+    return kw
+
+
+def _read_ernie4_5_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """ERNIE 4.5 MoE (Ernie4_5_MoeConfig): ERNIE 4.5 dense attention; MoE layers from ``moe_layer_start_index``
+    (default 1) to ``moe_layer_end_index`` (default the last), every ``moe_layer_interval``-th, of
+    ``moe_num_experts`` experts of ``moe_intermediate_size``, top ``moe_k``, plus ``moe_num_shared_experts``
+    shared ones, and an e_score_correction_bias per MoE layer with ``moe_use_aux_free``."""
+    kw = _read_ernie4_5(cfg, source)
+    layers = kw["num_hidden_layers"]
+    start = _count(cfg, "moe_layer_start_index", source=source, default=1)
+    end = cfg.get("moe_layer_end_index", layers - 1)
+    end = layers - 1 if end in (None, -1) else end
+    if not is_plain_int(end) or not 0 <= end < layers:
+        raise ConfigError(f"{source}: field 'moe_layer_end_index'={shown(end)} must be a layer index")
+    step = field(cfg, "moe_layer_interval", source=source, required=False, default=1)
+    moe = sum(1 for i in range(layers) if start <= i <= end and (i - start) % step == 0)
+    experts = field(cfg, "moe_num_experts", source=source, required=False, default=64)
+    k = field(cfg, "moe_k", source=source, required=False, default=2)
+    if k > experts:
+        raise ConfigError(f"{source}: field 'moe_k'={k} exceeds moe_num_experts={experts}")
+    width = field(cfg, "moe_intermediate_size", source=source, required=False, default=1536)
+    shared = _count(cfg, "moe_num_shared_experts", source=source, default=0)
+    kw.update(num_experts=experts, num_experts_per_tok=k, moe_intermediate_size=width, num_moe_layers=moe,
+              num_shared_experts=shared, shared_expert_intermediate_size=shared * width,
+              router_score_bias=flag(cfg, "moe_use_aux_free", False, source=source))
+    return _dense_without_moe_layers(kw)
+
+
 # --------------------------------------------------------------------------- multimodal towers
 
 #: transformers' LlamaConfig defaults, which a llava ``text_config`` relies on for the fields it omits.
@@ -940,6 +1009,13 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("exaone4", "EXAONE 4.0: post-attention and post-MLP norms, q/k norms, LLLG local/global layers",
            _read_exaone4),
     Family("phimoe", "Phi-3.5-MoE: biases on attention and lm_head, LayerNorm, 16-expert MoE", _read_phimoe),
+    Family("glm4", "GLM-4-0414: q/k/v biases, four norms per layer, head_dim 128", _read_glm4),
+    Family("glm4_moe_lite", "GLM-4.7-Flash: DeepSeek-V3's MLA and MoE under its own model_type", _deepseek_v3),
+    Family("hunyuan_v1_dense", "Hunyuan dense: Llama with per-head q/k norms, tied", _read_hunyuan_dense),
+    Family("dbrx", "DBRX: nested attn_config/ffn_config, fused Wqkv, 16-expert MoE, bias-free LayerNorms",
+           _read_dbrx),
+    Family("ernie4_5_moe", "ERNIE 4.5 MoE: shared experts, MoE from moe_layer_start_index, aux-free bias",
+           _read_ernie4_5_moe),
 )}
 
 _ENCODER = "encoder-only model: it has no autoregressive decode step to price"
@@ -961,6 +1037,12 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "mistral3", "pixtral", "llava_next", "idefics3",
                      "paligemma", "internvl"), _TOWER),
     **dict.fromkeys(("mllama", "idefics", "flamingo"), _XATTN),
+    # Qwen3-VL's vision tower (deepstack mergers) is not counted: refused as the other towers are
+    **dict.fromkeys(("qwen3_vl", "qwen3_vl_moe"), _TOWER),
+    "hunyuan_v1_moe": "Hunyuan MoE: per-layer lists of expert counts, widths and top-k (num_experts, moe_topk, "
+                      "num_shared_expert) are not read",
+    "hunyuan": "no transformers config class of this name: Hunyuan checkpoints are hunyuan_v1_dense (modelled) or "
+               "hunyuan_v1_moe",
 }
 
 

@@ -333,3 +333,75 @@ def test_other_family_defaults_by_hand():
     assert ph.parameters == (2 * 100 * 64 + 100 + 4 * (attn + 64 + 2 * 32 + 64 + 2 * gated + 64 * 2 + 4 * 64) + 128)
     # MiMo reads as Qwen2: q/k/v biases
     assert ModelConfig.from_hf_config({"model_type": "mimo", **base}).qkv_bias is True
+
+
+LATE = {  # family readers on published shapes -> the count a third-party llama.cpp listing gives (n_params)
+    "THUDM/GLM-4-9B-0414": ({"model_type": "glm4", "hidden_size": 4096, "intermediate_size": 13696,
+                             "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 2,
+                             "vocab_size": 151552}, 9_400_279_040, None),
+    "zai-org/GLM-4.7-Flash": ({"model_type": "glm4_moe_lite", "vocab_size": 154880, "hidden_size": 2048,
+                               "num_hidden_layers": 47, "num_attention_heads": 20, "num_key_value_heads": 20,
+                               "intermediate_size": 10240, "kv_lora_rank": 512, "q_lora_rank": 768,
+                               "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256,
+                               "n_routed_experts": 64, "n_shared_experts": 1, "num_experts_per_tok": 4,
+                               "moe_intermediate_size": 1536, "first_k_dense_replace": 1},
+                              29_943_393_920, 3_896_766_080),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LATE))
+def test_glm_families_on_published_shapes(name):
+    """GLM-4-0414 (four norms, q/k/v biases, head_dim 128) and GLM-4.7-Flash (MLA + MoE): totals (and active) as
+    llama.cpp counts the checkpoints (find_string file ids 37074310570, 60005726306, 70898634227)."""
+    cfg, total, active = LATE[name]
+    model = ModelConfig.from_hf_config(cfg)
+    assert model.parameters == total
+    if active is not None:
+        assert model.active_parameters == active
+
+
+def test_dbrx_nested_config_and_defaults():
+    """DBRX (132B total, 36B active: Databricks' announcement) from its nested attn_config / ffn_config; an empty
+    config is DbrxConfig's defaults (24 layers of 2,048, 4 experts of 3,584, top 1, one KV head)."""
+    cfg = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40, "vocab_size": 100352,
+           "max_seq_len": 32768, "attn_config": {"kv_n_heads": 8},
+           "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4}}
+    model = ModelConfig.from_hf_config(cfg)
+    assert (_billions(model.parameters), _billions(model.active_parameters)) == (132, 36)
+    assert model.kv_bytes(32768) == 32768 * 40 * 2 * 8 * 128 * 2
+    h, E, w = 2048, 4, 3584
+    per_layer = (h * h + 2 * h * 128 + h * h) + E * 3 * h * w + h * E + 2 * h
+    assert ModelConfig.from_hf_config({"model_type": "dbrx"}).parameters == 2 * 32000 * h + 24 * per_layer + h
+
+
+def test_ernie4_5_moe_layers_and_shared_experts_by_hand():
+    """ERNIE-4.5-21B-A3B's shape: MoE from layer 1 (27 of 28), 64 experts of 1,536, top 6, two shared experts, an
+    e_score_correction_bias per MoE layer; tied 103,424 vocabulary."""
+    cfg = {"model_type": "ernie4_5_moe", "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 28,
+           "num_attention_heads": 20, "num_key_value_heads": 4, "vocab_size": 103424, "moe_num_experts": 64,
+           "moe_k": 6, "moe_intermediate_size": 1536, "moe_num_shared_experts": 2, "moe_use_aux_free": True}
+    model = ModelConfig.from_hf_config(cfg)
+    h = 2560
+    attention = h * 2560 + 2 * h * 512 + 2560 * h + 2 * h
+    moe = 64 * 3 * h * 1536 + h * 64 + 64 + 2 * 3 * h * 1536
+    assert model.num_moe_layers == 27
+    assert model.parameters == 103424 * h + 28 * attention + 3 * h * 12288 + 27 * moe + h
+
+
+def test_hunyuan_dense_has_per_head_qk_norms_and_refuses_cla():
+    """Hunyuan dense: 2 x head_dim q/k norm parameters per layer; cross-layer attention is refused by name."""
+    base = {"model_type": "hunyuan_v1_dense", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100}
+    model = ModelConfig.from_hf_config(base)
+    assert model.parameters == 100 * 64 + 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128 + 2 * 64 + 2 * 16) + 64
+    with pytest.raises(UnsupportedModelError, match="use_cla"):
+        ModelConfig.from_hf_config({**base, "use_cla": True})
+
+
+@pytest.mark.parametrize("model_type,reason", [("qwen3_vl", "vision tower"), ("qwen3_vl_moe", "vision tower"),
+                                               ("hunyuan_v1_moe", "per-layer lists"), ("hunyuan", "hunyuan_v1_dense")])
+def test_refused_families_name_the_reason(model_type, reason):
+    """Families the table refuses: by name, with the reason, in one line."""
+    with pytest.raises(UnsupportedModelError, match=reason) as info:
+        ModelConfig.from_hf_config({"model_type": model_type, "hidden_size": 64})
+    assert info.value.model_type == model_type and "\n" not in str(info.value)
