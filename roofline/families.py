@@ -17,8 +17,17 @@ Families (MLP shape in brackets):
 * mixture of experts: mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v2 and
   deepseek_v3 (these two with multi-head latent attention)
 * multimodal wrappers read through their ``text_config``: llava (CLIP vision tower),
-  gemma3 (SigLIP vision tower); the tower and projector weights are counted as the
-  "towers" tensor class (memory), never as decode FLOPs.
+  gemma3 (SigLIP vision tower), llama4 (its own vision encoder, pixel-shuffle adapter and
+  projector); the tower and projector weights are counted as the "towers" tensor class
+  (memory), never as decode FLOPs.
+* this year's families (issue 23; one row each, grouped at the end of :data:`FAMILIES`):
+  dense glm4, olmo2, granite, cohere2, starcoder2, nemotron, internlm2, internlm3, exaone4,
+  ernie4_5, hunyuan_v1_dense, smollm3, seed_oss, mimo; mixtures of experts llama4_text,
+  glm4_moe, glm4_moe_lite and kimi_k2 (DeepSeek-V3's architecture), minimax_m2, olmoe,
+  granitemoe, phimoe, dbrx, ernie4_5_moe. Each takes its transformers config class's
+  defaults for the fields a config omits.
+
+The ``model_type`` is read first (:func:`identify`), so a refusal always names the model.
 
 Sliding windows (docs/conventions.md, same section): which layers slide comes from
 ``layer_types``, else ``sliding_window_pattern`` (every n-th layer global; Gemma 2's
@@ -27,7 +36,8 @@ else ``use_sliding_window`` with ``max_window_layers``, else ``sliding_window`` 
 layer.
 
 Quantization (``quantization_config``): gptq, awq, fp8, compressed-tensors and mxfp4; any
-other ``quant_method`` is refused by name (:func:`read_quantization`).
+other ``quant_method`` is refused by name (:func:`read_quantization`). Norms, bias vectors and
+the router in ``modules_to_not_convert`` map onto their tensor classes.
 """
 
 from __future__ import annotations
@@ -476,7 +486,8 @@ def _layer_list(cfg: dict[str, Any], key: str, layers: int, source: str) -> list
     value = cfg.get(key)
     if not isinstance(value, list) or not all(is_plain_int(i) and 0 <= i < layers for i in value) \
             or len(set(value)) != len(value):
-        raise ConfigError(f"{source}: field {key!r}={shown(value)} must list distinct layer indices in 0 .. {layers - 1}")
+        raise ConfigError(f"{source}: field {key!r}={shown(value)} must list distinct layer indices in "
+                          f"0 .. {layers - 1}")
     return value
 
 
@@ -538,7 +549,8 @@ def _llama4_vision(vision: Any, text_hidden: int, source: str) -> int:
         raise ConfigError(f"{source}: field 'vision_config.patch_size'={patch} exceeds image_size={image}")
     embed = channels * patch * patch * h + h + ((image // patch) ** 2 + 1) * h + 2 * 2 * h
     per_layer = 4 * (h * h + h) + (h * inter + inter) + (inter * h + h) + 2 * 2 * h
-    adapter = inter * field(v, "projector_input_dim", source=where) + field(v, "projector_output_dim", source=where) ** 2
+    projector_out = field(v, "projector_output_dim", source=where)
+    adapter = inter * field(v, "projector_input_dim", source=where) + projector_out**2
     return embed + layers * per_layer + adapter + field(v, "vision_output_dim", source=where) * text_hidden
 
 

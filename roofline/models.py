@@ -1224,7 +1224,8 @@ def hf_ids() -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for name in model_names():
-        cfg = parse_json(resources.files("roofline.data").joinpath("models", name + ".json").read_text(encoding="utf-8"))
+        path = resources.files("roofline.data").joinpath("models", name + ".json")
+        cfg = parse_json(path.read_text(encoding="utf-8"))
         ids = cfg.get("_hf_id") or []
         for hf_id in [ids] if isinstance(ids, str) else ids:
             out[hf_id.lower()] = name

@@ -66,15 +66,17 @@ def test_active_parameters_as_each_vendor_counts_them(name, active, left_out):
 
 
 def test_llama4_by_hand():
-    """Scout: 48 MoE layers of 16 experts + a shared expert of 8,192; Maverick: 24 MoE (128 experts), 24 dense of 16,384;
+    """Scout: 48 MoE layers of 16 experts + a shared expert of 8,192; Maverick: 24 MoE (128 experts), 24 dense
+    of 16,384;
     both with the 871,932,416-parameter vision encoder, adapter and projector."""
-    h, V, L, I = 5120, 202_048, 48, 8192
+    h, V, L, width = 5120, 202_048, 48, 8192
     attention = 2 * h * 5120 + 2 * h * 1024 + 2 * h  # q, o (40 x 128), k, v (8 x 128); two RMSNorms
     base = 2 * V * h + h + L * attention
-    moe = lambda E: E * 3 * h * I + h * E + 3 * h * I  # noqa: E731 - experts, router, shared expert
+    moe = lambda E: E * 3 * h * width + h * E + 3 * h * width  # noqa: E731 - experts, router, shared expert
     vh, vi = 1408, 5632
     vision = (3 * 14 * 14 * vh + vh + (24 * 24 + 1) * vh + 4 * vh
-              + 34 * (4 * (vh * vh + vh) + (vh * vi + vi) + (vi * vh + vh) + 4 * vh) + vi * 4096 + 4096 * 4096 + 4096 * h)
+              + 34 * (4 * (vh * vh + vh) + (vh * vi + vi) + (vi * vh + vh) + 4 * vh)
+              + vi * 4096 + 4096 * 4096 + 4096 * h)
     assert vision == 871_932_416
     assert get_model("llama-4-scout").parameters == base + 48 * moe(16) + vision
     assert get_model("llama-4-maverick").parameters == base + 24 * moe(128) + 24 * 3 * h * 16_384 + vision
@@ -135,8 +137,9 @@ def test_llama4_vision_defaults():
 
 
 def test_llama4_moe_layers_default_from_the_interleave_step():
-    """interleave_moe_layer_step 2 without moe_layers: layers 1, 3, ... are MoE (24 of 48); an explicit moe_layers wins."""
-    assert ModelConfig.from_hf_config({"model_type": "llama4_text", "interleave_moe_layer_step": 2}).num_moe_layers == 24
+    """interleave_moe_layer_step 2 without moe_layers: layers 1, 3, ... are MoE (24 of 48); moe_layers wins."""
+    step2 = ModelConfig.from_hf_config({"model_type": "llama4_text", "interleave_moe_layer_step": 2})
+    assert step2.num_moe_layers == 24
     cfg = {"model_type": "llama4_text", "moe_layers": [0, 5, 7]}
     assert ModelConfig.from_hf_config(cfg).num_moe_layers == 3
     with pytest.raises(ConfigError, match="moe_layers"):
@@ -144,8 +147,8 @@ def test_llama4_moe_layers_default_from_the_interleave_step():
 
 
 def test_glm4_moe_defaults():
-    """GLM-4.5-Air's config without the fields equal to Glm4MoeConfig's defaults prices the same (first_k_dense_replace 1,
-    one shared expert, 128 experts of 1,408, top 8, no q/k norm)."""
+    """GLM-4.5-Air's config without the fields equal to Glm4MoeConfig's defaults prices the same
+    (first_k_dense_replace 1, one shared expert, 128 experts of 1,408, top 8, no q/k norm)."""
     cfg = _corpus("glm-4.5-air")
     full = ModelConfig.from_hf_config(cfg)
     for key in ("first_k_dense_replace", "n_shared_experts", "n_routed_experts", "moe_intermediate_size",
@@ -202,7 +205,8 @@ def test_a_hugging_face_id_finds_its_preset():
     """--model ORG/NAME resolves to the preset that lists the id (case-insensitive)."""
     assert load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct").name == "llama-4-scout"
     assert load_model("MOONSHOTAI/kimi-k2-instruct").name == "kimi-k2"
-    assert {"llama-4-scout", "llama-4-maverick", "glm-4.5", "kimi-k2", "minimax-m2", "gpt-oss-20b"} <= set(model_names())
+    new = {"llama-4-scout", "llama-4-maverick", "glm-4.5", "kimi-k2", "minimax-m2", "gpt-oss-20b"}
+    assert new <= set(model_names())
 
 
 def test_an_unknown_hugging_face_id_says_to_download_its_config():
