@@ -479,7 +479,7 @@ def test_missing_model_type_and_missing_file_are_said_plainly(tmp_path):
     with pytest.raises(UnsupportedModelError) as exc:
         ModelConfig.from_hf_config(path)
     assert str(exc.value).startswith(f"{path}: field 'model_type' missing: the family cannot be known and is not "
-                                     "guessed (supported: deepseek, ")
+                                     "guessed (supported: cohere2, dbrx, deepseek, ")
     assert str(exc.value).endswith("; not supported") and exc.value.model_type == ""
     with pytest.raises(ConfigError, match=r"nope\.json: cannot read the model config: no such file$"):
         ModelConfig.from_hf_config(tmp_path / "nope.json")
