@@ -1139,7 +1139,7 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- quantization
 
-_QUANT_METHODS = ("gptq", "awq", "fp8", "compressed-tensors", "mxfp4")
+_QUANT_METHODS = ("gptq", "awq", "fp8", "compressed-tensors", "mxfp4", "modelopt")
 
 
 def _bits(q: dict[str, Any], *keys: str, source: str) -> int:
@@ -1191,7 +1191,7 @@ def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, mo
     classes = list(default)
     skipped: list[Any] = []
     # transformers writes modules_to_not_convert, compressed-tensors ignore, vLLM's fp8 ignored_layers: all read
-    for key in ("modules_to_not_convert", "ignore", "ignored_layers"):
+    for key in ("modules_to_not_convert", "ignore", "ignored_layers", "exclude_modules"):
         value = q.get(key)
         if value is None:
             continue
@@ -1228,7 +1228,9 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
     scales and packed zeros), fp8 (1-byte weights, block or per-tensor float32 scales,
     FP8 activations when ``activation_scheme`` is given), compressed-tensors (float 8-bit
     weights with or without FP8 activations, int 8-bit weights weight-only, int 4-bit
-    w4a16 groups) and mxfp4 (gpt-oss experts: 4-bit weights with an E8M0 scale per 32).
+    w4a16 groups), mxfp4 (gpt-oss experts: 4-bit weights with an E8M0 scale per 32) and modelopt
+    (``quant_algo`` NVFP4: 4-bit weights and activations, an FP8 E4M3 scale per 16 inputs and an
+    FP32 scale per tensor, at the FP4 peak; or FP8 per tensor).
     Layers the config leaves unquantized (embeddings, lm_head unless ``lm_head`` is true,
     ``modules_to_not_convert`` / ``ignore``) keep ``torch_dtype``.
 
@@ -1269,6 +1271,21 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
         # an entry that leaves the experts unquantized, or one not mapped onto a class, is refused by name
         return dict(quantization=Quantization("mxfp4", 4, "mxfp4", 32,
                                               classes=_classes(q, model_type, ("experts",), moe=moe)))
+    if method == "modelopt":
+        # NVIDIA ModelOpt checkpoints: quant_algo NVFP4 (4-bit weights and activations, an E4M3 scale per
+        # group_size = 16 inputs and an FP32 scale per tensor) or FP8 (per-tensor FP8 weights and activations)
+        algo = q.get("quant_algo")
+        if algo == "NVFP4":
+            group = _group_size(q.get("group_size", 16), "quantization_config.group_size", source)
+            return dict(quantization=Quantization("modelopt", 4, "nvfp4", group,
+                                                  classes=_classes(q, model_type, linear, moe=moe)),
+                        activation_dtype="fp4")
+        if algo == "FP8":
+            return dict(quantization=Quantization("modelopt", 8, "tensor", classes=_classes(q, model_type, linear,
+                                                                                             moe=moe)),
+                        activation_dtype="fp8")
+        raise UnsupportedModelError(model_type, f"quantization_config.quant_algo {shown(algo)} of modelopt "
+                                    "(modelled: NVFP4, FP8)")
     if method == "fp8":
         block = q.get("weight_block_size")
         classes = _classes(q, model_type, linear, moe=moe)

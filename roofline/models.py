@@ -54,6 +54,8 @@ DTYPE_BYTES: dict[str, int | Fraction] = {
     "fp8": 1,
     "float8": 1,
     "float8_e4m3fn": 1,
+    "fp8_e4m3": 1,  # vLLM's --kv-cache-dtype names
+    "fp8_e5m2": 1,
     "int8": 1,
     "int4": Fraction(1, 2),
 }
@@ -99,7 +101,7 @@ def _norm(instance: object, attribute: attrs.Attribute, value: Any) -> None:
 
 
 #: Matmul input dtypes :attr:`ModelConfig.compute_dtype` maps onto a peak (FP8, else the 16-bit peak).
-_ACTIVATION_DTYPES = ("fp8", "float8", "float8_e4m3fn", "bf16", "bfloat16", "fp16", "float16")
+_ACTIVATION_DTYPES = ("fp8", "float8", "float8_e4m3fn", "fp4", "bf16", "bfloat16", "fp16", "float16")
 
 
 def _activation_dtype(instance: object, attribute: attrs.Attribute, value: Any) -> None:
@@ -587,7 +589,10 @@ class ModelConfig:
     @property
     def compute_dtype(self) -> str:
         """The dtype whose dense peak the matmuls run at: "fp8" for FP8 weights with FP8 activations,
-        else "bf16" (weight-only quantization dequantizes to the activations' dtype)."""
+        "fp4" for NVFP4 weights with FP4 activations, else "bf16" (weight-only quantization
+        dequantizes to the activations' dtype)."""
+        if self.activation_dtype == "fp4":
+            return "fp4"
         return "fp8" if self.activation_dtype in ("fp8", "float8", "float8_e4m3fn") else "bf16"
 
     @property

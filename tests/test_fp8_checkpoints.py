@@ -87,3 +87,61 @@ def test_an_entry_that_is_no_norm_or_router_is_still_refused(entry):
     cfg["quantization_config"]["modules_to_not_convert"] = [entry]
     with pytest.raises(UnsupportedModelError, match=entry.replace(".", r"\.")):
         ModelConfig.from_hf_config(cfg)
+
+
+# ------------------------------------------------------------------ NVFP4, FP4 peaks, FP8 KV cache
+
+NVFP4 = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}
+
+
+def _nvfp4_bytes(rows: int, cols: int) -> int:
+    """4 bits per weight, an E4M3 byte per 16 inputs and per output, one FP32 per-tensor scale."""
+    return rows * cols // 2 + _ceil(rows, 16) * cols + 4
+
+
+def test_nvfp4_weight_bytes_by_hand():
+    """Llama 3.1 8B's config with ModelOpt's NVFP4 quantization_config: every projection at NVFP4, embeddings,
+    lm_head and norms in BF16; the matmuls run at the FP4 peak."""
+    cfg = json.loads((HERE / "llama-3.1-8b.json").read_text())
+    model = ModelConfig.from_hf_config({**cfg, "quantization_config": NVFP4})
+    h, kv, inter, V, L = 4096, 1024, 14336, 128256, 32
+    layer = (2 * _nvfp4_bytes(h, h) + 2 * _nvfp4_bytes(h, kv) + 2 * _nvfp4_bytes(h, inter)
+             + _nvfp4_bytes(inter, h))
+    assert model.weight_bytes == L * layer + 2 * (2 * V * h + L * 2 * h + h)
+    assert (model.quantization.scheme, model.compute_dtype) == ("nvfp4", "fp4")
+
+
+def test_fp4_peaks_and_their_refusal_before_blackwell():
+    """B200 and GB200 run NVFP4 at 9 and 10 PFLOP/s dense (datasheet 18 and 20 with sparsity); an H100 has no FP4
+    tensor cores: refused by name, not priced at another peak."""
+    from roofline import get_accelerator
+    from roofline.errors import InvalidValueError
+    from roofline.estimate import compute_peak
+
+    cfg = json.loads((HERE / "llama-3.1-8b.json").read_text())
+    model = ModelConfig.from_hf_config({**cfg, "quantization_config": NVFP4})
+    assert compute_peak(model, get_accelerator("b200")) == 9 * 10**15
+    assert compute_peak(model, get_accelerator("gb200")) == 10 * 10**15
+    assert get_accelerator("b200").peak_fp4.value == 2 * get_accelerator("b200").peak_fp8.value
+    with pytest.raises(InvalidValueError, match="no FP4 tensor cores"):
+        compute_peak(model, get_accelerator("h100-sxm"))
+
+
+def test_modelopt_other_algorithms_are_refused_by_name():
+    """A ModelOpt quant_algo other than NVFP4 or FP8 is refused naming it."""
+    cfg = json.loads((HERE / "llama-3.1-8b.json").read_text())
+    with pytest.raises(UnsupportedModelError, match="W4A8_AWQ"):
+        ModelConfig.from_hf_config({**cfg, "quantization_config": {"quant_method": "modelopt",
+                                                                   "quant_algo": "W4A8_AWQ"}})
+
+
+def test_fp8_kv_cache_dtype_vllm_names(capsys):
+    """--kv-cache-dtype (vLLM's name) sets the KV dtype: fp8, fp8_e4m3 and fp8_e5m2 keep 1 byte per element."""
+    from roofline.cli import main
+
+    for name in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        assert get_model("llama-3.1-8b").with_dtypes(kv_dtype=name).kv_bytes(1000) == 1000 * 32 * 2 * 8 * 128
+    assert main(["report", "--model", "llama-3.1-8b", "--accelerator", "h100-sxm", "--kv-cache-dtype", "fp8",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["model"]["kv_dtype"], doc["kv"]["kv_bytes_per_token"]) == ("fp8", 32 * 2 * 8 * 128)
