@@ -785,6 +785,11 @@ def _read_dbrx(cfg: dict[str, Any], source: str) -> dict[str, Any]:
                        dict(d_model=2048, n_heads=16, n_layers=24, vocab_size=32000, max_seq_len=2048))
     a = _with_defaults(attn, dict(kv_n_heads=1))
     f = _with_defaults(ffn, dict(ffn_hidden_size=3584, moe_num_experts=4, moe_top_k=1))
+    for key in d:  # each size named as the config spells it, nested ones with their object
+        field(d, key, source=source)
+    field(a, "kv_n_heads", source=source + " attn_config")
+    for key in ("moe_num_experts", "moe_top_k"):
+        field(f, key, source=source + " ffn_config")
     width = field(f, "ffn_hidden_size", source=source + " ffn_config")
     llama = dict(num_hidden_layers=d["n_layers"], hidden_size=d["d_model"], intermediate_size=width,
                  num_attention_heads=d["n_heads"], num_key_value_heads=a["kv_n_heads"], vocab_size=d["vocab_size"],
@@ -796,11 +801,19 @@ def _read_dbrx(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return kw
 
 
+#: transformers' Ernie4_5_MoeConfig defaults for the shape fields (configuration_ernie4_5_moe.py).
+_ERNIE4_5_MOE_DEFAULTS = dict(vocab_size=103_424, hidden_size=2560, intermediate_size=12_288, num_hidden_layers=28,
+                              num_attention_heads=20, num_key_value_heads=4, max_position_embeddings=131_072,
+                              tie_word_embeddings=True, use_bias=False)
+
+
 def _read_ernie4_5_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     """ERNIE 4.5 MoE (Ernie4_5_MoeConfig): ERNIE 4.5 dense attention; MoE layers from ``moe_layer_start_index``
-    (default 1) to ``moe_layer_end_index`` (default the last), every ``moe_layer_interval``-th, of
-    ``moe_num_experts`` experts of ``moe_intermediate_size``, top ``moe_k``, plus ``moe_num_shared_experts``
-    shared ones, and an e_score_correction_bias per MoE layer with ``moe_use_aux_free``."""
+    (default 1) to ``moe_layer_end_index`` (default -1, the last), every ``moe_layer_interval``-th, of
+    ``moe_num_experts`` (64) experts of ``moe_intermediate_size`` (1,536), top ``moe_k`` (6), plus
+    ``moe_num_shared_experts`` (2) shared ones, and an e_score_correction_bias per MoE layer with Baidu's
+    ``moe_use_aux_free`` (not a transformers field; default false)."""
+    cfg = _with_defaults(cfg, _ERNIE4_5_MOE_DEFAULTS)
     kw = _read_ernie4_5(cfg, source)
     layers = kw["num_hidden_layers"]
     start = _count(cfg, "moe_layer_start_index", source=source, default=1)
@@ -811,11 +824,11 @@ def _read_ernie4_5_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     step = field(cfg, "moe_layer_interval", source=source, required=False, default=1)
     moe = sum(1 for i in range(layers) if start <= i <= end and (i - start) % step == 0)
     experts = field(cfg, "moe_num_experts", source=source, required=False, default=64)
-    k = field(cfg, "moe_k", source=source, required=False, default=2)
+    k = field(cfg, "moe_k", source=source, required=False, default=6)
     if k > experts:
         raise ConfigError(f"{source}: field 'moe_k'={k} exceeds moe_num_experts={experts}")
     width = field(cfg, "moe_intermediate_size", source=source, required=False, default=1536)
-    shared = _count(cfg, "moe_num_shared_experts", source=source, default=0)
+    shared = _count(cfg, "moe_num_shared_experts", source=source, default=2)
     kw.update(num_experts=experts, num_experts_per_tok=k, moe_intermediate_size=width, num_moe_layers=moe,
               num_shared_experts=shared, shared_expert_intermediate_size=shared * width,
               router_score_bias=flag(cfg, "moe_use_aux_free", False, source=source))

@@ -378,6 +378,20 @@ def test_dbrx_nested_config_and_defaults():
     assert ModelConfig.from_hf_config({"model_type": "dbrx"}).parameters == 2 * 32000 * h + 24 * per_layer + h
 
 
+def test_ernie4_5_moe_defaults_are_ernie_4_5_21b_a3b():
+    """An empty ernie4_5_moe config is Ernie4_5_MoeConfig's defaults, ERNIE-4.5-21B-A3B's shape (moe_k 6, two shared
+    experts), without the aux-free bias."""
+    bare = ModelConfig.from_hf_config({"model_type": "ernie4_5_moe"})
+    assert (bare.num_experts, bare.num_experts_per_tok, bare.num_shared_experts, bare.num_moe_layers) == (64, 6, 2, 27)
+    assert bare.parameters == 21_825_437_888 - 27 * 64  # the worked count below, less its 27 x 64 bias
+
+
+def test_dbrx_bad_nested_field_is_named():
+    """A bad nested size is refused naming its object and field."""
+    with pytest.raises(ConfigError, match="attn_config: .*'kv_n_heads'"):
+        ModelConfig.from_hf_config({"model_type": "dbrx", "attn_config": {"kv_n_heads": 0}})
+
+
 def test_ernie4_5_moe_layers_and_shared_experts_by_hand():
     """ERNIE-4.5-21B-A3B's shape: MoE from layer 1 (27 of 28), 64 experts of 1,536, top 6, two shared experts, an
     e_score_correction_bias per MoE layer; tied 103,424 vocabulary."""
@@ -389,7 +403,7 @@ def test_ernie4_5_moe_layers_and_shared_experts_by_hand():
     attention = h * 2560 + 2 * h * 512 + 2560 * h + 2 * h
     moe = 64 * 3 * h * 1536 + h * 64 + 64 + 2 * 3 * h * 1536
     assert model.num_moe_layers == 27
-    assert model.parameters == 103424 * h + 28 * attention + 3 * h * 12288 + 27 * moe + h
+    assert model.parameters == 103424 * h + 28 * attention + 3 * h * 12288 + 27 * moe + h == 21_825_437_888
 
 
 def test_hunyuan_dense_has_per_head_qk_norms_and_refuses_cla():
