@@ -108,11 +108,15 @@ class ConfigError(RooflineError):
 class UnknownPresetError(RooflineError):
     """A preset name (model or accelerator) is not known; the message lists the known ones."""
 
-    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+    def __init__(self, kind: str, name: str, known: list[str], *, hint: str = "") -> None:
         self.kind = kind
         self.name = name
         self.known = list(known)
-        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+        if hint:  # a Hugging Face id no preset knows: what to do instead, then the ids' presets
+            super().__init__(f"unknown {kind} {name!r}: {hint}; presets that know a Hugging Face id: "
+                             f"{', '.join(sorted(set(known))) or 'none'}")
+        else:
+            super().__init__(f"unknown {kind} {name!r}; known: {', '.join(known)}")
 
 
 class TraceError(RooflineError):

@@ -88,7 +88,9 @@ def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -
                             help="override the weight dtype (bf16, fp8, int8, int4...): one flat width for every "
                                  "weight, embeddings and lm_head included, no group scales, the config's "
                                  "quantization_config dropped; a quantized config.json is priced exactly without it")
-        parser.add_argument("--kv-dtype", default=None, help="override the KV-cache dtype")
+        parser.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", default=None,
+                            help="override the KV-cache dtype (vLLM's --kv-cache-dtype: fp8, fp8_e4m3, fp8_e5m2 "
+                                 "store 1 byte per element; their per-layer scales are not counted)")
 
 
 def add_flops_option(parser: argparse.ArgumentParser, *, default: str) -> None:
