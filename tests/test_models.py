@@ -244,7 +244,7 @@ def test_step_terms_feed_the_formulas():
         m.step_terms("2P")
 
 
-@pytest.mark.parametrize("dtype", ["int8", "float32", "fp4", "FP8", 8])
+@pytest.mark.parametrize("dtype", ["int8", "float32", "fp6", "FP8", 8])
 def test_an_activation_dtype_without_a_peak_is_refused(dtype):
     """activation_dtype picks the compute peak: one it cannot map (int8, a typo) was priced at the BF16 peak
     silently."""
