@@ -543,9 +543,11 @@ def refuse_latex_math(app: Any, doctree: Any, docname: str) -> None:
     from sphinx.util import logging
 
     logger = logging.getLogger("roofline.docs")
-    for node in doctree.findall(lambda n: isinstance(n, nodes.math | nodes.math_block)):
+    for node in list(doctree.findall(lambda n: isinstance(n, nodes.math | nodes.math_block))):
         logger.warning("LaTeX math %r would need MathJax from a network: write it as MathML (docs/_generate.py, "
                        "mathml)", node.astext()[:60], location=node)
+        # Shown as code, so that the build goes on to report every case (no math renderer is loaded).
+        node.replace_self(nodes.literal(node.astext(), node.astext()))
 
 
 def source_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any, options: Any = None,
