@@ -142,6 +142,7 @@ def _mathml_printer() -> Any:
             # SymPy 1.14 has none (it prints "piecewise((...))"): a brace and one row per case.
             table = self.dom.createElement("mtable")
             table.setAttribute("columnalign", "left left")
+            table.setAttribute("displaystyle", "true")  # a case's fraction at full size, as in the display
             for value, condition in expr.args:
                 row = self.dom.createElement("mtr")
                 for cell in (self._print(value), self._piece_condition(condition)):
@@ -413,10 +414,10 @@ def _constants_section(
             # Five columns, not seven: the date and conditions go with their citation, so that the
             # table fits the column at 1280 px (its numbers and code names do not break).
             src = sourced.source
-            notes = "; ".join(n for n in (str(src.date or ""), _table_cell(src.conditions or "")) if n)
+            when = "; ".join(n for n in (str(src.date or ""), _table_cell(src.conditions or "")) if n)
             out.append(
                 f"| `{field}` | {_value(sourced.value)} | {sourced.unit} | {src.kind} | "
-                f"{_table_cell(src.citation)}" + (f" ({notes})" if notes else "") + " |"
+                f"{_table_cell(src.citation)}" + (f" ({when})" if when else "") + " |"
             )
         out.append("")
     for key in models:
