@@ -23,7 +23,7 @@ import numpy as np
 
 from . import formulas as f
 from ._checks import check_int, check_number
-from .deployment import FROM_DEPLOYMENT, Deployment, allreduce_terms, as_deployment
+from .deployment import FROM_DEPLOYMENT, Deployment, allreduce_terms, as_deployment, per_sequence_time
 from .errors import InvalidValueError, NoKVBudgetError
 from .hardware import Accelerator, Source, Sourced
 from .models import ModelConfig
@@ -110,7 +110,7 @@ class DecodeStep:
     flops_convention ("exact" or "2p"),
     time_kind ("bound", or "estimate: " and the profile's name when the times are an
     engine profile's estimate: memory and compute time at eta_bw x bandwidth and
-    eta_mm x peak, step time with t_step + L t_layer added; docs/conventions.md,
+    eta_mm x peak, step time with t_step + L t_layer + B t_seq added; docs/conventions.md,
     "Bound and estimate").
     tensor_parallel_size [GPUs] (T; bytes, FLOPs, memory and compute times are one GPU's,
     throughput the group's), allreduce_time [s] (in step_time; 0 at T = 1) and its
@@ -217,8 +217,9 @@ def decode_step(
         profile = d.estimate
         f.estimated_step_time(  # checks the constants and the arguments, naming a bad one
             **terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
-            num_hidden_layers=model.num_hidden_layers, **profile.constants())
-        overhead = Fraction(overhead) + profile.overhead(model.num_hidden_layers)
+            num_hidden_layers=model.num_hidden_layers, **{"t_seq": 0, **profile.constants()})
+        overhead = (Fraction(overhead) + profile.overhead(model.num_hidden_layers)
+                    + batch * Fraction(per_sequence_time(profile)))
         accelerator = profile.scaled(accelerator)
     kw = dict(terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
               overhead=overhead)

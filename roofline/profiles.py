@@ -3,9 +3,9 @@
 The **estimate** (docs/conventions.md, "Bound and estimate") is the bound's step with an
 engine's constants::
 
-    step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + L x t_layer
+    step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + L x t_layer + B x t_seq
 
-An :class:`EngineProfile` holds one engine's four constants, each a :class:`roofline.Sourced`
+An :class:`EngineProfile` holds one engine's five constants, each a :class:`roofline.Sourced`
 value whose :class:`roofline.Source` says where it comes from (``"fitted"``, naming the
 calibration rows, or ``"measured"``).
 
@@ -81,6 +81,9 @@ class EngineProfile:
         Fixed time per step; None is 0 s (see ``fixed``).
     t_layer : Sourced or None [s]
         Fixed time per layer per step; None is 0 s (see ``fixed``).
+    t_seq : Sourced or None [s]
+        Time per running sequence per decode step (B x t_seq joins the step); None is 0 s
+        (see ``fixed``).
     calibration : tuple of str
         Ids of the rows the constants were fitted on.
     fixed : tuple of str
@@ -100,30 +103,38 @@ class EngineProfile:
     eta_mm: Sourced = attrs.field(validator=_share)
     t_step: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
     t_layer: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
+    t_seq: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
     calibration: tuple[str, ...] = ()
     fixed: tuple[str, ...] = ()
     left_out: tuple[str, ...] = ()
 
     def constants(self) -> dict[str, Fraction]:
-        """``eta_bw``, ``eta_mm``, ``t_step`` [s], ``t_layer`` [s] as exact Fractions (0 for an absent time).
+        """``eta_bw``, ``eta_mm``, ``t_step`` [s], ``t_layer`` [s], ``t_seq`` [s] as exact Fractions (0 for
+        an absent time).
 
-        Pass them with ``**`` to :func:`roofline.formulas.estimated_step_time` and its siblings.
+        Pass them with ``**`` to :func:`roofline.formulas.estimated_step_time` and
+        :func:`~roofline.formulas.estimated_throughput` (a prefill step takes all but ``t_seq``).
         """
         return {
             "eta_bw": Fraction(self.eta_bw.value),
             "eta_mm": Fraction(self.eta_mm.value),
             "t_step": Fraction(self.t_step.value) if self.t_step is not None else Fraction(0),
             "t_layer": Fraction(self.t_layer.value) if self.t_layer is not None else Fraction(0),
+            "t_seq": Fraction(self.t_seq.value) if self.t_seq is not None else Fraction(0),
         }
 
     def overhead(self, num_hidden_layers: int) -> Fraction:
-        """t_step + L x t_layer [s] for a model of ``num_hidden_layers`` layers."""
+        """t_step + L x t_layer [s] for a model of ``num_hidden_layers`` layers (the fixed part of a step)."""
         c = self.constants()
         return c["t_step"] + num_hidden_layers * c["t_layer"]
 
+    def per_sequence(self) -> Fraction:
+        """t_seq [s]: what each running sequence adds to a decode step (0 when absent)."""
+        return self.constants()["t_seq"]
+
     def sources(self) -> dict[str, Sourced]:
         """Every stored constant by name (absent times left out)."""
-        return {n: v for n in ("eta_bw", "eta_mm", "t_step", "t_layer") if (v := getattr(self, n)) is not None}
+        return {n: v for n in _CONSTANTS if (v := getattr(self, n)) is not None}
 
     def scaled(self, accelerator: Accelerator) -> Accelerator:
         """``accelerator`` with its bandwidth times eta_bw and its peaks times eta_mm (sources ``"derived"``).
@@ -143,19 +154,19 @@ class EngineProfile:
         Raises
         ------
         InvalidValueError
-            ``name`` is not one of eta_bw, eta_mm, t_step, t_layer.
+            ``name`` is not one of eta_bw, eta_mm, t_step, t_layer, t_seq.
         """
-        if name not in ("eta_bw", "eta_mm", "t_step", "t_layer"):
-            raise InvalidValueError("name", name, "expected eta_bw, eta_mm, t_step or t_layer")
+        if name not in _CONSTANTS:
+            raise InvalidValueError("name", name, "expected eta_bw, eta_mm, t_step, t_layer or t_seq")
         value = getattr(self, name)
         if value is not None:
             return str(value.source.kind)
         return AT_BOUND_KIND if f"{name} = 0 s: {_AT_BOUND}" in self.fixed else NOT_FITTED_KIND
 
     def describe(self) -> str:
-        """One line: the four constants with their kinds (times in us, :func:`format_constant`)."""
+        """One line: the five constants with their kinds (times in us, :func:`format_constant`)."""
         c = self.constants()
-        return ", ".join(format_constant(n, c[n], self.kind(n)) for n in ("eta_bw", "eta_mm", "t_step", "t_layer"))
+        return ", ".join(format_constant(n, c[n], self.kind(n)) for n in _CONSTANTS)
 
 
 #: Kind of an absent time the fit put at its bound 0 (:meth:`EngineProfile.kind`).
@@ -170,7 +181,7 @@ def format_constant(name: str, value: float | Fraction, kind: str) -> str:
 
     Parameters
     ----------
-    name : {"eta_bw", "eta_mm", "t_step", "t_layer"}
+    name : {"eta_bw", "eta_mm", "t_step", "t_layer", "t_seq"}
     value : real [1] for the etas, [s] for the times
     kind : str
         :meth:`EngineProfile.kind`.
@@ -207,7 +218,8 @@ def _key(name: str) -> str:
 #: The shipped profiles' file, under roofline/data (written by :func:`profiles_document`).
 PROFILES_FILE = "engine_profiles.json"
 _FILE_KIND = "roofline-engine-profiles"
-_CONSTANTS = ("eta_bw", "eta_mm", "t_step", "t_layer")
+#: The constants of a profile, in the order they are printed.
+_CONSTANTS = ("eta_bw", "eta_mm", "t_step", "t_layer", "t_seq")
 
 
 def _sourced_json(value: Sourced | None) -> dict[str, Any] | None:
@@ -270,7 +282,7 @@ def _shipped(flops: str) -> tuple[dict[str, EngineProfile], dict[str, str]]:
     part = _document()["conventions"][flops_convention(flops)]
     profiles = {}
     for row in part["profiles"]:
-        constants: dict[str, Any] = {n: _sourced_from(row[n]) for n in _CONSTANTS}
+        constants: dict[str, Any] = {n: _sourced_from(row.get(n)) for n in _CONSTANTS}
         profiles[row["name"]] = EngineProfile(
             key=row["key"], name=row["name"], **constants,
             calibration=tuple(row["calibration"]), fixed=tuple(row["fixed"]), left_out=tuple(row["left_out"]))

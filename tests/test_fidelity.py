@@ -124,7 +124,7 @@ def test_fit_recovers_constants_that_generated_the_rows():
     assert len({m.model.num_hidden_layers for m in rows}) == 2  # 32 and 80 layers: t_layer is separable
     p = fit_profile(name, rows)
     assert p.constants()["eta_bw"] == eta and p.constants()["t_step"] == ts and p.constants()["t_layer"] == tl
-    assert p.fixed == ()
+    assert p.fixed == ("t_seq = 0 s: not fitted, the rows cannot separate it from t_step (every row has batch 1)",)
 
 
 def test_fit_keeps_constants_physical():
@@ -324,11 +324,11 @@ def test_constants_read_the_same_in_report_and_validate(capsys):
         vllm.kind("overhead")
     expected = {
         "vllm": "eta_bw 0.8052 [fitted], eta_mm 0.8692 [measured], t_step 0.0 us [fitted at its bound: 0], "
-                "t_layer 76.8 us [fitted]",
+                "t_layer 76.8 us [fitted], t_seq 0.0 us [not fitted: 0]",
         "trtllm": "eta_bw 0.7371 [fitted], eta_mm 0.8030 [measured], t_step 0.0 us [not fitted: 0], "
-                  "t_layer 0.0 us [not fitted: 0]",
+                  "t_layer 0.0 us [not fitted: 0], t_seq 0.0 us [not fitted: 0]",
         "gpt-fast": "eta_bw 0.8338 [fitted], eta_mm 0.8692 [measured], t_step 455.8 us [fitted], "
-                    "t_layer 69.5 us [fitted]",
+                    "t_layer 69.5 us [fitted], t_seq 0.0 us [not fitted: 0]",
     }
     assert main(["validate"]) == 0
     validate_out = capsys.readouterr().out
@@ -366,6 +366,7 @@ def test_cost_model_gains_the_estimate_constants():
     est = RooflineCostModel.for_model(model, acc, estimate="lmdeploy")
     kw = dict(**model.step_terms("exact"), **acc.step_terms(), num_hidden_layers=32, **p.constants())
     assert est.decode_time(8, 768) == f.estimated_step_time(batch=8, context_sum=768, **kw)
+    kw.pop("t_seq")  # a prefill step has no per-sequence term
     assert est.prefill_time(512, 131_328) == f.estimated_prefill_step_time(prefill_tokens=512,
                                                                           attention_pairs=131_328, **kw)
     assert bound.decode_time(8, 768) == f.step_time(batch=8, context_sum=768, **model.step_terms("exact"),
@@ -394,3 +395,65 @@ def test_engine_profile_is_an_attrs_record():
     c = p.constants()
     assert c["t_step"] == 0 and c["t_layer"] == 0 and all(isinstance(v, Fraction) for v in c.values())
     assert p.overhead(80) == 0
+
+
+# --------------------------------------------------------------------------- the per-sequence term (issue 24)
+
+
+def _with_t_seq(profile: EngineProfile, t_seq: Fraction) -> EngineProfile:
+    return attrs.evolve(profile, t_seq=attrs.evolve(profile.t_layer, value=t_seq))
+
+
+def test_fit_recovers_a_per_sequence_time_when_the_rows_differ_in_batch():
+    """LMDeploy's six rows (batches 1 to 64, 32 to 80 layers) made by the estimate with eta_bw 0.8, t_step 1 ms,
+    t_layer 20 us, t_seq 170 us: the fit gives back all four, exactly (t_seq enters the design as B_i / m_i)."""
+    eta, ts, tl, tq = Fraction(8, 10), Fraction(1, 1000), Fraction(2, 100_000), Fraction(17, 100_000)
+    rows = [attrs.evolve(m, split="calibration", measured_s=float(
+        _memory_time(m) / eta + _allreduce(m) + ts + m.model.num_hidden_layers * tl + m.batch * tq))
+        for m in ROWS if m.engine_profile == "LMDeploy TurboMind"]
+    assert sorted({m.batch for m in rows}) == [1, 16, 32, 64]
+    p = fit_profile("LMDeploy TurboMind", rows)
+    assert p.constants() == dict(eta_bw=eta, eta_mm=Fraction(113, 130), t_step=ts, t_layer=tl, t_seq=tq)
+    assert p.fixed == () and p.t_seq is not None and p.t_seq.source.kind == "fitted" and p.kind("t_seq") == "fitted"
+    assert p.describe().endswith("t_seq 170.0 us [fitted]")
+
+
+def test_decode_step_adds_batch_times_t_seq_and_is_the_registered_formula():
+    """vLLM's profile with t_seq 170 us: Llama 3.1 8B at batch 8, context 1,000 on H100 costs 8 x 170 us = 1.36 ms
+    more than without it, and equals estimated_step_time(t_seq=...) exactly."""
+    model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    base = get_engine_profile("vllm")
+    p = _with_t_seq(base, Fraction(17, 100_000))
+    with_seq = decode_step(model, acc, batch=8, context=1000, estimate=p)
+    without = decode_step(model, acc, batch=8, context=1000, estimate=base)
+    assert with_seq.step_time - without.step_time == Fraction(136, 100_000)
+    expected = f.estimated_step_time(batch=8, context_sum=8000, **model.step_terms("exact"), **acc.step_terms(),
+                                     num_hidden_layers=32, **p.constants())
+    assert with_seq.step_time == expected and with_seq.throughput == 8 / expected
+    with pytest.raises(InvalidValueError, match="^t_seq="):
+        f.estimated_step_time(batch=1, context_sum=0, **model.step_terms("exact"), **acc.step_terms(),
+                              num_hidden_layers=32, **dict(p.constants(), t_seq=-1))
+
+
+def test_cost_model_prices_t_seq_per_decode_row_and_takes_the_step_clock():
+    """The scheduler's cost model adds B x t_seq to a decode step and decode_rows x t_seq to a mixed step, nothing to
+    a prefill; its stretch_terms() is a reason naming t_seq, so a run takes the step engine (and says why)."""
+    from roofline import Deployment
+    from roofline.sim import Request, serve_continuous
+
+    model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    base = get_engine_profile("vllm")
+    tq = Fraction(17, 100_000)
+    plain = RooflineCostModel.for_deployment(Deployment(model, acc, estimate=base))
+    seq = RooflineCostModel.for_deployment(Deployment(model, acc, estimate=_with_t_seq(base, tq)))
+    assert seq.per_sequence == tq and plain.per_sequence == 0
+    assert seq.decode_time(8, 768) - plain.decode_time(8, 768) == 8 * tq
+    assert seq.mixed_time(4, 400, 100, 0, 5050) - plain.mixed_time(4, 400, 100, 0, 5050) == 4 * tq
+    assert seq.prefill_time(512, 131_328) == plain.prefill_time(512, 131_328)
+    why = seq.stretch_terms()
+    assert isinstance(why, str) and "t_seq" in why and not isinstance(plain.stretch_terms(), str)
+    requests = [Request(id=i, arrival_s=0, prompt_tokens=16, output_tokens=8) for i in range(4)]
+    result = serve_continuous(requests, seq)
+    assert result.options["engine"] == "step" and "t_seq" in result.options["engine_reason"]
+    with pytest.raises(InvalidValueError, match="^per_sequence="):
+        RooflineCostModel(**dict(Deployment(model, acc).cost_terms(), per_sequence=-1))
