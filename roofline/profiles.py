@@ -36,6 +36,9 @@ from .models import flops_convention
 
 __all__ = [
     "EngineProfile",
+    "ErrorBand",
+    "FittedRange",
+    "OUTSIDE_FITTED_RANGE",
     "AT_BOUND_KIND",
     "NOT_FITTED_KIND",
     "format_constant",
@@ -61,6 +64,135 @@ def _share(instance: object, attribute: attrs.Attribute, value: Sourced) -> None
     _sourced(instance, attribute, value)
     if not 0 < value.value <= 1:
         raise InvalidValueError(attribute.name, float(value.value), "must be in (0, 1]")
+
+
+#: The words every printed estimate carries when its request lies outside the rows its profile was fitted on.
+OUTSIDE_FITTED_RANGE = "estimate, outside the fitted range"
+
+
+def _percent(x: float) -> str:
+    return f"{x * 100:+.1f} %"
+
+
+@attrs.frozen
+class ErrorBand:
+    """The validation residuals of a profile's estimate: how far it was from rows it never saw.
+
+    Attributes
+    ----------
+    rows : tuple of str
+        Ids of the profile's validation rows priced (never a calibration row).
+    median : float [1]
+        Median of the signed relative errors (estimate - measured) / measured.
+    p10, p90 : float [1]
+        Their 10th and 90th percentiles, interpolated linearly between order statistics
+        (``numpy.percentile``'s default, as ``vllm bench serve`` computes percentiles).
+    median_abs : float [1]
+        Median of the absolute errors.
+
+    An empty band (no validation row) has ``rows == ()`` and every statistic None.
+    """
+
+    rows: tuple[str, ...] = ()
+    median: float | None = None
+    p10: float | None = None
+    p90: float | None = None
+    median_abs: float | None = None
+
+    @classmethod
+    def of(cls, errors: dict[str, float]) -> ErrorBand:
+        """The band of ``errors`` (row id -> signed relative error [1]); rows sorted by id.
+
+        Raises
+        ------
+        InvalidValueError
+            An error that is not a finite number (field ``errors``).
+        """
+        import math
+
+        import numpy as np
+
+        for row, e in errors.items():
+            if isinstance(e, bool) or not isinstance(e, (int, float, Fraction)) or not math.isfinite(e):
+                raise InvalidValueError("errors", e, f"row {row!r}: expected a finite relative error")
+        if not errors:
+            return cls()
+        ids = tuple(sorted(errors))
+        xs = np.array([float(errors[i]) for i in ids])
+        p10, median, p90 = (float(v) for v in np.percentile(xs, [10, 50, 90]))
+        return cls(rows=ids, median=median, p10=p10, p90=p90, median_abs=float(np.median(np.abs(xs))))
+
+    def describe(self) -> str:
+        """One line: ``"validation residuals: median +3.2 %, 10th-90th percentile -8.1 % to +12.0 % (5 rows)"``."""
+        if not self.rows or self.median is None or self.p10 is None or self.p90 is None:
+            return "validation residuals: none (no validation row of this profile is priced)"
+        return (f"validation residuals: median {_percent(self.median)}, 10th-90th percentile "
+                f"{_percent(self.p10)} to {_percent(self.p90)} ({len(self.rows)} row{'s' if len(self.rows) != 1 else ''})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: rows, median, p10, p90, median_abs (floats [1]) and n."""
+        return {"rows": list(self.rows), "n": len(self.rows), "median": self.median, "p10": self.p10,
+                "p90": self.p90, "median_abs": self.median_abs}
+
+
+@attrs.frozen
+class FittedRange:
+    """What a profile's calibration rows span: outside it an estimate is an extrapolation, and says so.
+
+    Attributes
+    ----------
+    model_types : tuple of str
+        Hugging Face families (:attr:`roofline.ModelConfig.model_type`) of the rows.
+    accelerators : tuple of str
+        Accelerator preset keys of the rows.
+    weight_dtypes : tuple of str
+        Weight storage of the rows (:meth:`roofline.ModelConfig.weight_storage` wording, e.g. ``"bfloat16"``).
+    batch_min, batch_max : int [sequences]
+        The smallest and largest batch of the rows.
+    """
+
+    model_types: tuple[str, ...] = ()
+    accelerators: tuple[str, ...] = ()
+    weight_dtypes: tuple[str, ...] = ()
+    batch_min: int = 1
+    batch_max: int = 1
+
+    def outside(self, model: Any, accelerator: Any, batch: int | None = None) -> tuple[str, ...]:
+        """Why ``model`` on ``accelerator`` at ``batch`` lies outside the rows (empty: inside).
+
+        Parameters
+        ----------
+        model : ModelConfig (a whole model or one GPU's share)
+        accelerator : Accelerator (its preset ``key``; a profile-scaled key counts as its preset)
+        batch : int >= 1 or None [sequences]
+            None: the batch is not judged (a simulation's batches vary step to step).
+
+        Returns
+        -------
+        tuple of str
+            One phrase per field outside: ``"model family 'qwen2' (fitted: llama)"``, ...
+        """
+        out = []
+        if model.model_type not in self.model_types:
+            out.append(f"model family {model.model_type!r} (fitted: {', '.join(self.model_types)})")
+        key = str(accelerator.key).split(":")[0]
+        if key not in self.accelerators:
+            out.append(f"accelerator {key} (fitted: {', '.join(self.accelerators)})")
+        if model.weight_dtype not in self.weight_dtypes:
+            out.append(f"weights {model.weight_dtype} (fitted: {', '.join(self.weight_dtypes)})")
+        if batch is not None and not self.batch_min <= batch <= self.batch_max:
+            out.append(f"batch {batch} (fitted: {self.batch_min} to {self.batch_max})")
+        return tuple(out)
+
+    def describe(self) -> str:
+        """One line: the families, accelerators, weight dtypes and batch range of the rows."""
+        return (f"fitted on {', '.join(self.model_types)} models, {', '.join(self.accelerators)}, weights "
+                f"{', '.join(self.weight_dtypes)}, batch {self.batch_min} to {self.batch_max}")
+
+
+def _band(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None and not isinstance(value, (ErrorBand, FittedRange)):
+        raise InvalidValueError(attribute.name, value, "expected an ErrorBand or FittedRange (or None)")
 
 
 @attrs.frozen
@@ -90,6 +222,10 @@ class EngineProfile:
         Each constant not fitted, and why.
     left_out : tuple of str
         Calibration rows of the profile not used by the fit, and why.
+    band : ErrorBand or None
+        The estimate's residuals on the profile's validation rows (None: not judged).
+    fitted_range : FittedRange or None
+        What the calibration rows span (None: unknown, every request counts as outside).
 
     Notes
     -----
@@ -107,6 +243,28 @@ class EngineProfile:
     calibration: tuple[str, ...] = ()
     fixed: tuple[str, ...] = ()
     left_out: tuple[str, ...] = ()
+    band: ErrorBand | None = attrs.field(default=None, validator=_band)
+    fitted_range: FittedRange | None = attrs.field(default=None, validator=_band)
+
+    def outside(self, model: Any, accelerator: Any, batch: int | None = None) -> tuple[str, ...]:
+        """Why a request lies outside the fitted rows (:meth:`FittedRange.outside`; empty: inside)."""
+        if self.fitted_range is None:
+            return ("no fitted range recorded",)
+        return self.fitted_range.outside(model, accelerator, batch)
+
+    def error_band(self, model: Any = None, accelerator: Any = None, batch: int | None = None) -> str:
+        """The line every printed estimate carries: its validation residuals, and whether the request is
+        inside the fitted rows.
+
+        ``"validation residuals: median +3.2 %, 10th-90th percentile -8.1 % to +12.0 % (5 rows)"``, then, when
+        ``model`` and ``accelerator`` are given and lie outside (:meth:`outside`),
+        ``"; estimate, outside the fitted range: accelerator h200-sxm (fitted: a100-80gb)"``.
+        """
+        band = (self.band or ErrorBand()).describe()
+        if model is None or accelerator is None:
+            return band
+        why = self.outside(model, accelerator, batch)
+        return band + (f"; {OUTSIDE_FITTED_RANGE}: {'; '.join(why)}" if why else "; inside the fitted range")
 
     def constants(self) -> dict[str, Fraction]:
         """``eta_bw``, ``eta_mm``, ``t_step`` [s], ``t_layer`` [s], ``t_seq`` [s] as exact Fractions (0 for
@@ -262,10 +420,20 @@ def profiles_document(fits: dict[str, tuple[dict[str, EngineProfile], dict[str, 
             row: dict[str, Any] = {"key": p.key, "name": p.name}
             row.update({n: _sourced_json(getattr(p, n)) for n in _CONSTANTS})
             row.update(calibration=list(p.calibration), fixed=list(p.fixed), left_out=list(p.left_out))
+            row.update(band=None if p.band is None else attrs.asdict(p.band),
+                       fitted_range=None if p.fitted_range is None
+                       else attrs.asdict(p.fitted_range))
             rows.append(row)
         conventions[flops_convention(flops)] = {"profiles": rows, "unavailable": dict(unavailable)}
     return {"kind": _FILE_KIND, "schema": 1, "fitted_by": "roofline.calibrate.fit.fit_profiles(load_published(), "
             "flops=...)", "conventions": conventions}
+
+
+def _record(cls: Any, doc: dict[str, Any] | None) -> Any:
+    """An ErrorBand or FittedRange from its JSON dict (lists back to tuples), or None."""
+    if doc is None:
+        return None
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in doc.items()})
 
 
 @functools.lru_cache(maxsize=1)
@@ -285,7 +453,8 @@ def _shipped(flops: str) -> tuple[dict[str, EngineProfile], dict[str, str]]:
         constants: dict[str, Any] = {n: _sourced_from(row.get(n)) for n in _CONSTANTS}
         profiles[row["name"]] = EngineProfile(
             key=row["key"], name=row["name"], **constants,
-            calibration=tuple(row["calibration"]), fixed=tuple(row["fixed"]), left_out=tuple(row["left_out"]))
+            calibration=tuple(row["calibration"]), fixed=tuple(row["fixed"]), left_out=tuple(row["left_out"]),
+            band=_record(ErrorBand, row.get("band")), fitted_range=_record(FittedRange, row.get("fitted_range")))
     return profiles, dict(part["unavailable"])
 
 

@@ -73,7 +73,11 @@ def test_no_validation_row_is_used_in_a_fit():
         assert all(i in p.eta_bw.source.citation for i in p.calibration)
     # double every validation measurement: the fitted constants do not change
     moved = [attrs.evolve(m, measured_s=2 * m.measured_s) if m.split == "validation" else m for m in ROWS]
-    assert fit_profiles(moved)[0] == profiles
+    refit = fit_profiles(moved)[0]
+    assert {n: attrs.evolve(p, band=None) for n, p in refit.items()} == {
+        n: attrs.evolve(p, band=None) for n, p in profiles.items()}
+    # only the band, which judges the validation rows, sees them: doubled measurements, residuals near -50 %
+    assert all(p.band is not None and p.band.median is not None and p.band.median < -0.4 for p in refit.values())
     # and a calibration measurement does move its profile's constants
     cal = [attrs.evolve(m, measured_s=2 * m.measured_s) if m.id == VLLM_CAL[0] else m for m in ROWS]
     assert fit_profiles(cal)[0]["vLLM with CUDA graphs"] != profiles["vLLM with CUDA graphs"]
@@ -457,3 +461,62 @@ def test_cost_model_prices_t_seq_per_decode_row_and_takes_the_step_clock():
     assert result.options["engine"] == "step" and "t_seq" in result.options["engine_reason"]
     with pytest.raises(InvalidValueError, match="^per_sequence="):
         RooflineCostModel(**dict(Deployment(model, acc).cost_terms(), per_sequence=-1))
+
+
+# --------------------------------------------------------------------------- the error band (issue 24)
+
+
+def test_error_band_interpolates_percentiles_between_order_statistics():
+    """Errors -10, 0, +20, +30 %: median +10 %, 10th percentile -7 %, 90th +27 % (linear, as numpy.percentile),
+    median |error| 15 %; a NaN is refused naming the field."""
+    from roofline.profiles import ErrorBand
+
+    band = ErrorBand.of({"d": 0.3, "a": -0.1, "c": 0.2, "b": 0.0})
+    assert band.rows == ("a", "b", "c", "d")
+    assert band.median == pytest.approx(0.1) and band.p10 == pytest.approx(-0.07) and band.p90 == pytest.approx(0.27)
+    assert band.median_abs == pytest.approx(0.15)
+    assert band.describe() == "validation residuals: median +10.0 %, 10th-90th percentile -7.0 % to +27.0 % (4 rows)"
+    assert ErrorBand.of({}).describe().startswith("validation residuals: none")
+    with pytest.raises(InvalidValueError, match="^errors="):
+        ErrorBand.of({"x": float("nan")})
+
+
+def test_shipped_bands_are_the_validation_rows_of_validate():
+    """Each shipped profile's band is the residuals validate prints for its validation rows (vLLM: +12.8 %, +8.4 %,
+    -10.2 %: median +8.4 %, 10th-90th -6.5 % to +11.9 %, 3 rows); no calibration row is in a band."""
+    report = validate_with_estimates(ROWS)
+    for p in engine_profiles().values():
+        rows = {r.measurement.id: r.error_estimate for r in report.rows
+                if r.measurement.engine_profile == p.name and r.measurement.split == "validation"}
+        assert p.band is not None and p.band.rows == tuple(sorted(rows))
+        assert p.band.median == pytest.approx(statistics.median(rows.values()), abs=1e-12)
+        assert not set(p.band.rows) & set(p.calibration)
+    vllm = get_engine_profile("vllm")
+    assert vllm.error_band() == ("validation residuals: median +8.4 %, 10th-90th percentile -6.5 % to +11.9 % "
+                                 "(3 rows)")
+
+
+def test_every_printed_estimate_says_when_it_is_outside_the_fitted_range(capsys):
+    """vLLM was fitted on Llama at batch 8 on A100 and H200: Llama 3.1 8B on H200 is inside; on H100 the accelerator
+    is named outside; a Qwen model and batch 64 too; report, simulate and validate print the band."""
+    vllm = get_engine_profile("vllm")
+    llama, qwen = get_model("llama-3.1-8b"), get_model("qwen3-4b")
+    h100, h200 = get_accelerator("h100-sxm"), get_accelerator("h200-sxm")
+    assert vllm.outside(llama, h200, 8) == ()
+    assert vllm.outside(llama, h100, 8) == ("accelerator h100-sxm (fitted: a100-80gb, h200-sxm)",)
+    assert vllm.outside(qwen, h200, 64) == ("model family 'qwen3' (fitted: llama)", "batch 64 (fitted: 8 to 8)")
+    assert vllm.error_band(llama, h200).endswith("; inside the fitted range")
+    assert main(["report", "--estimate", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert ("  band                  validation residuals: median +8.4 %, 10th-90th percentile -6.5 % to +11.9 % "
+            "(3 rows); estimate, outside the fitted range: accelerator h100-sxm (fitted: a100-80gb, h200-sxm)\n") in out
+    assert "memory (estimate, outside the fitted range: batch)" in out
+    assert main(["report", "--estimate", "vllm", "--json"]) == 0
+    e = json.loads(capsys.readouterr().out)["estimate"]
+    assert e["error_band"]["n"] == 3 and e["outside_fitted_range"] == [
+        "accelerator h100-sxm (fitted: a100-80gb, h200-sxm)"]
+    assert main(["simulate", "--limit", "5", "--policy", "serial", "--float", "--estimate", "vllm"]) == 0
+    assert "  estimate band: validation residuals: median +8.4 %" in capsys.readouterr().out
+    assert main(["validate"]) == 0
+    assert "    band: validation residuals: median +8.4 %, 10th-90th percentile -6.5 % to +11.9 % (3 rows)\n" in (
+        capsys.readouterr().out)

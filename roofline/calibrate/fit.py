@@ -59,7 +59,9 @@ from fractions import Fraction
 
 from ..errors import InvalidValueError
 from ..hardware import Source, Sourced, get_accelerator
-from ..profiles import _AT_BOUND, EngineProfile, _key, _scaled
+import attrs
+
+from ..profiles import _AT_BOUND, EngineProfile, ErrorBand, FittedRange, _key, _scaled
 from ..profiles import AT_BOUND_KIND as AT_BOUND_KIND  # re-exported: they lived here before roofline.profiles
 from ..profiles import NOT_FITTED_KIND as NOT_FITTED_KIND
 from ..profiles import PROFILE_KEYS as PROFILE_KEYS
@@ -76,6 +78,7 @@ __all__ = [  # and, re-exported from roofline.profiles: EngineProfile, get_engin
     "fit_profile",
     "fit_profiles",
     "fit_shipped",
+    "error_band",
     "estimate_row",
     "validate_with_estimates",
 ]
@@ -326,7 +329,48 @@ def fit_profile(name: str, rows: Sequence[Measurement], *, flops: str = "exact")
         calibration=tuple(m.id for m in used),
         fixed=tuple(fixed),
         left_out=tuple(left_out),
+        fitted_range=_fitted_range(used),
     )
+
+
+def _fitted_range(rows: Sequence[Measurement]) -> FittedRange:
+    """The model families, accelerators, weight dtypes and batch range of the rows a profile was fitted on."""
+    return FittedRange(
+        model_types=tuple(sorted({m.model.model_type for m in rows})),
+        accelerators=tuple(sorted({m.spec.key for m in rows if m.spec is not None})),
+        weight_dtypes=tuple(sorted({m.model.weight_dtype for m in rows})),
+        batch_min=min(m.batch for m in rows),
+        batch_max=max(m.batch for m in rows),
+    )
+
+
+def error_band(profile: EngineProfile, measurements: Sequence[Measurement], *, flops: str = "exact") -> ErrorBand:
+    """The residuals of ``profile``'s estimate on its validation rows among ``measurements``.
+
+    Parameters
+    ----------
+    profile : EngineProfile
+    measurements : sequence of Measurement
+        Rows of any subset: only those of ``profile.name`` in the validation subset, with spec constants,
+        are judged (a calibration row never is: the band measures rows the constants never saw).
+    flops : {"exact", "2p"}
+
+    Returns
+    -------
+    ErrorBand
+        Signed (estimate - measured) / measured per row, their median and 10th-90th percentiles
+        (:meth:`roofline.profiles.ErrorBand.of`).
+
+    Raises
+    ------
+    InvalidValueError
+        As :func:`estimate_row`.
+    """
+    errors = {}
+    for m in measurements:
+        if m.engine_profile == profile.name and m.split == "validation" and m.spec is not None:
+            errors[m.id] = (estimate_row(m, profile, flops=flops) - m.measured_s) / m.measured_s
+    return ErrorBand.of(errors)
 
 
 def fit_profiles(
@@ -343,7 +387,8 @@ def fit_profiles(
     Returns
     -------
     (profiles, unavailable)
-        ``profiles``: profile name -> EngineProfile; ``unavailable``: profile name -> why
+        ``profiles``: profile name -> EngineProfile (each with its :func:`error_band` on the validation rows
+        among ``measurements``); ``unavailable``: profile name -> why
         it has no constants (no priced calibration row).
 
     Raises
@@ -358,7 +403,8 @@ def fit_profiles(
         rows = [m for m in measurements if m.engine_profile == name and m.split == "calibration"
                 and m.spec is not None]
         if rows:
-            profiles[name] = fit_profile(name, rows, flops=flops)
+            fitted = fit_profile(name, rows, flops=flops)
+            profiles[name] = attrs.evolve(fitted, band=error_band(fitted, measurements, flops=flops))
         else:
             unavailable[name] = "no calibration row of this profile is priced by this version"
     return profiles, unavailable

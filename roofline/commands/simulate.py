@@ -458,7 +458,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                 pool=pool, budget=budget,
                 budget_basis=budget_basis, results=results, labels=names,
                 slo=slo if any(v is not None for v in slo.values()) else None,
-                time_kind=time_kind)
+                time_kind=time_kind, band=_band_line(deployment))
 
 
 def _t(seconds: Any) -> str:
@@ -548,6 +548,7 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
         *([f"  sliding windows: KV counted per layer ({_windows_text(pool.layer_windows)}); a windowed layer "
            "frees its blocks as its window moves on"] if pool.layer_windows else []),
         f"  step times: {_kind_text(run.get('time_kind', 'bound'))}",
+        *([f"  estimate band: {run['band']}"] if run.get("band") else []),
         f"  simulation engine: {_engines_text(run['labels'], run['results'])}",
         "",
     ]
@@ -613,6 +614,15 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _band_line(deployment: Any) -> str | None:
+    """The estimate's validation residuals and whether this model and accelerator lie in its fitted rows
+    (:meth:`roofline.profiles.EngineProfile.error_band`; the batch varies step to step, so it is not judged)."""
+    p = deployment.estimate
+    if p is None or not hasattr(p, "error_band"):
+        return None
+    return str(p.error_band(deployment.share, deployment.accelerator))
+
+
 def _kind_text(kind: str) -> str:
     if kind == "bound":
         return "roofline bound (datasheet constants, overhead as given: a lower bound)"
@@ -637,6 +647,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         "accelerator": {"key": acc.key, "name": acc.name},
         **({"tensor_parallel_size": T} if (T := run["deployment"].tensor_parallel_size) > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
+        **({"estimate_band": run["band"]} if run.get("band") else {}),
         "kv_pool": {"budget_bytes": float(run["budget"]), "budget_basis": run.get("budget_basis"),
                     "capacity_blocks": pool.capacity_blocks,
                     "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens, "unit": pool.unit},

@@ -180,6 +180,9 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
         lines.append("Engine profiles of the estimate (constants: value [kind: source]):")
         for p in report.profiles:
             lines.append(f"  {p.name} (--estimate {p.key}): {p.describe()}")
+            lines.append(f"    band: {p.error_band()}")
+            if p.fitted_range is not None:
+                lines.append(f"    range: {p.fitted_range.describe()}")
             for name, v in p.sources().items():
                 lines.append(f"    {name}: {v.source.kind}: {v.source.citation}")
             for item in (*p.fixed, *p.left_out):
