@@ -29,7 +29,7 @@ from ._checks import check_count, check_int, check_nonnegative, check_scalar
 from .errors import InvalidValueError
 from .hardware import Accelerator
 from .models import ModelConfig, ModelShare, flops_convention
-from .profiles import EngineProfile, get_engine_profile
+from .profiles import EngineProfile, get_engine_profile, resolve_engine_profile
 
 __all__ = ["Deployment", "Parallelism", "as_deployment", "allreduce_terms", "per_sequence_time", "profile",
            "FROM_DEPLOYMENT"]
@@ -369,7 +369,9 @@ def profile(name: Any) -> Any:
     Parameters
     ----------
     name : str, EngineProfile or None
-        ``"vllm"``, ``"vLLM with CUDA graphs"`` ...; a profile is returned as it is.
+        An engine version (``"vllm-v1"``, ``"trtllm-1.0"``), an engine's name (``"vllm"``: its newest
+        version), or a fitted profile's key or name (``"vLLM with CUDA graphs"``:
+        :func:`roofline.profiles.resolve_engine_profile`); a profile is returned as it is.
 
     Returns
     -------
@@ -379,9 +381,11 @@ def profile(name: Any) -> Any:
     ------
     UnknownPresetError
         An unknown name; InvalidValueError for a profile whose calibration rows are not priced yet
-        (:func:`roofline.profiles.get_engine_profile`).
+        (:func:`roofline.profiles.get_engine_profile`) or a version without constants.
     """
-    return None if name is None else get_engine_profile(name)
+    if name is None or not isinstance(name, str):
+        return None if name is None else get_engine_profile(name)
+    return resolve_engine_profile(name)[0]
 
 
 def _is_count(value: Any) -> bool:

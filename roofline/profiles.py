@@ -39,6 +39,13 @@ __all__ = [
     "ErrorBand",
     "FittedRange",
     "OUTSIDE_FITTED_RANGE",
+    "SchedulerDefaults",
+    "SCHEDULER_OPTIONS",
+    "engine_versions",
+    "version_names",
+    "resolve_engine_profile",
+    "version_note",
+    "VERSIONS_FILE",
     "AT_BOUND_KIND",
     "NOT_FITTED_KIND",
     "format_constant",
@@ -190,6 +197,77 @@ class FittedRange:
                 f"{', '.join(self.weight_dtypes)}, batch {self.batch_min} to {self.batch_max}")
 
 
+#: The scheduler options an engine version can set, as :func:`roofline.sim.serve_continuous` and the other
+#: policies name them: the policy ("serial", "static", "continuous"), ``max_num_seqs`` [sequences],
+#: ``max_num_batched_tokens`` [tokens], ``prefill`` ("separate", "chunked"), ``admission`` ("reserve",
+#: "on_demand") and ``cuda_graphs`` (bool; the constants were fitted with graphs when True).
+SCHEDULER_OPTIONS = ("policy", "max_num_seqs", "max_num_batched_tokens", "prefill", "admission", "cuda_graphs")
+
+_CHOICES: dict[str, tuple[Any, ...]] = {"policy": ("serial", "static", "continuous"), "prefill": ("separate", "chunked"),
+                                         "admission": ("reserve", "on_demand"), "cuda_graphs": (True, False)}
+
+#: An accelerator that vLLM V1 gives its larger defaults: memory >= 70 GiB and not an A100
+#: (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults).
+_LARGE_GPU_BYTES = 70 * 2**30
+
+
+@attrs.frozen
+class SchedulerDefaults:
+    """An engine version's scheduler defaults, each with its source (``roofline/data/engine_versions.json``).
+
+    Attributes
+    ----------
+    settings : tuple of (name, value, Source)
+        ``name`` one of :data:`SCHEDULER_OPTIONS`; ``value`` an int, a str, a bool, or for a default that
+        depends on the accelerator a dict ``{"large_gpu": v, "other": v, "rule": text}``.
+    not_published : tuple of str
+        The defaults no stored source states, and why: the scheduler's own defaults run for them.
+
+    Raises
+    ------
+    InvalidValueError
+        An unknown option or a value outside its choices (field ``scheduler``).
+    """
+
+    settings: tuple[tuple[str, Any, Source], ...] = ()
+    not_published: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        for name, value, _ in self.settings:
+            if name not in SCHEDULER_OPTIONS:
+                raise InvalidValueError("scheduler", name, f"expected one of {', '.join(SCHEDULER_OPTIONS)}")
+            values = [value["large_gpu"], value["other"]] if isinstance(value, dict) else [value]
+            for v in values:
+                if name in _CHOICES and v not in _CHOICES[name]:
+                    raise InvalidValueError("scheduler", v, f"{name}: expected one of {_CHOICES[name]}")
+                if name not in _CHOICES and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                    raise InvalidValueError("scheduler", v, f"{name}: expected an integer >= 1")
+
+    def options(self, accelerator: Any = None) -> dict[str, Any]:
+        """The defaults as the scheduler's options: name -> value, for ``accelerator`` where a value depends on it.
+
+        An accelerator-dependent value takes ``large_gpu`` on a GPU of at least 70 GiB usable memory that is not
+        an A100 (vLLM V1's rule), else ``other``; with no accelerator, ``other``.
+        """
+        large = (accelerator is not None and accelerator.usable_memory >= _LARGE_GPU_BYTES
+                 and "a100" not in str(accelerator.key).lower())
+        out = {}
+        for name, value, _ in self.settings:
+            out[name] = (value["large_gpu"] if large else value["other"]) if isinstance(value, dict) else value
+        return out
+
+    def source(self, name: str) -> Source | None:
+        """The source of option ``name`` (None: not stated by any stored source)."""
+        return next((src for n, _, src in self.settings if n == name), None)
+
+    def describe(self, accelerator: Any = None) -> str:
+        """One line: ``"continuous, max_num_seqs 1024, ..., admission on_demand"`` (unstated ones left out)."""
+        opts = self.options(accelerator)
+        if not opts:
+            return "none published (the scheduler's defaults run)"
+        return ", ".join(str(v) if n == "policy" else f"{n} {v}" for n, v in opts.items())
+
+
 def _band(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     if value is not None and not isinstance(value, (ErrorBand, FittedRange)):
         raise InvalidValueError(attribute.name, value, "expected an ErrorBand or FittedRange (or None)")
@@ -226,6 +304,11 @@ class EngineProfile:
         The estimate's residuals on the profile's validation rows (None: not judged).
     fitted_range : FittedRange or None
         What the calibration rows span (None: unknown, every request counts as outside).
+    version : str
+        The engine version this profile stands for (``"vLLM V1 engine"``); empty for a fitted profile
+        looked up by its constants' name.
+    scheduler : SchedulerDefaults or None
+        The engine's scheduler defaults, each quoted (``roofline/data/engine_versions.json``); None: none.
 
     Notes
     -----
@@ -245,6 +328,8 @@ class EngineProfile:
     left_out: tuple[str, ...] = ()
     band: ErrorBand | None = attrs.field(default=None, validator=_band)
     fitted_range: FittedRange | None = attrs.field(default=None, validator=_band)
+    version: str = ""
+    scheduler: SchedulerDefaults | None = None
 
     def outside(self, model: Any, accelerator: Any, batch: int | None = None) -> tuple[str, ...]:
         """Why a request lies outside the fitted rows (:meth:`FittedRange.outside`; empty: inside)."""
@@ -456,6 +541,115 @@ def _shipped(flops: str) -> tuple[dict[str, EngineProfile], dict[str, str]]:
             calibration=tuple(row["calibration"]), fixed=tuple(row["fixed"]), left_out=tuple(row["left_out"]),
             band=_record(ErrorBand, row.get("band")), fitted_range=_record(FittedRange, row.get("fitted_range")))
     return profiles, dict(part["unavailable"])
+
+
+#: The engine versions' file, under roofline/data (hand-written, every default quoted).
+VERSIONS_FILE = "engine_versions.json"
+_VERSIONS_KIND = "roofline-engine-versions"
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> tuple[dict[str, Any], ...]:
+    text = resources.files("roofline.data").joinpath(VERSIONS_FILE).read_text(encoding="utf-8")
+    doc = parse_json(text)
+    if not isinstance(doc, dict) or doc.get("kind") != _VERSIONS_KIND or doc.get("schema") != 1:
+        raise InvalidValueError("engine_versions", VERSIONS_FILE, f"is not a schema-1 {_VERSIONS_KIND} file")
+    return tuple(doc["versions"])
+
+
+def _scheduler(row: dict[str, Any]) -> SchedulerDefaults:
+    settings = []
+    for name, item in row["scheduler"].items():
+        src = item["source"]
+        quote = "; ".join(src.get("quote", ()))
+        settings.append((name, item["value"], Source(src["kind"], src["citation"] + (f': "{quote}"' if quote else ""),
+                                                     src["date"], src["conditions"])))
+    return SchedulerDefaults(settings=tuple(settings), not_published=tuple(row.get("not_published", ())))
+
+
+def engine_versions(*, flops: str = "exact") -> dict[str, EngineProfile | str]:
+    """The engine versions of ``roofline/data/engine_versions.json``: key -> profile, or why it has none.
+
+    Each versioned profile is the fitted profile of its ``constants`` (:func:`engine_profiles`) with the
+    version's ``key``, ``version`` label and :class:`SchedulerDefaults`; a version whose engine has no priced
+    row (SGLang) maps to the reason instead. Within an engine the keys run oldest to newest.
+
+    Raises
+    ------
+    InvalidValueError
+        The file is not a schema-1 engine-versions file, or names constants the shipped profiles lack.
+    """
+    fitted = engine_profiles(flops=flops)
+    out: dict[str, EngineProfile | str] = {}
+    for row in _versions():
+        name = row["constants"]
+        if name is None:
+            out[row["key"]] = str(row.get("constants_note", "no constants"))
+            continue
+        if name not in fitted:
+            raise InvalidValueError("engine_versions", name, f"version {row['key']!r} names constants that no "
+                                    "shipped profile has")
+        out[row["key"]] = attrs.evolve(fitted[name], key=row["key"], version=row["label"],
+                                       scheduler=_scheduler(row))
+    return out
+
+
+def version_names() -> list[str]:
+    """The version keys (``"vllm-v1"``, ``"trtllm-1.0"``, ...) and engine names (``"vllm"``) of the versions file."""
+    rows = _versions()
+    return list(dict.fromkeys([r["key"] for r in rows] + [r["engine"] for r in rows]))
+
+
+def resolve_engine_profile(name: str, *, flops: str = "exact") -> tuple[EngineProfile, str | None]:
+    """An ``--estimate`` value resolved: (profile, what it resolved to, or None when named exactly).
+
+    A version key (``"vllm-v0"``, ``"trtllm-1.0"``) gives that version's profile; an engine's name
+    (``"vllm"``, ``"trtllm"``) gives its newest version and says so: ``"--estimate vllm is vllm-v1 (vLLM
+    V1 engine), the newest of vllm-v0, vllm-v1"``; anything else is looked up by
+    :func:`get_engine_profile` (a fitted profile's key or name, no scheduler defaults).
+
+    Raises
+    ------
+    InvalidValueError
+        A version without constants (SGLang: no priced row), naming ``estimate`` and why.
+    UnknownPresetError
+        No version, engine or profile has that name.
+    """
+    if not isinstance(name, str):
+        return get_engine_profile(name, flops=flops), None
+    wanted = name.strip().lower()
+    versions = engine_versions(flops=flops)
+    rows = _versions()
+    engine_keys = [r["key"] for r in rows if r["engine"] == wanted]
+    note = None
+    if wanted not in versions and engine_keys:
+        newest = engine_keys[-1]
+        label = next(r["label"] for r in rows if r["key"] == newest)
+        note = (f"--estimate {name} is {newest} ({label}), the newest of {', '.join(engine_keys)}"
+                if len(engine_keys) > 1 else None)
+        wanted = newest
+    if wanted in versions:
+        found = versions[wanted]
+        if isinstance(found, str):
+            raise InvalidValueError("estimate", name, f"engine version {wanted!r} has no constants yet: {found}")
+        return found, note
+    return get_engine_profile(name, flops=flops), None
+
+
+def version_note(profile: Any) -> str | None:
+    """Which engine version a profile is, among its engine's: ``"vllm-v1 (vLLM V1 engine), the newest of vllm-v0,
+    vllm-v1"``; None for a profile that is no engine version (a fitted profile looked up by its own name)."""
+    version = getattr(profile, "version", "")
+    if not version:
+        return None
+    rows = _versions()
+    engine = next((r["engine"] for r in rows if r["key"] == profile.key), None)
+    keys = [r["key"] for r in rows if r["engine"] == engine]
+    if len(keys) < 2:
+        return f"{profile.key} ({version})"
+    if keys[-1] == profile.key:
+        return f"{profile.key} ({version}), the newest of {', '.join(keys)}"
+    return f"{profile.key} ({version}), one of {', '.join(keys)}; the newest is {keys[-1]}"
 
 
 def engine_profiles(*, flops: str = "exact") -> dict[str, EngineProfile]:

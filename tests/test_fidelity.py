@@ -354,7 +354,8 @@ def test_report_without_estimate_prints_the_same_numbers(capsys):
     assert "4.794 ms" in out and "296 [2P]" in out and "404 sequences" in out and "[estimate]:" not in out
 
 
-@pytest.mark.parametrize("args,needle", [(["--estimate", "sglang"], "unknown engine profile 'sglang'")])
+@pytest.mark.parametrize("args,needle", [(["--estimate", "nope"], "unknown engine profile 'nope'"),
+                                         (["--estimate", "sglang"], "engine version 'sglang' has no constants yet")])
 def test_report_bad_estimate_is_one_line(args, needle, capsys):
     """An unknown profile exits 2 with one line naming it."""
     assert main(["report", *args]) == 2

@@ -37,7 +37,7 @@ from ..deployment import FROM_DEPLOYMENT, Deployment, as_deployment, profile
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
-from ..profiles import OUTSIDE_FITTED_RANGE
+from ..profiles import OUTSIDE_FITTED_RANGE, version_note
 from ..units import GB, format_time
 from ._args import (
     add_estimate_option,
@@ -367,6 +367,9 @@ def _estimate_json(deployment: Deployment, context: int, batches: list[int], ste
         "profile": {"key": profile.key, "name": profile.name, "constants": constants,
                     "calibration": list(profile.calibration), "fixed": list(profile.fixed)},
         "error_band": None if band is None else band.to_dict(),
+        "engine_version": version_note(profile),
+        "scheduler_defaults": None if getattr(profile, "scheduler", None) is None
+        else profile.scheduler.describe(deployment.accelerator),
         "outside_fitted_range": list(outside),
         "fitted_range": None if getattr(profile, "fitted_range", None) is None
         else attrs.asdict(profile.fitted_range),
@@ -528,6 +531,8 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
         "  step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + layers x t_layer"
         " + batch x t_seq",
         f"  band                  {e['band_line']}",
+        *([f"  engine version        {e['engine_version']}; scheduler defaults (roofline simulate): "
+           f"{e['scheduler_defaults']}"] if e.get("engine_version") else []),
         f"  batch 1, weights only {_t(e['single']['step_time_s']):>12} [estimate] "
         f"vs {_t(r['single']['exact']['step_time_s'])} [bound]",
         f"  batch 1, KV at {ctx:,} tokens {_t(e['single_with_kv']['step_time_s'])} [estimate] "
