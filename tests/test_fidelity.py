@@ -521,3 +521,68 @@ def test_every_printed_estimate_says_when_it_is_outside_the_fitted_range(capsys)
     assert main(["validate"]) == 0
     assert "    band: validation residuals: median +8.4 %, 10th-90th percentile -6.5 % to +11.9 % (3 rows)\n" in (
         capsys.readouterr().out)
+
+
+# --------------------------------------------------------------------------- engine versions (issue 24)
+
+
+def test_an_engine_name_resolves_to_its_newest_version_and_says_so():
+    """--estimate vllm is vllm-v1 (the newest of vllm-v0, vllm-v1), with vLLM's fitted constants; a version key
+    resolves to itself without a note; a fitted profile's own name stays the fitted profile (no scheduler)."""
+    from roofline.profiles import resolve_engine_profile
+
+    v1, note = resolve_engine_profile("vllm")
+    assert v1.key == "vllm-v1" and v1.version == "vLLM V1 engine" and v1.constants() == get_engine_profile(
+        "vllm").constants()
+    assert note == "--estimate vllm is vllm-v1 (vLLM V1 engine), the newest of vllm-v0, vllm-v1"
+    v0, none = resolve_engine_profile("vllm-v0")
+    assert none is None and v0.scheduler.options() == {"policy": "continuous", "prefill": "separate",
+                                                       "admission": "on_demand"}
+    trt, note = resolve_engine_profile("TRTLLM")
+    assert trt.key == "trtllm-1.0" and "the newest of trtllm-0.6, trtllm-1.0" in note
+    fitted, _ = resolve_engine_profile("vLLM with CUDA graphs")
+    assert fitted.scheduler is None and fitted.key == "vllm"
+
+
+def test_scheduler_defaults_follow_the_accelerator_and_every_one_is_quoted():
+    """vLLM V1 on a GPU of >= 70 GiB that is not an A100 (H100) takes 1,024 sequences and 8,192 tokens, else (A100)
+    256 and 2,048 (vllm/engine/arg_utils.py, get_batch_defaults); TensorRT-LLM in flight reserves (GUARANTEED_NO_EVICT);
+    every stated default carries a published source with its quote; a bad option is refused by name."""
+    from roofline.profiles import SchedulerDefaults, engine_versions
+
+    versions = engine_versions()
+    v1 = versions["vllm-v1"].scheduler
+    assert v1.options(get_accelerator("h100-sxm"))["max_num_seqs"] == 1024
+    assert v1.options(get_accelerator("h100-sxm"))["max_num_batched_tokens"] == 8192
+    assert v1.options(get_accelerator("a100-80gb"))["max_num_seqs"] == 256
+    assert v1.options(get_accelerator("a100-80gb"))["max_num_batched_tokens"] == 2048
+    assert versions["trtllm-1.0"].scheduler.options() == {"policy": "continuous", "admission": "reserve"}
+    assert versions["gpt-fast"].scheduler.options()["policy"] == "serial"
+    assert isinstance(versions["sglang"], str) and "no constants" in versions["sglang"]
+    assert versions["nim"].scheduler.options() == {} and versions["nim"].scheduler.not_published
+    for p in versions.values():
+        if isinstance(p, str):
+            continue
+        for name, _, src in p.scheduler.settings:
+            assert src.kind == "published" and ': "' in src.citation and "http" in src.citation, (p.key, name)
+    with pytest.raises(InvalidValueError, match="^scheduler="):
+        SchedulerDefaults(settings=(("admission", "greedy", v1.settings[0][2]),))
+
+
+def test_simulate_schedules_as_the_engine_does_unless_a_flag_says_otherwise(capsys):
+    """--estimate vllm runs vLLM V1's chunked continuous batching at 1,024 sequences and 8,192 tokens on H100;
+    --max-num-seqs 8 given wins; --estimate trtllm-1.0 reserves (no preemption); --estimate gpt-fast runs serial."""
+    args = ["simulate", "--limit", "6", "--json"]
+    assert main([*args, "--estimate", "vllm"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (r,) = out["results"]
+    assert r["policy"] == "continuous" and r["options"]["prefill"] == "chunked"
+    assert r["options"]["max_num_seqs"] == 1024 and r["options"]["max_num_batched_tokens"] == 8192
+    assert out["engine_scheduler"].startswith("--estimate vllm is vllm-v1 (vLLM V1 engine), the newest")
+    assert main([*args, "--estimate", "vllm", "--max-num-seqs", "8"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["options"]["max_num_seqs"] == 8
+    assert main([*args, "--estimate", "trtllm-1.0"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)["results"]
+    assert r["options"]["admission"] == "reserve" and r["options"].get("prefill", "separate") == "separate"
+    assert main([*args, "--estimate", "gpt-fast"]) == 0
+    assert [x["policy"] for x in json.loads(capsys.readouterr().out)["results"]] == ["serial"]
