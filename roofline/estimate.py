@@ -77,6 +77,15 @@ def _model_terms(model: ModelConfig, flops: str, batch: Any = 1, context: Any = 
     return terms
 
 
+def _profile_constants(profile: Any, accelerator: Accelerator) -> dict[str, Any]:
+    """A profile's constants on ``accelerator`` (its own eta_bw where fitted); a profile object whose
+    ``constants()`` takes no accelerator gives its one set."""
+    try:
+        return dict(profile.constants(accelerator))
+    except TypeError:
+        return dict(profile.constants())
+
+
 def compute_peak(model: ModelConfig, accelerator: Accelerator) -> Any:
     """The dense peak [FLOP/s] the model's matmuls run at: FP8 when weights and activations are FP8.
 
@@ -217,7 +226,7 @@ def decode_step(
         profile = d.estimate
         f.estimated_step_time(  # checks the constants and the arguments, naming a bad one
             **terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
-            num_hidden_layers=model.num_hidden_layers, **{"t_seq": 0, **profile.constants()})
+            num_hidden_layers=model.num_hidden_layers, **{"t_seq": 0, **_profile_constants(profile, accelerator)})
         overhead = (Fraction(overhead) + profile.overhead(model.num_hidden_layers)
                     + batch * Fraction(per_sequence_time(profile)))
         accelerator = profile.scaled(accelerator)

@@ -309,6 +309,10 @@ class EngineProfile:
         looked up by its constants' name.
     scheduler : SchedulerDefaults or None
         The engine's scheduler defaults, each quoted (``roofline/data/engine_versions.json``); None: none.
+    eta_bw_by_accelerator : tuple of (accelerator key, Sourced [1])
+        eta_bw fitted on one accelerator's own calibration rows, where the profile's rows span several
+        accelerators and one has at least two rows (:meth:`eta_bw_for`); every other accelerator takes
+        ``eta_bw``, the profile default, named so.
 
     Notes
     -----
@@ -330,6 +334,16 @@ class EngineProfile:
     fitted_range: FittedRange | None = attrs.field(default=None, validator=_band)
     version: str = ""
     scheduler: SchedulerDefaults | None = None
+    eta_bw_by_accelerator: tuple[tuple[str, Sourced], ...] = ()
+
+    def eta_bw_for(self, accelerator: Any) -> tuple[Fraction, str]:
+        """eta_bw [1] on ``accelerator`` and how it was obtained: the accelerator's own where the profile's rows
+        fit one for it (``"fitted on h200-sxm's rows"``), else the profile's ``"profile default"``."""
+        key = str(getattr(accelerator, "key", "")).split(":")[0]
+        for acc, value in self.eta_bw_by_accelerator:
+            if acc == key:
+                return Fraction(value.value), f"{value.source.kind} on {acc}'s own rows"
+        return Fraction(self.eta_bw.value), "profile default"
 
     def outside(self, model: Any, accelerator: Any, batch: int | None = None) -> tuple[str, ...]:
         """Why a request lies outside the fitted rows (:meth:`FittedRange.outside`; empty: inside)."""
@@ -351,15 +365,15 @@ class EngineProfile:
         why = self.outside(model, accelerator, batch)
         return band + (f"; {OUTSIDE_FITTED_RANGE}: {'; '.join(why)}" if why else "; inside the fitted range")
 
-    def constants(self) -> dict[str, Fraction]:
+    def constants(self, accelerator: Any = None) -> dict[str, Fraction]:
         """``eta_bw``, ``eta_mm``, ``t_step`` [s], ``t_layer`` [s], ``t_seq`` [s] as exact Fractions (0 for
-        an absent time).
+        an absent time); with ``accelerator``, its own eta_bw where fitted (:meth:`eta_bw_for`).
 
         Pass them with ``**`` to :func:`roofline.formulas.estimated_step_time` and
         :func:`~roofline.formulas.estimated_throughput` (a prefill step takes all but ``t_seq``).
         """
         return {
-            "eta_bw": Fraction(self.eta_bw.value),
+            "eta_bw": Fraction(self.eta_bw.value) if accelerator is None else self.eta_bw_for(accelerator)[0],
             "eta_mm": Fraction(self.eta_mm.value),
             "t_step": Fraction(self.t_step.value) if self.t_step is not None else Fraction(0),
             "t_layer": Fraction(self.t_layer.value) if self.t_layer is not None else Fraction(0),
@@ -383,9 +397,10 @@ class EngineProfile:
         """``accelerator`` with its bandwidth times eta_bw and its peaks times eta_mm (sources ``"derived"``).
 
         The roofline of the returned accelerator is the estimate's max(bytes / (eta_bw BW),
-        FLOPs / (eta_mm peak)); links (tensor parallelism) are kept as they are.
+        FLOPs / (eta_mm peak)), eta_bw the accelerator's own where fitted (:meth:`eta_bw_for`); links
+        (tensor parallelism) are kept as they are.
         """
-        return _scaled(accelerator, Fraction(self.eta_bw.value), Fraction(self.eta_mm.value), self.name)
+        return _scaled(accelerator, self.eta_bw_for(accelerator)[0], Fraction(self.eta_mm.value), self.name)
 
     def kind(self, name: str) -> str:
         """How constant ``name`` was obtained, one wording for every command.
@@ -505,6 +520,7 @@ def profiles_document(fits: dict[str, tuple[dict[str, EngineProfile], dict[str, 
             row: dict[str, Any] = {"key": p.key, "name": p.name}
             row.update({n: _sourced_json(getattr(p, n)) for n in _CONSTANTS})
             row.update(calibration=list(p.calibration), fixed=list(p.fixed), left_out=list(p.left_out))
+            row.update(eta_bw_by_accelerator=[[k, _sourced_json(v)] for k, v in p.eta_bw_by_accelerator])
             row.update(band=None if p.band is None else attrs.asdict(p.band),
                        fitted_range=None if p.fitted_range is None
                        else attrs.asdict(p.fitted_range))
@@ -539,7 +555,8 @@ def _shipped(flops: str) -> tuple[dict[str, EngineProfile], dict[str, str]]:
         profiles[row["name"]] = EngineProfile(
             key=row["key"], name=row["name"], **constants,
             calibration=tuple(row["calibration"]), fixed=tuple(row["fixed"]), left_out=tuple(row["left_out"]),
-            band=_record(ErrorBand, row.get("band")), fitted_range=_record(FittedRange, row.get("fitted_range")))
+            band=_record(ErrorBand, row.get("band")), fitted_range=_record(FittedRange, row.get("fitted_range")),
+            eta_bw_by_accelerator=tuple((k, _sourced_from(v)) for k, v in row.get("eta_bw_by_accelerator", ())))
     return profiles, dict(part["unavailable"])
 
 

@@ -183,6 +183,9 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
             lines.append(f"    band: {p.error_band()}")
             if p.fitted_range is not None:
                 lines.append(f"    range: {p.fitted_range.describe()}")
+            for acc, v in p.eta_bw_by_accelerator:
+                lines.append(f"    eta_bw on {acc}: {float(v.value):.4f} [{v.source.kind}: {v.source.citation}]; "
+                             f"other accelerators: the profile default {float(p.eta_bw.value):.4f}")
             for name, v in p.sources().items():
                 lines.append(f"    {name}: {v.source.kind}: {v.source.citation}")
             for item in (*p.fixed, *p.left_out):
