@@ -233,8 +233,15 @@ def test_validate_reports_bound_and_estimate_per_subset():
     val = report.subsets()["validation"]
     assert val["estimate_median"] < val["bound_median"]  # the estimate is closer than the bound
     targets = report.targets()
-    assert [t["met"] for t in targets] == [val["estimate_median"] <= 0.15, val["batch1_estimate_median"] <= 0.10]
-    assert all(t["met"] for t in targets)  # the issue's targets: 15 % (10 % at batch 1)
+    assert [t["met"] for t in targets[:2]] == [val["estimate_median"] <= 0.10, val["batch1_estimate_median"] <= 0.05]
+    # issue 24's targets: 10 % met (8.6 %), batch 1 at 5 % missed (7.9 %); each engine's own rows at 15 % met
+    assert [t["met"] for t in targets[:2]] == [True, False]
+    engines = {t["target"].split("'")[1]: t for t in targets[2:]}
+    assert set(engines) == {m.engine_profile for m in ROWS if m.split == "validation"}
+    for name, t in engines.items():
+        errors = [abs(r.error_estimate) for r in rows if r.measurement.engine_profile == name]
+        assert t["value"] == statistics.median(errors) and t["met"] is (t["value"] <= 0.15)
+    assert all(t["met"] for t in engines.values())
 
 
 def test_validate_estimate_of_the_held_out_h100_row():
