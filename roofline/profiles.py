@@ -133,8 +133,9 @@ class ErrorBand:
         """One line: ``"validation residuals: median +3.2 %, 10th-90th percentile -8.1 % to +12.0 % (5 rows)"``."""
         if not self.rows or self.median is None or self.p10 is None or self.p90 is None:
             return "validation residuals: none (no validation row of this profile is priced)"
+        rows = f"{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}"
         return (f"validation residuals: median {_percent(self.median)}, 10th-90th percentile "
-                f"{_percent(self.p10)} to {_percent(self.p90)} ({len(self.rows)} row{'s' if len(self.rows) != 1 else ''})")
+                f"{_percent(self.p10)} to {_percent(self.p90)} ({rows})")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: rows, median, p10, p90, median_abs (floats [1]) and n."""
@@ -203,7 +204,8 @@ class FittedRange:
 #: "on_demand") and ``cuda_graphs`` (bool; the constants were fitted with graphs when True).
 SCHEDULER_OPTIONS = ("policy", "max_num_seqs", "max_num_batched_tokens", "prefill", "admission", "cuda_graphs")
 
-_CHOICES: dict[str, tuple[Any, ...]] = {"policy": ("serial", "static", "continuous"), "prefill": ("separate", "chunked"),
+_CHOICES: dict[str, tuple[Any, ...]] = {"policy": ("serial", "static", "continuous"),
+                                         "prefill": ("separate", "chunked"),
                                          "admission": ("reserve", "on_demand"), "cuda_graphs": (True, False)}
 
 #: An accelerator that vLLM V1 gives its larger defaults: memory >= 70 GiB and not an A100
@@ -530,6 +532,13 @@ def profiles_document(fits: dict[str, tuple[dict[str, EngineProfile], dict[str, 
             "flops=...)", "conventions": conventions}
 
 
+def _sourced_json_required(doc: dict[str, Any]) -> Sourced:
+    value = _sourced_from(doc)
+    if value is None:
+        raise InvalidValueError("eta_bw_by_accelerator", doc, "expected a sourced value")
+    return value
+
+
 def _record(cls: Any, doc: dict[str, Any] | None) -> Any:
     """An ErrorBand or FittedRange from its JSON dict (lists back to tuples), or None."""
     if doc is None:
@@ -556,7 +565,8 @@ def _shipped(flops: str) -> tuple[dict[str, EngineProfile], dict[str, str]]:
             key=row["key"], name=row["name"], **constants,
             calibration=tuple(row["calibration"]), fixed=tuple(row["fixed"]), left_out=tuple(row["left_out"]),
             band=_record(ErrorBand, row.get("band")), fitted_range=_record(FittedRange, row.get("fitted_range")),
-            eta_bw_by_accelerator=tuple((k, _sourced_from(v)) for k, v in row.get("eta_bw_by_accelerator", ())))
+            eta_bw_by_accelerator=tuple((k, _sourced_json_required(v))
+                                        for k, v in row.get("eta_bw_by_accelerator", ())))
     return profiles, dict(part["unavailable"])
 
 

@@ -57,10 +57,10 @@ import itertools
 from collections.abc import Sequence
 from fractions import Fraction
 
-from ..errors import InvalidValueError
-from ..hardware import Source, Sourced, get_accelerator
 import attrs
 
+from ..errors import InvalidValueError
+from ..hardware import Source, Sourced, get_accelerator
 from ..profiles import _AT_BOUND, EngineProfile, ErrorBand, FittedRange, _key, _scaled
 from ..profiles import AT_BOUND_KIND as AT_BOUND_KIND  # re-exported: they lived here before roofline.profiles
 from ..profiles import NOT_FITTED_KIND as NOT_FITTED_KIND

@@ -199,9 +199,10 @@ def simulate_point(point: ServingPoint, *, requests_per_client: int = REQUESTS_P
               "throughput": None if s.output_tokens_per_s is None else float(s.output_tokens_per_s)}
     simulated, errors = {}, {}
     for key, metric, unit in _METRICS:
-        if key not in point.measured or values[metric] is None:
+        value = values[metric]
+        if key not in point.measured or value is None:
             continue
-        v = values[metric] / float(unit)
+        v = value / float(unit)
         simulated[key] = v
         errors[key] = (v - point.measured[key]) / point.measured[key]
     return ServingRow(point=point, simulated=simulated, errors=errors, options=dict(result.options), requests=n)
@@ -224,7 +225,7 @@ def serving_summary(rows: Sequence[ServingRow]) -> dict[str, Any]:
     for key, _, _ in _METRICS:
         errs = [abs(r.errors[key]) for r in rows if key in r.errors]
         out[key] = {"rows": len(errs), "median_abs_error": statistics.median(errs) if errs else None}
-    tpot = [abs(r.errors.get("tpot_ms", r.errors.get("itl_ms"))) for r in rows
+    tpot = [abs(r.errors["tpot_ms"] if "tpot_ms" in r.errors else r.errors["itl_ms"]) for r in rows
             if "tpot_ms" in r.errors or "itl_ms" in r.errors]
     value = statistics.median(tpot) if tpot else None
     out["tpot_target"] = {"target": f"median |error| of TPOT (ITL where published) <= {SERVING_TARGET:.0%}",

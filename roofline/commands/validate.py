@@ -123,7 +123,8 @@ def format_serving(rows: Sequence[Any]) -> str:
                 unit = "" if key == "output_tokens_per_s" else " ms"
                 cells.append(f"{label} {p.measured[key]:,.2f}{unit} vs {r.simulated[key]:,.2f}{unit} "
                              f"({r.errors[key]:+.1%})")
-        lines.append(f"  {p.id}{'' if p.held_out else ' [not held out: its step row ' + str(p.step_row) + ' is a calibration row]'}: "
+        held = "" if p.held_out else f" [not held out: its step row {p.step_row} is a calibration row]"
+        lines.append(f"  {p.id}{held}: "
                      f"--estimate {p.profile}, {p.accelerator.key} x {p.tensor_parallel}, "
                      f"{p.concurrency} client(s), {p.input_len} in / {p.output_len} out, {r.requests} requests "
                      f"({r.options.get('engine', 'step')} engine): " + "; ".join(cells))
