@@ -491,7 +491,7 @@ def test_error_band_interpolates_percentiles_between_order_statistics():
 
 def test_shipped_bands_are_the_validation_rows_of_validate():
     """Each shipped profile's band is the residuals validate prints for its validation rows (vLLM: +12.8 %, +8.4 %,
-    -10.5 %: median +8.4 %, 10th-90th -6.7 % to +11.9 %, 3 rows); no calibration row is in a band."""
+    -10.4 %: median +8.4 %, 10th-90th -6.7 % to +11.9 %, 3 rows); no calibration row is in a band."""
     report = validate_with_estimates(ROWS)
     for p in engine_profiles().values():
         rows = {r.measurement.id: r.error_estimate for r in report.rows
