@@ -59,6 +59,11 @@ class ServingPoint:
     accelerator : Accelerator
     tensor_parallel : int >= 1
     concurrency : int >= 1 [clients], input_len, output_len : int >= 1 [tokens]
+        A closed loop's clients and fixed lengths; for a burst (``lengths`` given) the number of requests
+        and their mean lengths, for the table.
+    lengths : tuple of (prompt, output) or ()
+        A burst: every request sent at t = 0 with these lengths, in order (``vllm bench serve
+        --request-rate inf``); empty for a closed loop.
     measured : dict
         Metric -> value as published: ``ttft_ms``, ``itl_ms`` or ``tpot_ms`` [ms], ``output_tokens_per_s``.
     statistic : str
@@ -88,6 +93,7 @@ class ServingPoint:
     source: dict[str, Any]
     step_row: str | None = None
     held_out: bool = True
+    lengths: tuple[tuple[int, int], ...] = ()
 
 
 @functools.lru_cache(maxsize=1)
@@ -117,8 +123,13 @@ def load_serving() -> list[ServingPoint]:
     out = []
     for p in _document()["points"]:
         w = p["workload"]
-        if w["kind"] != "closed_loop":
-            raise InvalidValueError("workload", w["kind"], f"point {p['id']!r}: only closed_loop is simulated")
+        if w["kind"] not in ("closed_loop", "burst"):
+            raise InvalidValueError("workload", w["kind"], f"point {p['id']!r}: expected closed_loop or burst")
+        lengths: tuple[tuple[int, int], ...] = ()
+        if w["kind"] == "burst":
+            lengths = tuple(zip((int(x) for x in w["input_lens"]), (int(x) for x in w["output_lens"]), strict=True))
+            w = dict(w, concurrency=len(lengths), input_len=sum(a for a, _ in lengths) // len(lengths),
+                     output_len=sum(b for _, b in lengths) // len(lengths))
         if p["split"] != "validation":
             raise InvalidValueError("split", p["split"], f"point {p['id']!r}: serving points are never fitted on")
         model = get_model(p["model"]).with_dtypes(weight_dtype=p["weight_dtype"], kv_dtype=p["kv_dtype"])
@@ -127,7 +138,7 @@ def load_serving() -> list[ServingPoint]:
             tensor_parallel=int(p["tensor_parallel"]), concurrency=int(w["concurrency"]),
             input_len=int(w["input_len"]), output_len=int(w["output_len"]), measured=dict(p["measured"]),
             statistic=p["statistic"], split=p["split"], source=dict(p["source"]), step_row=p.get("step_row"),
-            held_out=p.get("step_row") not in calibration))
+            held_out=p.get("step_row") not in calibration, lengths=lengths))
     return out
 
 
@@ -167,7 +178,7 @@ def simulate_point(point: ServingPoint, *, requests_per_client: int = REQUESTS_P
     from ..deployment import Deployment
     from ..estimate import kv_budget_for
     from ..profiles import resolve_engine_profile
-    from ..sim import ClosedLoop, KVPool, RooflineCostModel, serve_continuous
+    from ..sim import ClosedLoop, KVPool, Request, RooflineCostModel, serve_continuous
 
     if isinstance(requests_per_client, bool) or not isinstance(requests_per_client, int) or requests_per_client < 1:
         raise InvalidValueError("requests_per_client", requests_per_client, "expected an integer >= 1")
@@ -186,16 +197,26 @@ def simulate_point(point: ServingPoint, *, requests_per_client: int = REQUESTS_P
             options["prefill"] = "chunked"
         elif "max_num_batched_tokens" in options:
             options.pop("max_num_batched_tokens")
-    n = point.concurrency * requests_per_client
-    loop = ClosedLoop(clients=point.concurrency, lengths=[(point.input_len, point.output_len)] * n)
-    result = serve_continuous(loop, cost, kv_pool=pool, **options)
+    if point.lengths:
+        workload: Any = [Request(id=i, arrival_s=0, prompt_tokens=a, output_tokens=b)
+                         for i, (a, b) in enumerate(point.lengths)]
+        n = len(point.lengths)
+    else:
+        n = point.concurrency * requests_per_client
+        workload = ClosedLoop(clients=point.concurrency, lengths=[(point.input_len, point.output_len)] * n)
+    result = serve_continuous(workload, cost, kv_pool=pool, **options)
     s = result.summary
     median = "median" in point.statistic
 
-    def stat(p: Any) -> float | None:
-        return None if p is None else float(p.p50 if median else p.mean)
+    def stat(values: list[Any]) -> float | None:
+        # the median interpolates between the two middle values, as numpy.median and vllm bench serve do
+        if not values:
+            return None
+        return float(statistics.median(values) if median else sum(values) / len(values))
 
-    values = {"ttft": stat(s.ttft), "itl": stat(s.itl), "tpot": stat(s.tpot),
+    done = [r for r in result.requests if r.ttft_s is not None]
+    values = {"ttft": stat([r.ttft_s for r in done]), "tpot": stat([r.tpot_s for r in done if r.tpot_s is not None]),
+              "itl": None if s.itl is None else float(s.itl.p50 if median else s.itl.mean),
               "throughput": None if s.output_tokens_per_s is None else float(s.output_tokens_per_s)}
     simulated, errors = {}, {}
     for key, metric, unit in _METRICS:

@@ -112,9 +112,10 @@ def format_serving(rows: Sequence[Any]) -> str:
     from ..calibrate.serving import serving_summary
 
     names = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("tpot_ms", "TPOT"), ("output_tokens_per_s", "tokens/s"))
-    lines = ["", "Serving level: published runs under load, each simulated as it was run (closed loop at its "
-             "concurrency, its lengths; the estimate of its profile; no constant fitted on these points, all "
-             "validation); error = (simulated - measured) / measured, the statistic the source reports"]
+    lines = ["", "Serving level: published runs under load, each simulated as it was run (a closed loop at its "
+             "concurrency, or a burst sent at t = 0; its lengths; the estimate and scheduler defaults of its "
+             "profile; no constant fitted on these points, all validation); error = (simulated - measured) / "
+             "measured, the statistic the source reports"]
     for r in rows:
         p = r.point
         cells = []
@@ -126,8 +127,10 @@ def format_serving(rows: Sequence[Any]) -> str:
         held = "" if p.held_out else f" [not held out: its step row {p.step_row} is a calibration row]"
         lines.append(f"  {p.id}{held}: "
                      f"--estimate {p.profile}, {p.accelerator.key} x {p.tensor_parallel}, "
-                     f"{p.concurrency} client(s), {p.input_len} in / {p.output_len} out, {r.requests} requests "
-                     f"({r.options.get('engine', 'step')} engine): " + "; ".join(cells))
+                     + (f"{len(p.lengths)} requests sent at t = 0 (burst), mean {p.input_len} in / {p.output_len} out "
+                        if p.lengths else f"{p.concurrency} client(s), {p.input_len} in / {p.output_len} out, "
+                        f"{r.requests} requests ")
+                     + f"({r.options.get('engine', 'step')} engine): " + "; ".join(cells))
     s = serving_summary(rows)
     med = [f"{label} {s[key]['median_abs_error']:.1%} ({s[key]['rows']} rows)" for key, label in names
            if s[key]["rows"]]
