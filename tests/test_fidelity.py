@@ -529,7 +529,7 @@ def test_every_printed_estimate_says_when_it_is_outside_the_fitted_range(capsys)
     out = capsys.readouterr().out
     assert "    band: validation residuals: median +8.4 %, 10th-90th percentile -6.7 % to +11.9 % (3 rows)\n" in out
     assert "\nServing level: published runs under load" in out
-    assert "  target: median |error| of TPOT (ITL where published) <= 15%: 7.6%, met\n" in out
+    assert "  target: median |error| of TPOT (ITL where published) <= 15%: 5.8%, met\n" in out
     assert ("  target: median |error| of the estimate, validation rows of 'vLLM with CUDA graphs' (3 rows) <= 15%: "
             "10.4%, met\n") in out and "validation subset, batch 1 <= 5%: 7.9%, MISSED" in out
 
