@@ -47,7 +47,7 @@ import attrs
 import numpy as np
 
 from .. import formulas as f
-from .._checks import check_int, check_positive
+from .._checks import check_int, check_nonnegative, check_positive
 from ..deployment import Deployment, as_deployment, profile
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
@@ -330,6 +330,10 @@ class RooflineCostModel:
         At T = 1 nothing is added and the other fields below are ignored.
     num_hidden_layers, hidden_size : int >= 0, default 0 (needed when T > 1)
     activation_bytes, link_bandwidth, link_latency : default 2, 1, 0
+    per_sequence : [s] >= 0, default 0
+        An engine profile's t_seq: every decode row of a step (decode or mixed) adds it once;
+        a prefill step adds none (docs/conventions.md, "Bound and estimate"). Not 0: the step
+        clock runs (:meth:`stretch_terms` gives the reason).
     layer_windows : tuple of (int >= 1 or None), default () (full attention)
         One window [tokens] (or None) per layer (:attr:`roofline.ModelConfig.layer_windows`). When
         a layer slides, the context arguments of every method (``context_sum``, ``cached_tokens``,
@@ -378,6 +382,7 @@ class RooflineCostModel:
     link_bandwidth: Any = 1
     link_latency: Any = 0
     layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_windows)
+    per_sequence: Any = 0
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
@@ -411,6 +416,8 @@ class RooflineCostModel:
             terms["bandwidth"] = Fraction(terms["bandwidth"])
             terms["peak_flops"] = Fraction(terms["peak_flops"])
         object.__setattr__(self, "_terms", terms)
+        check_nonnegative("per_sequence", self.per_sequence)
+        object.__setattr__(self, "per_sequence", convert(self.per_sequence))
         object.__setattr__(self, "_routed", convert(self.routed_expert_bytes))
         object.__setattr__(self, "_layers", len(self.layer_windows))
         if self.layer_windows and self.num_hidden_layers and len(self.layer_windows) != self.num_hidden_layers:
@@ -450,6 +457,9 @@ class RooflineCostModel:
         """
         if not self.exact:
             return "float mode (exact=False): the stretch clock counts exact integer ticks"
+        if self.per_sequence:
+            return ("a per-sequence time (t_seq, per_sequence != 0): the stretch terms have no term per decode row "
+                    "(StretchTerms would need per_row: a decode or mixed step of B rows adds B x per_row)")
         own = _own_step_times(self, RooflineCostModel, priced=("decode_time", "prefill_time", "mixed_time",
                                                                "weights_read", "allreduce_time", "_tokens"))
         if own is not None:
@@ -631,13 +641,15 @@ class RooflineCostModel:
         return _exact_time(value) if self.exact else float(value)
 
     def decode_time(self, batch: int, context_sum: int) -> Any:
-        """Decode step duration [s] (:func:`roofline.formulas.step_time`)."""
+        """Decode step duration [s] (:func:`roofline.formulas.step_time`, + batch x ``per_sequence``)."""
         cache = self._decode_cache
         key = (batch, context_sum)
         duration = cache.get(key)
         if duration is None:
             terms = self._terms if not self.num_experts else dict(self._terms, weight_bytes=self.weights_read(batch))
             duration = f.step_time.unchecked(batch=batch, context_sum=self._tokens(context_sum), **terms)
+            if self.per_sequence:
+                duration = duration + batch * self.per_sequence
             if self._allreduce is not None:
                 duration = duration + self.allreduce_time(batch)
             if len(cache) >= _CACHE_SIZE:
@@ -679,6 +691,8 @@ class RooflineCostModel:
                                                    prefill_tokens=prefill_tokens,
                                                    cached_tokens=self._tokens(cached_tokens),
                                                    attention_pairs=self._tokens(attention_pairs), **terms)
+            if self.per_sequence:
+                duration = duration + decode_rows * self.per_sequence
             if self._allreduce is not None:
                 duration = duration + self.allreduce_time(decode_rows + prefill_tokens)
             if len(cache) >= _CACHE_SIZE:
