@@ -447,11 +447,13 @@ def test_decode_step_adds_batch_times_t_seq_and_is_the_registered_formula():
                               num_hidden_layers=32, **dict(p.constants(), t_seq=-1))
 
 
-def test_cost_model_prices_t_seq_per_decode_row_and_takes_the_step_clock():
+def test_cost_model_prices_t_seq_per_decode_row_on_both_clocks():
     """The scheduler's cost model adds B x t_seq to a decode step and decode_rows x t_seq to a mixed step, nothing to
-    a prefill; its stretch_terms() is a reason naming t_seq, so a run takes the step engine (and says why)."""
+    a prefill; it states t_seq as its stretch terms' per_row, so every policy runs on the stretch clock, equal to the
+    step clock field by field."""
     from roofline import Deployment
-    from roofline.sim import Request, serve_continuous
+    from roofline.sim import Request, serve_continuous, serve_serial, serve_static
+    from roofline.testing.compare import assert_same_results
 
     model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
     base = get_engine_profile("vllm")
@@ -462,11 +464,15 @@ def test_cost_model_prices_t_seq_per_decode_row_and_takes_the_step_clock():
     assert seq.decode_time(8, 768) - plain.decode_time(8, 768) == 8 * tq
     assert seq.mixed_time(4, 400, 100, 0, 5050) - plain.mixed_time(4, 400, 100, 0, 5050) == 4 * tq
     assert seq.prefill_time(512, 131_328) == plain.prefill_time(512, 131_328)
-    why = seq.stretch_terms()
-    assert isinstance(why, str) and "t_seq" in why and not isinstance(plain.stretch_terms(), str)
-    requests = [Request(id=i, arrival_s=0, prompt_tokens=16, output_tokens=8) for i in range(4)]
-    result = serve_continuous(requests, seq)
-    assert result.options["engine"] == "step" and "t_seq" in result.options["engine_reason"]
+    terms = seq.stretch_terms()
+    assert not isinstance(terms, str) and terms.per_row == tq and plain.stretch_terms().per_row == 0
+    requests = [Request(id=i, arrival_s=Fraction(i, 7), prompt_tokens=16 + i, output_tokens=8 + 5 * i)
+                for i in range(6)]
+    for serve, kw in ((serve_serial, {}), (serve_static, {"batch_size": 4}), (serve_continuous, {}),
+                      (serve_continuous, {"prefill": "chunked", "max_num_batched_tokens": 24, "max_num_seqs": 4})):
+        a, b = serve(requests, seq, record_steps=True, **kw), serve(requests, seq, record_steps=True, engine="step",
+                                                                    **kw)
+        assert_same_results(a, b)  # a on the stretch clock, b on the step clock
     with pytest.raises(InvalidValueError, match="^per_sequence="):
         RooflineCostModel(**dict(Deployment(model, acc).cost_terms(), per_sequence=-1))
 

@@ -93,9 +93,9 @@ class StretchTerms:
     tokens), S the context sum, p0 the cached prompt tokens, T the prompt tokens and Q the
     attention pairs (token-layers where the model has sliding windows):
 
-    * decode of B rows: max(weights(B) + km S, fc B + ac S) + overhead + link(B);
+    * decode of B rows: max(weights(B) + km S, fc B + ac S) + overhead + link(B) + B per_row;
     * prefill: max(weights(T) + kt T, fc T + ac Q) + overhead + link(T);
-    * mixed: max(weights(n) + km (S + p0) + kt T, fc n + ac (S + Q)) + overhead + link(n);
+    * mixed: max(weights(n) + km (S + p0) + kt T, fc n + ac (S + Q)) + overhead + link(n) + B per_row;
 
     link(n) = link_latency + link_per_token x n for n >= 1 (0 at n = 0): the tensor-parallel
     all-reduces (:func:`roofline.formulas.decode_allreduce_latency_time` and
@@ -114,6 +114,9 @@ class StretchTerms:
         A common multiple of the denominators of ``weights(m)`` for every m <= n (the tick clock
         covers every step up to n tokens with it).
     link_latency, link_per_token : int or Fraction [s, s/token]
+    per_row : int or Fraction [s per decode row], default 0
+        A time each decode row adds to its step, outside the max (the estimate's per-sequence
+        term t_seq: scheduling, sampling and detokenisation on the CPU; docs/conventions.md).
     unit_decode, unit_prefill : int, Fraction or None [s]
     weights_power : (base, scale, miss, limit) or None
         A mixture of experts' ``weights(n)`` as base - scale x miss^n for 1 <= n <= limit
@@ -129,6 +132,7 @@ class StretchTerms:
     weights_denominator: Any = None
     link_latency: Any = 0
     link_per_token: Any = 0
+    per_row: Any = 0
     unit_decode: Any = None
     unit_prefill: Any = None
     weights_power: Any = None
@@ -142,7 +146,8 @@ class StretchTerms:
         """The terms that do not depend on the step [s] (for the tick clock's denominator)."""
         if self.unit_decode is not None:
             return (self.unit_decode, self.unit_prefill)
-        fixed = (self.km, self.kt, self.fc, self.ac, self.overhead, self.link_latency, self.link_per_token)
+        fixed = (self.km, self.kt, self.fc, self.ac, self.overhead, self.link_latency, self.link_per_token,
+                 self.per_row)
         return (*fixed, self.weights(1)) if self.constant_weights else fixed
 
 
@@ -457,9 +462,6 @@ class RooflineCostModel:
         """
         if not self.exact:
             return "float mode (exact=False): the stretch clock counts exact integer ticks"
-        if self.per_sequence:
-            return ("a per-sequence time (t_seq, per_sequence != 0): the stretch terms have no term per decode row "
-                    "(StretchTerms would need per_row: a decode or mixed step of B rows adds B x per_row)")
         own = _own_step_times(self, RooflineCostModel, priced=("decode_time", "prefill_time", "mixed_time",
                                                                "weights_read", "allreduce_time", "_tokens"))
         if own is not None:
@@ -487,7 +489,8 @@ class RooflineCostModel:
 
         return StretchTerms(km=km, kt=layers * km, fc=t["flops_per_token"] / peak,
                             ac=t["attention_flops_per_token"] / (layers * peak), overhead=t["overhead"],
-                            weights=weights, weights_denominator=weights_denominator, weights_power=power, **link)
+                            weights=weights, weights_denominator=weights_denominator, weights_power=power,
+                            per_row=self.per_sequence, **link)
 
     def _weights_denominator(self, tokens: int) -> int:
         """A common multiple of the denominators of ``weights_read(m) / bandwidth`` for every m <= ``tokens``.
