@@ -16,6 +16,8 @@ Families (MLP shape in brackets):
 * dense, plain MLP (up, down): gpt2, gpt_neox, opt, falcon
 * mixture of experts: mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v2 and
   deepseek_v3 (these two with multi-head latent attention)
+* hybrid (recurrent layers holding a fixed state, :mod:`roofline.hybrid`): qwen3_next
+  (Gated DeltaNet + gated attention, MoE)
 * multimodal wrappers read through their ``text_config``: llava (CLIP vision tower),
   gemma3 (SigLIP vision tower); the tower and projector weights are counted as the
   "towers" tensor class (memory), never as decode FLOPs.
@@ -447,6 +449,52 @@ def _read_gpt_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return kw
 
 
+# --------------------------------------------------------------------------- hybrid (recurrent) models
+
+
+def _recurrent_layers(cfg: dict[str, Any], layers: int, source: str, *, recurrent: str, interval_key: str,
+                      model_type: str) -> int:
+    """How many layers are recurrent: ``layer_types`` (``recurrent`` or "full_attention" each), else every
+    ``interval_key``-th layer full attention (transformers' default: 4), the others recurrent."""
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise ConfigError(f"{source}: field 'layer_types' must list one type per layer ({layers})")
+        for t in types:
+            if t not in (recurrent, "full_attention"):
+                raise UnsupportedModelError(model_type, f"layer type {t!r} (modelled: {recurrent}, full_attention)")
+        return sum(1 for t in types if t == recurrent)
+    interval = field(cfg, interval_key, source=source, required=False, default=4)
+    return sum(1 for i in range(layers) if (i + 1) % interval)
+
+
+def _read_qwen3_next(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Qwen3-Next: Gated DeltaNet layers and gated attention (every 4th layer), a MoE with a gated shared expert.
+
+    Defaults as transformers' Qwen3NextConfig (head_dim 256, linear_* 16 / 32 heads of 128,
+    conv kernel 4, full_attention_interval 4); every attention layer's q_proj also computes a
+    per-head output gate (``Qwen3NextAttention``), and q and k carry a per-head RMSNorm.
+    """
+    kw = _read_qwen2_moe({**cfg, "use_sliding_window": False}, source)
+    kw.update(qkv_bias=False, o_bias=False, qk_norm=True, attention_output_gate=True,
+              head_dim=_head_dim(cfg, kw["hidden_size"], kw["num_attention_heads"], source, 256))
+    layers = kw["num_hidden_layers"]
+    recurrent = _recurrent_layers(cfg, layers, source, recurrent="linear_attention",
+                                  interval_key="full_attention_interval", model_type="qwen3_next")
+    if recurrent == layers:
+        raise UnsupportedModelError("qwen3_next", "every layer linear_attention (no attention layer holds KV): "
+                                    "a pure recurrent model is not modelled")
+    if recurrent:
+        kw["state_mixer"] = dict(
+            kind="gated_deltanet", layers=recurrent,
+            heads=field(cfg, "linear_num_value_heads", source=source, required=False, default=32),
+            head_dim=field(cfg, "linear_value_head_dim", source=source, required=False, default=128),
+            key_heads=field(cfg, "linear_num_key_heads", source=source, required=False, default=16),
+            key_dim=field(cfg, "linear_key_head_dim", source=source, required=False, default=128),
+            conv_kernel=field(cfg, "linear_conv_kernel_dim", source=source, required=False, default=4))
+    return kw
+
+
 # --------------------------------------------------------------------------- multimodal towers
 
 #: transformers' LlamaConfig defaults, which a llava ``text_config`` relies on for the fields it omits.
@@ -615,6 +663,8 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            _deepseek_v3),
     Family("gpt_oss", "MoE with expert and router biases, attention sinks, alternating 128-token windows",
            _read_gpt_oss),
+    Family("qwen3_next", "hybrid: Gated DeltaNet layers (a fixed state per sequence) + gated attention every 4th "
+           "layer; MoE with a gated shared expert", _read_qwen3_next),
     Family("llava", "multimodal wrapper: text_config (llama by default) + CLIP vision tower and projector",
            _read_llava, wrapper=True),
 )}
@@ -622,6 +672,8 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
 _ENCODER = "encoder-only model: it has no autoregressive decode step to price"
 _SEQ2SEQ = "encoder-decoder model: decode attends to an encoder's output through cross-attention, not modelled"
 _SSM = "state-space or hybrid model: its recurrent layers hold a fixed state, not a KV cache; not modelled"
+_HYBRID_LATER = ("hybrid model whose recurrent layers' state is modelled (roofline.hybrid: Mamba2 and Gated "
+                 "DeltaNet) but whose layer layout is not read yet (only qwen3_next is); not priced")
 _TOWER = ("multimodal model whose vision tower is not modelled (only llava with CLIP and gemma3 with SigLIP are); "
           "its other towers' weights could not be counted")
 _XATTN = "cross-attention decoder: its cross-attention layers to image features are not modelled"
@@ -633,8 +685,8 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "marian", "whisper", "led",
                      "prophetnet", "switch_transformers", "m2m_100", "nllb-moe", "blenderbot"), _SEQ2SEQ),
     **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "rwkv", "rwkv5", "rwkv6",
-                     "recurrent_gemma", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "lfm2",
-                     "qwen3_next", "plamo2", "minimax", "minimax_m1"), _SSM),
+                     "recurrent_gemma", "bamba", "plamo2", "minimax", "minimax_m1"), _SSM),
+    **dict.fromkeys(("nemotron_h", "granitemoehybrid", "falcon_h1", "lfm2"), _HYBRID_LATER),
     **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "mistral3", "pixtral", "llava_next", "idefics3",
                      "paligemma", "internvl"), _TOWER),
     **dict.fromkeys(("mllama", "idefics", "flamingo"), _XATTN),
@@ -678,6 +730,11 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
     dtype = (cfg.get("torch_dtype") or cfg.get("dtype") or (text or {}).get("torch_dtype")
              or (text or {}).get("dtype") or "bfloat16")
     kw["torch_dtype"] = dtype
+    if kw.get("state_mixer") is not None:
+        # vLLM keeps recurrent states in mamba_ssm_cache_dtype, "auto" by default: the model's dtype
+        # (vllm/config/cache.py, CacheConfig; MambaStateDtypeCalculator); a config may name its own
+        state = cfg.get("mamba_ssm_cache_dtype") or cfg.get("mamba_ssm_dtype")
+        kw["state_dtype"] = state if isinstance(state, str) and state.strip() else dtype
     return kw
 
 

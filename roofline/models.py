@@ -25,6 +25,7 @@ import attrs
 
 from ._io import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, parse_json, read_text_file
 from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError, shown
+from .hybrid import StateMixer
 from .quantization import Quantization, _to_quantization, quantized_matrix_bytes
 
 __all__ = [
@@ -154,6 +155,15 @@ def _minimum(a: Any, b: int) -> Any:
 
 
 
+def _to_state_mixer(value: Any) -> Any:
+    """A StateMixer from itself or from its fields (a dict, as ``attrs.asdict`` writes it); None stays None."""
+    if value is None or isinstance(value, StateMixer):
+        return value
+    if isinstance(value, dict):
+        return StateMixer(**value)
+    raise InvalidValueError("state_mixer", value, "expected a roofline.hybrid.StateMixer or None")
+
+
 #: Tensor classes, each of which may carry its own dtype (docs/conventions.md, "Weight dtypes per
 #: tensor class"): "norms" holds every vector (norms, biases, attention sinks); "towers" the
 #: weights of a multimodal model's other towers (vision encoder and projector).
@@ -264,6 +274,15 @@ class ModelConfig:
     activation_dtype : str or None
         The dtype of matmul inputs when it is not the weights' (FP8 with FP8 activations:
         "fp8"); selects the compute peak.
+    state_mixer : StateMixer or None
+        A hybrid model's recurrent layers (Gated DeltaNet, Mamba2; :mod:`roofline.hybrid`): they
+        hold a fixed state per sequence and no KV cache; the other layers are attention layers.
+    state_dtype : str, default "bfloat16"
+        The dtype the engine keeps those states in (vLLM's ``mamba_ssm_cache_dtype``, whose
+        default "auto" is the model's dtype: the config reader sets ``torch_dtype``).
+    attention_output_gate : bool
+        A sigmoid output gate on each attention head, computed by q_proj (Qwen3-Next): q_proj
+        is H x d x 2 wide.
     published_parameters : int or None
         The total published with the checkpoint, for checking; never used in a formula.
     source : str
@@ -320,6 +339,9 @@ class ModelConfig:
     class_dtypes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_to_tuple, validator=_class_dtypes)
     quantization: Quantization | None = attrs.field(default=None, converter=_to_quantization)
     activation_dtype: str | None = attrs.field(default=None, validator=_activation_dtype)
+    state_mixer: StateMixer | None = attrs.field(default=None, converter=_to_state_mixer)
+    state_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
+    attention_output_gate: bool = attrs.field(default=False, validator=_bool)
 
     def __attrs_post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -347,6 +369,13 @@ class ModelConfig:
             for field in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
                 if getattr(self, field) is None:
                     raise InvalidValueError(field, None, "multi-head latent attention (kv_lora_rank) needs it")
+        if self.state_mixer is not None:
+            if self.state_mixer.layers >= self.num_hidden_layers:
+                raise InvalidValueError("state_mixer", self.state_mixer.layers, "recurrent layers must leave at least "
+                                        f"one attention layer of num_hidden_layers={self.num_hidden_layers}")
+            if self.layer_windows:
+                raise InvalidValueError("layer_windows", self.layer_windows, "sliding windows beside recurrent "
+                                        "layers are not modelled")
         if self.layer_windows and len(self.layer_windows) != self.num_hidden_layers:
             raise InvalidValueError(
                 "layer_types", len(self.layer_windows),
@@ -373,6 +402,16 @@ class ModelConfig:
     def is_mla(self) -> bool:
         """Whether attention is multi-head latent attention (``kv_lora_rank`` set)."""
         return self.kv_lora_rank is not None
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Whether some layers are recurrent (a fixed state per sequence, no KV cache)."""
+        return self.state_mixer is not None
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers holding a KV cache [layers]: every layer but the recurrent ones of a hybrid."""
+        return self.num_hidden_layers - (self.state_mixer.layers if self.state_mixer is not None else 0)
 
     @property
     def has_sliding_window(self) -> bool:
@@ -404,7 +443,8 @@ class ModelConfig:
                     ("projections", "o_proj", (H * self.v_head_dim, h), True)]
             return out
         q, kv = self.q_width, self.kv_width
-        out += [("projections", "q_proj", (h, q), True), ("projections", "k_proj", (h, kv), True),
+        q_out = 2 * q if self.attention_output_gate else q  # Qwen3-Next: q_proj computes the query and its gate
+        out += [("projections", "q_proj", (h, q_out), True), ("projections", "k_proj", (h, kv), True),
                 ("projections", "v_proj", (h, kv), True), ("projections", "o_proj", (q, h), True)]
         if self.qkv_bias:
             out += [("norms", "q_proj.bias", (q,), False), ("norms", "k_proj.bias", (kv,), False),
@@ -447,8 +487,13 @@ class ModelConfig:
         groups: list[TensorGroup] = [TensorGroup("embedding", "embed_tokens", (V, h), 1, 1, False)]
         if self.learned_positions:
             groups.append(TensorGroup("embedding", "embed_positions", (self.learned_positions, h), 1, 1, False))
+        A = self.attention_layers
         for cls, name, shape, mm in self._attention_groups():
-            groups.append(TensorGroup(cls, name, shape, L, L, mm))
+            groups.append(TensorGroup(cls, name, shape, A, A, mm))
+        if self.state_mixer is not None:
+            n = self.state_mixer.layers
+            for cls, name, shape, mm in self.state_mixer.tensors(h):
+                groups.append(TensorGroup(cls, name, shape, n, n, mm))
         if self.norms_per_layer:
             groups.append(TensorGroup("norms", "layer norms", (self.norms_per_layer * self._norm_size,), L, L, False))
         dense = L - self.num_moe_layers
@@ -719,18 +764,39 @@ class ModelConfig:
         4 x L x H x d (MLA: the absorbed form). Multiply by the context c (QK^T and AV,
         2 FLOP per multiply-add); for windowed layers use :meth:`attention_flops`.
         """
-        return self.num_hidden_layers * self.layer_attention_flops
+        return self.attention_layers * self.layer_attention_flops
 
     @property
     def kv_bytes_per_token(self) -> int | Fraction:
         """KV-cache bytes per token at full attention [bytes]: 2 x L x H_kv x d x kv bytes (MLA:
         L x (kv_lora_rank + qk_rope_head_dim) x kv bytes). Windowed layers: :meth:`kv_bytes`."""
-        return self.num_hidden_layers * self.layer_kv_elements * self.kv_bytes_per_element
+        return self.attention_layers * self.layer_kv_elements * self.kv_bytes_per_element
+
+    @property
+    def state_bytes_per_sequence(self) -> int | Fraction:
+        """Recurrent state one sequence holds [bytes], whatever its context: 0 without recurrent layers.
+
+        recurrent layers x (conv state + recurrent state) elements x bytes of ``state_dtype``
+        (:mod:`roofline.hybrid`; docs/conventions.md, "Hybrid models"). A decode step reads it and
+        writes it back once per sequence: :func:`roofline.formulas.hybrid_decode_bytes`.
+        """
+        if self.state_mixer is None:
+            return 0
+        return self.state_mixer.layers * self.state_mixer.layer_state_elements * dtype_bytes(self.state_dtype,
+                                                                                           field="state_dtype")
+
+    @property
+    def recurrent_flops_per_token(self) -> int:
+        """FLOPs one token spends in the recurrent layers beyond their matmul weights [FLOP], fixed in the
+        context (:attr:`roofline.hybrid.StateMixer.layer_recurrent_flops` x layers); 0 without them."""
+        if self.state_mixer is None:
+            return 0
+        return self.state_mixer.layers * self.state_mixer.layer_recurrent_flops
 
     def _held(self, context: Any) -> Any:
         """Sum over layers of min(c, w_l) [token-layers]."""
         if not self.layer_windows:
-            return self.num_hidden_layers * context
+            return self.attention_layers * context
         total: Any = 0
         for w in self.layer_windows:
             total = total + (context if w is None else _minimum(context, w))
@@ -789,7 +855,8 @@ class ModelConfig:
         Returns
         -------
         decode_weight_bytes(batch) + sum_i kv_bytes(c_i) (docs/conventions.md, "One step"
-        and "Architectures").
+        and "Architectures"), + 2 x batch x :attr:`state_bytes_per_sequence` for a hybrid (each
+        sequence's recurrent state read and written back; "Hybrid models").
 
         Raises
         ------
@@ -797,7 +864,7 @@ class ModelConfig:
             A bad batch or context, or a number of contexts other than ``batch``.
         """
         kv = self._kv_sum(batch, contexts)
-        return self.decode_weight_bytes(batch) + kv
+        return self.decode_weight_bytes(batch) + kv + 2 * batch * self.state_bytes_per_sequence
 
     def _kv_sum(self, batch: int, contexts: Any) -> Any:
         if isinstance(contexts, (int, Fraction)):
@@ -810,7 +877,8 @@ class ModelConfig:
     def flops_per_token(self, convention: str = "exact") -> tuple[int, int]:
         """(matmul FLOPs per token, attention FLOPs per token per context token at full attention).
 
-        ``convention="exact"``: the exact matmul count and 4 L H d attention FLOPs.
+        ``convention="exact"``: the exact matmul count (plus a hybrid's recurrent FLOPs,
+        :attr:`recurrent_flops_per_token`) and 4 L H d attention FLOPs (L: attention layers).
         ``convention="2p"``: 2 x P (the lesson's round figure) and no attention FLOPs;
         ``"lesson"`` is accepted as its former name (:func:`flops_convention`).
 
@@ -820,7 +888,8 @@ class ModelConfig:
             For any other convention.
         """
         if flops_convention(convention) == "exact":
-            return self.matmul_flops_per_token, self.attention_flops_per_token
+            # a hybrid's recurrent layers add their fixed FLOPs per token (docs/conventions.md, "Hybrid models")
+            return self.matmul_flops_per_token + self.recurrent_flops_per_token, self.attention_flops_per_token
         return self.two_p_flops_per_token, 0
 
     def step_terms(self, convention: str = "exact") -> dict[str, int | Fraction]:
@@ -914,6 +983,9 @@ class ModelConfig:
         T = int(tensor_parallel_size)
         if T == 1:
             return self
+        if self.state_mixer is not None:
+            raise InvalidValueError("tensor_parallel_size", T, f"{self.name}: tensor parallelism of a hybrid model's "
+                                    f"{self.state_mixer.kind} layers is not modelled (T = 1 only)")
         if isinstance(self, ModelShare):
             raise InvalidValueError("tensor_parallel_size", T,
                                     f"{self.name} is already one GPU's share of {self.tensor_parallel_size}")
