@@ -475,7 +475,9 @@ def _read_qwen3_next(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     conv kernel 4, full_attention_interval 4); every attention layer's q_proj also computes a
     per-head output gate (``Qwen3NextAttention``), and q and k carry a per-head RMSNorm.
     """
-    kw = _read_qwen2_moe({**cfg, "use_sliding_window": False}, source)
+    # the attention layers never slide (Qwen3NextAttention); layer_types names the recurrent layers, read below
+    attention_cfg = {key: value for key, value in cfg.items() if key != "layer_types"}
+    kw = _read_qwen2_moe({**attention_cfg, "use_sliding_window": False}, source)
     kw.update(qkv_bias=False, o_bias=False, qk_norm=True, attention_output_gate=True,
               head_dim=_head_dim(cfg, kw["hidden_size"], kw["num_attention_heads"], source, 256))
     layers = kw["num_hidden_layers"]
