@@ -278,8 +278,16 @@ class ModelConfig:
         A hybrid model's recurrent layers (Gated DeltaNet, Mamba2; :mod:`roofline.hybrid`): they
         hold a fixed state per sequence and no KV cache; the other layers are attention layers.
     state_dtype : str, default "bfloat16"
-        The dtype the engine keeps those states in (vLLM's ``mamba_ssm_cache_dtype``, whose
-        default "auto" is the model's dtype: the config reader sets ``torch_dtype``).
+        The dtype the engine keeps the recurrent (SSM) states in (vLLM's ``mamba_ssm_cache_dtype``,
+        whose default "auto" is the model's dtype; the config reader sets the config's
+        ``mamba_ssm_cache_dtype``, else the family's transformers default, else ``torch_dtype``).
+    conv_state_dtype : str, default "bfloat16"
+        The dtype of the conv states (vLLM's ``mamba_cache_dtype``, "auto": the model's dtype).
+    mlp_only_layers : int >= 0, default 0
+        Layers holding only an MLP (Nemotron-H's "-" blocks): no attention, no recurrence.
+    mixer_only : bool, default False
+        The attention and recurrent layers hold no MLP (Nemotron-H: every block is one mixer or
+        one MLP); the MLPs are then those of the ``mlp_only_layers``.
     attention_output_gate : bool
         A sigmoid output gate on each attention head, computed by q_proj (Qwen3-Next): q_proj
         is H x d x 2 wide.
@@ -342,6 +350,9 @@ class ModelConfig:
     state_mixer: StateMixer | None = attrs.field(default=None, converter=_to_state_mixer)
     state_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
     attention_output_gate: bool = attrs.field(default=False, validator=_bool)
+    conv_state_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
+    mlp_only_layers: int = attrs.field(default=0, validator=_nonneg_int)
+    mixer_only: bool = attrs.field(default=False, validator=_bool)
 
     def __attrs_post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -369,10 +380,14 @@ class ModelConfig:
             for field in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
                 if getattr(self, field) is None:
                     raise InvalidValueError(field, None, "multi-head latent attention (kv_lora_rank) needs it")
+        if self.attention_layers < 1:
+            raise InvalidValueError("state_mixer", self.num_hidden_layers - self.attention_layers,
+                                    "recurrent and MLP-only layers must leave at least one attention layer of "
+                                    f"num_hidden_layers={self.num_hidden_layers}")
+        if self.num_moe_layers > self.mlp_layers:
+            raise InvalidValueError("num_moe_layers", self.num_moe_layers, f"exceeds the layers with an MLP "
+                                    f"({self.mlp_layers})")
         if self.state_mixer is not None:
-            if self.state_mixer.layers >= self.num_hidden_layers:
-                raise InvalidValueError("state_mixer", self.state_mixer.layers, "recurrent layers must leave at least "
-                                        f"one attention layer of num_hidden_layers={self.num_hidden_layers}")
             if self.layer_windows:
                 raise InvalidValueError("layer_windows", self.layer_windows, "sliding windows beside recurrent "
                                         "layers are not modelled")
@@ -411,7 +426,14 @@ class ModelConfig:
     @property
     def attention_layers(self) -> int:
         """Layers holding a KV cache [layers]: every layer but the recurrent ones of a hybrid."""
-        return self.num_hidden_layers - (self.state_mixer.layers if self.state_mixer is not None else 0)
+        recurrent = self.state_mixer.layers if self.state_mixer is not None else 0
+        return self.num_hidden_layers - recurrent - self.mlp_only_layers
+
+    @property
+    def mlp_layers(self) -> int:
+        """Layers holding an MLP (dense or MoE) [layers]: every layer, or only the MLP-only ones of a
+        model whose mixer layers hold none (``mixer_only``)."""
+        return self.mlp_only_layers if self.mixer_only else self.num_hidden_layers
 
     @property
     def has_sliding_window(self) -> bool:
@@ -496,7 +518,7 @@ class ModelConfig:
                 groups.append(TensorGroup(cls, name, shape, n, n, mm))
         if self.norms_per_layer:
             groups.append(TensorGroup("norms", "layer norms", (self.norms_per_layer * self._norm_size,), L, L, False))
-        dense = L - self.num_moe_layers
+        dense = self.mlp_layers - self.num_moe_layers
         if dense:
             for cls, name, shape, mm in self._mlp_groups(self.intermediate_size, "projections", "mlp.", self.mlp_bias):
                 groups.append(TensorGroup(cls, name, shape, dense, dense, mm))
@@ -776,14 +798,16 @@ class ModelConfig:
     def state_bytes_per_sequence(self) -> int | Fraction:
         """Recurrent state one sequence holds [bytes], whatever its context: 0 without recurrent layers.
 
-        recurrent layers x (conv state + recurrent state) elements x bytes of ``state_dtype``
+        recurrent layers x (conv state x bytes of ``conv_state_dtype`` + recurrent state x bytes of
+        ``state_dtype``)
         (:mod:`roofline.hybrid`; docs/conventions.md, "Hybrid models"). A decode step reads it and
         writes it back once per sequence: :func:`roofline.formulas.hybrid_decode_bytes`.
         """
         if self.state_mixer is None:
             return 0
-        return self.state_mixer.layers * self.state_mixer.layer_state_elements * dtype_bytes(self.state_dtype,
-                                                                                           field="state_dtype")
+        mixer = self.state_mixer
+        conv = mixer.conv_state_elements * dtype_bytes(self.conv_state_dtype, field="conv_state_dtype")
+        return mixer.layers * (conv + mixer.ssm_state_elements * dtype_bytes(self.state_dtype, field="state_dtype"))
 
     @property
     def recurrent_flops_per_token(self) -> int:

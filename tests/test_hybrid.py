@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import roofline.formulas as f
-from roofline import InvalidValueError, ModelConfig, get_accelerator, get_model
+from roofline import ConfigError, InvalidValueError, ModelConfig, get_accelerator, get_model
 from roofline.errors import UnsupportedModelError
 from roofline.estimate import criticality, decode_step, kv_capacity
 from roofline.hybrid import StateMixer
@@ -31,6 +31,18 @@ QWEN3_NEXT = dict(model_type="qwen3_next", vocab_size=151936, hidden_size=2048, 
 STATE = 36 * (3 * (2 * 16 * 128 + 32 * 128) + 32 * 128 * 128) * 2
 #: KV per token, by hand: 2 x 12 attention layers x 2 KV heads x 256 x 2 B.
 KV = 2 * 12 * 2 * 256 * 2
+
+
+#: nvidia/Nemotron-H-8B-Base-8K (the preset's config: a trimmed public copy of its config.json).
+NEMOTRON_H_8B = dict(model_type="nemotron_h",
+                     hybrid_override_pattern="M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", hidden_size=4096,
+                     num_hidden_layers=52, num_attention_heads=32, num_key_value_heads=8,
+                     ssm_state_size=128, mamba_num_heads=128, mamba_head_dim=64, n_groups=8, conv_kernel=4,
+                     vocab_size=131072, torch_dtype="bfloat16")
+#: Its state by hand: 24 Mamba2 layers x (conv (4 - 1) x (128 x 64 + 2 x 8 x 128) x 2 B (BF16) + SSM
+#: 128 x 64 x 128 x 4 B (float32: NemotronHConfig's mamba_ssm_cache_dtype)); KV: 2 x 4 x 8 x 128 x 2 B.
+NEMOTRON_STATE = 24 * (3 * (128 * 64 + 2 * 8 * 128) * 2 + 128 * 64 * 128 * 4)
+NEMOTRON_KV = 2 * 4 * 8 * 128 * 2
 
 
 def _tiny(**changes):
@@ -81,18 +93,60 @@ def test_qwen3_next_defaults_are_transformers_own():
     assert (half.state_mixer.layers, half.attention_layers, half.kv_bytes_per_token) == (24, 24, 2 * KV)
 
 
+def test_nemotron_h_8b_parameters_state_and_kv_equal_the_hand_derivation():
+    """Nemotron-H-8B: 8,100,852,736 parameters (published); 102,137,856 B of state (float32 SSM, BF16 conv) and
+    16,384 B/token of KV in its 4 attention blocks; at 1,000 and 32,768 tokens a sequence holds KV + state."""
+    model = get_model("nemotron-h-8b")
+    assert model.parameters == model.published_parameters == 8_100_852_736
+    assert ModelConfig.from_hf_config(NEMOTRON_H_8B).parameters == model.parameters
+    assert (model.state_mixer.layers, model.attention_layers, model.mlp_layers) == (24, 4, 24)
+    assert (model.state_bytes_per_sequence, model.kv_bytes_per_token) == (NEMOTRON_STATE, NEMOTRON_KV)
+    assert NEMOTRON_STATE == 102_137_856
+    for context, held in ((1_000, 118_521_856), (32_768, 639_008_768)):
+        assert model.kv_bytes(context) + model.state_bytes_per_sequence == held
+        assert NEMOTRON_KV * context + NEMOTRON_STATE == held
+    # one Mamba2 block by hand: in_proj (4096 x (2 x 8192 + 2 x 8 x 128 + 128)), conv1d and its bias, dt_bias,
+    # A_log, D, the gated norm, out_proj, the block's norm
+    mamba = 4096 * 18560 + 10240 * 4 + 10240 + 3 * 128 + 8192 + 8192 * 4096 + 4096
+    mlp = 2 * 4096 * 21504 + 4096  # up and down (squared ReLU, not gated), the block's norm
+    attention = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 4096
+    assert model.parameters == 2 * 131072 * 4096 + 4096 + 24 * mamba + 24 * mlp + 4 * attention
+
+
+def test_nemotron_h_defaults_are_transformers_own():
+    """A Nemotron-H config without its Mamba, MLP and head fields reads as NemotronHConfig's defaults; an explicit
+    mamba_ssm_cache_dtype, layers_block_type and the older field names are read too."""
+    omitted = {"model_type": "nemotron_h", "hybrid_override_pattern": NEMOTRON_H_8B["hybrid_override_pattern"]}
+    assert ModelConfig.from_hf_config(omitted).parameters == 8_100_852_736
+    assert ModelConfig.from_hf_config(omitted).state_bytes_per_sequence == NEMOTRON_STATE
+    bf16 = ModelConfig.from_hf_config({**omitted, "mamba_ssm_cache_dtype": "bfloat16"})
+    assert bf16.state_bytes_per_sequence == 24 * (3 * 10240 + 128 * 64 * 128) * 2
+    names = {"M": "mamba", "*": "attention", "-": "mlp"}
+    listed = {"model_type": "nemotron_h", "layers_block_type": [names[c] for c in omitted["hybrid_override_pattern"]],
+              "mamba_n_groups": 8, "mamba_d_conv": 4, "attention_head_dim": 128}
+    assert ModelConfig.from_hf_config(listed).parameters == 8_100_852_736
+    assert ModelConfig.from_hf_config({**omitted, "n_groups": 4}).state_mixer.conv_dim == 8192 + 2 * 4 * 128
+
+
 def test_state_dtype_follows_the_engine_default_and_the_config():
     """The state is in the model's dtype (vLLM's mamba_ssm_cache_dtype "auto") unless the config names one."""
     assert ModelConfig.from_hf_config(QWEN3_NEXT).state_dtype == "bfloat16"
     fp32 = ModelConfig.from_hf_config({**QWEN3_NEXT, "mamba_ssm_cache_dtype": "float32"})
-    assert fp32.state_bytes_per_sequence == 2 * STATE
+    assert fp32.state_bytes_per_sequence == 36 * (3 * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 4)
+    assert fp32.conv_state_dtype == "bfloat16" and fp32.state_dtype == "float32"
 
 
 def test_refusals_name_the_model_and_the_reason():
     """Other hybrids are refused by name; so are unknown layer types, an all-recurrent stack and T > 1."""
-    for model_type in ("nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2", "jamba", "minimax"):
+    for model_type in ("falcon_h1", "granitemoehybrid", "lfm2", "jamba", "minimax"):
         with pytest.raises(UnsupportedModelError, match=model_type):
             ModelConfig.from_hf_config({"model_type": model_type})
+    with pytest.raises(UnsupportedModelError, match="nemotron_h.*mixture-of-experts blocks"):
+        ModelConfig.from_hf_config({"model_type": "nemotron_h", "hybrid_override_pattern": "ME*-"})
+    with pytest.raises(UnsupportedModelError, match="nemotron_h.*no attention block"):
+        ModelConfig.from_hf_config({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M-"})
+    with pytest.raises(ConfigError, match="hybrid_override_pattern.*unknown block types"):
+        ModelConfig.from_hf_config({"model_type": "nemotron_h", "hybrid_override_pattern": "M*X"})
     with pytest.raises(UnsupportedModelError, match="sliding_attention"):
         ModelConfig.from_hf_config({**QWEN3_NEXT, "layer_types": ["sliding_attention"] * 48})
     with pytest.raises(UnsupportedModelError, match="no attention layer"):
@@ -133,12 +187,19 @@ def test_pool_state_blocks_admit_and_reject_by_one_rule():
     assert KVPool.for_model(model, budget=16 * KV * 1000).state_blocks == -(-STATE // (16 * KV)) == 101
 
 
+#: A Nemotron-H-shaped tiny model: 2 Mamba2 blocks, 1 attention block, 1 MLP block.
+_MAMBA = dict(state_mixer=StateMixer("mamba2", layers=2, heads=4, head_dim=16, key_heads=2, key_dim=16, conv_kernel=4,
+                                     conv_bias=True), mlp_only_layers=1, mixer_only=True, gated_mlp=False,
+              norms_per_layer=1, state_dtype="float32")
+
+
 @HYBRID
-@given(st.integers(1, 6), st.integers(1, 200), st.integers(2, 6), st.integers(1, 40))
-def test_scheduler_steps_equal_the_hybrid_formulas(requests, prompt, output, extra_blocks):
+@given(st.integers(1, 6), st.integers(1, 200), st.integers(2, 6), st.integers(1, 40), st.booleans())
+def test_scheduler_steps_equal_the_hybrid_formulas(requests, prompt, output, extra_blocks, mamba):
     """Every decode step the scheduler prices takes hybrid_step_time and moves hybrid_decode_bytes, and its first
-    step admits min(requests, hybrid_sequences_that_fit) sequences of their lifetime's context."""
-    model, gpu = _tiny(), get_accelerator("h100-sxm")
+    step admits min(requests, hybrid_sequences_that_fit) sequences of their lifetime's context (Gated DeltaNet
+    and Mamba2 layouts)."""
+    model, gpu = (_tiny(**_MAMBA) if mamba else _tiny()), get_accelerator("h100-sxm")
     cost = RooflineCostModel.for_model(model, gpu)
     state = f.hybrid_state_blocks(state_bytes=model.state_bytes_per_sequence, block_size=16,
                                   kv_bytes_per_token=model.kv_bytes_per_token)
