@@ -165,7 +165,8 @@ def decode_step(
     flops : {"exact", "2p"}, default "exact" (a Deployment's own)
     overhead : [s] >= 0, fixed per-step overhead
     kv_reads : bool
-        False drops the KV bytes (and attention FLOPs): the weights-only picture.
+        False drops the KV bytes (and attention FLOPs) and a hybrid's recurrent state: the weights-only
+        picture.
     estimate : EngineProfile, str or None
         None (default; a Deployment's own): the roofline bound. An engine profile or its key
         (:func:`roofline.profiles.get_engine_profile`, e.g. ``get_engine_profile("vllm")``):
@@ -213,7 +214,7 @@ def decode_step(
     terms = _model_terms(model, d.flops, batch, context)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
-    if model.is_hybrid:
+    if model.is_hybrid and kv_reads:
         # each sequence's recurrent state, read and written back once a step (docs/conventions.md, "Hybrid
         # models"), is a per-row constant: priced with the bytes the step reads once
         # (f.hybrid_decode_bytes: W + k S + 2 B S_st)

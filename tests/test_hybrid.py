@@ -15,6 +15,7 @@ from roofline.errors import UnsupportedModelError
 from roofline.estimate import criticality, decode_step, kv_capacity
 from roofline.hybrid import StateMixer
 from roofline.sim import KVPool, Request, RooflineCostModel, serve_continuous, serve_serial
+from roofline.testing.strategies import state_mixers
 
 #: Half the active profile's examples (30 by default): each example runs the scheduler.
 HYBRID = settings(max_examples=max(5, settings().max_examples // 2))
@@ -194,12 +195,17 @@ _MAMBA = dict(state_mixer=StateMixer("mamba2", layers=2, heads=4, head_dim=16, k
 
 
 @HYBRID
-@given(st.integers(1, 6), st.integers(1, 200), st.integers(2, 6), st.integers(1, 40), st.booleans())
-def test_scheduler_steps_equal_the_hybrid_formulas(requests, prompt, output, extra_blocks, mamba):
+@given(st.integers(1, 6), st.integers(1, 200), st.integers(2, 6), st.integers(1, 40), st.booleans(),
+       st.none() | state_mixers(max_layers=3, max_width=16))
+def test_scheduler_steps_equal_the_hybrid_formulas(requests, prompt, output, extra_blocks, mamba, mixer):
     """Every decode step the scheduler prices takes hybrid_step_time and moves hybrid_decode_bytes, and its first
     step admits min(requests, hybrid_sequences_that_fit) sequences of their lifetime's context (Gated DeltaNet
-    and Mamba2 layouts)."""
-    model, gpu = (_tiny(**_MAMBA) if mamba else _tiny()), get_accelerator("h100-sxm")
+    and Mamba2 layouts, and drawn recurrent layers)."""
+    model = _tiny(**_MAMBA) if mamba else _tiny()
+    if mixer is not None:  # the drawn layers in place of the model's, one attention layer (and an MLP block) beside
+        model = _tiny(**{**(_MAMBA if mamba else {}), "state_mixer": mixer,
+                         "num_hidden_layers": mixer.layers + 1 + (1 if mamba else 0)})
+    gpu = get_accelerator("h100-sxm")
     cost = RooflineCostModel.for_model(model, gpu)
     state = f.hybrid_state_blocks(state_bytes=model.state_bytes_per_sequence, block_size=16,
                                   kv_bytes_per_token=model.kv_bytes_per_token)

@@ -65,6 +65,7 @@ __all__ = [
     "kv_budgets",
     "kv_pools",
     "layer_windows",
+    "state_mixers",
     "cost_models",
     "decode_stretches",
     "ARRIVALS",
@@ -978,6 +979,44 @@ def _layer_windows(draw: st.DrawFn, max_layers: int, max_window: int) -> tuple[i
     others = draw(st.lists(st.none() | st.integers(1, max_window), max_size=max_layers - 1))
     at = draw(st.integers(0, len(others)))
     return (*others[:at], windowed, *others[at:])
+
+
+def state_mixers(*, kind: str | None = None, max_layers: int = 3, max_width: int = 8) -> st.SearchStrategy[Any]:
+    """Recurrent layers of a hybrid model (:class:`roofline.hybrid.StateMixer`), small.
+
+    Parameters
+    ----------
+    kind : {"gated_deltanet", "mamba2"} or None
+        None draws either.
+    max_layers : int >= 1
+        Recurrent layers (1 to max_layers); a model holding them needs at least one more layer.
+    max_width : int >= 1
+        Heads, head widths, key heads (groups) and key (state) widths in [1, max_width]; conv kernel in [1, 4].
+
+    Returns
+    -------
+    SearchStrategy of StateMixer (shrinks towards one Gated DeltaNet layer of width 1)
+
+    Raises
+    ------
+    InvalidArgument
+        An unknown kind or a bound below 1.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> find(state_mixers(), lambda m: True).layer_state_elements
+    1
+    """
+    from ..hybrid import STATE_KINDS, StateMixer
+
+    if kind is not None:
+        _check_choice("kind", kind, STATE_KINDS)
+    _check_int("max_layers", max_layers, 1)
+    _check_int("max_width", max_width, 1)
+    width = st.integers(1, max_width)
+    return st.builds(StateMixer, st.just(kind) if kind else st.sampled_from(STATE_KINDS), st.integers(1, max_layers),
+                     width, width, width, width, st.integers(1, 4), st.booleans(), st.booleans())
 
 
 def cost_models(
