@@ -70,6 +70,16 @@ def test_state_mixers_build_hybrid_models_whose_state_is_their_shapes(mixer):
     assert model.state_bytes_per_sequence == mixer.layers * (conv * 2 + ssm * 4)
 
 
+@given(model_configs(presets=True, architecture="hybrid", max_layers=8))
+def test_hybrid_model_configs_hold_recurrent_layers_and_other_architectures_none(model):
+    """architecture="hybrid" draws models with recurrent layers (the hybrid presets among them); "dense" and "any"
+    never do, so the formulas without a state still price every model they draw."""
+    assert model.is_hybrid and model.attention_layers >= 1 and model.state_bytes_per_sequence > 0
+    for architecture in ("dense", "any"):
+        assert not any(m.is_hybrid for m in (get_model(n) for n in model_names())
+                       if rs._architecture_of(m, architecture))
+
+
 def test_state_mixers_refuse_bad_options():
     """An unknown kind or a bound below 1 is an InvalidArgument."""
     with pytest.raises(InvalidArgument):

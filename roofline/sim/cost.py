@@ -726,10 +726,15 @@ class RooflineCostModel:
     def decode_work(self, batch: int, context_sum: int) -> tuple[Any, Any]:
         """(bytes [bytes], FLOPs [FLOP]) of a decode step (``roofline.formulas.decode_bytes``, ``decode_flops``)."""
         context_sum = self._tokens(context_sum)
+        if self._state:  # a hybrid: each row's recurrent state read and written back
+            nbytes = f.hybrid_decode_bytes.unchecked(batch=batch, weight_bytes=self._weights_exactness(batch),
+                                                     kv_bytes_per_token=self.kv_bytes_per_token,
+                                                     context_sum=context_sum, state_bytes=self._state)
+        else:
+            nbytes = f.decode_bytes.unchecked(weight_bytes=self._weights_exactness(batch),
+                                              kv_bytes_per_token=self.kv_bytes_per_token, context_sum=context_sum)
         return (
-            f.hybrid_decode_bytes.unchecked(batch=batch, weight_bytes=self._weights_exactness(batch),
-                                            kv_bytes_per_token=self.kv_bytes_per_token, context_sum=context_sum,
-                                            state_bytes=self._state),
+            nbytes,
             f.decode_flops.unchecked(batch=batch, flops_per_token=self.flops_per_token,
                                      attention_flops_per_token=self.attention_flops_per_token,
                                      context_sum=context_sum),
