@@ -991,7 +991,8 @@ class ModelConfig:
             T not an integer >= 1; query heads not divisible by T; KV heads not divisible by T
             when T <= H_kv, or T not divisible by the KV heads when T > H_kv; an MLP or expert
             width not divisible by T (vLLM's ``divide`` refuses all of these); a model that is
-            already one GPU's share. The message gives the numbers.
+            already one GPU's share; a hybrid model at T > 1 (how its recurrent layers split is not
+            modelled). The message gives the numbers.
 
         Examples
         --------
