@@ -977,6 +977,10 @@ class ModelConfig:
             - embedding and lm_head split by vocabulary: ceil(V / T) rows per GPU;
             - norms, biases of row-parallel layers (o_proj, down_proj), learned position embeddings
               and other towers replicated;
+            - Gated DeltaNet layers (a hybrid's, :mod:`roofline.hybrid`): key and value heads / T, so
+              in_proj_qkvz, in_proj_ba, the conv channels, dt_bias and A_log by columns and out_proj
+              by rows, and each sequence's conv and recurrent states / T, as vLLM splits them
+              (``MambaStateShapeCalculator.gated_delta_net_state_shape`` divides by the TP size);
             - multi-head latent attention: the heads split (q_b_proj, kv_b_proj, o_proj); q_a_proj,
               kv_a_proj_with_mqa and the latent KV cache (kv_lora_rank + qk_rope_head_dim per token
               and layer) replicated on every GPU, as vLLM does (vllm/model_executor/models/deepseek_v2.py,
@@ -991,8 +995,9 @@ class ModelConfig:
             T not an integer >= 1; query heads not divisible by T; KV heads not divisible by T
             when T <= H_kv, or T not divisible by the KV heads when T > H_kv; an MLP or expert
             width not divisible by T (vLLM's ``divide`` refuses all of these); a model that is
-            already one GPU's share; a hybrid model at T > 1 (how its recurrent layers split is not
-            modelled). The message gives the numbers.
+            already one GPU's share; Gated DeltaNet key or value heads not divisible by T; a hybrid
+            with Mamba2 or MLP-only blocks at T > 1 (how those split is not modelled). The message
+            gives the numbers.
 
         Examples
         --------
@@ -1008,9 +1013,10 @@ class ModelConfig:
         T = int(tensor_parallel_size)
         if T == 1:
             return self
-        if self.state_mixer is not None:
+        mixer = self.state_mixer
+        if mixer is not None and (mixer.kind != "gated_deltanet" or self.mixer_only):
             raise InvalidValueError("tensor_parallel_size", T, f"{self.name}: tensor parallelism of a hybrid model's "
-                                    f"{self.state_mixer.kind} layers is not modelled (T = 1 only)")
+                                    f"{mixer.kind} blocks is not modelled (T = 1 only; Gated DeltaNet layers split)")
         if isinstance(self, ModelShare):
             raise InvalidValueError("tensor_parallel_size", T,
                                     f"{self.name} is already one GPU's share of {self.tensor_parallel_size}")
@@ -1043,6 +1049,11 @@ class ModelConfig:
         share: dict[str, Any] = {field: width // T for field, width in widths.items()}
         if "intermediate_size" not in share:
             share["intermediate_size"] = self.intermediate_size
+        if mixer is not None:  # Gated DeltaNet as vLLM splits it: key and value heads, channels and states / T
+            for name, heads in (("linear_num_key_heads", mixer.key_heads), ("linear_num_value_heads", mixer.heads)):
+                if heads % T:
+                    raise InvalidValueError("tensor_parallel_size", T, f"{name}={heads} is not divisible by {T}")
+            share["state_mixer"] = attrs.evolve(mixer, heads=mixer.heads // T, key_heads=mixer.key_heads // T)
         fields = {a.name: getattr(self, a.name) for a in attrs.fields(ModelConfig)}
         fields.update(num_attention_heads=H // T, num_key_value_heads=kv_heads, vocab_size=-(-self.vocab_size // T),
                       published_parameters=None, **share)

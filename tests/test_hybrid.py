@@ -152,12 +152,33 @@ def test_refusals_name_the_model_and_the_reason():
         ModelConfig.from_hf_config({**QWEN3_NEXT, "layer_types": ["sliding_attention"] * 48})
     with pytest.raises(UnsupportedModelError, match="no attention layer"):
         ModelConfig.from_hf_config({**QWEN3_NEXT, "layer_types": ["linear_attention"] * 48})
-    with pytest.raises(InvalidValueError, match="tensor_parallel_size"):
-        get_model("qwen3-next-80b-a3b").per_gpu(2)
+    with pytest.raises(InvalidValueError, match="tensor_parallel_size.*mamba2 blocks"):
+        get_model("nemotron-h-8b").per_gpu(2)
+    with pytest.raises(InvalidValueError, match="linear_num_key_heads=6 is not divisible by 4"):
+        ModelConfig.from_hf_config({**QWEN3_NEXT, "linear_num_key_heads": 6}).per_gpu(4)
     with pytest.raises(InvalidValueError, match="state_mixer"):
         _tiny(num_hidden_layers=3)
     with pytest.raises(InvalidValueError, match="state_blocks"):
         KVPool(10, 16, state_blocks=-1)
+
+
+def test_tensor_parallel_gated_deltanet_splits_heads_and_states_as_vllm():
+    """Qwen3-Next at T = 2, 4, 8: each GPU holds S / T of every sequence's state (key and value heads / T, vLLM's
+    gated_delta_net_state_shape), one KV head of the 2 (replicated from T = 2), and a decode step of the group adds
+    the 2 L all-reduces to hybrid_step_time."""
+    model, gpu = get_model("qwen3-next-80b-a3b"), get_accelerator("h200")
+    for T in (2, 4, 8):
+        share = model.per_gpu(T)
+        assert share.state_bytes_per_sequence == 36 * (3 * (2 * 16 * 128 + 32 * 128) // T + 32 * 128 * 128 // T) * 2
+        assert share.state_bytes_per_sequence * T == STATE and share.kv_bytes_per_token == KV // 2
+    cost = RooflineCostModel.for_model(model, gpu, tensor_parallel_size=2)
+    share = model.per_gpu(2)
+    F, a = share.flops_per_token("exact")
+    expected = f.hybrid_step_time(batch=4, context_sum=400, weight_bytes=share.decode_weight_bytes(4),
+                                  kv_bytes_per_token=share.kv_bytes_per_token, flops_per_token=F,
+                                  attention_flops_per_token=a, state_bytes=share.state_bytes_per_sequence,
+                                  bandwidth=Fraction(gpu.bandwidth), peak_flops=Fraction(gpu.peak("bf16")), overhead=0)
+    assert cost.decode_time(4, 400) == expected + cost.allreduce_time(4) and cost.allreduce_time(4) > 0
 
 
 def test_the_estimate_prices_the_state_in_every_decode_row():
