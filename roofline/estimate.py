@@ -365,10 +365,11 @@ def criticality(
         return Criticality(
             ridge_point=f.ridge_point(**hw), context=context, critical_batch=critical,
             critical_batch_weights_only=critical_weights_only, critical_context=critical_ctx,
-            intensity_limit=f.hybrid_intensity_limit(
-                context=context, kv_bytes_per_token=terms["kv_bytes_per_token"],
+            # (F + a c) / (k c + 2 S): the dense limit with the state spread over the context's tokens
+            intensity_limit=None if context == 0 else f.intensity_limit(
+                context=context, kv_bytes_per_token=terms["kv_bytes_per_token"] + 2 * state / context,
                 flops_per_token=terms["flops_per_token"],
-                attention_flops_per_token=terms["attention_flops_per_token"], state_bytes=state),
+                attention_flops_per_token=terms["attention_flops_per_token"]),
             flops_convention=flops)
     if model.has_sliding_window:
         critical_ctx = _windowed_critical_context(model, full, hw)

@@ -11,8 +11,8 @@ c in the critical forms):
 * B* = ceil(I* W / (F + a c - I* (k c + 2 S_st))) where that denominator is > 0, else none;
 * c* = (F - 2 I* S_st) / (I* k - a): 0 when F <= 2 I* S_st, none when I* k <= a;
 * blocks: the state takes ceil(S_st / (b k)) blocks of b tokens of KV; a pool of P blocks fits
-  floor(P / (ceil(c / b) + state blocks)) sequences at c; one sequence in M bytes reaches
-  floor((M - S_st) / k) tokens.
+  floor(P / (ceil(c / b) + state blocks)) sequences at c (one sequence in M bytes reaches
+  floor((M - S_st) / k) tokens: :func:`roofline.formulas.kv_capacity_tokens` of M - S_st).
 
 Derivations: :mod:`roofline.symbolic.hybrid`; proof: ``proofs/p17_hybrid.py``.
 """
@@ -26,9 +26,8 @@ import numpy as np
 from ._core import ceil, floor, formula, maximum
 from .intensity import _none_or_inf
 
-__all__ = ["hybrid_decode_bytes", "hybrid_step_time", "hybrid_arithmetic_intensity", "hybrid_intensity_limit",
-           "hybrid_critical_batch_real", "hybrid_critical_batch", "hybrid_critical_context", "hybrid_state_blocks",
-           "hybrid_sequences_that_fit", "hybrid_max_context"]
+__all__ = ["hybrid_decode_bytes", "hybrid_step_time", "hybrid_critical_batch", "hybrid_critical_context",
+           "hybrid_state_blocks", "hybrid_sequences_that_fit"]
 
 _P = "p17_hybrid.py"
 _MODEL: dict[str, Any] = dict(weight_bytes="positive", kv_bytes_per_token="nonnegative", flops_per_token="positive",
@@ -106,59 +105,6 @@ def hybrid_step_time(*, batch: Any, context_sum: Any, weight_bytes: Any, kv_byte
     return maximum(memory, compute) + overhead
 
 
-@formula(result="positive", topic="hybrid", proof=_P, batch="positive", context="nonnegative", **_MODEL)
-def hybrid_arithmetic_intensity(*, batch: Any, context: Any, weight_bytes: Any, kv_bytes_per_token: Any,
-                                flops_per_token: Any, attention_flops_per_token: Any, state_bytes: Any) -> Any:
-    """Intensity of a hybrid decode step of B sequences at context c [FLOP/byte].
-
-    Parameters as :func:`hybrid_step_time` with ``context`` [tokens] >= 0 each in place of their sum.
-
-    Returns
-    -------
-    [FLOP/byte]: B (F + a c) / (W + B (k c + 2 S_st)).
-
-    Raises
-    ------
-    InvalidValueError
-
-    Examples
-    --------
-    >>> hybrid_arithmetic_intensity(batch=4, context=0, weight_bytes=8, kv_bytes_per_token=0, flops_per_token=4,
-    ...     attention_flops_per_token=0, state_bytes=1)
-    1.0
-    """
-    return batch * (flops_per_token + attention_flops_per_token * context) / (
-        weight_bytes + batch * (kv_bytes_per_token * context + 2 * state_bytes))
-
-
-@formula(result="positive", topic="hybrid", proof=_P, context="nonnegative", kv_bytes_per_token="nonnegative",
-         flops_per_token="positive", attention_flops_per_token="nonnegative", state_bytes="positive")
-def hybrid_intensity_limit(*, context: Any, kv_bytes_per_token: Any, flops_per_token: Any,
-                           attention_flops_per_token: Any, state_bytes: Any) -> Any:
-    """The hybrid intensity's limit as the batch grows [FLOP/byte]: (F + a c) / (k c + 2 S_st).
-
-    Parameters
-    ----------
-    context : [tokens] >= 0; kv_bytes_per_token : [bytes/token] >= 0; flops_per_token : [FLOP/token] > 0;
-    attention_flops_per_token : >= 0; state_bytes : [bytes] > 0 (the limit stays finite at c = 0)
-
-    Returns
-    -------
-    [FLOP/byte], scalar or broadcast shape.
-
-    Raises
-    ------
-    InvalidValueError
-
-    Examples
-    --------
-    >>> hybrid_intensity_limit(context=0, kv_bytes_per_token=1, flops_per_token=6, attention_flops_per_token=0,
-    ...     state_bytes=3)
-    1.0
-    """
-    return (flops_per_token + attention_flops_per_token * context) / (kv_bytes_per_token * context + 2 * state_bytes)
-
-
 _CRIT: dict[str, Any] = dict(context="nonnegative", peak_flops="positive", bandwidth="positive", **_MODEL)
 
 
@@ -169,30 +115,8 @@ def _crit_den(kw: dict[str, Any]) -> Any:
         kw["kv_bytes_per_token"] * c + 2 * kw["state_bytes"])
 
 
-@formula(result="positive", topic="hybrid", proof=_P, none_when_infinite=True, **_CRIT)
-def hybrid_critical_batch_real(**kw: Any) -> Any:
-    """The real batch at which a hybrid step's intensity equals the ridge point [sequences].
-
-    Parameters
-    ----------
-    context : [tokens] >= 0; weight_bytes, kv_bytes_per_token, flops_per_token, attention_flops_per_token,
-    state_bytes : as :func:`hybrid_arithmetic_intensity`; peak_flops [FLOP/s] > 0; bandwidth [bytes/s] > 0
-
-    Returns
-    -------
-    [sequences]: I* W / (F + a c - I* (k c + 2 S_st)); ``None`` (scalar) or ``inf`` (array) when
-    that denominator is <= 0 (memory-bound at every batch).
-
-    Raises
-    ------
-    InvalidValueError
-
-    Examples
-    --------
-    >>> hybrid_critical_batch_real(context=0, weight_bytes=2, kv_bytes_per_token=0, flops_per_token=4,
-    ...     attention_flops_per_token=0, state_bytes=1, peak_flops=1, bandwidth=1)
-    1.0
-    """
+def _critical_batch_real(kw: dict[str, Any]) -> Any:
+    """I* W / (F + a c - I* (k c + 2 S_st)) where that denominator is > 0; None (scalars) or inf (arrays) else."""
     num = kw["peak_flops"] / kw["bandwidth"] * kw["weight_bytes"]
     den = _crit_den(kw)
     if isinstance(den, np.ndarray):
@@ -206,12 +130,18 @@ def hybrid_critical_batch_real(**kw: Any) -> Any:
 def hybrid_critical_batch(**kw: Any) -> Any:
     """A hybrid model's critical batch B*: the smallest integer batch whose decode step is compute-bound.
 
-    Parameters as :func:`hybrid_critical_batch_real`.
+    Parameters
+    ----------
+    context : [tokens] >= 0
+    weight_bytes : [bytes] > 0; kv_bytes_per_token : [bytes/token] >= 0; flops_per_token : [FLOP/token] > 0;
+    attention_flops_per_token : >= 0; state_bytes : [bytes] >= 0 (as :func:`hybrid_step_time`)
+    peak_flops : [FLOP/s] > 0; bandwidth : [bytes/s] > 0
 
     Returns
     -------
-    [sequences], int (scalar) or float array: ceil(:func:`hybrid_critical_batch_real`); ``None`` or
-    ``inf`` when no batch is compute-bound (the state's traffic grows with B as the KV's does).
+    [sequences], int (scalar) or float array: ceil(I* W / (F + a c - I* (k c + 2 S_st))); ``None``
+    (scalar) or ``inf`` (array) when that denominator is <= 0: no batch is compute-bound (the
+    state's traffic grows with B as the KV's does).
 
     Raises
     ------
@@ -223,7 +153,7 @@ def hybrid_critical_batch(**kw: Any) -> Any:
     ...     attention_flops_per_token=0, state_bytes=1, peak_flops=1, bandwidth=1)
     2
     """
-    real = hybrid_critical_batch_real.unchecked(**kw)
+    real = _critical_batch_real(kw)
     if isinstance(real, np.ndarray):
         return np.ceil(real)
     return None if real is None else ceil(real)
@@ -329,29 +259,3 @@ def hybrid_sequences_that_fit(*, pool_blocks: Any, context: Any, block_size: Any
     6
     """
     return floor(pool_blocks / (ceil(context / block_size) + state_blocks))
-
-
-@formula(result="nonnegative", topic="hybrid", proof=_P, budget="nonnegative", state_bytes="nonnegative",
-         kv_bytes_per_token="positive")
-def hybrid_max_context(*, budget: Any, state_bytes: Any, kv_bytes_per_token: Any) -> Any:
-    """The longest context one sequence reaches in M bytes of cache [tokens]: max(0, floor((M - S_st) / k)).
-
-    Parameters
-    ----------
-    budget : [bytes] >= 0; state_bytes : [bytes] >= 0; kv_bytes_per_token : [bytes/token] > 0
-
-    Returns
-    -------
-    [tokens], int or array; floor(M / k) for a model without recurrent layers; 0 when the state
-    alone does not fit (M < S_st: no sequence runs at all).
-
-    Raises
-    ------
-    InvalidValueError
-
-    Examples
-    --------
-    >>> hybrid_max_context(budget=4_831_838_208, state_bytes=39_518_208, kv_bytes_per_token=24_576)
-    195000
-    """
-    return maximum(0, floor((budget - state_bytes) / kv_bytes_per_token))

@@ -86,17 +86,17 @@ def derive(p: Proof) -> None:
             (64_094_208, 844_824_576))
 
     p.section("How long a context one sequence reaches in the same memory")
-    p.show("c_max(M)", hy.hybrid_max_context)
+    p.show("c_max(M)", hy.max_context_)
     p.legend("budget", "state_bytes", "kv_bytes_per_token")
     M = Fraction(9, 2) * GiB
     p.equal("M = 4.5 GiB: Qwen3-4B's KV at 32,768 tokens (case K2)", kd * LONG, M, value=si(M, "B"))
-    reach = f.hybrid_max_context(budget=M, state_bytes=S, kv_bytes_per_token=k)
-    p.equal("Qwen3-Next: floor((M - S) / k)", reach, (M - S) // k, value=f"{reach:,} tokens")
-    p.equal("the symbolic form gives the same", evaluate(hy.hybrid_max_context, budget=M, state_bytes=S,
+    reach = f.kv_capacity_tokens(budget=M - S, kv_bytes_per_token=k)
+    p.equal("Qwen3-Next: the KV capacity of what the state leaves, floor((M - S) / k)", reach, (M - S) // k,
+            value=f"{reach:,} tokens")
+    p.equal("the symbolic form gives the same", evaluate(hy.max_context_, budget=M, state_bytes=S,
                                                           kv_bytes_per_token=k), reach)
-    plain = f.hybrid_max_context(budget=M, state_bytes=0, kv_bytes_per_token=kd)
-    p.equal("Qwen3-4B (no state): floor(M / k), the KV capacity in tokens", (plain, plain),
-            (f.kv_capacity_tokens(budget=M, kv_bytes_per_token=kd), LONG), value=f"{plain:,} tokens")
+    plain = f.kv_capacity_tokens(budget=M, kv_bytes_per_token=kd)
+    p.equal("Qwen3-4B (no state): floor(M / k)", plain, LONG, value=f"{plain:,} tokens")
     p.equal("a context as long as", Fraction(reach, plain), Fraction(195_000, 32_768),
             value=f"{reach / plain:.2f}x")
 
@@ -167,18 +167,21 @@ def derive(p: Proof) -> None:
     p.equal("which is step_time when the state is 0",
             f.hybrid_step_time(batch=REQUESTS, context_sum=REQUESTS * c, state_bytes=0, **terms),
             f.step_time(batch=REQUESTS, context_sum=REQUESTS * c, **terms))
-    p.equal("its intensity: 4 (F + a c) / (W(4) + 4 (k c + 2 S))",
-            f.hybrid_arithmetic_intensity(batch=REQUESTS, context=c, state_bytes=S, weight_bytes=weights(REQUESTS),
-                                          kv_bytes_per_token=k, flops_per_token=F, attention_flops_per_token=a),
+    p.equal("its intensity, the states among the bytes read once: 4 (F + a c) / (W(4) + 8 S + 4 k c)",
+            f.arithmetic_intensity(batch=REQUESTS, context=c, weight_bytes=weights(REQUESTS) + 2 * REQUESTS * S,
+                                   kv_bytes_per_token=k, flops_per_token=F, attention_flops_per_token=a),
             decode.flops / decode.bytes)
 
     p.section("Where math would catch up: never, at any batch or context")
     ridge = peak / bw
     p.show("c*", hy.hybrid_critical_context)
-    limit0 = f.hybrid_intensity_limit(context=0, kv_bytes_per_token=k, flops_per_token=F, attention_flops_per_token=a,
-                                      state_bytes=S)
-    p.equal("as the batch grows the intensity tends to (F + a c) / (k c + 2 S); at c = 0, F / (2 S)", limit0,
-            F / (2 * S), value=f"{float(limit0):.1f} FLOP/byte")
+    limit0 = evaluate(hy.intensity_limit_, context=0, kv_bytes_per_token=k, flops_per_token=F,
+                      attention_flops_per_token=a, state_bytes=S)
+    p.equal("as the batch grows the intensity tends to (F + a c) / (k c + 2 S) (SymPy limit); at c = 0, F / (2 S)",
+            limit0, F / (2 * S), value=f"{float(limit0):.1f} FLOP/byte")
+    at_short = criticality(model, gpu, context=SHORT).intensity_limit
+    p.equal("at 1,000 tokens: the estimate API's limit", at_short, (F + a * SHORT) / (k * SHORT + 2 * S),
+            value=f"{float(at_short):.1f} FLOP/byte")
     p.holds("below the ridge: the state's traffic alone keeps every batch memory-bound", limit0 < ridge,
             f"ridge {float(ridge):.1f} FLOP/byte")
     crit = dict(kv_bytes_per_token=k, flops_per_token=F, attention_flops_per_token=a, peak_flops=peak, bandwidth=bw)
@@ -205,8 +208,6 @@ def derive(p: Proof) -> None:
     p.equal("with the state free (S = 0) c* is the dense model's F / (ridge k - a)",
             f.hybrid_critical_context(state_bytes=0, **crit), f.critical_context(**crit),
             value=f"{float(f.critical_context(**crit)):,.0f} tokens")
-    real = f.hybrid_critical_batch_real(context=0, state_bytes=0, **model_terms)
-    p.equal("and at c = 0 the batch would reach the ridge at ridge x W(1) / F", real, ridge * weights(1) / F)
     smallest = next(b for b in range(1, 10_000) if b * F / peak >= weights(1) / bw)
     p.equal("B* = the smallest integer batch there (searched)",
             f.hybrid_critical_batch(context=0, state_bytes=0, **model_terms), smallest, value=f"B* = {smallest}")
