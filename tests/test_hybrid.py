@@ -269,3 +269,26 @@ def _fields(model: ModelConfig) -> dict:
     import attrs
 
     return {a.name: getattr(model, a.name) for a in attrs.fields(ModelConfig)}
+
+
+def test_report_and_simulate_say_the_state(capsys):
+    """`roofline report --json` carries the recurrent state and the text says it; `simulate --json` the state blocks;
+    a weights-only decode step (kv_reads=False) drops the state with the KV."""
+    import json
+
+    from roofline.cli import main
+
+    assert main(["report", "--model", "nemotron-h-8b", "--context", "8192", "--json"]) == 0
+    state = json.loads(capsys.readouterr().out)["model"]["recurrent_state"]
+    assert state == {"kind": "mamba2", "layers": 24, "attention_layers": 4, "bytes_per_sequence": NEMOTRON_STATE,
+                     "state_dtype": "float32", "conv_state_dtype": "bfloat16",
+                     "recurrent_flops_per_token": 24 * (2 * 4 * 10240 + 6 * 128 * 64 * 128)}
+    assert main(["report", "--model", "nemotron-h-8b", "--context", "8192"]) == 0
+    assert "recurrent state       102,137,856 B     per sequence" in capsys.readouterr().out
+    assert main(["simulate", "--model", "nemotron-h-8b", "--num-prompts", "4", "--random-input-len", "64",
+                 "--random-output-len", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_pool"]["state_blocks"] == -(-NEMOTRON_STATE // (16 * NEMOTRON_KV))
+    model, gpu = get_model("nemotron-h-8b"), get_accelerator("h100-sxm")
+    bare = decode_step(model, gpu, batch=8, context=100, kv_reads=False)
+    assert bare.bytes == model.weight_bytes
+    assert decode_step(model, gpu, batch=8, context=100).bytes == model.decode_bytes(8, 100)
