@@ -239,7 +239,8 @@ class Deployment:
             One GPU's ``weight_bytes`` (a MoE model's shared weights, with ``routed_expert_bytes``,
             ``num_experts``, ``experts_per_token``), ``kv_bytes_per_token``, ``flops_per_token``,
             ``attention_flops_per_token``, ``bandwidth`` and ``peak_flops`` (x eta_bw and x eta_mm
-            under an estimate), ``overhead``, ``layer_windows`` and, at T > 1, the all-reduce terms.
+            under an estimate), ``overhead``, ``layer_windows``, a hybrid's ``state_bytes`` and, at
+            T > 1, the all-reduce terms.
 
         Raises
         ------
@@ -272,6 +273,8 @@ class Deployment:
         t_seq = per_sequence_time(self.estimate)
         if t_seq:
             per_sequence = dict(per_sequence=t_seq)
+        if share.is_hybrid:
+            terms["state_bytes"] = share.state_bytes_per_sequence
         return dict(terms, **accelerator.step_terms(share.compute_dtype), overhead=overhead, **tp,
                     layer_windows=share.layer_windows, **per_sequence)
 

@@ -174,7 +174,8 @@ def decode_step(
     flops : {"exact", "2p"}, default "exact" (a Deployment's own)
     overhead : [s] >= 0, fixed per-step overhead
     kv_reads : bool
-        False drops the KV bytes (and attention FLOPs): the weights-only picture.
+        False drops the KV bytes (and attention FLOPs) and a hybrid's recurrent state: the weights-only
+        picture.
     estimate : EngineProfile, str or None
         None (default; a Deployment's own): the roofline bound. An engine profile or its key
         (:func:`roofline.profiles.get_engine_profile`, e.g. ``get_engine_profile("vllm")``):
@@ -222,6 +223,11 @@ def decode_step(
     terms = _model_terms(model, d.flops, batch, context)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
+    if model.is_hybrid and kv_reads:
+        # each sequence's recurrent state, read and written back once a step (docs/conventions.md, "Hybrid
+        # models"), is a per-row constant: priced with the bytes the step reads once
+        # (f.hybrid_decode_bytes: W + k S + 2 B S_st)
+        terms["weight_bytes"] = terms["weight_bytes"] + 2 * batch * Fraction(model.state_bytes_per_sequence)
     if d.estimate is not None:
         profile = d.estimate
         f.estimated_step_time(  # checks the constants and the arguments, naming a bad one
@@ -352,12 +358,29 @@ def criticality(
     hw = _hardware_terms(accelerator, model)
     weights_only = dict(terms, kv_bytes_per_token=Fraction(0), attention_flops_per_token=Fraction(0))
     full = {name: Fraction(value) for name, value in model.step_terms(flops).items()}
+    state = Fraction(model.state_bytes_per_sequence)
     if model.is_moe:
-        critical = _moe_critical_batch(model, terms, hw, context)
+        critical = _moe_critical_batch(model, terms, hw, context, state)
         critical_weights_only = _moe_critical_batch(model, weights_only, hw, 0)
+    elif state:
+        critical = f.hybrid_critical_batch(context=context, **terms, **hw, state_bytes=state)
+        critical_weights_only = f.critical_batch(context=0, **weights_only, **hw)
     else:
         critical = f.critical_batch(context=context, **terms, **hw)
         critical_weights_only = f.critical_batch(context=0, **weights_only, **hw)
+    if state:  # the attention share and the state set c* (roofline.formulas.hybrid)
+        critical_ctx = f.hybrid_critical_context(
+            kv_bytes_per_token=terms["kv_bytes_per_token"], flops_per_token=terms["flops_per_token"],
+            attention_flops_per_token=terms["attention_flops_per_token"], state_bytes=state, **hw)
+        return Criticality(
+            ridge_point=f.ridge_point(**hw), context=context, critical_batch=critical,
+            critical_batch_weights_only=critical_weights_only, critical_context=critical_ctx,
+            # (F + a c) / (k c + 2 S): the dense limit with the state spread over the context's tokens
+            intensity_limit=None if context == 0 else f.intensity_limit(
+                context=context, kv_bytes_per_token=terms["kv_bytes_per_token"] + 2 * state / context,
+                flops_per_token=terms["flops_per_token"],
+                attention_flops_per_token=terms["attention_flops_per_token"]),
+            flops_convention=flops)
     if model.has_sliding_window:
         critical_ctx = _windowed_critical_context(model, full, hw)
     else:
@@ -384,17 +407,20 @@ def criticality(
 _MAX_BATCH = 1 << 40
 
 
-def _moe_critical_batch(model: ModelConfig, terms: dict[str, Any], hw: dict[str, Any], context: int) -> int | None:
+def _moe_critical_batch(model: ModelConfig, terms: dict[str, Any], hw: dict[str, Any], context: int,
+                        state: Any = 0) -> int | None:
     """Smallest integer B whose MoE decode step is compute-bound (uniform routing), or None.
 
     The compute margin g(B) = FLOPs / peak - bytes / BW (:func:`roofline.formulas.moe_compute_margin`)
     is convex in B and negative at B = 0 (``roofline.symbolic.moe``; proofs/p09_moe.py),
     so {B : g(B) >= 0} is [B*, oo) or empty; it is non-empty iff F + a c > (peak / BW) k c
     (as B grows, experts touched tend to E and g grows like B (F + a c - ridge k c) / peak).
-    B* is found exactly by doubling then bisection on integers.
+    B* is found exactly by doubling then bisection on integers. A hybrid's recurrent state
+    (``state`` bytes per sequence, read and written back) subtracts 2 B state / BW from the
+    margin: a linear term, so the margin stays convex and B* exists iff F + a c > ridge (k c + 2 state).
     """
     per_seq = terms["flops_per_token"] + terms["attention_flops_per_token"] * context
-    if per_seq * hw["bandwidth"] <= hw["peak_flops"] * terms["kv_bytes_per_token"] * context:
+    if per_seq * hw["bandwidth"] <= hw["peak_flops"] * (terms["kv_bytes_per_token"] * context + 2 * state):
         return None
     kw = dict(context=context, shared_weight_bytes=Fraction(model.shared_weight_bytes),
               routed_expert_bytes=Fraction(model.routed_expert_bytes), num_experts=model.num_experts,
@@ -403,7 +429,7 @@ def _moe_critical_batch(model: ModelConfig, terms: dict[str, Any], hw: dict[str,
               **hw)
 
     def bound(b: int) -> bool:
-        return f.moe_compute_margin.unchecked(batch=b, **kw) >= 0
+        return f.moe_compute_margin.unchecked(batch=b, **kw) - 2 * b * state / hw["bandwidth"] >= 0
 
     hi = 1
     while not bound(hi):
@@ -465,7 +491,8 @@ class KVCapacity:
     context : [tokens]
     sequences : [sequences], token-level accounting
     sequences_blocks : [sequences], block-level accounting (<= sequences)
-    kv_bytes_per_sequence : [bytes], KV one sequence holds at ``context`` (window-aware)
+    kv_bytes_per_sequence : [bytes], KV one sequence holds at ``context`` (window-aware; a hybrid's
+        recurrent state included, and its blocks in ``sequences_blocks``)
 
     For a model with sliding-window layers, ``tokens`` and ``blocks`` are at the full-attention
     rate (named so); ``sequences`` and ``sequences_blocks`` use the window-aware bytes.
@@ -707,6 +734,18 @@ def kv_capacity(
     _check_scalar("context", context, minimum=1)
     _check_scalar("block_size", block_size, minimum=1)
     k = model.kv_bytes_per_token
+    if model.is_hybrid:  # KV plus one fixed state per sequence (roofline.formulas.hybrid; "Hybrid models")
+        state = model.state_bytes_per_sequence
+        blocks = int(f.kv_capacity_blocks(budget=budget, kv_bytes_per_token=k, block_size=block_size))
+        state_blocks = f.hybrid_state_blocks(state_bytes=state, block_size=block_size, kv_bytes_per_token=k)
+        return KVCapacity(
+            budget=budget, kv_bytes_per_token=k,
+            tokens=int(f.kv_capacity_tokens(budget=budget, kv_bytes_per_token=k)), block_size=block_size,
+            blocks=blocks, context=context, sequences=int(Fraction(budget) // Fraction(k * context + state)),
+            sequences_blocks=int(f.hybrid_sequences_that_fit(pool_blocks=blocks, context=context,
+                                                             block_size=block_size, state_blocks=state_blocks)),
+            kv_bytes_per_sequence=k * context + state,
+        )
     if not model.has_sliding_window:
         return KVCapacity(
             budget=budget,

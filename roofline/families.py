@@ -16,6 +16,8 @@ Families (MLP shape in brackets):
 * dense, plain MLP (up, down): gpt2, gpt_neox, opt, falcon
 * mixture of experts: mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v2 and
   deepseek_v3 (these two with multi-head latent attention)
+* hybrid (recurrent layers holding a fixed state, :mod:`roofline.hybrid`): qwen3_next
+  (Gated DeltaNet + gated attention, MoE), nemotron_h (Mamba2, attention and MLP blocks)
 * multimodal wrappers read through their ``text_config``: llava (CLIP vision tower),
   gemma3 (SigLIP vision tower), llama4 (its own vision encoder, pixel-shuffle adapter and
   projector); the tower and projector weights are counted as the "towers" tensor class
@@ -835,6 +837,135 @@ def _read_ernie4_5_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return _dense_without_moe_layers(kw)
 
 
+# --------------------------------------------------------------------------- hybrid (recurrent) models
+
+
+def _recurrent_layers(cfg: dict[str, Any], layers: int, source: str, *, recurrent: str, interval_key: str,
+                      model_type: str) -> int:
+    """How many layers are recurrent: ``layer_types`` (``recurrent`` or "full_attention" each), else every
+    ``interval_key``-th layer full attention (transformers' default: 4), the others recurrent."""
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise ConfigError(f"{source}: field 'layer_types' must list one type per layer ({layers})")
+        for t in types:
+            if t not in (recurrent, "full_attention"):
+                raise UnsupportedModelError(model_type, f"layer type {t!r} (modelled: {recurrent}, full_attention)")
+        return sum(1 for t in types if t == recurrent)
+    interval = field(cfg, interval_key, source=source, required=False, default=4)
+    return sum(1 for i in range(layers) if (i + 1) % interval)
+
+
+def _read_qwen3_next(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Qwen3-Next: Gated DeltaNet layers and gated attention (every 4th layer), a MoE with a gated shared expert.
+
+    Defaults as transformers' Qwen3NextConfig (head_dim 256, linear_* 16 / 32 heads of 128,
+    conv kernel 4, full_attention_interval 4); every attention layer's q_proj also computes a
+    per-head output gate (``Qwen3NextAttention``), and q and k carry a per-head RMSNorm.
+    """
+    # the attention layers never slide (Qwen3NextAttention); layer_types names the recurrent layers, read below
+    attention_cfg = {key: value for key, value in cfg.items() if key != "layer_types"}
+    kw = _read_qwen2_moe({**attention_cfg, "use_sliding_window": False}, source)
+    kw.update(qkv_bias=False, o_bias=False, qk_norm=True, attention_output_gate=True,
+              head_dim=_head_dim(cfg, kw["hidden_size"], kw["num_attention_heads"], source, 256))
+    layers = kw["num_hidden_layers"]
+    recurrent = _recurrent_layers(cfg, layers, source, recurrent="linear_attention",
+                                  interval_key="full_attention_interval", model_type="qwen3_next")
+    if recurrent == layers:
+        raise UnsupportedModelError("qwen3_next", "every layer linear_attention (no attention layer holds KV): "
+                                    "a pure recurrent model is not modelled")
+    if recurrent:
+        kw["state_mixer"] = dict(
+            kind="gated_deltanet", layers=recurrent,
+            heads=field(cfg, "linear_num_value_heads", source=source, required=False, default=32),
+            head_dim=field(cfg, "linear_value_head_dim", source=source, required=False, default=128),
+            key_heads=field(cfg, "linear_num_key_heads", source=source, required=False, default=16),
+            key_dim=field(cfg, "linear_key_head_dim", source=source, required=False, default=128),
+            conv_kernel=field(cfg, "linear_conv_kernel_dim", source=source, required=False, default=4))
+    return kw
+
+
+#: Nemotron-H block kinds: hybrid_override_pattern characters and layers_block_type names (both the
+#: current ones and the older mamba / attention), as transformers' NemotronHConfig reads them.
+_NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe", "mamba": "mamba",
+                    "linear_attention": "mamba", "attention": "attention", "full_attention": "attention",
+                    "mlp": "mlp", "moe": "moe"}
+
+
+def _nemotron_blocks(cfg: dict[str, Any], source: str) -> list[str]:
+    """Nemotron-H's blocks, one per layer: ``layers_block_type``, else ``hybrid_override_pattern``, else
+    transformers' default (which holds a MoE block, refused below)."""
+    types = cfg.get("layers_block_type")
+    if types is None and cfg.get("layer_types") is not None:
+        types = cfg["layer_types"]  # NemotronHConfig maps layer_types onto layers_block_type
+    if types is not None:
+        if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+            raise ConfigError(f"{source}: field 'layers_block_type'={shown(types)} must be a list of block types")
+        raw, key = types, "layers_block_type"
+    else:
+        pattern = cfg.get("hybrid_override_pattern")
+        if pattern is None:
+            raw, key = ["linear_attention", "moe", "full_attention", "mlp"], "layers_block_type (default)"
+        elif not isinstance(pattern, str) or not pattern:
+            raise ConfigError(f"{source}: field 'hybrid_override_pattern'={shown(pattern)} must be a string of "
+                              "M, *, - and E")
+        else:
+            raw, key = list(pattern), "hybrid_override_pattern"
+    unknown = sorted({t for t in raw if t not in _NEMOTRON_BLOCKS})
+    if unknown:
+        raise ConfigError(f"{source}: field {key.split()[0]!r} holds unknown block types {unknown}")
+    if len(raw) > MAX_LAYERS:
+        raise ConfigError(f"{source}: field {key.split()[0]!r} is implausibly long (> {MAX_LAYERS:,} layers)")
+    return [_NEMOTRON_BLOCKS[t] for t in raw]
+
+
+def _read_nemotron_h(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Nemotron-H: blocks of one kind each (Mamba2, attention, or a squared-ReLU MLP), one RMSNorm per block.
+
+    Defaults as transformers' NemotronHConfig (hidden 4096, 32 heads, 8 KV heads of 128, MLP 21,504,
+    128 Mamba heads of 64 with a 128-wide state in 8 groups, conv kernel 4 with a bias, vocabulary
+    131,072, untied); the layer count is the blocks' (``num_hidden_layers`` is deprecated there).
+    Mixture-of-experts blocks ("E", Nemotron 3) are refused by name.
+    """
+    blocks = _nemotron_blocks(cfg, source)
+    if "moe" in blocks:
+        raise UnsupportedModelError("nemotron_h", "mixture-of-experts blocks ('E' / moe, Nemotron 3) are not read "
+                                    "yet (only Mamba2, attention and MLP blocks)")
+    hidden = field(cfg, "hidden_size", source=source, required=False, default=4096)
+    heads = field(cfg, "num_attention_heads", source=source, required=False, default=32)
+    mamba = blocks.count("mamba")
+    if "attention" not in blocks:
+        raise UnsupportedModelError("nemotron_h", "no attention block (a pure state-space stack is not modelled)")
+    kw = dict(
+        num_hidden_layers=len(blocks), hidden_size=hidden,
+        intermediate_size=field(cfg, "intermediate_size", source=source, required=False, default=21504),
+        num_attention_heads=heads,
+        num_key_value_heads=field(cfg, "num_key_value_heads", source=source, required=False, default=8),
+        head_dim=field(cfg, _first(cfg, "head_dim", "attention_head_dim", source=source), source=source,
+                       required=False, default=128),
+        vocab_size=field(cfg, "vocab_size", source=source, required=False, default=131072),
+        max_position_embeddings=field(cfg, "max_position_embeddings", source=source, required=False),
+        tie_word_embeddings=flag(cfg, "tie_word_embeddings", False, source=source),
+        qkv_bias=flag(cfg, "attention_bias", False, source=source),
+        o_bias=flag(cfg, "attention_bias", False, source=source),
+        mlp_bias=flag(cfg, "mlp_bias", False, source=source), gated_mlp=False, norms_per_layer=1,
+        mlp_only_layers=blocks.count("mlp"), mixer_only=True,
+    )
+    if mamba:
+        kw["state_mixer"] = dict(
+            kind="mamba2", layers=mamba,
+            heads=field(cfg, "mamba_num_heads", source=source, required=False, default=128),
+            head_dim=field(cfg, "mamba_head_dim", source=source, required=False, default=64),
+            key_heads=field(cfg, _first(cfg, "n_groups", "mamba_n_groups", source=source), source=source,
+                            required=False, default=8),
+            key_dim=field(cfg, "ssm_state_size", source=source, required=False, default=128),
+            conv_kernel=field(cfg, _first(cfg, "conv_kernel", "mamba_d_conv", source=source), source=source,
+                              required=False, default=4),
+            conv_bias=flag(cfg, _first(cfg, "use_conv_bias", "mamba_conv_bias", source=source), True, source=source),
+            proj_bias=flag(cfg, "mamba_proj_bias", flag(cfg, "use_bias", False, source=source), source=source))
+    return kw
+
+
 # --------------------------------------------------------------------------- multimodal towers
 
 #: transformers' LlamaConfig defaults, which a llava ``text_config`` relies on for the fields it omits.
@@ -1003,6 +1134,10 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            _deepseek_v3),
     Family("gpt_oss", "MoE with expert and router biases, attention sinks, alternating 128-token windows",
            _read_gpt_oss),
+    Family("qwen3_next", "hybrid: Gated DeltaNet layers (a fixed state per sequence) + gated attention every 4th "
+           "layer; MoE with a gated shared expert", _read_qwen3_next),
+    Family("nemotron_h", "hybrid: Mamba2 blocks (a fixed state per sequence), attention blocks and squared-ReLU "
+           "MLP blocks (hybrid_override_pattern)", _read_nemotron_h),
     Family("llava", "multimodal wrapper: text_config (llama by default) + CLIP vision tower and projector",
            _read_llava, wrapper=True),
     # ---- this year's ordinary attention families (issue 23), kept together
@@ -1046,6 +1181,8 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
 _ENCODER = "encoder-only model: it has no autoregressive decode step to price"
 _SEQ2SEQ = "encoder-decoder model: decode attends to an encoder's output through cross-attention, not modelled"
 _SSM = "state-space or hybrid model: its recurrent layers hold a fixed state, not a KV cache; not modelled"
+_HYBRID_LATER = ("hybrid model whose recurrent layers' state is modelled (roofline.hybrid: Mamba2 and Gated "
+                 "DeltaNet) but whose layer layout is not read yet (qwen3_next and nemotron_h are); not priced")
 _TOWER = ("multimodal model whose vision tower is not modelled (only llava with CLIP and gemma3 with SigLIP are); "
           "its other towers' weights could not be counted")
 _XATTN = "cross-attention decoder: its cross-attention layers to image features are not modelled"
@@ -1057,8 +1194,8 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "marian", "whisper", "led",
                      "prophetnet", "switch_transformers", "m2m_100", "nllb-moe", "blenderbot"), _SEQ2SEQ),
     **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "rwkv", "rwkv5", "rwkv6",
-                     "recurrent_gemma", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "lfm2",
-                     "qwen3_next", "plamo2", "minimax", "minimax_m1"), _SSM),
+                     "recurrent_gemma", "bamba", "plamo2", "minimax", "minimax_m1"), _SSM),
+    **dict.fromkeys(("granitemoehybrid", "falcon_h1", "lfm2"), _HYBRID_LATER),
     **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "mistral3", "pixtral", "llava_next", "idefics3",
                      "paligemma", "internvl"), _TOWER),
     **dict.fromkeys(("mllama", "idefics", "flamingo"), _XATTN),
@@ -1069,6 +1206,10 @@ REFUSED: dict[str, str] = {
     "hunyuan": "no transformers config class of this name: Hunyuan checkpoints are hunyuan_v1_dense (modelled) or "
                "hunyuan_v1_moe",
 }
+
+
+#: A family's default SSM state dtype where its transformers config has one (NemotronHConfig: float32).
+_STATE_DTYPE_DEFAULTS = {"nemotron_h": "float32"}
 
 
 def supported_model_types() -> list[str]:
@@ -1147,6 +1288,15 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
     dtype = (cfg.get("torch_dtype") or cfg.get("dtype") or (text or {}).get("torch_dtype")
              or (text or {}).get("dtype") or "bfloat16")
     kw["torch_dtype"] = dtype
+    if kw.get("state_mixer") is not None:
+        # vLLM keeps recurrent states in mamba_ssm_cache_dtype, "auto" by default: the model's dtype
+        # (vllm/config/cache.py, CacheConfig; MambaStateDtypeCalculator), unless the model's config names
+        # one, as its verifiers read it; transformers' NemotronHConfig defaults it to float32
+        state = cfg.get("mamba_ssm_cache_dtype") or cfg.get("mamba_ssm_dtype") or _STATE_DTYPE_DEFAULTS.get(model_type)
+        if state is not None and (not isinstance(state, str) or not state.strip()):
+            raise ConfigError(f"{source}: field 'mamba_ssm_cache_dtype'={shown(state)} must be a dtype name")
+        kw["state_dtype"] = state or dtype
+        kw["conv_state_dtype"] = dtype  # vLLM's mamba_cache_dtype "auto"
     return kw
 
 

@@ -26,6 +26,7 @@ import attrs
 
 from ._io import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, parse_json, read_text_file
 from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError, shown
+from .hybrid import StateMixer
 from .quantization import Quantization, _to_quantization, quantized_matrix_bytes
 
 __all__ = [
@@ -159,6 +160,15 @@ def _minimum(a: Any, b: int) -> Any:
 
 
 
+def _to_state_mixer(value: Any) -> Any:
+    """A StateMixer from itself or from its fields (a dict, as ``attrs.asdict`` writes it); None stays None."""
+    if value is None or isinstance(value, StateMixer):
+        return value
+    if isinstance(value, dict):
+        return StateMixer(**value)
+    raise InvalidValueError("state_mixer", value, "expected a roofline.hybrid.StateMixer or None")
+
+
 #: Tensor classes, each of which may carry its own dtype (docs/conventions.md, "Weight dtypes per
 #: tensor class"): "norms" holds every vector (norms, biases, attention sinks); "towers" the
 #: weights of a multimodal model's other towers (vision encoder and projector).
@@ -274,6 +284,23 @@ class ModelConfig:
     activation_dtype : str or None
         The dtype of matmul inputs when it is not the weights' (FP8 with FP8 activations:
         "fp8"); selects the compute peak.
+    state_mixer : StateMixer or None
+        A hybrid model's recurrent layers (Gated DeltaNet, Mamba2; :mod:`roofline.hybrid`): they
+        hold a fixed state per sequence and no KV cache; the other layers are attention layers.
+    state_dtype : str, default "bfloat16"
+        The dtype the engine keeps the recurrent (SSM) states in (vLLM's ``mamba_ssm_cache_dtype``,
+        whose default "auto" is the model's dtype; the config reader sets the config's
+        ``mamba_ssm_cache_dtype``, else the family's transformers default, else ``torch_dtype``).
+    conv_state_dtype : str, default "bfloat16"
+        The dtype of the conv states (vLLM's ``mamba_cache_dtype``, "auto": the model's dtype).
+    mlp_only_layers : int >= 0, default 0
+        Layers holding only an MLP (Nemotron-H's "-" blocks): no attention, no recurrence.
+    mixer_only : bool, default False
+        The attention and recurrent layers hold no MLP (Nemotron-H: every block is one mixer or
+        one MLP); the MLPs are then those of the ``mlp_only_layers``.
+    attention_output_gate : bool
+        A sigmoid output gate on each attention head, computed by q_proj (Qwen3-Next): q_proj
+        is H x d x 2 wide.
     published_parameters : int or None
         The total published with the checkpoint, for checking; never used in a formula.
     source : str
@@ -332,6 +359,12 @@ class ModelConfig:
     class_dtypes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_to_tuple, validator=_class_dtypes)
     quantization: Quantization | None = attrs.field(default=None, converter=_to_quantization)
     activation_dtype: str | None = attrs.field(default=None, validator=_activation_dtype)
+    state_mixer: StateMixer | None = attrs.field(default=None, converter=_to_state_mixer)
+    state_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
+    attention_output_gate: bool = attrs.field(default=False, validator=_bool)
+    conv_state_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
+    mlp_only_layers: int = attrs.field(default=0, validator=_nonneg_int)
+    mixer_only: bool = attrs.field(default=False, validator=_bool)
 
     def __attrs_post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -361,6 +394,17 @@ class ModelConfig:
             for field in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
                 if getattr(self, field) is None:
                     raise InvalidValueError(field, None, "multi-head latent attention (kv_lora_rank) needs it")
+        if self.attention_layers < 1:
+            raise InvalidValueError("state_mixer", self.num_hidden_layers - self.attention_layers,
+                                    "recurrent and MLP-only layers must leave at least one attention layer of "
+                                    f"num_hidden_layers={self.num_hidden_layers}")
+        if self.num_moe_layers > self.mlp_layers:
+            raise InvalidValueError("num_moe_layers", self.num_moe_layers, f"exceeds the layers with an MLP "
+                                    f"({self.mlp_layers})")
+        if self.state_mixer is not None:
+            if self.layer_windows:
+                raise InvalidValueError("layer_windows", self.layer_windows, "sliding windows beside recurrent "
+                                        "layers are not modelled")
         if self.layer_windows and len(self.layer_windows) != self.num_hidden_layers:
             raise InvalidValueError(
                 "layer_types", len(self.layer_windows),
@@ -387,6 +431,23 @@ class ModelConfig:
     def is_mla(self) -> bool:
         """Whether attention is multi-head latent attention (``kv_lora_rank`` set)."""
         return self.kv_lora_rank is not None
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Whether some layers are recurrent (a fixed state per sequence, no KV cache)."""
+        return self.state_mixer is not None
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers holding a KV cache [layers]: every layer but the recurrent ones of a hybrid."""
+        recurrent = self.state_mixer.layers if self.state_mixer is not None else 0
+        return self.num_hidden_layers - recurrent - self.mlp_only_layers
+
+    @property
+    def mlp_layers(self) -> int:
+        """Layers holding an MLP (dense or MoE) [layers]: every layer, or only the MLP-only ones of a
+        model whose mixer layers hold none (``mixer_only``)."""
+        return self.mlp_only_layers if self.mixer_only else self.num_hidden_layers
 
     @property
     def has_sliding_window(self) -> bool:
@@ -418,7 +479,8 @@ class ModelConfig:
                     ("projections", "o_proj", (H * self.v_head_dim, h), True)]
             return out
         q, kv = self.q_width, self.kv_width
-        out += [("projections", "q_proj", (h, q), True), ("projections", "k_proj", (h, kv), True),
+        q_out = 2 * q if self.attention_output_gate else q  # Qwen3-Next: q_proj computes the query and its gate
+        out += [("projections", "q_proj", (h, q_out), True), ("projections", "k_proj", (h, kv), True),
                 ("projections", "v_proj", (h, kv), True), ("projections", "o_proj", (q, h), True)]
         if self.qkv_bias:
             out += [("norms", "q_proj.bias", (q,), False), ("norms", "k_proj.bias", (kv,), False),
@@ -463,11 +525,16 @@ class ModelConfig:
         groups: list[TensorGroup] = [TensorGroup("embedding", "embed_tokens", (V, h), 1, 1, False)]
         if self.learned_positions:
             groups.append(TensorGroup("embedding", "embed_positions", (self.learned_positions, h), 1, 1, False))
+        A = self.attention_layers
         for cls, name, shape, mm in self._attention_groups():
-            groups.append(TensorGroup(cls, name, shape, L, L, mm))
+            groups.append(TensorGroup(cls, name, shape, A, A, mm))
+        if self.state_mixer is not None:
+            n = self.state_mixer.layers
+            for cls, name, shape, mm in self.state_mixer.tensors(h):
+                groups.append(TensorGroup(cls, name, shape, n, n, mm))
         if self.norms_per_layer:
             groups.append(TensorGroup("norms", "layer norms", (self.norms_per_layer * self._norm_size,), L, L, False))
-        dense = L - self.num_moe_layers
+        dense = self.mlp_layers - self.num_moe_layers
         if dense:
             for cls, name, shape, mm in self._mlp_groups(self.intermediate_size, "projections", "mlp.", self.mlp_bias):
                 groups.append(TensorGroup(cls, name, shape, dense, dense, mm))
@@ -740,18 +807,41 @@ class ModelConfig:
         4 x L x H x d (MLA: the absorbed form). Multiply by the context c (QK^T and AV,
         2 FLOP per multiply-add); for windowed layers use :meth:`attention_flops`.
         """
-        return self.num_hidden_layers * self.layer_attention_flops
+        return self.attention_layers * self.layer_attention_flops
 
     @property
     def kv_bytes_per_token(self) -> int | Fraction:
         """KV-cache bytes per token at full attention [bytes]: 2 x L x H_kv x d x kv bytes (MLA:
         L x (kv_lora_rank + qk_rope_head_dim) x kv bytes). Windowed layers: :meth:`kv_bytes`."""
-        return self.num_hidden_layers * self.layer_kv_elements * self.kv_bytes_per_element
+        return self.attention_layers * self.layer_kv_elements * self.kv_bytes_per_element
+
+    @property
+    def state_bytes_per_sequence(self) -> int | Fraction:
+        """Recurrent state one sequence holds [bytes], whatever its context: 0 without recurrent layers.
+
+        recurrent layers x (conv state x bytes of ``conv_state_dtype`` + recurrent state x bytes of
+        ``state_dtype``)
+        (:mod:`roofline.hybrid`; docs/conventions.md, "Hybrid models"). A decode step reads it and
+        writes it back once per sequence: :func:`roofline.formulas.hybrid_decode_bytes`.
+        """
+        if self.state_mixer is None:
+            return 0
+        mixer = self.state_mixer
+        conv = mixer.conv_state_elements * dtype_bytes(self.conv_state_dtype, field="conv_state_dtype")
+        return mixer.layers * (conv + mixer.ssm_state_elements * dtype_bytes(self.state_dtype, field="state_dtype"))
+
+    @property
+    def recurrent_flops_per_token(self) -> int:
+        """FLOPs one token spends in the recurrent layers beyond their matmul weights [FLOP], fixed in the
+        context (:attr:`roofline.hybrid.StateMixer.layer_recurrent_flops` x layers); 0 without them."""
+        if self.state_mixer is None:
+            return 0
+        return self.state_mixer.layers * self.state_mixer.layer_recurrent_flops
 
     def _held(self, context: Any) -> Any:
         """Sum over layers of min(c, w_l) [token-layers]."""
         if not self.layer_windows:
-            return self.num_hidden_layers * context
+            return self.attention_layers * context
         total: Any = 0
         for w in self.layer_windows:
             total = total + (context if w is None else _minimum(context, w))
@@ -810,7 +900,8 @@ class ModelConfig:
         Returns
         -------
         decode_weight_bytes(batch) + sum_i kv_bytes(c_i) (docs/conventions.md, "One step"
-        and "Architectures").
+        and "Architectures"), + 2 x batch x :attr:`state_bytes_per_sequence` for a hybrid (each
+        sequence's recurrent state read and written back; "Hybrid models").
 
         Raises
         ------
@@ -818,7 +909,7 @@ class ModelConfig:
             A bad batch or context, or a number of contexts other than ``batch``.
         """
         kv = self._kv_sum(batch, contexts)
-        return self.decode_weight_bytes(batch) + kv
+        return self.decode_weight_bytes(batch) + kv + 2 * batch * self.state_bytes_per_sequence
 
     def _kv_sum(self, batch: int, contexts: Any) -> Any:
         if isinstance(contexts, (int, Fraction)):
@@ -831,7 +922,8 @@ class ModelConfig:
     def flops_per_token(self, convention: str = "exact") -> tuple[int, int]:
         """(matmul FLOPs per token, attention FLOPs per token per context token at full attention).
 
-        ``convention="exact"``: the exact matmul count and 4 L H d attention FLOPs.
+        ``convention="exact"``: the exact matmul count (plus a hybrid's recurrent FLOPs,
+        :attr:`recurrent_flops_per_token`) and 4 L H d attention FLOPs (L: attention layers).
         ``convention="2p"``: 2 x P (the lesson's round figure) and no attention FLOPs;
         ``"lesson"`` is accepted as its former name (:func:`flops_convention`).
 
@@ -841,7 +933,8 @@ class ModelConfig:
             For any other convention.
         """
         if flops_convention(convention) == "exact":
-            return self.matmul_flops_per_token, self.attention_flops_per_token
+            # a hybrid's recurrent layers add their fixed FLOPs per token (docs/conventions.md, "Hybrid models")
+            return self.matmul_flops_per_token + self.recurrent_flops_per_token, self.attention_flops_per_token
         return self.two_p_flops_per_token, 0
 
     def step_terms(self, convention: str = "exact") -> dict[str, int | Fraction]:
@@ -905,6 +998,10 @@ class ModelConfig:
             - embedding and lm_head split by vocabulary: ceil(V / T) rows per GPU;
             - norms, biases of row-parallel layers (o_proj, down_proj), learned position embeddings
               and other towers replicated;
+            - Gated DeltaNet layers (a hybrid's, :mod:`roofline.hybrid`): key and value heads / T, so
+              in_proj_qkvz, in_proj_ba, the conv channels, dt_bias and A_log by columns and out_proj
+              by rows, and each sequence's conv and recurrent states / T, as vLLM splits them
+              (``MambaStateShapeCalculator.gated_delta_net_state_shape`` divides by the TP size);
             - multi-head latent attention: the heads split (q_b_proj, kv_b_proj, o_proj); q_a_proj,
               kv_a_proj_with_mqa and the latent KV cache (kv_lora_rank + qk_rope_head_dim per token
               and layer) replicated on every GPU, as vLLM does (vllm/model_executor/models/deepseek_v2.py,
@@ -919,7 +1016,9 @@ class ModelConfig:
             T not an integer >= 1; query heads not divisible by T; KV heads not divisible by T
             when T <= H_kv, or T not divisible by the KV heads when T > H_kv; an MLP or expert
             width not divisible by T (vLLM's ``divide`` refuses all of these); a model that is
-            already one GPU's share. The message gives the numbers.
+            already one GPU's share; Gated DeltaNet key or value heads not divisible by T; a hybrid
+            with Mamba2 or MLP-only blocks at T > 1 (how those split is not modelled). The message
+            gives the numbers.
 
         Examples
         --------
@@ -935,6 +1034,10 @@ class ModelConfig:
         T = int(tensor_parallel_size)
         if T == 1:
             return self
+        mixer = self.state_mixer
+        if mixer is not None and (mixer.kind != "gated_deltanet" or self.mixer_only):
+            raise InvalidValueError("tensor_parallel_size", T, f"{self.name}: tensor parallelism of a hybrid model's "
+                                    f"{mixer.kind} blocks is not modelled (T = 1 only; Gated DeltaNet layers split)")
         if isinstance(self, ModelShare):
             raise InvalidValueError("tensor_parallel_size", T,
                                     f"{self.name} is already one GPU's share of {self.tensor_parallel_size}")
@@ -967,6 +1070,11 @@ class ModelConfig:
         share: dict[str, Any] = {field: width // T for field, width in widths.items()}
         if "intermediate_size" not in share:
             share["intermediate_size"] = self.intermediate_size
+        if mixer is not None:  # Gated DeltaNet as vLLM splits it: key and value heads, channels and states / T
+            for name, heads in (("linear_num_key_heads", mixer.key_heads), ("linear_num_value_heads", mixer.heads)):
+                if heads % T:
+                    raise InvalidValueError("tensor_parallel_size", T, f"{name}={heads} is not divisible by {T}")
+            share["state_mixer"] = attrs.evolve(mixer, heads=mixer.heads // T, key_heads=mixer.key_heads // T)
         fields = {a.name: getattr(self, a.name) for a in attrs.fields(ModelConfig)}
         fields.update(num_attention_heads=H // T, num_key_value_heads=kv_heads, vocab_size=-(-self.vocab_size // T),
                       published_parameters=None, **share)

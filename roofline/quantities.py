@@ -153,6 +153,12 @@ _TABLE = (
              "positive"),
     Quantity("routed_expert_bytes", "X", "bytes", "bytes of one routed expert summed over the MoE layers",
              "nonnegative", "each MoE layer routes on its own, with the same expectation"),
+    # hybrid models (recurrent layers)
+    Quantity("state_bytes", "S_st", "bytes", "recurrent state one sequence holds in a hybrid's recurrent layers "
+             "(conv + SSM), fixed in the context", "nonnegative",
+             "read and written back once per sequence by every decode step"),
+    Quantity("state_blocks", "s_b", "blocks", "KV blocks one sequence's recurrent state occupies in a hybrid's pool",
+             "nonnegative_int", "ceil(state bytes / (block size x KV bytes per token))"),
     # tensor parallelism
     Quantity("tensor_parallel_size", "T", "GPUs", "GPUs in the tensor-parallel group", "positive_int",
              "1 is one GPU: no all-reduce"),

@@ -24,6 +24,7 @@ PUBLISHED = {
     "llama-2-70b": 68_976_648_192,
     "llama-2-7b": 6_738_415_616,
     "llama-3.2-1b": 1_235_814_400,
+    "nemotron-h-8b": 8_100_852_736,
 }
 
 # (preset, KV bytes per token in its config dtype) from the published model cards shapes: 2 L H_kv d x 2 B

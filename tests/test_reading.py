@@ -26,20 +26,28 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_the_nemotron_h_config_with_infinity_is_refused_naming_nemotron_h():
-    """Nemotron-H-8B's ``"time_step_limit": [0.0, Infinity]`` no longer hides the model: refused as nemotron_h."""
+def test_the_nemotron_h_config_with_infinity_is_priced():
+    """Nemotron-H-8B's ``"time_step_limit": [0.0, Infinity]`` (a field the package does not use) no longer stops the
+    reading: the hybrid is priced, to the preset's total, with its state."""
+    from roofline import get_model
+
     assert "Infinity" in (HERE / "nemotron-h-8b-base-8k.json").read_text()
-    with pytest.raises(UnsupportedModelError) as info:
-        ModelConfig.from_hf_config(HERE / "nemotron-h-8b-base-8k.json")
-    assert info.value.model_type == "nemotron_h" and "state-space" in str(info.value)
-    assert "Infinity" not in str(info.value) and "JSON" not in str(info.value)
+    model = ModelConfig.from_hf_config(HERE / "nemotron-h-8b-base-8k.json")
+    assert model.parameters == get_model("nemotron-h-8b").parameters == 8_100_852_736
+    assert model.state_bytes_per_sequence == 102_137_856
 
 
-def test_the_cli_refuses_the_nemotron_h_config_in_one_line_naming_it(capsys):
-    """`roofline report --model` on it: exit status 2, one line naming nemotron_h."""
+def test_the_cli_refuses_a_nemotron_h_config_with_moe_blocks_in_one_line_naming_it(capsys, tmp_path):
+    """`roofline report --model` on a Nemotron-H config with MoE blocks ('E', Nemotron 3): exit status 2, one line
+    naming nemotron_h."""
+    import json
+
     from roofline.cli import main
 
-    assert main(["report", "--model", str(HERE / "nemotron-h-8b-base-8k.json")]) == 2
+    cfg = json.loads((HERE / "nemotron-h-8b-base-8k.json").read_text().replace("Infinity", "1e9"))
+    cfg["hybrid_override_pattern"] = "M*E" + cfg["hybrid_override_pattern"][3:]
+    path = _write(tmp_path, json.dumps(cfg))
+    assert main(["report", "--model", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "nemotron_h" in err and len(err.splitlines()) == 1
 

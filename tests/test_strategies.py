@@ -56,7 +56,36 @@ def test_every_public_strategy_is_tested_here():
     strategies = {n for n in rs.__all__ if callable(getattr(rs, n))}
     assert strategies == {"positive_fractions", "domain_values", "model_configs", "accelerators", "requests",
                           "workloads", "closed_loops", "batch_sizes", "kv_budgets", "kv_pools", "cost_models", "links",
-                          "decode_stretches", "layer_windows"}
+                          "decode_stretches", "layer_windows", "state_mixers"}
+
+
+@given(rs.state_mixers(max_layers=3, max_width=6))
+def test_state_mixers_build_hybrid_models_whose_state_is_their_shapes(mixer):
+    """A drawn StateMixer revalidates, and one attention layer beside it makes a model holding its state."""
+    assert _revalidated(mixer) == mixer and 1 <= mixer.layers <= 3
+    model = attrs.evolve(LLAMA, num_hidden_layers=mixer.layers + 1, state_mixer=mixer, state_dtype="float32")
+    assert model.attention_layers == 1 and model.kv_bytes_per_token == LLAMA.kv_bytes_per_token // 32
+    conv = (mixer.conv_kernel - 1) * (2 * mixer.key_heads * mixer.key_dim + mixer.heads * mixer.head_dim)
+    ssm = mixer.heads * mixer.head_dim * mixer.key_dim
+    assert model.state_bytes_per_sequence == mixer.layers * (conv * 2 + ssm * 4)
+
+
+@given(model_configs(presets=True, architecture="hybrid", max_layers=8))
+def test_hybrid_model_configs_hold_recurrent_layers_and_other_architectures_none(model):
+    """architecture="hybrid" draws models with recurrent layers (the hybrid presets among them); "dense" and "any"
+    never do, so the formulas without a state still price every model they draw."""
+    assert model.is_hybrid and model.attention_layers >= 1 and model.state_bytes_per_sequence > 0
+    for architecture in ("dense", "any"):
+        assert not any(m.is_hybrid for m in (get_model(n) for n in model_names())
+                       if rs._architecture_of(m, architecture))
+
+
+def test_state_mixers_refuse_bad_options():
+    """An unknown kind or a bound below 1 is an InvalidArgument."""
+    with pytest.raises(InvalidArgument):
+        rs.state_mixers(kind="rwkv").example()
+    with pytest.raises(InvalidArgument):
+        rs.state_mixers(max_width=0).example()
 
 
 @given(requests(max_arrival_s=Fraction(7, 2)))

@@ -237,6 +237,11 @@ def build_report(
             "two_p_flops_per_token": model.two_p_flops_per_token,
             "attention_flops_per_context_token": model.attention_flops_per_token,
             "max_position_embeddings": model.max_position_embeddings,
+            "recurrent_state": None if model.state_mixer is None else {
+                "kind": model.state_mixer.kind, "layers": model.state_mixer.layers,
+                "attention_layers": model.attention_layers, "bytes_per_sequence": float(model.state_bytes_per_sequence),
+                "state_dtype": model.state_dtype, "conv_state_dtype": model.conv_state_dtype,
+                "recurrent_flops_per_token": model.recurrent_flops_per_token},
         },
         "accelerator": {
             "key": accelerator.key, "name": accelerator.name,
@@ -439,7 +444,8 @@ def format_report(r: dict[str, Any]) -> str:
         f"  critical context c*   {_tokens(cl['critical_context_tokens'])} [2P], "
         f"{_tokens(ce['critical_context_tokens'])} [exact] = "
         + ("solves F = (ridge x k_l - a_l) x sum over layers of min(c, w_l)" if m["sliding_windows"]
-           else "F / (ridge x k - a)")
+           else "(F - 2 x ridge x S) / (ridge x k - a), 0 when F <= 2 x ridge x S (S the recurrent state)"
+           if m.get("recurrent_state") else "F / (ridge x k - a)")
         + ": above it, no batch is compute-bound",
         "",
         *(_tensor_parallel_lines(r) if "tensor_parallel" in r else []),
@@ -448,7 +454,9 @@ def format_report(r: dict[str, Any]) -> str:
         f"(batch 1: {_t(exact['step_time_s'])}), 8 tokens per step",
         f"  with KV at {ctx:,} tokens {_t(r['eight']['with_kv']['step_time_s'])} "
         f"(batch 1: {_t(r['single_with_kv']['step_time_s'])}) = "
-        + ("(W + 8 x KV per sequence) / bandwidth" if m["sliding_windows"] else f"(W + 8 x {ctx} x k) / bandwidth")
+        + ("(W + 8 x KV per sequence) / bandwidth" if m["sliding_windows"]
+           else f"(W + 8 x ({ctx} x k + 2 x S)) / bandwidth, S the recurrent state" if m.get("recurrent_state")
+           else f"(W + 8 x {ctx} x k) / bandwidth")
         + (", W the weights 8 tokens read" if m["experts"] else ""),
         f"  throughput            {eight_wo['throughput_tokens_per_s']:9,.0f} tokens/s vs "
         f"{exact['throughput_tokens_per_s']:,.0f} at batch 1 "
@@ -465,6 +473,11 @@ def format_report(r: dict[str, Any]) -> str:
         f"  KV per sequence       {kv['kv_bytes_per_sequence']:9,.0f} B     at {ctx:,} tokens"
         + (f" (windows {m['sliding_windows']} tokens: sum over layers of min(c, w) x per-layer bytes)"
            if m["sliding_windows"] else ""),
+        *([f"  recurrent state       {m['recurrent_state']['bytes_per_sequence']:9,.0f} B     per sequence, "
+           f"whatever the context ({m['recurrent_state']['layers']} {m['recurrent_state']['kind']} layers, "
+           f"{m['recurrent_state']['attention_layers']} attention layers hold the KV; conv state "
+           f"{m['recurrent_state']['conv_state_dtype']}, recurrent state {m['recurrent_state']['state_dtype']}); "
+           "every decode step reads and writes it back once"] if m.get("recurrent_state") else []),
         *([f"  (the context exceeds the model's max_position_embeddings, {m['max_position_embeddings']:,} tokens: "
            "an engine refuses it by default; the numbers are what such a context would cost)"]
           if m["max_position_embeddings"] is not None and ctx > m["max_position_embeddings"] else []),

@@ -547,6 +547,10 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
         f"KV pool {pool.capacity_blocks:,} {pool.unit} x {pool.block_size} tokens = {pool.capacity_tokens:,} "
         f"{'token-layers' if pool.layer_windows else 'tokens'} ({float(run['budget']) / 1e9:.2f} GB"
         + (f" = {run['budget_basis']})" if run.get("budget_basis") else ")"),
+        *([f"  recurrent state: each sequence also holds {pool.state_blocks:,} blocks of the pool for its "
+           f"{model.state_mixer.layers} {model.state_mixer.kind} layers' state "
+           f"({float(model.state_bytes_per_sequence) / 1e6:.2f} MB), and each decode step reads and writes it "
+           "back"] if pool.state_blocks and model.state_mixer is not None else []),
         *([f"  sliding windows: KV counted per layer ({_windows_text(pool.layer_windows)}); a windowed layer "
            "frees its blocks as its window moves on"] if pool.layer_windows else []),
         f"  step times: {_kind_text(run.get('time_kind', 'bound'))}",
@@ -691,7 +695,8 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         **({"engine_scheduler": run["scheduler_note"]} if run.get("scheduler_note") else {}),
         "kv_pool": {"budget_bytes": float(run["budget"]), "budget_basis": run.get("budget_basis"),
                     "capacity_blocks": pool.capacity_blocks,
-                    "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens, "unit": pool.unit},
+                    "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens, "unit": pool.unit,
+                    "state_blocks": pool.state_blocks},
         "units": _json_units(pool),
         "results": results,
     }, indent=2)

@@ -8,7 +8,8 @@ fast == symbolic exactly for every entry.
 Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
 :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
 :mod:`.useful_share`, :mod:`.parallel` (tensor parallelism), :mod:`.fidelity` (the estimate beside the bound),
-:mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients), :mod:`.moe` (mixture of experts).
+:mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients), :mod:`.moe` (mixture of experts),
+:mod:`.hybrid` (recurrent layers beside attention).
 """
 
 from ._core import REGISTRY, FormulaSpec
@@ -16,6 +17,8 @@ from .batching import *  # noqa: F403
 from .batching import __all__ as _batching_all
 from .fidelity import *  # noqa: F403
 from .fidelity import __all__ as _fidelity_all
+from .hybrid import *  # noqa: F403
+from .hybrid import __all__ as _hybrid_all
 from .intensity import *  # noqa: F403
 from .intensity import __all__ as _intensity_all
 from .kv_cache import *  # noqa: F403
@@ -34,4 +37,4 @@ from .useful_share import *  # noqa: F403
 from .useful_share import __all__ as _useful_share_all
 
 __all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_useful_share_all,
-           *_parallel_all, *_fidelity_all, *_stretch_all, *_serving_all, *_moe_all]
+           *_parallel_all, *_fidelity_all, *_stretch_all, *_serving_all, *_moe_all, *_hybrid_all]

@@ -346,6 +346,12 @@ class RooflineCostModel:
         ``attention_flops_per_token / L`` per token-layer (L = number of layers): a decode row at
         context c costs kv_bytes(c), as :meth:`roofline.ModelConfig.kv_bytes` (docs/conventions.md,
         "Sliding-window attention"). The policies pass token-layers when the cost model has windows.
+    state_bytes : [bytes] >= 0, default 0
+        A hybrid model's recurrent state per sequence (:attr:`roofline.ModelConfig.state_bytes_per_sequence`):
+        every decode row reads it and writes it back, 2 x state_bytes per row per step
+        (:func:`roofline.formulas.hybrid_step_time`; docs/conventions.md, "Hybrid models"). A prefill
+        step's state writes are not counted (a prefill step's rows are not given to the cost model).
+        Such a model has no stretch terms (:meth:`stretch_terms` says why): it runs on the step clock.
 
     Raises
     ------
@@ -388,6 +394,7 @@ class RooflineCostModel:
     link_latency: Any = 0
     layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_windows)
     per_sequence: Any = 0
+    state_bytes: Any = 0
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
@@ -396,6 +403,7 @@ class RooflineCostModel:
     _routed: Any = attrs.field(init=False, repr=False, eq=False, default=0)
     _allreduce: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
     _layers: int = attrs.field(init=False, repr=False, eq=False, default=0)
+    _state: Any = attrs.field(init=False, repr=False, eq=False, default=0)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.exact, bool):
@@ -425,6 +433,10 @@ class RooflineCostModel:
         object.__setattr__(self, "per_sequence", convert(self.per_sequence))
         object.__setattr__(self, "_routed", convert(self.routed_expert_bytes))
         object.__setattr__(self, "_layers", len(self.layer_windows))
+        if isinstance(self.state_bytes, np.ndarray):
+            raise InvalidValueError("state_bytes", self.state_bytes, "expected one number [bytes], not an array")
+        check_nonnegative("state_bytes", self.state_bytes)
+        object.__setattr__(self, "_state", convert(self.state_bytes))
         if self.layer_windows and self.num_hidden_layers and len(self.layer_windows) != self.num_hidden_layers:
             # L prices a token-layer (kv_bytes_per_token / L): two counts of layers would price by the wrong one
             raise InvalidValueError("layer_windows", self.layer_windows, f"has {len(self.layer_windows)} windows, one "
@@ -462,6 +474,9 @@ class RooflineCostModel:
         """
         if not self.exact:
             return "float mode (exact=False): the stretch clock counts exact integer ticks"
+        if self.state_bytes:
+            return ("hybrid state (2 x state_bytes per decode row per step, a term of the batch) is not on the "
+                    "stretch clock yet")
         own = _own_step_times(self, RooflineCostModel, priced=("decode_time", "prefill_time", "mixed_time",
                                                                "weights_read", "allreduce_time", "_tokens"))
         if own is not None:
@@ -650,7 +665,11 @@ class RooflineCostModel:
         duration = cache.get(key)
         if duration is None:
             terms = self._terms if not self.num_experts else dict(self._terms, weight_bytes=self.weights_read(batch))
-            duration = f.step_time.unchecked(batch=batch, context_sum=self._tokens(context_sum), **terms)
+            if self._state:
+                duration = f.hybrid_step_time.unchecked(batch=batch, context_sum=self._tokens(context_sum),
+                                                        state_bytes=self._state, **terms)
+            else:
+                duration = f.step_time.unchecked(batch=batch, context_sum=self._tokens(context_sum), **terms)
             if self.per_sequence:
                 duration = duration + batch * self.per_sequence
             if self._allreduce is not None:
@@ -690,6 +709,8 @@ class RooflineCostModel:
         if duration is None:
             terms = (self._terms if not self.num_experts
                      else dict(self._terms, weight_bytes=self.weights_read(decode_rows + prefill_tokens)))
+            if self._state:  # the decode rows' states: bytes the step moves whatever its contexts
+                terms = dict(terms, weight_bytes=terms["weight_bytes"] + 2 * decode_rows * self._state)
             duration = f.mixed_step_time.unchecked(decode_rows=decode_rows, context_sum=self._tokens(context_sum),
                                                    prefill_tokens=prefill_tokens,
                                                    cached_tokens=self._tokens(cached_tokens),
@@ -708,7 +729,8 @@ class RooflineCostModel:
         """(bytes, FLOPs) of a mixed step (:func:`~roofline.formulas.mixed_step_bytes`, ``mixed_step_flops``)."""
         context_sum, cached_tokens = self._tokens(context_sum), self._tokens(cached_tokens)
         return (
-            f.mixed_step_bytes.unchecked(weight_bytes=self._weights_exactness(decode_rows + prefill_tokens),
+            f.mixed_step_bytes.unchecked(weight_bytes=self._weights_exactness(decode_rows + prefill_tokens)
+                                         + 2 * decode_rows * self._state,
                                          kv_bytes_per_token=self.kv_bytes_per_token,
                                          context_sum=context_sum, cached_tokens=cached_tokens,
                                          prefill_tokens=prefill_tokens),
@@ -721,9 +743,15 @@ class RooflineCostModel:
     def decode_work(self, batch: int, context_sum: int) -> tuple[Any, Any]:
         """(bytes [bytes], FLOPs [FLOP]) of a decode step (``roofline.formulas.decode_bytes``, ``decode_flops``)."""
         context_sum = self._tokens(context_sum)
+        if self._state:  # a hybrid: each row's recurrent state read and written back
+            nbytes = f.hybrid_decode_bytes.unchecked(batch=batch, weight_bytes=self._weights_exactness(batch),
+                                                     kv_bytes_per_token=self.kv_bytes_per_token,
+                                                     context_sum=context_sum, state_bytes=self._state)
+        else:
+            nbytes = f.decode_bytes.unchecked(weight_bytes=self._weights_exactness(batch),
+                                              kv_bytes_per_token=self.kv_bytes_per_token, context_sum=context_sum)
         return (
-            f.decode_bytes.unchecked(weight_bytes=self._weights_exactness(batch),
-                                     kv_bytes_per_token=self.kv_bytes_per_token, context_sum=context_sum),
+            nbytes,
             f.decode_flops.unchecked(batch=batch, flops_per_token=self.flops_per_token,
                                      attention_flops_per_token=self.attention_flops_per_token,
                                      context_sum=context_sum),

@@ -24,7 +24,15 @@ the most a sequence ever holds (:meth:`KVPool.lifetime_blocks`). vLLM pads its l
 to equal sizes so that every page has one size; this pool counts each layer's blocks
 exactly instead (no padding).
 
-Conventions: docs/conventions.md, "Memory", "Sliding-window attention" and "Serving policies".
+Hybrid models (a pool made with ``state_blocks``, :meth:`KVPool.for_model`): each sequence also
+holds its recurrent layers' fixed state, ``state_blocks`` whole blocks of the same pool for as long
+as it holds any KV (vLLM V1's hybrid allocator gives each sequence state pages from the one pool
+its attention blocks come from; docs/conventions.md, "Hybrid models"). ``blocks_for(c)`` is then
+ceil(c / b) + state_blocks for c >= 1 (0 for c = 0), so admission, growth (which never needs a new
+state block) and the lifetime reservation all keep the one rule.
+
+Conventions: docs/conventions.md, "Memory", "Sliding-window attention", "Hybrid models" and
+"Serving policies".
 """
 
 from __future__ import annotations
@@ -183,6 +191,10 @@ def _block_size(instance: object, attribute: attrs.Attribute, value: Any) -> Non
     check_count(attribute.name, value, minimum=1)
 
 
+def _state_blocks(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    check_count(attribute.name, value, minimum=0)
+
+
 @attrs.frozen(repr=False)
 class KVPool:
     """A KV-cache pool of ``capacity_blocks`` blocks of ``block_size`` tokens (frozen spec).
@@ -199,6 +211,10 @@ class KVPool:
         pool then counts **layer-blocks** (b tokens of one layer) and ``capacity_blocks`` is in
         layer-blocks (module docstring; :meth:`for_model` builds it from a KV budget). Windows
         that are all None are full attention (stored as ()).
+    state_blocks : int >= 0, default 0
+        Blocks one sequence's recurrent state takes (a hybrid model; :func:`roofline.formulas.hybrid_state_blocks`),
+        held beside its KV blocks while it holds any (module docstring). Only the step engine
+        counts them: a run on the stretch clock needs a pool without them.
 
     Raises
     ------
@@ -224,16 +240,21 @@ class KVPool:
     capacity_blocks: int | None = attrs.field(converter=_python_int, validator=_capacity)
     block_size: int = attrs.field(default=1, converter=_python_int, validator=_block_size)
     layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_windows, kw_only=True)
+    state_blocks: int = attrs.field(default=0, converter=_python_int, validator=_state_blocks, kw_only=True)
     _layers: LayerWindows | None = attrs.field(init=False, repr=False, eq=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         if self.layer_windows:
             object.__setattr__(self, "_layers", LayerWindows(self.layer_windows))
+            if self.state_blocks:
+                raise InvalidValueError("state_blocks", self.state_blocks, "a recurrent state beside sliding-window "
+                                        "layers is not modelled")
 
     def __repr__(self) -> str:
         """``KVPool(capacity_blocks=..., block_size=...)``, plus ``layer_windows`` when a layer slides."""
         windows = f", layer_windows={self.layer_windows!r}" if self.layer_windows else ""
-        return f"KVPool(capacity_blocks={self.capacity_blocks!r}, block_size={self.block_size!r}{windows})"
+        state = f", state_blocks={self.state_blocks!r}" if self.state_blocks else ""
+        return f"KVPool(capacity_blocks={self.capacity_blocks!r}, block_size={self.block_size!r}{windows}{state})"
 
     @property
     def windows(self) -> LayerWindows | None:
@@ -264,7 +285,9 @@ class KVPool:
     def for_model(cls, model: Any, *, budget: Any, block_size: int = 16) -> KVPool:
         """The pool a KV budget holds for ``model``, window-aware.
 
-        Without sliding-window layers: :meth:`from_budget` at ``model.kv_bytes_per_token``.
+        Without sliding-window layers: :meth:`from_budget` at ``model.kv_bytes_per_token``; a hybrid
+        model's pool also gives each sequence :func:`roofline.formulas.hybrid_state_blocks` blocks of
+        state (``state_blocks``).
         With them: floor(budget / (b x one layer's KV bytes per token)) layer-blocks, with the
         model's ``layer_windows`` (module docstring), so that the pool holds
         floor(budget / bytes) sequences where ``bytes`` is the block-level KV of one sequence
@@ -291,6 +314,11 @@ class KVPool:
         if not isinstance(model, ModelConfig):
             raise InvalidValueError("model", model, "expected a roofline.ModelConfig (roofline.load_model(...)) or "
                                     "a roofline.Deployment")
+        if model.is_hybrid:
+            pool = cls.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=block_size)
+            state = f.hybrid_state_blocks(state_bytes=model.state_bytes_per_sequence, block_size=block_size,
+                                          kv_bytes_per_token=model.kv_bytes_per_token)
+            return cls(pool.capacity_blocks, pool.block_size, state_blocks=int(state))
         if not model.has_sliding_window:
             return cls.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=block_size)
         per_layer = model.layer_kv_elements * model.kv_bytes_per_element
@@ -335,11 +363,13 @@ class KVPool:
         return None if self.capacity_blocks is None else self.capacity_blocks * self.block_size
 
     def blocks_for(self, tokens: int) -> int:
-        """Blocks a sequence holding ``tokens`` tokens of KV needs: ceil(tokens / block_size); with
-        sliding-window layers, the layer-blocks of every layer (:meth:`LayerWindows.blocks`)."""
+        """Blocks a sequence holding ``tokens`` tokens of KV needs: ceil(tokens / block_size), + ``state_blocks``
+        for a hybrid model (tokens >= 1); with sliding-window layers, the layer-blocks of every layer
+        (:meth:`LayerWindows.blocks`)."""
         if self._layers is not None:
             return self._layers.blocks(tokens, self.block_size)
-        return f.blocks_per_sequence.unchecked(context=tokens, block_size=self.block_size)
+        blocks = f.blocks_per_sequence.unchecked(context=tokens, block_size=self.block_size)
+        return blocks + self.state_blocks if self.state_blocks and tokens else blocks
 
     def lifetime_blocks(self, prompt_tokens: int, output_tokens: int) -> int:
         """The most blocks a request ever holds: blocks_for(P + O - 1), at the end of its life (pegainfer #288).

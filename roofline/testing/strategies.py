@@ -65,6 +65,7 @@ __all__ = [
     "kv_budgets",
     "kv_pools",
     "layer_windows",
+    "state_mixers",
     "cost_models",
     "decode_stretches",
     "ARRIVALS",
@@ -237,15 +238,17 @@ def _model_configs(
     )
 
 
-_ARCHITECTURES = ("dense", "moe", "mla", "sliding", "quantized", "any")
+_ARCHITECTURES = ("dense", "moe", "mla", "sliding", "quantized", "hybrid", "any")
 
 
 def _architecture_of(model: ModelConfig, architecture: str) -> bool:
+    if model.is_hybrid:  # priced by the hybrid formulas: drawn only when asked for
+        return architecture == "hybrid"
     kinds = {"moe": model.is_moe, "mla": model.is_mla, "sliding": model.has_sliding_window,
              "quantized": model.quantization is not None, "towers": bool(model.tower_parameters)}
     if architecture == "dense":
         return not any(kinds.values())
-    return architecture == "any" or kinds[architecture]
+    return architecture == "any" or kinds.get(architecture, False)
 
 
 def _with_architecture(base: st.SearchStrategy[ModelConfig], architecture: str) -> st.SearchStrategy[ModelConfig]:
@@ -254,6 +257,10 @@ def _with_architecture(base: st.SearchStrategy[ModelConfig], architecture: str) 
         m = draw(base)
         kind = draw(st.sampled_from(["moe", "mla", "sliding", "quantized"])) if architecture == "any" else architecture
         L = m.num_hidden_layers
+        if kind == "hybrid":
+            mixer = draw(state_mixers(max_layers=max(1, min(L - 1, 8)), max_width=64))
+            return attrs.evolve(m, num_hidden_layers=max(L, mixer.layers + 1), state_mixer=mixer,
+                                state_dtype=draw(st.sampled_from(["bfloat16", "float32"])))
         if kind == "moe":
             experts = draw(st.integers(1, 256))
             return attrs.evolve(
@@ -311,12 +318,14 @@ def model_configs(
         that match ``attention``, ``explicit_head_dim`` and ``tied``.
     generated : bool, default True
         Include generated configs.
-    architecture : {"dense", "moe", "mla", "sliding", "quantized", "any"}, default "dense"
+    architecture : {"dense", "moe", "mla", "sliding", "quantized", "hybrid", "any"}, default "dense"
         "dense" (the default): the dense Llama-shaped models, as before (presets with
-        experts, latent attention, sliding windows, other towers or quantization are left
-        out). "moe": routed experts (E, k <= E, shared experts, dense layers among MoE
-        layers); "mla": multi-head latent attention; "sliding": per-layer windows;
-        "quantized": a GPTQ/AWQ/FP8/mxfp4 quantization_config; "any": all of these.
+        experts, latent attention, sliding windows, other towers, quantization or recurrent
+        layers are left out). "moe": routed experts (E, k <= E, shared experts, dense layers
+        among MoE layers); "mla": multi-head latent attention; "sliding": per-layer windows;
+        "quantized": a GPTQ/AWQ/FP8/mxfp4 quantization_config; "hybrid": recurrent layers
+        (:func:`state_mixers`) beside attention, priced by :mod:`roofline.formulas.hybrid`;
+        "any": all of these but "hybrid".
 
     Returns
     -------
@@ -978,6 +987,44 @@ def _layer_windows(draw: st.DrawFn, max_layers: int, max_window: int) -> tuple[i
     others = draw(st.lists(st.none() | st.integers(1, max_window), max_size=max_layers - 1))
     at = draw(st.integers(0, len(others)))
     return (*others[:at], windowed, *others[at:])
+
+
+def state_mixers(*, kind: str | None = None, max_layers: int = 3, max_width: int = 8) -> st.SearchStrategy[Any]:
+    """Recurrent layers of a hybrid model (:class:`roofline.hybrid.StateMixer`), small.
+
+    Parameters
+    ----------
+    kind : {"gated_deltanet", "mamba2"} or None
+        None draws either.
+    max_layers : int >= 1
+        Recurrent layers (1 to max_layers); a model holding them needs at least one more layer.
+    max_width : int >= 1
+        Heads, head widths, key heads (groups) and key (state) widths in [1, max_width]; conv kernel in [1, 4].
+
+    Returns
+    -------
+    SearchStrategy of StateMixer (shrinks towards one Gated DeltaNet layer of width 1)
+
+    Raises
+    ------
+    InvalidArgument
+        An unknown kind or a bound below 1.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> find(state_mixers(), lambda m: True).layer_state_elements
+    1
+    """
+    from ..hybrid import STATE_KINDS, StateMixer
+
+    if kind is not None:
+        _check_choice("kind", kind, STATE_KINDS)
+    _check_int("max_layers", max_layers, 1)
+    _check_int("max_width", max_width, 1)
+    width = st.integers(1, max_width)
+    return st.builds(StateMixer, st.just(kind) if kind else st.sampled_from(STATE_KINDS), st.integers(1, max_layers),
+                     width, width, width, width, st.integers(1, 4), st.booleans(), st.booleans())
 
 
 def cost_models(
