@@ -355,3 +355,27 @@ def test_a_single_gap_beyond_the_segments_bound_keeps_the_itl_search_exact():
     event, step = serve_continuous(reqs, cost, **kw), serve_continuous(reqs, cost, engine="step", **kw)
     assert_same_results(event, step)
     assert event.summary.preemptions == 1 and event.summary.itl is not None
+
+
+def test_a_hybrid_models_state_runs_on_the_stretch_clock():
+    """Qwen3-Next-80B-A3B and Nemotron-H-8B (each decode row reads and writes its recurrent state: 2 x state bytes /
+    BW per row, inside the max): every policy on the stretch clock equals the step clock field by field, with a
+    pool whose sequences each hold their state blocks, tight enough to preempt."""
+    from roofline.sim import serve_static
+
+    reqs = [Request(id=i, arrival_s=Fraction(i, 5), prompt_tokens=40 + 7 * i, output_tokens=30 + 11 * i)
+            for i in range(8)]
+    for name, gpu in (("qwen3-next-80b-a3b", "h200-sxm"), ("nemotron-h-8b", "h100-sxm")):
+        model = get_model(name)
+        cost = RooflineCostModel.for_model(model, get_accelerator(gpu))
+        terms = cost.stretch_terms()
+        assert not isinstance(terms, str) and terms.state == 2 * Fraction(model.state_bytes_per_sequence) / \
+            Fraction(get_accelerator(gpu).bandwidth)
+        pool = KVPool.for_model(model, budget=3 * model.state_bytes_per_sequence + 40 * model.kv_bytes_per_token,
+                                block_size=16)
+        assert pool.state_blocks > 0
+        for serve, kw in ((serve_serial, {}), (serve_static, {"batch_size": 3}),
+                          (serve_continuous, {"admission": "on_demand"}),
+                          (serve_continuous, {"prefill": "chunked", "max_num_batched_tokens": 64, "max_num_seqs": 4})):
+            a = serve(reqs, cost, kv_pool=pool, record_steps=True, **kw)
+            assert_same_results(a, serve(reqs, cost, kv_pool=pool, record_steps=True, engine="step", **kw))

@@ -250,19 +250,22 @@ def test_scheduler_steps_equal_the_hybrid_formulas(requests, prompt, output, ext
         assert s.kv_blocks <= capacity
 
 
-def test_hybrid_runs_on_the_step_clock_and_says_why():
-    """stretch_terms() names the hybrid state; engine="auto" runs the step engine with the same result as "step"."""
+def test_hybrid_runs_on_the_stretch_clock_equal_to_the_step_clock():
+    """stretch_terms() states the recurrent state (2 x state bytes / BW per decode row); engine="auto" runs the
+    stretch clock, equal to the step clock field by field."""
+    from roofline.testing.compare import assert_same_results
+
     model = _tiny()
-    cost = RooflineCostModel.for_model(model, get_accelerator("h100-sxm"))
-    assert "hybrid state" in cost.stretch_terms()
-    assert RooflineCostModel.for_model(model.__class__(**{**_fields(model), "state_mixer": None}),
-                                       get_accelerator("h100-sxm")).stretch_terms().__class__.__name__ == "StretchTerms"
+    gpu = get_accelerator("h100-sxm")
+    cost = RooflineCostModel.for_model(model, gpu)
+    terms = cost.stretch_terms()
+    assert terms.state == 2 * Fraction(model.state_bytes_per_sequence) / Fraction(gpu.bandwidth) > 0
+    plain = RooflineCostModel.for_model(model.__class__(**{**_fields(model), "state_mixer": None}), gpu)
+    assert plain.stretch_terms().state == 0
     reqs = [Request(id=i, arrival_s=Fraction(i, 1000), prompt_tokens=10 + i, output_tokens=4) for i in range(5)]
     auto, step = serve_serial(reqs, cost, engine="auto"), serve_serial(reqs, cost, engine="step")
-    assert (auto.requests, auto.summary) == (step.requests, step.summary)
-    assert auto.options["engine"] == "step" and "hybrid state" in auto.options["engine_reason"]
-    with pytest.raises(InvalidValueError, match="hybrid state"):
-        serve_serial(reqs, cost, engine="event")
+    assert auto.options["engine"] == "event"
+    assert_same_results(auto, step)
 
 
 def _fields(model: ModelConfig) -> dict:

@@ -93,9 +93,10 @@ class StretchTerms:
     tokens), S the context sum, p0 the cached prompt tokens, T the prompt tokens and Q the
     attention pairs (token-layers where the model has sliding windows):
 
-    * decode of B rows: max(weights(B) + km S, fc B + ac S) + overhead + link(B) + B per_row;
+    * decode of B rows: max(weights(B) + B state + km S, fc B + ac S) + overhead + link(B) + B per_row;
     * prefill: max(weights(T) + kt T, fc T + ac Q) + overhead + link(T);
-    * mixed: max(weights(n) + km (S + p0) + kt T, fc n + ac (S + Q)) + overhead + link(n) + B per_row;
+    * mixed: max(weights(n) + B state + km (S + p0) + kt T, fc n + ac (S + Q)) + overhead + link(n) + B per_row
+      (B: its decode rows);
 
     link(n) = link_latency + link_per_token x n for n >= 1 (0 at n = 0): the tensor-parallel
     all-reduces (:func:`roofline.formulas.decode_allreduce_latency_time` and
@@ -114,6 +115,9 @@ class StretchTerms:
         A common multiple of the denominators of ``weights(m)`` for every m <= n (the tick clock
         covers every step up to n tokens with it).
     link_latency, link_per_token : int or Fraction [s, s/token]
+    state : int or Fraction [s per decode row], default 0
+        A hybrid model's recurrent state, read and written back by each decode row: memory time
+        2 x state_bytes / BW per row, inside the max (:func:`roofline.formulas.hybrid_step_time`).
     per_row : int or Fraction [s per decode row], default 0
         A time each decode row adds to its step, outside the max (the estimate's per-sequence
         term t_seq: scheduling, sampling and detokenisation on the CPU; docs/conventions.md).
@@ -133,6 +137,7 @@ class StretchTerms:
     link_latency: Any = 0
     link_per_token: Any = 0
     per_row: Any = 0
+    state: Any = 0
     unit_decode: Any = None
     unit_prefill: Any = None
     weights_power: Any = None
@@ -147,7 +152,7 @@ class StretchTerms:
         if self.unit_decode is not None:
             return (self.unit_decode, self.unit_prefill)
         fixed = (self.km, self.kt, self.fc, self.ac, self.overhead, self.link_latency, self.link_per_token,
-                 self.per_row)
+                 self.per_row, self.state)
         return (*fixed, self.weights(1)) if self.constant_weights else fixed
 
 
@@ -474,9 +479,6 @@ class RooflineCostModel:
         """
         if not self.exact:
             return "float mode (exact=False): the stretch clock counts exact integer ticks"
-        if self.state_bytes:
-            return ("hybrid state (2 x state_bytes per decode row per step, a term of the batch) is not on the "
-                    "stretch clock yet")
         own = _own_step_times(self, RooflineCostModel, priced=("decode_time", "prefill_time", "mixed_time",
                                                                "weights_read", "allreduce_time", "_tokens"))
         if own is not None:
@@ -505,7 +507,7 @@ class RooflineCostModel:
         return StretchTerms(km=km, kt=layers * km, fc=t["flops_per_token"] / peak,
                             ac=t["attention_flops_per_token"] / (layers * peak), overhead=t["overhead"],
                             weights=weights, weights_denominator=weights_denominator, weights_power=power,
-                            per_row=self.per_sequence, **link)
+                            per_row=self.per_sequence, state=2 * self._state / bw, **link)
 
     def _weights_denominator(self, tokens: int) -> int:
         """A common multiple of the denominators of ``weights_read(m) / bandwidth`` for every m <= ``tokens``.

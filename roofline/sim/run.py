@@ -104,7 +104,7 @@ class _Run:
         if pool.capacity_blocks is not None and pool.layer_windows:
             self.reason = [pool.never_fits_reason(p, o) for p, o in zip(self.prompt, self.output, strict=True)]
         elif pool.capacity_blocks is not None:  # pool.never_fits_reason, asked only of those that do not fit
-            b, cap = pool.block_size, pool.capacity_blocks
+            b, cap = pool.block_size, pool.capacity_blocks - pool.state_blocks  # a hybrid's state blocks
             for i, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)):
                 if -(-(p + o - 1) // b) > cap:
                     self.reason[i] = pool.never_fits_reason(p, o)

@@ -181,17 +181,19 @@ class TickCosts:
         The most tokens of one step the clock covers (a MoE step beyond raises ClockTooCoarse).
     """
 
-    __slots__ = ("clock", "wm", "km", "kt", "fc", "ac", "oh", "pr", "unit_decode", "unit_prefill", "decode_fraction",
-                 "prefill_fraction", "windows", "varying", "max_tokens", "_weights", "_wm", "_ar0", "_ar1", "_power",
-                 "_model")
+    __slots__ = ("clock", "wm", "km", "kt", "fc", "ac", "oh", "pr", "sr", "unit_decode", "unit_prefill",
+                 "decode_fraction", "prefill_fraction", "windows", "varying", "max_tokens", "_weights", "_wm", "_ar0",
+                 "_ar1", "_power", "_model")
 
     def __init__(self, clock: TickClock, *, wm: int = 0, km: int = 0, fc: int = 0, ac: int = 0, oh: int = 0,
                  unit_decode: int | None = None, unit_prefill: int | None = None, decode_fraction: bool = True,
                  prefill_fraction: bool = True, kt: int | None = None, windows: LayerWindows | None = None,
-                 weights: Any = None, link: tuple[int, int] = (0, 0), max_tokens: int = 0, pr: int = 0) -> None:
+                 weights: Any = None, link: tuple[int, int] = (0, 0), max_tokens: int = 0, pr: int = 0,
+                 sr: int = 0) -> None:
         self.clock = clock
         self.wm, self.km, self.fc, self.ac, self.oh = wm, km, fc, ac, oh
         self.pr = pr  # ticks each decode row adds to its step, outside the max (StretchTerms.per_row)
+        self.sr = sr  # ticks of memory each decode row's recurrent state takes, inside the max (StretchTerms.state)
         self.kt = km if kt is None else kt  # ticks per prompt token written (L km with sliding windows)
         self.unit_decode, self.unit_prefill = unit_decode, unit_prefill
         self.decode_fraction, self.prefill_fraction = decode_fraction, prefill_fraction
@@ -255,7 +257,7 @@ class TickCosts:
         costs = cls(clock, wm=wm, km=t(terms.km), fc=t(terms.fc), ac=t(terms.ac), oh=t(terms.overhead),
                     kt=t(terms.kt), windows=windows, weights=weights,
                     link=(t(terms.link_latency), t(terms.link_per_token)), max_tokens=max_tokens,
-                    pr=t(terms.per_row))
+                    pr=t(terms.per_row), sr=t(terms.state))
         costs._model = cost_model
         if terms.weights_power is not None:  # D (base - scale (a/b)^n) = D base - K a^n b^(N - n), K = D scale / b^N
             base, scale, miss, limit = terms.weights_power
@@ -292,6 +294,11 @@ class TickCosts:
         if not tokens or not self.varying:
             return self.oh
         return self.oh + self._ar0 + self._ar1 * tokens
+
+    def decode_weights(self, batch: int) -> int:
+        """Ticks of memory a decode step of ``batch`` rows moves whatever its contexts: :meth:`weights` plus the
+        rows' recurrent states (a hybrid model; 0 otherwise)."""
+        return self.weights(batch) + self.sr * batch
 
     def decode_overhead(self, batch: int) -> int:
         """Ticks outside the max of a decode step of ``batch`` rows: :meth:`overhead` plus ``batch`` x pr."""
@@ -335,14 +342,14 @@ class TickCosts:
         full, windowed = self.windows.groups
         slope = full + sum(n for w, n in windowed if w > context)  # layers still growing past this context
         s0 = batch * self.windows.held(context)
-        return lines_sum(self.weights(batch) + self.km * s0, self.km * batch * slope, self.fc * batch + self.ac * s0,
-                         self.ac * batch * slope, self.decode_overhead(batch), steps)
+        return lines_sum(self.decode_weights(batch) + self.km * s0, self.km * batch * slope,
+                         self.fc * batch + self.ac * s0, self.ac * batch * slope, self.decode_overhead(batch), steps)
 
     def decode(self, batch: int, context_sum: int) -> int:
         """Ticks of one decode step (:func:`roofline.formulas.step_time` x D)."""
         if self.unit_decode is not None:
             return self.unit_decode
-        m = self.weights(batch) + self.km * context_sum
+        m = self.decode_weights(batch) + self.km * context_sum
         c = self.fc * batch + self.ac * context_sum
         return (m if m >= c else c) + self.decode_overhead(batch)
 
@@ -363,7 +370,7 @@ class TickCosts:
         if self.unit_prefill is not None:
             return self.unit_prefill
         n = decode_rows + prefill_tokens  # bytes W(n) + k (S + p0) + kt T, FLOPs n F + a (S + Q)
-        m = self.weights(n) + self.km * (context_sum + cached_tokens) + self.kt * prefill_tokens
+        m = self.weights(n) + self.sr * decode_rows + self.km * (context_sum + cached_tokens) + self.kt * prefill_tokens
         c = self.fc * n + self.ac * (context_sum + attention_pairs)
         return (m if m >= c else c) + self.overhead(n) + self.pr * decode_rows
 
@@ -376,7 +383,7 @@ class TickCosts:
         if self.unit_decode is not None:
             return self.unit_decode, 0, 0, 0, 0
         grow = batch if slope is None else slope
-        return (self.weights(batch) + self.km * context_sum, self.km * grow,
+        return (self.decode_weights(batch) + self.km * context_sum, self.km * grow,
                 self.fc * batch + self.ac * context_sum, self.ac * grow, self.decode_overhead(batch))
 
     def stretch(self, batch: int, context_sum: int, steps: int, slope: int | None = None) -> int:
