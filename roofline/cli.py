@@ -15,8 +15,9 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
+from ._checks import name_key
 from .errors import RooflineError
 
 #: Command modules under roofline.commands, in the order ``roofline --help`` lists them
@@ -51,7 +52,29 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name in COMMANDS:
         importlib.import_module(f"roofline.commands.{name}").register(sub)
+    for command in sub.choices.values():
+        _names_by_key(command)
     return parser
+
+
+def _names_by_key(parser: argparse.ArgumentParser) -> None:
+    """Read every option with a list of named choices (``--policy``, ``--engine``, ``--format``...) as the
+    library reads preset names: stripped and lower-cased (:func:`roofline._checks.name_key`), so that
+    ``--policy Serial`` is ``--policy serial`` (docs/conventions.md, "Names")."""
+    for action in parser._actions:
+        if not action.choices or not all(isinstance(c, str) for c in action.choices):
+            continue
+        if isinstance(action, argparse._SubParsersAction):  # pragma: no cover - subcommands are not nested
+            continue
+        action.type = _keyed(action.type)
+
+
+def _keyed(convert: Any) -> Any:
+    def parse(text: str) -> Any:
+        key = name_key(text)
+        return key if convert is None else convert(key)
+
+    return parse
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -106,13 +106,22 @@ class ConfigError(RooflineError):
 
 
 class UnknownPresetError(RooflineError):
-    """A preset name (model or accelerator) is not known; the message lists the known ones."""
+    """A preset name (model, accelerator, engine profile) is not known; the message lists the known ones.
 
-    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+    Attributes
+    ----------
+    kind, name, known
+        What was looked up (``"model"``), the name given and the known names.
+    field : str or None
+        The option or argument that gave the name (``"--model"``), first in the message when set.
+    """
+
+    def __init__(self, kind: str, name: str, known: list[str], field: str | None = None) -> None:
         self.kind = kind
         self.name = name
         self.known = list(known)
-        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+        self.field = field
+        super().__init__(f"{field + ': ' if field else ''}unknown {kind} {name!r}; known: {', '.join(known)}")
 
 
 class TraceError(RooflineError):

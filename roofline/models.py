@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from ._checks import name_key
 from ._io import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, parse_json, read_text_file
 from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError, shown
 from .quantization import Quantization, _to_quantization, quantized_matrix_bytes
@@ -1183,7 +1184,7 @@ def get_model(name: str) -> ModelConfig:
     """
     if not isinstance(name, str):
         raise InvalidValueError("name", name, "expected a preset name (str); see roofline.model_names()")
-    key = name.strip().lower()
+    key = name_key(name)
     if key not in _PRESET_CACHE:
         names = model_names()
         if key not in names:
