@@ -15,7 +15,8 @@ import numpy as np
 
 from .errors import InvalidValueError
 
-__all__ = ["name_key", "check_number", "check_positive", "check_nonnegative", "check_int", "check_count", "check_scalar"]
+__all__ = ["name_key", "check_number", "check_positive", "check_nonnegative", "check_int", "check_count",
+           "check_scalar"]
 
 
 def _is_number(value: Any) -> bool:
