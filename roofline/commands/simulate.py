@@ -700,6 +700,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         "accelerator": {"key": acc.key, "name": acc.name},
         **({"tensor_parallel_size": T} if (T := run["deployment"].tensor_parallel_size) > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
+        "flops_convention": run["deployment"].flops,
         "kv_pool": {"budget_bytes": float(run["budget"]), "budget_basis": run.get("budget_basis"),
                     "capacity_blocks": pool.capacity_blocks,
                     "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens, "unit": pool.unit},
