@@ -858,6 +858,7 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
                                         "activations (the accelerator tables hold no INT8 peak)")
         group = _group_size(weights.get("group_size") if strategy == "group" else -1, f"{where}.weights.group_size",
                             source)
-        ct_scheme = "group" if weights.get("symmetric", True) else "group+zero"
+        symmetric = flag(weights, "symmetric", True, source=f"{source}: {where}.weights")  # "no" is not true
+        ct_scheme = "group" if symmetric else "group+zero"
         return dict(quantization=Quantization("compressed-tensors", ct_bits, ct_scheme, group, classes=classes))
     raise UnsupportedModelError(model_type, f"compressed-tensors weights of type {kind!r} with {ct_bits!r} bits")

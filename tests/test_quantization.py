@@ -9,11 +9,14 @@ bits plus a 1-byte E8M0 scale per 32 inputs; embeddings, lm_head and norms keep 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roofline import ModelConfig, get_accelerator
-from roofline.errors import UnsupportedModelError
+from roofline.errors import ConfigError, UnsupportedModelError
 from roofline.estimate import compute_peak, decode_step
 from roofline.families import quantized_matrix_bytes
 from roofline.models import Quantization
@@ -200,3 +203,25 @@ def test_mxfp4_modules_to_not_convert_are_checked(tmp_path, skipped, error):
     with pytest.raises(error or ConfigError, match="modules_to_not_convert" if error is None else "experts"):
         _model(tmp_path, model_type="mixtral", num_local_experts=8, num_experts_per_tok=2,
                quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": skipped})
+
+
+_JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.floats(allow_nan=False),
+                          st.sampled_from(["no", "false", "true", "yes", "", "0"]), st.just([]), st.just({}))
+
+
+@settings(settings.get_profile("fuzz"))
+@given(symmetric=_JSON_SCALARS)
+def test_compressed_tensors_symmetric_is_a_json_boolean(symmetric: object) -> None:
+    """``"symmetric"`` of compressed-tensors int4 weights: true (or absent, null) prices no zero point, false a
+    zero point per group; any other value ("no", 0, "false") is refused naming the field, never read as truthy."""
+    import tempfile
+
+    weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": symmetric}
+    q = {"quant_method": CT, "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}}}
+    with tempfile.TemporaryDirectory() as tmp:
+        if symmetric is None or isinstance(symmetric, bool):
+            m = _model(Path(tmp), quantization_config=q)
+            assert m.quantization.scheme == ("group+zero" if symmetric is False else "group")
+        else:
+            with pytest.raises(ConfigError, match=r"weights: field 'symmetric'=.* must be true or false"):
+                _model(Path(tmp), quantization_config=q)
