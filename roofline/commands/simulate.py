@@ -61,7 +61,7 @@ from typing import Any
 import attrs
 
 from .. import estimate
-from .._io import atomic_write, check_outputs, output_path
+from .._io import atomic_write, check_outputs, locked_folder, output_path
 from ..deployment import Deployment
 from ..errors import InvalidValueError
 from ..sim import (
@@ -827,21 +827,22 @@ def _write_out(results: list[SimResult], labels: list[str], out: str) -> None:
                            _estimate_bytes(_STEP_FIELDS, r.steps)))
     sizes = [size for _, _, _, size in tables]
     total_rows = sum(rows for _, _, rows, _ in tables)
-    print(f"roofline simulate: writing {len(tables)} files, {total_rows:,} rows, about {_mb(sum(sizes))}, "
-          f"to {directory}{'' if any(r.steps is not None for r in results) else ' (per-step tables: --steps)'}",
-          file=sys.stderr, flush=True)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        for (path, write, _, _), size in zip(tables, sizes, strict=True):
-            with atomic_write(path, newline="") as fh:
-                if _stderr_is_terminal() and size > 1 << 24 and importlib.util.find_spec("tqdm"):
-                    from tqdm import tqdm
+        with locked_folder("--out", directory):  # a second run writing here now is refused, not mixed in
+            print(f"roofline simulate: writing {len(tables)} files, {total_rows:,} rows, about {_mb(sum(sizes))}, "
+                  f"to {directory}{'' if any(r.steps is not None for r in results) else ' (per-step tables: --steps)'}",
+                  file=sys.stderr, flush=True)
+            for (path, write, _, _), size in zip(tables, sizes, strict=True):
+                with atomic_write(path, newline="") as fh:
+                    if _stderr_is_terminal() and size > 1 << 24 and importlib.util.find_spec("tqdm"):
+                        from tqdm import tqdm
 
-                    with tqdm.wrapattr(fh, "write", total=size, desc=path.name, unit="B", unit_scale=True,
-                                       leave=False, file=sys.stderr) as wrapped:
-                        write(wrapped)
-                else:
-                    write(fh)
+                        with tqdm.wrapattr(fh, "write", total=size, desc=path.name, unit="B", unit_scale=True,
+                                           leave=False, file=sys.stderr) as wrapped:
+                            write(wrapped)
+                    else:
+                        write(fh)
     except OSError as exc:
         raise InvalidValueError("--out", out, f"cannot write: {exc.strerror or exc}") from None
 
