@@ -82,6 +82,11 @@ def _nonneg_int(instance: object, attribute: attrs.Attribute, value: Any) -> Non
         raise InvalidValueError(attribute.name, value, "must be an integer >= 0")
 
 
+def _text(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, str):
+        raise InvalidValueError(attribute.name, value, "expected a str")
+
+
 def _bool(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     if not isinstance(value, bool):
         raise InvalidValueError(attribute.name, value, "must be true or false")
@@ -201,7 +206,7 @@ class ModelConfig:
 
     Parameters
     ----------
-    name : str
+    name : str (``source`` and ``model_type`` too: any other type is refused by field)
     num_hidden_layers, hidden_size, intermediate_size : int (> 0)
         Layers L, model width h, MLP width (of the dense layers).
     num_attention_heads, num_key_value_heads : int (> 0)
@@ -277,7 +282,7 @@ class ModelConfig:
         divisible by KV heads, k > E, or a window of 0; the message names the field and the value.
     """
 
-    name: str
+    name: str = attrs.field(validator=_text)
     num_hidden_layers: int = attrs.field(validator=_pos_int)
     hidden_size: int = attrs.field(validator=_pos_int)
     intermediate_size: int = attrs.field(validator=_pos_int)
@@ -297,8 +302,8 @@ class ModelConfig:
     weight_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
     kv_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
     published_parameters: int | None = attrs.field(default=None, validator=_optional_pos_int)
-    source: str = ""
-    model_type: str = "llama"
+    source: str = attrs.field(default="", validator=_text)
+    model_type: str = attrs.field(default="llama", validator=_text)
     norms_per_layer: int = attrs.field(default=2, validator=_nonneg_int)
     num_experts: int = attrs.field(default=0, validator=_nonneg_int)
     num_experts_per_tok: int = attrs.field(default=0, validator=_nonneg_int)

@@ -67,6 +67,10 @@ ENTRIES: dict[str, tuple[Any, dict[str, Any]]] = {
     "ClosedLoop": (ClosedLoop, dict(clients=2, lengths=[(5, 3), (9, 2)], think_time_s=0)),
     "load_model": (roofline.load_model, dict(spec="llama-3.2-1b", weight_dtype=None, kv_dtype=None)),
     "get_accelerator": (roofline.get_accelerator, dict(name="h100-sxm")),
+    "ModelConfig": (roofline.ModelConfig, dict(name="tiny", num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                                               num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                               vocab_size=100, tie_word_embeddings=False, weight_dtype="bfloat16",
+                                               kv_dtype="bfloat16", source="", model_type="llama")),
 }
 
 
@@ -88,6 +92,9 @@ def _sound(value: Any) -> None:
         assert isinstance(value.capacity_blocks, int) and value.capacity_blocks >= 0
     if isinstance(value, Request):
         assert math.isfinite(float(value.arrival_s))
+    if isinstance(value, roofline.ModelConfig):  # name=None was accepted
+        assert all(isinstance(getattr(value, f), str) for f in ("name", "source", "model_type")), value
+        assert value.parameters > 0 and value.kv_bytes_per_token > 0
 
 
 @pytest.mark.parametrize("name", sorted(ENTRIES))
