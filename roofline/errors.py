@@ -179,10 +179,15 @@ class UnsupportedModelError(ConfigError):
         The config's ``model_type`` (or the family using the unmodelled feature).
     reason : str
         What is not modelled (for example "state-space or hybrid model ...").
+    field : str or None
+        The config field (dotted path) holding what is not modelled, named in the message after the
+        model_type (``model_type 'gpt_oss': field 'quantization_config.ignore': ...``), or None.
     """
 
-    def __init__(self, model_type: str, reason: str) -> None:
+    def __init__(self, model_type: str, reason: str, field: str | None = None) -> None:
         self.model_type = model_type
         self.reason = reason
-        super().__init__(f"model_type {model_type!r}: {reason}; not supported" if model_type
-                         else f"{reason}; not supported")
+        self.field = field
+        what = f"field {field!r}: {reason}" if field else reason
+        super().__init__(f"model_type {model_type!r}: {what}; not supported" if model_type
+                         else f"{what}; not supported")
