@@ -205,7 +205,8 @@ def test_mxfp4_modules_to_not_convert_are_checked(tmp_path, skipped, error):
                quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": skipped})
 
 
-_JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.floats(allow_nan=False),
+_JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2, 2),
+                          st.floats(allow_nan=False, allow_infinity=False),
                           st.sampled_from(["no", "false", "true", "yes", "", "0"]), st.just([]), st.just({}))
 
 
