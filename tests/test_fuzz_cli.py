@@ -296,3 +296,54 @@ def test_a_simulate_flag_is_used_or_refused_by_name(mode: str, files: dict[str, 
             return
         outputs.append(out)
     assert outputs[0] != outputs[1], f"{varied} at {_PAIRS[varied]} changed nothing in {base}"
+
+
+# --------------------------------------------------------------------------- one name rule
+
+def _spelled(name: str) -> st.SearchStrategy[str]:
+    """``name`` with its letters' case flipped at random and whitespace (space, tab, line break) around it."""
+    space = st.text(alphabet=" \t\n\r", max_size=2)
+    flips = st.lists(st.booleans(), min_size=len(name), max_size=len(name))
+    return st.tuples(space, flips, space).map(
+        lambda t: t[0] + "".join(c.upper() if up else c for c, up in zip(name, t[1], strict=True)) + t[2])
+
+
+def _named() -> list[tuple[str, str, str]]:
+    """(kind, canonical name, option) for every preset, engine profile and choice of every command."""
+    import roofline
+    from roofline.profiles import profile_names
+
+    out = [("model", n, "--model") for n in roofline.model_names()]
+    out += [("accelerator", n, "--accelerator") for n in roofline.accelerator_names()]
+    out += [("profile", n, "--estimate") for n in profile_names()]
+    for command, parser in sorted(COMMANDS.items()):
+        for action in _options(parser):
+            if action.choices and all(isinstance(c, str) for c in action.choices):
+                out += [(command, str(c), action.option_strings[0]) for c in action.choices]
+    return out
+
+
+_NAMED = _named()
+
+
+@FUZZ
+@given(data=st.data())
+def test_every_name_is_read_case_insensitively_after_stripping(data: st.DataObject) -> None:
+    """Every preset, profile and choice name of every command, in any case and with surrounding whitespace,
+    is the canonical name (docs/conventions.md, "Names"); whitespace inside a name is refused."""
+    import roofline
+    from roofline.profiles import get_engine_profile
+
+    kind, name, option = data.draw(st.sampled_from(_NAMED), label="name")
+    spelled = data.draw(_spelled(name), label="spelled")
+    lookup = {"model": roofline.get_model, "accelerator": roofline.get_accelerator,
+              "profile": get_engine_profile}.get(kind)
+    if lookup is not None:
+        assert lookup(spelled) == lookup(name)
+        with pytest.raises(roofline.RooflineError):
+            lookup(name[:1] + " " + name[1:])
+        return
+    args = PARSER.parse_args([kind, option, spelled, *(["--out", "x.json"] if kind == "calibrate" else [])])
+    value = getattr(args, next(a.dest for a in _options(COMMANDS[kind]) if option in a.option_strings))
+    want = PARSER.parse_args([kind, option, name, *(["--out", "x.json"] if kind == "calibrate" else [])])
+    assert value == getattr(want, next(a.dest for a in _options(COMMANDS[kind]) if option in a.option_strings))
