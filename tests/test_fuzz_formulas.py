@@ -98,8 +98,9 @@ def _moe_kwargs(draw: st.DrawFn, name: str) -> dict[str, int]:
 @settings(settings.get_profile("fuzz"))
 @given(data=st.data())
 def test_moe_formulas_take_numpy_integers_exactly(name: str, data: st.DataObject) -> None:
-    """numpy int64 scalars and arrays in the MoE formulas give the value of the same Python ints (never a
-    wrapped product), as the dense formulas do; a result that cannot be held is refused by name."""
+    """numpy int64 scalars and arrays in the MoE formulas give the value of the same Python ints, never wrapped.
+
+    As the dense formulas do; a result that floats cannot hold is refused by name."""
     spec = f.REGISTRY[name]
     exact = data.draw(_moe_kwargs(name), label="kwargs")
     kinds = {arg: data.draw(st.sampled_from(["int", "np.int64", "int64 array"]), label=f"{arg} as") for arg in exact}

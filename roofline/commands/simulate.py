@@ -168,7 +168,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"chunks (default: {DEFAULT_MAX_NUM_BATCHED_TOKENS}, vLLM's), the other rows run without a "
                         "budget. Without: static batching forms batches whose padded prefill fits it, and continuous "
                         "batching uses it as --max-prefill-tokens (longer prompts are rejected, as vLLM without "
-                        "chunked prefill does); one-by-one serving (serial) has no step budget and ignores it")
+                        "chunked prefill does); one-by-one serving (serial) has no step budget: refused with "
+                        "--policy serial")
     p.add_argument("--max-model-len", type=int_arg("--max-model-len", 1), default=None,
                    help="reject requests whose prompt + output exceed this many tokens (default: the model's "
                         "max_position_embeddings, as vLLM; no limit when the config has none)")
@@ -382,9 +383,11 @@ def trace_path(value: str) -> str:
     Raises
     ------
     InvalidValueError
-        ``value`` is a shipped name and also a file in the current folder (field ``--trace``):
-        ambiguous, so refused rather than guessed; ``./conv`` names the file.
+        ``value`` is empty (``--trace=``), or a shipped name and also a file in the current folder
+        (field ``--trace``): ambiguous, so refused rather than guessed; ``./conv`` names the file.
     """
+    if not value.strip():  # `--trace=` or `--trace ""`: no trace named (it would read the folder ".")
+        raise InvalidValueError("--trace", value, "give conv, code or a trace file")
     if value not in SHIPPED_TRACES:
         return value
     if os.path.lexists(value):
