@@ -48,7 +48,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib.util
 import io
 import json
@@ -241,16 +240,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 _DESTS: dict[str, str] = {}
 
 
-@functools.cache
+#: Each argparse action class -> its recording subclass (one class per kind, made once).
+_GIVEN_KINDS: dict[type[argparse.Action], type[argparse.Action]] = {}
+
+
 def _given(kind: type[argparse.Action]) -> type[argparse.Action]:
     """``kind`` (store, store_true...) that also records in ``namespace.given_flags`` the flag given, as typed."""
+    if kind not in _GIVEN_KINDS:
+        def __call__(self: argparse.Action, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                     values: Any, option_string: str | None = None) -> None:
+            kind.__call__(self, parser, namespace, values, option_string)
+            namespace.given_flags = {**getattr(namespace, "given_flags", {}), self.dest: option_string or self.dest}
 
-    def __call__(self: argparse.Action, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        kind.__call__(self, parser, namespace, values, option_string)
-        namespace.given_flags = {**getattr(namespace, "given_flags", {}), self.dest: option_string or self.dest}
-
-    return type(f"Given{kind.__name__}", (kind,), {"__call__": __call__})
+        _GIVEN_KINDS[kind] = type(f"Given{kind.__name__}", (kind,), {"__call__": __call__})
+    return _GIVEN_KINDS[kind]
 
 
 @attrs.frozen
