@@ -456,10 +456,12 @@ def synthetic_workload(
             try:
                 drawn.append(lengths(num_prompts, distribution=dist, mean=mean, range_ratio=range_ratio, cap=cap,
                                      sigma=sigma, seed=stream))
-            except InvalidValueError as err:  # name this workload's field: input_cap, output_cap
-                if err.field != "cap":
+            except InvalidValueError as err:  # name this workload's field: input_cap, output_distribution...
+                field = {"cap": f"{which}_cap", "distribution": f"{which}_distribution",
+                         "mean": f"{which}_len"}.get(err.field)
+                if field is None:
                     raise
-                raise InvalidValueError(f"{which}_cap", err.value, err.reason) from None
+                raise InvalidValueError(field, err.value, err.reason) from None
         prompts, outputs = drawn
     requests = tuple(Request(id=i, arrival_s=t, prompt_tokens=p, output_tokens=o)
                      for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True)))
