@@ -457,11 +457,11 @@ def synthetic_workload(
                 drawn.append(lengths(num_prompts, distribution=dist, mean=mean, range_ratio=range_ratio, cap=cap,
                                      sigma=sigma, seed=stream))
             except InvalidValueError as err:  # name this workload's field: input_cap, output_distribution...
-                field = {"cap": f"{which}_cap", "distribution": f"{which}_distribution",
-                         "mean": f"{which}_len"}.get(err.field)
-                if field is None:
+                ours = {"cap": f"{which}_cap", "distribution": f"{which}_distribution",
+                        "mean": f"{which}_len"}.get(err.field)
+                if ours is None:
                     raise
-                raise InvalidValueError(field, err.value, err.reason) from None
+                raise InvalidValueError(ours, err.value, err.reason) from None
         prompts, outputs = drawn
     requests = tuple(Request(id=i, arrival_s=t, prompt_tokens=p, output_tokens=o)
                      for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True)))
