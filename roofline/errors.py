@@ -114,14 +114,23 @@ class UnknownPresetError(RooflineError):
         What was looked up (``"model"``), the name given and the known names.
     field : str or None
         The option or argument that gave the name (``"--model"``), first in the message when set.
+    hint : str
+        For a Hugging Face id no preset knows: what to do instead (the message then lists the
+        presets that know an id).
     """
 
-    def __init__(self, kind: str, name: str, known: list[str], field: str | None = None) -> None:
+    def __init__(self, kind: str, name: str, known: list[str], field: str | None = None, *, hint: str = "") -> None:
         self.kind = kind
         self.name = name
         self.known = list(known)
         self.field = field
-        super().__init__(f"{field + ': ' if field else ''}unknown {kind} {name!r}; known: {', '.join(known)}")
+        self.hint = hint
+        where = f"{field}: " if field else ""
+        if hint:  # a Hugging Face id no preset knows: what to do instead, then the ids' presets
+            super().__init__(f"{where}unknown {kind} {name!r}: {hint}; presets that know a Hugging Face id: "
+                             f"{', '.join(sorted(set(known))) or 'none'}")
+        else:
+            super().__init__(f"{where}unknown {kind} {name!r}; known: {', '.join(known)}")
 
 
 class TraceError(RooflineError):

@@ -89,7 +89,9 @@ def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -
                             help="override the weight dtype (bf16, fp8, int8, int4...): one flat width for every "
                                  "weight, embeddings and lm_head included, no group scales, the config's "
                                  "quantization_config dropped; a quantized config.json is priced exactly without it")
-        parser.add_argument("--kv-dtype", default=None, help="override the KV-cache dtype")
+        parser.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", default=None,
+                            help="override the KV-cache dtype (vLLM's --kv-cache-dtype: fp8, fp8_e4m3, fp8_e5m2 "
+                                 "store 1 byte per element; their per-layer scales are not counted)")
 
 
 def add_flops_option(parser: argparse.ArgumentParser, *, default: str) -> None:
@@ -114,7 +116,9 @@ def add_estimate_option(p: argparse.ArgumentParser, *, instead: bool = False) ->
             else "also print an engine profile's estimate beside the bound")
     p.add_argument("--estimate", default=None, metavar="PROFILE",
                    help=f"{what}: {', '.join(ENGINE_PROFILES[:-1])} or {ENGINE_PROFILES[-1]} (constants fitted on "
-                        "published measurements; see roofline validate) (default: the bound only)")
+                        "published measurements; see roofline validate), or an engine version (vllm-v0, vllm-v1, "
+                        "trtllm-0.6, trtllm-1.0: its scheduler defaults too; an engine's name is its newest version) "
+                        "(default: the bound only)")
 
 
 
@@ -188,7 +192,7 @@ def by_flag(flag: str, lookup: Any, name: Any, **kwargs: Any) -> Any:
     try:
         return lookup(name, **kwargs)
     except UnknownPresetError as err:
-        raise UnknownPresetError(err.kind, err.name, err.known, field=flag) from None
+        raise UnknownPresetError(err.kind, err.name, err.known, field=flag, hint=err.hint) from None
     except InvalidValueError as err:  # the API's own field for the flag's value ("estimate" for --estimate)
         if err.field != flag.lstrip("-").replace("-", "_"):
             raise

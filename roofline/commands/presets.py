@@ -68,6 +68,7 @@ def accelerator_facts(accelerator: Accelerator) -> dict[str, Any]:
         "bandwidth_bytes_per_s": float(accelerator.bandwidth),
         "peak_bf16_flops": float(accelerator.peak_flops),
         "peak_fp8_flops": None if accelerator.peak_fp8 is None else float(accelerator.peak_fp8.value),
+        "peak_fp4_flops": None if accelerator.peak_fp4 is None else float(accelerator.peak_fp4.value),
         "ridge_point_flop_per_byte": float(accelerator.ridge_point),
         "sources": {field: attrs.asdict(value.source) for field, value in accelerator.sources().items()},
     }
