@@ -30,12 +30,15 @@ MAX_SHOWN = 1000
 
 
 def shown(value: Any) -> str:
-    """``repr(value)`` for a one-line message: cut after :data:`MAX_SHOWN` characters, and an
-    integer too long for ``repr`` (over 4,300 digits) given by its bit length."""
+    """``repr(value)`` for a one-line message: cut after :data:`MAX_SHOWN` characters, an
+    integer too long for ``repr`` (over 4,300 digits) given by its bit length, and a value nested too
+    deeply for ``repr`` by its type."""
     try:
         text = repr(value)
     except ValueError:  # int -> str conversion limit (sys.get_int_max_str_digits)
         return f"<an integer of {value.bit_length():,} bits>" if isinstance(value, int) else f"<{type(value).__name__}>"
+    except RecursionError:  # a list nested thousands deep (a mutated config field)
+        return f"<a {type(value).__name__} nested too deeply to show>"
     text = text.replace("\n", " ")
     return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text):,} characters)"
 
