@@ -15,7 +15,8 @@ import numpy as np
 
 from .errors import InvalidValueError
 
-__all__ = ["check_number", "check_positive", "check_nonnegative", "check_int", "check_count", "check_scalar"]
+__all__ = ["name_key", "check_number", "check_positive", "check_nonnegative", "check_int", "check_count",
+           "check_scalar"]
 
 
 def _is_number(value: Any) -> bool:
@@ -98,3 +99,36 @@ def check_scalar(field: str, value: Any) -> None:
     """Raise if ``value`` is a numpy array: for parameters that take one number (a rate, a duration)."""
     if isinstance(value, np.ndarray):
         raise InvalidValueError(field, value, "expected one number, not an array")
+
+
+def name_key(name: str) -> str:
+    """The key a preset or option name is looked up by: ``name`` stripped of surrounding whitespace and
+    lower-cased, so that ``"VLLM"``, ``" vllm"`` and ``"vllm\\n"`` all name ``vllm`` (docs/conventions.md,
+    "Names").
+
+    The one rule for every name the package looks up: model and accelerator presets, engine profiles,
+    and the command line's choices (``--policy``, ``--engine``, ``--admission``, ...). Whitespace
+    inside a name is not changed (``"v llm"`` stays unknown); a lookup's own aliases (an accelerator's
+    ``h100_sxm`` for ``h100-sxm``) apply to the key.
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    InvalidValueError
+        ``name`` is not a str (field ``name``).
+
+    Examples
+    --------
+    >>> name_key(" Llama-3.1-8B\\n")
+    'llama-3.1-8b'
+    """
+    if not isinstance(name, str):
+        raise InvalidValueError("name", name, "expected a name (str)")
+    return name.strip().lower()

@@ -18,7 +18,9 @@ One rule for every file a command writes (:func:`atomic_write`, :func:`check_out
 output path is checked before any work starts (an empty path is refused, and an output that
 is the same file as one the command reads is refused by name), and the file is written to a
 temporary file in the same folder, then renamed over the target (:func:`os.replace`), so an
-interrupted run leaves the old file or the new one, never half of one.
+interrupted run leaves the old file or the new one, never half of one. A folder of outputs is
+locked while they are written (:func:`locked_folder`): a second run writing the same folder is
+refused by name instead of mixing its files with the first's.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from typing import IO, Any
 from .errors import FileReadError, InvalidValueError
 
 __all__ = ["FileReadError", "read_text_file", "parse_json", "exact_decimal", "MAX_BYTES", "MAX_JSON_DEPTH",
-           "MAX_NUMBER_CHARS", "MAX_EXPONENT", "atomic_write", "check_outputs", "output_path", "same_file"]
+           "MAX_NUMBER_CHARS", "MAX_EXPONENT", "atomic_write", "check_outputs", "output_path", "same_file",
+           "locked_folder"]
 
 #: Largest file read [bytes]: far above any config.json or the Azure traces (2 MB).
 MAX_BYTES = 1 << 30
@@ -340,3 +343,40 @@ def atomic_write(path: str | os.PathLike[str], *, binary: bool = False,
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def locked_folder(option: str, folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock on an existing output ``folder`` while a command writes its files into it.
+
+    The lock is :func:`fcntl.flock` on the folder itself (no lock file is left behind), released when
+    the block ends or the process dies. Where ``fcntl`` is missing (Windows) the block runs unlocked.
+
+    Parameters
+    ----------
+    option : str
+        The option that named the folder (``--out``), for the error.
+    folder : path of an existing folder
+
+    Raises
+    ------
+    InvalidValueError
+        Another process holds the lock: two runs writing one folder would mix their files (field ``option``).
+    OSError
+        The folder cannot be opened; callers turn it into their own error naming the option.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InvalidValueError(option, os.fspath(folder), "another run is writing into this folder now; wait "
+                                    "for it or give another folder (two runs would mix their files)") from None
+        yield
+    finally:
+        os.close(fd)

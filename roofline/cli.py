@@ -4,19 +4,25 @@ Each command module exposes ``register(subparsers)``, which adds its parser and 
 ``func`` to a function ``run(args) -> int``. Input errors (any
 :class:`roofline.errors.RooflineError`, a ValueError) print one line,
 ``roofline <command>: error: <message>``, on stderr and exit with status 2, as
-argparse does for a bad option. Output that cannot be written (a full disk,
-``> /dev/full``) is one line on stderr and exit status 1.
+argparse does for a bad option; so does output that cannot be written (a full disk,
+``> /dev/full``). Status 1 is a failed check (``roofline validate``, ``roofline prove``).
+SIGINT (Ctrl-C) and SIGTERM stop a command with one line on stderr and status 130 or 143
+(128 + the signal), after removing any output file being written (no partial file is left).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
 
+from ._checks import name_key
 from .errors import RooflineError
 
 #: Command modules under roofline.commands, in the order ``roofline --help`` lists them
@@ -51,19 +57,43 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name in COMMANDS:
         importlib.import_module(f"roofline.commands.{name}").register(sub)
+    for command in sub.choices.values():
+        _names_by_key(command)
     return parser
 
 
+def _names_by_key(parser: argparse.ArgumentParser) -> None:
+    """Read every option with a list of named choices (``--policy``, ``--engine``, ``--format``...) as the
+    library reads preset names: stripped and lower-cased (:func:`roofline._checks.name_key`), so that
+    ``--policy Serial`` is ``--policy serial`` (docs/conventions.md, "Names")."""
+    for action in parser._actions:
+        if not action.choices or not all(isinstance(c, str) for c in action.choices):
+            continue
+        if isinstance(action, argparse._SubParsersAction):  # pragma: no cover - subcommands are not nested
+            continue
+        action.type = _keyed(action.type)
+
+
+def _keyed(convert: Any) -> Any:
+    def parse(text: str) -> Any:
+        key = name_key(text)
+        return key if convert is None else convert(key)
+
+    return parse
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status (0 ok, 1 a failed check, 2 bad input)."""
+    """Run the command line; return the exit status (0 ok, 1 a failed check, 2 bad input or output that cannot
+    be written, 130 / 143 stopped by SIGINT / SIGTERM)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         print("roofline: error: a command is required (see roofline --help)", file=sys.stderr)
         return 2
     try:
-        status = int(args.func(args) or 0)
-        sys.stdout.flush()
+        with _terminated_as_interrupt():
+            status = int(args.func(args) or 0)
+            sys.stdout.flush()
         return status
     except RooflineError as exc:
         print(f"roofline {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
@@ -74,7 +104,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # e.g. `roofline report > /dev/full`: the output could not be written
         _silence_stdout()
         print(f"roofline {args.command}: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return 2
+    except _Terminated as exc:  # SIGINT (Ctrl-C) or SIGTERM: every file being written was removed on the way out
+        print(f"roofline {args.command}: {exc.name}: stopped; no output file was left half-written", file=sys.stderr)
+        return 128 + exc.signum
+
+
+class _Terminated(BaseException):  # noqa: N818 - a signal, as KeyboardInterrupt, not an error
+    """SIGINT or SIGTERM, raised where the program is, so that ``finally`` blocks (and
+    :func:`roofline._io.atomic_write`, which removes its temporary file) run before the exit."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`_Terminated` while the command runs (the main thread only:
+    elsewhere signals cannot be caught, and the defaults stay); the previous handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def _silence_stdout() -> None:

@@ -30,12 +30,15 @@ MAX_SHOWN = 1000
 
 
 def shown(value: Any) -> str:
-    """``repr(value)`` for a one-line message: cut after :data:`MAX_SHOWN` characters, and an
-    integer too long for ``repr`` (over 4,300 digits) given by its bit length."""
+    """``repr(value)`` for a one-line message: cut after :data:`MAX_SHOWN` characters, an
+    integer too long for ``repr`` (over 4,300 digits) given by its bit length, and a value nested too
+    deeply for ``repr`` by its type."""
     try:
         text = repr(value)
     except ValueError:  # int -> str conversion limit (sys.get_int_max_str_digits)
         return f"<an integer of {value.bit_length():,} bits>" if isinstance(value, int) else f"<{type(value).__name__}>"
+    except RecursionError:  # a list nested thousands deep (a mutated config field)
+        return f"<a {type(value).__name__} nested too deeply to show>"
     text = text.replace("\n", " ")
     return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(text):,} characters)"
 
@@ -106,17 +109,31 @@ class ConfigError(RooflineError):
 
 
 class UnknownPresetError(RooflineError):
-    """A preset name (model or accelerator) is not known; the message lists the known ones."""
+    """A preset name (model, accelerator, engine profile) is not known; the message lists the known ones.
 
-    def __init__(self, kind: str, name: str, known: list[str], *, hint: str = "") -> None:
+    Attributes
+    ----------
+    kind, name, known
+        What was looked up (``"model"``), the name given and the known names.
+    field : str or None
+        The option or argument that gave the name (``"--model"``), first in the message when set.
+    hint : str
+        For a Hugging Face id no preset knows: what to do instead (the message then lists the
+        presets that know an id).
+    """
+
+    def __init__(self, kind: str, name: str, known: list[str], field: str | None = None, *, hint: str = "") -> None:
         self.kind = kind
         self.name = name
         self.known = list(known)
+        self.field = field
+        self.hint = hint
+        where = f"{field}: " if field else ""
         if hint:  # a Hugging Face id no preset knows: what to do instead, then the ids' presets
-            super().__init__(f"unknown {kind} {name!r}: {hint}; presets that know a Hugging Face id: "
+            super().__init__(f"{where}unknown {kind} {name!r}: {hint}; presets that know a Hugging Face id: "
                              f"{', '.join(sorted(set(known))) or 'none'}")
         else:
-            super().__init__(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+            super().__init__(f"{where}unknown {kind} {name!r}; known: {', '.join(known)}")
 
 
 class TraceError(RooflineError):
@@ -174,10 +191,15 @@ class UnsupportedModelError(ConfigError):
         The config's ``model_type`` (or the family using the unmodelled feature).
     reason : str
         What is not modelled (for example "state-space or hybrid model ...").
+    field : str or None
+        The config field (dotted path) holding what is not modelled, named in the message after the
+        model_type (``model_type 'gpt_oss': field 'quantization_config.ignore': ...``), or None.
     """
 
-    def __init__(self, model_type: str, reason: str) -> None:
+    def __init__(self, model_type: str, reason: str, field: str | None = None) -> None:
         self.model_type = model_type
         self.reason = reason
-        super().__init__(f"model_type {model_type!r}: {reason}; not supported" if model_type
-                         else f"{reason}; not supported")
+        self.field = field
+        what = f"field {field!r}: {reason}" if field else reason
+        super().__init__(f"model_type {model_type!r}: {what}; not supported" if model_type
+                         else f"{what}; not supported")

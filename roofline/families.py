@@ -997,7 +997,7 @@ def _vision_tower(vision: Any, source: str, owner: str) -> tuple[int, int]:
         v = {**_SIGLIP_DEFAULTS, **{k: x for k, x in vision.items() if x is not None}}
     else:
         raise UnsupportedModelError(owner, f"vision tower {kind!r} (only clip_vision_model and siglip_vision_model "
-                                    "are counted)")
+                                    "are counted)", field="vision_config.model_type")
     h = field(v, "hidden_size", source=source + " vision_config")
     inter = field(v, "intermediate_size", source=source + " vision_config")
     layers = field(v, "num_hidden_layers", source=source + " vision_config")
@@ -1352,7 +1352,7 @@ def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, mo
     the experts (gpt-oss). Anything else is refused by name rather than guessed.
     """
     classes = list(default)
-    skipped: list[Any] = []
+    skipped: list[tuple[str, Any]] = []
     # transformers writes modules_to_not_convert, compressed-tensors ignore, vLLM's fp8 ignored_layers: all read
     for key in ("modules_to_not_convert", "ignore", "ignored_layers", "exclude_modules"):
         value = q.get(key)
@@ -1360,8 +1360,9 @@ def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, mo
             continue
         if not isinstance(value, list):
             raise ConfigError(f"field 'quantization_config.{key}'={shown(value)} must be a list")
-        skipped += value
-    for entry in map(str, skipped):
+        skipped += [(key, v) for v in value]
+    for key, entry in ((k, str(v)) for k, v in skipped):
+        where = f"quantization_config.{key}"
         if any(tag in entry for tag in ("lm_head", "embed_tokens", "vision", "visual", "multi_modal", "mm_")):
             continue
         if _is_norm(entry) or entry.rstrip("$").split(".")[-1] == "e_score_correction_bias":
@@ -1371,11 +1372,11 @@ def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, mo
         elif "self_attn" in entry and moe:
             classes = [c for c in classes if c != "projections"] if model_type == "gpt_oss" else classes
             if model_type != "gpt_oss":
-                raise UnsupportedModelError(model_type, f"quantization_config leaves {entry!r} unquantized: "
-                                            "attention apart from the dense MLP is not a modelled tensor class")
+                raise UnsupportedModelError(model_type, f"leaves {entry!r} unquantized: attention apart from the "
+                                            "dense MLP is not a modelled tensor class", field=where)
         else:
-            raise UnsupportedModelError(model_type, f"quantization_config leaves {entry!r} unquantized: not mapped "
-                                        "onto a tensor class (embeddings, lm_head, projections, experts, router)")
+            raise UnsupportedModelError(model_type, f"leaves {entry!r} unquantized: not mapped onto a tensor class "
+                                        "(embeddings, lm_head, projections, experts, router)", field=where)
     lm_head = q.get("lm_head")
     if lm_head is not None and not isinstance(lm_head, bool):
         raise ConfigError(f"field 'quantization_config.lm_head'={shown(lm_head)} must be true or false")
@@ -1410,8 +1411,8 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
         raise ConfigError(f"{source}: field 'quantization_config' must be an object")
     method = str(q.get("quant_method", "")).lower()
     if method not in _QUANT_METHODS:
-        raise UnsupportedModelError(model_type, f"quantization_config.quant_method {q.get('quant_method')!r} "
-                                    f"(supported: {', '.join(_QUANT_METHODS)})")
+        raise UnsupportedModelError(model_type, f"{q.get('quant_method')!r} (supported: {', '.join(_QUANT_METHODS)})",
+                                    field="quantization_config.quant_method")
     linear = ("projections", "experts")
     moe = bool(cfg_moe)
     if method == "gptq":
@@ -1428,8 +1429,9 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
         if not moe:
             # mxfp4 checkpoints (gpt-oss) quantize the routed experts only: on a model without experts it
             # would quantize nothing, and the checkpoint would be priced as unquantized
-            raise UnsupportedModelError(model_type, "quantization_config.quant_method 'mxfp4' on a model without "
-                                        "routed experts (mxfp4 is modelled for the experts of a MoE model only)")
+            raise UnsupportedModelError(model_type, "'mxfp4' on a model without routed experts (mxfp4 is modelled "
+                                        "for the experts of a MoE model only)",
+                                        field="quantization_config.quant_method")
         # modules_to_not_convert (gpt-oss: attention, router, embeddings, lm_head) checked like the others':
         # an entry that leaves the experts unquantized, or one not mapped onto a class, is refused by name
         return dict(quantization=Quantization("mxfp4", 4, "mxfp4", 32,
@@ -1465,7 +1467,8 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
     # compressed-tensors
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or len(groups) != 1:
-        raise UnsupportedModelError(model_type, "compressed-tensors with other than one config group")
+        raise UnsupportedModelError(model_type, "compressed-tensors with other than one config group",
+                                    field="quantization_config.config_groups")
     ((group_name, scheme),) = groups.items()
     where = f"quantization_config.config_groups.{group_name}"
     if not isinstance(scheme, dict):
@@ -1484,7 +1487,7 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
     if kind == "float" and ct_bits == 8:
         if strategy not in (None, "tensor", "channel", "block"):
             raise UnsupportedModelError(model_type, f"compressed-tensors float8 weights with strategy {strategy!r} "
-                                        "(modelled: tensor, channel, block)")
+                                        "(modelled: tensor, channel, block)", field=f"{where}.weights.strategy")
         act = "fp8" if acts and acts.get("type") == "float" and acts.get("num_bits") == 8 else None
         if strategy == "block":
             block = weights.get("block_structure")
@@ -1499,12 +1502,16 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
     if kind == "int" and ct_bits in (4, 8):
         if strategy not in (None, "tensor", "channel", "group"):
             raise UnsupportedModelError(model_type, f"compressed-tensors int{ct_bits} weights with strategy "
-                                        f"{strategy!r} (modelled: tensor, channel, group)")
+                                        f"{strategy!r} (modelled: tensor, channel, group)",
+                                        field=f"{where}.weights.strategy")
         if acts:
             raise UnsupportedModelError(model_type, f"compressed-tensors int{ct_bits} weights with quantized "
-                                        "activations (the accelerator tables hold no INT8 peak)")
+                                        "activations (the accelerator tables hold no INT8 peak)",
+                                        field=f"{where}.input_activations")
         group = _group_size(weights.get("group_size") if strategy == "group" else -1, f"{where}.weights.group_size",
                             source)
-        ct_scheme = "group" if weights.get("symmetric", True) else "group+zero"
+        symmetric = flag(weights, "symmetric", True, source=f"{source}: {where}.weights")  # "no" is not true
+        ct_scheme = "group" if symmetric else "group+zero"
         return dict(quantization=Quantization("compressed-tensors", ct_bits, ct_scheme, group, classes=classes))
-    raise UnsupportedModelError(model_type, f"compressed-tensors weights of type {kind!r} with {ct_bits!r} bits")
+    raise UnsupportedModelError(model_type, f"compressed-tensors weights of type {kind!r} with {ct_bits!r} bits",
+                                field=f"{where}.weights.type")

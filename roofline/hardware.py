@@ -28,7 +28,7 @@ from typing import Literal
 
 import attrs
 
-from ._checks import check_int, check_positive
+from ._checks import check_int, check_positive, name_key
 from .errors import InvalidValueError, UnknownPresetError
 from .units import GB, TB, GiB, MiB
 
@@ -730,7 +730,7 @@ def get_accelerator(name: str) -> Accelerator:
     """
     if not isinstance(name, str):
         raise UnknownPresetError("accelerator", repr(name), accelerator_names())
-    key = name.strip().lower().replace("_", "-").replace(" ", "-")
+    key = name_key(name).replace("_", "-").replace(" ", "-")
     key = _ALIASES.get(key, key)
     try:
         return ACCELERATORS[key]

@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from ._checks import name_key
 from ._io import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, parse_json, read_text_file
 from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError, shown
 from .hybrid import StateMixer
@@ -85,6 +86,11 @@ def _pos_int(instance: object, attribute: attrs.Attribute, value: Any) -> None:
 def _nonneg_int(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidValueError(attribute.name, value, "must be an integer >= 0")
+
+
+def _text(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, str):
+        raise InvalidValueError(attribute.name, value, "expected a str")
 
 
 def _bool(instance: object, attribute: attrs.Attribute, value: Any) -> None:
@@ -215,7 +221,7 @@ class ModelConfig:
 
     Parameters
     ----------
-    name : str
+    name : str (``source`` and ``model_type`` too: any other type is refused by field)
     num_hidden_layers, hidden_size, intermediate_size : int (> 0)
         Layers L, model width h, MLP width (of the dense layers).
     num_attention_heads, num_key_value_heads : int (> 0)
@@ -313,7 +319,7 @@ class ModelConfig:
         divisible by KV heads, k > E, or a window of 0; the message names the field and the value.
     """
 
-    name: str
+    name: str = attrs.field(validator=_text)
     num_hidden_layers: int = attrs.field(validator=_pos_int)
     hidden_size: int = attrs.field(validator=_pos_int)
     intermediate_size: int = attrs.field(validator=_pos_int)
@@ -335,8 +341,8 @@ class ModelConfig:
     weight_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
     kv_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
     published_parameters: int | None = attrs.field(default=None, validator=_optional_pos_int)
-    source: str = ""
-    model_type: str = "llama"
+    source: str = attrs.field(default="", validator=_text)
+    model_type: str = attrs.field(default="llama", validator=_text)
     norms_per_layer: int = attrs.field(default=2, validator=_nonneg_int)
     num_experts: int = attrs.field(default=0, validator=_nonneg_int)
     num_experts_per_tok: int = attrs.field(default=0, validator=_nonneg_int)
@@ -1314,7 +1320,7 @@ def get_model(name: str) -> ModelConfig:
     """
     if not isinstance(name, str):
         raise InvalidValueError("name", name, "expected a preset name (str); see roofline.model_names()")
-    key = name.strip().lower()
+    key = name_key(name)
     if key not in _PRESET_CACHE:
         names = model_names()
         if key not in names:

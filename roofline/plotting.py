@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from . import formulas as f
-from ._io import atomic_write
+from ._checks import check_count
+from ._io import atomic_write, locked_folder
 from .deployment import FROM_DEPLOYMENT, Deployment, as_deployment
 from .errors import InvalidValueError, MissingExtraError
 from .hardware import Accelerator
@@ -301,6 +302,11 @@ def useful_share_chart(
     return fig
 
 
+#: Largest ``dpi`` write_charts takes: a guard, not a measured limit; the larger chart, 6.4 x 5.0 inches, at 1,200 dpi
+#: is 7,680 x 6,000 pixels (46 megapixels), print resolution; 10**6 would ask matplotlib for terapixels.
+MAX_DPI = 1200
+
+
 def write_charts(
     out_dir: str | os.PathLike[str],
     model: ModelConfig | Deployment,
@@ -321,7 +327,7 @@ def write_charts(
     model, accelerator, context, kv_budget, max_batch, flops
         As :func:`throughput_curves`.
     formats : sequence of {"png", "svg"}
-    dpi : int > 0, resolution of the PNG files
+    dpi : int in [1, :data:`MAX_DPI`], resolution of the PNG files [dots per inch]
 
     Returns
     -------
@@ -330,13 +336,17 @@ def write_charts(
     Raises
     ------
     InvalidValueError
-        An unknown format or bad inputs.
+        An unknown format, a ``dpi`` that is not an int in [1, MAX_DPI], or bad inputs; ``out_dir``
+        that cannot be written, or that another run is writing into now (it is locked while written).
     MissingExtraError
         matplotlib is not installed.
     """
     for fmt in formats:
         if fmt not in ("png", "svg"):
             raise InvalidValueError("format", fmt, "expected png or svg")
+    check_count("dpi", dpi, minimum=1)
+    if dpi > MAX_DPI:
+        raise InvalidValueError("dpi", dpi, f"must be <= {MAX_DPI} (MAX_DPI)")
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -348,15 +358,19 @@ def write_charts(
         CHART_NAMES[1]: useful_share_chart(),
     }
     written = []
-    for stem, fig in figures.items():
-        for fmt in formats:
-            path = out / f"{stem}.{fmt}"
-            metadata = {"Date": None} if fmt == "svg" else {}
-            try:
-                with atomic_write(path, binary=True) as fh:
-                    fig.savefig(fh, format=fmt, dpi=dpi, metadata=metadata)
-            except OSError as exc:
-                reason = f"cannot write {path.name}: {exc.strerror or exc}"
-                raise InvalidValueError("out_dir", str(out_dir), reason) from None
-            written.append(path)
+    try:
+        with locked_folder("out_dir", out):  # a second run writing here now is refused, not mixed in
+            for stem, fig in figures.items():
+                for fmt in formats:
+                    path = out / f"{stem}.{fmt}"
+                    metadata = {"Date": None} if fmt == "svg" else {}
+                    try:
+                        with atomic_write(path, binary=True) as fh:
+                            fig.savefig(fh, format=fmt, dpi=dpi, metadata=metadata)
+                    except OSError as exc:
+                        reason = f"cannot write {path.name}: {exc.strerror or exc}"
+                        raise InvalidValueError("out_dir", str(out_dir), reason) from None
+                    written.append(path)
+    except OSError as exc:  # the folder cannot be opened to lock it
+        raise InvalidValueError("out_dir", str(out_dir), f"cannot open the folder: {exc.strerror or exc}") from None
     return written

@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from ._checks import name_key
 from ._io import parse_json
 from .errors import InvalidValueError, UnknownPresetError
 from .hardware import Accelerator, Source, Sourced, _optional_sourced, _sourced
@@ -743,7 +744,7 @@ def get_engine_profile(name: str | EngineProfile, *, flops: str = "exact") -> En
         return name
     if not isinstance(name, str):
         raise UnknownPresetError("engine profile", repr(name), profile_names())
-    wanted = name.strip().lower()
+    wanted = name_key(name)
     for profile in engine_profiles(flops=flops).values():
         if wanted in (profile.key, profile.name.lower()):
             return profile

@@ -87,10 +87,10 @@ def test_help_texts_show_no_raw_markup(command: str, capsys: pytest.CaptureFixtu
     assert "``" not in out and ":mod:" not in out and ":func:" not in out and ":class:" not in out
 
 
-def test_output_to_a_full_device_is_one_line_and_status_1() -> None:
-    """`roofline models > /dev/full` prints one error line and exits 1, no traceback."""
+def test_output_to_a_full_device_is_one_line_and_status_2() -> None:
+    """`roofline models > /dev/full` prints one error line and exits 2 (1 is a failed check), no traceback."""
     with open("/dev/full", "w") as full:
         proc = subprocess.run([sys.executable, "-m", "roofline", "models"], stdout=full, stderr=subprocess.PIPE,
                               text=True, check=False)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "No space left on device" in proc.stderr

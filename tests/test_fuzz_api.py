@@ -67,6 +67,10 @@ ENTRIES: dict[str, tuple[Any, dict[str, Any]]] = {
     "ClosedLoop": (ClosedLoop, dict(clients=2, lengths=[(5, 3), (9, 2)], think_time_s=0)),
     "load_model": (roofline.load_model, dict(spec="llama-3.2-1b", weight_dtype=None, kv_dtype=None)),
     "get_accelerator": (roofline.get_accelerator, dict(name="h100-sxm")),
+    "ModelConfig": (roofline.ModelConfig, dict(name="tiny", num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                                               num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                               vocab_size=100, tie_word_embeddings=False, weight_dtype="bfloat16",
+                                               kv_dtype="bfloat16", source="", model_type="llama")),
 }
 
 
@@ -88,6 +92,9 @@ def _sound(value: Any) -> None:
         assert isinstance(value.capacity_blocks, int) and value.capacity_blocks >= 0
     if isinstance(value, Request):
         assert math.isfinite(float(value.arrival_s))
+    if isinstance(value, roofline.ModelConfig):  # name=None was accepted
+        assert all(isinstance(getattr(value, f), str) for f in ("name", "source", "model_type")), value
+        assert value.parameters > 0 and value.kv_bytes_per_token > 0
 
 
 @pytest.mark.parametrize("name", sorted(ENTRIES))
@@ -197,3 +204,35 @@ def test_a_float_underflow_that_divides_by_zero_is_a_project_error() -> None:
         intensity_limit(attention_flops_per_token=0, context=1.8e-177, flops_per_token=1,
                         kv_bytes_per_token=1.8e-177)
     assert exc.value.field == "intensity_limit" and "context=1.8e-177" in str(exc.value)
+
+
+_WORKLOAD_ARGS = ("arrival", "rate", "cv", "input_len", "output_len", "input_distribution", "output_distribution",
+                  "range_ratio", "input_cap", "output_cap", "sigma", "trace", "seed")
+_WORKLOAD_BAD = [*BAD, "Poisson", "trace", "lognormal", "exponential", "uniform", [(1, 2)], "abc", (REQS[0], 3)]
+
+
+@FUZZ
+@given(data=st.data())
+def test_every_synthetic_workload_refusal_names_its_argument(data: st.DataObject) -> None:
+    """synthetic_workload with one to three arguments replaced by bad values, on each length distribution:
+    a workload, or a RooflineError whose field is one of its arguments (``trace[0]`` for an element): never
+    an AttributeError (trace=[(1, 2)]), a TypeError, or an error naming no field or another function's
+    (arrival='Poisson' is ``arrival``, not arrival_times' ``process``)."""
+    dist = data.draw(st.sampled_from(["fixed", "uniform", "exponential", "lognormal", "trace"]), label="dist")
+    kwargs: dict[str, Any] = dict(rate=2, input_len=8, output_len=4, seed=0, input_distribution=dist,
+                                  output_distribution=dist, trace=REQS if dist == "trace" else None,
+                                  input_cap=16 if dist == "exponential" else None,
+                                  output_cap=16 if dist == "exponential" else None)
+    for arg in data.draw(st.lists(st.sampled_from(_WORKLOAD_ARGS), min_size=1, max_size=3, unique=True)):
+        kwargs[arg] = data.draw(st.sampled_from(_WORKLOAD_BAD), label=arg)
+    num_prompts = data.draw(st.sampled_from([3, 0]), label="num_prompts")
+    try:
+        work = synthetic_workload(num_prompts, **kwargs)
+    except RooflineError as exc:
+        note(f"refused: {exc}")
+        field = getattr(exc, "field", None)
+        assert field is not None and field.split("[")[0] in (*_WORKLOAD_ARGS, "num_prompts"), exc
+        assert f"{field}=" in str(exc), exc
+        return
+    assert len(work.requests) == num_prompts and work.spec["num_prompts"] == num_prompts
+    assert all(isinstance(r, Request) and r.prompt_tokens >= 1 and r.output_tokens >= 1 for r in work.requests)

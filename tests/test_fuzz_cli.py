@@ -219,3 +219,135 @@ def test_each_listed_fault_is_one_line_and_status_2(files: dict[str, list[str]],
     assert len(err.splitlines()) == 1, err
     for word in words:
         assert word in err, (word, err)
+
+
+# --------------------------------------------------------------------------- simulate: no flag silently ignored
+
+_SIM = COMMANDS["simulate"]
+#: Options about where and how the output is written, not about the run.
+_OUTPUT_FLAGS = {"json", "out", "steps", "float_mode"}
+#: Two valid values of every other simulate option (None: not given; "": a switch given). A new option
+#: fails test_every_simulate_option_has_two_values until it is given its two values here.
+_PAIRS: dict[str, tuple[str | None, str | None]] = {
+    "trace": ("{good.csv}", "{good.jsonl}"), "format": ("csv", "jsonl"), "limit": ("1", "2"),
+    "policy": ("static", "continuous"), "engine": ("auto", "step"), "batch_size": ("1", "2"),
+    "max_wait": ("0", "0.5"), "max_num_seqs": ("1", "2"), "admission": ("reserve", "on-demand"),
+    "max_prefill_tokens": ("8", "16"), "chunked_prefill": (None, ""), "max_num_batched_tokens": ("8", "16"),
+    "max_model_len": ("20", "30"), "num_prompts": ("2", "3"), "request_rate": ("1", "2"),
+    "burstiness": ("2", "4"), "max_concurrency": ("1", "2"), "think_time": ("0", "1"),
+    "input_len": ("8", "9"), "output_len": ("3", "4"), "random_range_ratio": ("0.25", "0.5"),
+    "input_len_dist": ("fixed", "uniform"), "output_len_dist": ("lognormal", "exponential"),
+    "input_len_cap": ("16", "32"), "output_len_cap": ("16", "32"), "len_sigma": ("0.5", "1.5"), "seed": ("0", "1"),
+    "slo_ttft": ("1", "2"), "slo_tpot": ("1", "2"), "slo_e2e": ("1", "2"), "block_size": ("1", "16"),
+    "utilization": ("0.5", "0.9"), "kv_budget_gb": ("10", "20"), "overhead": ("0", "0.001"),
+    "flops": ("exact", "2p"), "estimate": (None, "vllm"), "tensor_parallel_size": ("1", "2"),
+    "model": ("llama-3.2-1b", "qwen3-0.6b"), "accelerator": ("h100-sxm", "a100-80gb"),
+    "weight_dtype": ("bf16", "fp8"), "kv_dtype": ("bf16", "fp8"),
+}
+_SIM_OPTIONS = {a.dest: a for a in _options(_SIM) if a.dest not in _OUTPUT_FLAGS}
+_SIM_FLAGS = [flag for a in _options(_SIM) for flag in a.option_strings]
+#: The workloads a run may have: a trace file, generated arrivals, closed-loop clients (all tiny).
+_MODES = {
+    "trace": ["--trace", "{good.csv}"],
+    "open": ["--num-prompts", "3", "--random-input-len", "8", "--random-output-len", "3"],
+    "closed": ["--max-concurrency", "2", "--num-prompts", "3", "--random-input-len", "8", "--random-output-len", "3"],
+}
+
+
+def test_every_simulate_option_has_two_values() -> None:
+    """Every option of simulate's parser (but the output ones) is in the generated flag-use test below."""
+    assert set(_SIM_OPTIONS) == set(_PAIRS)
+
+
+def _fill(text: str, by_name: dict[str, str]) -> str:
+    """``{good.csv}`` as the path of that tiny file."""
+    return by_name[text[1:-1]] if text.startswith("{") else text
+
+
+def _with(argv: list[str], dest: str, value: str | None, by_name: dict[str, str]) -> list[str]:
+    if value is None:
+        return argv
+    flag = _SIM_OPTIONS[dest].option_strings[0]
+    return [*argv, flag] if value == "" else [*argv, flag, _fill(value, by_name)]
+
+
+@pytest.mark.parametrize("mode", sorted(_MODES))
+@FUZZ
+@given(data=st.data())
+def test_a_simulate_flag_is_used_or_refused_by_name(mode: str, files: dict[str, list[str]],
+                                                   data: st.DataObject) -> None:
+    """Any combination of simulate's options, one of them run at two values: each run exits 2 with one line
+    naming a flag (``--x=value:``) or the trace file and line, or both run and their JSON differ (the flag
+    changed the run or is recorded in it). A flag the run does not use (--chunked-prefill with --policy
+    serial, --limit or --format on a generated workload, --policy all with closed-loop clients) can only be
+    refused: it changes nothing."""
+    by_name = {Path(p).name: p for p in files["trace"]}
+    base = [_fill(a, by_name) for a in ["simulate", *_MODES[mode], "--json"]]
+    varied = data.draw(st.sampled_from(sorted(_PAIRS)), label="varied")
+    others = sorted(set(_PAIRS) - {varied})
+    for dest in data.draw(st.lists(st.sampled_from(others), max_size=3, unique=True), label="others"):
+        base = _with(base, dest, _PAIRS[dest][data.draw(st.integers(0, 1))], by_name)
+    outputs = []
+    for value in _PAIRS[varied]:
+        argv = _with(base, varied, value, by_name)
+        status, out, err = _run(argv)
+        note(f"{argv}: status {status}; stderr {err!r}")
+        if status != 0:
+            assert status == 2 and len(err.splitlines()) == 1, err
+            named = [f"{flag}=" for flag in _SIM_FLAGS] + [f"{flag}:" for flag in _SIM_FLAGS]
+            named += [f"{a}:" for a in argv if "/" in a]  # a bad row of a trace file read (--format jsonl on a CSV)
+            assert any(n in err for n in named), err  # a flag (or the file), never a library field alone
+            return
+        outputs.append(out)
+    assert outputs[0] != outputs[1], f"{varied} at {_PAIRS[varied]} changed nothing in {base}"
+
+
+# --------------------------------------------------------------------------- one name rule
+
+def _spelled(name: str) -> st.SearchStrategy[str]:
+    """``name`` with its letters' case flipped at random and whitespace (space, tab, line break) around it."""
+    space = st.text(alphabet=" \t\n\r", max_size=2)
+    flips = st.lists(st.booleans(), min_size=len(name), max_size=len(name))
+    return st.tuples(space, flips, space).map(
+        lambda t: t[0] + "".join(c.upper() if up else c for c, up in zip(name, t[1], strict=True)) + t[2])
+
+
+def _named() -> list[tuple[str, str, str]]:
+    """(kind, canonical name, option) for every preset, engine profile and choice of every command."""
+    import roofline
+    from roofline.profiles import profile_names
+
+    out = [("model", n, "--model") for n in roofline.model_names()]
+    out += [("accelerator", n, "--accelerator") for n in roofline.accelerator_names()]
+    out += [("profile", n, "--estimate") for n in profile_names()]
+    for command, parser in sorted(COMMANDS.items()):
+        for action in _options(parser):
+            if action.choices and all(isinstance(c, str) for c in action.choices):
+                out += [(command, str(c), action.option_strings[0]) for c in action.choices]
+    return out
+
+
+_NAMED = _named()
+
+
+@FUZZ
+@given(data=st.data())
+def test_every_name_is_read_case_insensitively_after_stripping(data: st.DataObject) -> None:
+    """Every preset, profile and choice name of every command, in any case and with surrounding whitespace,
+    is the canonical name (docs/conventions.md, "Names"); whitespace inside a name is refused."""
+    import roofline
+    from roofline.profiles import get_engine_profile
+
+    kind, name, option = data.draw(st.sampled_from(_NAMED), label="name")
+    spelled = data.draw(_spelled(name), label="spelled")
+    lookup = {"model": roofline.get_model, "accelerator": roofline.get_accelerator,
+              "profile": get_engine_profile}.get(kind)
+    if lookup is not None:
+        assert lookup(spelled) == lookup(name)
+        with pytest.raises(roofline.RooflineError):
+            lookup(name[:1] + " " + name[1:])
+        return
+    args = PARSER.parse_args([kind, option, spelled, *(["--out", "x.json"] if kind == "calibrate" else [])])
+    value = getattr(args, next(a.dest for a in _options(COMMANDS[kind]) if option in a.option_strings))
+    want = PARSER.parse_args([kind, option, name, *(["--out", "x.json"] if kind == "calibrate" else [])])
+    assert value == getattr(want, next(a.dest for a in _options(COMMANDS[kind]) if option in a.option_strings))

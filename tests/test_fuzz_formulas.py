@@ -76,3 +76,45 @@ def test_any_input_gives_a_project_error_or_a_finite_result_in_range(name: str, 
         if spec.none_when_infinite and (v is None or v == math.inf):
             continue
         assert _in_range(spec.result, v), v
+
+
+_MOE = ["experts_touched", "moe_decode_weight_bytes", "moe_arithmetic_intensity", "moe_compute_margin"]
+#: Sizes up to 2**62: their products (bytes x experts, batch x context x bytes) pass 2**63 and would wrap in int64.
+_BIG = st.integers(min_value=1, max_value=2**62)
+
+
+@st.composite
+def _moe_kwargs(draw: st.DrawFn, name: str) -> dict[str, int]:
+    kwargs = {arg: draw(_BIG, label=arg) for arg in sorted(f.REGISTRY[name].domains)}
+    kwargs["num_experts"] = draw(st.integers(1, 2**16), label="num_experts")
+    kwargs["experts_per_token"] = draw(st.integers(1, kwargs["num_experts"]), label="experts_per_token")
+    kwargs["batch"] = draw(st.integers(1, 2**16), label="batch")
+    if "context" in kwargs:
+        kwargs["context"] = draw(st.integers(0, 2**40), label="context")
+    return kwargs
+
+
+@pytest.mark.parametrize("name", _MOE)
+@settings(settings.get_profile("fuzz"))
+@given(data=st.data())
+def test_moe_formulas_take_numpy_integers_exactly(name: str, data: st.DataObject) -> None:
+    """numpy int64 scalars and arrays in the MoE formulas give the value of the same Python ints, never wrapped.
+
+    As the dense formulas do; a result that floats cannot hold is refused by name."""
+    spec = f.REGISTRY[name]
+    exact = data.draw(_moe_kwargs(name), label="kwargs")
+    kinds = {arg: data.draw(st.sampled_from(["int", "np.int64", "int64 array"]), label=f"{arg} as") for arg in exact}
+    given_ = {arg: v if kinds[arg] == "int" else np.int64(v) if kinds[arg] == "np.int64" else np.array([v, 1])
+              for arg, v in exact.items()}
+    ones = {arg: 1 if kinds[arg] == "int64 array" else v for arg, v in exact.items()}
+    ones["experts_per_token"] = 1 if kinds["num_experts"] == "int64 array" else ones["experts_per_token"]
+    if not spec.admits(**ones):
+        return  # the second element (all ones) breaks k <= E: not this test's subject
+    want = spec.fast(**exact)
+    try:
+        out = spec.fast(**given_)
+    except InvalidValueError as exc:  # refused by name (a float meets a huge exact int), never wrapped
+        assert exc.field in spec.domains or exc.field == name, exc
+        return
+    got = np.asarray(out, dtype=object).ravel().tolist()[0]
+    assert math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=1e-300), (got, float(want))

@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -428,3 +431,67 @@ def test_calibrate_refuses_a_spread_above_the_limit_and_writes_nothing(torch_ins
     assert main(["calibrate", *TINY, "--out", str(out), "--max-spread", "1e-12"]) == 2
     _one_line_error(capsys, "--max-spread=", "spread", "wider than the 1e-10% limit", "nothing was written")
     assert out.read_text() == "old"
+
+
+# --------------------------------------------------------------------------- signals and a shared --out folder
+
+_SIM_OUT = ["simulate", "--num-prompts", "4", "--random-input-len", "16", "--random-output-len", "4", "--steps"]
+
+
+@pytest.mark.parametrize("phase", ["run", "requests table", "steps table"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_simulate_with_one_line_and_no_partial_file(phase: str, signum: int, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGINT or SIGTERM while simulate runs or writes --out: one line ("SIGTERM: stopped"), status 128 + the
+    signal (130, 143), no traceback, and no file half-written or hidden temporary file left in the folder."""
+    from roofline.commands import simulate
+    from roofline.sim import results
+
+    def kill_then(original: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if phase != "run":
+                args[-1].write("id,partial\n")  # a first line reaches the temporary file
+            os.kill(os.getpid(), signum)
+            return original(*args, **kwargs)
+        return call
+
+    target = {"run": (simulate, "build_workload"), "requests table": (results.SimResult, "write_requests_csv"),
+              "steps table": (results.StepTable, "write_csv")}[phase]
+    out = tmp_path / "out"
+    with mock.patch.object(*target, kill_then(getattr(*target))):
+        status = main([*_SIM_OUT, "--out", str(out)])
+    assert status == 128 + signum
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == f"roofline simulate: {signal.Signals(signum).name}: stopped; no output file was left half-written"
+    assert len(err) == (1 if phase == "run" else 2)  # the run phase writes nothing; the others said what they write
+    left = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    assert not [name for name in left if name.startswith(".")], left
+    for name in left:  # what was written before the signal is whole (a header and four rows)
+        assert len((out / name).read_text().splitlines()) == 5, name
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are put back
+
+
+@pytest.mark.parametrize("command", [
+    [*_SIM_OUT, "--out", "{out}"],
+    ["plot", "--out", "{out}", "--format", "svg", "--max-batch", "16"],
+])
+def test_a_folder_another_run_is_writing_is_refused(command: list[str], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs writing one --out folder would mix their files: while one holds the folder, the other exits 2
+    naming --out; once it is free, the same command writes."""
+    import fcntl
+
+    out = tmp_path / "shared"
+    out.mkdir()
+    argv = [str(out) if a == "{out}" else a for a in command]
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other run, writing now
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--out='{out}': another run is writing into this folder now" in err
+        assert list(out.iterdir()) == []
+    finally:
+        os.close(fd)
+    assert main(argv) == 0
+    assert list(out.iterdir())

@@ -109,12 +109,12 @@ def test_bad_chart_inputs_are_errors(tmp_path, capsys):
 
 
 def test_plot_out_that_cannot_be_a_folder(tmp_path, capsys):
-    """--out naming an existing file is one line naming out_dir, exit 2 (no traceback)."""
+    """--out naming an existing file is one line naming --out (the library's out_dir), exit 2 (no traceback)."""
     blocker = tmp_path / "file.csv"
     blocker.write_text("x")
     assert cli_main(["plot", "--out", str(blocker), "--format", "svg"]) == 2
     err = capsys.readouterr().err
-    assert "out_dir=" in err and "cannot create the folder" in err and err.count("\n") == 1
+    assert f"--out='{blocker}'" in err and "cannot create the folder" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("name, tp, critical", [("mixtral-8x7b", 2, 1082), ("gemma-3-27b", 1, 296),

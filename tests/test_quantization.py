@@ -9,11 +9,14 @@ bits plus a 1-byte E8M0 scale per 32 inputs; embeddings, lm_head and norms keep 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roofline import ModelConfig, get_accelerator
-from roofline.errors import UnsupportedModelError
+from roofline.errors import ConfigError, InvalidValueError, UnsupportedModelError
 from roofline.estimate import compute_peak, decode_step
 from roofline.families import quantized_matrix_bytes
 from roofline.models import Quantization
@@ -200,3 +203,70 @@ def test_mxfp4_modules_to_not_convert_are_checked(tmp_path, skipped, error):
     with pytest.raises(error or ConfigError, match="modules_to_not_convert" if error is None else "experts"):
         _model(tmp_path, model_type="mixtral", num_local_experts=8, num_experts_per_tok=2,
                quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": skipped})
+
+
+_JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2, 2),
+                          st.floats(allow_nan=False, allow_infinity=False),
+                          st.sampled_from(["no", "false", "true", "yes", "", "0"]), st.just([]), st.just({}))
+
+
+@settings(settings.get_profile("fuzz"))
+@given(symmetric=_JSON_SCALARS)
+def test_compressed_tensors_symmetric_is_a_json_boolean(symmetric: object) -> None:
+    """``"symmetric"`` of compressed-tensors int4 weights: true (or absent, null) prices no zero point, false a
+    zero point per group; any other value ("no", 0, "false") is refused naming the field, never read as truthy."""
+    import tempfile
+
+    weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": symmetric}
+    q = {"quant_method": CT, "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}}}
+    with tempfile.TemporaryDirectory() as tmp:
+        if symmetric is None or isinstance(symmetric, bool):
+            m = _model(Path(tmp), quantization_config=q)
+            assert m.quantization.scheme == ("group+zero" if symmetric is False else "group")
+        else:
+            with pytest.raises(ConfigError, match=r"weights: field 'symmetric'=.* must be true or false"):
+                _model(Path(tmp), quantization_config=q)
+
+
+_CT_GOOD = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}
+_QUANT_FIELDS = st.sampled_from([
+    ("quant_method", ["mxfp4", "bitsandbytes", "MXFP4", 4]),
+    ("modules_to_not_convert", [["model.layers.0.mlp.down_proj"], ["model.layers.*.mlp.experts"], ["lm_head"]]),
+    ("ignore", [["model.layers.0.self_attn.q_proj"], ["vision_tower"], ["router"]]),
+    ("config_groups", [{}, {"a": {"weights": _CT_GOOD}, "b": {"weights": _CT_GOOD}}]),
+    ("weights.strategy", ["tensor", "channel", "group", "block", "token", "x"]),
+    ("weights.type", ["int", "float", "fp4"]),
+    ("weights.num_bits", [2, 4, 8, 16]),
+    ("input_activations", [None, {"num_bits": 8, "type": "int"}, {"num_bits": 8, "type": "float"}]),
+])
+
+
+@settings(settings.get_profile("fuzz"))
+@given(changes=st.lists(_QUANT_FIELDS.flatmap(lambda kv: st.tuples(st.just(kv[0]), st.sampled_from(kv[1]))),
+                        min_size=1, max_size=3), moe=st.booleans())
+def test_every_quantization_refusal_names_its_field(changes: list[tuple[str, object]], moe: bool) -> None:
+    """A compressed-tensors config (or another method) with fields changed, on a dense or a MoE model: a model,
+    or a refusal naming the config field (``field 'quantization_config.config_groups.group_0.weights.strategy'``),
+    not only the model_type."""
+    import tempfile
+
+    q: dict = {"quant_method": CT, "config_groups": {"group_0": {"targets": ["Linear"], "weights": dict(_CT_GOOD)}}}
+    group = q["config_groups"]["group_0"]
+    for key, value in changes:
+        if key.startswith("weights."):
+            group["weights"][key.split(".")[1]] = value
+        elif key == "input_activations":
+            group[key] = value
+        else:
+            q[key] = value
+    extra = dict(model_type="mixtral", num_local_experts=8, num_experts_per_tok=2) if moe else {}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            m = _model(Path(tmp), quantization_config=q, **extra)
+        except (ConfigError, InvalidValueError) as exc:
+            assert "quantization_config" in str(exc), exc
+            if isinstance(exc, UnsupportedModelError):
+                assert exc.field is not None and exc.field.startswith("quantization_config"), exc
+                assert f"field {exc.field!r}" in str(exc), exc
+            return
+    assert 0 < m.weight_bytes < m.with_dtypes(weight_dtype="float32").weight_bytes

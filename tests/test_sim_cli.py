@@ -233,7 +233,7 @@ def test_simulate_closed_loop_clients(capsys: pytest.CaptureFixture) -> None:
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out) == data  # the seed makes it reproducible
     assert main(args[:-1] + ["--policy", "static"]) == 2
-    assert "--max-concurrency=10: closed-loop clients are served by continuous batching only" in \
+    assert "--max-concurrency=10: serve_static does not take closed-loop clients" in \
         capsys.readouterr().err
 
 
@@ -252,15 +252,15 @@ def test_simulate_generated_open_loop_and_the_anyscale_command(capsys: pytest.Ca
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (["--max-concurrency", "4", "--request-rate", "2"], "--request-rate=2.0: --max-concurrency runs closed-loop"),
+    (["--max-concurrency", "4", "--request-rate", "2"], "--request-rate=2: applies to generated open-loop arrivals"),
     (["--num-prompts", "4", "--output-len-dist", "exponential"], "--output-len-cap=None: the capped exponential"),
-    (["--num-prompts", "4", "--random-range-ratio", "1"], "--random-range-ratio=1.0: must be < 1"),
-    (["--num-prompts", "4", "--input-len-cap", "10"], "--input-len-cap=10: caps exponential and lognormal"),
+    (["--num-prompts", "4", "--random-range-ratio", "1"], "--random-range-ratio=1: must be in [0, 1)"),
+    (["--num-prompts", "4", "--input-len-cap", "10"], "--input-len-cap=10: applies to exponential or lognormal prompt"),
     (["--num-prompts", "4", "--output-len-dist", "lognormal", "--random-output-len", "100000", "--len-sigma", "0.01",
       "--output-len-cap", "1"], "--output-len-cap=1: keeps a share 0 of the lognormal draws"),
-    (["--num-prompts", "4", "--input-len-dist", "trace"], "--output-len-dist='fixed': resampling a trace draws"),
+    (["--num-prompts", "4", "--input-len-dist", "trace"], "--input-len-dist='trace': resampling a trace draws"),
     (["--num-prompts", "4", "--chunked-prefill", "--max-num-batched-tokens", "16"],
-     "--max-num-batched-tokens=16: must be >= --max-num-seqs=256"),
+     "--max-num-batched-tokens=16: must be >= max_num_seqs=256"),
 ])
 def test_simulate_generated_workload_errors_exit_2(args: list[str], words: str,
                                                    capsys: pytest.CaptureFixture) -> None:
@@ -326,15 +326,16 @@ def test_simulate_defaults_max_model_len_to_the_models_positions(capsys: pytest.
 
 @pytest.mark.parametrize("args, needle", [
     (["--policy", "serial", "--batch-size", "4"],
-     "--batch-size=4: applies to static batching, which this run (--policy serial: serial) does not include"),
+     "--batch-size=4: applies to static batching, which this run (--policy serial: serial; generated arrivals "
+     "all at t = 0 with fixed / fixed lengths) does not include"),
     (["--policy", "continuous", "--max-wait", "0.5"], "--max-wait=0.5: applies to static batching"),
     (["--policy", "static", "--max-num-seqs", "64"], "--max-num-seqs=64: applies to continuous batching"),
     (["--policy", "serial", "--admission", "on-demand"], "--admission='on-demand': applies to continuous batching"),
     (["--policy", "continuous", "--chunked-prefill", "--max-prefill-tokens", "100"],
      "--max-prefill-tokens=100: applies to continuous batching without chunked prefill, which this run (--policy "
-     "continuous: continuous-chunked) does not include"),
-    (["--think-time", "1.5"], "--think-time=1.5: applies to closed-loop clients: give --max-concurrency too"),
-    (["--burstiness", "2"], "--burstiness=2: shapes the gaps between arrivals: give --request-rate too"),
+     "continuous: continuous-chunked; generated arrivals all at t = 0 with fixed / fixed lengths) does not include"),
+    (["--think-time", "1.5"], "--think-time=1.5: applies to closed-loop clients (--max-concurrency), which this run"),
+    (["--burstiness", "2"], "--burstiness=2: applies to generated open-loop arrivals at a --request-rate"),
 ])
 def test_a_flag_the_run_cannot_use_is_refused_by_name(args: list[str], needle: str,
                                                       capsys: pytest.CaptureFixture) -> None:

@@ -416,6 +416,33 @@ def test_fit_answers_for_every_preset(acc: str) -> None:
                                        if row["tensor_parallel_size"] < smallest)
 
 
+@settings(settings.get_profile("fuzz"))
+@given(name=st.sampled_from(["llama-3.1-8b", "llama-3.1-405b", "qwen3-0.6b", "mixtral-8x7b"]),
+       acc=st.sampled_from(["h100-sxm", "a100-40gb", "l40s"]),
+       sizes=st.lists(st.integers(1, 24), min_size=1, max_size=4, unique=True))
+def test_fit_says_why_no_size_fits(name: str, acc: str, sizes: list[int]) -> None:
+    """When no size fits, the answer gives the rows' own reason: every size refused (heads that do not divide
+    by 3 are not the network's fault), or the largest size that ran too small; the network between servers
+    only when the accelerator's links cannot hold one GPU more than that size."""
+    accelerator = get_accelerator(acc)
+    r = build_fit(get_model(name), accelerator, sizes=sizes)
+    answer = format_fit(r).splitlines()[-1]
+    if r["smallest_fitting"] is not None:
+        assert r["none_fit_because"] is None and f"--tensor-parallel-size {r['smallest_fitting']}" in answer
+        return
+    ran = [row["tensor_parallel_size"] for row in r["rows"] if row["status"] != "refused"]
+    if not ran:
+        assert answer.endswith("every size is refused (the reasons above)") and "network" not in answer
+        return
+    assert f"T = {max(ran)} do not fit" in answer
+    try:
+        accelerator.link(max(ran) + 1)
+        one_more_has_a_link = True
+    except InvalidValueError:
+        one_more_has_a_link = False
+    assert ("network between servers" in answer) is not one_more_has_a_link, answer
+
+
 def test_fit_cli_json_and_bad_input(capsys) -> None:
     """`roofline fit --json` parses; a bad size exits 2 with one line."""
     assert main(["fit", "--model", "phi-4", "--accelerator", "l40s", "--json"]) == 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from .._io import exact_decimal
 from ..deployment import Deployment, profile
+from ..errors import InvalidValueError, UnknownPresetError
 
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_ACCELERATOR = "h100-sxm"
@@ -165,9 +166,9 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
     from ..hardware import get_accelerator
     from ..models import load_model
 
-    model = load_model(args.model, weight_dtype=getattr(args, "weight_dtype", None),
-                       kv_dtype=getattr(args, "kv_dtype", None))
-    accelerator = get_accelerator(args.accelerator)
+    model = by_flag("--model", load_model, args.model, weight_dtype=getattr(args, "weight_dtype", None),
+                    kv_dtype=getattr(args, "kv_dtype", None))
+    accelerator = by_flag("--accelerator", get_accelerator, args.accelerator)
     T = getattr(args, "tensor_parallel_size", 1)
     chosen = False
     if T is None:
@@ -175,4 +176,24 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
         T = smallest_tensor_parallel_size(model, accelerator, **kw) or 1
         chosen = T > 1
     return Deployment(model, accelerator, T, flops=getattr(args, "flops", "exact"),
-                      estimate=profile(getattr(args, "estimate", None))), chosen
+                      estimate=by_flag("--estimate", profile, getattr(args, "estimate", None))), chosen
+
+
+def by_flag(flag: str, lookup: Any, name: Any, **kwargs: Any) -> Any:
+    """``lookup(name, **kwargs)``, an unknown preset or profile refused by the flag that named it.
+
+    Raises
+    ------
+    UnknownPresetError
+        ``name`` is not known: the message starts with ``flag`` (``--model: unknown model 'x'; known: ...``).
+    InvalidValueError
+        Any other refusal; one naming the flag's own field (``estimate``) names ``flag`` instead.
+    """
+    try:
+        return lookup(name, **kwargs)
+    except UnknownPresetError as err:
+        raise UnknownPresetError(err.kind, err.name, err.known, field=flag, hint=err.hint) from None
+    except InvalidValueError as err:  # the API's own field for the flag's value ("estimate" for --estimate)
+        if err.field != flag.lstrip("-").replace("-", "_"):
+            raise
+        raise InvalidValueError(flag, err.value, err.reason) from None

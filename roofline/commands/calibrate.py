@@ -23,7 +23,7 @@ from typing import Any
 
 from .._io import check_outputs, output_path
 from ..errors import InvalidValueError
-from ._args import int_arg, number_arg, plain
+from ._args import by_flag, int_arg, number_arg, plain
 
 __all__ = ["register", "run", "parse_ints", "parse_shapes"]
 
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         changes["contexts"] = parse_ints("--contexts", args.contexts)
     if args.matmul is not None:
         changes["matmul_shapes"] = parse_shapes("--matmul", args.matmul)
-    model = load_model(args.model) if args.model else None
+    model = by_flag("--model", load_model, args.model) if args.model else None
     dev = resolve_device(args.device)
     plan = CalibrationPlan.default(dev.type, model=model)
     if args.repetitions is not None:
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_seconds is not None:
         changes["max_seconds"] = float(args.max_seconds)
     plan = attrs.evolve(plan, **changes)
-    accelerator = get_accelerator(args.accelerator).key if args.accelerator else None
+    accelerator = by_flag("--accelerator", get_accelerator, args.accelerator).key if args.accelerator else None
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     doc = run_calibration(plan, device=str(dev), accelerator=accelerator, progress=progress)
     limit = Fraction(MAX_SPREAD) if args.max_spread is None else args.max_spread

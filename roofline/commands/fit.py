@@ -155,7 +155,9 @@ def build_fit(
     ``kv_budget_kind`` ("real (published reserve)" or "upper bound (reserve 0)");
     ``sequences`` the group holds; ``batch_1`` step time with the
     all-reduce and its latency and bandwidth terms; ``kv_limit`` batch, step time and tokens/s
-    of the group and per GPU) and ``smallest_fitting`` (T or None).
+    of the group and per GPU), ``smallest_fitting`` (T or None) and ``none_fit_because`` (None, or why no
+    size fits: every size refused, or the largest that ran too small, and whether a larger group would
+    need the network between servers).
 
     Raises
     ------
@@ -193,7 +195,23 @@ def build_fit(
         "context": context, "utilization": float(utilization), "block_size": block_size, "flops_convention": flops,
         "rows": rows,
         "smallest_fitting": smallest,
+        "none_fit_because": None if smallest is not None else _why_none(rows, accelerator),
     }
+
+
+def _why_none(rows: list[dict[str, Any]], accelerator: Accelerator) -> str:
+    """Why no size fits: each refused (the heads or widths do not divide, no link holds it), or the largest
+    size that ran leaves too little memory, and whether a larger group would need the network between servers."""
+    ran = [r["tensor_parallel_size"] for r in rows if r["status"] != "refused"]
+    if not ran:
+        return "every size is refused (the reasons above)"
+    largest = max(ran)
+    try:
+        accelerator.link(largest + 1)
+    except InvalidValueError:
+        return (f"the weights and KV of T = {largest} do not fit, and a larger group needs the network between "
+                "servers, which is not modelled")
+    return f"the weights and KV of T = {largest} do not fit; try a larger --tensor-parallel-size"
 
 
 def _t(seconds: float) -> str:
@@ -242,8 +260,7 @@ def format_fit(r: dict[str, Any]) -> str:
         "heads; \"latent\": MLA's latent KV on every GPU); tokens/s at the KV limit are the group's",
         f"  answer: {m['name']} fits on {smallest} x {a['name']} (--tensor-parallel-size {smallest})"
         if smallest is not None else
-        f"  answer: {m['name']} fits on none of these groups of {a['name']} (more GPUs need the network between "
-        "servers, which is not modelled)",
+        f"  answer: {m['name']} fits on none of these groups of {a['name']}: {r['none_fit_because']}",
     ]
     return "\n".join(out)
 

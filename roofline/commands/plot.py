@@ -26,6 +26,7 @@ from typing import Any
 
 from .. import estimate
 from .._io import check_outputs, output_path
+from ..errors import InvalidValueError
 from ..units import GB
 from ._args import (
     add_flops_option,
@@ -94,8 +95,13 @@ def run(args: Any) -> int:
         if kv_budget > room:
             notes.append(f"--kv-budget-gb {float(args.kv_budget_gb):g} exceeds the {float(room) / 1e9:.2f} GB this GPU "
                          "leaves after the weights (utilization 0.9, reserve 0): the KV curve is a what-if")
-    paths = write_charts(args.out, deployment, formats=args.formats, context=args.context,
-                         kv_budget=int(kv_budget), max_batch=args.max_batch)
+    try:
+        paths = write_charts(args.out, deployment, formats=args.formats, context=args.context,
+                             kv_budget=int(kv_budget), max_batch=args.max_batch)
+    except InvalidValueError as err:  # the library's out_dir is the --out flag here
+        if err.field != "out_dir":
+            raise
+        raise InvalidValueError("--out", args.out, err.reason) from None
     if args.json:
         print(json.dumps({"written": [str(path) for path in paths], "tensor_parallel_size": tp,
                           "kv_budget_bytes": int(kv_budget), "notes": notes}, indent=2))

@@ -57,8 +57,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from .. import estimate
-from .._io import atomic_write, check_outputs, output_path
+from .._io import atomic_write, check_outputs, locked_folder, output_path
 from ..deployment import Deployment
 from ..errors import InvalidValueError
 from ..sim import (
@@ -129,7 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="trace format (default: from the extension and header)")
     p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
                    help="serve only the first N requests of the trace")
-    p.add_argument("--policy", action=_Given, choices=("all", *POLICIES), default="all",
+    p.add_argument("--policy", choices=("all", *POLICIES), default="all",
                    help="policy to run (default: all; with --estimate ENGINE, the engine's own)")
     add_model_options(p)
     add_flops_option(p, default="exact")
@@ -145,17 +147,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "step: one step at a time (the reference; same results); auto (default): event where the "
                         "run can take it (not --float, nor continuous batching on sliding windows), else step; "
                         "the output says which ran")
-    p.add_argument("--batch-size", action=_Given, type=int_arg("--batch-size", 1), default=DEFAULT_BATCH_SIZE,
+    p.add_argument("--batch-size", type=int_arg("--batch-size", 1), default=DEFAULT_BATCH_SIZE,
                    help="static batching: rows per batch (default: %(default)s)")
-    p.add_argument("--max-wait", action=_Given, type=number_arg("--max-wait"), default=None,
+    p.add_argument("--max-wait", type=number_arg("--max-wait"), default=None,
                    help="static batching: start a partial batch once its oldest request waited this many seconds "
                         "(default: wait for a full batch or the end of the trace)")
-    p.add_argument("--max-num-seqs", action=_Given, type=int_arg("--max-num-seqs", 1), default=DEFAULT_MAX_NUM_SEQS,
+    p.add_argument("--max-num-seqs", type=int_arg("--max-num-seqs", 1), default=DEFAULT_MAX_NUM_SEQS,
                    help="continuous batching: most sequences running at once (default: %(default)s, vLLM's)")
-    p.add_argument("--admission", action=_Given, choices=("reserve", "on-demand", "on_demand"), default="reserve",
+    p.add_argument("--admission", choices=("reserve", "on-demand", "on_demand"), default="reserve",
                    help="continuous batching: reserve each request's lifetime KV (P + O - 1) on admission, or "
                         "allocate blocks on demand and preempt by recompute (default: reserve)")
-    p.add_argument("--max-prefill-tokens", action=_Given, type=int_arg("--max-prefill-tokens", 1), default=None,
+    p.add_argument("--max-prefill-tokens", type=int_arg("--max-prefill-tokens", 1), default=None,
                    help="continuous batching without chunking: prefill token budget per step (default: none)")
     p.add_argument("--chunked-prefill", "--enable-chunked-prefill", action="store_true", dest="chunked_prefill",
                    help="continuous batching with chunked prefill: each step gives every running decode its "
@@ -166,7 +168,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"chunks (default: {DEFAULT_MAX_NUM_BATCHED_TOKENS}, vLLM's), the other rows run without a "
                         "budget. Without: static batching forms batches whose padded prefill fits it, and continuous "
                         "batching uses it as --max-prefill-tokens (longer prompts are rejected, as vLLM without "
-                        "chunked prefill does); one-by-one serving (serial) has no step budget and ignores it")
+                        "chunked prefill does); one-by-one serving (serial) has no step budget: refused with "
+                        "--policy serial")
     p.add_argument("--max-model-len", type=int_arg("--max-model-len", 1), default=None,
                    help="reject requests whose prompt + output exceed this many tokens (default: the model's "
                         "max_position_embeddings, as vLLM; no limit when the config has none)")
@@ -175,14 +178,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="generate this many requests instead of reading --trace")
     w.add_argument("--request-rate", "--rate", type=_rate_arg, default=None, dest="request_rate",
                    help="requests per second, Poisson arrivals (gamma with --burstiness); inf (default): all at t = 0")
-    w.add_argument("--burstiness", action=_Given, type=number_arg("--burstiness", positive=True), default=Fraction(1),
+    w.add_argument("--burstiness", type=number_arg("--burstiness", positive=True), default=Fraction(1),
                    help="gamma shape of the arrival gaps (vLLM's): 1 is Poisson; coefficient of variation "
                         "1 / sqrt(burstiness) (default: 1)")
     w.add_argument("--max-concurrency", "--concurrency", type=int_arg("--max-concurrency", 1), default=None,
                    dest="max_concurrency",
                    help="closed loop: N clients, each sending its next request when its previous one is handed "
                         "back (continuous batching only)")
-    w.add_argument("--think-time", action=_Given, type=number_arg("--think-time"), default=Fraction(0),
+    w.add_argument("--think-time", type=number_arg("--think-time"), default=Fraction(0),
                    help="closed loop: seconds a client waits after a hand-back before its next request (default: 0)")
     w.add_argument("--random-input-len", "--input-len", type=int_arg("--random-input-len", 1),
                    default=DEFAULT_INPUT_LEN, dest="input_len",
@@ -228,48 +231,154 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --out, also write DIR/<policy>-steps.csv (one row per step: on the shipped "
                         "conversation trace about 4 million rows, several hundred MB)")
     p.set_defaults(func=run)
+    for action in p._actions:  # every option remembers that it was given: one the run does not use is refused
+        if action.option_strings and not isinstance(action, argparse._HelpAction):
+            action.__class__ = _given(type(action))
+            _DESTS.update(dict.fromkeys(action.option_strings, action.dest))
 
 
-class _Given(argparse.Action):
-    """Store the value and remember that the flag was given (a flag a run cannot use is refused by name)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        setattr(namespace, self.dest, values)
-        given = dict(getattr(namespace, "given_flags", {}))
-        given[self.dest] = option_string or self.dest
-        namespace.given_flags = given
+#: Each option string of the parser -> its dest (filled by :func:`register`).
+_DESTS: dict[str, str] = {}
 
 
-#: Flags that only one kind of run uses: (dest, the runs that use it, what the flag is for).
-_SCOPED_FLAGS = (
-    ("batch_size", {"static"}, "static batching"),
-    ("max_wait", {"static"}, "static batching"),
-    ("max_num_seqs", {"continuous", "continuous-chunked"}, "continuous batching"),
-    ("admission", {"continuous", "continuous-chunked"}, "continuous batching"),
-    ("max_prefill_tokens", {"continuous"}, "continuous batching without chunked prefill"),
+#: Each argparse action class -> its recording subclass (one class per kind, made once).
+_GIVEN_KINDS: dict[type[argparse.Action], type[argparse.Action]] = {}
+
+
+def _given(kind: type[argparse.Action]) -> type[argparse.Action]:
+    """``kind`` (store, store_true...) that also records in ``namespace.given_flags`` the flag given, as typed."""
+    if kind not in _GIVEN_KINDS:
+        def __call__(self: argparse.Action, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                     values: Any, option_string: str | None = None) -> None:
+            kind.__call__(self, parser, namespace, values, option_string)
+            namespace.given_flags = {**getattr(namespace, "given_flags", {}), self.dest: option_string or self.dest}
+
+        _GIVEN_KINDS[kind] = type(f"Given{kind.__name__}", (kind,), {"__call__": __call__})
+    return _GIVEN_KINDS[kind]
+
+
+@attrs.frozen
+class _Plan:
+    """What a run will do, from its flags alone: the policy rows, the workload's kind (``trace``, ``open``:
+    generated arrivals, ``closed``: closed-loop clients) and, for a generated one, its length distributions."""
+
+    names: tuple[str, ...]
+    kind: str
+    dists: tuple[str, ...] = ()
+    rate: bool = False
+
+    def text(self, policy: str) -> str:
+        workload = {"trace": "a trace", "open": "generated arrivals " + ("at a rate" if self.rate else "all at t = 0"),
+                    "closed": "closed-loop clients"}[self.kind]
+        dists = f" with {' / '.join(self.dists)} lengths" if self.dists else ""
+        return f"--policy {policy}: {', '.join(self.names)}; {workload}{dists}"
+
+
+_CONTINUOUS = frozenset({"continuous", CHUNKED})
+_GENERATED = ("open", "closed")
+
+
+def _reads_trace(p: _Plan) -> bool:
+    return p.kind == "trace" or "trace" in p.dists
+
+
+#: Each option a run may leave unused: (dest, whether the planned run uses it, what it is for). An option
+#: not listed is used by every run. A given option the run does not use is refused by name.
+_USES: tuple[tuple[str, Any, str], ...] = (
+    ("trace", _reads_trace, "the trace served, or resampled with --input-len-dist trace"),
+    ("format", _reads_trace, "reading a trace file"),
+    ("limit", lambda p: p.kind == "trace", "serving a trace (a generated workload has --num-prompts)"),
+    ("request_rate", lambda p: p.kind == "open", "generated open-loop arrivals (--num-prompts; closed-loop "
+                                                  "clients arrive as they are handed back)"),
+    ("burstiness", lambda p: p.kind == "open" and p.rate, "generated open-loop arrivals at a --request-rate"),
+    ("think_time", lambda p: p.kind == "closed", "closed-loop clients (--max-concurrency)"),
+    ("seed", lambda p: p.kind in _GENERATED, "a generated workload (--num-prompts, --max-concurrency)"),
+    ("input_len_dist", lambda p: p.kind in _GENERATED, "a generated workload (--num-prompts, --max-concurrency)"),
+    ("output_len_dist", lambda p: p.kind in _GENERATED, "a generated workload (--num-prompts, --max-concurrency)"),
+    ("input_len", lambda p: p.kind in _GENERATED and p.dists[0] != "trace", "generated prompt lengths"),
+    ("output_len", lambda p: p.kind in _GENERATED and p.dists[1] != "trace", "generated output lengths"),
+    ("random_range_ratio", lambda p: "uniform" in p.dists, "uniform generated lengths"),
+    ("input_len_cap", lambda p: p.dists[:1] in (("exponential",), ("lognormal",)),
+     "exponential or lognormal prompt lengths"),
+    ("output_len_cap", lambda p: p.dists[1:] in (("exponential",), ("lognormal",)),
+     "exponential or lognormal output lengths"),
+    ("len_sigma", lambda p: "lognormal" in p.dists, "lognormal lengths"),
+    ("batch_size", lambda p: "static" in p.names, "static batching"),
+    ("max_wait", lambda p: "static" in p.names, "static batching"),
+    ("max_num_seqs", lambda p: bool(_CONTINUOUS & set(p.names)), "continuous batching"),
+    ("admission", lambda p: bool(_CONTINUOUS & set(p.names)), "continuous batching"),
+    ("max_prefill_tokens", lambda p: "continuous" in p.names, "continuous batching without chunked prefill"),
+    ("chunked_prefill", lambda p: CHUNKED in p.names, "continuous batching"),
+    ("max_num_batched_tokens", lambda p: bool(set(p.names) - {"serial"}),
+     "static and continuous batching (one-by-one serving has no step budget)"),
 )
 
 
-def _refuse_unused_flags(args: argparse.Namespace, names: list[str]) -> None:
-    """A policy flag no run of ``names`` uses, a think time without clients, a burstiness without a rate: refused
-    by the flag's name (it would change nothing, silently)."""
+def _given_value(args: argparse.Namespace, dest: str) -> Any:
+    """An option's value as the user wrote it: 1, not Fraction(1, 1)."""
+    v = getattr(args, dest)
+    return (int(v) if v.denominator == 1 else float(v)) if isinstance(v, Fraction) else v
+
+
+def plan_run(args: argparse.Namespace) -> _Plan:
+    """The policy rows and the workload the flags ask for, and every given flag checked against them.
+
+    Raises
+    ------
+    InvalidValueError
+        A given option the planned run does not use (it would change nothing, silently), named by the
+        flag as typed; ``--policy all`` given with closed-loop clients (serial and static batching need
+        their arrivals up front).
+    """
     given = getattr(args, "given_flags", {})
+    generated = args.num_prompts is not None or args.max_concurrency is not None
+    kind = "trace" if not generated else "open" if args.max_concurrency is None else "closed"
+    dists = () if not generated else (_length_dist(args.input_len_dist, args.random_range_ratio),
+                                      _length_dist(args.output_len_dist, args.random_range_ratio))
+    if args.policy == "all":
+        if kind == "closed" and "policy" in given:
+            raise InvalidValueError(given["policy"], "all", "closed-loop clients (--max-concurrency) are served by "
+                                    "continuous batching only; give --policy continuous")
+        names = ["continuous"] if kind == "closed" else ["serial", "static", "continuous"]
+        if args.chunked_prefill:
+            names.append(CHUNKED)
+    elif args.policy == "continuous" and args.chunked_prefill:
+        names = [CHUNKED]
+    else:
+        names = [args.policy]
+    plan = _Plan(tuple(names), kind, dists, args.request_rate is not None)
+    for dest, uses, what in _USES:
+        if dest in given and not uses(plan):
+            raise InvalidValueError(given[dest], _given_value(args, dest), f"applies to {what}, which this run "
+                                    f"({plan.text(args.policy)}) does not include")
+    return plan
 
-    def value(dest: str) -> Any:  # as the user wrote it: 1, not Fraction(1, 1)
-        v = getattr(args, dest)
-        return (int(v) if v.denominator == 1 else float(v)) if isinstance(v, Fraction) else v
 
-    for dest, users, what in _SCOPED_FLAGS:
-        if dest in given and not users & set(names):
-            raise InvalidValueError(given[dest], value(dest), f"applies to {what}, which this run "
-                                    f"(--policy {args.policy}: {', '.join(names)}) does not include")
-    if "think_time" in given and args.max_concurrency is None:
-        raise InvalidValueError(given["think_time"], value("think_time"), "applies to closed-loop clients: give "
-                                "--max-concurrency too")
-    if "burstiness" in given and args.request_rate is None:
-        raise InvalidValueError(given["burstiness"], value("burstiness"), "shapes the gaps between arrivals: give "
-                                "--request-rate too (without it every request arrives at t = 0)")
+#: The library's fields, by the flag that gives each here: a library refusal names the flag
+#: (synthetic_workload's ``rate`` is ``--request-rate``).
+_FLAG_OF_FIELD = {
+    "num_prompts": "--num-prompts", "rate": "--request-rate", "cv": "--burstiness",
+    "input_len": "--random-input-len", "output_len": "--random-output-len", "range_ratio": "--random-range-ratio",
+    "input_cap": "--input-len-cap", "output_cap": "--output-len-cap", "sigma": "--len-sigma", "seed": "--seed",
+    "input_distribution": "--input-len-dist", "output_distribution": "--output-len-dist", "trace": "--trace",
+    "clients": "--max-concurrency", "think_time_s": "--think-time", "requests": "--max-concurrency",
+    "max_num_seqs": "--max-num-seqs", "max_num_batched_tokens": "--max-num-batched-tokens",
+    "max_prefill_tokens": "--max-prefill-tokens", "batch_size": "--batch-size", "max_wait": "--max-wait",
+    "admission": "--admission", "engine": "--engine", "max_model_len": "--max-model-len",
+    "block_size": "--block-size", "overhead": "--overhead",
+}
+
+
+def _by_flag(err: InvalidValueError, args: argparse.Namespace, policy: str | None = None) -> InvalidValueError:
+    """A library refusal named by the flag that gave the field (the flag's value as typed), else ``err``."""
+    flag = _FLAG_OF_FIELD.get(err.field)
+    if flag == "--num-prompts" and args.num_prompts is None:  # the count came from --max-concurrency
+        flag = "--max-concurrency"
+    if flag is None:
+        return err
+    value = _given_value(args, _DESTS[flag])
+    reason = err.reason if policy is None or flag != "--engine" else f"{policy}: {err.reason}"
+    return InvalidValueError(flag, err.value if value is None else value, reason)
 
 
 def trace_path(value: str) -> str:
@@ -278,9 +387,11 @@ def trace_path(value: str) -> str:
     Raises
     ------
     InvalidValueError
-        ``value`` is a shipped name and also a file in the current folder (field ``--trace``):
-        ambiguous, so refused rather than guessed; ``./conv`` names the file.
+        ``value`` is empty (``--trace=``), or a shipped name and also a file in the current folder
+        (field ``--trace``): ambiguous, so refused rather than guessed; ``./conv`` names the file.
     """
+    if not value.strip():  # `--trace=` or `--trace ""`: no trace named (it would read the folder ".")
+        raise InvalidValueError("--trace", value, "give conv, code or a trace file")
     if value not in SHIPPED_TRACES:
         return value
     if os.path.lexists(value):
@@ -315,48 +426,25 @@ def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         return requests, {"kind": "trace", "path": path, "requests": len(requests)}
     in_dist = _length_dist(args.input_len_dist, args.random_range_ratio)
     out_dist = _length_dist(args.output_len_dist, args.random_range_ratio)
-    if args.random_range_ratio >= 1:
-        raise InvalidValueError("--random-range-ratio", float(args.random_range_ratio), "must be < 1")
-    for flag, dist, cap in (("--input-len-cap", in_dist, args.input_len_cap),
-                            ("--output-len-cap", out_dist, args.output_len_cap)):
-        if dist == "exponential" and cap is None:
-            raise InvalidValueError(flag, cap, "the capped exponential needs a cap in tokens (keep samples <= cap)")
-    trace = None
-    if (in_dist == "trace") != (out_dist == "trace"):
-        raise InvalidValueError("--output-len-dist" if in_dist == "trace" else "--input-len-dist",
-                                out_dist if in_dist == "trace" else in_dist,
-                                "resampling a trace draws (prompt, output) pairs: give trace for both length options")
-    if "trace" in (in_dist, out_dist):
-        if args.trace is None:
-            raise InvalidValueError("--input-len-dist", in_dist, "resampling lengths needs --trace")
-        trace = load_trace(trace_path(args.trace), format=args.format)
-    count = args.num_prompts
-    if args.max_concurrency is not None:
-        if args.request_rate is not None:
-            raise InvalidValueError("--request-rate", float(args.request_rate),
-                                    "--max-concurrency runs closed-loop clients, whose arrivals are their hand-backs; "
-                                    "give a rate or a concurrency, not both")
-        if count is None:
-            count = args.max_concurrency
+    trace = load_trace(trace_path(args.trace), format=args.format) if "trace" in (in_dist, out_dist) else None
+    count = args.num_prompts if args.num_prompts is not None else args.max_concurrency
     arrival = "burst" if args.request_rate is None else ("poisson" if args.burstiness == 1 else "gamma")
     cv = 1 / args.burstiness ** Fraction(1, 2) if arrival == "gamma" else 1
-    try:
+    try:  # the library checks the values (one rule, one place); its refusals are named by their flags here
         work = synthetic_workload(
             count, arrival=arrival, rate=args.request_rate, cv=float(cv) if arrival == "gamma" else 1,
             input_len=args.input_len, output_len=args.output_len, input_distribution=in_dist,
             output_distribution=out_dist, range_ratio=args.random_range_ratio, input_cap=args.input_len_cap,
             output_cap=args.output_len_cap, sigma=args.len_sigma, trace=trace, seed=args.seed,
         )
-    except InvalidValueError as err:  # the caps by their flags
-        cap_flag = {"input_cap": "--input-len-cap", "output_cap": "--output-len-cap"}.get(err.field)
-        if cap_flag is None:
-            raise
-        raise InvalidValueError(cap_flag, err.value, err.reason) from None
+        if args.max_concurrency is not None:
+            closed = ClosedLoop(clients=args.max_concurrency, lengths=work.requests, think_time_s=args.think_time,
+                                seed=args.seed)
+    except InvalidValueError as err:
+        raise _by_flag(err, args) from None
     spec = dict(work.spec, burstiness=float(args.burstiness) if arrival == "gamma" else None)
     if args.max_concurrency is None:
         return work, spec
-    closed = ClosedLoop(clients=args.max_concurrency, lengths=work.requests, think_time_s=args.think_time,
-                        seed=args.seed)
     spec = dict(spec, kind="closed_loop", clients=args.max_concurrency, think_time_s=float(args.think_time),
                 arrival=None, rate=None)
     return closed, spec
@@ -384,6 +472,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                                 "replaces the one --utilization gives; give one of them")
     deployment, _ = deployment_from_args(args)
     scheduler_note = _engine_scheduler(args, deployment)
+    names = list(plan_run(args).names)  # after the engine's scheduler defaults: they are flags the user did not give
     # one GPU's share: the KV pool and budget are per GPU, every step adds its all-reduce (docs/conventions.md,
     # "Tensor parallelism")
     model, accelerator = deployment.share, deployment.accelerator
@@ -406,14 +495,9 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     cost = RooflineCostModel.for_deployment(deployment, overhead=args.overhead, exact=not args.float_mode)
     time_kind = deployment.time_kind
     requests, workload = build_workload(args)
-    closed = isinstance(requests, ClosedLoop)
     budget_tokens = args.max_num_batched_tokens
-    if budget_tokens is not None and args.max_prefill_tokens is not None:
+    if budget_tokens is not None and args.max_prefill_tokens is not None and not args.chunked_prefill:
         raise InvalidValueError("--max-num-batched-tokens", budget_tokens, "give it or --max-prefill-tokens, not both")
-    if args.chunked_prefill and (budget_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS) < args.max_num_seqs:
-        raise InvalidValueError("--max-num-batched-tokens", budget_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
-                                f"must be >= --max-num-seqs={args.max_num_seqs}: each running decode takes one token "
-                                "of the step's budget (vLLM refuses the same)")
     # with --chunked-prefill the budget is the chunked row's; the other rows run as without it
     shared_budget = None if args.chunked_prefill else budget_tokens
     separate_budget = args.max_prefill_tokens if args.max_prefill_tokens is not None else shared_budget
@@ -430,29 +514,14 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                                            "admission": args.admission.replace("-", "_"), "prefill": "chunked",
                                            "max_num_batched_tokens": budget_tokens}),
     }
-    if args.policy == "all":
-        names = ["continuous"] if closed else ["serial", "static", "continuous"]
-        if args.chunked_prefill:
-            names.append(CHUNKED)
-    elif args.policy == "continuous" and args.chunked_prefill:
-        names = [CHUNKED]
-    else:
-        names = [args.policy]
-    _refuse_unused_flags(args, names)
-    if closed and set(names) & {"serial", "static"}:
-        raise InvalidValueError("--max-concurrency", args.max_concurrency, f"closed-loop clients are served by "
-                                f"continuous batching only, not --policy {args.policy}: their arrivals are created "
-                                "as the run goes")
     results = []
     with _progress(names, "simulate", "policy") as bar:
         for name in bar:
             bar.set_postfix_str(name)
             try:
                 results.append(runs[name][0](requests, cost, **common, **runs[name][1]))
-            except InvalidValueError as err:  # the API's engine= is the --engine flag here
-                if err.field != "engine":
-                    raise
-                raise InvalidValueError("--engine", args.engine, f"{name}: {err.reason}") from None
+            except InvalidValueError as err:  # the library's fields by their flags (engine= is --engine)
+                raise _by_flag(err, args, policy=name) from None
     ms = Fraction(1, 1000)
     slo = {key: None if value is None else value * ms
            for key, value in (("ttft_s", args.slo_ttft), ("tpot_s", args.slo_tpot), ("e2e_s", args.slo_e2e))}
@@ -691,6 +760,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         "accelerator": {"key": acc.key, "name": acc.name},
         **({"tensor_parallel_size": T} if (T := run["deployment"].tensor_parallel_size) > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
+        "flops_convention": run["deployment"].flops,
         **({"estimate_band": run["band"]} if run.get("band") else {}),
         **({"engine_scheduler": run["scheduler_note"]} if run.get("scheduler_note") else {}),
         "kv_pool": {"budget_bytes": float(run["budget"]), "budget_basis": run.get("budget_basis"),
@@ -820,21 +890,22 @@ def _write_out(results: list[SimResult], labels: list[str], out: str) -> None:
                            _estimate_bytes(_STEP_FIELDS, r.steps)))
     sizes = [size for _, _, _, size in tables]
     total_rows = sum(rows for _, _, rows, _ in tables)
-    print(f"roofline simulate: writing {len(tables)} files, {total_rows:,} rows, about {_mb(sum(sizes))}, "
-          f"to {directory}{'' if any(r.steps is not None for r in results) else ' (per-step tables: --steps)'}",
-          file=sys.stderr, flush=True)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        for (path, write, _, _), size in zip(tables, sizes, strict=True):
-            with atomic_write(path, newline="") as fh:
-                if _stderr_is_terminal() and size > 1 << 24 and importlib.util.find_spec("tqdm"):
-                    from tqdm import tqdm
+        with locked_folder("--out", directory):  # a second run writing here now is refused, not mixed in
+            print(f"roofline simulate: writing {len(tables)} files, {total_rows:,} rows, about {_mb(sum(sizes))}, "
+                  f"to {directory}{'' if any(r.steps is not None for r in results) else ' (per-step tables: --steps)'}",
+                  file=sys.stderr, flush=True)
+            for (path, write, _, _), size in zip(tables, sizes, strict=True):
+                with atomic_write(path, newline="") as fh:
+                    if _stderr_is_terminal() and size > 1 << 24 and importlib.util.find_spec("tqdm"):
+                        from tqdm import tqdm
 
-                    with tqdm.wrapattr(fh, "write", total=size, desc=path.name, unit="B", unit_scale=True,
-                                       leave=False, file=sys.stderr) as wrapped:
-                        write(wrapped)
-                else:
-                    write(fh)
+                        with tqdm.wrapattr(fh, "write", total=size, desc=path.name, unit="B", unit_scale=True,
+                                           leave=False, file=sys.stderr) as wrapped:
+                            write(wrapped)
+                    else:
+                        write(fh)
     except OSError as exc:
         raise InvalidValueError("--out", out, f"cannot write: {exc.strerror or exc}") from None
 

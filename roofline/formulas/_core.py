@@ -164,8 +164,7 @@ def formula(
                     raise InvalidValueError(
                         name, kwargs[name], f"shape {shapes[name]} does not broadcast with the other arrays {shapes}"
                     ) from None
-            exact_ints = {n: v.astype(object) for n, v in kwargs.items()
-                          if isinstance(v, np.ndarray) and v.dtype.kind in "iu"}
+            exact_ints = _exact_ints(kwargs)
             try:
                 with np.errstate(all="ignore"):  # the relation on exact ints; a float overflow there refuses the input
                     admitted = spec.admits(**{**kwargs, **exact_ints})
@@ -201,6 +200,19 @@ def formula(
 
 
 _INT64 = np.iinfo(np.int64)
+
+
+def _exact_ints(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The numpy integers of ``kwargs`` as Python ints, which never wrap: an integer array as an object
+    array of them (turned back into int64 by :func:`_from_object` where the result fits), a numpy
+    integer scalar (``np.int64(2**40)``) as one Python int (the result is then exact, as for ints)."""
+    out: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        if isinstance(value, np.ndarray) and value.dtype.kind in "iu":
+            out[name] = value.astype(object)
+        elif isinstance(value, np.integer):
+            out[name] = int(value)
+    return out
 
 
 def _from_object(out: Any) -> Any:

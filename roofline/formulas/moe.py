@@ -40,7 +40,7 @@ def _miss(num_experts: Any, experts_per_token: Any) -> Any:
     return (num_experts - experts_per_token) / num_experts
 
 
-@formula(topic="moe", proof=_P9, max_test_value=40, requires=_K_LE_E, **_ROUTING)
+@formula(result="positive", topic="moe", proof=_P9, max_test_value=40, requires=_K_LE_E, **_ROUTING)
 def experts_touched(*, num_experts: Any, experts_per_token: Any, batch: Any) -> Any:
     """Expected distinct routed experts B tokens touch in one MoE layer, uniform routing [experts].
 
@@ -75,7 +75,7 @@ def experts_touched(*, num_experts: Any, experts_per_token: Any, batch: Any) -> 
     return num_experts * (1 - miss**batch)
 
 
-@formula(topic="moe", proof=_P9, max_test_value=40, requires=_K_LE_E, shared_weight_bytes="positive",
+@formula(result="positive", topic="moe", proof=_P9, max_test_value=40, requires=_K_LE_E, shared_weight_bytes="positive",
          routed_expert_bytes="nonnegative", **_ROUTING)
 def moe_decode_weight_bytes(
     *, shared_weight_bytes: Any, routed_expert_bytes: Any, num_experts: Any, experts_per_token: Any, batch: Any
@@ -121,7 +121,7 @@ def _flops_bytes(kw: dict[str, Any]) -> tuple[Any, Any]:
     return flops, nbytes
 
 
-@formula(topic="moe", proof=_P9, max_test_value=40, requires=_K_LE_E, **_STEP)
+@formula(result="positive", topic="moe", proof=_P9, max_test_value=40, requires=_K_LE_E, **_STEP)
 def moe_arithmetic_intensity(**kw: Any) -> Any:
     """Arithmetic intensity of a MoE decode step of B sequences at context c [FLOP/byte].
 

@@ -314,6 +314,8 @@ def lengths(n: int, *, distribution: str = "fixed", mean: int, range_ratio: Any 
                                 f"expected one of {', '.join(LENGTH_DISTRIBUTIONS[:-1])}")
     if cap is not None:
         check_count("cap", cap, minimum=1)
+        if cap > MAX_TOKENS:  # a float meets it below (the kept share): 10**400 would overflow there
+            raise InvalidValueError("cap", cap, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS)")
     if cap is not None and distribution in ("fixed", "uniform"):
         raise InvalidValueError("cap", cap, f"caps exponential and lognormal lengths; {distribution} lengths "
                                 "are not drawn against a cap (they would exceed it)")
@@ -398,7 +400,10 @@ def synthetic_workload(
     Raises
     ------
     InvalidValueError
-        Any bad parameter, or "trace" without a trace (or for only one of the two lengths).
+        Any bad parameter, named by its field (``arrival``, not arrival_times' ``process``; ``trace[i]``
+        for an element of ``trace`` that is not a Request; ``range_ratio`` and ``sigma`` whatever the
+        distributions, as the spec records them), or "trace" without a trace (or for only one of the two
+        lengths).
 
     Examples
     --------
@@ -411,7 +416,23 @@ def synthetic_workload(
                         ("output_distribution", output_distribution)):
         if not isinstance(name, str):
             raise InvalidValueError(field, name, "expected a name (str)")
+    if arrival not in ARRIVAL_PROCESSES:  # arrival_times calls it process; here it is arrival
+        raise InvalidValueError("arrival", arrival, f"expected one of {', '.join(ARRIVAL_PROCESSES)}")
     check_count("seed", seed, minimum=0)
+    # recorded in the spec as floats whatever the distributions, so checked whatever the distributions
+    check_scalar("range_ratio", range_ratio)
+    check_number("range_ratio", range_ratio)
+    if not 0 <= range_ratio < 1:
+        raise InvalidValueError("range_ratio", range_ratio, "must be in [0, 1)")
+    check_scalar("sigma", sigma)
+    check_positive("sigma", sigma)
+    _float_op("sigma", sigma, lambda: sigma)
+    if trace is not None:
+        if not isinstance(trace, Sequence) or isinstance(trace, (str, bytes)):
+            raise InvalidValueError("trace", trace, "expected a sequence of roofline.sim.Request (load_trace's)")
+        for i, request in enumerate(trace):
+            if not isinstance(request, Request):
+                raise InvalidValueError(f"trace[{i}]", request, "expected a roofline.sim.Request")
     for field, mean in (("input_len", input_len), ("output_len", output_len)):
         if "trace" not in (input_distribution, output_distribution):
             check_count(field, mean, minimum=1)
@@ -435,10 +456,12 @@ def synthetic_workload(
             try:
                 drawn.append(lengths(num_prompts, distribution=dist, mean=mean, range_ratio=range_ratio, cap=cap,
                                      sigma=sigma, seed=stream))
-            except InvalidValueError as err:  # name this workload's field: input_cap, output_cap
-                if err.field != "cap":
+            except InvalidValueError as err:  # name this workload's field: input_cap, output_distribution...
+                ours = {"cap": f"{which}_cap", "distribution": f"{which}_distribution",
+                        "mean": f"{which}_len"}.get(err.field)
+                if ours is None:
                     raise
-                raise InvalidValueError(f"{which}_cap", err.value, err.reason) from None
+                raise InvalidValueError(ours, err.value, err.reason) from None
         prompts, outputs = drawn
     requests = tuple(Request(id=i, arrival_s=t, prompt_tokens=p, output_tokens=o)
                      for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True)))
