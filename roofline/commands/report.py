@@ -36,6 +36,7 @@ from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
 from ..units import GB, format_time
+from ._answers import add_answer_options, answer_context, answers, format_answers
 from ._args import (
     add_estimate_option,
     add_model_options,
@@ -60,18 +61,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_options(p)
-    p.add_argument("--context", type=int_arg("--context", 1), default=1000,
-                   help="tokens of context per sequence (default: %(default)s)")
+    p.add_argument("--context", type=int_arg("--context", 1), default=None,
+                   help="tokens of context per sequence (default: 1000; with --input-len P and --output-len O, "
+                        "P + O - 1, the last decode step's)")
     p.add_argument("--batch", type=int_arg("--batch", 1), nargs="+", default=list(DEFAULT_BATCHES),
                    help="batch sizes for the table; the KV limit is added (default: 1 8 64 256)")
     p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
                    help="a KV budget in GB (1e9 bytes) to set beside the real one; given, it is also the table's KV "
                         "limit (default: the lesson's 53, beside; the KV limit then comes from the upper bound); "
                         "per GPU under --tensor-parallel-size T > 1, the lesson's 53 included")
-    p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
+    p.add_argument("--utilization", "--gpu-memory-utilization",
+                   type=number_arg("--utilization", positive=True, at_most_one=True),
                    default=Fraction(9, 10), help="share of usable memory the server may use (default: 0.9)")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16,
                    help="paged KV block size in tokens (default: %(default)s)")
+    add_answer_options(p)
     add_estimate_option(p)
     add_tensor_parallel_option(p, default=None, budgets="every KV budget (the lesson's 53 GB, --kv-budget-gb, "
                                                           "the real one) is one GPU's")
@@ -585,8 +589,9 @@ def run(args: argparse.Namespace) -> int:
                 f"GB); the smallest tensor-parallel size that fits is {tp}: the report below is for "
                 f"--tensor-parallel-size {tp}")
     given = args.kv_budget_gb is not None
+    context = answer_context(args)
     report = build_report(
-        deployment, context=args.context, batches=args.batch,
+        deployment, context=context, batches=args.batch,
         kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,
         block_size=args.block_size, kv_limit_from="given" if given else "upper_bound",
     )
@@ -595,6 +600,7 @@ def run(args: argparse.Namespace) -> int:
         report["tensor_parallel"]["note"] = note
     elif "tensor_parallel" in report:
         report["tensor_parallel"]["chosen"] = "given"
-    text = json.dumps(report, indent=2) if args.json else format_report(report)
+    report.update(answers(deployment, args, context=context))
+    text = json.dumps(report, indent=2) if args.json else format_report(report) + format_answers(report)
     print(text if note is None or args.json else note + "\n\n" + text)
     return 0
