@@ -105,7 +105,9 @@ def format_answers(r: dict[str, Any]) -> str:
                            f"{x['output_throughput_tokens_per_s']:>10,.1f} {x['request_tokens_per_s']:>12,.1f}  "
                            f"{x['prefill_bound']:<8} {decode:<8} {'yes' if x['kv_fits'] else 'no'}")
     m = r["memory"]
-    out += ["", f"Memory per GPU: {m['usable_bytes'] / 2**30:,.1f} GiB usable x {m['utilization']:g} = "
+    tp = r.get("tensor_parallel")
+    per = "" if tp is None else f" per GPU (of {tp['size']})"
+    out += ["", f"Memory{per or ' of the GPU'}: {m['usable_bytes'] / 2**30:,.1f} GiB usable x {m['utilization']:g} = "
                 f"{m['budget_bytes'] / 1e9:,.2f} GB; KV of {m['batch']:,} x {m['context']:,} tokens"]
     for i, (cls, v) in enumerate(m["weights_by_class_bytes"].items()):
         out.append(f"  {'weights' if i == 0 else '':<9}{cls:<14}{v / 1e9:>12,.3f} GB")
@@ -119,8 +121,8 @@ def format_answers(r: dict[str, Any]) -> str:
     out.append(f"  {'free':<23}{free / 1e9:>12,.3f} GB" + ("" if m["fits"] else "  (does not fit)"))
     ops = r["operators"]
     t = ops["total"]
-    out += ["", f"One decode step by operator: batch {ops['batch']:,}, context {ops['context']:,}; per GPU, "
-                "the bound, exact FLOPs",
+    out += ["", f"One decode step by operator: batch {ops['batch']:,}, context {ops['context']:,}; "
+                + (f"{per.strip()}, " if per else "") + "the bound, exact FLOPs",
             "  operator     weights GB     KV GB      GFLOP  FLOP/byte  memory ms  compute ms  bound"]
 
     def row(name: str, w: float, kv: float, fl: float, ai: float | None, mt: float, ct: float, bound: str) -> str:
