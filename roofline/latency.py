@@ -18,7 +18,7 @@ mechanisms (no second copy of a formula):
   to :func:`roofline.estimate.decode_step`'s exactly (the exact FLOPs count), and so do their
   memory and compute times.
 
-Conventions: docs/conventions.md, "One request's latency" (what TPOT averages), "One step",
+Conventions: docs/conventions.md, "One request's latency" (what TPOT averages), "Breakdowns", "One step",
 "Memory", "Latency metrics", "Tensor parallelism". Units: bytes, seconds, FLOP, tokens.
 """
 
@@ -37,11 +37,15 @@ from .errors import InvalidValueError
 from .models import ModelConfig, TensorGroup
 
 __all__ = ["RequestLatency", "request_latency", "MemoryBreakdown", "memory_breakdown", "Operator",
-           "OperatorBreakdown", "operator_breakdown", "OPERATORS"]
+           "OperatorBreakdown", "operator_breakdown", "OPERATORS", "MAX_BATCH"]
 
 #: The operators of :func:`operator_breakdown`, in the order a token meets them. ``"mlp"`` is a dense
 #: layer's MLP; ``"experts"`` a MoE layer's routed and shared experts and router.
 OPERATORS = ("embedding", "attention", "mlp", "experts", "norms", "lm_head")
+
+#: Most requests :func:`request_latency` serves together [requests]: the scheduler keeps one record per
+#: request (about 2 s for 65,536 on one core), so a larger batch is refused rather than left to run for minutes.
+MAX_BATCH = 1 << 16
 
 
 def _check_deployment(deployment: Any) -> Deployment:
@@ -123,7 +127,7 @@ def request_latency(deployment: Deployment, *, input_tokens: int, output_tokens:
         a profile: its estimate) price every step.
     input_tokens : int >= 1 [tokens], P (vLLM bench's ``--input-len``)
     output_tokens : int >= 1 [tokens], O, the first token included (vLLM bench's ``--output-len``)
-    batch : int >= 1 [requests], B served in one batch (1: one request)
+    batch : int in [1, :data:`MAX_BATCH`] [requests], B served in one batch (1: one request)
 
     Returns
     -------
@@ -135,9 +139,10 @@ def request_latency(deployment: Deployment, *, input_tokens: int, output_tokens:
     Raises
     ------
     InvalidValueError
-        ``deployment`` not a Deployment; P, O or B not an integer >= 1 (field ``input_tokens``,
-        ``output_tokens``, ``batch``); P + O beyond the model's ``max_position_embeddings`` (field
-        ``input_tokens + output_tokens``); a group the accelerator's links cannot hold.
+        ``deployment`` not a Deployment; P, O or B not an integer >= 1, or B above :data:`MAX_BATCH`
+        (field ``input_tokens``, ``output_tokens``, ``batch``); P + O beyond the model's
+        ``max_position_embeddings`` (field ``input_tokens + output_tokens``); a group the accelerator's
+        links cannot hold.
 
     Notes
     -----
@@ -159,6 +164,9 @@ def request_latency(deployment: Deployment, *, input_tokens: int, output_tokens:
     check_int("input_tokens", input_tokens, minimum=1)
     check_int("output_tokens", output_tokens, minimum=1)
     check_int("batch", batch, minimum=1)
+    if batch > MAX_BATCH:
+        raise InvalidValueError("batch", batch, f"more than {MAX_BATCH:,} requests served together is refused "
+                                                "(the scheduler keeps one record per request)")
     share = d.share
     limit = share.max_position_embeddings
     if limit is not None and input_tokens + output_tokens > limit:
@@ -194,7 +202,7 @@ def request_latency(deployment: Deployment, *, input_tokens: int, output_tokens:
 
 def _prefill_work(cost: Any, share: ModelConfig, batch: int, prompt: int) -> tuple[Any, Any]:
     """(bytes, FLOPs) of the prefill step of ``batch`` prompts of ``prompt`` tokens, counted as the scheduler
-    counts them (query-key pairs in token-layers for a model with sliding windows, :func:`roofline.sim.kv.prompt_pairs`)."""
+    counts them (query-key pairs in token-layers with sliding windows, :func:`roofline.sim.kv.prompt_pairs`)."""
     from .sim.kv import LayerWindows, prompt_pairs
 
     windows = LayerWindows(share.layer_windows) if share.has_sliding_window else None

@@ -14,7 +14,7 @@ from roofline import Deployment, InvalidValueError, get_accelerator, get_model
 from roofline import estimate as est
 from roofline.cli import main
 from roofline.deployment import profile
-from roofline.latency import OPERATORS, memory_breakdown, operator_breakdown, request_latency
+from roofline.latency import MAX_BATCH, OPERATORS, memory_breakdown, operator_breakdown, request_latency
 
 H100 = get_accelerator("h100-sxm")
 
@@ -32,7 +32,7 @@ def test_ttft_is_the_prefill_step_and_e2e_adds_the_decode_steps_over_the_growing
     m = get_model("llama-3.1-8b")
     W, k, F, a = m.weight_bytes, m.kv_bytes_per_token, m.matmul_flops_per_token, m.attention_flops_per_token
     BW, peak = Fraction(H100.bandwidth), Fraction(H100.peak_flops)
-    P, O, B = 2000, 500, batch
+    P, O, B = 2000, 500, batch  # noqa: E741 (the conventions' names)
     ttft = max((W + k * B * P) / BW, (B * P * F + a * B * P * (P + 1) // 2) / peak)
     decode = sum(max((W + k * B * (P + j)) / BW, (B * F + a * B * (P + j)) / peak) for j in range(1, O))
     r = request_latency(_d(), input_tokens=P, output_tokens=O, batch=B)
@@ -50,7 +50,7 @@ def test_tpot_is_the_mean_decode_step_of_estimate_decode_step(name, T, acc):
     """Windows, experts, MLA and tensor parallelism: the O - 1 decode steps are decode_step's at contexts
     P + 1 .. P + O - 1 (sliding windows' KV, experts touched, all-reduce included), summed exactly."""
     d = _d(name, T, acc)
-    P, O, B = 300, 40, 3
+    P, O, B = 300, 40, 3  # noqa: E741 (the conventions' names)
     r = request_latency(d, input_tokens=P, output_tokens=O, batch=B)
     steps = [est.decode_step(d, batch=B, context=P + j).step_time for j in range(1, O)]
     assert r.e2e - r.ttft == sum(steps) and r.tpot == sum(steps) / (O - 1)
@@ -78,7 +78,8 @@ def test_one_output_token_has_no_decode_step():
     (dict(input_tokens=0, output_tokens=5), "input_tokens"), (dict(input_tokens=5, output_tokens=0), "output_tokens"),
     (dict(input_tokens=5, output_tokens=5, batch=0), "batch"),
     (dict(input_tokens=131_000, output_tokens=100), "input_tokens + output_tokens"),
-    (dict(input_tokens=5.0, output_tokens=5), "input_tokens")])
+    (dict(input_tokens=5.0, output_tokens=5), "input_tokens"),
+    (dict(input_tokens=5, output_tokens=5, batch=MAX_BATCH + 1), "batch")])
 def test_bad_requests_are_refused_naming_the_field(kw, field):
     with pytest.raises(InvalidValueError) as err:
         request_latency(_d(), **kw)

@@ -60,17 +60,18 @@ def answers(deployment: Deployment, args: argparse.Namespace, *, context: int) -
     out: dict[str, Any] = {}
     batch = args.breakdown_batch
     if args.input_len is not None:
-        P, O = args.input_len, args.output_len
+        prompt, output = args.input_len, args.output_len
         batches = sorted({1, *args.batch})
         kinds = {"bound": deployment.as_bound()}
         if deployment.estimate is not None:
             kinds["estimate"] = deployment
-        latency: dict[str, Any] = {"input_tokens": P, "output_tokens": O}
+        latency: dict[str, Any] = {"input_tokens": prompt, "output_tokens": output}
         for kind, d in kinds.items():
             rows = []
             for b in batches:
-                row = request_latency(d, input_tokens=P, output_tokens=O, batch=b).to_dict()
-                row["kv_fits"] = memory_breakdown(d, batch=b, context=P + O - 1, utilization=args.utilization).fits
+                row = request_latency(d, input_tokens=prompt, output_tokens=output, batch=b).to_dict()
+                row["kv_fits"] = memory_breakdown(d, batch=b, context=prompt + output - 1,
+                                                 utilization=args.utilization).fits
                 rows.append(row)
             latency[kind] = rows
         out["latency"] = latency
@@ -88,10 +89,10 @@ def format_answers(r: dict[str, Any]) -> str:
     out: list[str] = []
     if "latency" in r:
         lat = r["latency"]
-        P, O = lat["input_tokens"], lat["output_tokens"]
-        out += ["", f"Request latency: prompt {P:,} tokens, output {O:,}; B requests arrive at 0, served together",
+        out += ["", f"Request latency: prompt P = {lat['input_tokens']:,} tokens, output O = "
+                    f"{lat['output_tokens']:,}; B requests arrive at 0, served together",
                 "  TTFT = the prefill step (it gives the first token); TPOT = mean of the O - 1 decode steps",
-                f"  at contexts P + 1 .. P + O - 1; E2E = TTFT + (O - 1) x TPOT; tokens/s = B x O / E2E"]
+                "  at contexts P + 1 .. P + O - 1; E2E = TTFT + (O - 1) x TPOT; tokens/s = B x O / E2E"]
         for kind in ("bound", "estimate"):
             if kind not in lat:
                 continue
