@@ -8,6 +8,8 @@ status 2.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
@@ -106,13 +108,30 @@ class ConfigError(RooflineError):
 
 
 class UnknownPresetError(RooflineError):
-    """A preset name (model or accelerator) is not known; the message lists the known ones."""
+    """A preset name (model, accelerator, engine profile) is not known; the message lists the known
+    ones and, where one is close (:func:`difflib.get_close_matches`, its default cutoff 0.6, case and
+    surrounding spaces ignored), asks "did you mean" it.
 
-    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+    Attributes
+    ----------
+    kind, name : str
+    known : list of str, the names listed
+    suggestion : str or None, the closest of ``known`` and ``aliases``
+
+    ``advice``, when given, is said after the name (what to do instead).
+    """
+
+    def __init__(self, kind: str, name: str, known: list[str], *, aliases: Iterable[str] = (), advice: str = "") -> None:
         self.kind = kind
         self.name = name
         self.known = list(known)
-        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(known)}")
+        text = str(name).strip().strip("'\"").lower()
+        candidates = {c.lower(): c for c in [*self.known, *aliases]}
+        close = difflib.get_close_matches(text, list(candidates), n=1)
+        self.suggestion = candidates[close[0]] if close and close[0] != text else None
+        hint = "" if self.suggestion is None else f" (did you mean {self.suggestion!r}?)"
+        advice = f"; {advice}" if advice else ""
+        super().__init__(f"unknown {kind} {name!r}{hint}{advice}; known: {', '.join(known)}")
 
 
 class TraceError(RooflineError):

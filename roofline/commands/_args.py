@@ -80,7 +80,8 @@ def number_arg(name: str, *, positive: bool = False, at_most_one: bool = False) 
 def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -> None:
     """--model, --accelerator and (with ``dtypes``) --weight-dtype and --kv-dtype."""
     parser.add_argument("--model", default=DEFAULT_MODEL,
-                        help="preset name or path to a Hugging Face config.json (default: %(default)s)")
+                        help="preset name, a preset's Hugging Face id (ORG/NAME, e.g. meta-llama/Llama-3.1-8B) or "
+                             "path to a Hugging Face config.json (default: %(default)s)")
     parser.add_argument("--accelerator", default=DEFAULT_ACCELERATOR,
                         help="accelerator preset (default: %(default)s)")
     if dtypes:
@@ -160,8 +161,9 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
     from ..estimate import smallest_tensor_parallel_size
     from ..hardware import get_accelerator
     from ..models import load_model
+    from ..repos import model_spec
 
-    model = load_model(args.model, weight_dtype=getattr(args, "weight_dtype", None),
+    model = load_model(model_spec(args.model), weight_dtype=getattr(args, "weight_dtype", None),
                        kv_dtype=getattr(args, "kv_dtype", None))
     accelerator = get_accelerator(args.accelerator)
     T = getattr(args, "tensor_parallel_size", 1)

@@ -15,8 +15,9 @@ from typing import Any
 
 import attrs
 
-from ..hardware import Accelerator, accelerator_names, get_accelerator
+from ..hardware import Accelerator, accelerator_aliases, accelerator_names, get_accelerator
 from ..models import ModelConfig, get_model, model_names
+from ..repos import preset_repo
 from ..units import GB, GiB
 from ._args import plain
 
@@ -30,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         p = sub.add_parser(name, help=helptext, description=plain(__doc__),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        p.add_argument("--verbose", action="store_true",
+                       help="also print every preset's sources (--json always has them)")
         p.set_defaults(func=func)
 
 
@@ -55,6 +58,7 @@ def model_facts(model: ModelConfig) -> dict[str, Any]:
         "head_dim": model.head_dim,
         "kv_bytes_per_token": float(model.kv_bytes_per_token),
         "source": model.source,
+        "repo": preset_repo(model.name) if model.name in model_names() else None,
     }
 
 
@@ -69,6 +73,7 @@ def accelerator_facts(accelerator: Accelerator) -> dict[str, Any]:
         "peak_bf16_flops": float(accelerator.peak_flops),
         "peak_fp8_flops": None if accelerator.peak_fp8 is None else float(accelerator.peak_fp8.value),
         "ridge_point_flop_per_byte": float(accelerator.ridge_point),
+        "aliases": accelerator_aliases().get(accelerator.key, []),
         "sources": {field: attrs.asdict(value.source) for field, value in accelerator.sources().items()},
     }
 
@@ -79,21 +84,25 @@ def run_models(args: Any) -> int:
     if args.json:
         print(json.dumps(facts, indent=2))
         return 0
-    header = ("model", "parameters", "weights", "dtype", "layers", "heads", "KV heads", "head_dim", "KV/token",
-              "source")
+    header = ("model", "parameters", "weights", "dtype", "layers", "heads/KV", "head_dim", "KV/token")
     table = [header] + [(
         m["name"], f"{m['parameters']:,}", f"{m['weight_bytes'] / GB:,.2f} GB", m["weight_format"],
-        str(m["num_hidden_layers"]), str(m["num_attention_heads"]), str(m["num_key_value_heads"]),
-        str(m["head_dim"]), f"{m['kv_bytes_per_token'] / 1024:,.0f} KiB", m["source"],
+        str(m["num_hidden_layers"]), f"{m['num_attention_heads']}/{m['num_key_value_heads']}",
+        str(m["head_dim"]), f"{m['kv_bytes_per_token'] / 1024:,.0f} KiB",
     ) for m in facts]
     # widths from the cells, so a long dtype (fp8/bfloat16, mxfp4/bfloat16) does not push the columns after it
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    left = {0, 3, 9}
-    for row in table:
-        cells = [c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
-        print("  ".join(cells[:-1]) + "  " + row[-1])
-    print("weights in the checkpoint's dtype (quantized: method/dtype of the other tensors; --weight-dtype on "
-          "report and simulate changes it); KV per token for full attention (K and V, every layer; MLA: the latent)")
+    left = {0, 3}
+    for i, row in enumerate(table):
+        cells = [c.ljust(w) if j in left else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths, strict=True))]
+        print("  ".join(cells))
+        if args.verbose and i:
+            m = facts[i - 1]
+            print(f"    repository {m['repo'] or '-'}; source: {m['source']}")
+    print("weights in the checkpoint's dtype (quantized: method/dtype of the other tensors; --weight-dtype")
+    print("changes it); heads/KV: query and KV heads; KV per token for full attention (MLA: the latent)")
+    print("--model takes a preset's name or its Hugging Face repository" + (
+        "" if args.verbose else " (--verbose prints them, and sources)"))
     return 0
 
 
@@ -111,6 +120,14 @@ def run_accelerators(args: Any) -> int:
         print(f"{a['key']:<12} {a['memory_label_bytes'] / GB:>4.0f} GB {a['memory_usable_bytes'] / GiB:>6.1f} GiB "
               f"{a['bandwidth_bytes_per_s'] / 1e12:>5.2f} TB/s {bf16:>15} {fp8:>15} "
               f"{a['ridge_point_flop_per_byte']:>6.1f} FLOP/B")
+    print()
+    print("Aliases (--accelerator takes these too):")
+    for a in facts:
+        if a["aliases"]:
+            print(f"  {a['key']:<10} {', '.join(a['aliases'])}")
+    if not args.verbose:
+        print("Every value has a source: roofline accelerators --verbose (or --json) prints them")
+        return 0
     print()
     print("Sources (kind: citation, date):")
     for a in facts:

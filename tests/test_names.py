@@ -1,0 +1,60 @@
+"""Names users type: "did you mean" for a mistyped preset, a preset's Hugging Face id for --model, vLLM's flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roofline import UnknownPresetError, get_accelerator, get_model, model_names
+from roofline.cli import main
+from roofline.deployment import profile
+from roofline.repos import looks_like_repo, model_spec, preset_for_repo, preset_repo
+
+
+@pytest.mark.parametrize("call, typed, meant", [
+    (get_model, "llama-3.1-8bb", "llama-3.1-8b"), (get_model, "qwen3-30b-a3", "qwen3-30b-a3b"),
+    (get_accelerator, "h10", "h100"), (get_accelerator, "h100-sxn", "h100-sxm"), (get_accelerator, "a10", "a100"),
+    (profile, "vlm", "vllm"), (profile, "trt-llm", "trtllm")])
+def test_a_mistyped_name_asks_did_you_mean(call, typed, meant):
+    """difflib's closest known name (aliases included for accelerators) is offered, before the list."""
+    with pytest.raises(UnknownPresetError) as err:
+        call(typed)
+    assert err.value.suggestion == meant and f"(did you mean {meant!r}?)" in str(err.value)
+
+
+def test_a_name_like_nothing_gets_no_guess():
+    with pytest.raises(UnknownPresetError) as err:
+        get_model("zzzzzz")
+    assert err.value.suggestion is None and "did you mean" not in str(err.value)
+
+
+def test_every_preset_names_its_repository_and_the_repository_names_the_preset():
+    """Each preset's source begins with the Hugging Face repository of its config.json; the id, in any case,
+    resolves back to that preset."""
+    for name in model_names():
+        repo = preset_repo(name)
+        assert repo is not None and looks_like_repo(repo), name
+        assert preset_for_repo(repo) == name and preset_for_repo(repo.upper()) == name
+    assert preset_repo("llama-3.1-8b") == "meta-llama/Llama-3.1-8B"
+
+
+def test_model_accepts_a_presets_repository_and_refuses_another_with_the_download_address(capsys):
+    """`--model meta-llama/Llama-3.1-8B` is the preset; `--model Qwen/Qwen3-9B` is refused in one line, with the
+    config.json to download, a close preset repository and status 2."""
+    assert main(["report", "--json", "--model", "meta-llama/Llama-3.1-8B"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"]["name"] == "llama-3.1-8b"
+    assert main(["report", "--model", "Qwen/Qwen3-9B"]) == 2
+    err = capsys.readouterr().err
+    assert "https://huggingface.co/Qwen/Qwen3-9B/blob/main/config.json" in err and "(did you mean" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_model_spec_leaves_names_and_paths_alone(tmp_path, monkeypatch):
+    """A preset name, a .json path and an existing file shaped ORG/NAME pass through; a preset repository resolves."""
+    (tmp_path / "org").mkdir()
+    (tmp_path / "org" / "cfg").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert model_spec("llama-3.1-8b") == "llama-3.1-8b" and model_spec("a/b.json") == "a/b.json"
+    assert model_spec("org/cfg") == "org/cfg"
+    assert model_spec("Qwen/Qwen3-4B") == "qwen3-4b"
