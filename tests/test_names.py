@@ -58,3 +58,35 @@ def test_model_spec_leaves_names_and_paths_alone(tmp_path, monkeypatch):
     assert model_spec("llama-3.1-8b") == "llama-3.1-8b" and model_spec("a/b.json") == "a/b.json"
     assert model_spec("org/cfg") == "org/cfg"
     assert model_spec("Qwen/Qwen3-4B") == "qwen3-4b"
+
+
+def _report(capsys, *args):
+    assert main(["report", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)["model"]
+
+
+@pytest.mark.parametrize("vllm, ours", [
+    (["--dtype", "half"], ["--weight-dtype", "float16"]), (["--dtype", "float"], ["--weight-dtype", "float32"]),
+    (["--dtype", "auto"], []), (["--kv-cache-dtype", "fp8_e5m2"], ["--kv-dtype", "fp8"]),
+    (["--kv-cache-dtype", "auto"], []),
+    (["--model", "deepseek-v3", "--quantization", "fp8", "--tp", "8", "--accelerator", "h200"],
+     ["--model", "deepseek-v3", "--tp", "8", "--accelerator", "h200"])])
+def test_vllm_dtype_names_mean_what_ours_do(capsys, vllm, ours):
+    """vLLM's --dtype, --kv-cache-dtype and --quantization (of the config's own method) give the report ours give."""
+    assert _report(capsys, *vllm) == _report(capsys, *ours)
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--dtype", "bfloat16", "--weight-dtype", "int8"], "--dtype='bfloat16': beside --weight-dtype='int8'"),
+    (["--kv-cache-dtype", "fp8", "--kv-dtype", "bf16"], "--kv-cache-dtype='fp8': beside --kv-dtype='bf16'"),
+    (["--quantization", "fp8"], "--quantization='fp8': llama-3.1-8b is not quantized: quantizing a checkpoint on"),
+    (["--model", "deepseek-v3", "--quantization", "awq"], "deepseek-v3 is quantized with fp8"),
+    (["--model", "deepseek-v3", "--dtype", "half"], "--dtype='half': deepseek-v3 is quantized (fp8)"),
+    (["--dtype", "int8"], "argument --dtype: invalid choice: 'int8'")])
+def test_vllm_names_whose_meaning_differs_are_refused_by_name(capsys, args, text):
+    try:
+        status = main(["report", *args])
+    except SystemExit as exc:
+        status = exc.code
+    err = capsys.readouterr().err
+    assert status == 2 and text in err and len(err.strip().splitlines()) == 1

@@ -14,6 +14,7 @@ from typing import Any
 
 from .._io import exact_decimal
 from ..deployment import Deployment, profile
+from ._vllm import add_vllm_dtype_options, check_vllm_model, vllm_dtypes
 
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_ACCELERATOR = "h100-sxm"
@@ -90,6 +91,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -
                                  "weight, embeddings and lm_head included, no group scales, the config's "
                                  "quantization_config dropped; a quantized config.json is priced exactly without it")
         parser.add_argument("--kv-dtype", default=None, help="override the KV-cache dtype")
+        add_vllm_dtype_options(parser)
 
 
 def add_flops_option(parser: argparse.ArgumentParser, *, default: str) -> None:
@@ -163,8 +165,10 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
     from ..models import load_model
     from ..repos import model_spec
 
-    model = load_model(model_spec(args.model), weight_dtype=getattr(args, "weight_dtype", None),
-                       kv_dtype=getattr(args, "kv_dtype", None))
+    weight_dtype, kv_dtype = vllm_dtypes(args)
+    model = load_model(model_spec(args.model))
+    check_vllm_model(args, model)
+    model = model.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     accelerator = get_accelerator(args.accelerator)
     T = getattr(args, "tensor_parallel_size", 1)
     chosen = False
