@@ -25,11 +25,13 @@ MAXIMUM = 10**15
 
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+_LITERAL_BLOCK = re.compile(r"(?<=\S)::$", re.M)
 
 
 def plain(doc: str | None) -> str:
-    """A docstring as help text: reST roles (``:mod:`x```) and literals (````x````) shown as plain x."""
-    return _ROLE.sub(r"\1", doc or "").replace("``", "")
+    """A docstring as help text: reST roles (``:mod:`x```) and literals (````x````) shown as plain x, and a
+    literal block's ``::`` at a line's end as one colon."""
+    return _LITERAL_BLOCK.sub(":", _ROLE.sub(r"\1", doc or "").replace("``", ""))
 
 
 def _ascii(name: str, text: str) -> None:

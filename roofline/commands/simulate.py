@@ -40,9 +40,11 @@ Examples::
     roofline simulate --limit 1000
     roofline simulate --trace code --float
     roofline simulate --chunked-prefill --max-num-batched-tokens 2048
-    roofline simulate --max-concurrency 10 --num-prompts 200 --random-input-len 512 --random-output-len 128
-    roofline simulate --model opt-13b --accelerator a100-40gb --num-prompts 1000 --random-input-len 512 \
-        --random-output-len 128 --output-len-dist exponential --output-len-cap 512   # Anyscale benchmark
+    roofline simulate --max-concurrency 10 --num-prompts 200 --random-input-len 512 \\
+        --random-output-len 128
+    roofline simulate --model opt-13b --accelerator a100-40gb --num-prompts 1000 \\
+        --random-input-len 512 --random-output-len 128 --output-len-dist exponential \\
+        --output-len-cap 512   # the Anyscale benchmark
 """
 
 from __future__ import annotations

@@ -1,0 +1,45 @@
+"""Output that fits a terminal: help without raw markup, within 100 columns; an unknown flag points to its
+subcommand's help; default listings within 100 columns."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from roofline.cli import build_parser, main
+
+_SUB = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+COMMANDS = sorted(_SUB.choices)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_has_no_raw_markup_and_fits_100_columns(command, capsys):
+    """Every subcommand's --help: no reST roles, literals or '::' blocks; no line over 100 columns."""
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "``" not in text and ":func:" not in text and ":mod:" not in text and ":class:" not in text
+    assert not any(line.rstrip().endswith("::") for line in text.splitlines())
+    assert [line for line in text.splitlines() if len(line) > 100] == []
+
+
+def test_simulate_help_shows_its_examples_as_shell_lines(capsys):
+    """The examples keep their shell continuations (a backslash at the line's end), not one joined line."""
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = capsys.readouterr().out
+    assert "Examples:\n" in text and "--random-input-len 512 \\\n        --random-output-len 128" in text
+
+
+@pytest.mark.parametrize("argv, prog", [(["report", "--foo"], "roofline report"),
+                                        (["simulate", "--limit", "3", "--bar", "x"], "roofline simulate"),
+                                        (["--foo"], "roofline")])
+def test_an_unknown_flag_points_to_its_subcommands_help(argv, prog, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2
+    assert err == f"{prog}: error: unrecognized arguments: {' '.join(argv[-2:] if 'x' in argv else argv[-1:])} " \
+                  f"(see {prog} --help)\n"
