@@ -121,7 +121,8 @@ class UnknownPresetError(RooflineError):
     ``advice``, when given, is said after the name (what to do instead).
     """
 
-    def __init__(self, kind: str, name: str, known: list[str], *, aliases: Iterable[str] = (), advice: str = "") -> None:
+    def __init__(self, kind: str, name: str, known: list[str], *, aliases: Iterable[str] = (),
+                 advice: str = "") -> None:
         self.kind = kind
         self.name = name
         self.known = list(known)
