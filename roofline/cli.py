@@ -60,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # named by the subcommand's parser, so that the message points to that subcommand's --help
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        sub.choices.get(str(getattr(args, "command", None)), parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        named = sub.choices.get(str(getattr(args, "command", None)), parser)
+        named.error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(args, "func", None) is None:
         print("roofline: error: a command is required (see roofline --help)", file=sys.stderr)
         return 2
