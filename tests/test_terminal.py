@@ -43,3 +43,15 @@ def test_an_unknown_flag_points_to_its_subcommands_help(argv, prog, capsys):
     assert done.value.code == 2
     assert err == f"{prog}: error: unrecognized arguments: {' '.join(argv[-2:] if 'x' in argv else argv[-1:])} " \
                   f"(see {prog} --help)\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["report"], ["report", "--input-len", "2000", "--output-len", "500", "--batch", "16", "--estimate", "vllm"],
+    ["report", "--model", "qwen3-30b-a3b"], ["report", "--model", "llama-3.1-70b", "--tp", "4"],
+    ["report", "--model", "gemma-3-27b", "--context", "32768"], ["models"], ["accelerators"]])
+def test_default_text_fits_100_columns(argv, capsys):
+    """The default text of report (MoE, tensor-parallel, windowed and estimate variants too), models and
+    accelerators: no line over 100 columns (long derivations wrap, their continuations indented)."""
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 10 and [x for x in lines if len(x) > 100] == []

@@ -12,6 +12,7 @@ from typing import Any
 from ..deployment import Deployment
 from ..errors import InvalidValueError
 from ..latency import memory_breakdown, operator_breakdown, request_latency
+from ..units import fit_width
 from ._args import citation_url, int_arg
 
 #: The report's context without --context and --input-len [tokens].
@@ -145,4 +146,4 @@ def format_answers(r: dict[str, Any]) -> str:
                + (" + all-reduce" if ops["allreduce_time_s"] else ""))
     if ops["tied_lm_head"]:
         out.append("  (tied embeddings: the lm_head's matmul reads the shared matrix, counted under lm_head)")
-    return "\n".join(out)
+    return fit_width("\n".join(out))

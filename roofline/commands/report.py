@@ -35,7 +35,7 @@ from ..deployment import FROM_DEPLOYMENT, Deployment, as_deployment, profile
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
-from ..units import GB, format_time
+from ..units import GB, fit_width, format_time
 from ._answers import add_answer_options, answer_context, answers, format_answers
 from ._args import (
     add_estimate_option,
@@ -394,9 +394,9 @@ def format_report(r: dict[str, Any]) -> str:
     out = [
         f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {on}",
         f"  memory bandwidth {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:,.1f} TFLOP/s, "
-        f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB (sources: roofline.hardware)",
-        "  every time is the roofline bound (a lower bound: datasheet constants, no overhead) unless marked "
-        "[estimate]",
+        f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB",
+        "  (datasheet values with sources: roofline accelerators --verbose); every time is the roofline",
+        "  bound (a lower bound: no overhead) unless marked [estimate]",
         "",
         "One request at a time (batch 1, weights only)",
         f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {held:,} parameters x "
@@ -417,10 +417,10 @@ def format_report(r: dict[str, Any]) -> str:
         "",
         "Where math catches up with reading",
         f"  ridge point           {cl['ridge_point_flop_per_byte']:9.1f} FLOP/byte = peak / bandwidth",
-        f"  critical batch, no KV {cl['critical_batch_weights_only']:9,d} [2P]  = "
+        f"  critical batch, no KV {cl['critical_batch_weights_only']:9,d} [2P], "
+        f"{ce['critical_batch_weights_only']:,} [exact] = "
         + ("first B with B x 2P / peak >= (W_shared + experts touched(B) x expert bytes) / bandwidth"
-           if m["experts"] else "ceil(ridge x W / 2P) ~ step time / compute time")
-        + f"; {ce['critical_batch_weights_only']:,} [exact]",
+           if m["experts"] else "ceil(ridge x W / 2P) ~ step time / compute time"),
         f"  critical batch at {ctx:,} tokens: {_none(cl['critical_batch'])} [2P], "
         f"{_none(ce['critical_batch'])} [exact]"
         + (f"  (intensity limit as batch grows: {cl['intensity_limit_flop_per_byte']:.1f} [2P], "
@@ -472,20 +472,24 @@ def format_report(r: dict[str, Any]) -> str:
         f"{'' if from_given else ' (the table' + chr(39) + 's KV limit)'}",
         "",
         f"Step time, throughput and intensity against batch size (context {ctx:,} tokens, FLOPs [exact])",
-        f"  {'batch':>6} | {'step, weights only':>18} {'tokens/s':>10} {'FLOP/B':>7}  "
-        f"{'bound':<7} | {'step, with KV':>14} {'tokens/s':>10} {'FLOP/B':>7}  bound",
+        f"  {'':>6} | {'weights only':<38}| with KV",
+        f"  {'batch':>6} | {'step':>11} {'tokens/s':>9} {'FLOP/B':>7}  {'bound':<7} | {'step':>11} {'tokens/s':>9} "
+        f"{'FLOP/B':>7}  bound",
     ]
     for row in r["table"]:
         wo, wk = row["weights_only"], row["with_kv"]
         note = _kv_note(row, from_given)
         out.append(
-            f"  {row['batch']:>6,} | {_t(wo['step_time_s']):>18} {wo['throughput_tokens_per_s']:>10,.0f} "
-            f"{wo['intensity_flop_per_byte']:>7,.1f}  {wo['bound']:<7} | {_t(wk['step_time_s']):>14} "
-            f"{wk['throughput_tokens_per_s']:>10,.0f} {wk['intensity_flop_per_byte']:>7,.1f}  {wk['bound']}{note}"
+            f"  {row['batch']:>6,} | {_t(wo['step_time_s']):>11} {wo['throughput_tokens_per_s']:>9,.0f} "
+            f"{wo['intensity_flop_per_byte']:>7,.1f}  {wo['bound']:<7} | {_t(wk['step_time_s']):>11} "
+            f"{wk['throughput_tokens_per_s']:>9,.0f} {wk['intensity_flop_per_byte']:>7,.1f}  {wk['bound']}{note}"
         )
+    legend = _kv_legend(r["table"], from_given)
+    if legend is not None:
+        out.append(legend)
     if "estimate" in r:
         out += _estimate_lines(r)
-    return "\n".join(out)
+    return fit_width("\n".join(out))
 
 
 def _moe_lines(m: dict[str, Any]) -> list[str]:
@@ -500,10 +504,21 @@ def _moe_lines(m: dict[str, Any]) -> list[str]:
 
 
 def _kv_note(row: dict[str, Any], from_given: bool) -> str:
-    """A table row's KV mark: the KV limit's row, a batch whose KV does not fit, or nothing."""
+    """A table row's KV mark: the KV limit's row, a batch whose KV does not fit, or nothing (:func:`_kv_legend`)."""
     if row["kv_limit"]:
-        return " (KV limit, --kv-budget-gb)" if from_given else " (KV limit, reserve 0)"
-    return "" if row["fits"] else " (KV does not fit)"
+        return " KV limit"
+    return "" if row["fits"] else " KV > budget"
+
+
+def _kv_legend(table: list[dict[str, Any]], from_given: bool) -> str | None:
+    """What the table's KV marks mean, or None when it has none."""
+    budget = "the --kv-budget-gb budget" if from_given else "the upper-bound budget (reserve 0)"
+    said = []
+    if any(row["kv_limit"] for row in table):
+        said.append(f"KV limit: the most sequences {budget} holds")
+    if any(not row["fits"] for row in table):
+        said.append(f"KV > budget: their KV does not fit {budget}")
+    return f"  ({'; '.join(said)})" if said else None
 
 
 def _estimate_lines(r: dict[str, Any]) -> list[str]:
@@ -527,6 +542,7 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
         f"vs {_t(r['eight']['with_kv']['step_time_s'])} [bound]",
         f"  {'batch':>6} | {'step, with KV [bound]':>22} | {'step, with KV [estimate]':>25} {'tokens/s':>10}  regime",
     ]
+    legend = _kv_legend(r["table"], r["inputs"]["kv_limit_from"] == "given")
     bounds = {row["batch"]: row for row in r["table"]}
     from_given = r["inputs"]["kv_limit_from"] == "given"
     for row in e["table"]:
@@ -534,7 +550,7 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
         out.append(f"  {row['batch']:>6,} | {_t(bound['with_kv']['step_time_s']):>22} | "
                    f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10,.0f}  {est['bound']}"
                    f"{_kv_note(bound, from_given)}")
-    return out
+    return out if legend is None else [*out, legend]
 
 
 def _given_budget_caveat(given: dict[str, Any], tp: dict[str, Any] | None, from_given: bool,
@@ -566,8 +582,7 @@ def _real_budget_lines(a: dict[str, Any], kv: dict[str, Any], real: dict[str, An
         f"x {kv['utilization']:g} - weights - {reserve['bytes'] / 2**30:.2f} GiB reserve",
         f"  fits                  {real['sequences']:9,d} sequences of {real['context']:,} tokens "
         f"(token-level); {real['sequences_blocks']:,} with {real['block_size']}-token blocks",
-        f"  reserve source        a published vLLM log, {citation_url(reserve['citation'])} ({reserve['date']}); "
-        "--json quotes it",
+        f"  reserve source        vLLM log, {reserve['date']}: {citation_url(reserve['citation'])}",
     ]
 
 
@@ -601,6 +616,6 @@ def run(args: argparse.Namespace) -> int:
     elif "tensor_parallel" in report:
         report["tensor_parallel"]["chosen"] = "given"
     report.update(answers(deployment, args, context=context))
-    text = json.dumps(report, indent=2) if args.json else format_report(report) + format_answers(report)
+    text = json.dumps(report, indent=2) if args.json else format_report(report) + "\n" + format_answers(report)
     print(text if note is None or args.json else note + "\n\n" + text)
     return 0
