@@ -141,8 +141,8 @@ def fit_width(text: str, width: int = WIDTH) -> str:
     --------
     >>> print(fit_width("  a line " + "word " * 8, width=24))
       a line word word word
-          word word word word
-          word
+          word word word
+          word word
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 20:
         raise InvalidValueError("width", width, "expected an integer >= 20")
