@@ -55,3 +55,16 @@ def test_default_text_fits_100_columns(argv, capsys):
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) > 10 and [x for x in lines if len(x) > 100] == []
+
+
+def test_fit_width_leaves_short_lines_and_long_words_whole():
+    """A line within the width keeps its aligning spaces; a longer one wraps at spaces, never inside a URL."""
+    from roofline.errors import InvalidValueError
+    from roofline.units import fit_width
+
+    table = "  a    |    1,234 ms   memory"
+    url = "https://github.com/vllm-project/vllm/pull/10511"
+    assert fit_width(table, width=30) == table
+    assert fit_width(f"  source {url} and more", width=30) == f"  source\n      {url}\n      and more"
+    with pytest.raises(InvalidValueError, match="width"):
+        fit_width("x", width=10)
