@@ -101,8 +101,9 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
         listed last with their measured step time [ms] and reasons; none by default.
     verbose : bool, default True
         True: every published point's source, quotes, metric, composition and omissions, every
-        constant's citation and every engine-profile constant's source. False (the command without ``--verbose``): one line per
-        published point (its id and source) and a pointer to ``--verbose``.
+        constant's citation and every engine-profile constant's source, lines unwrapped. False (the
+        command without ``--verbose``): the published points counted, a pointer to ``--verbose``,
+        and every line but the table's rows within 100 columns (:func:`roofline.units.fit_width`).
 
     Returns
     -------
