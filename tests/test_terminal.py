@@ -48,10 +48,12 @@ def test_an_unknown_flag_points_to_its_subcommands_help(argv, prog, capsys):
 @pytest.mark.parametrize("argv", [
     ["report"], ["report", "--input-len", "2000", "--output-len", "500", "--batch", "16", "--estimate", "vllm"],
     ["report", "--model", "qwen3-30b-a3b"], ["report", "--model", "llama-3.1-70b", "--tp", "4"],
-    ["report", "--model", "gemma-3-27b", "--context", "32768"], ["models"], ["accelerators"]])
+    ["report", "--model", "gemma-3-27b", "--context", "32768"], ["models"], ["accelerators"],
+    ["fit"], ["fit", "--model", "deepseek-v3", "--accelerator", "h200"]])
 def test_default_text_fits_100_columns(argv, capsys):
-    """The default text of report (MoE, tensor-parallel, windowed and estimate variants too), models and
-    accelerators: no line over 100 columns (long derivations wrap, their continuations indented)."""
+    """The default text of report (MoE, tensor-parallel, windowed and estimate variants too), fit, models and
+    accelerators: no line over 100 columns (long derivations wrap, their continuations indented); prove's is
+    tests/test_proofs.py's, validate's (all but its table's rows) tests/test_validate.py's."""
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) > 10 and [x for x in lines if len(x) > 100] == []
