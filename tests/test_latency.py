@@ -7,7 +7,7 @@ import json
 from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from roofline import Deployment, InvalidValueError, get_accelerator, get_model
@@ -125,7 +125,6 @@ _MODELS = [("llama-3.1-8b", 1, "h100-sxm"), ("gemma-3-27b", 1, "h100-sxm"), ("qw
            ("qwen3-0.6b", 1, "h100-sxm"), ("opt-13b", 2, "a100-80gb")]
 
 
-@settings(max_examples=12)
 @given(case=st.sampled_from(_MODELS), batch=st.integers(1, 512), context=st.integers(1, 40_000))
 def test_the_operators_sum_to_the_step_totals(case, batch, context):
     """Bytes, FLOPs, memory and compute times of the operators sum exactly to decode_step's (exact FLOPs),
