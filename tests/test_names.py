@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import pytest
 
@@ -90,3 +91,14 @@ def test_vllm_names_whose_meaning_differs_are_refused_by_name(capsys, args, text
         status = exc.code
     err = capsys.readouterr().err
     assert status == 2 and text in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["report", "fit", "simulate"])
+def test_gpu_memory_utilization_is_utilization_on_every_command_that_has_it(command):
+    """vLLM's --gpu-memory-utilization sets the same value as --utilization wherever the command takes it."""
+    from roofline.cli import build_parser
+
+    parser = build_parser()
+    a = parser.parse_args([command, "--gpu-memory-utilization", "0.8"])
+    b = parser.parse_args([command, "--utilization", "0.8"])
+    assert a.utilization == b.utilization == Fraction(4, 5)

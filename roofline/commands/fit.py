@@ -68,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tensor-parallel-size", "--tp", type=int_arg("--tensor-parallel-size", 1), nargs="+",
                    default=list(DEFAULT_SIZES), dest="sizes", metavar="T",
                    help="tensor-parallel sizes to compare (default: 1 2 4 8)")
-    p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
+    p.add_argument("--utilization", "--gpu-memory-utilization",
+                   type=number_arg("--utilization", positive=True, at_most_one=True),
                    default=Fraction(9, 10), help="share of usable memory the server may use (default: 0.9)")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16,
                    help="paged KV block size in tokens (default: %(default)s)")

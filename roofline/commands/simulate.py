@@ -215,7 +215,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="end-to-end latency limit in milliseconds")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=DEFAULT_BLOCK_SIZE,
                    help="paged KV block size in tokens; 1 for token accounting (default: %(default)s)")
-    p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
+    p.add_argument("--utilization", "--gpu-memory-utilization",
+                   type=number_arg("--utilization", positive=True, at_most_one=True),
                    default=None,
                    help="share of usable memory the server may use; KV budget = usable x this - weights "
                         f"(default: {float(DEFAULT_UTILIZATION):g}; not with --kv-budget-gb)")
