@@ -206,8 +206,8 @@ def format_fit(r: dict[str, Any]) -> str:
     m, a = r["model"], r["accelerator"]
     out = [
         f"roofline fit: {m['name']} (weights {m['weight_format']}, {m['weight_bytes'] / 1e9:.2f} GB; KV "
-        f"{m['kv_dtype']}) on {a['name']} ({a['usable_memory_bytes'] / 2**30:.1f} GiB usable x "
-        f"{r['utilization']:g})",
+        f"{m['kv_dtype']}) on {a['name']}",
+        f"  {a['usable_memory_bytes'] / 2**30:.1f} GiB usable x {r['utilization']:g} per GPU",
         f"  tensor parallelism of degree T: sizes per GPU; sequences of {r['context']:,} tokens the group holds "
         f"({r['block_size']}-token blocks); times are the roofline bound, FLOPs [{r['flops_convention']}]",
         "",
