@@ -5,7 +5,7 @@ Two kinds of output:
 
 * ``docs/derivations.md`` (committed): one entry per formula of
   :data:`roofline.formulas.REGISTRY`, in registry order grouped by topic: its SymPy
-  form as LaTeX, its fast path (API entry and source), its proof, the tests that name
+  form as MathML (:func:`mathml`), its fast path (API entry and source), its proof, the tests that name
   it and the sources of the constants its arguments take in the proofs' scenarios.
   Rewrite it with ``python docs/_generate.py`` after changing a formula, a proof or a
   test; ``tests/test_docs.py`` fails while the committed page is stale.
@@ -116,11 +116,74 @@ def mentions(name: str) -> re.Pattern[str]:
 
 
 def _latex(expr: Any) -> str:
-    """``sympy.latex`` with each symbol written as its full name (the fast path's keyword)."""
+    """``sympy.latex`` with each symbol written as its full name (the fast path's keyword).
+
+    It goes into the MathML's ``alttext`` (what a screen reader without MathML support reads,
+    and a copy to paste into LaTeX); the page shows the MathML of :func:`mathml`.
+    """
     import sympy as sp
 
     names = {s: r"\mathit{" + s.name.replace("_", r"\_") + "}" for s in expr.free_symbols if isinstance(s, sp.Symbol)}
     return sp.latex(expr, symbol_names=names)
+
+
+def _mathml_printer() -> Any:
+    """SymPy's presentation-MathML printer, with each symbol under its full name and ``Piecewise`` as cases."""
+    from sympy.printing.mathml import MathMLPresentationPrinter
+
+    class Printer(MathMLPresentationPrinter):  # type: ignore[misc]  # sympy is untyped
+        def _print_Symbol(self, sym: Any, style: str = "plain") -> Any:
+            # SymPy reads "length_sum" as length with subscript sum; the name is the keyword argument.
+            mi = self.dom.createElement("mi")
+            mi.appendChild(self.dom.createTextNode(sym.name))
+            return mi
+
+        def _print_Piecewise(self, expr: Any) -> Any:
+            # SymPy 1.14 has none (it prints "piecewise((...))"): a brace and one row per case.
+            table = self.dom.createElement("mtable")
+            table.setAttribute("columnalign", "left left")
+            table.setAttribute("displaystyle", "true")  # a case's fraction at full size, as in the display
+            for value, condition in expr.args:
+                row = self.dom.createElement("mtr")
+                for cell in (self._print(value), self._piece_condition(condition)):
+                    td = self.dom.createElement("mtd")
+                    td.appendChild(cell)
+                    row.appendChild(td)
+                table.appendChild(row)
+            brace = self.dom.createElement("mo")
+            brace.appendChild(self.dom.createTextNode("{"))
+            mrow = self.dom.createElement("mrow")
+            mrow.appendChild(brace)
+            mrow.appendChild(table)
+            return mrow
+
+        def _piece_condition(self, condition: Any) -> Any:
+            import sympy as sp
+
+            mrow = self.dom.createElement("mrow")
+            words = self.dom.createElement("mtext")
+            words.appendChild(self.dom.createTextNode("\u2003otherwise" if condition == sp.true else "\u2003if\u2002"))
+            mrow.appendChild(words)
+            if condition != sp.true:
+                mrow.appendChild(self._print(condition))
+            return mrow
+
+    return Printer({"mul_symbol": "dot"})
+
+
+def mathml(expr: Any) -> str:
+    """A SymPy expression as one line of HTML: a block ``<math>`` element (presentation MathML).
+
+    Browsers render MathML without a script or a network (MathML Core), so the derivations page
+    needs no MathJax. Each symbol is written under its full name, the fast path's keyword
+    argument; a product is written with a dot (the names have several letters); the LaTeX of
+    :func:`_latex` is the ``alttext``.
+    """
+    import html
+
+    body = _mathml_printer().doprint(expr)
+    return (f'<div class="math-display"><math display="block" alttext="{html.escape(_latex(expr), quote=True)}">'
+            f"{body}</math></div>")
 
 
 def _summary(func: Any) -> str:
@@ -182,27 +245,19 @@ def derivations_page(root: Path = ROOT) -> str:
         "# Derivations",
         "",
         "Every formula the package registers, one entry each, in the order of the registry. Each entry gives",
-        "the **symbolic form** (derived with SymPy in `roofline.symbolic.<topic>`, printed here with",
-        "`sympy.latex`, each symbol under the name of the fast path's keyword argument), the **fast path**",
-        "(plain arithmetic in `roofline.formulas.<topic>`, exact for `Fraction` inputs), the **proof** that",
-        "derives or uses it, the **tests** that name it, and where each argument's value comes from in the",
-        "proofs' scenarios (**constant sources**).",
+        "the **symbolic form** (derived with SymPy in `roofline.symbolic.<topic>`, written here as MathML by",
+        "`sympy.printing.mathml`, which a browser renders without a script or a network; each symbol under",
+        "the name of the fast path's keyword argument), the **fast path** (plain arithmetic in",
+        "`roofline.formulas.<topic>`, exact for `Fraction` inputs), the **proof** that derives or uses it,",
+        "the **tests** that name it, and where each argument's value comes from in the proofs' scenarios",
+        "(**constant sources**)."
+        + (" The tests that check every formula at once are listed {ref}`at the end <registry-wide-tests>`."
+           if registry_wide else ""),
         "",
         "The definitions behind them are in [Conventions](conventions.md); the proofs' output is on",
         "[the lesson page](lesson.md).",
         "",
     ]
-    if registry_wide:
-        out += [
-            "(registry-wide-tests)=",
-            "## Tests that cover every formula",
-            "",
-            "These tests iterate over the registry, so they check each formula below (for example the fast",
-            "path equals the symbolic form exactly for `Fraction` inputs):",
-            "",
-        ]
-        out += [f"- {_test_ref(t)}" for t in registry_wide]
-        out.append("")
 
     topics: dict[str, list[Any]] = {}
     for spec in REGISTRY.values():
@@ -221,6 +276,17 @@ def derivations_page(root: Path = ROOT) -> str:
 
     arguments = {argument for spec in REGISTRY.values() for argument in spec.domains}
     out += _constants_section(accelerators, models, arguments, get_accelerator, get_model)
+    if registry_wide:  # after the formulas, not before the first of them
+        out += [
+            "(registry-wide-tests)=",
+            "## Tests that cover every formula",
+            "",
+            "These tests iterate over the registry, so they check each formula above (for example the fast",
+            "path equals the symbolic form exactly for `Fraction` inputs):",
+            "",
+        ]
+        out += [f"- {_test_ref(t)}" for t in registry_wide]
+        out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -268,12 +334,12 @@ def _entry(
         f"````{{py:data}} {name}",
         f":module: roofline.symbolic.{topic}",
         "",
-        "```{math}",
-        _latex(spec.symbolic()),
+        "```{raw} html",
+        mathml(spec.symbolic()),
         "```",
         "````",
         "",
-        "| | |",
+        "| Item | Detail |",
         "|---|---|",
         f"| Fast path | {{py:func}}`{fast_module}.{name}` ({{source}}`{fast_module}.{name}`) |",
         f"| Symbolic form | `roofline.symbolic.{topic}.{name}` ({{source}}`roofline.symbolic.{topic}.{name}`) |",
@@ -343,12 +409,15 @@ def _constants_section(
     for key in accelerators:
         acc = get_accelerator(key)
         out += [f"(constant-{slug(key)})=", f"### Accelerator `{key}`: {acc.name}", "",
-                "| Field | Value | Unit | Kind | Source | Date | Conditions |", "|---|---|---|---|---|---|---|"]
+                "| Field | Value | Unit | Kind | Source (date; conditions) |", "|---|---|---|---|---|"]
         for field, sourced in acc.sources().items():
+            # Five columns, not seven: the date and conditions go with their citation, so that the
+            # table fits the column at 1280 px (its numbers and code names do not break).
             src = sourced.source
+            when = "; ".join(n for n in (str(src.date or ""), _table_cell(src.conditions or "")) if n)
             out.append(
                 f"| `{field}` | {_value(sourced.value)} | {sourced.unit} | {src.kind} | "
-                f"{_table_cell(src.citation)} | {src.date} | {_table_cell(src.conditions)} |"
+                f"{_table_cell(src.citation)}" + (f" ({when})" if when else "") + " |"
             )
         out.append("")
     for key in models:
@@ -434,11 +503,18 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def build_time_pages(app: Any) -> None:
-    """Sphinx ``builder-inited`` hook: write docs/_generated/ and warn if derivations.md is stale."""
+    """Sphinx ``builder-inited`` hook: write docs/_generated/ and warn if derivations.md is stale.
+
+    Nothing is written with ``-D roofline_build_time_pages=0`` (the quick build of
+    tests/test_docs.py, whose source folder holds the derivations page only: running every
+    proof takes about a minute).
+    """
     from sphinx.util import logging
 
     from roofline import cli, proofs
 
+    if not app.config.roofline_build_time_pages:
+        return
     logger = logging.getLogger("roofline.docs")
     for name, text in pages_for_tests().items():
         _write_if_changed(GENERATED / "tests" / name, text)
@@ -455,6 +531,24 @@ def build_time_pages(app: Any) -> None:
         logger.warning("roofline plot exited with status %d", status)
     if DERIVATIONS.read_text(encoding="utf-8") != derivations_page():
         logger.warning("docs/derivations.md is stale: run `%s`", REGENERATE)
+
+
+def refuse_latex_math(app: Any, doctree: Any, docname: str) -> None:
+    """Sphinx ``doctree-resolved`` hook: warn about LaTeX math (``{math}``, ``:math:``, ``$...$``).
+
+    The docs load no MathJax (it would come from a network, and offline the page would show raw
+    LaTeX); a formula is written as MathML instead (:func:`mathml`), which browsers render
+    natively. Under ``-W`` the warning fails the build.
+    """
+    from docutils import nodes
+    from sphinx.util import logging
+
+    logger = logging.getLogger("roofline.docs")
+    for node in list(doctree.findall(lambda n: isinstance(n, nodes.math | nodes.math_block))):
+        logger.warning("LaTeX math %r would need MathJax from a network: write it as MathML (docs/_generate.py, "
+                       "mathml)", node.astext()[:60], location=node)
+        # Shown as code, so that the build goes on to report every case (no math renderer is loaded).
+        node.replace_self(nodes.literal(node.astext(), node.astext()))
 
 
 def source_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any, options: Any = None,
@@ -477,7 +571,9 @@ def source_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any, o
     env = inliner.document.settings.env
     depth = env.docname.count("/")
     uri = "../" * depth + "_modules/" + module_name.replace(".", "/") + ".html" + (f"#{anchor}" if anchor else "")
-    return [nodes.reference(rawtext, "source", refuri=uri, classes=["viewcode-link"])], []
+    # Not viewcode's class "viewcode-link": Sphinx's basic.css floats that right, which took the
+    # word out of its sentence (a reader saw "(; script" and "() ()").
+    return [nodes.reference(rawtext, "source", refuri=uri, classes=["source-link"])], []
 
 
 def find_source(app: Any, modname: str) -> tuple[str, dict[str, tuple[str, int, int]]] | None:

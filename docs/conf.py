@@ -36,16 +36,19 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
-    "sphinx.ext.mathjax",
 ]
+# No math extension: MathJax would be loaded from a CDN and, offline, the formulas would show as
+# raw LaTeX. The derivations page writes each formula as MathML from its SymPy expression
+# (docs/_generate.py, ``mathml``), which browsers render natively; LaTeX math anywhere fails the
+# build (``_generate.refuse_latex_math``).
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
 exclude_patterns = ["_build", "README.md"]
 
-# Markdown (MyST): ``{math}`` blocks, ``:::`` fences, anchors on headings so that
-# ``conventions.md#memory`` links work.
-myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
+# Markdown (MyST): ``:::`` fences, definition lists, anchors on headings so that
+# ``conventions.md#memory`` links work. No ``dollarmath``: a "$" is a dollar sign.
+myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
 # API reference: numpydoc docstrings through napoleon.
@@ -72,13 +75,19 @@ napoleon_use_ivar = True
 
 html_theme = "alabaster"
 html_title = "roofline"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+# roofline.css: code blocks wrap instead of running past the column (the proofs' output has
+# lines of 250 characters), wide formulas scroll inside their own box, and a math font is named
+# for the MathML.
+html_css_files = ["roofline.css"]
 html_theme_options = {"description": "LLM decode serving, derived and checked", "fixed_sidebar": True}
 
 
 def setup(app):  # type: ignore[no-untyped-def]
-    """Write docs/_generated before the documents are read."""
+    """Write docs/_generated before the documents are read; refuse LaTeX math."""
+    app.add_config_value("roofline_build_time_pages", True, "env", bool)
     app.connect("builder-inited", _generate.build_time_pages)
+    app.connect("doctree-resolved", _generate.refuse_latex_math)
     app.add_role("source", _generate.source_role)
     app.connect("viewcode-find-source", _generate.find_source)
     app.connect("viewcode-follow-imported", _generate.follow_imported)

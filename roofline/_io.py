@@ -140,7 +140,7 @@ def _depth(text: str) -> int:
     return deepest
 
 
-def parse_json(text: str, *, parse_float: Callable[[str], Any] | None = None) -> Any:
+def parse_json(text: str, *, parse_float: Callable[[str], Any] | None = None, allow_nonfinite: bool = False) -> Any:
     """Parse strict JSON: no NaN/Infinity, no duplicate keys, at most :data:`MAX_JSON_DEPTH` deep.
 
     Parameters
@@ -149,6 +149,11 @@ def parse_json(text: str, *, parse_float: Callable[[str], Any] | None = None) ->
         The document.
     parse_float : callable, optional
         Passed to :func:`json.loads` (``fractions.Fraction`` keeps decimals exact).
+    allow_nonfinite : bool, default False
+        Read Python's ``NaN``, ``Infinity`` and ``-Infinity`` as floats instead of refusing
+        the document: a Hugging Face ``config.json`` may hold them in a field no reader uses
+        (Nemotron-H's ``"time_step_limit": [0.0, Infinity]``); the readers refuse them by
+        field where a field is used (docs/conventions.md, "Architectures", reading a config).
 
     Returns
     -------
@@ -185,7 +190,8 @@ def parse_json(text: str, *, parse_float: Callable[[str], Any] | None = None) ->
         return int(token)
 
     try:
-        return json.loads(text, parse_float=number, parse_int=integer, parse_constant=_reject_constant,
+        return json.loads(text, parse_float=number, parse_int=integer,
+                          parse_constant=float if allow_nonfinite else _reject_constant,
                           object_pairs_hook=_unique_keys)
     except RecursionError:  # pragma: no cover - the depth scan comes first
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None

@@ -118,21 +118,26 @@ class UnknownPresetError(RooflineError):
     known : list of str, the names listed
     suggestion : str or None, the closest of ``known`` and ``aliases``
 
-    ``advice``, when given, is said after the name (what to do instead).
+    ``hint``, when given, says what to do instead (a Hugging Face id no preset knows: download its
+    config.json), and ``known`` are then the presets that know an id.
     """
 
-    def __init__(self, kind: str, name: str, known: list[str], *, aliases: Iterable[str] = (),
-                 advice: str = "") -> None:
+    def __init__(self, kind: str, name: str, known: list[str], *, hint: str = "",
+                 aliases: Iterable[str] = ()) -> None:
         self.kind = kind
         self.name = name
         self.known = list(known)
         text = str(name).strip().strip("'\"").lower()
         candidates = {c.lower(): c for c in [*self.known, *aliases]}
         close = difflib.get_close_matches(text, list(candidates), n=1)
-        self.suggestion = candidates[close[0]] if close and close[0] != text else None
-        hint = "" if self.suggestion is None else f" (did you mean {self.suggestion!r}?)"
-        advice = f"; {advice}" if advice else ""
-        super().__init__(f"unknown {kind} {name!r}{hint}{advice}; known: {', '.join(known)}")
+        # a Hugging Face id is not guessed among preset names
+        self.suggestion = candidates[close[0]] if close and close[0] != text and not hint else None
+        guess = "" if self.suggestion is None else f" (did you mean {self.suggestion!r}?)"
+        if hint:  # a Hugging Face id no preset knows: what to do instead, then the ids' presets
+            super().__init__(f"unknown {kind} {name!r}{guess}: {hint}; presets that know a Hugging Face id: "
+                             f"{', '.join(sorted(set(known))) or 'none'}")
+        else:
+            super().__init__(f"unknown {kind} {name!r}{guess}; known: {', '.join(known)}")
 
 
 class TraceError(RooflineError):

@@ -17,8 +17,17 @@ Families (MLP shape in brackets):
 * mixture of experts: mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v2 and
   deepseek_v3 (these two with multi-head latent attention)
 * multimodal wrappers read through their ``text_config``: llava (CLIP vision tower),
-  gemma3 (SigLIP vision tower); the tower and projector weights are counted as the
-  "towers" tensor class (memory), never as decode FLOPs.
+  gemma3 (SigLIP vision tower), llama4 (its own vision encoder, pixel-shuffle adapter and
+  projector); the tower and projector weights are counted as the "towers" tensor class
+  (memory), never as decode FLOPs.
+* this year's families (issue 23; one row each, grouped at the end of :data:`FAMILIES`):
+  dense glm4, olmo2, granite, cohere2, starcoder2, nemotron, internlm2, internlm3, exaone4,
+  ernie4_5, hunyuan_v1_dense, smollm3, seed_oss, mimo; mixtures of experts llama4_text,
+  glm4_moe, glm4_moe_lite and kimi_k2 (DeepSeek-V3's architecture), minimax_m2, olmoe,
+  granitemoe, phimoe, dbrx, ernie4_5_moe. Each takes its transformers config class's
+  defaults for the fields a config omits.
+
+The ``model_type`` is read first (:func:`identify`), so a refusal always names the model.
 
 Sliding windows (docs/conventions.md, same section): which layers slide comes from
 ``layer_types``, else ``sliding_window_pattern`` (every n-th layer global; Gemma 2's
@@ -27,7 +36,8 @@ else ``use_sliding_window`` with ``max_window_layers``, else ``sliding_window`` 
 layer.
 
 Quantization (``quantization_config``): gptq, awq, fp8, compressed-tensors and mxfp4; any
-other ``quant_method`` is refused by name (:func:`read_quantization`).
+other ``quant_method`` is refused by name (:func:`read_quantization`). Norms, bias vectors and
+the router in ``modules_to_not_convert`` map onto their tensor classes.
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ from ._checks import is_plain_int
 from .errors import ConfigError, UnsupportedModelError, shown
 from .quantization import Quantization, quantized_matrix_bytes
 
-__all__ = ["Family", "FAMILIES", "REFUSED", "read_config", "read_quantization", "quantized_matrix_bytes",
+__all__ = ["Family", "FAMILIES", "REFUSED", "identify", "read_config", "read_quantization", "quantized_matrix_bytes",
            "supported_model_types", "Quantization"]
 
 #: Largest size accepted for any dimension of a config (layers, widths, vocabulary).
@@ -277,9 +287,14 @@ def _read_qwen2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return kw
 
 
+def _qwen_experts_key(cfg: dict[str, Any], source: str) -> str:
+    """Qwen2/Qwen3-MoE name the experts ``num_experts``; transformers 5 writes ``num_local_experts``."""
+    return _first(cfg, "num_experts", "num_local_experts", source=source)
+
+
 def _read_qwen2_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw = _read_qwen2(cfg, source)
-    kw.update(_experts(cfg, source, "num_experts"))
+    kw.update(_experts(cfg, source, _qwen_experts_key(cfg, source)))
     shared = _count(cfg, "shared_expert_intermediate_size", source=source)
     kw.update(moe_intermediate_size=field(cfg, "moe_intermediate_size", source=source),
               num_moe_layers=_moe_layers_qwen(cfg, kw["num_hidden_layers"], source),
@@ -298,7 +313,7 @@ def _read_qwen3(cfg: dict[str, Any], source: str, *, head_dim: int | None = 128)
 
 def _read_qwen3_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw = _read_qwen3(cfg, source, head_dim=None)
-    kw.update(_experts(cfg, source, "num_experts"))
+    kw.update(_experts(cfg, source, _qwen_experts_key(cfg, source)))
     kw.update(moe_intermediate_size=field(cfg, "moe_intermediate_size", source=source),
               num_moe_layers=_moe_layers_qwen(cfg, kw["num_hidden_layers"], source))
     return _dense_without_moe_layers(kw)
@@ -445,6 +460,379 @@ def _read_gpt_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, default_pattern=2, model_type="gpt_oss",
                                          default_window=128)
     return kw
+
+
+# --------------------------------------------------------------------------- this year's families (issue 23)
+
+#: transformers' Llama4TextConfig defaults (configuration_llama4.py), for the fields a config omits.
+_LLAMA4_TEXT_DEFAULTS = dict(vocab_size=202_048, hidden_size=5120, intermediate_size=8192, intermediate_size_mlp=16_384,
+                             num_hidden_layers=48, num_attention_heads=40, num_key_value_heads=8, head_dim=128,
+                             max_position_embeddings=131_072, tie_word_embeddings=False, attention_bias=False,
+                             num_experts_per_tok=1, num_local_experts=16, interleave_moe_layer_step=1,
+                             attention_chunk_size=8192)
+#: transformers' Llama4VisionConfig defaults.
+_LLAMA4_VISION_DEFAULTS = dict(hidden_size=768, num_hidden_layers=34, num_attention_heads=16, num_channels=3,
+                               intermediate_size=5632, vision_output_dim=7680, image_size=448, patch_size=14,
+                               projector_input_dim=4096, projector_output_dim=4096)
+
+
+def _with_defaults(cfg: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The config with its class's defaults for the fields it omits (an explicit null is omitted, as there)."""
+    return {**defaults, **{k: v for k, v in cfg.items() if v is not None}}
+
+
+def _layer_list(cfg: dict[str, Any], key: str, layers: int, source: str) -> list[int]:
+    """A list of distinct layer indices in 0 .. layers - 1 (ConfigError naming the field otherwise)."""
+    value = cfg.get(key)
+    if not isinstance(value, list) or not all(is_plain_int(i) and 0 <= i < layers for i in value) \
+            or len(set(value)) != len(value):
+        raise ConfigError(f"{source}: field {key!r}={shown(value)} must list distinct layer indices in "
+                          f"0 .. {layers - 1}")
+    return value
+
+
+def _read_llama4_text(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Llama 4's language model (Llama4TextConfig): MoE layers (``moe_layers``, else every
+    ``interleave_moe_layer_step``-th) of ``num_local_experts`` experts of ``intermediate_size`` plus one shared
+    expert of the same width; dense layers of ``intermediate_size_mlp``; parameter-free L2 q/k norms.
+
+    Chunked local attention (``attention_chunk_size`` on the RoPE layers, every 4th layer global NoPE) holds the
+    whole context in vLLM's default, which turns its hybrid KV cache manager off for chunked local attention:
+    every layer is priced at full attention (docs/conventions.md, "Architectures").
+    """
+    cfg = _with_defaults(cfg, _LLAMA4_TEXT_DEFAULTS)
+    kw = _llama_like({**cfg, "intermediate_size": cfg["intermediate_size_mlp"]}, source, tied=False)
+    layers = kw["num_hidden_layers"]
+    field(cfg, "intermediate_size_mlp", source=source)
+    field(cfg, "attention_chunk_size", source=source, required=False)
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise ConfigError(f"{source}: field 'layer_types' must list one type per layer ({layers})")
+        for t in types:
+            if t not in ("full_attention", "chunked_attention"):
+                raise UnsupportedModelError("llama4_text", f"layer type {t!r} (full_attention and chunked_attention "
+                                            "layers are modelled)")
+    if "moe_layers" in cfg:
+        moe = len(_layer_list(cfg, "moe_layers", layers, source))
+    else:
+        step = field(cfg, "interleave_moe_layer_step", source=source)
+        moe = len(range(step - 1, layers, step))
+    width = field(cfg, "intermediate_size", source=source)
+    kw.update(_experts(cfg, source, "num_local_experts"), moe_intermediate_size=width, num_moe_layers=moe,
+              num_shared_experts=1, shared_expert_intermediate_size=width)
+    return _dense_without_moe_layers(kw)
+
+
+def _llama4_vision(vision: Any, text_hidden: int, source: str) -> int:
+    """Parameters of Llama 4's vision encoder, pixel-shuffle adapter and projector (modeling_llama4.py).
+
+    Bias-free patch linear (channels x patch^2 -> h), class embedding, positions ((image/patch)^2 + 1),
+    pre and post LayerNorm; per layer q, k, v, o with biases, fc1 and fc2 with biases, two LayerNorms; the
+    adapter's fc1 (intermediate -> projector_input_dim) and fc2 (projector_output_dim squared), bias-free;
+    the projector vision_output_dim -> text hidden, bias-free.
+    """
+    if vision is None:
+        vision = {}
+    if not isinstance(vision, dict):
+        raise ConfigError(f"{source}: field 'vision_config' must be an object")
+    if vision.get("model_type") not in (None, "llama4_vision_model"):
+        raise UnsupportedModelError("llama4", f"vision tower {vision.get('model_type')!r} (llama4_vision_model is "
+                                    "counted)")
+    v = _with_defaults(vision, _LLAMA4_VISION_DEFAULTS)
+    where = source + " vision_config"
+    h, inter = field(v, "hidden_size", source=where), field(v, "intermediate_size", source=where)
+    layers, channels = field(v, "num_hidden_layers", source=where, required=False, default=0), \
+        field(v, "num_channels", source=where)
+    image, patch = field(v, "image_size", source=where), field(v, "patch_size", source=where)
+    if patch > image:
+        raise ConfigError(f"{source}: field 'vision_config.patch_size'={patch} exceeds image_size={image}")
+    embed = channels * patch * patch * h + h + ((image // patch) ** 2 + 1) * h + 2 * 2 * h
+    per_layer = 4 * (h * h + h) + (h * inter + inter) + (inter * h + h) + 2 * 2 * h
+    projector_out = field(v, "projector_output_dim", source=where)
+    adapter = inter * field(v, "projector_input_dim", source=where) + projector_out**2
+    return embed + layers * per_layer + adapter + field(v, "vision_output_dim", source=where) * text_hidden
+
+
+def _read_llama4(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    kind, kw = _read_text_config(cfg, source, "llama4", "llama4_text")
+    kw.update(tower_parameters=_llama4_vision(cfg.get("vision_config"), kw["hidden_size"], source), model_type=kind)
+    return kw
+
+
+#: transformers' Glm4MoeConfig defaults (configuration_glm4_moe.py, transformers 4.57).
+_GLM4_MOE_DEFAULTS = dict(vocab_size=151_552, hidden_size=4096, intermediate_size=10_944, num_hidden_layers=46,
+                          num_attention_heads=96, num_key_value_heads=8, max_position_embeddings=131_072,
+                          tie_word_embeddings=False, attention_bias=False, moe_intermediate_size=1408,
+                          num_experts_per_tok=8, n_shared_experts=1, n_routed_experts=128, first_k_dense_replace=1,
+                          use_qk_norm=False)
+
+
+def _read_glm4_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """GLM-4.5 to 4.7 (Glm4MoeConfig): Llama attention with q/k/v biases (``attention_bias``; o_proj has none),
+    optional per-head q/k norms (``use_qk_norm``), DeepSeek-V3's MoE (``n_routed_experts`` with
+    ``e_score_correction_bias``, ``n_shared_experts`` of ``moe_intermediate_size``) on every layer from
+    ``first_k_dense_replace``. The MTP layer (``num_nextn_predict_layers``) is not counted, as DeepSeek-V3's."""
+    cfg = _with_defaults(cfg, _GLM4_MOE_DEFAULTS)
+    kw = _llama_like(cfg, source, tied=False)
+    layers = kw["num_hidden_layers"]
+    kw.update(o_bias=False, qk_norm=flag(cfg, "use_qk_norm", False, source=source))
+    experts = _first(cfg, "n_routed_experts", "num_local_experts", source=source)
+    kw.update(_experts(cfg, source, experts))
+    shared = _count(cfg, "n_shared_experts", source=source)
+    width = field(cfg, "moe_intermediate_size", source=source)
+    first = _count(cfg, "first_k_dense_replace", source=source)
+    kw.update(moe_intermediate_size=width, num_moe_layers=max(layers - first, 0), num_shared_experts=shared,
+              shared_expert_intermediate_size=shared * width, router_score_bias=True)
+    return _dense_without_moe_layers(kw)
+
+
+#: transformers' MiniMaxM2Config defaults (configuration_minimax_m2.py).
+_MINIMAX_M2_DEFAULTS = dict(vocab_size=200_064, hidden_size=3072, intermediate_size=1536, num_hidden_layers=62,
+                            num_attention_heads=48, num_key_value_heads=8, head_dim=128,
+                            max_position_embeddings=196_608, tie_word_embeddings=False, num_experts_per_tok=8,
+                            num_local_experts=256)
+
+
+def _read_minimax_m2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """MiniMax-M2 (MiniMaxM2Config): full attention on every layer with RMSNorms over the whole q and k
+    projections, and a MoE of ``num_local_experts`` experts of ``intermediate_size`` on every layer with a
+    sigmoid router and ``e_score_correction_bias``; no shared expert. MTP modules are not counted."""
+    cfg = _with_defaults(cfg, _MINIMAX_M2_DEFAULTS)
+    kw = _llama_like(cfg, source, tied=False)
+    if cfg.get("qk_norm_type", "per_layer") != "per_layer" or not flag(cfg, "use_qk_norm", True, source=source):
+        raise UnsupportedModelError("minimax_m2", f"qk_norm_type {cfg.get('qk_norm_type')!r} with use_qk_norm "
+                                    f"{cfg.get('use_qk_norm')!r} (per_layer q/k norms are modelled)")
+    kw.update(qk_norm=True, qk_norm_whole=True, router_score_bias=True)
+    kw.update(_experts(cfg, source, _first(cfg, "num_local_experts", "num_experts", source=source)),
+              moe_intermediate_size=kw["intermediate_size"], num_moe_layers=kw["num_hidden_layers"])
+    return kw
+
+
+def _read_smollm3(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """SmolLM3 (SmolLM3Config): Llama with NoPE layers (no parameters, no KV change) and embeddings tied by
+    default; ``use_sliding_window`` (default false) with ``sliding_window`` and ``max_window_layers``."""
+    kw = _llama_like(cfg, source, tied=True)
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="smollm3", use_flag=True)
+    return kw
+
+
+def _read_olmo2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """OLMo 2 (Olmo2Config): Llama with norms after attention and after the MLP (two per layer, none before)
+    and RMSNorms over the whole q and k projections."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw.update(qk_norm=True, qk_norm_whole=True)
+    return kw
+
+
+def _read_seed_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Seed-OSS (SeedOssConfig): Llama with q/k/v biases (``attention_bias``, default true) and an o_proj bias
+    only with ``attention_out_bias`` (default false); explicit head_dim (default 128)."""
+    kw = _llama_like(cfg, source, tied=False, head_dim=128)
+    kw.update(qkv_bias=flag(cfg, "attention_bias", True, source=source),
+              o_bias=flag(cfg, "attention_out_bias", False, source=source))
+    return kw
+
+
+def _read_olmoe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """OLMoE (OlmoeConfig): Llama attention with whole-projection q/k RMSNorms, every layer a MoE of
+    ``num_experts`` experts of ``intermediate_size`` (top ``num_experts_per_tok``), bias-free router."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw.update(qk_norm=True, qk_norm_whole=True)
+    kw.update(_experts(cfg, source, "num_experts"), moe_intermediate_size=kw["intermediate_size"],
+              num_moe_layers=kw["num_hidden_layers"])
+    return kw
+
+
+def _read_granite(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Granite (GraniteConfig): Llama's shapes; its multipliers (embedding, residual, attention, logits) hold no
+    parameters."""
+    return _llama_like(cfg, source, tied=False)
+
+
+def _read_granitemoe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Granite MoE (GraniteMoeConfig): Llama attention, every layer a MoE of ``num_local_experts`` gated experts
+    of ``intermediate_size`` (input_linear 2I x h, output_linear h x I), bias-free router; a
+    ``shared_intermediate_size`` (GraniteMoeShared) adds a shared expert."""
+    kw = _llama_like(cfg, source, tied=False)
+    shared = _count(cfg, "shared_intermediate_size", source=source)
+    kw.update(_experts(cfg, source, "num_local_experts"), moe_intermediate_size=kw["intermediate_size"],
+              num_moe_layers=kw["num_hidden_layers"], shared_expert_intermediate_size=shared,
+              num_shared_experts=1 if shared else 0)
+    return kw
+
+
+def _read_cohere2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Command R7B / Command A (Cohere2Config): attention and MLP in parallel after one bias-free LayerNorm per
+    layer (a weight of h: counted as one RMSNorm-like vector), tied embeddings; every
+    ``sliding_window_pattern``-th layer (default 4) global, the others a ``sliding_window`` (default 4,096)."""
+    kw = _llama_like(cfg, source, tied=True)
+    kw["norms_per_layer"] = 1
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, default_pattern=4,
+                                         model_type="cohere2", default_window=4096)
+    return kw
+
+
+def _read_starcoder2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """StarCoder2 (Starcoder2Config): plain MLP (c_fc, c_proj), biases everywhere with ``use_bias`` (default
+    true), LayerNorm with bias, tied embeddings by default; ``sliding_window`` on every layer when set."""
+    kw = _llama_like(cfg, source, tied=True)
+    bias = flag(cfg, "use_bias", True, source=source)
+    kw.update(qkv_bias=bias, o_bias=bias, mlp_bias=bias, gated_mlp=False, norm="layernorm")
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="starcoder2")
+    return kw
+
+
+def _read_nemotron(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Nemotron (NemotronConfig): plain MLP (up, down; squared ReLU), LayerNorm1P with weight and bias,
+    ``attention_bias`` and ``mlp_bias`` (default false), untied; partial rotary holds no parameters."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw.update(gated_mlp=False, norm="layernorm")
+    return kw
+
+
+def _read_internlm3(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """InternLM3 (InternLM3Config): Llama with q/k/v biases from ``qkv_bias`` and an o_proj bias from ``bias``
+    (both default false)."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw.update(qkv_bias=flag(cfg, "qkv_bias", False, source=source), o_bias=flag(cfg, "bias", False, source=source))
+    return kw
+
+
+def _read_internlm2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """InternLM2 (InternLM2Config, remote code): fused wqkv and w1/w3 (the same parameters as Llama's q, k, v and
+    gate, up); ``bias`` (default true in the class) on wqkv and wo."""
+    kw = _llama_like(cfg, source, tied=False)
+    bias = flag(cfg, "bias", True, source=source)
+    kw.update(qkv_bias=bias, o_bias=bias)
+    return kw
+
+
+def _read_ernie4_5(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """ERNIE 4.5 dense (Ernie4_5Config): Llama with ``use_bias`` (default false) on every projection and tied
+    embeddings by default; head_dim (default 128)."""
+    kw = _llama_like(cfg, source, tied=True, head_dim=128)
+    bias = flag(cfg, "use_bias", False, source=source)
+    kw.update(qkv_bias=bias, o_bias=bias, mlp_bias=bias)
+    return kw
+
+
+def _read_mimo(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """MiMo (Xiaomi; remote code on Qwen2Config): Qwen2's shapes; its MTP layers (``num_nextn_predict_layers``)
+    are not counted, as DeepSeek-V3's."""
+    return _read_qwen2(cfg, source)
+
+
+def _read_exaone4(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """EXAONE 4.0 (Exaone4Config): norms after attention and after the MLP (two per layer), per-head q/k
+    RMSNorms; local/global layers from ``layer_types``, else ``sliding_window_pattern`` ("LLLG" or an integer:
+    every n-th layer global)."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw["qk_norm"] = True
+    pattern = cfg.get("sliding_window_pattern")
+    if isinstance(pattern, str):
+        if not pattern or set(pattern) - {"L", "G"}:
+            raise ConfigError(f"{source}: field 'sliding_window_pattern'={shown(pattern)} must be letters L and G")
+        layers = kw["num_hidden_layers"]
+        types = ["sliding_attention" if pattern[i % len(pattern)] == "L" else "full_attention" for i in range(layers)]
+        cfg = {**cfg, "layer_types": cfg.get("layer_types") or types}
+        cfg.pop("sliding_window_pattern")
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="exaone4")
+    return kw
+
+
+def _read_phimoe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Phi-3.5-MoE (PhimoeConfig): biases on q, k, v, o (``attention_bias``, default false) and on the lm_head
+    (``lm_head_bias``), LayerNorm with bias, every layer a MoE of ``num_local_experts`` experts of
+    ``intermediate_size``; ``sliding_window`` on every layer when set."""
+    kw = _llama_like(cfg, source, tied=False)
+    kw.update(norm="layernorm", lm_head_bias=flag(cfg, "lm_head_bias", False, source=source))
+    kw.update(_experts(cfg, source, "num_local_experts"), moe_intermediate_size=kw["intermediate_size"],
+              num_moe_layers=kw["num_hidden_layers"])
+    kw["layer_windows"] = _layer_windows(cfg, kw["num_hidden_layers"], source, model_type="phimoe")
+    return kw
+
+
+def _read_glm4(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """GLM-4-0414 (Glm4Config): q/k/v biases (``attention_bias``, default true; o_proj none), four norms per layer
+    (before and after attention and the MLP), head_dim (default 128), untied."""
+    kw = _llama_like(cfg, source, tied=False, head_dim=128)
+    kw.update(qkv_bias=flag(cfg, "attention_bias", True, source=source), o_bias=False, norms_per_layer=4)
+    return kw
+
+
+def _read_hunyuan_dense(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Hunyuan dense (HunYuanDenseV1Config): Llama with per-head q/k norms (query_layernorm, key_layernorm) and tied
+    embeddings by default; cross-layer attention (``use_cla``) is refused by name."""
+    if flag(cfg, "use_cla", False, source=source):
+        raise UnsupportedModelError("hunyuan_v1_dense", "use_cla (cross-layer attention shares KV across layers; "
+                                    "not modelled)")
+    kw = _llama_like(cfg, source, tied=True)
+    kw["qk_norm"] = True
+    return kw
+
+
+def _read_dbrx(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """DBRX (DbrxConfig): d_model, n_heads, n_layers, vocab_size; attn_config.kv_n_heads; ffn_config with
+    moe_num_experts gated experts of ffn_hidden_size, top moe_top_k; fused Wqkv (Llama's q, k, v parameters),
+    no biases, bias-free LayerNorms (a weight of d_model each, two per layer), untied."""
+    attn, ffn = cfg.get("attn_config") or {}, cfg.get("ffn_config") or {}
+    for key, value in (("attn_config", attn), ("ffn_config", ffn)):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: field {key!r}={shown(value)} must be an object")
+    # DbrxConfig's defaults (configuration_dbrx.py)
+    d = _with_defaults({k: cfg.get(k) for k in ("d_model", "n_heads", "n_layers", "vocab_size", "max_seq_len")},
+                       dict(d_model=2048, n_heads=16, n_layers=24, vocab_size=32000, max_seq_len=2048))
+    a = _with_defaults(attn, dict(kv_n_heads=1))
+    f = _with_defaults(ffn, dict(ffn_hidden_size=3584, moe_num_experts=4, moe_top_k=1))
+    for key in d:  # each size named as the config spells it, nested ones with their object
+        field(d, key, source=source)
+    field(a, "kv_n_heads", source=source + " attn_config")
+    for key in ("moe_num_experts", "moe_top_k"):
+        field(f, key, source=source + " ffn_config")
+    width = field(f, "ffn_hidden_size", source=source + " ffn_config")
+    llama = dict(num_hidden_layers=d["n_layers"], hidden_size=d["d_model"], intermediate_size=width,
+                 num_attention_heads=d["n_heads"], num_key_value_heads=a["kv_n_heads"], vocab_size=d["vocab_size"],
+                 max_position_embeddings=d["max_seq_len"], tie_word_embeddings=cfg.get("tie_word_embeddings", False),
+                 num_experts_per_tok=f["moe_top_k"], num_experts=f["moe_num_experts"])
+    kw = _llama_like(llama, source, tied=False)
+    kw.update(_experts(llama, source, "num_experts"), moe_intermediate_size=width,
+              num_moe_layers=kw["num_hidden_layers"])
+    return kw
+
+
+#: transformers' Ernie4_5_MoeConfig defaults for the shape fields (configuration_ernie4_5_moe.py).
+_ERNIE4_5_MOE_DEFAULTS = dict(vocab_size=103_424, hidden_size=2560, intermediate_size=12_288, num_hidden_layers=28,
+                              num_attention_heads=20, num_key_value_heads=4, max_position_embeddings=131_072,
+                              tie_word_embeddings=True, use_bias=False)
+
+
+def _read_ernie4_5_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """ERNIE 4.5 MoE (Ernie4_5_MoeConfig): ERNIE 4.5 dense attention; MoE layers from ``moe_layer_start_index``
+    (default 1) to ``moe_layer_end_index`` (default -1, the last), every ``moe_layer_interval``-th, of
+    ``moe_num_experts`` (64) experts of ``moe_intermediate_size`` (1,536), top ``moe_k`` (6), plus
+    ``moe_num_shared_experts`` (2) shared ones, and an e_score_correction_bias per MoE layer with Baidu's
+    ``moe_use_aux_free`` (not a transformers field; default false)."""
+    cfg = _with_defaults(cfg, _ERNIE4_5_MOE_DEFAULTS)
+    kw = _read_ernie4_5(cfg, source)
+    layers = kw["num_hidden_layers"]
+    start = _count(cfg, "moe_layer_start_index", source=source, default=1)
+    end = cfg.get("moe_layer_end_index", layers - 1)
+    end = layers - 1 if end in (None, -1) else end
+    if not is_plain_int(end) or not 0 <= end < layers:
+        raise ConfigError(f"{source}: field 'moe_layer_end_index'={shown(end)} must be a layer index")
+    step = field(cfg, "moe_layer_interval", source=source, required=False, default=1)
+    moe = sum(1 for i in range(layers) if start <= i <= end and (i - start) % step == 0)
+    experts = field(cfg, "moe_num_experts", source=source, required=False, default=64)
+    k = field(cfg, "moe_k", source=source, required=False, default=6)
+    if k > experts:
+        raise ConfigError(f"{source}: field 'moe_k'={k} exceeds moe_num_experts={experts}")
+    width = field(cfg, "moe_intermediate_size", source=source, required=False, default=1536)
+    shared = _count(cfg, "moe_num_shared_experts", source=source, default=2)
+    kw.update(num_experts=experts, num_experts_per_tok=k, moe_intermediate_size=width, num_moe_layers=moe,
+              num_shared_experts=shared, shared_expert_intermediate_size=shared * width,
+              router_score_bias=flag(cfg, "moe_use_aux_free", False, source=source))
+    return _dense_without_moe_layers(kw)
 
 
 # --------------------------------------------------------------------------- multimodal towers
@@ -617,6 +1005,42 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
            _read_gpt_oss),
     Family("llava", "multimodal wrapper: text_config (llama by default) + CLIP vision tower and projector",
            _read_llava, wrapper=True),
+    # ---- this year's ordinary attention families (issue 23), kept together
+    Family("llama4_text", "MoE with a shared expert, interleaved dense layers (intermediate_size_mlp), chunked "
+           "local attention priced as full (vLLM's default)", _read_llama4_text),
+    Family("llama4", "multimodal wrapper: llama4_text + Llama 4 vision encoder, pixel-shuffle adapter, projector",
+           _read_llama4, wrapper=True),
+    Family("glm4_moe", "GLM-4.5/4.6/4.7: q/k/v biases, optional q/k norms, DeepSeek-V3 MoE with shared experts from "
+           "first_k_dense_replace; MTP layer not counted", _read_glm4_moe),
+    Family("kimi_k2", "Kimi K2: the DeepSeek-V3 architecture (MLA + MoE) under its own model_type", _deepseek_v3),
+    Family("minimax_m2", "MiniMax-M2: full attention with whole-projection q/k norms, 256-expert MoE on every layer",
+           _read_minimax_m2),
+    Family("smollm3", "SmolLM3: Llama with NoPE layers, tied embeddings by default", _read_smollm3),
+    Family("olmo2", "OLMo 2: post-attention and post-MLP norms, whole-projection q/k norms", _read_olmo2),
+    Family("seed_oss", "Seed-OSS: Llama with q/k/v biases (attention_out_bias for o_proj), head_dim 128",
+           _read_seed_oss),
+    Family("olmoe", "OLMoE: whole-projection q/k norms, 64-expert MoE on every layer", _read_olmoe),
+    Family("granite", "Granite: Llama shapes (multipliers hold no parameters)", _read_granite),
+    Family("granitemoe", "Granite MoE: Llama attention, MoE of gated experts on every layer", _read_granitemoe),
+    Family("cohere2", "Command R7B / A: one bias-free LayerNorm per layer, tied, every 4th layer global",
+           _read_cohere2),
+    Family("starcoder2", "StarCoder2: plain MLP, biases, LayerNorm, tied", _read_starcoder2),
+    Family("nemotron", "Nemotron: plain MLP (squared ReLU), LayerNorm1P with bias, untied", _read_nemotron),
+    Family("internlm3", "InternLM3: Llama with qkv_bias and bias (o_proj) switches", _read_internlm3),
+    Family("internlm2", "InternLM2: fused wqkv and w1/w3 (Llama's parameters), bias on wqkv and wo",
+           _read_internlm2),
+    Family("ernie4_5", "ERNIE 4.5 dense: Llama with use_bias, tied, head_dim 128", _read_ernie4_5),
+    Family("mimo", "MiMo: Qwen2's shapes; MTP layers not counted", _read_mimo),
+    Family("exaone4", "EXAONE 4.0: post-attention and post-MLP norms, q/k norms, LLLG local/global layers",
+           _read_exaone4),
+    Family("phimoe", "Phi-3.5-MoE: biases on attention and lm_head, LayerNorm, 16-expert MoE", _read_phimoe),
+    Family("glm4", "GLM-4-0414: q/k/v biases, four norms per layer, head_dim 128", _read_glm4),
+    Family("glm4_moe_lite", "GLM-4.7-Flash: DeepSeek-V3's MLA and MoE under its own model_type", _deepseek_v3),
+    Family("hunyuan_v1_dense", "Hunyuan dense: Llama with per-head q/k norms, tied", _read_hunyuan_dense),
+    Family("dbrx", "DBRX: nested attn_config/ffn_config, fused Wqkv, 16-expert MoE, bias-free LayerNorms",
+           _read_dbrx),
+    Family("ernie4_5_moe", "ERNIE 4.5 MoE: shared experts, MoE from moe_layer_start_index, aux-free bias",
+           _read_ernie4_5_moe),
 )}
 
 _ENCODER = "encoder-only model: it has no autoregressive decode step to price"
@@ -638,6 +1062,12 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "mistral3", "pixtral", "llava_next", "idefics3",
                      "paligemma", "internvl"), _TOWER),
     **dict.fromkeys(("mllama", "idefics", "flamingo"), _XATTN),
+    # Qwen3-VL's vision tower (deepstack mergers) is not counted: refused as the other towers are
+    **dict.fromkeys(("qwen3_vl", "qwen3_vl_moe"), _TOWER),
+    "hunyuan_v1_moe": "Hunyuan MoE: per-layer lists of expert counts, widths and top-k (num_experts, moe_topk, "
+                      "num_shared_expert) are not read",
+    "hunyuan": "no transformers config class of this name: Hunyuan checkpoints are hunyuan_v1_dense (modelled) or "
+               "hunyuan_v1_moe",
 }
 
 
@@ -646,8 +1076,57 @@ def supported_model_types() -> list[str]:
     return sorted(FAMILIES)
 
 
+def _architectures(cfg: dict[str, Any]) -> str:
+    """`` (architectures X, Y)`` when the config lists its classes as strings, else ``""`` (for a message)."""
+    arch = cfg.get("architectures")
+    if isinstance(arch, list) and arch and all(isinstance(a, str) for a in arch):
+        return f" (architectures {', '.join(arch)})"
+    return ""
+
+
+def identify(cfg: dict[str, Any], *, source: str) -> str:
+    """The family of a parsed ``config.json``: its ``model_type``, read before any other field.
+
+    A config is named before it is read (docs/conventions.md, "Architectures", reading a
+    config): a type refused by name (:data:`REFUSED`) or unknown is refused here, whatever the
+    rest of the file holds, so the refusal always says which model it is; a missing
+    ``model_type`` is refused naming the config's ``architectures`` where it lists them.
+
+    Returns
+    -------
+    str
+        The ``model_type``, stripped and lower-cased, a key of :data:`FAMILIES`.
+
+    Raises
+    ------
+    UnsupportedModelError
+        ``model_type`` missing, refused by name, or unknown.
+    ConfigError
+        ``model_type`` present but not a non-empty string (named with its value).
+    """
+    raw = cfg.get("model_type")
+    if raw is not None and (not isinstance(raw, str) or not raw.strip()):
+        raise ConfigError(f"{source}: field 'model_type'={shown(raw)} must be a non-empty string")
+    if raw is None:
+        raise UnsupportedModelError(
+            "", f"{source}: field 'model_type' missing{_architectures(cfg)}: the family cannot be known "
+            "and is not guessed "
+            f"(supported: {', '.join(supported_model_types())})")
+    model_type = raw.strip().lower()
+    if model_type in REFUSED:
+        raise UnsupportedModelError(model_type, REFUSED[model_type])
+    if model_type not in FAMILIES:
+        raise UnsupportedModelError(model_type, f"unknown model_type{_architectures(cfg)} "
+                                    f"(supported: {', '.join(supported_model_types())})")
+    return model_type
+
+
 def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
     """ModelConfig keyword arguments for a parsed ``config.json`` (its family's reader).
+
+    The family comes first (:func:`identify`), then the family's reader reads the fields it
+    uses; a field it does not use is never looked at, so a non-finite number there is
+    tolerated, while one in a used field is refused by name.
 
     Raises
     ------
@@ -656,17 +1135,7 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
     ConfigError
         A required field missing or malformed (the message names the field and the value).
     """
-    raw = cfg.get("model_type")
-    if raw is None or not isinstance(raw, str) or not raw.strip():
-        raise UnsupportedModelError(
-            "" if raw is None else str(raw), f"{source}: field 'model_type' missing: the family cannot be known "
-            "and is not guessed "
-            f"(supported: {', '.join(supported_model_types())})")
-    model_type = raw.strip().lower()
-    if model_type in REFUSED:
-        raise UnsupportedModelError(model_type, REFUSED[model_type])
-    if model_type not in FAMILIES:
-        raise UnsupportedModelError(model_type, f"unknown model_type (supported: {', '.join(supported_model_types())})")
+    model_type = identify(cfg, source=source)
     kw = FAMILIES[model_type].reader(cfg, source)
     kw.setdefault("model_type", model_type)
     text = cfg.get("text_config") if FAMILIES[model_type].wrapper else None
@@ -683,7 +1152,7 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- quantization
 
-_QUANT_METHODS = ("gptq", "awq", "fp8", "compressed-tensors", "mxfp4")
+_QUANT_METHODS = ("gptq", "awq", "fp8", "compressed-tensors", "mxfp4", "modelopt")
 
 
 def _bits(q: dict[str, Any], *keys: str, source: str) -> int:
@@ -714,11 +1183,20 @@ def _block_shape(block: Any, where: str, source: str) -> tuple[int, int]:
     return block[0], block[1]
 
 
+def _is_norm(entry: str) -> bool:
+    """Whether a ``modules_to_not_convert`` entry names a norm (its last dotted part ends in "norm",
+    or is "norm_f"/"ln_f"-like): ``model.layers.0.input_layernorm``, ``self_attn.q_norm``, ``model.norm``."""
+    last = entry.rstrip("$").rstrip(".*").split(".")[-1].lower()
+    return last.endswith(("norm", "layernorm")) or last in ("norm_f", "ln_f", "final_layernorm")
+
+
 def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, moe: bool) -> tuple[str, ...]:
     """Tensor classes a quantized checkpoint quantizes (lm_head only when the config says so).
 
     ``modules_to_not_convert`` / ``ignore`` entries are mapped onto tensor classes: the
-    lm_head and embeddings (never quantized here unless ``lm_head`` is true), the router
+    lm_head and embeddings (never quantized here unless ``lm_head`` is true), norms
+    (``input_layernorm``, ``post_attention_layernorm``, ``q_norm``, ``model.norm``...: the
+    "norms" class, never quantized; Qwen3's FP8 checkpoints list every layer's), the router
     (``mlp.gate``, ``router``), other towers (``vision``, ``visual``, ``multi_modal``), and
     attention (``self_attn``) when the model is a MoE whose only other quantized class is
     the experts (gpt-oss). Anything else is refused by name rather than guessed.
@@ -726,7 +1204,7 @@ def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, mo
     classes = list(default)
     skipped: list[Any] = []
     # transformers writes modules_to_not_convert, compressed-tensors ignore, vLLM's fp8 ignored_layers: all read
-    for key in ("modules_to_not_convert", "ignore", "ignored_layers"):
+    for key in ("modules_to_not_convert", "ignore", "ignored_layers", "exclude_modules"):
         value = q.get(key)
         if value is None:
             continue
@@ -736,7 +1214,9 @@ def _classes(q: dict[str, Any], model_type: str, default: tuple[str, ...], *, mo
     for entry in map(str, skipped):
         if any(tag in entry for tag in ("lm_head", "embed_tokens", "vision", "visual", "multi_modal", "mm_")):
             continue
-        if "router" in entry or entry.rstrip("$").endswith(("mlp.gate", ".gate")):
+        if _is_norm(entry) or entry.rstrip("$").split(".")[-1] == "e_score_correction_bias":
+            continue  # a norm or a bias vector is of the "norms" class, which no method here quantizes
+        if "router" in entry or entry.rstrip("$").endswith(("mlp.gate", ".gate")) or entry == "gate":
             classes = [c for c in classes if c != "router"]
         elif "self_attn" in entry and moe:
             classes = [c for c in classes if c != "projections"] if model_type == "gpt_oss" else classes
@@ -761,7 +1241,9 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
     scales and packed zeros), fp8 (1-byte weights, block or per-tensor float32 scales,
     FP8 activations when ``activation_scheme`` is given), compressed-tensors (float 8-bit
     weights with or without FP8 activations, int 8-bit weights weight-only, int 4-bit
-    w4a16 groups) and mxfp4 (gpt-oss experts: 4-bit weights with an E8M0 scale per 32).
+    w4a16 groups), mxfp4 (gpt-oss experts: 4-bit weights with an E8M0 scale per 32) and modelopt
+    (``quant_algo`` NVFP4: 4-bit weights and activations, an FP8 E4M3 scale per 16 inputs and an
+    FP32 scale per tensor, at the FP4 peak; or FP8 per tensor).
     Layers the config leaves unquantized (embeddings, lm_head unless ``lm_head`` is true,
     ``modules_to_not_convert`` / ``ignore``) keep ``torch_dtype``.
 
@@ -802,6 +1284,21 @@ def read_quantization(q: Any, *, source: str, model_type: str, cfg_moe: bool = F
         # an entry that leaves the experts unquantized, or one not mapped onto a class, is refused by name
         return dict(quantization=Quantization("mxfp4", 4, "mxfp4", 32,
                                               classes=_classes(q, model_type, ("experts",), moe=moe)))
+    if method == "modelopt":
+        # NVIDIA ModelOpt checkpoints: quant_algo NVFP4 (4-bit weights and activations, an E4M3 scale per
+        # group_size = 16 inputs and an FP32 scale per tensor) or FP8 (per-tensor FP8 weights and activations)
+        algo = q.get("quant_algo")
+        if algo == "NVFP4":
+            group = _group_size(q.get("group_size", 16), "quantization_config.group_size", source)
+            return dict(quantization=Quantization("modelopt", 4, "nvfp4", group,
+                                                  classes=_classes(q, model_type, linear, moe=moe)),
+                        activation_dtype="fp4")
+        if algo == "FP8":
+            return dict(quantization=Quantization("modelopt", 8, "tensor", classes=_classes(q, model_type, linear,
+                                                                                             moe=moe)),
+                        activation_dtype="fp8")
+        raise UnsupportedModelError(model_type, f"quantization_config.quant_algo {shown(algo)} of modelopt "
+                                    "(modelled: NVFP4, FP8)")
     if method == "fp8":
         block = q.get("weight_block_size")
         classes = _classes(q, model_type, linear, moe=moe)

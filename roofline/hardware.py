@@ -188,6 +188,9 @@ class Accelerator:
         Dense BF16/FP16 tensor-core peak.
     peak_fp8 : Sourced or None [FLOP/s]
         Dense FP8 peak; None where the part has no FP8 tensor cores.
+    peak_fp4 : Sourced or None [FLOP/s]
+        Dense FP4 peak (NVFP4 / MXFP4 weights with FP4 activations); None where the part has no
+        FP4 tensor cores (everything before Blackwell).
     measured_bandwidth, measured_bf16 : Sourced or None
         Achieved values, where a public measurement exists.
     scale_up : Link or None
@@ -210,6 +213,7 @@ class Accelerator:
     hbm_bandwidth: Sourced
     peak_bf16: Sourced
     peak_fp8: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
+    peak_fp4: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
     measured_bandwidth: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
     measured_bf16: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
     scale_up: Link | None = attrs.field(default=None, validator=_optional_link)
@@ -256,12 +260,12 @@ class Accelerator:
         return {"bandwidth": self.bandwidth, "peak_flops": self.peak(dtype)}
 
     def peak(self, dtype: str = "bf16") -> int | Fraction:
-        """Dense peak [FLOP/s] for ``dtype`` in {"bf16", "fp16", "fp8"}.
+        """Dense peak [FLOP/s] for ``dtype`` in {"bf16", "fp16", "fp8", "fp4"}.
 
         Raises
         ------
         InvalidValueError
-            For an unknown dtype, or "fp8" on a part without FP8 tensor cores.
+            For an unknown dtype, or "fp8" ("fp4") on a part without FP8 (FP4) tensor cores.
         """
         if dtype in ("bf16", "fp16", "bfloat16", "float16"):
             return self.peak_bf16.value
@@ -269,7 +273,11 @@ class Accelerator:
             if self.peak_fp8 is None:
                 raise InvalidValueError("dtype", dtype, f"{self.name} has no FP8 tensor cores")
             return self.peak_fp8.value
-        raise InvalidValueError("dtype", dtype, "expected bf16, fp16 or fp8")
+        if dtype in ("fp4", "nvfp4"):
+            if self.peak_fp4 is None:
+                raise InvalidValueError("dtype", dtype, f"{self.name} has no FP4 tensor cores")
+            return self.peak_fp4.value
+        raise InvalidValueError("dtype", dtype, "expected bf16, fp16, fp8 or fp4")
 
     def measured(self) -> Accelerator:
         """A copy whose bandwidth and BF16 peak are the measured (achieved) values.
@@ -538,12 +546,13 @@ A100_80GB = Accelerator(
 
 _B200_DS = (
     "NVIDIA HGX B200 datasheet, 'Technical Specifications' table, individual Blackwell GPU (HGX B200 column): "
-    "FP16/BF16 Tensor Core 4.5 PFLOPS, FP8/FP6 9 PFLOPS, 180GB HBM3E | 7.7TB/s, 5th Generation NVLink 1.8TB/s, "
-    "PCIe Gen5 128GB/s"
+    "FP4 Tensor Core 18 PFLOPS, FP16/BF16 Tensor Core 4.5 PFLOPS, FP8/FP6 9 PFLOPS, 180GB HBM3E | 7.7TB/s, "
+    "5th Generation NVLink 1.8TB/s, PCIe Gen5 128GB/s"
 )
 _GB200_DS = (
     "NVIDIA GB200 NVL72 datasheet, 'Technical Specifications' table, individual Blackwell GPU (GB200 NVL72 column): "
-    "FP16/BF16 Tensor Core 5 PFLOPS, FP8/FP6 10 PFLOPS, 186GB HBM3E | 8TB/s, 5th Generation NVLink 1.8TB/s"
+    "FP4 Tensor Core 20 PFLOPS, FP16/BF16 Tensor Core 5 PFLOPS, FP8/FP6 10 PFLOPS, 186GB HBM3E | 8TB/s, "
+    "5th Generation NVLink 1.8TB/s"
 )
 _SPARSE = "; tensor figures printed with sparsity (footnote), dense is half"
 _H20_DS = (
@@ -592,6 +601,7 @@ B200 = Accelerator(
     hbm_bandwidth=_ds(7_700_000_000_000, "bytes/s", _B200_DS + " (the 2024 launch figure was 8TB/s)", "2025"),
     peak_bf16=_ds(2_250_000_000_000_000, "FLOP/s", _B200_DS + _SPARSE, "2025"),
     peak_fp8=_ds(4_500_000_000_000_000, "FLOP/s", _B200_DS + _SPARSE, "2025"),
+    peak_fp4=_ds(9_000_000_000_000_000, "FLOP/s", _B200_DS + _SPARSE, "2025"),
     scale_up=_nvlink(5, 1800, 8, "NVSwitch", _B200_DS, "2025", _HGX_B200),
     pcie=_pcie(5, _B200_DS, "2025"),
 )
@@ -604,6 +614,7 @@ GB200 = Accelerator(
     hbm_bandwidth=_ds(8_000_000_000_000, "bytes/s", _GB200_DS, "2025"),
     peak_bf16=_ds(2_500_000_000_000_000, "FLOP/s", _GB200_DS + _SPARSE, "2025"),
     peak_fp8=_ds(5_000_000_000_000_000, "FLOP/s", _GB200_DS + _SPARSE, "2025"),
+    peak_fp4=_ds(10_000_000_000_000_000, "FLOP/s", _GB200_DS + _SPARSE, "2025"),
     scale_up=_nvlink(5, 1800, 72, "NVL72", _GB200_DS, "2025", _NVL72),
 )
 

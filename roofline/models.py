@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from fractions import Fraction
 from importlib import resources
 from pathlib import Path
@@ -38,6 +39,8 @@ __all__ = [
     "model_names",
     "get_model",
     "load_model",
+    "hf_ids",
+    "preset_for_hf_id",
 ]
 
 #: Bytes per element of each supported dtype (int4 is half a byte, exactly).
@@ -51,6 +54,8 @@ DTYPE_BYTES: dict[str, int | Fraction] = {
     "fp8": 1,
     "float8": 1,
     "float8_e4m3fn": 1,
+    "fp8_e4m3": 1,  # vLLM's --kv-cache-dtype names
+    "fp8_e5m2": 1,
     "int8": 1,
     "int4": Fraction(1, 2),
 }
@@ -96,7 +101,7 @@ def _norm(instance: object, attribute: attrs.Attribute, value: Any) -> None:
 
 
 #: Matmul input dtypes :attr:`ModelConfig.compute_dtype` maps onto a peak (FP8, else the 16-bit peak).
-_ACTIVATION_DTYPES = ("fp8", "float8", "float8_e4m3fn", "bf16", "bfloat16", "fp16", "float16")
+_ACTIVATION_DTYPES = ("fp8", "float8", "float8_e4m3fn", "fp4", "bf16", "bfloat16", "fp16", "float16")
 
 
 def _activation_dtype(instance: object, attribute: attrs.Attribute, value: Any) -> None:
@@ -221,6 +226,11 @@ class ModelConfig:
         Hidden-width norms per layer (Falcon-7B: 1; Gemma 2/3: 4).
     qk_norm : bool
         Per-head RMSNorm on q and k (Qwen3, Gemma 3): 2 x head_dim parameters per layer.
+    qk_norm_whole : bool, default False
+        With ``qk_norm``: the norms span the whole projections (MiniMax-M2's q_norm of H x d and
+        k_norm of H_kv x d), not one head: (H + H_kv) x d parameters per layer.
+    lm_head_bias : bool, default False
+        A bias on the lm_head (Phi-3.5-MoE): vocab parameters of the "norms" class.
     learned_positions : int (>= 0)
         Rows of a learned position-embedding table (OPT: max positions + 2); 0 for RoPE.
     max_position_embeddings : int or None
@@ -291,6 +301,8 @@ class ModelConfig:
     gated_mlp: bool = attrs.field(default=True, validator=_bool)
     norm: str = attrs.field(default="rmsnorm", validator=_norm)
     qk_norm: bool = attrs.field(default=False, validator=_bool)
+    qk_norm_whole: bool = attrs.field(default=False, validator=_bool)
+    lm_head_bias: bool = attrs.field(default=False, validator=_bool)
     learned_positions: int = attrs.field(default=0, validator=_nonneg_int)
     max_position_embeddings: int | None = attrs.field(default=None, validator=_optional_pos_int)
     weight_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
@@ -343,6 +355,8 @@ class ModelConfig:
                 )
         elif self.num_experts_per_tok or self.num_moe_layers:
             raise InvalidValueError("num_experts", 0, "num_experts_per_tok or num_moe_layers set without experts")
+        if self.qk_norm_whole and not self.qk_norm:
+            raise InvalidValueError("qk_norm_whole", True, "needs qk_norm (it says how wide the q/k norms are)")
         if self.kv_lora_rank is not None:
             for field in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
                 if getattr(self, field) is None:
@@ -411,7 +425,9 @@ class ModelConfig:
                     ("norms", "v_proj.bias", (kv,), False)]
         if self.o_bias:
             out.append(("norms", "o_proj.bias", (h,), False))
-        if self.qk_norm:
+        if self.qk_norm and self.qk_norm_whole:
+            out += [("norms", "q_norm", (q,), False), ("norms", "k_norm", (kv,), False)]
+        elif self.qk_norm:
             out += [("norms", "q_norm", (self.head_dim,), False), ("norms", "k_norm", (self.head_dim,), False)]
         if self.attention_sinks:
             out.append(("norms", "sinks", (H,), False))
@@ -474,6 +490,8 @@ class ModelConfig:
                 groups.append(TensorGroup("router", "shared_expert_gate", (h, 1), n, n, True))
         groups.append(TensorGroup("norms", "final norm", (self._norm_size,), 1, 1, False))
         groups.append(TensorGroup("lm_head", "lm_head", (h, V), 0 if self.tie_word_embeddings else 1, 1, True))
+        if self.lm_head_bias:
+            groups.append(TensorGroup("norms", "lm_head.bias", (V,), 1, 1, False))
         if self.tower_parameters:
             groups.append(TensorGroup("towers", "other towers", (self.tower_parameters,), 1, 0, False))
         return tuple(groups)
@@ -571,7 +589,10 @@ class ModelConfig:
     @property
     def compute_dtype(self) -> str:
         """The dtype whose dense peak the matmuls run at: "fp8" for FP8 weights with FP8 activations,
-        else "bf16" (weight-only quantization dequantizes to the activations' dtype)."""
+        "fp4" for NVFP4 weights with FP4 activations, else "bf16" (weight-only quantization
+        dequantizes to the activations' dtype)."""
+        if self.activation_dtype == "fp4":
+            return "fp4"
         return "fp8" if self.activation_dtype in ("fp8", "float8", "float8_e4m3fn") else "bf16"
 
     @property
@@ -1007,7 +1028,9 @@ class ModelConfig:
                 reason = exc.reason.replace("cannot read", "cannot read the model config", 1)
                 raise ConfigError(f"{path}: {reason}") from None
             try:
-                config = parse_json(text)
+                # NaN and Infinity are read (a config may hold them in a field no reader uses; the
+                # readers refuse them in a used field by name)
+                config = parse_json(text, allow_nonfinite=True)
             except ValueError as exc:
                 raise ConfigError(f"{path}: not valid JSON: {exc}") from None
             if not isinstance(config, dict):
@@ -1033,9 +1056,10 @@ _MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB
 
 
 def _check_values(value: Any, path: str, *, source: str, depth: int = 0) -> None:
-    """Refuse, anywhere in a config, nesting deeper than a JSON file may have, a non-finite float
-    and an integer of more than a hundred digits (no dimension is that large, and its repr in a
-    message would fail past 4,300 digits); a dict built in Python may even contain itself."""
+    """Refuse, anywhere in a config, nesting deeper than a JSON file may have and an integer of
+    more than a hundred digits (no dimension is that large, and its repr in a message would fail
+    past 4,300 digits); a dict built in Python may even contain itself. A non-finite float is
+    left to the readers: tolerated in a field none of them uses, refused by name in one they use."""
     if depth > MAX_JSON_DEPTH:
         raise ConfigError(f"{source}: field {path!r} is nested more than {MAX_JSON_DEPTH} levels deep")
     if isinstance(value, dict):
@@ -1044,8 +1068,6 @@ def _check_values(value: Any, path: str, *, source: str, depth: int = 0) -> None
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             _check_values(item, f"{path}[{i}]", source=source, depth=depth + 1)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{source}: field {path!r}={value!r} must be finite")
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_NUMBER_CHARS:
         raise ConfigError(f"{source}: field {path!r}={shown(value)} is implausibly large")
 
@@ -1085,9 +1107,10 @@ def _from_dict(
     weight_dtype: str | None,
     kv_dtype: str | None,
 ) -> ModelConfig:
-    _text_fields(cfg, source=source, name=name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    from .families import read_config
+    from .families import identify, read_config
 
+    identify(cfg, source=source)  # the model is named before any other field is read
+    _text_fields(cfg, source=source, name=name, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     kw = read_config(cfg, source=source)
     dtype = kw.pop("torch_dtype")
     dtype_bytes(dtype, field="torch_dtype")
@@ -1194,6 +1217,45 @@ def get_model(name: str) -> ModelConfig:
     return _PRESET_CACHE[key]
 
 
+#: A Hugging Face repository id: ORG/NAME (letters, digits, ``-``, ``_``, ``.``; one slash).
+_HF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
+
+
+def hf_ids() -> dict[str, str]:
+    """Hugging Face repository ids the presets know, lower-cased, -> preset name.
+
+    A preset names its repositories in ``_hf_id`` (a string or a list of strings: the base
+    and the instruction-tuned checkpoint share one architecture and one count).
+    """
+    out: dict[str, str] = {}
+    for name in model_names():
+        path = resources.files("roofline.data").joinpath("models", name + ".json")
+        cfg = parse_json(path.read_text(encoding="utf-8"))
+        ids = cfg.get("_hf_id") or []
+        for hf_id in [ids] if isinstance(ids, str) else ids:
+            out[hf_id.lower()] = name
+    return out
+
+
+def preset_for_hf_id(hf_id: str) -> str:
+    """The preset name that knows the Hugging Face repository ``hf_id`` (ORG/NAME, case-insensitive).
+
+    Raises
+    ------
+    UnknownPresetError
+        No preset knows it; the message says to download that repository's config.json and
+        pass its path (nothing is fetched: the package reads no network).
+    """
+    ids = hf_ids()
+    key = hf_id.strip().lower()
+    if key not in ids:
+        raise UnknownPresetError("model", hf_id, sorted(ids.values()),
+                                 hint=f"no preset knows the Hugging Face repository {hf_id!r}: download its "
+                                      f"config.json (https://huggingface.co/{hf_id.strip()}/blob/main/config.json) "
+                                      "and pass that file's path")
+    return ids[key]
+
+
 def _is_file(text: str) -> bool:
     """Whether ``text`` names an existing file; False for a name the system cannot look up (too
     long, a NUL byte), which is then tried as a preset name, not reported as an output failure."""
@@ -1206,8 +1268,9 @@ def _is_file(text: str) -> bool:
 def load_model(
     spec: str | os.PathLike[str], *, weight_dtype: str | None = None, kv_dtype: str | None = None
 ) -> ModelConfig:
-    """A preset name or a path to a ``config.json`` (a path if it names an existing file
-    or ends in ``.json``), with optional dtype overrides.
+    """A preset name, a Hugging Face id a preset knows (``ORG/NAME``, :func:`preset_for_hf_id`) or a
+    path to a ``config.json`` (a path if it names an existing file or ends in ``.json``), with
+    optional dtype overrides.
 
     Raises
     ------
@@ -1219,7 +1282,9 @@ def load_model(
     text = os.fspath(spec)
     if not isinstance(text, str):
         raise InvalidValueError("spec", spec, "expected a str path, not bytes")
-    if text.endswith(".json") or os.path.sep in text or _is_file(text):
+    if _HF_ID.fullmatch(text.strip()) and not _is_file(text) and not text.endswith(".json"):
+        model = get_model(preset_for_hf_id(text))  # a Hugging Face id (ORG/NAME), not a file here
+    elif text.endswith(".json") or os.path.sep in text or _is_file(text):
         model = ModelConfig.from_hf_config(text)
     else:
         model = get_model(text)

@@ -196,6 +196,7 @@ def _scaled(acc: Accelerator, eta_bw: Fraction, eta_mm: Fraction, label: str) ->
         hbm_bandwidth=scale(acc.hbm_bandwidth, eta_bw, "eta_bw"),
         peak_bf16=scale(acc.peak_bf16, eta_mm, "eta_mm"),
         peak_fp8=None if acc.peak_fp8 is None else scale(acc.peak_fp8, eta_mm, "eta_mm"),
+        peak_fp4=None if acc.peak_fp4 is None else scale(acc.peak_fp4, eta_mm, "eta_mm"),
     )
 
 

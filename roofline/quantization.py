@@ -27,7 +27,9 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-_SCHEMES = ("group", "group+zero", "block", "tensor", "mxfp4")
+_SCHEMES = ("group", "group+zero", "block", "tensor", "mxfp4", "nvfp4")
+#: Bytes of one FP8 E4M3 scale (NVFP4's per-16 scales).
+_E4M3 = 1
 
 
 def _to_quantization(value: Any) -> Any:
@@ -58,7 +60,7 @@ def _check(quant: Quantization) -> None:
         raise InvalidValueError("scheme", quant.scheme, f"expected one of {', '.join(_SCHEMES)}")
     if not is_int(quant.bits) or not 1 <= quant.bits <= 16:
         raise InvalidValueError("bits", quant.bits, "must be an integer from 1 to 16")
-    if quant.scheme in ("group", "group+zero", "mxfp4") and (
+    if quant.scheme in ("group", "group+zero", "mxfp4", "nvfp4") and (
             not is_int(quant.group_size) or (quant.group_size <= 0 and quant.group_size != -1)):
         raise InvalidValueError("group_size", quant.group_size,
                                 f"scheme {quant.scheme!r} needs a positive integer or -1")
@@ -74,13 +76,14 @@ class Quantization:
     Attributes
     ----------
     method : str
-        ``quant_method``: "gptq", "awq", "fp8", "compressed-tensors" or "mxfp4".
+        ``quant_method``: "gptq", "awq", "fp8", "compressed-tensors", "mxfp4" or "modelopt".
     bits : int
         Bits per stored weight (4 or 8; 2 and 3 for GPTQ).
-    scheme : {"group", "group+zero", "block", "tensor", "mxfp4"}
+    scheme : {"group", "group+zero", "block", "tensor", "mxfp4", "nvfp4"}
         Where the scales sit: per group of ``group_size`` inputs and output (with a
         packed zero point for "group+zero"), per ``block`` of (inputs, outputs), one per
-        matrix, or mxfp4's one E8M0 scale per 32 inputs.
+        matrix, mxfp4's one E8M0 scale per 32 inputs, or NVFP4's E4M3 scale per 16 inputs and
+        FP32 scale per matrix.
     group_size : int
         Inputs per scale for the group schemes (-1: one group per output channel).
     block : (int, int) or None
@@ -117,7 +120,9 @@ def quantized_matrix_bytes(quant: Quantization, shape: tuple[int, ...], dtype: s
     * ``"block"`` (FP8 with ``weight_block_size`` [bi, bo]): 1 byte per weight plus a
       4-byte scale per block;
     * ``"tensor"``: bits/8 per weight plus one 4-byte scale per matrix;
-    * ``"mxfp4"``: 4 bits per weight plus a 1-byte E8M0 scale per 32 inputs.
+    * ``"mxfp4"``: 4 bits per weight plus a 1-byte E8M0 scale per 32 inputs;
+    * ``"nvfp4"`` (ModelOpt NVFP4): 4 bits per weight plus a 1-byte FP8 E4M3 scale per 16 inputs
+      and per output, and one 4-byte FP32 per-tensor scale (``weight_scale_2``).
 
     Parameters
     ----------
@@ -141,6 +146,8 @@ def quantized_matrix_bytes(quant: Quantization, shape: tuple[int, ...], dtype: s
     packed = Fraction(rows * cols * bits, 8)
     if scheme == "mxfp4":
         extra: int | Fraction = _ceil_div(rows, 32) * cols * _E8M0
+    elif scheme == "nvfp4":
+        extra = _ceil_div(rows, group) * cols * _E4M3 + _FP32
     elif scheme == "tensor":
         extra = _FP32
     elif scheme == "block":

@@ -295,8 +295,11 @@ BASE = {"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "int
     ({"quantization_config": {"quant_method": "gptq", "bits": 5}}, ConfigError, "quantization_config.bits"),
     ({"model_type": "llava", "text_config": {"model_type": "llama"}, "vision_config": {"model_type": "pixtral"}},
      UnsupportedModelError, "vision tower"),
-    ({"model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+    ({"model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
       "mlp_only_layers": "all"}, ConfigError, "mlp_only_layers"),
+    # transformers 5 writes num_local_experts for Qwen MoE: both present and different is refused by name
+    ({"model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+     ConfigError, "num_local_experts"),
 ])
 def test_bad_input_is_one_line_naming_the_field(change, error, field, tmp_path):
     """k > E, a window of 0, an unknown quant method or type, an invalid text_config: one line naming the field."""
@@ -476,7 +479,7 @@ def test_missing_model_type_and_missing_file_are_said_plainly(tmp_path):
     with pytest.raises(UnsupportedModelError) as exc:
         ModelConfig.from_hf_config(path)
     assert str(exc.value).startswith(f"{path}: field 'model_type' missing: the family cannot be known and is not "
-                                     "guessed (supported: deepseek, ")
+                                     "guessed (supported: cohere2, dbrx, deepseek, ")
     assert str(exc.value).endswith("; not supported") and exc.value.model_type == ""
     with pytest.raises(ConfigError, match=r"nope\.json: cannot read the model config: no such file$"):
         ModelConfig.from_hf_config(tmp_path / "nope.json")

@@ -43,14 +43,15 @@ def test_models_columns_stay_aligned_with_mixed_dtypes(capsys: pytest.CaptureFix
     assert deepseek.split()[1:7] == ["671,026,419,200", "673.15", "GB", "fp8/bfloat16", "61", "128/128"]
 
 
-def test_models_verbose_gives_each_repository_and_source(capsys: pytest.CaptureFixture[str]) -> None:
-    """--verbose adds a line per preset with its Hugging Face repository and source; --json has ``repo``."""
+def test_models_verbose_gives_each_hugging_face_id_and_source(capsys: pytest.CaptureFixture[str]) -> None:
+    """--verbose adds a line per preset with the Hugging Face ids that name it and its source; --json has
+    ``hf_ids``."""
     assert main(["models", "--verbose"]) == 0
     out = capsys.readouterr().out
-    assert "    repository meta-llama/Llama-3.1-8B; source: meta-llama/Llama-3.1-8B config.json (model card)" in out
+    assert "    Hugging Face: meta-llama/llama-3.1-8b; source: meta-llama/Llama-3.1-8B config.json (model card)" in out
     assert main(["models", "--json"]) == 0
     facts = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
-    assert facts["qwen3-30b-a3b"]["repo"] == "Qwen/Qwen3-30B-A3B"
+    assert "qwen/qwen3-30b-a3b" in facts["qwen3-30b-a3b"]["hf_ids"]
 
 
 def test_accelerators_list_aliases_and_keep_sources_behind_verbose(capsys: pytest.CaptureFixture[str]) -> None:

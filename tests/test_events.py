@@ -19,7 +19,7 @@ from roofline import get_accelerator, get_model
 from roofline.errors import InvalidValueError
 from roofline.sim import KVPool, Request, RooflineCostModel, UnitCostModel, serve_continuous, serve_serial
 from roofline.testing.compare import assert_same_results
-from roofline.testing.strategies import closed_loops, cost_models, kv_pools, workloads
+from roofline.testing.strategies import closed_loops, cost_models, kv_pools, layer_windows, workloads
 
 _ORACLE = settings.get_profile("simulation_oracle")
 AT_LEAST_500 = settings(_ORACLE, max_examples=_ORACLE.max_examples if _ORACLE.max_examples < 200
@@ -84,6 +84,42 @@ def test_closed_loop_equals_the_step_engine(loop: Any, cost: Any, data: st.DataO
     if chunked:
         kw.update(prefill="chunked", max_num_batched_tokens=data.draw(st.integers(seqs, seqs + 60)))
     both(loop, cost, **kw)
+
+
+@AT_LEAST_500
+@given(reqs=WORK, windows=layer_windows(max_window=30), data=st.data(), seqs=st.integers(1, 6),
+       on_demand=st.booleans(), chunked=st.booleans(), record=st.booleans())
+def test_sliding_windows_under_continuous_batching_equal_the_step_engine(reqs: Any, windows: tuple,
+                                                                         data: st.DataObject, seqs: int,
+                                                                         on_demand: bool, chunked: bool,
+                                                                         record: bool) -> None:
+    """Sliding windows under continuous batching on the stretch clock (a row crossing a window ends a stretch, as a
+    finish does): separate or chunked prefill, reserve or on-demand admission, windowed pools, ITL and step records
+    equal to the step clock's."""
+    cost = data.draw(cost_models(overhead=True, layer_windows=windows))
+    pool = data.draw(kv_pools(unlimited=None, max_blocks=300, max_block_size=8, layer_windows=windows))
+    kw: dict[str, Any] = dict(max_num_seqs=seqs, admission="on_demand" if on_demand else "reserve", kv_pool=pool,
+                              record_steps=record)
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=data.draw(st.integers(seqs, seqs + 60)))
+    both(reqs, cost, **kw)
+
+
+def test_a_window_crossed_ends_a_stretch_by_hand():
+    """Gemma 3 27B (1,024-token windows on 5 of 6 layers): one request of 100 + 10^6 tokens under continuous
+    batching runs on the stretch clock at once (its stretch cut where its context passes the window) and equals
+    serial serving of it (priced piece by piece, ``TickCosts.batch_stretch``), ITL included; a request of 3,000
+    tokens equals the step clock step by step."""
+    gemma = RooflineCostModel.for_model(get_model("gemma-3-27b"), get_accelerator("h200-sxm"))
+    long = [Request(id=0, arrival_s=0, prompt_tokens=100, output_tokens=10**6)]
+    r, s = serve_continuous(long, gemma), serve_serial(long, gemma)
+    assert r.options["engine"] == s.options["engine"] == "event"
+    assert r.requests[0].handed_back_s == s.requests[0].handed_back_s and r.summary.itl == s.summary.itl
+    short = [Request(id=0, arrival_s=0, prompt_tokens=100, output_tokens=3000)]
+    step = serve_continuous(short, gemma, engine="step", record_steps=True)
+    held = sum(101 if w is None else min(101, w) for w in gemma.layer_windows)  # token-layers at context 101
+    assert step.steps is not None and step.steps[1].context_sum == held
+    assert_same_results(serve_continuous(short, gemma, record_steps=True), step)
 
 
 def test_long_decodes_are_one_stretch_each():
@@ -186,8 +222,7 @@ def test_which_engine_ran_is_said_and_event_is_refused_by_name():
             return batch
 
     gemma = RooflineCostModel.for_model(get_model("gemma-3-27b"), get_accelerator("h200-sxm"))
-    cases = [(floats, serve_serial, "float mode"), (Priced(), serve_continuous, "prices its own decode_time"),
-             (gemma, serve_continuous, "sliding windows under continuous batching")]
+    cases = [(floats, serve_serial, "float mode"), (Priced(), serve_continuous, "prices its own decode_time")]
     for cost, serve, why in cases:
         r = serve(reqs, cost)
         assert r.options["engine"] == "step" and why in r.options["engine_reason"]
@@ -195,6 +230,7 @@ def test_which_engine_ran_is_said_and_event_is_refused_by_name():
             serve(reqs, cost, engine="event")
         assert err.value.field == "engine"
     assert serve_serial(reqs, gemma, record_steps=True).options["engine"] == "event"
+    assert serve_continuous(reqs, gemma).options["engine"] == "event"  # sliding windows: windows crossed are events
     assert serve_serial(reqs, LLAMA, engine="step",
                         record_steps=True).options == {"max_model_len": None, "engine": "step",
                                                                  "engine_reason": "asked for (engine='step')",

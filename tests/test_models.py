@@ -194,14 +194,14 @@ def test_heads_not_divisible_by_kv_heads():
 
 
 def test_not_json_and_missing_file(tmp_path):
-    """A file that is not JSON, holds NaN, or does not exist is a ConfigError naming the file."""
+    """A file that is not JSON, holds NaN in a field it uses, or does not exist is a ConfigError naming it."""
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(ConfigError, match="not valid JSON"):
         load_model(str(bad))
     nan = tmp_path / "nan.json"
-    nan.write_text('{"hidden_size": NaN}')
-    with pytest.raises(ConfigError, match="NaN"):
+    nan.write_text('{"model_type": "llama", "num_hidden_layers": NaN}')
+    with pytest.raises(ConfigError, match="field 'num_hidden_layers'=nan must be finite"):
         load_model(str(nan))
     with pytest.raises(ConfigError, match="cannot read"):
         load_model(str(tmp_path / "absent.json"))
@@ -244,7 +244,7 @@ def test_step_terms_feed_the_formulas():
         m.step_terms("2P")
 
 
-@pytest.mark.parametrize("dtype", ["int8", "float32", "fp4", "FP8", 8])
+@pytest.mark.parametrize("dtype", ["int8", "float32", "fp6", "FP8", 8])
 def test_an_activation_dtype_without_a_peak_is_refused(dtype):
     """activation_dtype picks the compute peak: one it cannot map (int8, a typo) was priced at the BF16 peak
     silently."""

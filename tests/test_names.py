@@ -1,4 +1,4 @@
-"""Names users type: "did you mean" for a mistyped preset, a preset's Hugging Face id for --model, vLLM's flags."""
+"""Names users type: "did you mean" for a mistyped preset, vLLM's flags."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from fractions import Fraction
 
 import pytest
 
-from roofline import UnknownPresetError, get_accelerator, get_model, model_names
+from roofline import UnknownPresetError, get_accelerator, get_model
 from roofline.cli import main
 from roofline.deployment import profile
-from roofline.repos import looks_like_repo, model_spec, preset_for_repo, preset_repo
 
 
 @pytest.mark.parametrize("call, typed, meant", [
@@ -30,35 +29,12 @@ def test_a_name_like_nothing_gets_no_guess():
     assert err.value.suggestion is None and "did you mean" not in str(err.value)
 
 
-def test_every_preset_names_its_repository_and_the_repository_names_the_preset():
-    """Each preset's source begins with the Hugging Face repository of its config.json; the id, in any case,
-    resolves back to that preset."""
-    for name in model_names():
-        repo = preset_repo(name)
-        assert repo is not None and looks_like_repo(repo), name
-        assert preset_for_repo(repo) == name and preset_for_repo(repo.upper()) == name
-    assert preset_repo("llama-3.1-8b") == "meta-llama/Llama-3.1-8B"
-
-
-def test_model_accepts_a_presets_repository_and_refuses_another_with_the_download_address(capsys):
-    """`--model meta-llama/Llama-3.1-8B` is the preset; `--model Qwen/Qwen3-9B` is refused in one line, with the
-    config.json to download, a close preset repository and status 2."""
-    assert main(["report", "--json", "--model", "meta-llama/Llama-3.1-8B"]) == 0
-    assert json.loads(capsys.readouterr().out)["model"]["name"] == "llama-3.1-8b"
+def test_a_hugging_face_id_no_preset_knows_gets_no_guess_among_preset_names(capsys):
+    """An ORG/NAME no preset knows keeps the download advice (roofline.models.preset_for_hf_id), unguessed."""
     assert main(["report", "--model", "Qwen/Qwen3-9B"]) == 2
     err = capsys.readouterr().err
-    assert "https://huggingface.co/Qwen/Qwen3-9B/blob/main/config.json" in err and "(did you mean" in err
+    assert "https://huggingface.co/Qwen/Qwen3-9B/blob/main/config.json" in err and "did you mean" not in err
     assert len(err.strip().splitlines()) == 1
-
-
-def test_model_spec_leaves_names_and_paths_alone(tmp_path, monkeypatch):
-    """A preset name, a .json path and an existing file shaped ORG/NAME pass through; a preset repository resolves."""
-    (tmp_path / "org").mkdir()
-    (tmp_path / "org" / "cfg").write_text("{}")
-    monkeypatch.chdir(tmp_path)
-    assert model_spec("llama-3.1-8b") == "llama-3.1-8b" and model_spec("a/b.json") == "a/b.json"
-    assert model_spec("org/cfg") == "org/cfg"
-    assert model_spec("Qwen/Qwen3-4B") == "qwen3-4b"
 
 
 def _report(capsys, *args):
@@ -68,18 +44,16 @@ def _report(capsys, *args):
 
 @pytest.mark.parametrize("vllm, ours", [
     (["--dtype", "half"], ["--weight-dtype", "float16"]), (["--dtype", "float"], ["--weight-dtype", "float32"]),
-    (["--dtype", "auto"], []), (["--kv-cache-dtype", "fp8_e5m2"], ["--kv-dtype", "fp8"]),
-    (["--kv-cache-dtype", "auto"], []),
+    (["--dtype", "auto"], []),
     (["--model", "deepseek-v3", "--quantization", "fp8", "--tp", "8", "--accelerator", "h200"],
      ["--model", "deepseek-v3", "--tp", "8", "--accelerator", "h200"])])
 def test_vllm_dtype_names_mean_what_ours_do(capsys, vllm, ours):
-    """vLLM's --dtype, --kv-cache-dtype and --quantization (of the config's own method) give the report ours give."""
+    """vLLM's --dtype and --quantization (of the config's own method) give the report ours give."""
     assert _report(capsys, *vllm) == _report(capsys, *ours)
 
 
 @pytest.mark.parametrize("args, text", [
     (["--dtype", "bfloat16", "--weight-dtype", "int8"], "--dtype='bfloat16': beside --weight-dtype='int8'"),
-    (["--kv-cache-dtype", "fp8", "--kv-dtype", "bf16"], "--kv-cache-dtype='fp8': beside --kv-dtype='bf16'"),
     (["--quantization", "fp8"], "--quantization='fp8': llama-3.1-8b is not quantized: quantizing a checkpoint on"),
     (["--model", "deepseek-v3", "--quantization", "awq"], "deepseek-v3 is quantized with fp8"),
     (["--model", "deepseek-v3", "--dtype", "half"], "--dtype='half': deepseek-v3 is quantized (fp8)"),

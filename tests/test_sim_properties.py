@@ -568,3 +568,18 @@ def test_empty_workload_gives_an_empty_result() -> None:
     for r in all_policies([], UnitCostModel(), None):
         assert len(r.steps) == 0 and r.summary.makespan_s == 0 and r.summary.ttft is None
         assert r.summary.output_tokens_per_s is None and r.summary.long_run_useful_share is None
+
+
+def test_a_summary_prints_readably_and_keeps_its_exact_repr() -> None:
+    """``print(summary)`` shows counts with separators, ms and % (the lesson's static batch: 1,000 steps, 40 %
+    useful, E2E 1,001 s of unit steps); ``repr`` keeps the exact Fractions."""
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o) for i, o in enumerate([100, 200, 300, 1000])]
+    s = serve_static(reqs, UnitCostModel(decode=Fraction(1, 3)), batch_size=4).summary
+    text = str(s)
+    assert text.splitlines()[0] == ("static: 4 of 4 requests handed back, 0 rejected, 0 preemptions; 1,000 steps "
+                                    "(1 prefill, 999 decode, 0 mixed)")
+    # prefill 1 s + 999 decode steps of 1/3 s = 334 s for every row (handed back together)
+    assert "makespan 334.000 s" in text and "1,600 output tokens" in text and "long-run useful share 40.0 %" in text
+    assert "  e2e        p50 334,000.0 ms, p90 334,000.0 ms, p99 334,000.0 ms" in text
+    assert "itl" not in text  # static batching streams nothing
+    assert "makespan_s=Fraction(334, 1)" in repr(s) and s.makespan_s == 334

@@ -92,7 +92,9 @@ def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -
                             help="override the weight dtype (bf16, fp8, int8, int4...): one flat width for every "
                                  "weight, embeddings and lm_head included, no group scales, the config's "
                                  "quantization_config dropped; a quantized config.json is priced exactly without it")
-        parser.add_argument("--kv-dtype", default=None, help="override the KV-cache dtype")
+        parser.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", default=None,
+                            help="override the KV-cache dtype (vLLM's --kv-cache-dtype: fp8, fp8_e4m3, fp8_e5m2 "
+                                 "store 1 byte per element; their per-layer scales are not counted)")
         add_vllm_dtype_options(parser)
 
 
@@ -165,10 +167,9 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
     from ..estimate import smallest_tensor_parallel_size
     from ..hardware import get_accelerator
     from ..models import load_model
-    from ..repos import model_spec
 
     weight_dtype, kv_dtype = vllm_dtypes(args)
-    model = load_model(model_spec(args.model))
+    model = load_model(args.model)
     check_vllm_model(args, model)
     model = model.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     accelerator = get_accelerator(args.accelerator)

@@ -1,10 +1,10 @@
-"""vLLM's names for the dtype flags: ``--dtype``, ``--kv-cache-dtype`` and ``--quantization``.
+"""vLLM's names for the weight-dtype flags: ``--dtype`` and ``--quantization``.
 
 Each is taken where its meaning is the package's, and refused by name where it is not
 (vLLM engine arguments, https://docs.vllm.ai/en/v0.5.3/models/engine_args.html:
-``--dtype {auto,half,float16,bfloat16,float,float32}``, ``--kv-cache-dtype {auto,fp8,fp8_e5m2,fp8_e4m3}``):
+``--dtype {auto,half,float16,bfloat16,float,float32}``). vLLM's ``--kv-cache-dtype`` is
+``--kv-dtype``'s other name (:func:`roofline.commands._args.add_model_options`).
 
-* ``--kv-cache-dtype``: the KV cache's dtype, as ``--kv-dtype``; ``auto`` keeps the model's.
 * ``--dtype``: the dtype of an unquantized model's weights (and activations), as
   ``--weight-dtype``; ``auto`` keeps the config's. On a quantized checkpoint vLLM's ``--dtype``
   sets the activations and the unquantized tensors only, which the package reads from the
@@ -24,41 +24,32 @@ from ..errors import InvalidValueError
 #: vLLM --dtype -> the package's weight dtype (None: the config's).
 VLLM_DTYPES = {"auto": None, "half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
                "float32": "float32"}
-#: vLLM --kv-cache-dtype -> the package's KV dtype (None: the model's; both FP8 formats are 1 byte).
-VLLM_KV_CACHE_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
 
 def add_vllm_dtype_options(parser: argparse.ArgumentParser) -> None:
-    """Add --dtype, --kv-cache-dtype and --quantization (vLLM's names)."""
+    """Add --dtype and --quantization (vLLM's names)."""
     parser.add_argument("--dtype", choices=tuple(VLLM_DTYPES), default=None,
                         help="vLLM's --dtype: an unquantized model's weight dtype, as --weight-dtype (auto: the "
                              "config's); refused on a quantized checkpoint")
-    parser.add_argument("--kv-cache-dtype", choices=tuple(VLLM_KV_CACHE_DTYPES), default=None,
-                        help="vLLM's --kv-cache-dtype: the KV cache's dtype, as --kv-dtype (auto: the model's)")
     parser.add_argument("--quantization", "-q", default=None, metavar="METHOD",
                         help="vLLM's --quantization: taken when the config is quantized with METHOD "
                              "(gptq, awq, fp8, compressed-tensors, mxfp4); quantizing on the fly is not modelled")
 
 
 def vllm_dtypes(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """(weight dtype, KV dtype) of the flags, vLLM's names folded into the package's.
+    """(weight dtype, KV dtype) of the flags, vLLM's --dtype folded into the package's --weight-dtype.
 
     Raises
     ------
     InvalidValueError
-        A vLLM name beside the package's own for the same thing (--dtype and --weight-dtype,
-        --kv-cache-dtype and --kv-dtype), naming both.
+        --dtype beside --weight-dtype, naming both.
     """
     weight, kv = getattr(args, "weight_dtype", None), getattr(args, "kv_dtype", None)
-    dtype, kv_cache = getattr(args, "dtype", None), getattr(args, "kv_cache_dtype", None)
+    dtype = getattr(args, "dtype", None)
     if dtype is not None and weight is not None:
         raise InvalidValueError("--dtype", dtype, f"beside --weight-dtype={weight!r}: give one of them")
-    if kv_cache is not None and kv is not None:
-        raise InvalidValueError("--kv-cache-dtype", kv_cache, f"beside --kv-dtype={kv!r}: give one of them")
     if dtype is not None:
         weight = VLLM_DTYPES[dtype]
-    if kv_cache is not None:
-        kv = VLLM_KV_CACHE_DTYPES[kv_cache]
     return weight, kv
 
 

@@ -10,14 +10,14 @@ the ridge point, then every value's source. Both take ``--json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from typing import Any
 
 import attrs
 
 from ..hardware import Accelerator, accelerator_aliases, accelerator_names, get_accelerator
-from ..models import ModelConfig, get_model, model_names
-from ..repos import preset_repo
+from ..models import ModelConfig, get_model, hf_ids, model_names
 from ..units import GB, GiB
 from ._args import plain
 
@@ -34,6 +34,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--verbose", action="store_true",
                        help="also print every preset's sources (--json always has them)")
         p.set_defaults(func=func)
+
+
+@functools.cache
+def _preset_hf_ids() -> dict[str, list[str]]:
+    """Preset name -> the Hugging Face ids (lower-cased) that name it (:func:`roofline.models.hf_ids`)."""
+    out: dict[str, list[str]] = {}
+    for hf_id, name in sorted(hf_ids().items()):
+        out.setdefault(name, []).append(hf_id)
+    return out
 
 
 def model_facts(model: ModelConfig) -> dict[str, Any]:
@@ -58,7 +67,7 @@ def model_facts(model: ModelConfig) -> dict[str, Any]:
         "head_dim": model.head_dim,
         "kv_bytes_per_token": float(model.kv_bytes_per_token),
         "source": model.source,
-        "repo": preset_repo(model.name) if model.name in model_names() else None,
+        "hf_ids": _preset_hf_ids().get(model.name, []),
     }
 
 
@@ -72,6 +81,7 @@ def accelerator_facts(accelerator: Accelerator) -> dict[str, Any]:
         "bandwidth_bytes_per_s": float(accelerator.bandwidth),
         "peak_bf16_flops": float(accelerator.peak_flops),
         "peak_fp8_flops": None if accelerator.peak_fp8 is None else float(accelerator.peak_fp8.value),
+        "peak_fp4_flops": None if accelerator.peak_fp4 is None else float(accelerator.peak_fp4.value),
         "ridge_point_flop_per_byte": float(accelerator.ridge_point),
         "aliases": accelerator_aliases().get(accelerator.key, []),
         "sources": {field: attrs.asdict(value.source) for field, value in accelerator.sources().items()},
@@ -84,7 +94,7 @@ def run_models(args: Any) -> int:
     if args.json:
         print(json.dumps(facts, indent=2))
         return 0
-    header = ("model", "parameters", "weights", "dtype", "layers", "heads/KV", "head_dim", "KV/token")
+    header = ("model", "parameters", "weights", "dtype", "layers", "q/kv", "d_head", "KV/token")
     table = [header] + [(
         m["name"], f"{m['parameters']:,}", f"{m['weight_bytes'] / GB:,.2f} GB", m["weight_format"],
         str(m["num_hidden_layers"]), f"{m['num_attention_heads']}/{m['num_key_value_heads']}",
@@ -98,10 +108,10 @@ def run_models(args: Any) -> int:
         print("  ".join(cells))
         if args.verbose and i:
             m = facts[i - 1]
-            print(f"    repository {m['repo'] or '-'}; source: {m['source']}")
+            print(f"    Hugging Face: {', '.join(m['hf_ids']) or '-'}; source: {m['source']}")
     print("weights in the checkpoint's dtype (quantized: method/dtype of the other tensors; --weight-dtype")
-    print("changes it); heads/KV: query and KV heads; KV per token for full attention (MLA: the latent)")
-    print("--model takes a preset's name or its Hugging Face repository" + (
+    print("changes it); q/kv: query and KV heads; KV per token for full attention (MLA: the latent)")
+    print("--model takes a preset's name or its Hugging Face id" + (
         "" if args.verbose else " (--verbose prints them, and sources)"))
     return 0
 

@@ -55,7 +55,6 @@ def derive(p: Proof) -> None:
     from ..hardware import get_accelerator
     from ..models import get_model
     from ..sim import KVPool, Request, RooflineCostModel, serve_serial
-    from ..sim.stretch import serve_serial_events
     from ..symbolic import SYMBOLS, symbols_for
     from ..symbolic import stretch as ss
 
@@ -130,13 +129,13 @@ def derive(p: Proof) -> None:
     reqs = [Request(id=i, arrival_s=Fraction(i, 10), prompt_tokens=1500 + 7 * i, output_tokens=1 + 37 * i)
             for i in range(20)]
     pool = KVPool.blocks(146, block_size=16)
-    events = serve_serial_events(reqs, cost, kv_pool=pool, record_steps=True)
+    events = serve_serial(reqs, cost, kv_pool=pool, record_steps=True, engine="event")
     steps = serve_serial(reqs, cost, kv_pool=pool, engine="step", record_steps=True)
     p.equal("20 requests served one by one: every hand-back time is the same", [r.handed_back_s for r in
             events.requests], [r.handed_back_s for r in steps.requests])
     p.equal("none is rejected: the largest fits the 146-block pool exactly", steps.summary.rejected, 0)
     p.holds("and the summary is the same", events.summary == steps.summary)
-    big = serve_serial_events([Request(id=0, arrival_s=0, prompt_tokens=100, output_tokens=10**9)], cost)
+    big = serve_serial([Request(id=0, arrival_s=0, prompt_tokens=100, output_tokens=10**9)], cost, engine="event")
     decode = f.stretch_time(steps=10**9 - 1, batch=1, context_sum=101, overhead=0, **terms)
     p.equal("one request of 10^9 tokens: prefill + the closed-form stretch, exactly",
             big.requests[0].handed_back_s, cost.prefill_time(100, 5050) + decode,

@@ -17,10 +17,13 @@ Workloads (:mod:`roofline.sim.workloads`): traces, seeded generators
 (:func:`synthetic_workload`, :func:`anyscale_workload`) and closed-loop clients
 (:class:`ClosedLoop`, served by :func:`serve_continuous`).
 
-Two engines give the same results exactly (``engine=`` on each policy; ``roofline simulate
---engine``): ``"event"`` prices each decode stretch between two events in closed form on an
-integer tick clock (:mod:`roofline.sim.stretch`, :mod:`roofline.sim.events`; its cost grows
-with requests, not tokens) from the cost model's own stretch terms
+Each policy is written once (:mod:`roofline.sim.batches`: serial and static;
+:mod:`roofline.sim.continuous`: continuous batching) over one run state
+(:mod:`roofline.sim.run`) and runs on one of two clocks (:mod:`roofline.sim.clock`), which
+give the same results exactly (``engine=`` on each policy; ``roofline simulate --engine``):
+``"event"``, the stretch clock, prices each decode stretch between two events in closed form
+on an integer tick clock (:mod:`roofline.sim.stretch`; its cost grows with requests, not
+tokens) from the cost model's own stretch terms
 (:class:`~roofline.sim.cost.StretchTerms`: dense, mixture-of-experts, tensor-parallel,
 sliding-window and estimate models, exact); ``"step"`` runs one step at a time (the
 reference, and the engine for float mode and for continuous batching on sliding windows).
@@ -47,7 +50,6 @@ Examples
 (0.48, 4.87, 0.4)
 """
 
-from . import events as _events  # noqa: F401  (registers the event engine of continuous batching)
 from .cost import CostModel, RooflineCostModel, UnitCostModel
 from .kv import KVPool, LayerWindows
 from .policies import (
@@ -63,7 +65,7 @@ from .policies import (
 )
 from .requests import SHIPPED_TRACES, TRACE_FORMATS, Request, check_requests, load_trace, parse_trace, shipped_trace
 from .results import Goodput, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary, percentile
-from .stretch import StretchTable, TickClock, TickCosts, serve_serial_events, serve_static_events
+from .stretch import StretchTable, TickClock, TickCosts
 from .workloads import (
     ANYSCALE_CAPS,
     ARRIVAL_PROCESSES,
@@ -98,8 +100,6 @@ __all__ = [
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "ENGINES",
     "SimulationError",
-    "serve_serial_events",
-    "serve_static_events",
     "StretchTable",
     "TickClock",
     "TickCosts",

@@ -653,6 +653,33 @@ class Summary:
         """Alias of :attr:`long_run_useful_share` (the name before both shares were named)."""
         return self.long_run_useful_share
 
+    def __str__(self) -> str:
+        """A readable summary: counts with thousands separators, latencies in ms, shares in %, rounded.
+
+        ``repr`` keeps the exact values (Fractions of thousands of digits on a long run); ``str``
+        (what ``print(summary)`` shows) is for reading, like ``roofline simulate``'s table.
+        """
+        def ms(value: Any) -> str:
+            return f"{float(value) * 1e3:,.1f} ms"
+
+        def pct(value: Any) -> str:
+            return "-" if value is None else f"{float(value) * 100:.1f} %"
+
+        rate = "-" if self.output_tokens_per_s is None else f"{float(self.output_tokens_per_s):,.1f}"
+        lines = [f"{self.policy}: {self.completed:,} of {self.requests:,} requests handed back, {self.rejected:,} "
+                 f"rejected, {self.preemptions:,} preemptions; {self.steps:,} steps ({self.prefill_steps:,} prefill, "
+                 f"{self.decode_steps:,} decode, {self.mixed_steps:,} mixed)",
+                 f"  makespan {float(self.makespan_s):,.3f} s, busy {float(self.busy_s):,.3f} s, "
+                 f"{self.output_tokens:,} output tokens, {rate} tokens/s",
+                 f"  long-run useful share {pct(self.long_run_useful_share)}, slot occupancy {pct(self.slot_occupancy)}"
+                 f", peak KV {self.peak_kv_tokens:,} tokens in {self.peak_kv_blocks:,} blocks of {self.block_size}"]
+        for name in ("queue_wait", "ttft", "tpot", "itl", "e2e"):
+            p = getattr(self, name)
+            if p is not None:
+                lines.append(f"  {name:<10} p50 {ms(p.p50)}, p90 {ms(p.p90)}, p99 {ms(p.p99)}, mean {ms(p.mean)}, "
+                             f"max {ms(p.max)}")
+        return "\n".join(lines)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (times and shares as floats)."""
         out: dict[str, Any] = {}

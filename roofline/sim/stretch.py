@@ -33,7 +33,8 @@ apart. A batch's rows share one context c, whose token-layers sum over layers of
 are linear in c between the windows, so a stretch is cut at the windows it crosses and each
 piece is one closed-form sum (:meth:`TickCosts.batch_stretch`).
 
-The core, for the policies built on it (continuous batching will reuse it):
+The core, for the policies built on it (:mod:`roofline.sim.batches`, :mod:`roofline.sim.continuous`, on the
+stretch clock of :mod:`roofline.sim.clock`):
 
 * :class:`TickClock`: seconds <-> ticks, and results' time values in the step engine's
   types (an int where the step engine's arithmetic stays in ints, else a Fraction);
@@ -46,9 +47,7 @@ The core, for the policies built on it (continuous batching will reuse it):
 * :func:`blocks_growth` and :func:`first_pool_overflow`: paged KV of a batch of unequal
   contexts, counted by residue modulo the block size.
 
-Policies: :func:`serve_serial_events` and :func:`serve_static_events` return results equal
-to :func:`~roofline.sim.serve_serial` and :func:`~roofline.sim.serve_static` exactly,
-field by field and type by type; their step table (:class:`StretchTable`) stores one row
+The step table of serial and static runs on this clock (:class:`StretchTable`) stores one row
 per batch and expands a stretch into its steps only when they are read.
 
 Conventions: docs/conventions.md, "One step" and "Serving policies".
@@ -57,22 +56,17 @@ Conventions: docs/conventions.md, "One step" and "Serving policies".
 from __future__ import annotations
 
 import bisect
-import functools
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from .._checks import check_count
-from ..errors import InvalidValueError, SimulationError
+from ..errors import InvalidValueError
 from ..formulas.stretch import lines_steps_until, lines_sum
-from . import policies as _policies
-from .cost import CostModel, stretch_terms
+from .cost import stretch_terms
 from .kv import KVPool, LayerWindows, held_kv, prompt_pairs
-from .policies import _listed, _opt_time, _refuse_closed_loop, _windowed_pool, serve_serial, serve_static
-from .requests import Request, check_requests
-from .results import DECODE, PREFILL, Percentiles, RequestTable, SimResult, StepRecord, StepTable, Summary
-from .workloads import Workload
+from .results import DECODE, PREFILL, StepRecord, StepTable
 
 __all__ = [
     "TickClock",
@@ -81,8 +75,6 @@ __all__ = [
     "blocks_growth",
     "first_pool_overflow",
     "StretchTable",
-    "serve_serial_events",
-    "serve_static_events",
 ]
 
 
@@ -369,27 +361,33 @@ class TickCosts:
         c = self.fc * n + self.ac * (context_sum + attention_pairs)
         return (m if m >= c else c) + self.overhead(n)
 
-    def lines(self, batch: int, context_sum: int) -> tuple[int, int, int, int, int]:
-        """(m0, ms, c0, cs, oh): step j of the stretch lasts max(m0 + ms j, c0 + cs j) + oh ticks."""
+    def lines(self, batch: int, context_sum: int, slope: int | None = None) -> tuple[int, int, int, int, int]:
+        """(m0, ms, c0, cs, oh): step j of the stretch lasts max(m0 + ms j, c0 + cs j) + oh ticks.
+
+        ``slope``: what the context sum grows by per step (None: ``batch``, one token per row; with
+        sliding windows, the layers still growing, summed over the rows: token-layers per step).
+        """
         if self.unit_decode is not None:
             return self.unit_decode, 0, 0, 0, 0
-        return (self.weights(batch) + self.km * context_sum, self.km * batch,
-                self.fc * batch + self.ac * context_sum, self.ac * batch, self.overhead(batch))
+        grow = batch if slope is None else slope
+        return (self.weights(batch) + self.km * context_sum, self.km * grow,
+                self.fc * batch + self.ac * context_sum, self.ac * grow, self.overhead(batch))
 
-    def stretch(self, batch: int, context_sum: int, steps: int) -> int:
-        """Ticks of ``steps`` decode steps of a fixed batch whose context sum starts at ``context_sum``.
+    def stretch(self, batch: int, context_sum: int, steps: int, slope: int | None = None) -> int:
+        """Ticks of ``steps`` decode steps of a fixed batch whose context sum starts at ``context_sum`` and grows by
+        ``slope`` per step (None: ``batch``; see :meth:`lines`).
 
         :func:`roofline.formulas.stretch_time` x D, in O(1) (the line kernel on integers).
         """
         if self.unit_decode is not None:
             return self.unit_decode * steps
-        return lines_sum(*self.lines(batch, context_sum), steps)
+        return lines_sum(*self.lines(batch, context_sum, slope), steps)
 
-    def steps_until(self, batch: int, context_sum: int, target: int) -> int:
-        """The least n >= 0 with ``stretch(batch, context_sum, n) >= target`` (exact; target in ticks)."""
+    def steps_until(self, batch: int, context_sum: int, target: int, slope: int | None = None) -> int:
+        """The least n >= 0 with ``stretch(batch, context_sum, n, slope) >= target`` (exact; target in ticks)."""
         if self.unit_decode is not None:
             return 0 if target <= 0 else -(-target // self.unit_decode)
-        return lines_steps_until(*self.lines(batch, context_sum), target)
+        return lines_steps_until(*self.lines(batch, context_sum, slope), target)
 
 
 def advance(costs: TickCosts, batch: int, context_sum: int, *, max_steps: int,
@@ -548,10 +546,13 @@ class StretchTable(StepTable):
         self._b_outputs: list[list[int] | None] = []  # the rows' outputs, sorted (None for one row: [o_max])
         self._n = 0
 
-    def _add_batch(self, start: int, start_fraction: bool, rows: int, p_max: int, o_max: int, prompt_sum: int,
-                   outputs: list[int] | None) -> None:
+    def add_batch(self, start: int, start_fraction: bool, rows: int, p_max: int, o_max: int, prompt_sum: int,
+                  outputs: list[int] | None) -> None:
+        """One static batch of ``rows`` rows starting at ``start`` ticks (a Fraction in the step clock's types when
+        ``start_fraction``): prompts padded to ``p_max`` (``prompt_sum`` real tokens), ``outputs`` the rows'
+        output lengths sorted (None for one row: [o_max])."""
         self._b_first.append(self._n)
-        self._b_start.append(start)
+        self._b_start.append(int(start))
         self._b_start_fraction.append(start_fraction)
         self._b_rows.append(rows)
         self._b_p_max.append(p_max)
@@ -561,11 +562,11 @@ class StretchTable(StepTable):
         self._n += o_max
 
     def add_prefill(self, *args: Any) -> None:
-        """Not used: the events engine adds whole batches."""
+        """Not used: the stretch clock adds whole batches (:meth:`add_batch`)."""
         raise TypeError("a StretchTable is filled batch by batch")
 
     def add_decode(self, *args: Any) -> None:
-        """Not used: the events engine adds whole batches."""
+        """Not used: the stretch clock adds whole batches (:meth:`add_batch`)."""
         raise TypeError("a StretchTable is filled batch by batch")
 
     def __len__(self) -> int:
@@ -617,513 +618,6 @@ class StretchTable(StepTable):
         return self._walk(0, self._n)
 
 
-# --------------------------------------------------------------------------- serial and static
-
-
-class _EventRun:
-    """Inputs and outcomes of a serial or static run in ticks (the step engine's ``_Run``, on the tick clock)."""
-
-    def __init__(self, requests: tuple[Request, ...], arrivals: list[Any], cost_model: Any, costs: TickCosts,
-                 pool: KVPool, record_steps: bool, max_steps: int | None, *, max_model_len: int | None = None,
-                 budget: int | None = None) -> None:
-        self.requests = requests
-        self.cost = cost_model
-        self.costs = costs
-        self.clock = costs.clock
-        self.pool = pool
-        n = len(requests)
-        self.arrival = arrivals
-        ticks = self.clock.ticks
-        self.arr = [ticks(a) for a in self.arrival]
-        _check_order(requests, self.arr)
-        self.arr_fraction = [not isinstance(a, int) for a in self.arrival]
-        self.prompt = [r.prompt_tokens for r in requests]
-        self.output = [r.output_tokens for r in requests]
-        self.reason: list[str | None] = [None] * n
-        if pool.capacity_blocks is not None and pool.layer_windows:
-            self.reason = [pool.never_fits_reason(p, o) for p, o in zip(self.prompt, self.output, strict=True)]
-        elif pool.capacity_blocks is not None:  # pool.never_fits_reason, asked only of those that do not fit
-            b, cap = pool.block_size, pool.capacity_blocks
-            for i, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)):
-                if -(-(p + o - 1) // b) > cap:
-                    self.reason[i] = pool.never_fits_reason(p, o)
-        if max_model_len is not None:  # the step engine's order: the pool's reason, then max_model_len, then budget
-            for i, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)):
-                if p + o > max_model_len:
-                    self.reason[i] = (f"prompt + output of {p + o} tokens ({p} + {o}) exceeds "
-                                      f"max_model_len={max_model_len}")
-        if budget is not None:
-            for i, p in enumerate(self.prompt):
-                if self.reason[i] is None and p > budget:
-                    self.reason[i] = f"prompt of {p} tokens exceeds max_num_batched_tokens={budget}"
-        self.budget = math.inf if budget is None else budget
-        self.spec: dict[str, Any] | None = None
-        self.batch_size = 1
-        self.policy = ""
-        self.preemption_total = 0
-        self.mixed_steps = 0
-        self.batch_share_sum: Any = 0
-        self.batches = 0
-        self.capacity = math.inf if pool.capacity_blocks is None else pool.capacity_blocks
-        # per request, in ticks, with the step engine's number type (True: Fraction)
-        self.admitted: list[int | None] = [None] * n
-        self.admitted_fraction = [False] * n
-        self.first: list[int | None] = [None] * n
-        self.first_fraction = [False] * n
-        self.finish: list[int | None] = [None] * n
-        self.finish_fraction = [False] * n
-        self.handed: list[int | None] = [None] * n
-        self.handed_fraction = [False] * n
-        self.table = StretchTable(cost_model, costs, pool) if record_steps else None
-        self.steps = 0
-        self.prefill_steps = 0
-        self.useful_rows = 0
-        self.rows = 0
-        self.peak_tokens = 0
-        self.peak_blocks = 0
-        self.first_start: tuple[int, bool] | None = None
-        self.end: tuple[int, bool] | None = None
-        self.idle = (0, False)
-        self.max_steps = max_steps
-
-    def step_limit(self) -> int:
-        if self.max_steps is not None:
-            return self.max_steps
-        return sum(o for o, why in zip(self.output, self.reason, strict=True) if why is None)
-
-    def check_steps(self, limit: int) -> None:
-        if self.steps > limit:
-            why = ("a fault: every step produces a new token, so sum(O) steps always suffice"
-                   if self.max_steps is None else "the simulation needs more steps")
-            raise SimulationError(f"max_steps={limit}: passed after {self.steps} steps ({why})")
-
-    # ------------------------------------------------------------------ one batch
-    def run_batch(self, members: list[int], start: int, start_fraction: bool) -> tuple[int, bool]:
-        """A padded prefill step, then the decode stretch to the longest row; returns the end (ticks, type)."""
-        prompt, output, costs = self.prompt, self.output, self.costs
-        m = len(members)
-        if m == 1:
-            i = members[0]
-            p_max = prompt_sum = prompt[i]
-            o_max = output[i]
-        else:
-            p_max = max(prompt[i] for i in members)
-            o_max = max(output[i] for i in members)
-            prompt_sum = sum(prompt[i] for i in members)
-        tokens = m * p_max
-        pairs = m * costs.pairs(p_max)
-        t = start + costs.prefill(tokens, pairs)
-        t_fraction = start_fraction or costs.prefill_fraction
-        if self.first_start is None:
-            self.first_start = (start, start_fraction)
-        end_fraction = t_fraction or (o_max > 1 and costs.decode_fraction)
-        ends: dict[int, int] = {}
-        for i in members:
-            self.admitted[i] = start
-            self.admitted_fraction[i] = start_fraction
-            self.first[i] = t
-            self.first_fraction[i] = t_fraction
-            o = output[i]
-            done = ends.get(o)
-            if done is None:
-                done = ends[o] = t + costs.batch_stretch(m, p_max, o - 1)
-            self.finish[i] = done
-            self.finish_fraction[i] = t_fraction or (o > 1 and costs.decode_fraction)
-        end = ends[o_max]
-        for i in members:
-            self.handed[i] = end
-            self.handed_fraction[i] = end_fraction
-        if self.table is not None:
-            self.table._add_batch(start, start_fraction, m, p_max, o_max, prompt_sum,
-                                  sorted([output[i] for i in members]) if m > 1 else None)
-        self.steps += o_max
-        self.prefill_steps += 1
-        useful = sum(output[i] for i in members) if m > 1 else o_max
-        self.useful_rows += useful
-        self.rows += m * o_max
-        self.batch_share_sum += Fraction(useful, m * o_max)
-        self.batches += 1
-        tokens_held = m * costs.held(p_max + o_max - 1)
-        if tokens_held > self.peak_tokens:
-            self.peak_tokens = tokens_held
-        blocks = m * self.pool.lifetime_blocks(p_max, o_max)
-        if blocks > self.peak_blocks:
-            self.peak_blocks = blocks
-        return end, end_fraction
-
-    # ------------------------------------------------------------------ serial
-    def serve_one_by_one(self) -> None:
-        """Serial serving: :meth:`serve_batches` with batch size 1, written out (one prefill + one stretch each)."""
-        arr, arr_fraction, prompt, output = self.arr, self.arr_fraction, self.prompt, self.output
-        costs, table, limit = self.costs, self.table, self.step_limit()
-        admitted, admitted_fraction, first, first_fraction = (self.admitted, self.admitted_fraction, self.first,
-                                                              self.first_fraction)
-        finish, finish_fraction, handed, handed_fraction = (self.finish, self.finish_fraction, self.handed,
-                                                            self.handed_fraction)
-        unit_prefill, unit_decode = costs.unit_prefill, costs.unit_decode
-        wm, km, fc, ac, oh = costs.wm, costs.km, costs.fc, costs.ac, costs.oh
-        prefill_fraction, decode_fraction = costs.prefill_fraction, costs.decode_fraction
-        windows, varying = costs.windows, costs.varying
-        peak_blocks = 0
-        free: int | None = None
-        free_fraction = False
-        idle, idle_fraction = self.idle
-        steps = prefills = longest = 0
-        if table is not None:  # StretchTable._add_batch for one row, inlined; the other columns are filled below
-            table_first, table_start, table_start_fraction = (table._b_first.append, table._b_start.append,
-                                                              table._b_start_fraction.append)
-            table_p, table_o = table._b_p_max.append, table._b_o_max.append
-        for i, why in enumerate(self.reason):
-            if why is not None:
-                continue
-            a = arr[i]
-            if free is None or a > free:
-                if free is not None:
-                    idle += a - free
-                    idle_fraction = idle_fraction or arr_fraction[i] or free_fraction
-                else:
-                    self.first_start = (a, arr_fraction[i])
-                start, start_fraction = a, arr_fraction[i]
-            else:
-                start, start_fraction = free, free_fraction
-            p, o = prompt[i], output[i]
-            if unit_prefill is not None and unit_decode is not None:
-                t = start + unit_prefill
-                end = t + unit_decode * (o - 1)
-            elif windows is not None or varying:
-                t = start + costs.prefill(p, costs.pairs(p))
-                end = t + costs.batch_stretch(1, p, o - 1)
-            else:  # TickCosts.prefill and .stretch for one row, inlined
-                m = wm + km * p
-                c = fc * p + ac * (p * (p + 1) // 2)
-                t = start + (m if m >= c else c) + oh
-                end = t + lines_sum(wm + km * (p + 1), km, fc + ac * (p + 1), ac, oh, o - 1) if o > 1 else t
-            t_fraction = start_fraction or prefill_fraction
-            end_fraction = t_fraction or (o > 1 and decode_fraction)
-            admitted[i] = start
-            admitted_fraction[i] = start_fraction
-            first[i] = t
-            first_fraction[i] = t_fraction
-            finish[i] = handed[i] = end
-            finish_fraction[i] = handed_fraction[i] = end_fraction
-            if table is not None:
-                table_first(steps)
-                table_start(start)
-                table_start_fraction(start_fraction)
-                table_p(p)
-                table_o(o)
-            steps += o
-            prefills += 1
-            if p + o > longest:
-                longest = p + o
-            if windows is not None:  # a windowed layer's blocks are not monotone in the context
-                peak_blocks = max(peak_blocks, self.pool.lifetime_blocks(p, o))
-            free, free_fraction = end, end_fraction
-            if steps > limit:
-                self.steps = steps
-                self.check_steps(limit)
-        self.steps = self.useful_rows = self.rows = steps
-        self.prefill_steps = self.batches = prefills
-        self.batch_share_sum = Fraction(prefills)  # each batch of one row is fully useful
-        if table is not None:
-            table._b_rows = [1] * prefills
-            table._b_prompt_sum = table._b_p_max
-            table._b_outputs = [None] * prefills
-            table._n = steps
-        if prefills:
-            self.peak_tokens = costs.held(longest - 1)
-            self.peak_blocks = self.pool.blocks_for(longest - 1) if windows is None else peak_blocks
-        self.idle = (idle, idle_fraction)
-        self.end = None if free is None else (free, free_fraction)
-
-    # ------------------------------------------------------------------ the batch loop
-    def serve_batches(self, batch_size: int, max_wait: tuple[int, bool] | None) -> None:
-        """Static batching (serial when batch_size == 1): the step engine's batch formation, on ticks."""
-        arr, arr_fraction, prompt, output, pool = self.arr, self.arr_fraction, self.prompt, self.output, self.pool
-        eligible = [i for i, why in enumerate(self.reason) if why is None]
-        last = len(arr) - 1
-        limit = self.step_limit()
-        free_at: tuple[int, bool] | None = None
-        idle, idle_fraction = self.idle
-        k = 0
-        count = len(eligible)
-        block, capacity, budget = pool.block_size, self.capacity, self.budget
-        lifetime = pool.lifetime_blocks if pool.layer_windows else None  # windows: blocks are not monotone in c
-        while k < count:
-            head = eligible[k]
-            stop, p_max, o_max = k + 1, prompt[head], output[head]
-            ready_i: int | None = None
-            while stop - k < batch_size and stop < count:
-                j = eligible[stop]
-                pm = p_max if p_max >= prompt[j] else prompt[j]
-                om = o_max if o_max >= output[j] else output[j]
-                need = -(-(pm + om - 1) // block) if lifetime is None else lifetime(pm, om)
-                if (stop - k + 1) * need > capacity or (stop - k + 1) * pm > budget:
-                    ready_i = j  # full for KV (pool.lifetime_blocks) or the token budget once the next is there
-                    break
-                stop, p_max, o_max = stop + 1, pm, om
-            if ready_i is None:
-                ready_i = eligible[stop - 1] if stop - k == batch_size else last
-            ready, ready_fraction = arr[ready_i], arr_fraction[ready_i]
-            if max_wait is not None and arr[head] + max_wait[0] < ready:
-                ready, ready_fraction = arr[head] + max_wait[0], arr_fraction[head] or max_wait[1]
-            if free_at is None or ready > free_at[0]:
-                start, start_fraction = ready, ready_fraction
-                if free_at is not None:
-                    idle += ready - free_at[0]
-                    idle_fraction = idle_fraction or ready_fraction or free_at[1]
-            else:
-                start, start_fraction = free_at
-            while arr[eligible[stop - 1]] > start:  # only the requests already there
-                stop -= 1
-            members = eligible[k:stop]
-            k = stop
-            free_at = self.run_batch(members, start, start_fraction)
-            self.check_steps(limit)
-        self.idle = (idle, idle_fraction)
-        self.end = free_at
-
-    # ------------------------------------------------------------------ results
-    def result(self, policy: str, options: dict[str, Any]) -> SimResult:
-        n = len(self.requests)
-        prompt = [p if h is not None else 0 for p, h in zip(self.prompt, self.handed, strict=True)]
-        output = [o if h is not None else 0 for o, h in zip(self.output, self.handed, strict=True)]
-        results = RequestTable(self.requests, self.arrival, (self.admitted, self.first, self.finish, self.handed),
-                               (self.admitted_fraction, self.first_fraction, self.finish_fraction,
-                                self.handed_fraction), [0] * n, prompt, output, self.reason, None,
-                               self.clock.denominator)
-        if self.spec is not None:
-            options = dict(options, workload=self.spec)
-        options = dict(options, kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size)
-        if self.costs.windows is not None:
-            options["kv_units"] = "token-layers"
-        return SimResult(policy, options, results, self.table, self._summary(policy))
-
-    def _summary(self, policy: str) -> Summary:
-        self.policy = policy
-        return _summary(self, policy)
-
-
-    def itl(self) -> Percentiles | None:
-        """The summary's ITL: serial streams its tokens, static batching hands them back at once (None)."""
-        return self._serial_itl() if self.batch_size == 1 and self.policy == "serial" else None
-
-    @property
-    def slot_rows(self) -> int:
-        return self.rows
-
-    def _serial_itl(self) -> Percentiles | None:
-        """``Percentiles.of_counts`` of every decode step's duration, without expanding a stretch into its steps.
-
-        Serial serving streams: request i's gaps are its decode steps, at contexts p_i + 1, ...,
-        p_i + o_i - 1, and a batch-1 step's duration is a nondecreasing function of its context
-        (the max of two lines with slopes >= 0, plus a constant). So the q-th nearest-rank gap
-        is the duration at the q-th nearest-rank context of the multiset of contexts, a union
-        of intervals: one sweep over their 2R endpoints, whatever the lengths.
-        """
-        costs, clock = self.costs, self.clock
-        delta: dict[int, int] = {}
-        total_ticks = n = top = 0
-        fraction: bool | None = None
-        for i, h in enumerate(self.handed):
-            o = self.output[i]
-            if h is None or o < 2:
-                continue
-            if fraction is None:  # the multiset's keys keep the first gap's number type
-                fraction = self.first_fraction[i] or costs.decode_fraction
-            lo, hi = self.prompt[i] + 1, self.prompt[i] + o  # contexts lo .. hi - 1
-            delta[lo] = delta.get(lo, 0) + 1
-            delta[hi] = delta.get(hi, 0) - 1
-            n += o - 1
-            total_ticks += h - self.first[i]  # type: ignore[operator]
-            if hi - 1 > top:
-                top = hi - 1
-        if not n:
-            return None
-        assert fraction is not None
-        ranks = [-(-q * n // 100) for q in (50, 90, 99)]  # 1-based, increasing
-        found: list[int] = []
-        seen = active = 0
-        position = 0
-        for x in sorted(delta):
-            while found.__len__() < 3 and active and seen + active * (x - position) >= ranks[len(found)]:
-                found.append(position + -(-(ranks[len(found)] - seen) // active) - 1)
-            seen += active * (x - position)
-            active += delta[x]
-            position = x
-        time = clock.time
-
-        def gap(context: int) -> Any:  # token-layers grow with the context too: still nondecreasing
-            return time(costs.decode(1, costs.held(context)), fraction)
-
-        mean = Fraction(total_ticks, clock.denominator * n)
-        return Percentiles(gap(found[0]), gap(found[1]), gap(found[2]), mean=mean, max=gap(top))
-
-
-def _summary(self: Any, policy: str) -> Summary:
-    """The step engine's ``summarize``, computed on ticks (exact; the same values and number types)."""
-    clock = self.clock
-    time = clock.time
-    n = len(self.requests)
-    handed, handed_fraction = self.handed, self.handed_fraction
-    done = [i for i in range(n) if handed[i] is not None]
-    arr, arr_fraction = self.arr, self.arr_fraction
-    # first_arrival = min(arrivals): the first request's (arrivals are in order; min keeps the first)
-    fa, fa_fraction = (arr[0], arr_fraction[0]) if n else (0, False)
-    done_handed = [handed[i] for i in done]
-    if done:  # max keeps the first of equal maxima
-        best = done[done_handed.index(max(done_handed))]  # type: ignore[type-var]
-        last, last_fraction = handed[best], handed_fraction[best]
-        assert last is not None
-    else:
-        last, last_fraction = fa, fa_fraction
-    makespan = time(last - fa, last_fraction or fa_fraction)
-    output = sum([self.output[i] for i in done])
-    zero = self.cost.to_time(0)
-    if self.first_start is None or self.end is None:
-        busy = zero
-    else:
-        busy_ticks = self.end[0] - self.first_start[0] - self.idle[0]
-        busy = time(busy_ticks, self.end[1] or self.first_start[1] or self.idle[1])
-    done_arr = [arr[i] for i in done]
-    done_arr_fraction = [arr_fraction[i] for i in done]
-
-    def since_arrival(ticks: list[Any], fractions: list[bool]) -> Percentiles | None:
-        values = [t - a for t, a in zip(ticks, done_arr, strict=True)]
-        flags = [x or y for x, y in zip(fractions, done_arr_fraction, strict=True)]
-        return _percentiles(values, flags, clock)
-
-    first_done = [self.first[i] for i in done]
-    queue = since_arrival([self.admitted[i] for i in done], [self.admitted_fraction[i] for i in done])
-    ttft = since_arrival(first_done, [self.first_fraction[i] for i in done])
-    e2e = since_arrival(done_handed, [handed_fraction[i] for i in done])
-    decoding = [k for k, i in enumerate(done) if self.output[i] >= 2]
-    tpot = _percentiles_of_ratios([done_handed[k] - first_done[k] for k in decoding],  # type: ignore[operator]
-                                  [self.output[done[k]] - 1 for k in decoding], clock.denominator)
-    mixed = self.mixed_steps
-    return Summary(
-        policy=policy, requests=n, completed=len(done), rejected=n - self.reason.count(None),
-        preemptions=self.preemption_total, steps=self.steps, prefill_steps=self.prefill_steps,
-        decode_steps=self.steps - self.prefill_steps - mixed, output_tokens=output, makespan_s=makespan,
-        busy_s=busy, mixed_steps=mixed, output_tokens_per_s=Fraction(output) / makespan if makespan else None,
-        long_run_useful_share=Fraction(self.useful_rows, self.rows) if self.rows else None,
-        per_batch_useful_share=self.batch_share_sum / self.batches if self.batches else None,
-        slot_occupancy=Fraction(self.slot_rows, self.batch_size * self.steps) if self.steps else None,
-        queue_wait=queue, ttft=ttft, tpot=tpot, e2e=e2e, itl=self.itl(),
-        peak_kv_tokens=self.peak_tokens, peak_kv_blocks=self.peak_blocks,
-        kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size,
-    )
-
-
-def _rank(q: int, n: int) -> int:
-    return -(-q * n // 100) - 1  # nearest rank, 0-based (results.percentile)
-
-
-def _percentiles(values: list[int], flags: list[bool], clock: TickClock) -> Percentiles | None:
-    """``Percentiles.of`` for times given in ticks with their number types: the same elements, exact mean."""
-    if not values:
-        return None
-    n = len(values)
-    order = sorted(range(n), key=values.__getitem__)  # stable, as sorted(values)
-    p50, p90, p99, top = order[_rank(50, n)], order[_rank(90, n)], order[_rank(99, n)], order[-1]
-    time = clock.time
-    return Percentiles(time(values[p50], flags[p50]), time(values[p90], flags[p90]), time(values[p99], flags[p99]),
-                       mean=Fraction(sum(values), clock.denominator * n), max=time(values[top], flags[top]))
-
-
-def _percentiles_of_ratios(ticks: list[int], divisors: list[int], denominator: int) -> Percentiles | None:
-    """``Percentiles.of`` for the Fractions ticks / (denominator x divisor), found by selection, exact.
-
-    Correctly rounded division is monotone, so ordering by the floats of the values orders the
-    exact values up to ties among equal floats; each rank's element is then chosen exactly within
-    its group of equal floats (compared by cross-multiplication), so the result is the element
-    ``sorted`` of the Fractions would give, with no Fraction made but the five returned.
-    """
-    if not ticks:
-        return None
-    n = len(ticks)
-    approx: list[Any]
-    try:
-        approx = [t / (q * denominator) for t, q in zip(ticks, divisors, strict=True)]  # [s], correctly rounded
-    except OverflowError:  # a value beyond a float's range: order the exact values
-        approx = [Fraction(t, q * denominator) for t, q in zip(ticks, divisors, strict=True)]
-    order = sorted(range(n), key=approx.__getitem__)
-    positions: dict[Any, tuple[int, int]] = {}  # float -> (first, last + 1) positions in ``order``
-    for position, i in enumerate(order):
-        value = approx[i]
-        first, _ = positions.get(value, (position, position))
-        positions[value] = (first, position + 1)
-
-    def at_rank(rank: int) -> int:
-        first, stop = positions[approx[order[rank]]]
-        if stop - first == 1:
-            return order[rank]
-        def exact_order(a: int, b: int) -> int:
-            return ticks[a] * divisors[b] - ticks[b] * divisors[a]
-
-        group = sorted(order[first:stop], key=functools.cmp_to_key(exact_order))  # stable: ties keep their order
-        return group[rank - first]
-
-    def at(i: int) -> Fraction:
-        return Fraction(ticks[i], denominator * divisors[i])
-
-    by_divisor: dict[int, int] = {}  # divisor -> sum of its ticks (few divisors: one product each)
-    for t, q in zip(ticks, divisors, strict=True):
-        by_divisor[q] = by_divisor.get(q, 0) + t
-    common = math.lcm(*by_divisor)
-    mean = Fraction(sum(t * (common // q) for q, t in by_divisor.items()), denominator * common * n)
-    return Percentiles(at(at_rank(_rank(50, n))), at(at_rank(_rank(90, n))), at(at_rank(_rank(99, n))),
-                       mean=mean, max=at(at_rank(n - 1)))
-
-
-def _validated(requests: Iterable[Request], cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
-               max_steps: int | None, max_model_len: int | None = None) -> tuple[tuple[Request, ...], KVPool]:
-    """The step engine's checks, in its order (``policies._Run``)."""
-    if not isinstance(cost_model, CostModel):  # pragma: no cover - the caller falls back to the step engine first
-        raise InvalidValueError("cost_model", cost_model, "expected a cost model")
-    if kv_pool is not None and not isinstance(kv_pool, KVPool):
-        raise InvalidValueError("kv_pool", kv_pool, "expected a roofline.sim.KVPool or None")
-    if not isinstance(record_steps, bool):
-        raise InvalidValueError("record_steps", record_steps, "must be True or False")
-    if max_steps is not None:
-        check_count("max_steps", max_steps, minimum=0)
-    if max_model_len is not None:
-        check_count("max_model_len", max_model_len, minimum=1)
-    if isinstance(requests, (str, bytes)) or not isinstance(requests, Iterable):
-        check_requests(requests)  # raises the step engine's error, naming the requests
-    out = tuple(requests)
-    if any(type(r) is not Request for r in out) or len({r.id for r in out}) != len(out):
-        check_requests(out)  # raises the step engine's error (or passes a subclass of Request)
-    return out, kv_pool if kv_pool is not None else KVPool.unlimited()
-
-
-def _check_order(requests: tuple[Request, ...], ticks: list[int]) -> None:
-    """Arrivals in order, checked on ticks; on a fault ``check_requests`` raises its error."""
-    previous = -1
-    for t in ticks:
-        if t < previous:
-            check_requests(requests)
-            raise AssertionError("check_requests passed out-of-order arrivals")  # pragma: no cover
-        previous = t
-
-
-def _event_run(requests: Any, cost_model: Any, kv_pool: KVPool | None, record_steps: bool,
-               max_steps: int | None, extra_times: tuple[Any, ...], max_model_len: int | None = None,
-               budget: int | None = None, max_tokens: int = 1) -> _EventRun:
-    """The run on its tick clock (the caller checked that the cost model states its stretch terms)."""
-    spec = requests.spec if isinstance(requests, Workload) else None
-    reqs, pool = _validated(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len)
-    windows, pool = _windowed_pool(cost_model, pool)  # the step engine's rule, and its refusal of a mismatched pool
-    arrivals = [cost_model.to_time(r.arrival_s) for r in reqs]
-    tokens = max(max_tokens, max((r.prompt_tokens for r in reqs), default=1))
-    costs = TickCosts.build(cost_model, [*arrivals, *extra_times], windows, max_tokens=tokens)
-    assert costs is not None
-    run = _EventRun(reqs, arrivals, cost_model, costs, pool, record_steps, max_steps, max_model_len=max_model_len,
-                    budget=budget)
-    run.spec = spec
-    return run
-
-
 def on_fine_enough_clock(serve: Any, tokens: int = 1) -> Any:
     """``serve(max_tokens)`` from ``tokens``, started again on a finer clock (twice the tokens at least) while a
     step needs weights its clock does not cover (:class:`ClockTooCoarse`; a mixture of experts only)."""
@@ -1132,115 +626,3 @@ def on_fine_enough_clock(serve: Any, tokens: int = 1) -> Any:
             return serve(tokens)
         except ClockTooCoarse as coarse:
             tokens = max(coarse.tokens, 2 * tokens)
-
-
-def serve_serial_events(
-    requests: Iterable[Request],
-    cost_model: Any,
-    *,
-    kv_pool: KVPool | None = None,
-    max_model_len: int | None = None,
-    record_steps: bool = False,
-    max_steps: int | None = None,
-) -> SimResult:
-    """Serve one request at a time, first come first served, on the event engine.
-
-    Parameters, Returns and Raises as :func:`~roofline.sim.serve_serial`, whose results this
-    equals exactly (every request's times, the summary, ITL included, and the step table
-    when recorded, here a :class:`StretchTable`).
-
-    Notes
-    -----
-    Each request is one prefill step and a stretch of O - 1 decode steps priced in closed
-    form, so the cost is O(1) per request whatever its length; the ITL percentiles come
-    from a sweep over the requests' context intervals (a step's duration grows with its
-    context). A cost model without stretch sums (float mode, or another class) is served
-    by the step engine (:func:`~roofline.sim.serve_serial`) instead.
-
-    Examples
-    --------
-    One request of 10^9 output tokens, exact, at once:
-
-    >>> from roofline.sim import Request, UnitCostModel
-    >>> r = serve_serial_events([Request(id=0, arrival_s=0, prompt_tokens=1, output_tokens=10**9)], UnitCostModel())
-    >>> r.requests[0].handed_back_s, r.summary.steps
-    (1000000000, 1000000000)
-    """
-    _refuse_closed_loop(requests, "serve_serial")
-    if isinstance(stretch_terms(cost_model), str):
-        return serve_serial(requests, cost_model, kv_pool=kv_pool, max_model_len=max_model_len,
-                            record_steps=record_steps, max_steps=max_steps, engine="step")
-    requests = _listed(requests)
-
-    def serve(tokens: int) -> SimResult:
-        run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, (), max_model_len,
-                         max_tokens=tokens)
-        run.serve_one_by_one()
-        return run.result("serial", {"max_model_len": max_model_len, "engine": "event"})
-
-    return on_fine_enough_clock(serve)
-
-
-def serve_static_events(
-    requests: Iterable[Request],
-    cost_model: Any,
-    *,
-    batch_size: int = 8,
-    max_wait: Any = None,
-    kv_pool: KVPool | None = None,
-    max_num_batched_tokens: int | None = None,
-    max_model_len: int | None = None,
-    record_steps: bool = False,
-    max_steps: int | None = None,
-) -> SimResult:
-    """Static batching on the event engine.
-
-    Parameters, Returns and Raises as :func:`~roofline.sim.serve_static`, whose results this
-    equals exactly (every request's times, the summary, and the step table when recorded,
-    here a :class:`StretchTable`).
-
-    Notes
-    -----
-    A batch of m rows is one padded prefill and a stretch of o_max - 1 decode steps at
-    context sum m (p_max + j); each row's finish is the closed-form sum up to its own last
-    step. A cost model without stretch sums is served by
-    :func:`~roofline.sim.serve_static` instead.
-
-    Examples
-    --------
-    >>> from roofline.sim import Request, UnitCostModel
-    >>> reqs = [Request(id=i, arrival_s=0, prompt_tokens=1, output_tokens=o) for i, o in enumerate([100, 1000])]
-    >>> s = serve_static_events(reqs, UnitCostModel(), batch_size=2).summary
-    >>> s.steps, s.long_run_useful_share
-    (1000, Fraction(11, 20))
-    """
-    _refuse_closed_loop(requests, "serve_static")
-    check_count("batch_size", batch_size, minimum=1)
-    _opt_time("max_wait", max_wait)
-    if max_num_batched_tokens is not None:
-        check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
-    if isinstance(stretch_terms(cost_model), str):
-        return serve_static(requests, cost_model, batch_size=batch_size, max_wait=max_wait, kv_pool=kv_pool,
-                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
-                            record_steps=record_steps, max_steps=max_steps, engine="step")
-    extra = () if max_wait is None else (cost_model.to_time(max_wait),)
-    requests = _listed(requests)
-
-    def serve(tokens: int) -> SimResult:
-        run = _event_run(requests, cost_model, kv_pool, record_steps, max_steps, extra, max_model_len,
-                         max_num_batched_tokens, max_tokens=tokens)
-        wait = None
-        if max_wait is not None:
-            w = cost_model.to_time(max_wait)
-            wait = (run.clock.ticks(w), not isinstance(w, int))
-        run.batch_size = batch_size
-        run.serve_batches(batch_size, wait)
-        return run.result("static", {"batch_size": batch_size,
-                                     "max_wait_s": None if max_wait is None else float(max_wait),
-                                     "max_num_batched_tokens": max_num_batched_tokens, "max_model_len": max_model_len,
-                                     "engine": "event"})
-
-    return on_fine_enough_clock(serve)
-
-
-_policies._EVENT_ENGINE.update(serial=serve_serial_events, static=serve_static_events)

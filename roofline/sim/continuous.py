@@ -1,0 +1,625 @@
+"""Continuous (iteration-level) batching, written once for both clocks: prefill in steps of its own, or
+chunked prefill with mixed steps.
+
+The schedulers here (:class:`_Continuous`, :class:`_Chunked`) decide at every step boundary, over
+one run state (:class:`roofline.sim.run._Run`), as :func:`~roofline.sim.serve_continuous`
+documents. On the step clock they take one step at a time. On the stretch clock
+(:meth:`~roofline.sim.run._Run.on_ticks`) they take the same decisions, and where the decisions
+repeat (the batch is fixed, nobody can be admitted, nobody finishes and the pool does not run
+out) they jump a run of decode steps as one closed-form stretch
+(:meth:`~roofline.sim.stretch.TickCosts.stretch`); a stretch ends at the first of
+
+* the next finish (the smallest finishing tick of the running sequences),
+* the first step boundary at or after the next arrival (the scheduler looks at arrivals at
+  every boundary),
+* the step before the KV pool would overflow (on-demand admission preempts then:
+  :func:`~roofline.sim.stretch.first_pool_overflow`),
+* the ``max_steps`` safeguard,
+* with sliding windows, the first running sequence whose context passes a window (its token-layers
+  then grow by fewer layers per step: the context sum is one line only between such crossings);
+
+and every other step is taken one at a time, as on the step clock. Events are arrivals,
+admissions, prefills, finishes, preemptions and windows crossed, so the cost grows with requests,
+not tokens. Under on-demand admission with sliding windows, whose windowed layers free blocks as
+they move on, decode steps are taken one at a time.
+
+Conventions: docs/conventions.md, "Serving policies", "Chunked prefill and mixed steps",
+"Two clocks, one result".
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import Counter, deque
+from typing import Any
+
+from ..errors import SimulationError
+from .clock import _FractionTicks, _typed
+from .kv import chunk_kv
+from .run import _Run
+from .stretch import blocks_growth, first_pool_overflow
+
+__all__: list[str] = []
+
+
+class _Continuous:
+    """The continuous-batching loop over a :class:`_Run` (prefill in steps of its own).
+
+    Bookkeeping: ``tick`` counts decode steps. A running sequence i has generated
+    g_i = tick + off_i tokens and holds P_i + g_i - 1 KV tokens before the next decode step,
+    so the KV held by all running sequences is ``base + len(running) x tick`` with
+    ``base`` = sum(P_i + off_i - 1); it finishes when tick reaches O_i - off_i. A sequence
+    takes a new block in a decode step iff its KV before the step is a multiple of the block
+    size: iff (P_i + off_i - 1 + tick) % b == 0, so sequences are counted by that residue.
+
+    Inter-token latency: every running sequence got its last token at the end of the last
+    decode step (``last_decode_end``), except those that joined since (``fresh``: the end
+    of their prefill step), so a decode step counts its gaps in O(1 + joins).
+    """
+
+    def __init__(self, run: _Run, max_num_seqs: int, on_demand: bool, max_prefill: int | None,
+                 budget_name: str = "max_prefill_tokens") -> None:
+        self.run = run
+        self.max_num_seqs = max_num_seqs
+        self.on_demand = on_demand
+        self.max_prefill = math.inf if max_prefill is None else max_prefill
+        self.budget_name = budget_name
+        n = run.n
+        self.off = [0] * n
+        self.finish_tick = [-1] * n
+        self.running: dict[int, None] = {}  # admission order: the last is preempted first
+        self.waiting: deque[int] = deque()
+        self.buckets: dict[int, list[int]] = {}  # tick -> sequences finishing then
+        self.block_size = run.pool.block_size
+        # residue -> sequences (sparse: a block size of 10**9 allocates nothing per token of it)
+        self.residues: dict[int, int] = Counter()
+        self.tick = 0
+        self.base = 0
+        self.blocks = 0
+        self.last_decode_end: Any = None
+        self.fresh: dict[int, Any] = {}  # running sequences whose last token is not from the last decode step
+        self.last_token: dict[int, Any] = {}  # preempted sequences: time of their last token
+        self.windows = run.windows  # sliding windows: per-sequence sums instead of the residues
+        # the stretch clock (run.on_ticks): decode stretches of a fixed batch are jumped in closed form
+        self.costs = run.costs
+        self.heap: list[tuple[int, int]] = []  # (finish tick, sequence): the next finish, on the stretch clock
+        self.nxt = 0  # the next request not yet queued
+        self.step_cap = 0
+
+    # ------------------------------------------------------------------ sequences
+    def _held_blocks(self, i: int) -> int:
+        run = self.run
+        if self.on_demand:  # the blocks of the KV it holds now
+            return run.pool.blocks_for(run.prompt[i] + self.tick + self.off[i] - 1)
+        return run.pool.lifetime_blocks_unchecked(run.prompt[i], run.output[i])
+
+    def _admitted_blocks(self, i: int, length: int) -> int:
+        """Blocks a sequence took on admission for a (re-)prefill of ``length`` tokens."""
+        pool = self.run.pool
+        if self.on_demand:
+            return pool.blocks_for(length)
+        return pool.lifetime_blocks_unchecked(self.run.prompt[i], self.run.output[i])
+
+    def _held_sum(self, ahead: int) -> int:
+        """Sliding windows: token-layers the running sequences hold ``ahead`` tokens after the last decode
+        step's KV (1: the contexts of the next decode step)."""
+        run, held, tick = self.run, self.run.held, self.tick + ahead
+        return sum(held(run.prompt[i] + self.off[i] - 1 + tick) for i in self.running)
+
+    def _window_growth(self) -> int:
+        """Sliding windows: the net blocks the next decode step takes (windowed layers free blocks)."""
+        run, blocks_for, tick = self.run, self.run.pool.blocks_for, self.tick
+        grow = 0
+        for i in self.running:
+            c = run.prompt[i] + self.off[i] - 1 + tick
+            grow += blocks_for(c + 1) - blocks_for(c)
+        return grow
+
+    def _growth(self) -> int:
+        """On-demand admission: the blocks the next decode step takes (net of what windows free)."""
+        if self.windows is not None:
+            return self._window_growth()
+        return self.residues[-self.tick % self.block_size]
+
+    def _join(self, i: int, t: Any) -> None:
+        """Sequence i, whose latest token came at t, starts decoding."""
+        run = self.run
+        off = run.generated[i] - self.tick
+        self.off[i] = off
+        self.running[i] = None
+        key = run.prompt[i] + off - 1  # KV held = key + tick
+        self.base += key
+        if self.on_demand and self.windows is None:
+            self.residues[key % self.block_size] += 1
+        fin = run.output[i] - off
+        self.finish_tick[i] = fin
+        self.buckets.setdefault(fin, []).append(i)
+        self.fresh[i] = t
+        if self.costs is not None:
+            heapq.heappush(self.heap, (fin, i))
+
+    def _leave(self, i: int) -> None:
+        """Remove running sequence i (it stays in ``running`` for the caller to delete)."""
+        run = self.run
+        key = run.prompt[i] + self.off[i] - 1
+        self.blocks -= self._held_blocks(i)
+        self.base -= key
+        if self.on_demand and self.windows is None:
+            self.residues[key % self.block_size] -= 1
+        run.generated[i] = self.tick + self.off[i]
+        self.finish_tick[i] = -1
+        self.fresh.pop(i, None)
+
+    def _preempt(self, victim: int) -> None:
+        """Preempt running sequence ``victim`` (already removed from ``running``)."""
+        last = self.fresh.get(victim, self.last_decode_end)
+        self._leave(victim)
+        self.last_token[victim] = last
+        self.run.preemptions[victim] += 1
+        self.waiting.appendleft(victim)
+
+    def _token_after_resume(self, i: int, t: Any) -> None:
+        """Count the gap to the token a resumed sequence gets from its recompute prefill at t."""
+        last = self.last_token.pop(i, None)
+        if last is not None:
+            self.run.gaps.add(t - last)
+
+    def _decode_gaps(self, batch: int, end: Any) -> None:
+        """Count the gaps of the ``batch`` running sequences' tokens at ``end``; forget who is fresh."""
+        run, fresh = self.run, self.fresh
+        for t in fresh.values():
+            run.gaps.add(end - t)
+        others = batch - len(fresh)
+        if others:
+            run.gaps.add(end - self.last_decode_end, others)
+        fresh.clear()
+        self.last_decode_end = end
+
+    def _arrivals(self, nxt: int, now: Any) -> int:
+        """Queue the requests that have arrived by ``now`` (rejecting those that never fit); the next index."""
+        run, arr = self.run, self.run.arrival
+        run.send(now)
+        sent = run.sent
+        while nxt < sent and arr[nxt] <= now:
+            if run.reason[nxt] is None:  # a rejected request's client was freed at its arrival (run.send)
+                self.waiting.append(nxt)
+            nxt += 1
+        return nxt
+
+    def _idle_until(self, nxt: int, now: Any) -> Any:
+        """Nothing to run: the time of the next arrival (counted as idle once the device has started)."""
+        run = self.run
+        if nxt >= run.sent:
+            run.send(None)
+        t = run.arrival[nxt]
+        if t is None:  # pragma: no cover - a closed loop always has a client that was handed back
+            raise SimulationError(f"closed-loop request {nxt} has no arrival while the server is idle")
+        if run.first_start is not None:
+            run.idle += t - now
+        return t
+
+    # ------------------------------------------------------------------ loop
+    def serve(self) -> None:
+        """Run to the end: at each boundary queue the arrivals, admit, then one prefill step, or decode (a stretch of
+        decode steps in one jump on the stretch clock, where nothing can happen between them)."""
+        run = self.run
+        n = run.n
+        limit = run.step_limit()
+        self.step_cap = limit + 1
+        jumps = self.costs is not None
+        now: Any = run.arrival[0] if n else None
+        while True:
+            self.nxt = self._arrivals(self.nxt, now)
+            admitted = self._admit(now) if self.waiting else None
+            if admitted:
+                now = self._prefill(admitted, now)
+            elif self.running:
+                k = self._stretch_steps(now) if jumps else 1
+                now = self._jump(now, k) if k > 1 else self._decode(now)
+            elif self.waiting:  # pragma: no cover - excluded by the never-fits rule
+                raise SimulationError(f"request {self.waiting[0]} cannot be admitted into an empty pool")
+            elif self.nxt < n:
+                now = self._idle_until(self.nxt, now)
+                continue
+            else:
+                break
+            run.check_steps(limit)
+        run.end = now
+
+    def _admit(self, now: Any) -> list[int]:
+        run, waiting = self.run, self.waiting
+        admitted: list[int] = []
+        tokens = 0
+        room = self.max_num_seqs - len(self.running)
+        while waiting and len(admitted) < room:
+            i = waiting[0]
+            length = run.prompt[i] + run.generated[i]  # prompt, plus generated tokens when resuming
+            if length > self.max_prefill:  # only a resumed request can get here
+                waiting.popleft()
+                run.reason[i] = (f"recompute prefill of {length} tokens after preemption exceeds "
+                                 f"{self.budget_name}={self.max_prefill}")
+                self.last_token.pop(i, None)
+                run.release(i, now)
+                continue
+            need = self._admitted_blocks(i, length)
+            if tokens + length > self.max_prefill or self.blocks + need > run.capacity:
+                break
+            waiting.popleft()
+            self.blocks += need
+            tokens += length
+            admitted.append(i)
+        return admitted
+
+    def _prefill(self, admitted: list[int], now: Any) -> Any:
+        run = self.run
+        lengths = [run.prompt[i] + run.generated[i] for i in admitted]
+        tokens = sum(lengths)
+        pairs = sum(run.prompt_pairs(x) for x in lengths)
+        end = now + run.step_cost.prefill_time(tokens, pairs)
+        if run.first_start is None:
+            run.first_start = now
+        if self.windows is None:
+            kv_tokens = self.base + len(self.running) * self.tick + tokens
+        else:
+            kv_tokens = self._held_sum(0) + sum(run.held(x) for x in lengths)
+        if run.table is not None:
+            run.table.add_prefill(now, end, len(admitted), tokens, 0, pairs, kv_tokens, self.blocks)
+        run.peak(kv_tokens, self.blocks)
+        run.slot_rows += len(self.running) + len(admitted)
+        for i, length in zip(admitted, lengths, strict=True):
+            if run.admitted[i] is None:
+                run.admitted[i] = now
+                run.first[i] = end
+            run.prefilled[i] += length
+            run.generated[i] += 1
+            self._token_after_resume(i, end)
+            if run.generated[i] == run.output[i]:  # done: it holds P + O - 1 tokens, what it took on admission
+                self.blocks -= self._admitted_blocks(i, length)
+                run.hand_back(i, end)
+            else:
+                self._join(i, end)
+        run.steps += 1
+        run.prefill_steps += 1
+        run.useful_rows += len(admitted)
+        run.rows += len(admitted)
+        return end
+
+    def _grow(self) -> int:
+        """On-demand admission: blocks the next decode step needs, preempting the most recent sequences
+        until they fit."""
+        run, running = self.run, self.running
+        grow = self._growth()
+        while self.blocks + grow > run.capacity:  # preempt the most recently admitted
+            victim, _ = running.popitem()
+            self._preempt(victim)
+            grow = self._growth()
+            if not running:  # pragma: no cover - a lone sequence always fits its lifetime
+                raise SimulationError(f"request {victim} cannot grow in an empty pool")
+        return grow
+
+    def _decode(self, now: Any) -> Any:
+        run, running = self.run, self.running
+        grow = self._grow() if self.on_demand else 0
+        batch = len(running)
+        context_sum = self.base + batch * (self.tick + 1) if self.windows is None else self._held_sum(1)
+        end = now + run.step_cost.decode_time(batch, context_sum)
+        self.blocks += grow
+        self.tick += 1
+        if run.table is not None:
+            run.table.add_decode(now, end, batch, batch, context_sum, self.blocks)
+        run.peak(context_sum, self.blocks)
+        run.steps += 1
+        run.useful_rows += batch
+        run.rows += batch
+        run.slot_rows += batch
+        self._decode_gaps(batch, end)
+        self._finished(end)
+        return end
+
+    def _finished(self, end: Any) -> None:
+        """Hand back the running sequences whose last token came in the decode step that ended at ``end``."""
+        run, running = self.run, self.running
+        for i in self.buckets.pop(self.tick, ()):
+            if self.finish_tick[i] == self.tick and i in running:
+                self._leave(i)
+                del running[i]
+                self._drop(i)
+                run.hand_back(i, end)
+
+    def _drop(self, i: int) -> None:
+        """A sequence leaves the batch (chunked prefill also drops it from the admission order)."""
+
+    # ------------------------------------------------------------------ stretches (the stretch clock)
+
+
+    def _next_finish(self) -> int:
+        heap, finish, running = self.heap, self.finish_tick, self.running
+        while heap and (finish[heap[0][1]] != heap[0][0] or heap[0][1] not in running):
+            heapq.heappop(heap)
+        return heap[0][0]
+
+    def _rotated(self) -> dict[int, int]:
+        """Running sequences by KV before the next step, mod b: {residue: count}, the nonzero ones only
+        (O(batch), not O(b): a block size of 10**9 is a valid pool)."""
+        b, tick = self.block_size, self.tick
+        return {(r + tick) % b: count for r, count in self.residues.items() if count}
+
+    def _lines(self) -> tuple[int, int, float]:
+        """(S, slope, steps): the running sequences' context sum at the next decode step, what it grows by per step,
+        and for how many steps it stays one line (unbounded without sliding windows: every row grows by a token).
+
+        With sliding windows a row at context c holds sum over layers of min(c, w_l) token-layers: one line in the
+        steps until its context passes the smallest window w >= c (w - c + 1 steps), growing by the layers whose
+        window is above c. A row crossing a window ends the stretch, as a finish does.
+        """
+        batch = len(self.running)
+        windows = self.windows
+        if windows is None:
+            return self.base + batch * (self.tick + 1), batch, math.inf
+        full, windowed = windows.groups
+        sizes = [w for w, _ in windowed]  # ascending
+        above = [0] * (len(windowed) + 1)  # above[j]: the layers of the windows sizes[j:]
+        for j in range(len(windowed) - 1, -1, -1):
+            above[j] = above[j + 1] + windowed[j][1]
+        run, after = self.run, self.tick  # a row's context at the next step: P + off - 1 + tick + 1
+        total = grow = 0
+        steps: float = math.inf
+        held = windows.held
+        for i in self.running:
+            c = run.prompt[i] + self.off[i] + after
+            total += held(c)
+            grow += full + above[bisect.bisect_right(sizes, c)]  # the layers whose window is above c
+            j = bisect.bisect_left(sizes, c)  # the smallest window w >= c: one line up to context w
+            if j < len(sizes) and sizes[j] - c + 1 < steps:
+                steps = sizes[j] - c + 1
+        return total, grow, steps
+
+    def _stretch_steps(self, now: Any) -> int:
+        """Decode steps that can run as one stretch from ``now`` (the first may need a preemption: 0 then)."""
+        run, costs = self.run, self.costs
+        assert costs is not None
+        if self.windows is not None and self.on_demand:  # windowed layers free blocks as they go: step by step
+            return 1
+        batch = len(self.running)
+        context, slope, linear = self._lines()
+        k = min(self._next_finish() - self.tick, self.step_cap - run.steps)
+        if linear < k:
+            k = int(linear)
+        nxt = self.nxt
+        coming = run.next_arrival(nxt) if k > 1 and nxt < run.n else None
+        if coming is not None:
+            horizon = int(coming) - int(now)
+            if costs.stretch(batch, context, k, slope) >= horizon:  # the arrival comes within: stop at its boundary
+                k = costs.steps_until(batch, context, horizon, slope)
+        b = self.block_size
+        # a sequence takes at most ceil(k / b) blocks in k steps: look for the overflow only when it may come
+        if self.on_demand and batch * -(-k // b) > run.capacity - self.blocks:
+            rotated = self._rotated()  # by KV before the stretch, mod b
+            over = first_pool_overflow(rotated, b, run.capacity - self.blocks)
+            if over is not None:
+                k = min(k, over - 1)
+        return k
+
+    def _jump(self, now: Any, k: int) -> Any:
+        """Run k >= 2 decode steps of the fixed batch as one stretch; returns its end (typed ticks)."""
+        run, costs = self.run, self.costs
+        assert costs is not None
+        batch = len(self.running)
+        b = self.block_size
+        c1, slope, _ = self._lines()
+        end1 = now + run.step_cost.decode_time(batch, c1)
+        self._decode_gaps(batch, end1)  # the first step's gaps (fresh rows differ); then a segment
+        rest = costs.stretch(batch, c1 + slope, k - 1, slope)
+        end = end1 + _typed(rest, costs.decode_fraction)
+        run.gaps.add_segment(batch, c1 + slope, k - 1, isinstance(end1, _FractionTicks), rest, slope)
+        self.last_decode_end = end
+        if run.table is not None:  # expand the stretch into the step table (only when it is asked for)
+            t, blocks, decode = now, self.blocks, run.step_cost.decode_time
+            for j in range(k):
+                context = c1 + slope * j
+                if self.on_demand:
+                    blocks += self.residues[(-(self.tick + j)) % b]
+                s, t = t, t + decode(batch, context)
+                run.table.add_decode(s, t, batch, batch, context, blocks)
+        if self.on_demand:
+            self.blocks += blocks_growth(self._rotated(), b, k)
+        self.tick += k
+        run.peak(c1 + slope * (k - 1), self.blocks)
+        run.steps += k
+        run.useful_rows += batch * k
+        run.rows += batch * k
+        run.slot_rows += batch * k
+        self._finished(end)
+        return end
+
+
+class _Chunked(_Continuous):
+    """Continuous batching with chunked prefill and mixed steps (see :func:`serve_continuous`).
+
+    Decode rows keep the tick bookkeeping of :class:`_Continuous`; the sequences still
+    prefilling are ``prefilling`` (sequence -> prompt tokens done, admission order), and
+    ``order`` holds every admitted sequence in admission order (the last is preempted first).
+    """
+
+    def __init__(self, run: _Run, max_num_seqs: int, on_demand: bool, budget: int) -> None:
+        super().__init__(run, max_num_seqs, on_demand, None)
+        self.budget = budget
+        self.prefilling: dict[int, int] = {}
+        self.target = [0] * run.n  # tokens its (re-)prefill processes: P + g
+        self.prefill_kv = 0  # sum of the chunks done over ``prefilling``
+        self.order: dict[int, None] = {}
+
+    def step_limit(self) -> int:
+        """max_steps, or a bound: a step with decode rows makes a token (sum(O) of them); a run of steps
+        without one (no preemption happens then) gives the head prompt min(N, what is left) tokens each,
+        so it ends within ceil(longest (re-)prefill / N) steps with a token."""
+        run = self.run
+        if run.max_steps is not None:
+            return run.max_steps
+        live = [(p, o) for p, o, why in zip(run.prompt, run.output, run.reason, strict=True) if why is None]
+        longest = max((p + o - 1 for p, o in live), default=0)
+        return sum(o for _, o in live) * (1 + -(-longest // self.budget))
+
+    def serve(self) -> None:
+        """Run to the end, one step at a time (a stretch of decode-only steps in one jump on the stretch clock)."""
+        run = self.run
+        n = run.n
+        limit = self.step_limit()
+        self.step_cap = limit + 1
+        jumps = self.costs is not None
+        now: Any = run.arrival[0] if n else None
+        while True:
+            self.nxt = self._arrivals(self.nxt, now)
+            if self.running or self.prefilling or self.waiting:
+                k = self._pure_decode_steps(now) if jumps else 0
+                now = self._jump(now, k) if k > 1 else self._step(now)
+            elif self.nxt < n:
+                now = self._idle_until(self.nxt, now)
+                continue
+            else:
+                break
+            run.check_steps(limit)
+        run.end = now
+
+    def _pure_decode_steps(self, now: Any) -> int:
+        """0 unless the next step is decode only and no admission can happen: then the stretch's steps."""
+        run = self.run
+        if self.prefilling or not self.running:
+            return 0
+        grow = 0
+        if self.on_demand:
+            grow = self.residues[-self.tick % self.block_size]
+            if self.blocks + grow > run.capacity:
+                return 0
+        waiting = self.waiting
+        if waiting and self.budget - len(self.running) and len(self.order) < self.max_num_seqs:
+            i = waiting[0]
+            pool = run.pool
+            need = (pool.blocks_for(run.prompt[i] + run.generated[i]) if self.on_demand
+                    else pool.lifetime_blocks_unchecked(run.prompt[i], run.output[i]))
+            if self.blocks + grow + need <= run.capacity:
+                return 0
+        return self._stretch_steps(now)
+
+    def _drop(self, i: int) -> None:
+        del self.order[i]
+
+    def _held(self, i: int) -> int:
+        """Blocks held by sequence i while it prefills."""
+        return self._admitted_blocks(i, self.target[i])
+
+    def _preempt_last(self) -> None:
+        victim, _ = self.order.popitem()
+        if victim in self.prefilling:
+            self.prefill_kv -= self.prefilling.pop(victim)
+            self.blocks -= self._held(victim)
+            self.run.preemptions[victim] += 1
+            self.waiting.appendleft(victim)
+            # its last token (if it had one) is still the one before its earlier preemption
+        else:
+            del self.running[victim]
+            self._preempt(victim)
+
+    def _step(self, now: Any) -> Any:
+        run, running, prefilling = self.run, self.running, self.prefilling
+        grow = 0
+        if self.on_demand:
+            grow = self._growth()
+            while self.blocks + grow > run.capacity:
+                self._preempt_last()
+                grow = self._growth()
+        decode = len(running)
+        left = self.budget - decode
+        chunks: list[tuple[int, int, int]] = []  # (sequence, chunk tokens, tokens done before it)
+        for i, done in prefilling.items():
+            if not left:
+                break
+            q = min(self.target[i] - done, left)
+            chunks.append((i, q, done))
+            left -= q
+        waiting = self.waiting
+        while waiting and left and len(self.order) < self.max_num_seqs:
+            i = waiting[0]
+            target = run.prompt[i] + run.generated[i]
+            need = self._admitted_blocks(i, target)
+            if self.blocks + grow + need > run.capacity:
+                break
+            waiting.popleft()
+            self.blocks += need
+            self.target[i] = target
+            prefilling[i] = 0
+            self.order[i] = None
+            if run.admitted[i] is None:
+                run.admitted[i] = now
+            q = min(target, left)
+            chunks.append((i, q, 0))
+            left -= q
+        if not decode and not chunks:  # pragma: no cover - an empty pool admits the head of the queue
+            raise SimulationError(f"request {waiting[0]} cannot be admitted into an empty pool")
+        if run.first_start is None:
+            run.first_start = now
+        windows = self.windows
+        context_sum = self.base + decode * (self.tick + 1) if windows is None else self._held_sum(1)
+        tokens = cached = pairs = 0
+        for _, q, done in chunks:
+            tokens += q
+            read, chunk_pairs = chunk_kv(windows, q, done)
+            cached += read
+            pairs += chunk_pairs
+        if tokens:
+            end = now + run.step_cost.mixed_time(decode, context_sum, tokens, cached, pairs)
+        else:
+            end = now + run.step_cost.decode_time(decode, context_sum)
+        self.blocks += grow
+        run.slot_rows += len(self.order)
+        self.prefill_kv += tokens
+        if windows is None:
+            kv_tokens = context_sum + self.prefill_kv
+        else:  # what every prefilling sequence holds after its chunk
+            done_after = dict(prefilling)
+            done_after.update((i, done + q) for i, q, done in chunks)
+            kv_tokens = context_sum + sum(run.held(d) for d in done_after.values())
+        blocks = self.blocks
+        if decode:
+            self.tick += 1
+            self._decode_gaps(decode, end)
+        completed = 0
+        for i, q, done in chunks:
+            run.prefilled[i] += q
+            if done + q < self.target[i]:
+                prefilling[i] = done + q
+                continue
+            completed += 1
+            del prefilling[i]
+            self.prefill_kv -= done + q
+            run.generated[i] += 1
+            if run.first[i] is None:
+                run.first[i] = end
+            self._token_after_resume(i, end)
+            if run.generated[i] == run.output[i]:
+                del self.order[i]
+                self.blocks -= self._held(i)
+                run.hand_back(i, end)
+            else:
+                self._join(i, end)
+        if decode:
+            self._finished(end)
+        useful = decode + completed
+        if run.table is not None:
+            if tokens:
+                run.table.add_mixed(now, end, decode + len(chunks), useful, decode, context_sum, tokens, cached, pairs,
+                                    kv_tokens, blocks, len(chunks) - completed)
+            else:
+                run.table.add_decode(now, end, decode, decode, context_sum, blocks)
+        run.peak(kv_tokens, blocks)
+        run.steps += 1
+        if tokens:
+            if decode:
+                run.mixed_steps += 1
+            else:
+                run.prefill_steps += 1
+        run.useful_rows += useful
+        run.rows += useful
+        return end
