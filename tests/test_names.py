@@ -44,7 +44,8 @@ def _report(capsys, *args):
 
 @pytest.mark.parametrize("vllm, ours", [
     (["--dtype", "half"], ["--weight-dtype", "float16"]), (["--dtype", "float"], ["--weight-dtype", "float32"]),
-    (["--dtype", "auto"], []),
+    (["--dtype", "auto"], []), (["--kv-cache-dtype", "auto"], []),
+    (["--kv-cache-dtype", "fp8_e5m2"], ["--kv-dtype", "fp8_e5m2"]),
     (["--model", "deepseek-v3", "--quantization", "fp8", "--tp", "8", "--accelerator", "h200"],
      ["--model", "deepseek-v3", "--tp", "8", "--accelerator", "h200"])])
 def test_vllm_dtype_names_mean_what_ours_do(capsys, vllm, ours):

@@ -3,7 +3,8 @@
 Each is taken where its meaning is the package's, and refused by name where it is not
 (vLLM engine arguments, https://docs.vllm.ai/en/v0.5.3/models/engine_args.html:
 ``--dtype {auto,half,float16,bfloat16,float,float32}``). vLLM's ``--kv-cache-dtype`` is
-``--kv-dtype``'s other name (:func:`roofline.commands._args.add_model_options`).
+``--kv-dtype``'s other name (:func:`roofline.commands._args.add_model_options`); its ``auto`` keeps
+the model's KV dtype.
 
 * ``--dtype``: the dtype of an unquantized model's weights (and activations), as
   ``--weight-dtype``; ``auto`` keeps the config's. On a quantized checkpoint vLLM's ``--dtype``
@@ -37,7 +38,8 @@ def add_vllm_dtype_options(parser: argparse.ArgumentParser) -> None:
 
 
 def vllm_dtypes(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """(weight dtype, KV dtype) of the flags, vLLM's --dtype folded into the package's --weight-dtype.
+    """(weight dtype, KV dtype) of the flags: vLLM's --dtype folded into the package's --weight-dtype, and
+    --kv-cache-dtype auto (vLLM's default) read as the model's own KV dtype.
 
     Raises
     ------
@@ -50,6 +52,8 @@ def vllm_dtypes(args: argparse.Namespace) -> tuple[str | None, str | None]:
         raise InvalidValueError("--dtype", dtype, f"beside --weight-dtype={weight!r}: give one of them")
     if dtype is not None:
         weight = VLLM_DTYPES[dtype]
+    if isinstance(kv, str) and kv.strip().lower() == "auto":  # vLLM's --kv-cache-dtype default: the model's
+        kv = None
     return weight, kv
 
 
