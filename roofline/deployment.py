@@ -29,9 +29,10 @@ from ._checks import check_count, check_int, check_nonnegative, check_scalar
 from .errors import InvalidValueError
 from .hardware import Accelerator
 from .models import ModelConfig, ModelShare, flops_convention
-from .profiles import EngineProfile, get_engine_profile
+from .profiles import EngineProfile, get_engine_profile, resolve_engine_profile
 
-__all__ = ["Deployment", "Parallelism", "as_deployment", "allreduce_terms", "profile", "FROM_DEPLOYMENT"]
+__all__ = ["Deployment", "Parallelism", "as_deployment", "allreduce_terms", "per_sequence_time", "profile",
+           "FROM_DEPLOYMENT"]
 
 
 class _FromDeployment:
@@ -229,7 +230,8 @@ class Deployment:
         Parameters
         ----------
         overhead : [s] >= 0, default 0
-            Fixed per-step overhead; an estimate adds its t_step + L t_layer to it.
+            Fixed per-step overhead; an estimate adds its t_step + L t_layer to it (and its t_seq,
+            when not 0, as ``per_sequence``: B x t_seq per decode step of B rows).
 
         Returns
         -------
@@ -266,8 +268,18 @@ class Deployment:
             terms["weight_bytes"] = share.shared_weight_bytes
             terms.update(routed_expert_bytes=share.routed_expert_bytes, num_experts=share.num_experts,
                          experts_per_token=share.num_experts_per_tok)
+        per_sequence: dict[str, Any] = {}
+        t_seq = per_sequence_time(self.estimate)
+        if t_seq:
+            per_sequence = dict(per_sequence=t_seq)
         return dict(terms, **accelerator.step_terms(share.compute_dtype), overhead=overhead, **tp,
-                    layer_windows=share.layer_windows)
+                    layer_windows=share.layer_windows, **per_sequence)
+
+
+def per_sequence_time(profile: Any) -> Any:
+    """An engine profile's t_seq [s] (0 for the bound, None, or a profile object without ``per_sequence``)."""
+    method = getattr(profile, "per_sequence", None)
+    return method() if callable(method) else 0
 
 
 def allreduce_terms(model: ModelConfig, accelerator: Accelerator, tensor_parallel_size: int) -> dict[str, Any]:
@@ -357,7 +369,9 @@ def profile(name: Any) -> Any:
     Parameters
     ----------
     name : str, EngineProfile or None
-        ``"vllm"``, ``"vLLM with CUDA graphs"`` ...; a profile is returned as it is.
+        An engine version (``"vllm-v1"``, ``"trtllm-1.0"``), an engine's name (``"vllm"``: its newest
+        version), or a fitted profile's key or name (``"vLLM with CUDA graphs"``:
+        :func:`roofline.profiles.resolve_engine_profile`); a profile is returned as it is.
 
     Returns
     -------
@@ -367,9 +381,11 @@ def profile(name: Any) -> Any:
     ------
     UnknownPresetError
         An unknown name; InvalidValueError for a profile whose calibration rows are not priced yet
-        (:func:`roofline.profiles.get_engine_profile`).
+        (:func:`roofline.profiles.get_engine_profile`) or a version without constants.
     """
-    return None if name is None else get_engine_profile(name)
+    if name is None or not isinstance(name, str):
+        return None if name is None else get_engine_profile(name)
+    return resolve_engine_profile(name)[0]
 
 
 def _is_count(value: Any) -> bool:

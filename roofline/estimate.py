@@ -23,7 +23,7 @@ import numpy as np
 
 from . import formulas as f
 from ._checks import check_int, check_number
-from .deployment import FROM_DEPLOYMENT, Deployment, allreduce_terms, as_deployment
+from .deployment import FROM_DEPLOYMENT, Deployment, allreduce_terms, as_deployment, per_sequence_time
 from .errors import InvalidValueError, NoKVBudgetError
 from .hardware import Accelerator, Source, Sourced
 from .models import ModelConfig
@@ -77,6 +77,15 @@ def _model_terms(model: ModelConfig, flops: str, batch: Any = 1, context: Any = 
     return terms
 
 
+def _profile_constants(profile: Any, accelerator: Accelerator) -> dict[str, Any]:
+    """A profile's constants on ``accelerator`` (its own eta_bw where fitted); a profile object whose
+    ``constants()`` takes no accelerator gives its one set."""
+    try:
+        return dict(profile.constants(accelerator))
+    except TypeError:
+        return dict(profile.constants())
+
+
 def compute_peak(model: ModelConfig, accelerator: Accelerator) -> Any:
     """The dense peak [FLOP/s] the model's matmuls run at: FP8 when weights and activations are FP8.
 
@@ -110,7 +119,7 @@ class DecodeStep:
     flops_convention ("exact" or "2p"),
     time_kind ("bound", or "estimate: " and the profile's name when the times are an
     engine profile's estimate: memory and compute time at eta_bw x bandwidth and
-    eta_mm x peak, step time with t_step + L t_layer added; docs/conventions.md,
+    eta_mm x peak, step time with t_step + L t_layer + B t_seq added; docs/conventions.md,
     "Bound and estimate").
     tensor_parallel_size [GPUs] (T; bytes, FLOPs, memory and compute times are one GPU's,
     throughput the group's), allreduce_time [s] (in step_time; 0 at T = 1) and its
@@ -217,8 +226,9 @@ def decode_step(
         profile = d.estimate
         f.estimated_step_time(  # checks the constants and the arguments, naming a bad one
             **terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
-            num_hidden_layers=model.num_hidden_layers, **profile.constants())
-        overhead = Fraction(overhead) + profile.overhead(model.num_hidden_layers)
+            num_hidden_layers=model.num_hidden_layers, **{"t_seq": 0, **_profile_constants(profile, accelerator)})
+        overhead = (Fraction(overhead) + profile.overhead(model.num_hidden_layers)
+                    + batch * Fraction(per_sequence_time(profile)))
         accelerator = profile.scaled(accelerator)
     kw = dict(terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
               overhead=overhead)

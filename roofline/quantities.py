@@ -174,6 +174,8 @@ _TABLE = (
              "nonnegative", "0 in the bound"),
     Quantity("t_layer", "t_layer", "s", "fixed time per layer per step (kernel launches, small kernels)",
              "nonnegative", "0 in the bound"),
+    Quantity("t_seq", "t_seq", "s", "time per running sequence per decode step (CPU scheduling, sampling, "
+             "detokenisation per sequence)", "nonnegative", "0 in the bound"),
 )
 
 #: name -> Quantity, for every argument of every registered formula.

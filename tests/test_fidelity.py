@@ -74,7 +74,11 @@ def test_no_validation_row_is_used_in_a_fit():
         assert all(i in p.eta_bw.source.citation for i in p.calibration)
     # double every validation measurement: the fitted constants do not change
     moved = [attrs.evolve(m, measured_s=2 * m.measured_s) if m.split == "validation" else m for m in ROWS]
-    assert fit_profiles(moved)[0] == profiles
+    refit = fit_profiles(moved)[0]
+    assert {n: attrs.evolve(p, band=None) for n, p in refit.items()} == {
+        n: attrs.evolve(p, band=None) for n, p in profiles.items()}
+    # only the band, which judges the validation rows, sees them: doubled measurements, residuals near -50 %
+    assert all(p.band is not None and p.band.median is not None and p.band.median < -0.4 for p in refit.values())
     # and a calibration measurement does move its profile's constants
     cal = [attrs.evolve(m, measured_s=2 * m.measured_s) if m.id == VLLM_CAL[0] else m for m in ROWS]
     assert fit_profiles(cal)[0]["vLLM with CUDA graphs"] != profiles["vLLM with CUDA graphs"]
@@ -125,7 +129,7 @@ def test_fit_recovers_constants_that_generated_the_rows():
     assert len({m.model.num_hidden_layers for m in rows}) == 2  # 32 and 80 layers: t_layer is separable
     p = fit_profile(name, rows)
     assert p.constants()["eta_bw"] == eta and p.constants()["t_step"] == ts and p.constants()["t_layer"] == tl
-    assert p.fixed == ()
+    assert p.fixed == ("t_seq = 0 s: not fitted, the rows cannot separate it from t_step (every row has batch 1)",)
 
 
 def test_fit_keeps_constants_physical():
@@ -211,7 +215,7 @@ def test_estimate_row_is_the_registered_formula():
         p = profiles[m.engine_profile]
         expected = f.estimated_step_time(batch=m.batch, context_sum=m.context_sum, **m.model.step_terms("exact"),
                                          **m.spec.step_terms(), num_hidden_layers=m.model.num_hidden_layers,
-                                         **p.constants())
+                                         **p.constants(m.spec))
         assert estimate_row(m, p) == pytest.approx(float(expected), rel=1e-12)
 
 
@@ -230,8 +234,15 @@ def test_validate_reports_bound_and_estimate_per_subset():
     val = report.subsets()["validation"]
     assert val["estimate_median"] < val["bound_median"]  # the estimate is closer than the bound
     targets = report.targets()
-    assert [t["met"] for t in targets] == [val["estimate_median"] <= 0.15, val["batch1_estimate_median"] <= 0.10]
-    assert all(t["met"] for t in targets)  # the issue's targets: 15 % (10 % at batch 1)
+    assert [t["met"] for t in targets[:2]] == [val["estimate_median"] <= 0.10, val["batch1_estimate_median"] <= 0.05]
+    # issue 24's targets: 10 % met (8.6 %), batch 1 at 5 % missed (7.9 %); each engine's own rows at 15 % met
+    assert [t["met"] for t in targets[:2]] == [True, False]
+    engines = {t["target"].split("'")[1]: t for t in targets[2:]}
+    assert set(engines) == {m.engine_profile for m in ROWS if m.split == "validation"}
+    for name, t in engines.items():
+        errors = [abs(r.error_estimate) for r in rows if r.measurement.engine_profile == name]
+        assert t["value"] == statistics.median(errors) and t["met"] is (t["value"] <= 0.15)
+    assert all(t["met"] for t in engines.values())
 
 
 def test_validate_estimate_of_the_held_out_h100_row():
@@ -256,7 +267,7 @@ def test_validate_text_shows_both_subsets_and_targets(capsys):
     assert f"estimate {val['estimate_median']:.1%} / {val['estimate_max']:.1%} ({val['estimate_rows']} rows)" in out
     assert f"bound {val['bound_median']:.1%} / {val['bound_max']:.1%}" in out
     assert "calibration (constants fitted here):" in out and "validation (held out):" in out
-    assert f"target: median |error| of the estimate, validation subset <= 15%: {val['estimate_median']:.1%}, met" \
+    assert f"target: median |error| of the estimate, validation subset <= 10%: {val['estimate_median']:.1%}, met" \
         in out
     line = next(x for x in out.splitlines() if x.startswith("vllm-llama-3.1-8b-b8-h100 "))
     row = next(r for r in report.rows if r.measurement.id == "vllm-llama-3.1-8b-b8-h100")
@@ -327,11 +338,11 @@ def test_constants_read_the_same_in_report_and_validate(capsys):
         vllm.kind("overhead")
     expected = {
         "vllm": "eta_bw 0.8052 [fitted], eta_mm 0.8692 [measured], t_step 0.0 us [fitted at its bound: 0], "
-                "t_layer 76.8 us [fitted]",
+                "t_layer 76.8 us [fitted], t_seq 0.0 us [not fitted: 0]",
         "trtllm": "eta_bw 0.7371 [fitted], eta_mm 0.8030 [measured], t_step 0.0 us [not fitted: 0], "
-                  "t_layer 0.0 us [not fitted: 0]",
+                  "t_layer 0.0 us [not fitted: 0], t_seq 0.0 us [not fitted: 0]",
         "gpt-fast": "eta_bw 0.8338 [fitted], eta_mm 0.8692 [measured], t_step 455.8 us [fitted], "
-                    "t_layer 69.5 us [fitted]",
+                    "t_layer 69.5 us [fitted], t_seq 0.0 us [not fitted: 0]",
     }
     assert main(["validate"]) == 0
     validate_out = capsys.readouterr().out
@@ -353,7 +364,8 @@ def test_report_without_estimate_prints_the_same_numbers(capsys):
     assert "4.794 ms" in out and "296 [2P]" in out and "404 sequences" in out and "[estimate]:" not in out
 
 
-@pytest.mark.parametrize("args,needle", [(["--estimate", "sglang"], "unknown engine profile 'sglang'")])
+@pytest.mark.parametrize("args,needle", [(["--estimate", "nope"], "unknown engine profile 'nope'"),
+                                         (["--estimate", "sglang"], "engine version 'sglang' has no constants yet")])
 def test_report_bad_estimate_is_one_line(args, needle, capsys):
     """An unknown profile exits 2 with one line naming it."""
     assert main(["report", *args]) == 2
@@ -369,6 +381,7 @@ def test_cost_model_gains_the_estimate_constants():
     est = RooflineCostModel.for_model(model, acc, estimate="lmdeploy")
     kw = dict(**model.step_terms("exact"), **acc.step_terms(), num_hidden_layers=32, **p.constants())
     assert est.decode_time(8, 768) == f.estimated_step_time(batch=8, context_sum=768, **kw)
+    kw.pop("t_seq")  # a prefill step has no per-sequence term
     assert est.prefill_time(512, 131_328) == f.estimated_prefill_step_time(prefill_tokens=512,
                                                                           attention_pairs=131_328, **kw)
     assert bound.decode_time(8, 768) == f.step_time(batch=8, context_sum=768, **model.step_terms("exact"),
@@ -397,3 +410,263 @@ def test_engine_profile_is_an_attrs_record():
     c = p.constants()
     assert c["t_step"] == 0 and c["t_layer"] == 0 and all(isinstance(v, Fraction) for v in c.values())
     assert p.overhead(80) == 0
+
+
+# --------------------------------------------------------------------------- the per-sequence term (issue 24)
+
+
+def _with_t_seq(profile: EngineProfile, t_seq: Fraction) -> EngineProfile:
+    return attrs.evolve(profile, t_seq=attrs.evolve(profile.t_layer, value=t_seq))
+
+
+def test_fit_recovers_a_per_sequence_time_when_the_rows_differ_in_batch():
+    """LMDeploy's six rows (batches 1 to 64, 32 to 80 layers) made by the estimate with eta_bw 0.8, t_step 1 ms,
+    t_layer 20 us, t_seq 170 us: the fit gives back all four, exactly (t_seq enters the design as B_i / m_i)."""
+    eta, ts, tl, tq = Fraction(8, 10), Fraction(1, 1000), Fraction(2, 100_000), Fraction(17, 100_000)
+    rows = [attrs.evolve(m, split="calibration", measured_s=float(
+        _memory_time(m) / eta + _allreduce(m) + ts + m.model.num_hidden_layers * tl + m.batch * tq))
+        for m in ROWS if m.engine_profile == "LMDeploy TurboMind"]
+    assert sorted({m.batch for m in rows}) == [1, 16, 32, 64]
+    p = fit_profile("LMDeploy TurboMind", rows)
+    assert p.constants() == dict(eta_bw=eta, eta_mm=Fraction(113, 130), t_step=ts, t_layer=tl, t_seq=tq)
+    assert p.fixed == () and p.t_seq is not None and p.t_seq.source.kind == "fitted" and p.kind("t_seq") == "fitted"
+    assert p.describe().endswith("t_seq 170.0 us [fitted]")
+
+
+def test_decode_step_adds_batch_times_t_seq_and_is_the_registered_formula():
+    """vLLM's profile with t_seq 170 us: Llama 3.1 8B at batch 8, context 1,000 on H100 costs 8 x 170 us = 1.36 ms
+    more than without it, and equals estimated_step_time(t_seq=...) exactly."""
+    model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    base = get_engine_profile("vllm")
+    p = _with_t_seq(base, Fraction(17, 100_000))
+    with_seq = decode_step(model, acc, batch=8, context=1000, estimate=p)
+    without = decode_step(model, acc, batch=8, context=1000, estimate=base)
+    assert with_seq.step_time - without.step_time == Fraction(136, 100_000)
+    expected = f.estimated_step_time(batch=8, context_sum=8000, **model.step_terms("exact"), **acc.step_terms(),
+                                     num_hidden_layers=32, **p.constants())
+    assert with_seq.step_time == expected and with_seq.throughput == 8 / expected
+    with pytest.raises(InvalidValueError, match="^t_seq="):
+        f.estimated_step_time(batch=1, context_sum=0, **model.step_terms("exact"), **acc.step_terms(),
+                              num_hidden_layers=32, **dict(p.constants(), t_seq=-1))
+
+
+def test_cost_model_prices_t_seq_per_decode_row_on_both_clocks():
+    """The scheduler's cost model adds B x t_seq to a decode step and decode_rows x t_seq to a mixed step, nothing to
+    a prefill; it states t_seq as its stretch terms' per_row, so every policy runs on the stretch clock, equal to the
+    step clock field by field."""
+    from roofline import Deployment
+    from roofline.sim import Request, serve_continuous, serve_serial, serve_static
+    from roofline.testing.compare import assert_same_results
+
+    model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    base = get_engine_profile("vllm")
+    tq = Fraction(17, 100_000)
+    plain = RooflineCostModel.for_deployment(Deployment(model, acc, estimate=base))
+    seq = RooflineCostModel.for_deployment(Deployment(model, acc, estimate=_with_t_seq(base, tq)))
+    assert seq.per_sequence == tq and plain.per_sequence == 0
+    assert seq.decode_time(8, 768) - plain.decode_time(8, 768) == 8 * tq
+    assert seq.mixed_time(4, 400, 100, 0, 5050) - plain.mixed_time(4, 400, 100, 0, 5050) == 4 * tq
+    assert seq.prefill_time(512, 131_328) == plain.prefill_time(512, 131_328)
+    terms = seq.stretch_terms()
+    assert not isinstance(terms, str) and terms.per_row == tq and plain.stretch_terms().per_row == 0
+    requests = [Request(id=i, arrival_s=Fraction(i, 7), prompt_tokens=16 + i, output_tokens=8 + 5 * i)
+                for i in range(6)]
+    for serve, kw in ((serve_serial, {}), (serve_static, {"batch_size": 4}), (serve_continuous, {}),
+                      (serve_continuous, {"prefill": "chunked", "max_num_batched_tokens": 24, "max_num_seqs": 4})):
+        a, b = serve(requests, seq, record_steps=True, **kw), serve(requests, seq, record_steps=True, engine="step",
+                                                                    **kw)
+        assert_same_results(a, b)  # a on the stretch clock, b on the step clock
+    with pytest.raises(InvalidValueError, match="^per_sequence="):
+        RooflineCostModel(**dict(Deployment(model, acc).cost_terms(), per_sequence=-1))
+
+
+# --------------------------------------------------------------------------- the error band (issue 24)
+
+
+def test_error_band_interpolates_percentiles_between_order_statistics():
+    """Errors -10, 0, +20, +30 %: median +10 %, 10th percentile -7 %, 90th +27 % (linear, as numpy.percentile),
+    median |error| 15 %; a NaN is refused naming the field."""
+    from roofline.profiles import ErrorBand
+
+    band = ErrorBand.of({"d": 0.3, "a": -0.1, "c": 0.2, "b": 0.0})
+    assert band.rows == ("a", "b", "c", "d")
+    assert band.median == pytest.approx(0.1) and band.p10 == pytest.approx(-0.07) and band.p90 == pytest.approx(0.27)
+    assert band.median_abs == pytest.approx(0.15)
+    assert band.describe() == "validation residuals: median +10.0 %, 10th-90th percentile -7.0 % to +27.0 % (4 rows)"
+    assert ErrorBand.of({}).describe().startswith("validation residuals: none")
+    with pytest.raises(InvalidValueError, match="^errors="):
+        ErrorBand.of({"x": float("nan")})
+
+
+def test_shipped_bands_are_the_validation_rows_of_validate():
+    """Each shipped profile's band is the residuals validate prints for its validation rows (vLLM: +12.8 %, +8.4 %,
+    -10.4 %: median +8.4 %, 10th-90th -6.7 % to +11.9 %, 3 rows); no calibration row is in a band."""
+    report = validate_with_estimates(ROWS)
+    for p in engine_profiles().values():
+        rows = {r.measurement.id: r.error_estimate for r in report.rows
+                if r.measurement.engine_profile == p.name and r.measurement.split == "validation"}
+        assert p.band is not None and p.band.rows == tuple(sorted(rows))
+        assert p.band.median == pytest.approx(statistics.median(rows.values()), abs=1e-12)
+        assert not set(p.band.rows) & set(p.calibration)
+    vllm = get_engine_profile("vllm")
+    assert vllm.error_band() == ("validation residuals: median +8.4 %, 10th-90th percentile -6.7 % to +11.9 % "
+                                 "(3 rows)")
+
+
+def test_every_printed_estimate_says_when_it_is_outside_the_fitted_range(capsys):
+    """vLLM was fitted on Llama at batch 8 on A100 and H200: Llama 3.1 8B on H200 is inside; on H100 the accelerator
+    is named outside; a Qwen model and batch 64 too; report, simulate and validate print the band."""
+    vllm = get_engine_profile("vllm")
+    llama, qwen = get_model("llama-3.1-8b"), get_model("qwen3-4b")
+    h100, h200 = get_accelerator("h100-sxm"), get_accelerator("h200-sxm")
+    assert vllm.outside(llama, h200, 8) == ()
+    assert vllm.outside(llama, h100, 8) == ("accelerator h100-sxm (fitted: a100-80gb, h200-sxm)",)
+    assert vllm.outside(qwen, h200, 64) == ("model family 'qwen3' (fitted: llama)", "batch 64 (fitted: 8 to 8)")
+    assert vllm.error_band(llama, h200).endswith("; inside the fitted range")
+    assert main(["report", "--estimate", "vllm"]) == 0
+    out = unwrapped(capsys.readouterr().out)
+    assert ("  band                  validation residuals: median +8.4 %, 10th-90th percentile -6.7 % to +11.9 % "
+            "(3 rows); estimate, outside the fitted range: accelerator h100-sxm (fitted: a100-80gb, h200-sxm)\n") in out
+    assert "memory (beyond fit)\n" in out and "  (beyond fit: estimate, outside the fitted range: batch; fitted on " \
+        "batches 8 to 8)" in out
+    assert main(["report", "--estimate", "vllm", "--json"]) == 0
+    e = json.loads(capsys.readouterr().out)["estimate"]
+    assert e["error_band"]["n"] == 3 and e["outside_fitted_range"] == [
+        "accelerator h100-sxm (fitted: a100-80gb, h200-sxm)"]
+    assert main(["simulate", "--limit", "5", "--policy", "serial", "--float", "--estimate", "vllm"]) == 0
+    assert "  estimate band: validation residuals: median +8.4 %" in capsys.readouterr().out
+    assert main(["validate"]) == 0
+    out = unwrapped(capsys.readouterr().out)
+    assert "    band: validation residuals: median +8.4 %, 10th-90th percentile -6.7 % to +11.9 % (3 rows)\n" in out
+    assert "\nServing level: published runs under load" in out
+    assert "  target: median |error| of TPOT (ITL where published) <= 15%: 5.8%, met\n" in out
+    assert ("  target: median |error| of the estimate, validation rows of 'vLLM with CUDA graphs' (3 rows) <= 15%: "
+            "10.4%, met\n") in out and "validation subset, batch 1 <= 5%: 7.9%, MISSED" in out
+
+
+# --------------------------------------------------------------------------- engine versions (issue 24)
+
+
+def test_an_engine_name_resolves_to_its_newest_version_and_says_so():
+    """--estimate vllm is vllm-v1 (the newest of vllm-v0, vllm-v1), with vLLM's fitted constants; a version key
+    resolves to itself without a note; a fitted profile's own name stays the fitted profile (no scheduler)."""
+    from roofline.profiles import resolve_engine_profile
+
+    v1, note = resolve_engine_profile("vllm")
+    assert v1.key == "vllm-v1" and v1.version == "vLLM V1 engine" and v1.constants() == get_engine_profile(
+        "vllm").constants()
+    assert note == "--estimate vllm is vllm-v1 (vLLM V1 engine), the newest of vllm-v0, vllm-v1"
+    v0, none = resolve_engine_profile("vllm-v0")
+    assert none is None and v0.scheduler.options() == {"policy": "continuous", "prefill": "separate",
+                                                       "admission": "on_demand"}
+    trt, note = resolve_engine_profile("TRTLLM")
+    assert trt.key == "trtllm-1.0" and "the newest of trtllm-0.6, trtllm-1.0" in note
+    fitted, _ = resolve_engine_profile("vLLM with CUDA graphs")
+    assert fitted.scheduler is None and fitted.key == "vllm"
+
+
+def test_scheduler_defaults_follow_the_accelerator_and_every_one_is_quoted():
+    """vLLM V1 on a GPU of >= 70 GiB that is not an A100 (H100) takes 1,024 sequences and 8,192 tokens, else (A100)
+    256 and 2,048 (vllm/engine/arg_utils.py, get_batch_defaults); TensorRT-LLM in flight reserves (GUARANTEED_NO_EVICT);
+    every stated default carries a published source with its quote; a bad option is refused by name."""
+    from roofline.profiles import SchedulerDefaults, engine_versions
+
+    versions = engine_versions()
+    v1 = versions["vllm-v1"].scheduler
+    assert v1.options(get_accelerator("h100-sxm"))["max_num_seqs"] == 1024
+    assert v1.options(get_accelerator("h100-sxm"))["max_num_batched_tokens"] == 8192
+    assert v1.options(get_accelerator("a100-80gb"))["max_num_seqs"] == 256
+    assert v1.options(get_accelerator("a100-80gb"))["max_num_batched_tokens"] == 2048
+    assert versions["trtllm-1.0"].scheduler.options() == {"policy": "continuous", "admission": "reserve"}
+    assert versions["gpt-fast"].scheduler.options()["policy"] == "serial"
+    assert isinstance(versions["sglang"], str) and "no constants" in versions["sglang"]
+    assert versions["nim"].scheduler.options() == {} and versions["nim"].scheduler.not_published
+    for p in versions.values():
+        if isinstance(p, str):
+            continue
+        for name, _, src in p.scheduler.settings:
+            assert src.kind == "published" and ': "' in src.citation and "http" in src.citation, (p.key, name)
+    with pytest.raises(InvalidValueError, match="^scheduler="):
+        SchedulerDefaults(settings=(("admission", "greedy", v1.settings[0][2]),))
+
+
+def test_simulate_schedules_as_the_engine_does_unless_a_flag_says_otherwise(capsys):
+    """--estimate vllm runs vLLM V1's chunked continuous batching at 1,024 sequences and 8,192 tokens on H100;
+    --max-num-seqs 8 given wins; --estimate trtllm-1.0 reserves (no preemption); --estimate gpt-fast runs serial."""
+    args = ["simulate", "--limit", "6", "--json"]
+    assert main([*args, "--estimate", "vllm"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (r,) = out["results"]
+    assert r["policy"] == "continuous" and r["options"]["prefill"] == "chunked"
+    assert r["options"]["max_num_seqs"] == 1024 and r["options"]["max_num_batched_tokens"] == 8192
+    assert out["engine_scheduler"].startswith("--estimate vllm is vllm-v1 (vLLM V1 engine), the newest")
+    assert main([*args, "--estimate", "vllm", "--max-num-seqs", "8"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["options"]["max_num_seqs"] == 8
+    assert main([*args, "--estimate", "trtllm-1.0"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)["results"]
+    assert r["options"]["admission"] == "reserve" and r["options"].get("prefill", "separate") == "separate"
+    assert main([*args, "--estimate", "gpt-fast"]) == 0
+    assert [x["policy"] for x in json.loads(capsys.readouterr().out)["results"]] == ["serial"]
+
+
+def test_an_accelerator_with_its_own_rows_gets_its_own_eta_bw():
+    """vLLM's calibration rows ran on A100 (one row) and H200 (two): H200 gets eta_bw 0.8079 fitted on its two rows
+    with the profile's times held, the least squares worked by hand; A100 and H100 take the profile default 0.8052,
+    named so, and the estimate on H200 reads at 0.8079 of 4.8 TB/s."""
+    p = get_engine_profile("vllm")
+    (acc, eta), = p.eta_bw_by_accelerator
+    assert acc == "h200-sxm" and eta.value == Fraction(8079, 10**4) and "on h200-sxm" in eta.source.citation
+    rows = [BY_ID[i] for i in VLLM_CAL if BY_ID[i].spec.key == "h200-sxm"]
+    m = [Fraction(r.measured_s) for r in rows]
+    c = [_memory_time(r) / t for r, t in zip(rows, m, strict=True)]
+    y = [(t - _allreduce(r) - r.model.num_hidden_layers * p.constants()["t_layer"]) / t
+         for r, t in zip(rows, m, strict=True)]
+    x = sum(a * b for a, b in zip(c, y, strict=True)) / sum(a * a for a in c)
+    assert eta.value == Fraction(round(10**4 / x), 10**4)
+    assert p.eta_bw_for(get_accelerator("h100-sxm")) == (Fraction(2013, 2500), "profile default")
+    assert p.eta_bw_for(get_accelerator("h200-sxm")) == (Fraction(8079, 10**4), "fitted on h200-sxm's own rows")
+    model, h200 = get_model("llama-3.1-8b"), get_accelerator("h200-sxm")
+    step = decode_step(model, h200, batch=1, context=0, estimate=p)
+    assert step.memory_time == Fraction(model.weight_bytes) / (Fraction(8079, 10**4) * Fraction(h200.bandwidth))
+
+
+# --------------------------------------------------------------------------- serving level (issue 24)
+
+
+def test_a_serving_point_runs_as_published_and_its_itl_is_the_step_estimate():
+    """NIM's 500-in / 2,000-out run at concurrency 1 (TTFT 47.77 ms, ITL 18.91 ms, 52.85 tokens/s, quoted) simulated
+    as a closed loop of one client: its mean ITL is the step-level estimate of the same run at the mean context
+    1,500 (18.269 ms, -3.4 %), its TTFT the estimated 500-token prefill; the point is held out (its step row is a
+    validation row) and no serving point is fitted on."""
+    from roofline.calibrate.serving import load_serving, serving_summary, simulate_point
+
+    points = {p.id: p for p in load_serving()}
+    assert all(p.split == "validation" for p in points.values())
+    p = points["serving-nim-llama-3.3-70b-fp8-tp2-c1-500in-h100"]
+    assert p.held_out and p.measured == {"ttft_ms": 47.77, "itl_ms": 18.91, "output_tokens_per_s": 52.85}
+    assert all(str(v) in " ".join(p.source["quote"]) for v in p.measured.values())
+    row = simulate_point(p, requests_per_client=1)
+    step = estimate_row(BY_ID[p.step_row], get_engine_profile("nim"))
+    assert row.simulated["itl_ms"] == pytest.approx(step * 1e3, rel=2e-3)
+    assert row.errors["itl_ms"] == pytest.approx((row.simulated["itl_ms"] - 18.91) / 18.91)
+    assert -0.05 < row.errors["itl_ms"] < 0 and row.requests == 1
+    assert not points["serving-nim-llama-3.3-70b-fp8-tp2-c1-5000in-h100"].held_out  # its step row fitted nim
+    s = serving_summary([row])
+    assert s["tpot_target"]["rows"] == 1 and s["tpot_target"]["met"] is True
+    with pytest.raises(InvalidValueError, match="^requests_per_client="):
+        simulate_point(p, requests_per_client=0)
+
+
+def test_a_burst_point_runs_its_own_lengths_under_vllm_v0():
+    """The LambdaLabs vLLM 0.5.4 run on H100 (10 ShareGPT prompts at t = 0, lengths as published): simulated with
+    vllm-v0's scheduler (separate prefill, KV on demand); medians interpolate as vllm bench serve's (numpy); TPOT
+    8.45 ms against 7.56 (+11.8 %), TTFT 26.5 ms against 62.2 (-57.4 %: the API server's time before the first token
+    is not modelled)."""
+    from roofline.calibrate.serving import load_serving, simulate_point
+
+    p = next(x for x in load_serving() if x.id == "serving-vllm-llama-3-8b-h100-10req")
+    assert p.profile == "vllm-v0" and p.held_out and len(p.lengths) == 10 and sum(b for _, b in p.lengths) == 1867
+    row = simulate_point(p)
+    assert row.requests == 10 and row.options["prefill"] == "separate" and row.options["admission"] == "on_demand"
+    assert round(row.errors["tpot_ms"], 3) == 0.118 and round(row.errors["ttft_ms"], 3) == -0.574
+    assert set(row.simulated) == {"ttft_ms", "tpot_ms", "output_tokens_per_s"}

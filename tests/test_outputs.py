@@ -307,7 +307,7 @@ def test_report_given_kv_budget_is_the_tables_kv_limit(capsys: pytest.CaptureFix
     assert [(row["batch"], row["kv_limit"], row["fits"]) for row in r["table"]] == [
         (1, False, True), (8, False, True), (64, False, True), (151, True, True), (256, False, False)]
     assert "151 with 16-token blocks; the table's KV limit)" in text
-    assert "  (KV limit: the most sequences the --kv-budget-gb budget holds; KV > budget: their KV does not fit " \
+    assert "  (KV limit: the most sequences the --kv-budget-gb budget holds; no KV room: their KV does not fit " \
         "the --kv-budget-gb budget)" in text and "reserve 0) holds" not in text
     assert "     151 |" in text and text.split("     151 |")[1].split("\n")[0].endswith("memory KV limit")
     assert "457 with 16-token blocks\n" in text  # the upper bound no longer claims the KV limit
@@ -343,7 +343,7 @@ def test_report_counts_carry_thousands_separators(capsys: pytest.CaptureFixture)
     assert row in text
     assert "(tokens 404,357; 401 with 16-token blocks)" in text
     assert cli.main(["report", "--estimate", "vllm"]) == 0
-    assert "      64 |               7.298 ms |                 11.521 ms      5,555  memory" in capsys.readouterr().out
+    assert "      64 |        7.298 ms |          11.521 ms      5,555  memory" in capsys.readouterr().out
     # context 100: 60,475,794,718.72 B / (100 x 131,072 B) = 4,613.9 sequences; 16-token blocks: 7 per sequence,
     # floor(60,475,794,718.72 / (16 x 131,072)) = 28,837 blocks -> 4,119 sequences, the table's last row
     assert cli.main(["report", "--context", "100", "--batch", "1"]) == 0

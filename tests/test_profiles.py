@@ -24,7 +24,7 @@ def test_vllm_profile_values_and_the_calibrate_names_are_the_same_objects() -> N
     """vLLM's constants as fitted (eta_bw 0.8052, t_layer 76.8 us); calibrate re-exports the names of profiles."""
     vllm = profiles.get_engine_profile("vllm")
     assert vllm.constants() == {"eta_bw": Fraction(2013, 2500), "eta_mm": Fraction(113, 130),
-                                "t_step": 0, "t_layer": Fraction(6, 78125)}
+                                "t_step": 0, "t_layer": Fraction(6, 78125), "t_seq": 0}
     assert calibrate.get_engine_profile is profiles.get_engine_profile
     assert calibrate.EngineProfile is profiles.EngineProfile
     assert profiles.get_engine_profile(vllm) is vllm

@@ -282,9 +282,9 @@ def test_context_beyond_the_model_and_estimate_rows_keep_their_kv_marks(capsys):
     assert _json(capsys, "--context", "200000")["model"]["max_position_embeddings"] == 131_072
     assert main(["report", "--model", "gemma-3-27b", "--estimate", "vllm"]) == 0
     estimate = capsys.readouterr().out.split("Estimate [estimate]")[1]
-    assert "      42 |              22.493 ms |                 32.696 ms      1,285  memory KV limit\n" in estimate
-    assert "     256 |              54.938 ms |                 72.991 ms      3,507  memory KV > budget\n" in estimate
-    assert ("  (KV limit: the most sequences the upper-bound budget (reserve 0) holds; KV > budget: their KV does "
+    assert "      42 |       22.493 ms |          32.696 ms      1,285  memory KV limit (beyond fit)\n" in estimate
+    assert "     256 |       54.938 ms |          72.991 ms      3,507  memory no KV room (beyond fit)\n" in estimate
+    assert ("  (KV limit: the most sequences the upper-bound budget (reserve 0) holds; no KV room: their KV does "
             "not fit the upper-bound budget (reserve 0))") in unwrapped(estimate)
     helps = {a.dest: a.help for a in _subparser("report")._actions}
     assert "one flat width for every weight, embeddings and lm_head included, no group scales" in helps["weight_dtype"]

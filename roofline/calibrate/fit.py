@@ -8,7 +8,7 @@ live in :mod:`roofline.profiles`, outside the measurement side; this module fits
 The **estimate** (docs/conventions.md, "Bound and estimate") is the bound's step with an
 engine's constants::
 
-    step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + L x t_layer
+    step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + L x t_layer + B x t_seq
 
 (+ whatever :func:`roofline.calibrate.compare.predict` adds to the roofline, such as the
 all-reduce of tensor parallelism, once it prices it). An :class:`EngineProfile` holds one
@@ -30,19 +30,20 @@ The fit (:func:`fit_profile`)
   the A100's share serves both); H100 SXM's where none has a measurement. Its source names
   the accelerators the rows ran on and the one the share comes from. Rows that are
   compute-bound at eta_bw = 1 are left out of the fit (they would calibrate eta_mm) and listed.
-* For memory-bound rows the estimate is linear in x = 1 / eta_bw, t_step and t_layer:
-  ``estimate_i = x M_i + A_i + t_step + L_i t_layer``, with M_i the row's memory time at the
+* For memory-bound rows the estimate is linear in x = 1 / eta_bw, t_step, t_layer and t_seq:
+  ``estimate_i = x M_i + A_i + t_step + L_i t_layer + B_i t_seq``, with M_i the row's memory time at the
   datasheet bandwidth and A_i what ``predict`` adds beyond the roofline (0 on one GPU); both
   are read off ``predict`` itself at eta_bw = 1 and 1/2, so the fit prices each row exactly
   as ``validate`` does.
 * Objective: least squares on relative error, sum_i ((estimate_i - measured_i) / measured_i)^2,
-  under eta_bw <= 1 (x >= 1), t_step >= 0, t_layer >= 0. Solved exactly in Fractions: the
+  under eta_bw <= 1 (x >= 1), t_step >= 0, t_layer >= 0, t_seq >= 0. Solved exactly in Fractions: the
   unconstrained normal equations of every choice of free constants (the others at their
   bound), the feasible solution of least cost wins (for a convex objective with bounds this
   is the constrained optimum). Exact arithmetic makes the result independent of row order.
-* What the rows can separate: constants enter in the order eta_bw, t_step, t_layer, as many
-  as the rows determine (the design's rank): one row fits eta_bw alone; rows with a single
-  layer count cannot tell t_layer from t_step, so t_layer is 0 and t_step carries it. Each
+* What the rows can separate: constants enter in the order eta_bw, t_step, t_layer, t_seq,
+  each one that raises the design's rank (the rows determine it beside those before it): one
+  row fits eta_bw alone; rows with a single layer count cannot tell t_layer from t_step, so
+  t_layer is 0 and t_step carries it; rows of a single batch cannot tell t_seq from t_step. Each
   profile lists what it left out and why (:attr:`EngineProfile.fixed`).
 * The fitted values are rounded (eta to 4 decimals, times to 0.1 us) and stored as exact
   Fractions.
@@ -56,9 +57,11 @@ import itertools
 from collections.abc import Sequence
 from fractions import Fraction
 
+import attrs
+
 from ..errors import InvalidValueError
 from ..hardware import Source, Sourced, get_accelerator
-from ..profiles import _AT_BOUND, EngineProfile, _key, _scaled
+from ..profiles import _AT_BOUND, EngineProfile, ErrorBand, FittedRange, _key, _scaled
 from ..profiles import AT_BOUND_KIND as AT_BOUND_KIND  # re-exported: they lived here before roofline.profiles
 from ..profiles import NOT_FITTED_KIND as NOT_FITTED_KIND
 from ..profiles import PROFILE_KEYS as PROFILE_KEYS
@@ -75,6 +78,7 @@ __all__ = [  # and, re-exported from roofline.profiles: EngineProfile, get_engin
     "fit_profile",
     "fit_profiles",
     "fit_shipped",
+    "error_band",
     "estimate_row",
     "validate_with_estimates",
 ]
@@ -82,7 +86,7 @@ __all__ = [  # and, re-exported from roofline.profiles: EngineProfile, get_engin
 #: How every fitted constant was obtained (its Source's ``conditions``).
 FIT_METHOD = (
     "least squares on relative error, sum ((estimate - measured) / measured)^2, over the named calibration rows "
-    "only, with eta_bw <= 1, t_step >= 0, t_layer >= 0, solved exactly (Fractions); base constants: the "
+    "only, with eta_bw <= 1, t_step >= 0, t_layer >= 0, t_seq >= 0, solved exactly (Fractions); base constants: the "
     "datasheet bandwidth and dense peak of each row's accelerator; eta to 4 decimals, times to 0.1 us "
     "(roofline.calibrate.fit)"
 )
@@ -92,7 +96,7 @@ FIT_DATE = "2026-12-01"
 
 _ETA_DIGITS = 10**4
 _TIME_UNITS = 10**7  # 0.1 us
-_NAMES = ("eta_bw", "t_step", "t_layer")
+_NAMES = ("eta_bw", "t_step", "t_layer", "t_seq")
 _FALLBACK_MM = "h100-sxm"
 
 
@@ -278,28 +282,36 @@ def fit_profile(name: str, rows: Sequence[Measurement], *, flops: str = "exact")
         [mem / t for (mem, _), t in zip(parts, measured, strict=True)],
         [1 / t for t in measured],
         [Fraction(m.model.num_hidden_layers) / t for m, t in zip(used, measured, strict=True)],
+        [Fraction(m.batch) / t for m, t in zip(used, measured, strict=True)],
     ]
     target = [(t - extra) / t for (_, extra), t in zip(parts, measured, strict=True)]
-    k = 1
-    while k < len(all_columns) and _rank(all_columns[: k + 1]) == k + 1:
-        k += 1
-    solution = _least_squares(all_columns[:k], target) + [Fraction(0)] * (len(all_columns) - k)
+    included = [0]
+    for j in range(1, len(all_columns)):  # in order: each constant the rows separate from those before it
+        if _rank([all_columns[i] for i in included + [j]]) == len(included) + 1:
+            included.append(j)
+    fitted = _least_squares([all_columns[i] for i in included], target)
+    solution = [Fraction(0)] * len(all_columns)
+    for i, v in zip(included, fitted, strict=True):
+        solution[i] = v
     ids = ", ".join(m.id for m in used)
     citation = f"fitted on the {len(used)} calibration row(s) of profile {name!r} in the published set: {ids}"
     eta_bw = Fraction(round(_ETA_DIGITS / solution[0]), _ETA_DIGITS)
-    values = {"t_step": Fraction(round(solution[1] * _TIME_UNITS), _TIME_UNITS),
-              "t_layer": Fraction(round(solution[2] * _TIME_UNITS), _TIME_UNITS)}
+    values = {n: Fraction(round(solution[i] * _TIME_UNITS), _TIME_UNITS)
+              for i, n in enumerate(("t_step", "t_layer", "t_seq"), start=1)}
     fixed = []
     layers = sorted({m.model.num_hidden_layers for m in used})
+    batches = sorted({m.batch for m in used})
     reasons = {
-        1: f"the rows cannot separate it from eta_bw ({len(used)} row(s))",
-        2: f"the rows cannot separate it from t_step (every row has {layers[0]} layers)" if len(layers) == 1 else
-           f"the rows cannot separate it from eta_bw and t_step ({len(used)} rows)",
+        "t_step": f"the rows cannot separate it from eta_bw ({len(used)} row(s))",
+        "t_layer": f"the rows cannot separate it from t_step (every row has {layers[0]} layers)" if len(layers) == 1
+        else f"the rows cannot separate it from eta_bw and t_step ({len(used)} rows)",
+        "t_seq": f"the rows cannot separate it from t_step (every row has batch {batches[0]})" if len(batches) == 1
+        else f"the rows cannot separate it from eta_bw, t_step and t_layer ({len(used)} rows)",
     }
     times: dict[str, Sourced | None] = {}
-    for i, n in enumerate(("t_step", "t_layer"), start=1):
-        if i >= k:
-            fixed.append(f"{n} = 0 s: not fitted, {reasons[i]}")
+    for i, n in enumerate(("t_step", "t_layer", "t_seq"), start=1):
+        if i not in included:
+            fixed.append(f"{n} = 0 s: not fitted, {reasons[n]}")
             times[n] = None
         elif values[n] == 0:
             fixed.append(f"{n} = 0 s: {_AT_BOUND}")
@@ -313,10 +325,81 @@ def fit_profile(name: str, rows: Sequence[Measurement], *, flops: str = "exact")
         eta_mm=eta_mm,
         t_step=times["t_step"],
         t_layer=times["t_layer"],
+        t_seq=times["t_seq"],
         calibration=tuple(m.id for m in used),
         fixed=tuple(fixed),
         left_out=tuple(left_out),
+        fitted_range=_fitted_range(used),
+        eta_bw_by_accelerator=_per_accelerator(name, used, parts, measured, values),
     )
+
+
+def _per_accelerator(name: str, used: Sequence[Measurement], parts: Sequence[tuple[Fraction, Fraction]],
+                     measured: Sequence[Fraction], times: dict[str, Fraction]) -> tuple[tuple[str, Sourced], ...]:
+    """eta_bw of each accelerator with two or more of the rows, when the rows span several accelerators.
+
+    The profile's times (t_step, t_layer, t_seq, as fitted and rounded) stay; x = 1 / eta_bw alone minimises the
+    same relative least squares over that accelerator's rows: x = sum c_i y_i / sum c_i^2 with c_i = M_i / m_i,
+    y_i = (m_i - A_i - t_i) / m_i, and x >= 1 (eta_bw <= 1). Rounded as the profile's eta_bw.
+    """
+    keys = sorted({m.spec.key for m in used if m.spec is not None})
+    if len(keys) < 2:
+        return ()
+    out = []
+    for key in keys:
+        idx = [i for i, m in enumerate(used) if m.spec is not None and m.spec.key == key]
+        if len(idx) < 2:
+            continue
+        c = [parts[i][0] / measured[i] for i in idx]
+        y = [(measured[i] - parts[i][1] - times["t_step"] - used[i].model.num_hidden_layers * times["t_layer"]
+              - used[i].batch * times["t_seq"]) / measured[i] for i in idx]
+        x = max(Fraction(1), sum((a * b for a, b in zip(c, y, strict=True)), Fraction(0)) / sum(a * a for a in c))
+        ids = ", ".join(used[i].id for i in idx)
+        citation = (f"fitted on the {len(idx)} calibration row(s) of profile {name!r} on {key}: {ids} (the profile's "
+                    "times held)")
+        out.append((key, Sourced(Fraction(round(_ETA_DIGITS / x), _ETA_DIGITS), "1",
+                                 Source("fitted", citation, FIT_DATE, FIT_METHOD))))
+    return tuple(out)
+
+
+def _fitted_range(rows: Sequence[Measurement]) -> FittedRange:
+    """The model families, accelerators, weight dtypes and batch range of the rows a profile was fitted on."""
+    return FittedRange(
+        model_types=tuple(sorted({m.model.model_type for m in rows})),
+        accelerators=tuple(sorted({m.spec.key for m in rows if m.spec is not None})),
+        weight_dtypes=tuple(sorted({m.model.weight_dtype for m in rows})),
+        batch_min=min(m.batch for m in rows),
+        batch_max=max(m.batch for m in rows),
+    )
+
+
+def error_band(profile: EngineProfile, measurements: Sequence[Measurement], *, flops: str = "exact") -> ErrorBand:
+    """The residuals of ``profile``'s estimate on its validation rows among ``measurements``.
+
+    Parameters
+    ----------
+    profile : EngineProfile
+    measurements : sequence of Measurement
+        Rows of any subset: only those of ``profile.name`` in the validation subset, with spec constants,
+        are judged (a calibration row never is: the band measures rows the constants never saw).
+    flops : {"exact", "2p"}
+
+    Returns
+    -------
+    ErrorBand
+        Signed (estimate - measured) / measured per row, their median and 10th-90th percentiles
+        (:meth:`roofline.profiles.ErrorBand.of`).
+
+    Raises
+    ------
+    InvalidValueError
+        As :func:`estimate_row`.
+    """
+    errors = {}
+    for m in measurements:
+        if m.engine_profile == profile.name and m.split == "validation" and m.spec is not None:
+            errors[m.id] = (estimate_row(m, profile, flops=flops) - m.measured_s) / m.measured_s
+    return ErrorBand.of(errors)
 
 
 def fit_profiles(
@@ -333,7 +416,8 @@ def fit_profiles(
     Returns
     -------
     (profiles, unavailable)
-        ``profiles``: profile name -> EngineProfile; ``unavailable``: profile name -> why
+        ``profiles``: profile name -> EngineProfile (each with its :func:`error_band` on the validation rows
+        among ``measurements``); ``unavailable``: profile name -> why
         it has no constants (no priced calibration row).
 
     Raises
@@ -348,7 +432,8 @@ def fit_profiles(
         rows = [m for m in measurements if m.engine_profile == name and m.split == "calibration"
                 and m.spec is not None]
         if rows:
-            profiles[name] = fit_profile(name, rows, flops=flops)
+            fitted = fit_profile(name, rows, flops=flops)
+            profiles[name] = attrs.evolve(fitted, band=error_band(fitted, measurements, flops=flops))
         else:
             unavailable[name] = "no calibration row of this profile is priced by this version"
     return profiles, unavailable

@@ -120,7 +120,9 @@ def add_estimate_option(p: argparse.ArgumentParser, *, instead: bool = False) ->
             else "also print an engine profile's estimate beside the bound")
     p.add_argument("--estimate", default=None, metavar="PROFILE",
                    help=f"{what}: {', '.join(ENGINE_PROFILES[:-1])} or {ENGINE_PROFILES[-1]} (constants fitted on "
-                        "published measurements; see roofline validate) (default: the bound only)")
+                        "published measurements; see roofline validate), or an engine version (vllm-v0, vllm-v1, "
+                        "trtllm-0.6, trtllm-1.0: its scheduler defaults too; an engine's name is its newest version) "
+                        "(default: the bound only)")
 
 
 

@@ -28,6 +28,8 @@ import json
 from fractions import Fraction
 from typing import Any
 
+import attrs
+
 from .. import estimate
 from .. import estimate as estimate_mod
 from .._checks import check_int, check_positive
@@ -35,6 +37,7 @@ from ..deployment import FROM_DEPLOYMENT, Deployment, as_deployment, profile
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
+from ..profiles import OUTSIDE_FITTED_RANGE, version_note
 from ..units import GB, fit_width, format_time
 from ._answers import add_answer_options, answer_context, answers, format_answers
 from ._args import (
@@ -361,10 +364,21 @@ def _estimate_json(deployment: Deployment, context: int, batches: list[int], ste
         constants[name] = {"value": float(value), "unit": "s" if name.startswith("t_") else "1",
                            "kind": profile.kind(name),
                            "citation": None if src is None else src.source.citation}
+    band = getattr(profile, "band", None)
+    outside = profile.outside(deployment.share, deployment.accelerator) if hasattr(profile, "outside") else ()
     return {
         "time_kind": f"estimate: {profile.name}",
         "profile": {"key": profile.key, "name": profile.name, "constants": constants,
                     "calibration": list(profile.calibration), "fixed": list(profile.fixed)},
+        "error_band": None if band is None else band.to_dict(),
+        "engine_version": version_note(profile),
+        "scheduler_defaults": None if getattr(profile, "scheduler", None) is None
+        else profile.scheduler.describe(deployment.accelerator),
+        "outside_fitted_range": list(outside),
+        "fitted_range": None if getattr(profile, "fitted_range", None) is None
+        else attrs.asdict(profile.fitted_range),
+        "band_line": profile.error_band(deployment.share, deployment.accelerator)
+        if hasattr(profile, "error_band") else "validation residuals: none (a profile without a band)",
         "single": step(1, 0),
         "single_with_kv": step(1, context),
         "eight_with_kv": step(8, context),
@@ -507,7 +521,7 @@ def _kv_note(row: dict[str, Any], from_given: bool) -> str:
     """A table row's KV mark: the KV limit's row, a batch whose KV does not fit, or nothing (:func:`_kv_legend`)."""
     if row["kv_limit"]:
         return " KV limit"
-    return "" if row["fits"] else " KV > budget"
+    return "" if row["fits"] else " no KV room"
 
 
 def _kv_legend(table: list[dict[str, Any]], from_given: bool) -> str | None:
@@ -517,7 +531,7 @@ def _kv_legend(table: list[dict[str, Any]], from_given: bool) -> str | None:
     if any(row["kv_limit"] for row in table):
         said.append(f"KV limit: the most sequences {budget} holds")
     if any(not row["fits"] for row in table):
-        said.append(f"KV > budget: their KV does not fit {budget}")
+        said.append(f"no KV room: their KV does not fit {budget}")
     return f"  ({'; '.join(said)})" if said else None
 
 
@@ -533,23 +547,35 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
         f"Estimate [estimate]: engine profile {p['name']!r} (--estimate {p['key']}), not a bound: "
         "constants fitted on published measurements (roofline validate)",
         "  constants             " + ", ".join(format_constant(n, v["value"], v["kind"]) for n, v in c.items()),
-        "  step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + layers x t_layer",
+        "  step = max(bytes / (eta_bw x bandwidth), FLOPs / (eta_mm x peak)) + t_step + layers x t_layer"
+        " + batch x t_seq",
+        f"  band                  {e['band_line']}",
+        *([f"  engine version        {e['engine_version']}; scheduler defaults (roofline simulate): "
+           f"{e['scheduler_defaults']}"] if e.get("engine_version") else []),
         f"  batch 1, weights only {_t(e['single']['step_time_s']):>12} [estimate] "
         f"vs {_t(r['single']['exact']['step_time_s'])} [bound]",
         f"  batch 1, KV at {ctx:,} tokens {_t(e['single_with_kv']['step_time_s'])} [estimate] "
         f"vs {_t(r['single_with_kv']['step_time_s'])} [bound]",
         f"  batch 8, KV at {ctx:,} tokens {_t(e['eight_with_kv']['step_time_s'])} [estimate] "
         f"vs {_t(r['eight']['with_kv']['step_time_s'])} [bound]",
-        f"  {'batch':>6} | {'step, with KV [bound]':>22} | {'step, with KV [estimate]':>25} {'tokens/s':>10}  regime",
+        f"  {'batch':>6} | {'with KV [bound]':>15} | {'with KV [estimate]':>18} {'tokens/s':>10}  regime",
     ]
     legend = _kv_legend(r["table"], r["inputs"]["kv_limit_from"] == "given")
     bounds = {row["batch"]: row for row in r["table"]}
     from_given = r["inputs"]["kv_limit_from"] == "given"
+    fitted = e.get("fitted_range")
+    any_beyond = False
     for row in e["table"]:
         est, bound = row["with_kv"], bounds[row["batch"]]
-        out.append(f"  {row['batch']:>6,} | {_t(bound['with_kv']['step_time_s']):>22} | "
-                   f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10,.0f}  {est['bound']}"
-                   f"{_kv_note(bound, from_given)}")
+        beyond = fitted is not None and not fitted["batch_min"] <= row["batch"] <= fitted["batch_max"]
+        any_beyond = any_beyond or beyond
+        out.append(f"  {row['batch']:>6,} | {_t(bound['with_kv']['step_time_s']):>15} | "
+                   f"{_t(est['step_time_s']):>18} {est['throughput_tokens_per_s']:>10,.0f}  {est['bound']}"
+                   f"{_kv_note(bound, from_given)}" + (" (beyond fit)" if beyond else ""))
+    if any_beyond:
+        assert fitted is not None
+        out.append(f"  (beyond fit: {OUTSIDE_FITTED_RANGE}: batch; fitted on batches {fitted['batch_min']:,} to "
+                   f"{fitted['batch_max']:,})")
     return out if legend is None else [*out, legend]
 
 

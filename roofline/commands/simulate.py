@@ -131,7 +131,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="trace format (default: from the extension and header)")
     p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
                    help="serve only the first N requests of the trace")
-    p.add_argument("--policy", choices=("all", *POLICIES), default="all", help="policy to run (default: all)")
+    p.add_argument("--policy", action=_Given, choices=("all", *POLICIES), default="all",
+                   help="policy to run (default: all; with --estimate ENGINE, the engine's own)")
     add_model_options(p)
     add_flops_option(p, default="exact")
     add_estimate_option(p, instead=True)
@@ -385,6 +386,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidValueError("--utilization", float(args.utilization), "the KV budget given by --kv-budget-gb "
                                 "replaces the one --utilization gives; give one of them")
     deployment, _ = deployment_from_args(args)
+    scheduler_note = _engine_scheduler(args, deployment)
     # one GPU's share: the KV pool and budget are per GPU, every step adds its all-reduce (docs/conventions.md,
     # "Tensor parallelism")
     model, accelerator = deployment.share, deployment.accelerator
@@ -461,7 +463,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                 pool=pool, budget=budget,
                 budget_basis=budget_basis, results=results, labels=names,
                 slo=slo if any(v is not None for v in slo.values()) else None,
-                time_kind=time_kind)
+                time_kind=time_kind, band=_band_line(deployment), scheduler_note=scheduler_note)
 
 
 def _t(seconds: Any) -> str:
@@ -551,6 +553,8 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
         *([f"  sliding windows: KV counted per layer ({_windows_text(pool.layer_windows)}); a windowed layer "
            "frees its blocks as its window moves on"] if pool.layer_windows else []),
         f"  step times: {_kind_text(run.get('time_kind', 'bound'))}",
+        *([f"  estimate band: {run['band']}"] if run.get("band") else []),
+        *([f"  engine scheduler: {run['scheduler_note']}"] if run.get("scheduler_note") else []),
         f"  simulation engine: {_engines_text(run['labels'], run['results'])}",
         "",
     ]
@@ -616,6 +620,52 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _engine_scheduler(args: argparse.Namespace, deployment: Any) -> str | None:
+    """Under ``--estimate`` of an engine version, its scheduler defaults become the flags the user did not give
+    (the user's flags win); returns the line saying which defaults ran and what the name resolved to, or None.
+
+    The defaults are the profile's :class:`roofline.profiles.SchedulerDefaults` on this accelerator: the policy
+    (``--policy``), ``--max-num-seqs``, ``--max-num-batched-tokens``, chunked prefill and ``--admission``.
+    """
+    from ..profiles import resolve_engine_profile
+
+    p = deployment.estimate
+    scheduler = getattr(p, "scheduler", None)
+    if p is None or scheduler is None:
+        return None
+    note = resolve_engine_profile(args.estimate)[1] if isinstance(args.estimate, str) else None
+    given = getattr(args, "given_flags", {})
+    opts = scheduler.options(deployment.accelerator)
+    applied = []
+    if "policy" in opts and "policy" not in given:
+        args.policy = opts["policy"]
+        applied.append(f"--policy {opts['policy']}")
+    if opts.get("prefill") == "chunked" and not args.chunked_prefill and args.policy in ("all", "continuous"):
+        args.chunked_prefill = True
+        applied.append("--chunked-prefill")
+    for name, flag in (("max_num_seqs", "--max-num-seqs"), ("admission", "--admission")):
+        if name in opts and name not in given and args.policy in ("all", "continuous"):
+            setattr(args, name, str(opts[name]).replace("_", "-") if name == "admission" else opts[name])
+            applied.append(f"{flag} {getattr(args, name)}")
+    if "max_num_batched_tokens" in opts and args.max_num_batched_tokens is None and args.chunked_prefill:
+        args.max_num_batched_tokens = opts["max_num_batched_tokens"]
+        applied.append(f"--max-num-batched-tokens {opts['max_num_batched_tokens']}")
+    text = (f"{p.key} ({p.version}) defaults: {', '.join(applied)} (flags given win)" if applied
+            else f"{p.key} ({p.version}): no scheduler default applied (flags given win)")
+    if scheduler.not_published:
+        text += "; not published, the scheduler's own: " + "; ".join(scheduler.not_published)
+    return text if note is None else f"{note}; {text}"
+
+
+def _band_line(deployment: Any) -> str | None:
+    """The estimate's validation residuals and whether this model and accelerator lie in its fitted rows
+    (:meth:`roofline.profiles.EngineProfile.error_band`; the batch varies step to step, so it is not judged)."""
+    p = deployment.estimate
+    if p is None or not hasattr(p, "error_band"):
+        return None
+    return str(p.error_band(deployment.share, deployment.accelerator))
+
+
 def _kind_text(kind: str) -> str:
     if kind == "bound":
         return "roofline bound (datasheet constants, overhead as given: a lower bound)"
@@ -640,6 +690,8 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         "accelerator": {"key": acc.key, "name": acc.name},
         **({"tensor_parallel_size": T} if (T := run["deployment"].tensor_parallel_size) > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
+        **({"estimate_band": run["band"]} if run.get("band") else {}),
+        **({"engine_scheduler": run["scheduler_note"]} if run.get("scheduler_note") else {}),
         "kv_pool": {"budget_bytes": float(run["budget"]), "budget_basis": run.get("budget_basis"),
                     "capacity_blocks": pool.capacity_blocks,
                     "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens, "unit": pool.unit},

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..calibrate.compare import Report
     from ..calibrate.published import PendingPoint
 
-__all__ = ["register", "run", "format_report"]
+__all__ = ["register", "run", "format_report", "format_serving"]
 
 
 def register(subparsers: Any) -> None:
@@ -44,6 +44,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-published", action="store_true", help="leave out the published points")
     p.add_argument("--no-shipped", action="store_true", help="leave out the shipped calibration files")
     add_flops_option(p, default="exact")
+    p.add_argument("--no-serving", action="store_true",
+                   help="leave out the serving-level comparison (published runs under load, simulated as run)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--verbose", action="store_true",
                    help="also print each published point's source, quotes, metric, composition and omissions, each "
@@ -69,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     )
     report = validate_with_estimates(rows, flops=args.flops)
     pending = [] if args.no_published else pending_published()
+    serving = None if args.no_serving else _serving_rows()
     if args.json:
         doc = report.to_dict()
         doc["pending_published"] = [
@@ -77,10 +80,75 @@ def run(args: argparse.Namespace) -> int:
              "reasons": list(p.reasons), "engine_profile": p.engine_profile, "split": p.split}
             for p in pending
         ]
+        if serving is not None:
+            from ..calibrate.serving import serving_summary
+
+            doc["serving"] = {"summary": serving_summary(serving), "rows": [
+                {"id": r.point.id, "profile": r.point.profile, "accelerator": r.point.accelerator.key,
+                 "concurrency": r.point.concurrency, "input_len": r.point.input_len, "output_len": r.point.output_len,
+                 "requests": r.requests, "measured": r.point.measured, "simulated": r.simulated, "errors": r.errors,
+                 "statistic": r.point.statistic, "split": r.point.split, "source": r.point.source,
+                 "engine": r.options.get("engine")} for r in serving]}
         print(json.dumps(doc, indent=1, allow_nan=False))
     else:
-        print(format_report(report, pending=pending, verbose=args.verbose))
+        text = format_report(report, pending=pending, verbose=args.verbose)
+        print(text if serving is None else text + "\n" + format_serving(serving))
     return 0
+
+
+def _serving_rows() -> list[Any]:
+    """The shipped serving points simulated (:func:`roofline.calibrate.serving.validate_serving`), once per process."""
+    from ..calibrate.serving import validate_serving
+
+    global _SERVING
+    if _SERVING is None:
+        _SERVING = validate_serving()
+    return _SERVING
+
+
+_SERVING: list[Any] | None = None
+
+
+def format_serving(rows: Sequence[Any]) -> str:
+    """The serving-level section: per point, measured against simulated TTFT, ITL/TPOT and output tokens/s, the
+    medians, the TPOT target, and each point's source and quotes."""
+    from ..calibrate.serving import serving_summary
+
+    names = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("tpot_ms", "TPOT"), ("output_tokens_per_s", "tokens/s"))
+    lines = ["", "Serving level: published runs under load, each simulated as it was run (a closed loop at its "
+             "concurrency, or a burst sent at t = 0; its lengths; the estimate and scheduler defaults of its "
+             "profile; no constant fitted on these points, all validation); error = (simulated - measured) / "
+             "measured, the statistic the source reports"]
+    for r in rows:
+        p = r.point
+        cells = []
+        for key, label in names:
+            if key in p.measured and key in r.simulated:
+                unit = "" if key == "output_tokens_per_s" else " ms"
+                cells.append(f"{label} {p.measured[key]:,.2f}{unit} vs {r.simulated[key]:,.2f}{unit} "
+                             f"({r.errors[key]:+.1%})")
+        held = "" if p.held_out else f" [not held out: its step row {p.step_row} is a calibration row]"
+        lines.append(f"  {p.id}{held}: "
+                     f"--estimate {p.profile}, {p.accelerator.key} x {p.tensor_parallel}, "
+                     + (f"{len(p.lengths)} requests sent at t = 0 (burst), mean {p.input_len} in / {p.output_len} out "
+                        if p.lengths else f"{p.concurrency} client(s), {p.input_len} in / {p.output_len} out, "
+                        f"{r.requests} requests ")
+                     + f"({r.options.get('engine', 'step')} engine): " + "; ".join(cells))
+    s = serving_summary(rows)
+    med = [f"{label} {s[key]['median_abs_error']:.1%} ({s[key]['rows']} rows)" for key, label in names
+           if s[key]["rows"]]
+    lines.append(f"  median |error| over the held-out points: {', '.join(med)}; {s['points']} points, engines "
+                 f"{', '.join(s['engines'])}, accelerators {', '.join(s['accelerators'])}"
+                 + (f" (not held out: {', '.join(s['not_held_out'])})" if s["not_held_out"] else ""))
+    t = s["tpot_target"]
+    verdict = "no rows" if t["met"] is None else ("met" if t["met"] else "MISSED")
+    lines.append(f"  target: {t['target']}: " + ("-" if t["value"] is None else f"{t['value']:.1%}") + f", {verdict}")
+    for r in rows:
+        src = r.point.source
+        lines.append(f"  {r.point.id}: {src['citation']}, {src['url']} ({src['date']}); statistic: {r.point.statistic}")
+        for q in src.get("quote", ()):
+            lines.append(f"    quote: {q}")
+    return "\n".join(lines)
 
 
 def _median(values: Any) -> float | None:
@@ -191,6 +259,13 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
         lines.append("Engine profiles of the estimate (constants: value [kind: source]):")
         for p in report.profiles:
             lines.append(f"  {p.name} (--estimate {p.key}): {p.describe()}")
+            lines.append(f"    band: {p.error_band()}")
+            if p.fitted_range is not None:
+                lines.append(f"    range: {p.fitted_range.describe()}")
+            for acc, v in p.eta_bw_by_accelerator:
+                lines.append(f"    eta_bw on {acc}: {float(v.value):.4f} [{v.source.kind}"
+                             f"{': ' + v.source.citation if verbose else ''}]; "
+                             f"other accelerators: the profile default {float(p.eta_bw.value):.4f}")
             if not verbose:
                 continue
             for name, v in p.sources().items():

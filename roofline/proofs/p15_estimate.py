@@ -3,8 +3,8 @@
 Claim
 -----
 The estimate of a decode step, max(bytes / (eta_bw BW), FLOPs / (eta_mm peak)) + t_step +
-L t_layer, is the roofline bound with bandwidth, peak and overhead substituted; at
-eta_bw = eta_mm = 1 and t_step = t_layer = 0 it is the bound, and it is never below the
+L t_layer + B t_seq, is the roofline bound with bandwidth, peak and overhead substituted; at
+eta_bw = eta_mm = 1 and t_step = t_layer = t_seq = 0 it is the bound, and it is never below the
 bound. Two vLLM latency tests of Llama 3.1 8B at batch 8 (H200 SXM 6.516 ms and A100 SXM
 80GB 12.339 ms per step, both memory-bound) fix eta_bw = 0.7830 and t_step = 2.2155 ms
 (solved exactly with SymPy; the rows have one layer count, so t_layer is not separable and
@@ -55,14 +55,19 @@ def derive(p: Proof) -> None:
 
     p.section("The estimate is the bound with an engine's constants")
     p.show("t_est", fs.estimated_step_time)
-    p.legend("eta_bw", "eta_mm", "t_step", "t_layer", "num_hidden_layers")
+    p.legend("eta_bw", "eta_mm", "t_step", "t_layer", "t_seq", "num_hidden_layers")
     typed = sp.Max((S.weight_bytes + S.kv_bytes_per_token * S.context_sum) / (S.eta_bw * S.bandwidth),
                    (S.batch * S.flops_per_token + S.attention_flops_per_token * S.context_sum)
-                   / (S.eta_mm * S.peak_flops)) + S.t_step + S.num_hidden_layers * S.t_layer
-    p.equal("it is max(bytes / (eta_bw BW), FLOPs / (eta_mm peak)) + t_step + L t_layer",
+                   / (S.eta_mm * S.peak_flops)) + S.t_step + S.num_hidden_layers * S.t_layer + S.batch * S.t_seq
+    p.equal("it is max(bytes / (eta_bw BW), FLOPs / (eta_mm peak)) + t_step + L t_layer + B t_seq",
             fs.estimated_step_time, typed)
-    unit = {S.eta_bw: 1, S.eta_mm: 1, S.t_step: 0, S.t_layer: 0}
-    p.equal("at eta_bw = eta_mm = 1, t_step = t_layer = 0 it is the bound (overhead 0)",
+    p.equal("each running sequence adds t_seq: d/dB of (t_est - its roofline max) = t_seq",
+            sp.diff(fs.estimated_step_time - sp.Max(
+                (S.weight_bytes + S.kv_bytes_per_token * S.context_sum) / (S.eta_bw * S.bandwidth),
+                (S.batch * S.flops_per_token + S.attention_flops_per_token * S.context_sum)
+                / (S.eta_mm * S.peak_flops)), S.batch), S.t_seq)
+    unit = {S.eta_bw: 1, S.eta_mm: 1, S.t_step: 0, S.t_layer: 0, S.t_seq: 0}
+    p.equal("at eta_bw = eta_mm = 1, t_step = t_layer = t_seq = 0 it is the bound (overhead 0)",
             fs.estimated_step_time.subs(unit), st.step_time.subs(S.overhead, 0))
     p.equal("the same holds for the prefill step", fs.estimated_prefill_step_time.subs(unit),
             st.prefill_step_time.subs(S.overhead, 0))
@@ -131,13 +136,13 @@ def derive(p: Proof) -> None:
     terms = m.model.step_terms("exact")
     kw = dict(batch=m.batch, context_sum=m.context_sum, **terms, bandwidth=m.spec.bandwidth,
               peak_flops=m.spec.peak_flops)
-    est = f.estimated_step_time(**kw, eta_bw=eta, eta_mm=1, t_step=ts, t_layer=0,
+    est = f.estimated_step_time(**kw, eta_bw=eta, eta_mm=1, t_step=ts, t_layer=0, t_seq=0,
                                 num_hidden_layers=m.model.num_hidden_layers)
     bound = f.step_time(**{**kw, "bandwidth": Fraction(m.spec.bandwidth)}, overhead=0)
     p.equal("estimate = (bytes / BW) / eta_bw + t_step (memory-bound)", est, mem / eta + ts,
             value=si(est, "s"))
     p.equal("bound = bytes / BW (memory-bound, overhead 0)", bound, mem, value=si(bound, "s"))
-    tput = f.estimated_throughput(**kw, eta_bw=eta, eta_mm=1, t_step=ts, t_layer=0,
+    tput = f.estimated_throughput(**kw, eta_bw=eta, eta_mm=1, t_step=ts, t_layer=0, t_seq=0,
                                   num_hidden_layers=m.model.num_hidden_layers)
     p.equal("estimated throughput = B / estimate", tput, m.batch / (mem / eta + ts),
             value=f"{float(tput):,.0f} tokens/s")

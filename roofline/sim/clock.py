@@ -162,7 +162,7 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
     if seg:
         batches = sorted({s[0] for s in seg})
         if costs.unit_decode is None:
-            fixed = {b: (costs.weights(b), costs.overhead(b)) for b in batches}
+            fixed = {b: (costs.weights(b), costs.decode_overhead(b)) for b in batches}
         big = max(s[1] + s[6] * s[2] for s in seg) * max(costs.km, costs.ac, 1) \
             + max((w + o for w, o in fixed.values()), default=0) + costs.fc * batches[-1] + (costs.unit_decode or 0)
         big = max(big, int(keys[-1]) if keys else 0)  # the search's values reach the largest single gap too
@@ -290,7 +290,7 @@ class _WideGaps:
         self.steps = np.array([s[2] for s in seg], dtype=float)
         self.rows = np.array([s[3] for s in seg], dtype=float)
         self.slope = np.array([s[6] for s in seg], dtype=float)
-        fixed = {b: (costs.weights(b) / d, costs.overhead(b) / d) for b in {s[0] for s in seg}}
+        fixed = {b: (costs.weights(b) / d, costs.decode_overhead(b) / d) for b in {s[0] for s in seg}}
         self.wm = np.array([fixed[s[0]][0] for s in seg], dtype=float)
         self.oh = np.array([fixed[s[0]][1] for s in seg], dtype=float)
         self.km, self.fc, self.ac = costs.km / d, costs.fc / d, costs.ac / d

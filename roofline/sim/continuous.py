@@ -201,25 +201,23 @@ class _Continuous:
         return t
 
     # ------------------------------------------------------------------ loop
+    def step_limit(self) -> int:
+        """max_steps, or the bound sum(O) over the requests not rejected on arrival (``_Run.step_limit``)."""
+        return self.run.step_limit()
+
     def serve(self) -> None:
-        """Run to the end: at each boundary queue the arrivals, admit, then one prefill step, or decode (a stretch of
-        decode steps in one jump on the stretch clock, where nothing can happen between them)."""
+        """Run to the end: at each boundary queue the arrivals, then do the boundary's work (:meth:`_work`), or wait
+        for the next arrival when there is none."""
         run = self.run
         n = run.n
-        limit = run.step_limit()
+        limit = self.step_limit()
         self.step_cap = limit + 1
-        jumps = self.costs is not None
         now: Any = run.arrival[0] if n else None
         while True:
             self.nxt = self._arrivals(self.nxt, now)
-            admitted = self._admit(now) if self.waiting else None
-            if admitted:
-                now = self._prefill(admitted, now)
-            elif self.running:
-                k = self._stretch_steps(now) if jumps else 1
-                now = self._jump(now, k) if k > 1 else self._decode(now)
-            elif self.waiting:  # pragma: no cover - excluded by the never-fits rule
-                raise SimulationError(f"request {self.waiting[0]} cannot be admitted into an empty pool")
+            end = self._work(now)
+            if end is not None:
+                now = end
             elif self.nxt < n:
                 now = self._idle_until(self.nxt, now)
                 continue
@@ -227,6 +225,19 @@ class _Continuous:
                 break
             run.check_steps(limit)
         run.end = now
+
+    def _work(self, now: Any) -> Any:
+        """One boundary's work: admit, then one prefill step, or decode (on the stretch clock a stretch of decode
+        steps in one jump, where nothing can happen between them); its end, or None with nothing to run."""
+        admitted = self._admit(now) if self.waiting else None
+        if admitted:
+            return self._prefill(admitted, now)
+        if self.running:
+            k = self._stretch_steps(now) if self.costs is not None else 1
+            return self._jump(now, k) if k > 1 else self._decode(now)
+        if self.waiting:  # pragma: no cover - excluded by the never-fits rule
+            raise SimulationError(f"request {self.waiting[0]} cannot be admitted into an empty pool")
+        return None
 
     def _admit(self, now: Any) -> list[int]:
         run, waiting = self.run, self.waiting
@@ -462,26 +473,12 @@ class _Chunked(_Continuous):
         longest = max((p + o - 1 for p, o in live), default=0)
         return sum(o for _, o in live) * (1 + -(-longest // self.budget))
 
-    def serve(self) -> None:
-        """Run to the end, one step at a time (a stretch of decode-only steps in one jump on the stretch clock)."""
-        run = self.run
-        n = run.n
-        limit = self.step_limit()
-        self.step_cap = limit + 1
-        jumps = self.costs is not None
-        now: Any = run.arrival[0] if n else None
-        while True:
-            self.nxt = self._arrivals(self.nxt, now)
-            if self.running or self.prefilling or self.waiting:
-                k = self._pure_decode_steps(now) if jumps else 0
-                now = self._jump(now, k) if k > 1 else self._step(now)
-            elif self.nxt < n:
-                now = self._idle_until(self.nxt, now)
-                continue
-            else:
-                break
-            run.check_steps(limit)
-        run.end = now
+    def _work(self, now: Any) -> Any:
+        """One step (on the stretch clock a stretch of decode-only steps in one jump), or None with nothing to run."""
+        if not (self.running or self.prefilling or self.waiting):
+            return None
+        k = self._pure_decode_steps(now) if self.costs is not None else 0
+        return self._jump(now, k) if k > 1 else self._step(now)
 
     def _pure_decode_steps(self, now: Any) -> int:
         """0 unless the next step is decode only and no admission can happen: then the stretch's steps."""

@@ -47,7 +47,7 @@ import attrs
 import numpy as np
 
 from .. import formulas as f
-from .._checks import check_int, check_positive
+from .._checks import check_int, check_nonnegative, check_positive
 from ..deployment import Deployment, as_deployment, profile
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
@@ -93,9 +93,9 @@ class StretchTerms:
     tokens), S the context sum, p0 the cached prompt tokens, T the prompt tokens and Q the
     attention pairs (token-layers where the model has sliding windows):
 
-    * decode of B rows: max(weights(B) + km S, fc B + ac S) + overhead + link(B);
+    * decode of B rows: max(weights(B) + km S, fc B + ac S) + overhead + link(B) + B per_row;
     * prefill: max(weights(T) + kt T, fc T + ac Q) + overhead + link(T);
-    * mixed: max(weights(n) + km (S + p0) + kt T, fc n + ac (S + Q)) + overhead + link(n);
+    * mixed: max(weights(n) + km (S + p0) + kt T, fc n + ac (S + Q)) + overhead + link(n) + B per_row;
 
     link(n) = link_latency + link_per_token x n for n >= 1 (0 at n = 0): the tensor-parallel
     all-reduces (:func:`roofline.formulas.decode_allreduce_latency_time` and
@@ -114,6 +114,9 @@ class StretchTerms:
         A common multiple of the denominators of ``weights(m)`` for every m <= n (the tick clock
         covers every step up to n tokens with it).
     link_latency, link_per_token : int or Fraction [s, s/token]
+    per_row : int or Fraction [s per decode row], default 0
+        A time each decode row adds to its step, outside the max (the estimate's per-sequence
+        term t_seq: scheduling, sampling and detokenisation on the CPU; docs/conventions.md).
     unit_decode, unit_prefill : int, Fraction or None [s]
     weights_power : (base, scale, miss, limit) or None
         A mixture of experts' ``weights(n)`` as base - scale x miss^n for 1 <= n <= limit
@@ -129,6 +132,7 @@ class StretchTerms:
     weights_denominator: Any = None
     link_latency: Any = 0
     link_per_token: Any = 0
+    per_row: Any = 0
     unit_decode: Any = None
     unit_prefill: Any = None
     weights_power: Any = None
@@ -142,7 +146,8 @@ class StretchTerms:
         """The terms that do not depend on the step [s] (for the tick clock's denominator)."""
         if self.unit_decode is not None:
             return (self.unit_decode, self.unit_prefill)
-        fixed = (self.km, self.kt, self.fc, self.ac, self.overhead, self.link_latency, self.link_per_token)
+        fixed = (self.km, self.kt, self.fc, self.ac, self.overhead, self.link_latency, self.link_per_token,
+                 self.per_row)
         return (*fixed, self.weights(1)) if self.constant_weights else fixed
 
 
@@ -330,6 +335,10 @@ class RooflineCostModel:
         At T = 1 nothing is added and the other fields below are ignored.
     num_hidden_layers, hidden_size : int >= 0, default 0 (needed when T > 1)
     activation_bytes, link_bandwidth, link_latency : default 2, 1, 0
+    per_sequence : [s] >= 0, default 0
+        An engine profile's t_seq: every decode row of a step (decode or mixed) adds it once;
+        a prefill step adds none (docs/conventions.md, "Bound and estimate"). Not 0: the step
+        clock runs (:meth:`stretch_terms` gives the reason).
     layer_windows : tuple of (int >= 1 or None), default () (full attention)
         One window [tokens] (or None) per layer (:attr:`roofline.ModelConfig.layer_windows`). When
         a layer slides, the context arguments of every method (``context_sum``, ``cached_tokens``,
@@ -378,6 +387,7 @@ class RooflineCostModel:
     link_bandwidth: Any = 1
     link_latency: Any = 0
     layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_windows)
+    per_sequence: Any = 0
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
@@ -411,6 +421,8 @@ class RooflineCostModel:
             terms["bandwidth"] = Fraction(terms["bandwidth"])
             terms["peak_flops"] = Fraction(terms["peak_flops"])
         object.__setattr__(self, "_terms", terms)
+        check_nonnegative("per_sequence", self.per_sequence)
+        object.__setattr__(self, "per_sequence", convert(self.per_sequence))
         object.__setattr__(self, "_routed", convert(self.routed_expert_bytes))
         object.__setattr__(self, "_layers", len(self.layer_windows))
         if self.layer_windows and self.num_hidden_layers and len(self.layer_windows) != self.num_hidden_layers:
@@ -477,7 +489,8 @@ class RooflineCostModel:
 
         return StretchTerms(km=km, kt=layers * km, fc=t["flops_per_token"] / peak,
                             ac=t["attention_flops_per_token"] / (layers * peak), overhead=t["overhead"],
-                            weights=weights, weights_denominator=weights_denominator, weights_power=power, **link)
+                            weights=weights, weights_denominator=weights_denominator, weights_power=power,
+                            per_row=self.per_sequence, **link)
 
     def _weights_denominator(self, tokens: int) -> int:
         """A common multiple of the denominators of ``weights_read(m) / bandwidth`` for every m <= ``tokens``.
@@ -631,13 +644,15 @@ class RooflineCostModel:
         return _exact_time(value) if self.exact else float(value)
 
     def decode_time(self, batch: int, context_sum: int) -> Any:
-        """Decode step duration [s] (:func:`roofline.formulas.step_time`)."""
+        """Decode step duration [s] (:func:`roofline.formulas.step_time`, + batch x ``per_sequence``)."""
         cache = self._decode_cache
         key = (batch, context_sum)
         duration = cache.get(key)
         if duration is None:
             terms = self._terms if not self.num_experts else dict(self._terms, weight_bytes=self.weights_read(batch))
             duration = f.step_time.unchecked(batch=batch, context_sum=self._tokens(context_sum), **terms)
+            if self.per_sequence:
+                duration = duration + batch * self.per_sequence
             if self._allreduce is not None:
                 duration = duration + self.allreduce_time(batch)
             if len(cache) >= _CACHE_SIZE:
@@ -679,6 +694,8 @@ class RooflineCostModel:
                                                    prefill_tokens=prefill_tokens,
                                                    cached_tokens=self._tokens(cached_tokens),
                                                    attention_pairs=self._tokens(attention_pairs), **terms)
+            if self.per_sequence:
+                duration = duration + decode_rows * self.per_sequence
             if self._allreduce is not None:
                 duration = duration + self.allreduce_time(decode_rows + prefill_tokens)
             if len(cache) >= _CACHE_SIZE:

@@ -181,16 +181,17 @@ class TickCosts:
         The most tokens of one step the clock covers (a MoE step beyond raises ClockTooCoarse).
     """
 
-    __slots__ = ("clock", "wm", "km", "kt", "fc", "ac", "oh", "unit_decode", "unit_prefill", "decode_fraction",
+    __slots__ = ("clock", "wm", "km", "kt", "fc", "ac", "oh", "pr", "unit_decode", "unit_prefill", "decode_fraction",
                  "prefill_fraction", "windows", "varying", "max_tokens", "_weights", "_wm", "_ar0", "_ar1", "_power",
                  "_model")
 
     def __init__(self, clock: TickClock, *, wm: int = 0, km: int = 0, fc: int = 0, ac: int = 0, oh: int = 0,
                  unit_decode: int | None = None, unit_prefill: int | None = None, decode_fraction: bool = True,
                  prefill_fraction: bool = True, kt: int | None = None, windows: LayerWindows | None = None,
-                 weights: Any = None, link: tuple[int, int] = (0, 0), max_tokens: int = 0) -> None:
+                 weights: Any = None, link: tuple[int, int] = (0, 0), max_tokens: int = 0, pr: int = 0) -> None:
         self.clock = clock
         self.wm, self.km, self.fc, self.ac, self.oh = wm, km, fc, ac, oh
+        self.pr = pr  # ticks each decode row adds to its step, outside the max (StretchTerms.per_row)
         self.kt = km if kt is None else kt  # ticks per prompt token written (L km with sliding windows)
         self.unit_decode, self.unit_prefill = unit_decode, unit_prefill
         self.decode_fraction, self.prefill_fraction = decode_fraction, prefill_fraction
@@ -253,7 +254,8 @@ class TickCosts:
         wm = t(terms.weights(1)) if weights is None else 0
         costs = cls(clock, wm=wm, km=t(terms.km), fc=t(terms.fc), ac=t(terms.ac), oh=t(terms.overhead),
                     kt=t(terms.kt), windows=windows, weights=weights,
-                    link=(t(terms.link_latency), t(terms.link_per_token)), max_tokens=max_tokens)
+                    link=(t(terms.link_latency), t(terms.link_per_token)), max_tokens=max_tokens,
+                    pr=t(terms.per_row))
         costs._model = cost_model
         if terms.weights_power is not None:  # D (base - scale (a/b)^n) = D base - K a^n b^(N - n), K = D scale / b^N
             base, scale, miss, limit = terms.weights_power
@@ -290,6 +292,10 @@ class TickCosts:
         if not tokens or not self.varying:
             return self.oh
         return self.oh + self._ar0 + self._ar1 * tokens
+
+    def decode_overhead(self, batch: int) -> int:
+        """Ticks outside the max of a decode step of ``batch`` rows: :meth:`overhead` plus ``batch`` x pr."""
+        return self.overhead(batch) + self.pr * batch
 
     def held(self, context: int) -> int:
         """KV of one sequence at ``context`` tokens in the cost model's unit: tokens, or token-layers with windows."""
@@ -330,7 +336,7 @@ class TickCosts:
         slope = full + sum(n for w, n in windowed if w > context)  # layers still growing past this context
         s0 = batch * self.windows.held(context)
         return lines_sum(self.weights(batch) + self.km * s0, self.km * batch * slope, self.fc * batch + self.ac * s0,
-                         self.ac * batch * slope, self.overhead(batch), steps)
+                         self.ac * batch * slope, self.decode_overhead(batch), steps)
 
     def decode(self, batch: int, context_sum: int) -> int:
         """Ticks of one decode step (:func:`roofline.formulas.step_time` x D)."""
@@ -338,7 +344,7 @@ class TickCosts:
             return self.unit_decode
         m = self.weights(batch) + self.km * context_sum
         c = self.fc * batch + self.ac * context_sum
-        return (m if m >= c else c) + self.overhead(batch)
+        return (m if m >= c else c) + self.decode_overhead(batch)
 
     def prefill(self, prefill_tokens: int, attention_pairs: int) -> int:
         """Ticks of one prefill step (:func:`roofline.formulas.prefill_step_time` x D)."""
@@ -359,7 +365,7 @@ class TickCosts:
         n = decode_rows + prefill_tokens  # bytes W(n) + k (S + p0) + kt T, FLOPs n F + a (S + Q)
         m = self.weights(n) + self.km * (context_sum + cached_tokens) + self.kt * prefill_tokens
         c = self.fc * n + self.ac * (context_sum + attention_pairs)
-        return (m if m >= c else c) + self.overhead(n)
+        return (m if m >= c else c) + self.overhead(n) + self.pr * decode_rows
 
     def lines(self, batch: int, context_sum: int, slope: int | None = None) -> tuple[int, int, int, int, int]:
         """(m0, ms, c0, cs, oh): step j of the stretch lasts max(m0 + ms j, c0 + cs j) + oh ticks.
@@ -371,7 +377,7 @@ class TickCosts:
             return self.unit_decode, 0, 0, 0, 0
         grow = batch if slope is None else slope
         return (self.weights(batch) + self.km * context_sum, self.km * grow,
-                self.fc * batch + self.ac * context_sum, self.ac * grow, self.overhead(batch))
+                self.fc * batch + self.ac * context_sum, self.ac * grow, self.decode_overhead(batch))
 
     def stretch(self, batch: int, context_sum: int, steps: int, slope: int | None = None) -> int:
         """Ticks of ``steps`` decode steps of a fixed batch whose context sum starts at ``context_sum`` and grows by
