@@ -86,7 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (0 ok, 1 a failed check, 2 bad input or output that cannot
     be written, 130 / 143 stopped by SIGINT / SIGTERM)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the subcommand's parser, so that the message points to that subcommand's --help
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        named = sub.choices.get(str(getattr(args, "command", None)), parser)
+        named.error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(args, "func", None) is None:
         print("roofline: error: a command is required (see roofline --help)", file=sys.stderr)
         return 2

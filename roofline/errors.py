@@ -8,6 +8,8 @@ status 2.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
@@ -109,31 +111,42 @@ class ConfigError(RooflineError):
 
 
 class UnknownPresetError(RooflineError):
-    """A preset name (model, accelerator, engine profile) is not known; the message lists the known ones.
+    """A preset name (model, accelerator, engine profile) is not known; the message lists the known
+    ones and, where one is close (:func:`difflib.get_close_matches`, its default cutoff 0.6, case and
+    surrounding spaces ignored), asks "did you mean" it.
 
     Attributes
     ----------
-    kind, name, known
-        What was looked up (``"model"``), the name given and the known names.
+    kind, name : str
+        What was looked up (``"model"``) and the name given.
+    known : list of str, the names listed
+    suggestion : str or None, the closest of ``known`` and ``aliases``
     field : str or None
         The option or argument that gave the name (``"--model"``), first in the message when set.
     hint : str
-        For a Hugging Face id no preset knows: what to do instead (the message then lists the
-        presets that know an id).
+        For a Hugging Face id no preset knows: what to do instead (download its config.json); ``known``
+        are then the presets that know an id.
     """
 
-    def __init__(self, kind: str, name: str, known: list[str], field: str | None = None, *, hint: str = "") -> None:
+    def __init__(self, kind: str, name: str, known: list[str], field: str | None = None, *, hint: str = "",
+                 aliases: Iterable[str] = ()) -> None:
         self.kind = kind
         self.name = name
         self.known = list(known)
         self.field = field
         self.hint = hint
         where = f"{field}: " if field else ""
+        text = str(name).strip().strip("'\"").lower()
+        candidates = {c.lower(): c for c in [*self.known, *aliases]}
+        close = difflib.get_close_matches(text, list(candidates), n=1)
+        # a Hugging Face id is not guessed among preset names
+        self.suggestion = candidates[close[0]] if close and close[0] != text and not hint else None
+        guess = "" if self.suggestion is None else f" (did you mean {self.suggestion!r}?)"
         if hint:  # a Hugging Face id no preset knows: what to do instead, then the ids' presets
-            super().__init__(f"{where}unknown {kind} {name!r}: {hint}; presets that know a Hugging Face id: "
+            super().__init__(f"{where}unknown {kind} {name!r}{guess}: {hint}; presets that know a Hugging Face id: "
                              f"{', '.join(sorted(set(known))) or 'none'}")
         else:
-            super().__init__(f"{where}unknown {kind} {name!r}; known: {', '.join(known)}")
+            super().__init__(f"{where}unknown {kind} {name!r}{guess}; known: {', '.join(known)}")
 
 
 class TraceError(RooflineError):

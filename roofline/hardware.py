@@ -39,6 +39,7 @@ __all__ = [
     "Accelerator",
     "ACCELERATORS",
     "accelerator_names",
+    "accelerator_aliases",
     "get_accelerator",
     "GB",
     "GiB",
@@ -704,6 +705,15 @@ def accelerator_names() -> list[str]:
     return sorted(ACCELERATORS)
 
 
+def accelerator_aliases() -> dict[str, list[str]]:
+    """The other names :func:`get_accelerator` reads, by preset key: ``{"h100-sxm": ["h100", ...], ...}``
+    (every key present, sorted; an empty list where a preset has none)."""
+    out: dict[str, list[str]] = {key: [] for key in accelerator_names()}
+    for alias, key in sorted(_ALIASES.items()):
+        out[key].append(alias)
+    return out
+
+
 def get_accelerator(name: str) -> Accelerator:
     """The accelerator preset called ``name`` (case-insensitive; a few aliases such as "h100").
 
@@ -735,4 +745,4 @@ def get_accelerator(name: str) -> Accelerator:
     try:
         return ACCELERATORS[key]
     except KeyError:
-        raise UnknownPresetError("accelerator", name, accelerator_names()) from None
+        raise UnknownPresetError("accelerator", name, accelerator_names(), aliases=_ALIASES) from None

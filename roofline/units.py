@@ -18,10 +18,13 @@ Examples
 from __future__ import annotations
 
 import math
+import textwrap
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["KiB", "MiB", "GiB", "GB", "TB", "TFLOP", "format_time", "format_share", "si"]
+from .errors import InvalidValueError
+
+__all__ = ["KiB", "MiB", "GiB", "GB", "TB", "TFLOP", "format_time", "format_share", "si", "WIDTH", "fit_width"]
 
 KiB = 2**10
 MiB = 2**20
@@ -107,3 +110,48 @@ def si(value: Any, unit: str, digits: int = 4) -> str:
     scaled = x / float(scale)
     decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(scaled)))))
     return f"{scaled:.{decimals}f} {prefix}{unit}"
+
+
+#: Columns of a terminal the commands' default text keeps within.
+WIDTH = 100
+
+
+def fit_width(text: str, width: int = WIDTH) -> str:
+    """``text`` with every line longer than ``width`` columns wrapped at spaces (:mod:`textwrap`).
+
+    A wrapped line's continuations are indented 4 columns more than the line itself; words are never
+    broken (a URL longer than the width stays whole), and a line within the width is left as it is
+    (the spaces that align its columns included).
+
+    Parameters
+    ----------
+    text : str, lines separated by newlines
+    width : int >= 20 [columns], default :data:`WIDTH`
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    InvalidValueError
+        A width that is not an integer >= 20 (nothing readable fits in less), field ``width``.
+
+    Examples
+    --------
+    >>> print(fit_width("  a line " + "word " * 8, width=24))
+      a line word word word
+          word word word
+          word word
+    """
+    if isinstance(width, bool) or not isinstance(width, int) or width < 20:
+        raise InvalidValueError("width", width, "expected an integer >= 20")
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent + "    ",
+                             break_long_words=False, break_on_hyphens=False, drop_whitespace=True) or [line]
+    return "\n".join(out)

@@ -29,19 +29,44 @@ def test_models_text_shows_each_preset_once(capsys: pytest.CaptureFixture[str]) 
 
 def test_models_columns_stay_aligned_with_mixed_dtypes(capsys: pytest.CaptureFixture[str]) -> None:
     """A long dtype (deepseek-v3's fp8/bfloat16, gpt-oss-120b's mxfp4/bfloat16) no longer pushes the columns after
-    it: every line's layers, KV/token and source columns end and start where the header's do."""
+    it: every line's layers and KV/token columns end where the header's do; every line within 100 columns."""
     assert main(["models"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    header, rows = lines[0], [x for x in lines[1:] if " KiB  " in x]
-    assert len(rows) >= 20
+    header, rows = lines[0], [x for x in lines[1:] if x.endswith(" KiB")]
+    assert len(rows) >= 20 and all(len(x) <= 100 for x in lines)
     layers_end = header.index("layers") + len("layers")
     kv_end = header.index("KV/token") + len("KV/token")
-    source_at = header.index("source")
     for row in rows:
         assert row[layers_end - 1] != " " and row[layers_end] == " ", row
-        assert row[kv_end - 3: kv_end] == "KiB" and row[source_at - 2: source_at] == "  " and row[source_at] != " ", row
+        assert row[kv_end - 3: kv_end] == "KiB" and len(row) == kv_end, row
     deepseek = next(x for x in rows if x.startswith("deepseek-v3 "))
-    assert deepseek.split()[1:8] == ["671,026,419,200", "673.15", "GB", "fp8/bfloat16", "61", "128", "128"]
+    assert deepseek.split()[1:7] == ["671,026,419,200", "673.15", "GB", "fp8/bfloat16", "61", "128/128"]
+
+
+def test_models_verbose_gives_each_hugging_face_id_and_source(capsys: pytest.CaptureFixture[str]) -> None:
+    """--verbose adds a line per preset with the Hugging Face ids that name it and its source; --json has
+    ``hf_ids``."""
+    assert main(["models", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert "    Hugging Face: meta-llama/llama-3.1-8b; source: meta-llama/Llama-3.1-8B config.json (model card)" in out
+    assert main(["models", "--json"]) == 0
+    facts = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
+    assert "qwen/qwen3-30b-a3b" in facts["qwen3-30b-a3b"]["hf_ids"]
+
+
+def test_accelerators_list_aliases_and_keep_sources_behind_verbose(capsys: pytest.CaptureFixture[str]) -> None:
+    """The default listing fits 100 columns and names the aliases (h100, a100); --verbose adds every source."""
+    assert main(["accelerators"]) == 0
+    short = capsys.readouterr().out
+    assert "  h100-sxm   h100, h100-sxm-80gb, h100-sxm5" in short and "  a100-80gb  a100, a100-80" in short
+    assert "Sources (kind" not in short and len(short.splitlines()) < 40
+    assert all(len(x) <= 100 for x in short.splitlines())
+    assert main(["accelerators", "--verbose"]) == 0
+    long = capsys.readouterr().out
+    assert "Sources (kind: citation, date):" in long and long.startswith(short.split("Every value")[0])
+    assert main(["accelerators", "--json"]) == 0
+    facts = {a["key"]: a for a in json.loads(capsys.readouterr().out)}
+    assert facts["h100-sxm"]["aliases"] == ["h100", "h100-sxm-80gb", "h100-sxm5"] and facts["gb200"]["aliases"] == []
 
 
 def test_accelerators_gives_values_and_sources(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import attrs
 import pytest
+from _text import unwrapped
 
 import roofline.formulas as f
 from roofline import Source, get_accelerator, get_model
@@ -272,7 +273,9 @@ def test_validate_text_shows_both_subsets_and_targets(capsys):
     row = next(r for r in report.rows if r.measurement.id == "vllm-llama-3.1-8b-b8-h100")
     assert f"{row.estimate_s * 1e3:.3f} ms" in line and f"{row.error_estimate:+.1%}" in line and " val " in line
     assert "vLLM with CUDA graphs (--estimate vllm): eta_bw 0.8052 [fitted]" in out
-    assert "eta_mm: measured: stas00/ml-engineering" in out
+    assert "eta_mm: measured: stas00/ml-engineering" not in out  # the constants' sources: behind --verbose
+    assert main(["validate", "--verbose"]) == 0
+    assert "eta_mm: measured: stas00/ml-engineering" in capsys.readouterr().out
     assert "NVIDIA NIM (backend not stated) (--estimate nim): eta_bw 0.5868 [fitted]" in out
 
 
@@ -345,9 +348,9 @@ def test_constants_read_the_same_in_report_and_validate(capsys):
     validate_out = capsys.readouterr().out
     for key, text in expected.items():
         assert get_engine_profile(key).describe() == text
-        assert f"(--estimate {key}): {text}\n" in validate_out
+        assert f"(--estimate {key}): {text}\n" in unwrapped(validate_out)
         assert main(["report", "--estimate", key]) == 0
-        assert f"  constants             {text}\n" in capsys.readouterr().out
+        assert f"  constants             {text}\n" in unwrapped(capsys.readouterr().out)
         assert main(["report", "--estimate", key, "--json"]) == 0
         constants = json.loads(capsys.readouterr().out)["estimate"]["profile"]["constants"]
         assert {n: c["kind"] for n, c in constants.items()} == {n: get_engine_profile(key).kind(n) for n in constants}
@@ -521,10 +524,11 @@ def test_every_printed_estimate_says_when_it_is_outside_the_fitted_range(capsys)
     assert vllm.outside(qwen, h200, 64) == ("model family 'qwen3' (fitted: llama)", "batch 64 (fitted: 8 to 8)")
     assert vllm.error_band(llama, h200).endswith("; inside the fitted range")
     assert main(["report", "--estimate", "vllm"]) == 0
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert ("  band                  validation residuals: median +8.4 %, 10th-90th percentile -6.7 % to +11.9 % "
             "(3 rows); estimate, outside the fitted range: accelerator h100-sxm (fitted: a100-80gb, h200-sxm)\n") in out
-    assert "memory (estimate, outside the fitted range: batch)" in out
+    assert "memory (beyond fit)\n" in out and "  (beyond fit: estimate, outside the fitted range: batch; fitted on " \
+        "batches 8 to 8)" in out
     assert main(["report", "--estimate", "vllm", "--json"]) == 0
     e = json.loads(capsys.readouterr().out)["estimate"]
     assert e["error_band"]["n"] == 3 and e["outside_fitted_range"] == [
@@ -532,7 +536,7 @@ def test_every_printed_estimate_says_when_it_is_outside_the_fitted_range(capsys)
     assert main(["simulate", "--limit", "5", "--policy", "serial", "--float", "--estimate", "vllm"]) == 0
     assert "  estimate band: validation residuals: median +8.4 %" in capsys.readouterr().out
     assert main(["validate"]) == 0
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert "    band: validation residuals: median +8.4 %, 10th-90th percentile -6.7 % to +11.9 % (3 rows)\n" in out
     assert "\nServing level: published runs under load" in out
     assert "  target: median |error| of TPOT (ITL where published) <= 15%: 5.8%, met\n" in out

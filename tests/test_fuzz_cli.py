@@ -242,7 +242,8 @@ _PAIRS: dict[str, tuple[str | None, str | None]] = {
     "utilization": ("0.5", "0.9"), "kv_budget_gb": ("10", "20"), "overhead": ("0", "0.001"),
     "flops": ("exact", "2p"), "estimate": (None, "vllm"), "tensor_parallel_size": ("1", "2"),
     "model": ("llama-3.2-1b", "qwen3-0.6b"), "accelerator": ("h100-sxm", "a100-80gb"),
-    "weight_dtype": ("bf16", "fp8"), "kv_dtype": ("bf16", "fp8"),
+    "weight_dtype": ("bf16", "fp8"), "kv_dtype": ("bf16", "fp8"), "dtype": (None, "float16"),
+    "quantization": (None, "fp8"),
 }
 _SIM_OPTIONS = {a.dest: a for a in _options(_SIM) if a.dest not in _OUTPUT_FLAGS}
 _SIM_FLAGS = [flag for a in _options(_SIM) for flag in a.option_strings]

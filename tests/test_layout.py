@@ -17,7 +17,7 @@ LAYERS: dict[str, int] = {
     # 2: the derivations and the formulas applied to a model on an accelerator
     "symbolic": 2, "estimate": 2, "deployment": 2,
     # 3: what is built on them: the scheduler, measurement, plots, proofs, strategies
-    "sim": 3, "measure": 3, "calibrate": 3, "validate": 3, "plotting": 3, "proofs": 3, "testing": 3,
+    "sim": 3, "latency": 3, "measure": 3, "calibrate": 3, "validate": 3, "plotting": 3, "proofs": 3, "testing": 3,
     # 4: the command line
     "commands": 4, "cli": 4, "__main__": 4, "__init__": 4,
 }

@@ -16,6 +16,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from _text import unwrapped
 
 from roofline import cli
 from roofline._io import atomic_write, check_outputs, output_path, same_file
@@ -296,7 +297,7 @@ def test_validate_keeps_cpu_rows_out_of_the_medians_and_says_why() -> None:
 
 def _report(capsys: pytest.CaptureFixture, *args: str) -> tuple[str, dict]:
     assert main(["report", *args]) == 0
-    text = capsys.readouterr().out
+    text = unwrapped(capsys.readouterr().out)
     assert main(["report", "--json", *args]) == 0
     return text, json.loads(capsys.readouterr().out)
 
@@ -309,7 +310,9 @@ def test_report_given_kv_budget_is_the_tables_kv_limit(capsys: pytest.CaptureFix
     assert [(row["batch"], row["kv_limit"], row["fits"]) for row in r["table"]] == [
         (1, False, True), (8, False, True), (64, False, True), (151, True, True), (256, False, False)]
     assert "151 with 16-token blocks; the table's KV limit)" in text
-    assert "(KV limit, --kv-budget-gb)" in text and "(KV limit, reserve 0)" not in text
+    assert "  (KV limit: the most sequences the --kv-budget-gb budget holds; no KV room: their KV does not fit " \
+        "the --kv-budget-gb budget)" in text and "reserve 0) holds" not in text
+    assert "     151 |" in text and text.split("     151 |")[1].split("\n")[0].endswith("memory KV limit")
     assert "457 with 16-token blocks\n" in text  # the upper bound no longer claims the KV limit
 
 
@@ -319,7 +322,8 @@ def test_report_default_kv_limit_is_the_upper_bound(capsys: pytest.CaptureFixtur
     assert r["inputs"] == {"context": 1000, "batches": [1, 8, 64, 256], "kv_budget_bytes": 53e9,
                            "utilization": 0.9, "block_size": 16, "kv_limit_from": "upper_bound", "kv_limit": 457,
                            "table_flops": "exact"}
-    assert "457 with 16-token blocks (the table's KV limit)" in text and "(KV limit, reserve 0)" in text
+    assert "457 with 16-token blocks (the table's KV limit)" in text
+    assert "(KV limit: the most sequences the upper-bound budget (reserve 0) holds)" in text
 
 
 def test_report_bound_column_for_each_half_and_batch8_throughput_says_which(capsys: pytest.CaptureFixture) -> None:
@@ -327,7 +331,7 @@ def test_report_bound_column_for_each_half_and_batch8_throughput_says_which(caps
     text, r = _report(capsys)
     last = r["table"][-1]
     assert last["batch"] == 457 and last["weights_only"]["bound"] == "compute" and last["with_kv"]["bound"] == "memory"
-    row = "     457 |           6.933 ms     65,919   427.1  compute |      22.675 ms     20,155    93.5  memory"
+    row = "     457 |    6.933 ms    65,919   427.1  compute |   22.675 ms    20,155    93.5  memory KV limit"
     assert row in text
     # 8 / 4.794 ms = 1669 tokens/s weights only; 8 / 5.107 ms = 1566 with KV at 1,000 tokens, vs 1 / 4.833 ms = 207
     assert ("throughput                1,669 tokens/s vs 209 at batch 1 (8.00x), weights only; "
@@ -338,20 +342,20 @@ def test_report_counts_carry_thousands_separators(capsys: pytest.CaptureFixture)
     """tokens/s and sequence counts read like the report's other counts (404,357 tokens): 13,350 tokens/s at batch 64
     (64 / 4.794 ms), 1,037 sequences for Llama 3.1 8B at T = 2 in fit, 5,555 tokens/s in the estimate table."""
     text, _ = _report(capsys)
-    row = "      64 |           4.794 ms     13,350    59.8  memory  |       7.298 ms      8,769    40.7  memory"
+    row = "      64 |    4.794 ms    13,350    59.8  memory  |    7.298 ms     8,769    40.7  memory"
     assert row in text
     assert "(tokens 404,357; 401 with 16-token blocks)" in text
     assert cli.main(["report", "--estimate", "vllm"]) == 0
-    assert "      64 |               7.298 ms |                 11.521 ms      5,555  memory" in capsys.readouterr().out
+    assert "      64 |        7.298 ms |          11.521 ms      5,555  memory" in capsys.readouterr().out
     # context 100: 60,475,794,718.72 B / (100 x 131,072 B) = 4,613.9 sequences; 16-token blocks: 7 per sequence,
     # floor(60,475,794,718.72 / (16 x 131,072)) = 28,837 blocks -> 4,119 sequences, the table's last row
     assert cli.main(["report", "--context", "100", "--batch", "1"]) == 0
     text = capsys.readouterr().out
     assert "  fits                      4,613 sequences of 100 tokens (token-level); 4,119 with 16-token blocks" in text
-    assert "   4,119 |          62.486 ms     65,919 3,849.4  compute |" in text
+    assert "   4,119 |   62.486 ms    65,919 3,849.4  compute |" in text
     assert cli.main(["fit"]) == 0
     text = capsys.readouterr().out
-    assert "     65,536  1,037 |" in text and "|    1,037    43,264   21,632  NVLink" in text
+    assert "     65,536  1,037\n" in text and "|    1,037    43,264   21,632  NVLink" in text
 
 
 # --------------------------------------------------------------------------- the command line as a whole

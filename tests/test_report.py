@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from _text import unwrapped
 
 from roofline.cli import main
 
@@ -22,7 +23,8 @@ def test_default_report_text(capsys):
     out = capsys.readouterr().out
     for text in ("llama-3.1-8b", "H100 SXM", "16.06 GB", "4.794 ms", "16.23 us", "0.34 %", "295.3 FLOP/byte",
                  "296 [2P]", "none [2P]", "415 tokens [2P]", "393 tokens [exact]", "131,072 B",
-                 "128 KiB", "404 sequences", "461 sequences", "(KV limit, reserve 0)", "[exact]", "[2P]"):
+                 "128 KiB", "404 sequences", "461 sequences", "memory KV limit", "[exact]", "[2P]",
+                 "(KV limit: the most sequences the upper-bound budget (reserve 0) holds)"):
         assert text in out, text
 
 
@@ -35,7 +37,7 @@ def test_the_real_budget_subtracts_a_sourced_reserve_and_the_upper_bound_is_name
     # of 1,000; / (16 x 131,072) = 27,275.5 -> 27,275 blocks / 63 per sequence -> 432 sequences.
     assert "real budget               57.20 GB    = 79.2 GiB x 0.9 - weights - 3.05 GiB reserve" in out
     assert "436 sequences of 1,000 tokens (token-level); 432 with 16-token blocks" in out
-    assert "https://github.com/vllm-project/vllm/pull/10511 (2024-12-14)" in out
+    assert "reserve source        vLLM log, 2024-12-14: https://github.com/vllm-project/vllm/pull/10511" in out
     assert "upper bound, reserve 0    60.48 GB" in out and "461 sequences" in out
     r = _json(capsys)
     assert r["kv"]["real_budget"]["sequences"] == 436 and r["kv"]["real_budget"]["sequences_blocks"] == 432
@@ -185,12 +187,12 @@ def test_kv_budget_is_said_to_be_per_gpu_under_tensor_parallelism(capsys):
     """Llama 3.1 70B, --tp 4: the lesson's 53 GB is each GPU's budget, 212 GB for the group, and the text and both
     flags' help say so; 53e9 B / 81,920 B per token per GPU = 646,972 tokens -> 646 sequences of 1,000."""
     assert main(["report", "--model", "llama-3.1-70b", "--tp", "4"]) == 0
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert "  in a 53 GB budget per GPU      646 sequences of 1,000 tokens (tokens 646,972;" in out
     assert ("  (that budget is per GPU: 53 GB (the lesson's one-GPU figure) on each of the 4 GPUs, 212 GB for the "
             "group; each GPU holds its share of every sequence's KV)") in out
     assert main(["report", "--model", "llama-3.1-70b", "--tp", "4", "--kv-budget-gb", "30"]) == 0
-    assert "30 GB (--kv-budget-gb) on each of the 4 GPUs, 120 GB for the group" in capsys.readouterr().out
+    assert "30 GB (--kv-budget-gb) on each of the 4 GPUs, 120 GB for the group" in unwrapped(capsys.readouterr().out)
     assert main(["report"]) == 0
     out = capsys.readouterr().out
     assert "  in a 53 GB budget           404 sequences" in out and "per GPU" not in out
@@ -216,18 +218,18 @@ def test_labels_a_fresh_user_found_wrong_on_moe_windows_and_small_cards(capsys):
     lesson's 53 GB on an A100 40GB (22.11 GB left after Llama 3.1 8B's weights) and --kv-budget-gb 1000 are said to
     exceed the card; the bandwidth line is not called HBM (the L40S has GDDR6)."""
     assert main(["report", "--model", "mixtral-8x7b"]) == 0
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert ("step time                 3.923 ms = weights read (shared + k experts per layer) / bandwidth = 12.88 GB "
             "/ 3.35 TB/s + all-reduce") in out
     assert "active per token 12,879,925,248 (embedding table included)" in out
     assert main(["report", "--model", "gemma-3-27b", "--context", "32768"]) == 0
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert "with KV at 32,768 tokens 23.577 ms (batch 1: 17.056 ms) = (W + 8 x KV per sequence) / bandwidth" in out
     assert "16 sequences of 32,768 tokens (full-attention tokens 104,350; 16 with 16-token blocks)" in out
     assert "more than this GPU has: 53 GB (the lesson's one-GPU figure) exceeds the 21.67 GB" in out
     assert main(["report", "--accelerator", "a100-40gb"]) == 0
     assert ("(more than this GPU has: 53 GB (the lesson's one-GPU figure) exceeds the 22.11 GB left after the "
-            "weights even at reserve 0; the line above is a what-if)") in capsys.readouterr().out
+            "weights even at reserve 0; the line above is a what-if)") in unwrapped(capsys.readouterr().out)
     assert main(["report", "--kv-budget-gb", "1000"]) == 0
     assert "1000 GB (--kv-budget-gb) exceeds the 60.48 GB" in capsys.readouterr().out
     assert main(["report"]) == 0
@@ -274,16 +276,16 @@ def test_context_beyond_the_model_and_estimate_rows_keep_their_kv_marks(capsys):
     """--context 200000 on Llama 3.1 8B (131,072 positions) ran without a word; the --estimate table dropped the
     bound table's '(KV limit ...)' and '(KV does not fit)' marks (Gemma 3 27B: 42 sequences fit at reserve 0)."""
     assert main(["report", "--context", "200000"]) == 0
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert ("  (the context exceeds the model's max_position_embeddings, 131,072 tokens: an engine refuses it by "
             "default; the numbers are what such a context would cost)") in out
     assert _json(capsys, "--context", "200000")["model"]["max_position_embeddings"] == 131_072
     assert main(["report", "--model", "gemma-3-27b", "--estimate", "vllm"]) == 0
     estimate = capsys.readouterr().out.split("Estimate [estimate]")[1]
-    assert "      42 |              22.493 ms |                 32.696 ms      1,285  memory (KV limit, reserve 0)" \
-        in estimate
-    assert "     256 |              54.938 ms |                 72.991 ms      3,507  memory (KV does not fit)" \
-        in estimate
+    assert "      42 |       22.493 ms |          32.696 ms      1,285  memory KV limit (beyond fit)\n" in estimate
+    assert "     256 |       54.938 ms |          72.991 ms      3,507  memory no KV room (beyond fit)\n" in estimate
+    assert ("  (KV limit: the most sequences the upper-bound budget (reserve 0) holds; no KV room: their KV does "
+            "not fit the upper-bound budget (reserve 0))") in unwrapped(estimate)
     helps = {a.dest: a.help for a in _subparser("report")._actions}
     assert "one flat width for every weight, embeddings and lm_head included, no group scales" in helps["weight_dtype"]
 
@@ -307,9 +309,9 @@ def test_mla_under_tensor_parallelism_says_the_latent_is_replicated(capsys):
     """DeepSeek-V3 on 8 H200: the budget caveat said each GPU holds 'its share' of every sequence's KV, but MLA's
     latent is whole on every GPU; the group's 404.31 GB holds no more sequences than one GPU's 50.54 GB."""
     assert main(["report", "--model", "deepseek-v3", "--accelerator", "h200-sxm", "--tp", "8"]) == 0
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert ("KV budget of the group   404.31 GB (reserve 0; every GPU holds each sequence's whole latent, so the group "
             "holds no more sequences than one GPU)") in out
     assert "each GPU holds every sequence's whole MLA latent KV, replicated)" in out and "its share" not in out
     assert main(["report", "--model", "llama-3.1-70b", "--tp", "4"]) == 0
-    assert "each GPU holds its share of every sequence's KV)" in capsys.readouterr().out
+    assert "each GPU holds its share of every sequence's KV)" in unwrapped(capsys.readouterr().out)

@@ -389,10 +389,11 @@ def test_fit_subtracts_the_reserve_report_does_and_marks_the_upper_bounds(capsys
     assert two["kv_budget_kind"] == "upper bound (reserve 0)"
     assert main(["fit"]) == 0
     text = capsys.readouterr().out
-    assert "   1 |    16.06 GB     57.20 GB         8    131,072    432 |" in text
-    assert "   2 |     8.03 GB     68.51 GB*        4     65,536  1,037 |" in text
-    assert ("    T = 1: reserve 3.05 GiB from a published vLLM log, https://github.com/vllm-project/vllm/pull/10511 "
-            "(2024-12-14); --json quotes it") in text
+    assert "   1 |    16.06 GB     57.20 GB         8    131,072    432\n" in text
+    assert "   2 |     8.03 GB     68.51 GB*        4     65,536  1,037\n" in text
+    assert ("    T = 1: reserve 3.05 GiB from a published vLLM log,\n"
+            "        https://github.com/vllm-project/vllm/pull/10511 (2024-12-14); --json quotes it") in text
+    assert all(len(line) <= 100 for line in text.splitlines())
     assert "    * reserve 0: no published log for that per-GPU model size on this card" in text
     with pytest.raises(SystemExit):
         main(["fit", "--help"])

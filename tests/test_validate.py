@@ -10,6 +10,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from _text import unwrapped
 
 import roofline.cli as cli
 from roofline.calibrate import MeasurementFileError
@@ -217,9 +218,16 @@ def test_cli_validate_prints_the_table(run_cli, capsys: pytest.CaptureFixture) -
         assert any(x.startswith(tp_row) for x in lines)  # tensor parallel and MoE points: priced
     assert "overhead 0" in out and "constants never fitted" in out
     for item in LEFT_OUT:
-        assert item in out
+        assert item in unwrapped(out)
     assert "CPU overhead" in out and "FP8" in out and "Kernel launch" in out
-    assert "quote: | Llama-2-7B  | Base    |  104.9  | 1397.31 |" in out
+    assert "quote: | Llama-2-7B  | Base    |  104.9  | 1397.31 |" not in out and "--verbose prints" in out
+    assert run_cli(["validate", "--verbose"]) == 0
+    long = capsys.readouterr().out
+    assert "quote: | Llama-2-7B  | Base    |  104.9  | 1397.31 |" in long and "--verbose prints" not in long
+    assert len(long.splitlines()) > len(lines) + 250  # the 29 points' sources, quotes and omissions
+    step_level = out.split("\nServing level")[0].splitlines()  # the serving-level section is its own
+    assert [x for x in step_level if len(x) > 100 and not x.startswith(tuple(m.id for m in load_published()))] == [
+        x for x in step_level if x.startswith("id ") and len(x) > 100]  # only the table's rows are wider
 
 
 def test_cli_validate_json(run_cli, capsys: pytest.CaptureFixture) -> None:
@@ -271,7 +279,7 @@ def test_constants_lines_name_each_device_once(run_cli, capsys: pytest.CaptureFi
     from roofline.commands.validate import format_report
     from roofline.hardware import Source, Sourced
 
-    assert run_cli(["validate"]) == 0
+    assert run_cli(["validate", "--verbose"]) == 0
     lines = capsys.readouterr().out.splitlines()
     start = lines.index("Constants (bandwidth, dense BF16 peak):")
     constants = lines[start + 1: lines.index("", start)]
@@ -320,6 +328,8 @@ def test_measured_constants_of_an_unmeasured_device_say_they_are_its_datasheet(c
     """validate's 'measured h200-sxm: 4,800 GB/s [datasheet: ...]' read as a measurement; a device with no published
     measurement is labelled as falling back on its datasheet, a measured one (a100-80gb: 1,700 GB/s) is not."""
     assert cli.main(["validate"]) == 0
+    assert "  measured h200-sxm (none published: its datasheet): 4,800 GB/s [datasheet], " in capsys.readouterr().out
+    assert cli.main(["validate", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert "  measured h200-sxm (none published: its datasheet): 4,800 GB/s [datasheet: " in out
     assert "  measured l40s (none published: its datasheet): 864 GB/s [datasheet: " in out

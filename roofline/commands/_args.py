@@ -15,6 +15,7 @@ from typing import Any
 from .._io import exact_decimal
 from ..deployment import Deployment, profile
 from ..errors import InvalidValueError, UnknownPresetError
+from ._vllm import add_vllm_dtype_options, check_vllm_model, vllm_dtypes
 
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_ACCELERATOR = "h100-sxm"
@@ -25,11 +26,13 @@ MAXIMUM = 10**15
 
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+_LITERAL_BLOCK = re.compile(r"(?<=\S)::$", re.M)
 
 
 def plain(doc: str | None) -> str:
-    """A docstring as help text: reST roles (``:mod:`x```) and literals (````x````) shown as plain x."""
-    return _ROLE.sub(r"\1", doc or "").replace("``", "")
+    """A docstring as help text: reST roles (``:mod:`x```) and literals (````x````) shown as plain x, and a
+    literal block's ``::`` at a line's end as one colon."""
+    return _LITERAL_BLOCK.sub(":", _ROLE.sub(r"\1", doc or "").replace("``", ""))
 
 
 def _ascii(name: str, text: str) -> None:
@@ -81,7 +84,8 @@ def number_arg(name: str, *, positive: bool = False, at_most_one: bool = False) 
 def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -> None:
     """--model, --accelerator and (with ``dtypes``) --weight-dtype and --kv-dtype."""
     parser.add_argument("--model", default=DEFAULT_MODEL,
-                        help="preset name or path to a Hugging Face config.json (default: %(default)s)")
+                        help="preset name, a preset's Hugging Face id (ORG/NAME, e.g. meta-llama/Llama-3.1-8B) or "
+                             "path to a Hugging Face config.json (default: %(default)s)")
     parser.add_argument("--accelerator", default=DEFAULT_ACCELERATOR,
                         help="accelerator preset (default: %(default)s)")
     if dtypes:
@@ -92,6 +96,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, dtypes: bool = True) -
         parser.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", default=None,
                             help="override the KV-cache dtype (vLLM's --kv-cache-dtype: fp8, fp8_e4m3, fp8_e5m2 "
                                  "store 1 byte per element; their per-layer scales are not counted)")
+        add_vllm_dtype_options(parser)
 
 
 def add_flops_option(parser: argparse.ArgumentParser, *, default: str) -> None:
@@ -166,8 +171,10 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
     from ..hardware import get_accelerator
     from ..models import load_model
 
-    model = by_flag("--model", load_model, args.model, weight_dtype=getattr(args, "weight_dtype", None),
-                    kv_dtype=getattr(args, "kv_dtype", None))
+    weight_dtype, kv_dtype = vllm_dtypes(args)
+    model = by_flag("--model", load_model, args.model)
+    check_vllm_model(args, model)
+    model = model.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     accelerator = by_flag("--accelerator", get_accelerator, args.accelerator)
     T = getattr(args, "tensor_parallel_size", 1)
     chosen = False
@@ -192,7 +199,8 @@ def by_flag(flag: str, lookup: Any, name: Any, **kwargs: Any) -> Any:
     try:
         return lookup(name, **kwargs)
     except UnknownPresetError as err:
-        raise UnknownPresetError(err.kind, err.name, err.known, field=flag, hint=err.hint) from None
+        raise UnknownPresetError(err.kind, err.name, err.known, field=flag, hint=err.hint,
+                                 aliases=[err.suggestion] if err.suggestion else ()) from None
     except InvalidValueError as err:  # the API's own field for the flag's value ("estimate" for --estimate)
         if err.field != flag.lstrip("-").replace("-", "_"):
             raise

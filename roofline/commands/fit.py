@@ -40,7 +40,7 @@ from ..deployment import FROM_DEPLOYMENT, Deployment, as_deployment
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig, ModelShare
-from ..units import format_time
+from ..units import fit_width, format_time
 from ._args import (
     add_flops_option,
     add_model_options,
@@ -68,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tensor-parallel-size", "--tp", type=int_arg("--tensor-parallel-size", 1), nargs="+",
                    default=list(DEFAULT_SIZES), dest="sizes", metavar="T",
                    help="tensor-parallel sizes to compare (default: 1 2 4 8)")
-    p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
+    p.add_argument("--utilization", "--gpu-memory-utilization",
+                   type=number_arg("--utilization", positive=True, at_most_one=True),
                    default=Fraction(9, 10), help="share of usable memory the server may use (default: 0.9)")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16,
                    help="paged KV block size in tokens (default: %(default)s)")
@@ -219,19 +220,19 @@ def _t(seconds: float) -> str:
 
 
 def format_fit(r: dict[str, Any]) -> str:
-    """The fit table as text."""
+    """The fit table as text: what each GPU holds, then the times and rates, each table within 100 columns."""
     m, a = r["model"], r["accelerator"]
     out = [
         f"roofline fit: {m['name']} (weights {m['weight_format']}, {m['weight_bytes'] / 1e9:.2f} GB; KV "
-        f"{m['kv_dtype']}) on {a['name']} ({a['usable_memory_bytes'] / 2**30:.1f} GiB usable x "
-        f"{r['utilization']:g})",
+        f"{m['kv_dtype']}) on {a['name']}",
+        f"  {a['usable_memory_bytes'] / 2**30:.1f} GiB usable x {r['utilization']:g} per GPU",
         f"  tensor parallelism of degree T: sizes per GPU; sequences of {r['context']:,} tokens the group holds "
         f"({r['block_size']}-token blocks); times are the roofline bound, FLOPs [{r['flops_convention']}]",
         "",
-        f"  {'T':>2} | {'weights/GPU':>11} {'KV budget/GPU':>13} {'KV heads':>8} {'KV B/token':>10} {'seqs':>6} | "
-        f"{'batch-1 step':>12} {'all-reduce':>10} {'(latency)':>10} | {'KV limit':>8} {'tokens/s':>9} "
-        f"{'per GPU':>8}  link",
+        f"  {'T':>2} | {'weights/GPU':>11} {'KV budget/GPU':>13} {'KV heads':>8} {'KV B/token':>10} {'seqs':>6}",
     ]
+    times = [f"  {'T':>2} | {'batch-1 step':>12} {'all-reduce':>10} {'(latency)':>10} | {'KV limit':>8} "
+             f"{'tokens/s':>9} {'per GPU':>8}  link"]
     for row in r["rows"]:
         T = row["tensor_parallel_size"]
         if row["status"] == "refused":
@@ -248,10 +249,10 @@ def format_fit(r: dict[str, Any]) -> str:
         ar, lat = ("-", "-") if T == 1 else (_t(b1["allreduce_time_s"]), _t(b1["allreduce_latency_time_s"]))
         out.append(
             f"  {T:>2} | {row['weight_bytes_per_gpu'] / 1e9:>8.2f} GB {budget / 1e9:>9.2f} GB{mark} {heads:>8} "
-            f"{row['kv_bytes_per_token_per_gpu']:>10,.0f} {row['sequences_blocks']:>6,} | "
-            f"{_t(b1['step_time_s']):>12} {ar:>10} {lat:>10} | "
-            f"{tail}  {row['link'] or '-'}" + ("" if row["status"] == "fits" else f"  ({row['reason']})")
-        )
+            f"{row['kv_bytes_per_token_per_gpu']:>10,.0f} {row['sequences_blocks']:>6,}"
+            + ("" if row["status"] == "fits" else f"  ({row['reason']})"))
+        times.append(f"  {T:>2} | {_t(b1['step_time_s']):>12} {ar:>10} {lat:>10} | {tail}  {row['link'] or '-'}")
+    out += ["", *times]
     smallest = r["smallest_fitting"]
     out += [
         "",
@@ -262,7 +263,7 @@ def format_fit(r: dict[str, Any]) -> str:
         if smallest is not None else
         f"  answer: {m['name']} fits on none of these groups of {a['name']}: {r['none_fit_because']}",
     ]
-    return "\n".join(out)
+    return fit_width("\n".join(out))
 
 
 def _reserve_lines(r: dict[str, Any]) -> list[str]:

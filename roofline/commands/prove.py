@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from ..units import fit_width
 from ._args import plain
 
 
@@ -61,7 +62,7 @@ def run(args: Any) -> int:
         if args.verbose and not args.json:
             print(verdict.output)
         if not args.json:
-            print(verdict.line(), flush=True)
+            print(fit_width(verdict.line()), flush=True)
     passed = sum(v.passed for v in verdicts)
     checks = sum(v.checks for v in verdicts)
     if args.json:

@@ -38,7 +38,8 @@ from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
 from ..profiles import OUTSIDE_FITTED_RANGE, version_note
-from ..units import GB, format_time
+from ..units import GB, fit_width, format_time
+from ._answers import add_answer_options, answer_context, answers, format_answers
 from ._args import (
     add_estimate_option,
     add_model_options,
@@ -63,18 +64,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_options(p)
-    p.add_argument("--context", type=int_arg("--context", 1), default=1000,
-                   help="tokens of context per sequence (default: %(default)s)")
+    p.add_argument("--context", type=int_arg("--context", 1), default=None,
+                   help="tokens of context per sequence (default: 1000; with --input-len P and --output-len O, "
+                        "P + O - 1, the last decode step's)")
     p.add_argument("--batch", type=int_arg("--batch", 1), nargs="+", default=list(DEFAULT_BATCHES),
                    help="batch sizes for the table; the KV limit is added (default: 1 8 64 256)")
     p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
                    help="a KV budget in GB (1e9 bytes) to set beside the real one; given, it is also the table's KV "
                         "limit (default: the lesson's 53, beside; the KV limit then comes from the upper bound); "
                         "per GPU under --tensor-parallel-size T > 1, the lesson's 53 included")
-    p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
+    p.add_argument("--utilization", "--gpu-memory-utilization",
+                   type=number_arg("--utilization", positive=True, at_most_one=True),
                    default=Fraction(9, 10), help="share of usable memory the server may use (default: 0.9)")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16,
                    help="paged KV block size in tokens (default: %(default)s)")
+    add_answer_options(p)
     add_estimate_option(p)
     add_tensor_parallel_option(p, default=None, budgets="every KV budget (the lesson's 53 GB, --kv-budget-gb, "
                                                           "the real one) is one GPU's")
@@ -409,9 +413,9 @@ def format_report(r: dict[str, Any]) -> str:
     out = [
         f"roofline report: {m['name']} (weights {m['weight_format']}, KV {m['kv_dtype']}) on {on}",
         f"  memory bandwidth {bw / 1e12:.3f} TB/s, dense {m['compute_dtype'].upper()} peak {peak / 1e12:,.1f} TFLOP/s, "
-        f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB (sources: roofline.hardware)",
-        "  every time is the roofline bound (a lower bound: datasheet constants, no overhead) unless marked "
-        "[estimate]",
+        f"usable memory {a['usable_memory_bytes'] / 2**30:.1f} GiB",
+        "  (datasheet values with sources: roofline accelerators --verbose); every time is the roofline",
+        "  bound (a lower bound: no overhead) unless marked [estimate]",
         "",
         "One request at a time (batch 1, weights only)",
         f"  weight bytes          {w['bytes'] / 1e9:9.2f} GB    = {held:,} parameters x "
@@ -432,10 +436,10 @@ def format_report(r: dict[str, Any]) -> str:
         "",
         "Where math catches up with reading",
         f"  ridge point           {cl['ridge_point_flop_per_byte']:9.1f} FLOP/byte = peak / bandwidth",
-        f"  critical batch, no KV {cl['critical_batch_weights_only']:9,d} [2P]  = "
+        f"  critical batch, no KV {cl['critical_batch_weights_only']:9,d} [2P], "
+        f"{ce['critical_batch_weights_only']:,} [exact] = "
         + ("first B with B x 2P / peak >= (W_shared + experts touched(B) x expert bytes) / bandwidth"
-           if m["experts"] else "ceil(ridge x W / 2P) ~ step time / compute time")
-        + f"; {ce['critical_batch_weights_only']:,} [exact]",
+           if m["experts"] else "ceil(ridge x W / 2P) ~ step time / compute time"),
         f"  critical batch at {ctx:,} tokens: {_none(cl['critical_batch'])} [2P], "
         f"{_none(ce['critical_batch'])} [exact]"
         + (f"  (intensity limit as batch grows: {cl['intensity_limit_flop_per_byte']:.1f} [2P], "
@@ -495,20 +499,24 @@ def format_report(r: dict[str, Any]) -> str:
         f"{'' if from_given else ' (the table' + chr(39) + 's KV limit)'}",
         "",
         f"Step time, throughput and intensity against batch size (context {ctx:,} tokens, FLOPs [exact])",
-        f"  {'batch':>6} | {'step, weights only':>18} {'tokens/s':>10} {'FLOP/B':>7}  "
-        f"{'bound':<7} | {'step, with KV':>14} {'tokens/s':>10} {'FLOP/B':>7}  bound",
+        f"  {'':>6} | {'weights only':<38}| with KV",
+        f"  {'batch':>6} | {'step':>11} {'tokens/s':>9} {'FLOP/B':>7}  {'bound':<7} | {'step':>11} {'tokens/s':>9} "
+        f"{'FLOP/B':>7}  bound",
     ]
     for row in r["table"]:
         wo, wk = row["weights_only"], row["with_kv"]
         note = _kv_note(row, from_given)
         out.append(
-            f"  {row['batch']:>6,} | {_t(wo['step_time_s']):>18} {wo['throughput_tokens_per_s']:>10,.0f} "
-            f"{wo['intensity_flop_per_byte']:>7,.1f}  {wo['bound']:<7} | {_t(wk['step_time_s']):>14} "
-            f"{wk['throughput_tokens_per_s']:>10,.0f} {wk['intensity_flop_per_byte']:>7,.1f}  {wk['bound']}{note}"
+            f"  {row['batch']:>6,} | {_t(wo['step_time_s']):>11} {wo['throughput_tokens_per_s']:>9,.0f} "
+            f"{wo['intensity_flop_per_byte']:>7,.1f}  {wo['bound']:<7} | {_t(wk['step_time_s']):>11} "
+            f"{wk['throughput_tokens_per_s']:>9,.0f} {wk['intensity_flop_per_byte']:>7,.1f}  {wk['bound']}{note}"
         )
+    legend = _kv_legend(r["table"], from_given)
+    if legend is not None:
+        out.append(legend)
     if "estimate" in r:
         out += _estimate_lines(r)
-    return "\n".join(out)
+    return fit_width("\n".join(out))
 
 
 def _moe_lines(m: dict[str, Any]) -> list[str]:
@@ -523,10 +531,21 @@ def _moe_lines(m: dict[str, Any]) -> list[str]:
 
 
 def _kv_note(row: dict[str, Any], from_given: bool) -> str:
-    """A table row's KV mark: the KV limit's row, a batch whose KV does not fit, or nothing."""
+    """A table row's KV mark: the KV limit's row, a batch whose KV does not fit, or nothing (:func:`_kv_legend`)."""
     if row["kv_limit"]:
-        return " (KV limit, --kv-budget-gb)" if from_given else " (KV limit, reserve 0)"
-    return "" if row["fits"] else " (KV does not fit)"
+        return " KV limit"
+    return "" if row["fits"] else " no KV room"
+
+
+def _kv_legend(table: list[dict[str, Any]], from_given: bool) -> str | None:
+    """What the table's KV marks mean, or None when it has none."""
+    budget = "the --kv-budget-gb budget" if from_given else "the upper-bound budget (reserve 0)"
+    said = []
+    if any(row["kv_limit"] for row in table):
+        said.append(f"KV limit: the most sequences {budget} holds")
+    if any(not row["fits"] for row in table):
+        said.append(f"no KV room: their KV does not fit {budget}")
+    return f"  ({'; '.join(said)})" if said else None
 
 
 def _estimate_lines(r: dict[str, Any]) -> list[str]:
@@ -552,19 +571,25 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
         f"vs {_t(r['single_with_kv']['step_time_s'])} [bound]",
         f"  batch 8, KV at {ctx:,} tokens {_t(e['eight_with_kv']['step_time_s'])} [estimate] "
         f"vs {_t(r['eight']['with_kv']['step_time_s'])} [bound]",
-        f"  {'batch':>6} | {'step, with KV [bound]':>22} | {'step, with KV [estimate]':>25} {'tokens/s':>10}  regime",
+        f"  {'batch':>6} | {'with KV [bound]':>15} | {'with KV [estimate]':>18} {'tokens/s':>10}  regime",
     ]
+    legend = _kv_legend(r["table"], r["inputs"]["kv_limit_from"] == "given")
     bounds = {row["batch"]: row for row in r["table"]}
     from_given = r["inputs"]["kv_limit_from"] == "given"
     fitted = e.get("fitted_range")
+    any_beyond = False
     for row in e["table"]:
         est, bound = row["with_kv"], bounds[row["batch"]]
         beyond = fitted is not None and not fitted["batch_min"] <= row["batch"] <= fitted["batch_max"]
-        out.append(f"  {row['batch']:>6,} | {_t(bound['with_kv']['step_time_s']):>22} | "
-                   f"{_t(est['step_time_s']):>25} {est['throughput_tokens_per_s']:>10,.0f}  {est['bound']}"
-                   f"{_kv_note(bound, from_given)}"
-                   + (f" ({OUTSIDE_FITTED_RANGE}: batch)" if beyond else ""))
-    return out
+        any_beyond = any_beyond or beyond
+        out.append(f"  {row['batch']:>6,} | {_t(bound['with_kv']['step_time_s']):>15} | "
+                   f"{_t(est['step_time_s']):>18} {est['throughput_tokens_per_s']:>10,.0f}  {est['bound']}"
+                   f"{_kv_note(bound, from_given)}" + (" (beyond fit)" if beyond else ""))
+    if any_beyond:
+        assert fitted is not None
+        out.append(f"  (beyond fit: {OUTSIDE_FITTED_RANGE}: batch; fitted on batches {fitted['batch_min']:,} to "
+                   f"{fitted['batch_max']:,})")
+    return out if legend is None else [*out, legend]
 
 
 def _given_budget_caveat(given: dict[str, Any], tp: dict[str, Any] | None, from_given: bool,
@@ -596,8 +621,7 @@ def _real_budget_lines(a: dict[str, Any], kv: dict[str, Any], real: dict[str, An
         f"x {kv['utilization']:g} - weights - {reserve['bytes'] / 2**30:.2f} GiB reserve",
         f"  fits                  {real['sequences']:9,d} sequences of {real['context']:,} tokens "
         f"(token-level); {real['sequences_blocks']:,} with {real['block_size']}-token blocks",
-        f"  reserve source        a published vLLM log, {citation_url(reserve['citation'])} ({reserve['date']}); "
-        "--json quotes it",
+        f"  reserve source        vLLM log, {reserve['date']}: {citation_url(reserve['citation'])}",
     ]
 
 
@@ -619,8 +643,9 @@ def run(args: argparse.Namespace) -> int:
                 f"GB); the smallest tensor-parallel size that fits is {tp}: the report below is for "
                 f"--tensor-parallel-size {tp}")
     given = args.kv_budget_gb is not None
+    context = answer_context(args)
     report = build_report(
-        deployment, context=args.context, batches=args.batch,
+        deployment, context=context, batches=args.batch,
         kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,
         block_size=args.block_size, kv_limit_from="given" if given else "upper_bound",
     )
@@ -629,6 +654,7 @@ def run(args: argparse.Namespace) -> int:
         report["tensor_parallel"]["note"] = note
     elif "tensor_parallel" in report:
         report["tensor_parallel"]["chosen"] = "given"
-    text = json.dumps(report, indent=2) if args.json else format_report(report)
+    report.update(answers(deployment, args, context=context))
+    text = json.dumps(report, indent=2) if args.json else format_report(report) + "\n" + format_answers(report)
     print(text if note is None or args.json else note + "\n\n" + text)
     return 0

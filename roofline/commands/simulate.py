@@ -40,9 +40,11 @@ Examples::
     roofline simulate --limit 1000
     roofline simulate --trace code --float
     roofline simulate --chunked-prefill --max-num-batched-tokens 2048
-    roofline simulate --max-concurrency 10 --num-prompts 200 --random-input-len 512 --random-output-len 128
-    roofline simulate --model opt-13b --accelerator a100-40gb --num-prompts 1000 --random-input-len 512 \
-        --random-output-len 128 --output-len-dist exponential --output-len-cap 512   # Anyscale benchmark
+    roofline simulate --max-concurrency 10 --num-prompts 200 --random-input-len 512 \\
+        --random-output-len 128
+    roofline simulate --model opt-13b --accelerator a100-40gb --num-prompts 1000 \\
+        --random-input-len 512 --random-output-len 128 --output-len-dist exponential \\
+        --output-len-cap 512   # the Anyscale benchmark
 """
 
 from __future__ import annotations
@@ -217,7 +219,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="end-to-end latency limit in milliseconds")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=DEFAULT_BLOCK_SIZE,
                    help="paged KV block size in tokens; 1 for token accounting (default: %(default)s)")
-    p.add_argument("--utilization", type=number_arg("--utilization", positive=True, at_most_one=True),
+    p.add_argument("--utilization", "--gpu-memory-utilization",
+                   type=number_arg("--utilization", positive=True, at_most_one=True),
                    default=None,
                    help="share of usable memory the server may use; KV budget = usable x this - weights "
                         f"(default: {float(DEFAULT_UTILIZATION):g}; not with --kv-budget-gb)")

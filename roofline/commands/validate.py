@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..units import format_share, format_time
+from ..units import fit_width, format_share, format_time
 from ._args import add_flops_option
 
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-serving", action="store_true",
                    help="leave out the serving-level comparison (published runs under load, simulated as run)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print each published point's source, quotes, metric, composition and omissions, each "
+                        "constant's citation and each engine-profile constant's source (--json always has them)")
     p.set_defaults(func=run)
 
 
@@ -88,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                  "engine": r.options.get("engine")} for r in serving]}
         print(json.dumps(doc, indent=1, allow_nan=False))
     else:
-        text = format_report(report, pending=pending)
+        text = format_report(report, pending=pending, verbose=args.verbose)
         print(text if serving is None else text + "\n" + format_serving(serving))
     return 0
 
@@ -155,7 +158,7 @@ def _median(values: Any) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> str:
+def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbose: bool = True) -> str:
     """``roofline validate``'s table as text: one line per row, the medians, constants, sources, omissions.
 
     Parameters
@@ -164,6 +167,11 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
     pending : sequence of roofline.calibrate.PendingPoint
         Published points this version cannot price (:func:`roofline.calibrate.pending_published`),
         listed last with their measured step time [ms] and reasons; none by default.
+    verbose : bool, default True
+        True: every published point's source, quotes, metric, composition and omissions, every
+        constant's citation and every engine-profile constant's source, lines unwrapped. False (the
+        command without ``--verbose``): the published points counted, a pointer to ``--verbose``,
+        and every line but the table's rows within 100 columns (:func:`roofline.units.fit_width`).
 
     Returns
     -------
@@ -192,9 +200,11 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
         ))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     left = {0, 1}
+    rows_at = len(lines)  # the table's lines are kept whole (one row a line); without verbose, others fit the width
     for row in table:
         cells = [c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
         lines.append("  ".join(cells).rstrip())
+    table_lines = range(rows_at, len(lines))
     lines.append("")
     from ..calibrate.compare import CPU_NOTE
 
@@ -230,12 +240,13 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
             # the measured copy of a device nobody has measured falls back on its datasheet: said so in the label
             unmeasured = label == "measured" and "measured" not in (acc.hbm_bandwidth.source.kind,
                                                                    acc.peak_bf16.source.kind)
+            bw_src, peak_src = acc.hbm_bandwidth.source, acc.peak_bf16.source
             lines.append(
                 f"  {label:8} {_device(acc.key)}{' (none published: its datasheet)' if unmeasured else ''}: "
                 f"{float(acc.bandwidth) / 1e9:,.0f} GB/s "
-                f"[{acc.hbm_bandwidth.source.kind}: {acc.hbm_bandwidth.source.citation}], "
-                f"{float(acc.peak_flops) / 1e12:,.1f} TFLOP/s [{acc.peak_bf16.source.kind}: "
-                f"{acc.peak_bf16.source.citation}]"
+                f"[{bw_src.kind}{': ' + bw_src.citation if verbose else ''}], "
+                f"{float(acc.peak_flops) / 1e12:,.1f} TFLOP/s [{peak_src.kind}"
+                f"{': ' + peak_src.citation if verbose else ''}]"
             )
     unavailable = dict(report.unavailable)
     fitted = {p.name for p in report.profiles}
@@ -252,8 +263,11 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
             if p.fitted_range is not None:
                 lines.append(f"    range: {p.fitted_range.describe()}")
             for acc, v in p.eta_bw_by_accelerator:
-                lines.append(f"    eta_bw on {acc}: {float(v.value):.4f} [{v.source.kind}: {v.source.citation}]; "
+                lines.append(f"    eta_bw on {acc}: {float(v.value):.4f} [{v.source.kind}"
+                             f"{': ' + v.source.citation if verbose else ''}]; "
                              f"other accelerators: the profile default {float(p.eta_bw.value):.4f}")
+            if not verbose:
+                continue
             for name, v in p.sources().items():
                 lines.append(f"    {name}: {v.source.kind}: {v.source.citation}")
             for item in (*p.fixed, *p.left_out):
@@ -266,7 +280,10 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
     if published:
         lines.append("")
         lines.append("Published points (source; step composition assumed):")
-        for m in published:
+        if not verbose:
+            lines.append(f"  {len(published)} points; roofline validate --verbose prints each one's source, the "
+                         "quoted figures, the metric, the step composition assumed and what it leaves out")
+        for m in published if verbose else ():
             lines.append(f"  {m.id}: {m.source}")
             for q in m.quotes:
                 lines.append(f"    quote: {q}")
@@ -290,7 +307,9 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = ()) -> st
         lines.append(f"Published points not priced by this version ({len(pending)}; measured step time, why):")
         for p in pending:
             lines.append(f"  {p.id}: {p.measured_s * 1e3:.3f} ms; {'; '.join(p.reasons)}")
-    return "\n".join(lines)
+    if verbose:  # the long listing, one source a line: not wrapped
+        return "\n".join(lines)
+    return "\n".join(line if i in table_lines else fit_width(line) for i, line in enumerate(lines))
 
 
 _SUBSET = {"calibration": "cal", "validation": "val", "": "-"}
