@@ -39,6 +39,8 @@ KEY_NUMBERS = {
     "p11_tensor_parallel": ["8,820,367,360 parameters", "40,960 B", "1.344 ms", "10.19 us", "the crossover is B = 132",
                             "131.84 sequences", "6.37x faster"],
     "p16_sliding_window": ["25 sequences", "4 sequences", "3.121 GB", "27.507 ms", "470.1 GB vs 132.0 GB"],
+    "p17_speculative_decoding": ["2.7731 tokens", "1.72x", "B*_spec = 73", "B* = 907", "break-even at batch 176",
+                                 "k* = 3.189"],
     "p15_estimate": ["eta_bw = 0.7830", "t_step = 2.2155 ms", "8.377 ms (+7.5 %)", "4.824 ms (-38.1 %)"],
 }
 
