@@ -91,7 +91,8 @@ def _verify(kw: dict[str, Any]) -> tuple[Any, Any]:
     """(bytes, FLOPs) of the verification step of B sequences at context c with k proposals each."""
     B, c, k = kw["batch"], kw["context"], kw["speculative_tokens"]
     bytes_ = kw["weight_bytes"] + kw["kv_bytes_per_token"] * B * (c + k)
-    flops = B * (k + 1) * (2 * kw["flops_per_token"] + kw["attention_flops_per_token"] * (2 * c + k)) / 2
+    # position j of k + 1 attends over c + j tokens: sum_j (c + j) = (k + 1) c + k (k + 1) / 2, a whole k (k + 1) / 2
+    flops = B * ((k + 1) * kw["flops_per_token"] + kw["attention_flops_per_token"] * ((k + 1) * c + k * (k + 1) // 2))
     return bytes_, flops
 
 
@@ -243,7 +244,7 @@ def speculative_critical_batch(**kw: Any) -> Any:
     ridge = kw["peak_flops"] / kw["bandwidth"]
     k, c = kw["speculative_tokens"], kw["context"]
     num = ridge * kw["weight_bytes"]
-    den = ((k + 1) * (2 * kw["flops_per_token"] + kw["attention_flops_per_token"] * (2 * c + k)) / 2
+    den = ((k + 1) * kw["flops_per_token"] + kw["attention_flops_per_token"] * ((k + 1) * c + k * (k + 1) // 2)
            - ridge * kw["kv_bytes_per_token"] * (c + k))
     if isinstance(den, np.ndarray) or isinstance(num, np.ndarray):
         exists = np.asarray(den > 0)
