@@ -45,8 +45,9 @@ def test_verification_step_hand_values():
     assert t == 113
     flops_bound = dict(TINY, bandwidth=10)  # bytes 10.8 s < FLOPs 68 s
     assert f.speculative_step_time(**flops_bound, batch=2, context=3, speculative_tokens=1, proposer_time=0) == 68
-    assert f.speculative_intensity(batch=2, context=3, speculative_tokens=1, weight_bytes=Fraction(100), kv_bytes_per_token=1,
-                                   flops_per_token=10, attention_flops_per_token=2) == Fraction(68, 108)
+    assert f.speculative_intensity(batch=2, context=3, speculative_tokens=1, weight_bytes=Fraction(100),
+                                   kv_bytes_per_token=1, flops_per_token=10,
+                                   attention_flops_per_token=2) == Fraction(68, 108)
 
 
 def test_speedup_and_memory_bound_hand_values():
@@ -115,7 +116,8 @@ def test_break_even_batch_is_the_first_batch_not_faster():
     ('{"method": "ngram", "num_speculative_tokens": 2.5}', "speculative_config.num_speculative_tokens"),
     ('{"method": "ngram", "model": "llama-3.2-1b", "num_speculative_tokens": 2}', "speculative_config.model"),
     ('{"method": "draft_model", "num_speculative_tokens": 2}', "speculative_config.model"),
-    ('{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4}', "speculative_config.prompt_lookup_max"),
+    ('{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4}',
+     "speculative_config.prompt_lookup_max"),
 ])
 def test_bad_speculative_configs_are_refused_by_field(text, field):
     with pytest.raises(InvalidValueError) as info:

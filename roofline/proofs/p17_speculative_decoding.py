@@ -41,7 +41,7 @@ from typing import Any
 
 import sympy as sp
 
-from ._proof import Proof, run_script, si
+from ._proof import Proof, run_script
 
 NAME = "p17_speculative_decoding"
 CONTEXT, K, ALPHA = 256, 4, Fraction(7, 10)
@@ -146,7 +146,8 @@ def derive(p: Proof) -> None:
     p.equal("verifying 5 positions: from batch 73", (one.critical_batch, first_compute_bound(
         range(CONTEXT, CONTEXT + K + 1))), (73, 73), value="B*_spec = 73")
     brute_plain = _step(terms, hw, 1, [CONTEXT])
-    p.equal("the plain step's intensity at batch 1: FLOPs / bytes", one.plain_intensity, brute_plain[2] / brute_plain[1])
+    p.equal("the plain step's intensity at batch 1: FLOPs / bytes", one.plain_intensity,
+            brute_plain[2] / brute_plain[1])
     at1 = one.intensity / one.plain_intensity
     p.holds("at batch 1 the verification's intensity is about k + 1 = 5 times the plain step's",
             Fraction(49, 10) < at1 < Fraction(51, 10), f"{float(at1):.4f}x")
