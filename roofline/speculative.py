@@ -34,13 +34,15 @@ from .estimate import _hardware_terms, _model_terms
 from .models import ModelConfig, load_model
 
 __all__ = ["SpeculativeConfig", "SpeculativeStep", "speculative_step", "break_even_batch",
-           "best_speculative_tokens", "METHODS", "HEAD_METHODS"]
+           "best_speculative_tokens", "METHODS", "HEAD_METHODS", "MAX_SPECULATIVE_TOKENS", "MAX_BREAK_EVEN_BATCH"]
 
 #: methods modelled: a draft model's own decode steps, or n-gram lookup at no cost
 METHODS = ("draft_model", "ngram")
 #: vLLM's methods that put a head on the target (EAGLE, Medusa, MTP): refused by name, not modelled yet
 HEAD_METHODS = ("eagle", "eagle3", "medusa", "mlp_speculator", "mtp", "deepseek_mtp")
 _FIELDS = ("method", "model", "num_speculative_tokens")
+#: the most proposed tokens per step modelled (vLLM sets none; EAGLE and draft models use 1 to about 10)
+MAX_SPECULATIVE_TOKENS = 64
 #: the largest batch :func:`break_even_batch` scans by default [sequences]
 MAX_BREAK_EVEN_BATCH = 4096
 #: floats within this relative distance of a speed-up of 1 are decided with exact Fractions
@@ -54,7 +56,7 @@ class SpeculativeConfig:
     Attributes
     ----------
     method : "draft_model" or "ngram"
-    num_speculative_tokens : int >= 1 [tokens] (k, proposed per sequence per step)
+    num_speculative_tokens : int in 1 .. 64 [tokens] (k, proposed per sequence per step)
     draft : ModelConfig or None (the draft model for ``draft_model``; None for ``ngram``)
     """
 
@@ -82,7 +84,7 @@ class SpeculativeConfig:
         InvalidValueError
             Text that is not a JSON object, a field vLLM has that is not modelled here or one it does
             not have, a method unknown or not modelled (each named: ``speculative_config.<field>``),
-            k not an integer >= 1, a draft model missing for ``draft_model`` or given for ``ngram``.
+            k not an integer in 1 .. 64, a draft model missing for ``draft_model`` or given for ``ngram``.
         UnknownPresetError, ConfigError
             A draft model that is neither a preset nor a readable config.
 
@@ -116,6 +118,9 @@ class SpeculativeConfig:
             raise InvalidValueError("speculative_config.num_speculative_tokens", None, "is required")
         k = value["num_speculative_tokens"]
         check_int("speculative_config.num_speculative_tokens", k, minimum=1)
+        if k > MAX_SPECULATIVE_TOKENS:
+            raise InvalidValueError("speculative_config.num_speculative_tokens", k,
+                                    f"more than {MAX_SPECULATIVE_TOKENS} proposed tokens per step: not modelled")
         if method == "ngram":
             if model is not None:
                 raise InvalidValueError("speculative_config.model", model, "ngram lookup has no draft model")
@@ -204,7 +209,7 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
     batch : int >= 1 [sequences]
     context : int >= 1 [tokens] (each sequence's context for its first new token)
     acceptance_rate : (0, 1] (alpha)
-    speculative_tokens : int >= 0 or None (k in place of the config's; 0 is plain decode)
+    speculative_tokens : int in 0 .. 64 or None (k in place of the config's; 0 is plain decode)
 
     Returns
     -------
@@ -231,6 +236,8 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
     check_int("context", context, minimum=1)
     k = config.num_speculative_tokens if speculative_tokens is None else speculative_tokens
     check_int("speculative_tokens", k, minimum=0)
+    if k > MAX_SPECULATIVE_TOKENS:
+        raise InvalidValueError("speculative_tokens", k, f"more than {MAX_SPECULATIVE_TOKENS}: not modelled")
     d = deployment
     terms = _model_terms(d.model, d.flops)
     hw = _hardware_terms(d.accelerator, d.model)
@@ -261,7 +268,7 @@ def break_even_batch(deployment: Deployment, config: SpeculativeConfig, *, conte
     Parameters
     ----------
     deployment, config, context, acceptance_rate : as :func:`speculative_step`
-    max_batch : int >= 1 [sequences] (the largest batch scanned; default 4,096)
+    max_batch : int in 1 .. 2^20 [sequences] (the largest batch scanned; default 4,096)
 
     Returns
     -------
@@ -287,6 +294,8 @@ def break_even_batch(deployment: Deployment, config: SpeculativeConfig, *, conte
     True
     """
     check_int("max_batch", max_batch, minimum=1)
+    if max_batch > 2**20:
+        raise InvalidValueError("max_batch", max_batch, "more than 2^20 batches to scan")
     exact = speculative_step(deployment, config, batch=1, context=context, acceptance_rate=acceptance_rate)
     if exact.speedup <= 1:
         return 1
@@ -313,7 +322,7 @@ def best_speculative_tokens(deployment: Deployment, config: SpeculativeConfig, *
     Parameters
     ----------
     deployment, config, batch, context, acceptance_rate : as :func:`speculative_step`
-    max_tokens : int >= 1 [tokens] (default 16)
+    max_tokens : int in 1 .. 64 [tokens] (default 16)
 
     Returns
     -------
@@ -334,6 +343,8 @@ def best_speculative_tokens(deployment: Deployment, config: SpeculativeConfig, *
     3
     """
     check_int("max_tokens", max_tokens, minimum=1)
+    if max_tokens > MAX_SPECULATIVE_TOKENS:
+        raise InvalidValueError("max_tokens", max_tokens, f"more than {MAX_SPECULATIVE_TOKENS}: not modelled")
     speedups = [speculative_step(deployment, config, batch=batch, context=context, acceptance_rate=acceptance_rate,
                                  speculative_tokens=k).speedup for k in range(max_tokens + 1)]
     return max(range(max_tokens + 1), key=lambda k: (speedups[k], -k))

@@ -114,6 +114,8 @@ def test_break_even_batch_is_the_first_batch_not_faster():
     ('{"method": "ngram"}', "speculative_config.num_speculative_tokens"),
     ('{"method": "ngram", "num_speculative_tokens": 0}', "speculative_config.num_speculative_tokens"),
     ('{"method": "ngram", "num_speculative_tokens": 2.5}', "speculative_config.num_speculative_tokens"),
+    ('{"method": "ngram", "num_speculative_tokens": 65}', "speculative_config.num_speculative_tokens"),
+    ('{"method": "ngram", "num_speculative_tokens": 1e999}', "speculative_config.num_speculative_tokens"),
     ('{"method": "ngram", "model": "llama-3.2-1b", "num_speculative_tokens": 2}', "speculative_config.model"),
     ('{"method": "draft_model", "num_speculative_tokens": 2}', "speculative_config.model"),
     ('{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4}',
