@@ -182,11 +182,9 @@ def derive(p: Proof) -> None:
           for k in range(0, 9)]
     p.holds("equals E[tokens] / (1 + k r) for k = 0 .. 8, r = the draft's weights / the target's",
             mb == [_brute_tokens(k, ALPHA) / (1 + k * ratio) for k in range(0, 9)], f"r = {float(ratio):.4f}")
-    kk = sp.Symbol("k_real", positive=True)
-    mb_real = ((1 - sd.alpha ** (kk + 1)) / ((1 - sd.alpha) * (1 + kk * sd.r)))
-    # check=False: SymPy's own check of each root costs seconds; the derivative is checked at k* below
-    (root,) = [x for x in sp.solve(sp.diff(mb_real, kk), kk, check=False, simplify=False) if x.has(sp.LambertW)]
-    root = root.replace(sp.LambertW, lambda x: sp.LambertW(x, -1))  # the other root is negative: branch -1
+    kk, mb_real, root = sd.k_real, sd.speculative_speedup_memory_bound_real, sd.optimal_speculative_tokens_real
+    p.equal("for a real k (alpha < 1) it is (1 - alpha^(k+1)) / ((1 - alpha)(1 + k r)), at k = 3 too",
+            mb_real.subs(symbols_for(dict(acceptance_rate=ALPHA, draft_cost_ratio=ratio))).subs(kk, 3), mb[3])
     p.show("k* (d/dk = 0, branch -1)", root)
     kstar = root.subs(symbols_for(dict(acceptance_rate=ALPHA, draft_cost_ratio=ratio))).evalf(30)
     slope = sp.diff(mb_real, kk).subs(symbols_for(dict(acceptance_rate=ALPHA, draft_cost_ratio=ratio)))

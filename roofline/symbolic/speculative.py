@@ -24,8 +24,11 @@ Where the step is bound by the weights (Leviathan, Kalman and Matias, ICML 2023,
 
     speculative_speedup_memory_bound = (1 - alpha^(k+1)) / ((1 - alpha) (1 + k r))
 
-Fast paths: :mod:`roofline.formulas.speculative`. Proof: proofs/p17_speculative_decoding.py
-(which also solves d/dk of the memory-bound speed-up = 0 for the k that maximises it).
+and, for a real k (alpha < 1, r > 0), ``optimal_speculative_tokens_real`` solves d/dk = 0 (SymPy
+``solve``): a Lambert W of branch -1 (no fast path: the whole k is found by comparing speed-ups,
+:func:`roofline.speculative.best_speculative_tokens`).
+
+Fast paths: :mod:`roofline.formulas.speculative`. Proof: proofs/p17_speculative_decoding.py.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from __future__ import annotations
 import sympy as sp
 
 from . import step_time as _st
-from ._symbols import S
+from ._symbols import S, declare
 
 B, c = S.batch, S.context
 W, kv, F, a = S.weight_bytes, S.kv_bytes_per_token, S.flops_per_token, S.attention_flops_per_token
@@ -61,3 +64,12 @@ _sign = sp.numer(sp.together(_sol)) * sp.denom(sp.together(_sol))
 speculative_critical_batch = sp.Piecewise((sp.ceiling(_sol), sp.Gt(_sign, 0)), (sp.oo, True))
 
 speculative_speedup_memory_bound = speculative_tokens_per_step / (1 + k * r)
+
+# the k that maximises it, k real (alpha < 1, r > 0): d/dk = 0 solved by SymPy (check=False: its own check of each
+# root costs seconds; proofs/p17 checks the derivative there). Of the two roots the one with the Lambert W is the
+# critical point; SymPy writes the principal branch, which gives a negative k: the maximum is on branch -1.
+k_real = declare("k_real", positive=True)
+speculative_speedup_memory_bound_real = (1 - alpha ** (k_real + 1)) / ((1 - alpha) * (1 + k_real * r))
+(_root,) = [x for x in sp.solve(sp.diff(speculative_speedup_memory_bound_real, k_real), k_real, check=False,
+                                simplify=False) if x.has(sp.LambertW)]
+optimal_speculative_tokens_real = _root.replace(sp.LambertW, lambda x: sp.LambertW(x, -1))
