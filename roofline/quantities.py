@@ -171,6 +171,15 @@ _TABLE = (
              "half the bidirectional figure vendors print (NVLink, Infinity Fabric, PCIe)"),
     Quantity("link_latency", "alpha", "s", "latency of one ring step of an all-reduce (small message)",
              "nonnegative"),
+    # speculative decoding (docs/conventions.md, "Speculative decoding")
+    Quantity("speculative_tokens", "k_s", "tokens", "tokens the proposer proposes per sequence per step "
+             "(vLLM's num_speculative_tokens)", "nonnegative_int", "0 is plain decode"),
+    Quantity("acceptance_rate", "alpha_s", "1", "probability that each proposed token is accepted",
+             "share", "independent positions, the same probability at each (Leviathan et al. 2023)"),
+    Quantity("proposer_time", "t_d", "s", "time the proposer takes per step for the whole batch's proposals",
+             "nonnegative", "0 for n-gram lookup"),
+    Quantity("draft_cost_ratio", "r_d", "1", "the proposer's time per proposed token as a share of a target decode "
+             "step (Leviathan et al.'s c)", "nonnegative"),
     # the estimate (docs/conventions.md, "Bound and estimate")
     Quantity("eta_bw", "eta_bw", "1", "achieved share of the datasheet HBM bandwidth (an engine profile's constant)",
              "share", "1 in the bound; measured, published or fitted on named calibration rows in an estimate"),

@@ -15,7 +15,7 @@ LAYERS: dict[str, int] = {
     # 1: the facts and the numeric fast paths
     "hardware": 1, "models": 1, "hybrid": 1, "families": 1, "quantization": 1, "formulas": 1, "profiles": 1,
     # 2: the derivations and the formulas applied to a model on an accelerator
-    "symbolic": 2, "estimate": 2, "deployment": 2,
+    "symbolic": 2, "estimate": 2, "deployment": 2, "speculative": 2,
     # 3: what is built on them: the scheduler, measurement, plots, proofs, strategies
     "sim": 3, "latency": 3, "measure": 3, "calibrate": 3, "validate": 3, "plotting": 3, "proofs": 3, "testing": 3,
     # 4: the command line

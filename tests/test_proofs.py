@@ -41,6 +41,8 @@ KEY_NUMBERS = {
     "p16_sliding_window": ["25 sequences", "4 sequences", "3.121 GB", "27.507 ms", "470.1 GB vs 132.0 GB"],
     "p17_hybrid": ["24,576", "524,288", "39.52 MB", "195,000 tokens", "32,768 tokens", "5.95x", "101 blocks",
                    "16 sequences", "2.180 ms", "91.6 FLOP/byte", "c* = 0"],
+    "p18_speculative_decoding": ["2.7731 tokens", "1.72x", "B*_spec = 73", "B* = 907", "break-even at batch 176",
+                                 "k* = 3.189"],
     "p15_estimate": ["eta_bw = 0.7830", "t_step = 2.2155 ms", "8.377 ms (+7.5 %)", "4.824 ms (-38.1 %)"],
 }
 

@@ -82,6 +82,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_estimate_option(p)
     add_tensor_parallel_option(p, default=None, budgets="every KV budget (the lesson's 53 GB, --kv-budget-gb, "
                                                           "the real one) is one GPU's")
+    p.add_argument("--speculative-config", default=None, metavar="JSON",
+                   help="speculative decoding, as vLLM spells it: '{\"method\": \"draft_model\" or \"ngram\", "
+                        "\"model\": DRAFT, \"num_speculative_tokens\": k}' (needs --acceptance-rate; "
+                        "docs/conventions.md, \"Speculative decoding\")")
+    p.add_argument("--acceptance-rate", type=number_arg("--acceptance-rate", positive=True, at_most_one=True),
+                   default=None, help="probability that each proposed token is accepted, in (0, 1] (with "
+                                      "--speculative-config)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
     p.set_defaults(func=run)
 
@@ -98,6 +105,8 @@ def build_report(
     estimate: Any = FROM_DEPLOYMENT,
     kv_limit_from: str = "upper_bound",
     tensor_parallel_size: int = FROM_DEPLOYMENT,
+    speculative: Any = None,
+    acceptance_rate: Any = None,
 ) -> dict[str, Any]:
     """All the report's numbers as a JSON-ready dict (SI units, floats).
 
@@ -125,6 +134,11 @@ def build_report(
         time adds the all-reduce, tokens/s are the group's, and key ``tensor_parallel`` holds the
         group's numbers (docs/conventions.md, "Tensor parallelism"). T = 1 gives the single-GPU
         report, without that key.
+    speculative : SpeculativeConfig, its JSON text (vLLM's ``speculative_config``) or None
+        Adds key ``speculative``: at the context, for each table batch, the speculative step beside the
+        plain one (proposer, step, tokens per step, speed-up), the critical batches, the break-even batch
+        and the best k at batch 1 (:mod:`roofline.speculative`; the bound on one GPU).
+    acceptance_rate : in (0, 1], with ``speculative`` (alpha)
 
     Returns
     -------
@@ -137,9 +151,11 @@ def build_report(
     ------
     InvalidValueError
         Bad context, batch, budget, utilization or block size; weights that leave no KV budget;
-        a profile without constants (field ``estimate``).
+        a profile without constants (field ``estimate``); a speculative config or acceptance rate
+        refused (:meth:`roofline.speculative.SpeculativeConfig.parse`, field ``acceptance_rate``), one
+        without the other, or what speculative decoding does not model (T > 1, MoE, sliding windows).
     UnknownPresetError
-        An unknown engine profile.
+        An unknown engine profile or draft model.
     """
     # ``estimate`` names the profile argument (the API's keyword); the body uses the module of that name
     if estimate is not FROM_DEPLOYMENT:
@@ -278,6 +294,67 @@ def build_report(
         out["estimate"] = _estimate_json(as_deployment(deployment, flops="exact"), context, table_batches, step_json)
     if bound.tensor_parallel_size > 1:
         out["tensor_parallel"] = _tensor_parallel_json(bound, upper_cap, rows)
+    if speculative is not None or acceptance_rate is not None:
+        out["speculative"] = _speculative_json(bound, speculative, acceptance_rate, context, table_batches)
+    return out
+
+
+def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, batches: list[int]) -> dict[str, Any]:
+    """The speculative part of the report (docs/conventions.md, "Speculative decoding")."""
+    from .. import speculative as sd
+
+    if config is None:
+        raise InvalidValueError("acceptance_rate", float(alpha), "given without --speculative-config")
+    if alpha is None:
+        raise InvalidValueError("speculative_config", config, "needs --acceptance-rate (alpha, in (0, 1])")
+    if not isinstance(config, sd.SpeculativeConfig):
+        config = sd.SpeculativeConfig.parse(config)
+    steps = [sd.speculative_step(bound, config, batch=b, context=context, acceptance_rate=alpha) for b in batches]
+    first = steps[0]
+    best = sd.best_speculative_tokens(bound, config, batch=1, context=context, acceptance_rate=alpha)
+    return {
+        "method": config.method, "draft_model": None if config.draft is None else config.draft.name,
+        "num_speculative_tokens": config.num_speculative_tokens, "acceptance_rate": float(alpha),
+        "context": context, "tokens_per_step": float(first.tokens_per_step),
+        "critical_batch": first.critical_batch, "plain_critical_batch": first.plain_critical_batch,
+        "break_even_batch": sd.break_even_batch(bound, config, context=context, acceptance_rate=alpha),
+        "break_even_scanned_up_to": sd.MAX_BREAK_EVEN_BATCH,
+        "best_num_speculative_tokens_batch_1": best,
+        "table": [{"batch": s.batch, "plain_step_time_s": float(s.plain_step_time),
+                   "proposer_time_s": float(s.proposer_time), "step_time_s": float(s.step_time),
+                   "speedup": float(s.speedup), "throughput_tokens_per_s": float(s.throughput),
+                   "plain_throughput_tokens_per_s": float(s.plain_throughput),
+                   "intensity_flop_per_byte": float(s.intensity)} for s in steps],
+    }
+
+
+def _speculative_lines(r: dict[str, Any]) -> list[str]:
+    """The report's speculative decoding section."""
+    sp = r.get("speculative")
+    if sp is None:
+        return []
+    k, alpha = sp["num_speculative_tokens"], sp["acceptance_rate"]
+    proposer = f"draft model {sp['draft_model']}" if sp["method"] == "draft_model" else "n-gram lookup (no cost)"
+    be = sp["break_even_batch"]
+    out = [
+        "",
+        f"Speculative decoding ({sp['method']}: {proposer}; k = {k} proposed tokens, acceptance rate {alpha:g}; "
+        f"context {sp['context']:,})",
+        f"  tokens per step       {sp['tokens_per_step']:9.4f}    = (1 - alpha^(k+1)) / (1 - alpha) per sequence",
+        "  batch   plain step   proposer   spec. step   speed-up   tokens/s (plain)",
+    ]
+    for row in sp["table"]:
+        out.append(f"  {row['batch']:>5,}  {_t(row['plain_step_time_s']):>11}  {_t(row['proposer_time_s']):>9}  "
+                   f"{_t(row['step_time_s']):>11}  {row['speedup']:8.3f}x  {row['throughput_tokens_per_s']:,.0f} "
+                   f"({row['plain_throughput_tokens_per_s']:,.0f})")
+    out += [
+        f"  critical batch        {_none(sp['critical_batch'])} (verifying k + 1 positions; plain decode: "
+        f"{_none(sp['plain_critical_batch'])})",
+        f"  break-even batch      {_none(be)}" + (" (speed-up at most 1 from this batch)" if be is not None else
+                                                   f" (the speed-up stays above 1 up to batch "
+                                                   f"{sp['break_even_scanned_up_to']:,})"),
+        f"  best k at batch 1     {sp['best_num_speculative_tokens_batch_1']} (k = 0 .. 16 compared)",
+    ]
     return out
 
 
@@ -516,6 +593,7 @@ def format_report(r: dict[str, Any]) -> str:
         out.append(legend)
     if "estimate" in r:
         out += _estimate_lines(r)
+    out += _speculative_lines(r)
     return fit_width("\n".join(out))
 
 
@@ -648,6 +726,7 @@ def run(args: argparse.Namespace) -> int:
         deployment, context=context, batches=args.batch,
         kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,
         block_size=args.block_size, kv_limit_from="given" if given else "upper_bound",
+        speculative=args.speculative_config, acceptance_rate=args.acceptance_rate,
     )
     if note is not None:
         report["tensor_parallel"]["chosen"] = "smallest that fits"

@@ -135,6 +135,13 @@ def derive(p: Proof) -> None:
             events.requests], [r.handed_back_s for r in steps.requests])
     p.equal("none is rejected: the largest fits the 146-block pool exactly", steps.summary.rejected, 0)
     p.holds("and the summary is the same", events.summary == steps.summary)
+    assert steps.steps is not None
+    first, second = steps.steps[0], steps.steps[1]  # request 0 has O = 1: its prefill, then request 1's
+    p.equal("request 0's prefill attends over 1,500 x 1,501 / 2 causal pairs (by hand)", first.attention_pairs,
+            1500 * 1501 // 2)
+    p.equal("and holds ceil(1,500 / 16) = 94 blocks (by hand)", first.kv_blocks, 94)
+    p.equal("request 1's prefill: 1,507 tokens, ceil(1,507 / 16) = 95 blocks, 1,507 x 1,508 / 2 pairs",
+            (second.prefill_tokens, second.kv_blocks, second.attention_pairs), (1507, 95, 1507 * 1508 // 2))
     big = serve_serial([Request(id=0, arrival_s=0, prompt_tokens=100, output_tokens=10**9)], cost, engine="event")
     decode = f.stretch_time(steps=10**9 - 1, batch=1, context_sum=101, overhead=0, **terms)
     p.equal("one request of 10^9 tokens: prefill + the closed-form stretch, exactly",

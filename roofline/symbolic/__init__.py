@@ -10,7 +10,8 @@ the same inputs.
 
 Topics: :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
 :mod:`.useful_share`, :mod:`.parallel` (tensor parallelism), :mod:`.fidelity` (the estimate beside the bound),
-:mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients), :mod:`.moe` (mixture of experts).
+:mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients), :mod:`.moe` (mixture of experts),
+:mod:`.speculative` (speculative decoding).
 """
 
 from ._symbols import SYMBOLS, evaluate, symbols_for
