@@ -263,3 +263,30 @@ def test_numpy_constants_give_the_python_constants_times(extra: dict[str, object
         event, step = policy(reqs, cost), policy(reqs, cost, engine="step")
         assert_same_results(event, step)
         assert event.requests == policy(reqs, reference).requests
+
+
+def test_absurd_budgets_arrays_and_junk_percentile_values_are_refused_by_name():
+    """A KV budget of 10^400 bytes was a pool of 7.6e395 blocks; a RooflineCostModel given an array raised a bare
+    TypeError; percentile returned a string or NaN it was given. Each is now an InvalidValueError naming the field."""
+    from roofline import get_model
+    from roofline.errors import InvalidValueError
+    from roofline.sim import KVPool, RooflineCostModel, percentile
+    from roofline.sim.kv import MAX_BUDGET
+
+    with pytest.raises(InvalidValueError) as err:
+        KVPool.for_model(get_model("llama-3.1-8b"), budget=10**400)
+    assert err.value.field == "budget"
+    assert KVPool.from_budget(budget=MAX_BUDGET, kv_bytes_per_token=131_072).capacity_blocks == \
+        MAX_BUDGET // (16 * 131_072)
+    terms = dict(weight_bytes=10, kv_bytes_per_token=1, flops_per_token=1, attention_flops_per_token=0, bandwidth=1,
+                 peak_flops=1)
+    for name in ("weight_bytes", "bandwidth", "link_latency", "state_bytes"):
+        with pytest.raises(InvalidValueError) as err:
+            RooflineCostModel(**{**terms, name: np.array([1, 2])})
+        assert err.value.field == name
+    for values, field in ((["a", 1], "values[0]"), ([1, float("nan")], "values[1]"), ([True], "values[0]"),
+                          ("abc", "values"), ([], "values")):
+        with pytest.raises(InvalidValueError) as err:
+            percentile(values, 50)
+        assert err.value.field == field
+    assert percentile([3, Fraction(1, 2), 2.0, 10**400], 50) == 2.0

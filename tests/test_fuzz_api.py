@@ -137,7 +137,8 @@ def test_generated_arguments_give_a_sound_result_or_a_project_error_naming_one(n
     (lambda: RooflineCostModel.for_model(None, A), "model"),  # type: ignore[arg-type]
     (lambda: RooflineCostModel.for_model(M, roofline.Accelerator), "accelerator"),  # type: ignore[arg-type]
     (lambda: KVPool.from_budget(budget=10**400, kv_bytes_per_token=1.5), "budget"),
-    (lambda: KVPool.from_budget(budget=1e308, kv_bytes_per_token=5e-324), "kv_capacity_blocks"),
+    (lambda: KVPool.from_budget(budget=1e308, kv_bytes_per_token=1), "budget"),  # above MAX_BUDGET
+    (lambda: KVPool.from_budget(budget=1e24, kv_bytes_per_token=5e-324), "kv_capacity_blocks"),
     (lambda: KVPool.from_budget(budget=np.array([1e9]), kv_bytes_per_token=1), "budget"),
     (lambda: UnitCostModel(decode=10**400, prefill=0.5), "decode"),
     (lambda: Request(id=0, arrival_s=10**400, prompt_tokens=1, output_tokens=1), "arrival_s"),

@@ -47,7 +47,7 @@ import attrs
 import numpy as np
 
 from .. import formulas as f
-from .._checks import check_int, check_nonnegative, check_positive
+from .._checks import check_int, check_nonnegative, check_positive, check_scalar
 from ..deployment import Deployment, as_deployment, profile
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
@@ -413,6 +413,9 @@ class RooflineCostModel:
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.exact, bool):
             raise InvalidValueError("exact", self.exact, "must be True or False")
+        for name in (*_TERMS, "routed_expert_bytes", "num_experts", "experts_per_token", "activation_bytes",
+                     "link_bandwidth", "link_latency", "per_sequence", "state_bytes"):
+            check_scalar(name, getattr(self, name))  # one cost model prices one deployment, not an array of them
         if not self.num_experts and (self.routed_expert_bytes or self.experts_per_token):
             # a dense model would read none of the experts given: refused rather than priced without them
             field = "routed_expert_bytes" if self.routed_expert_bytes else "experts_per_token"

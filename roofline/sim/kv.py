@@ -38,6 +38,7 @@ Conventions: docs/conventions.md, "Memory", "Sliding-window attention", "Hybrid 
 from __future__ import annotations
 
 from collections import Counter
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -47,7 +48,11 @@ from .. import formulas as f
 from .._checks import check_count
 from ..errors import InvalidValueError
 
-__all__ = ["KVPool", "LayerWindows"]
+__all__ = ["KVPool", "LayerWindows", "MAX_BUDGET"]
+
+#: The largest KV budget a pool is built from [bytes]: 10^24 (10^15 GB, the command line's largest
+#: ``--kv-budget-gb``), a guard chosen so that an absurd budget is refused by name, not a sourced limit.
+MAX_BUDGET = 10**24
 
 
 def _python_int(value: Any) -> Any:
@@ -354,6 +359,9 @@ class KVPool:
         for name, value in (("budget", budget), ("kv_bytes_per_token", kv_bytes_per_token), ("block_size", block_size)):
             if isinstance(value, np.ndarray):
                 raise InvalidValueError(name, value, "expected a number (one pool), not an array")
+        if not isinstance(budget, bool) and isinstance(budget, (int, float, Fraction)) and budget > MAX_BUDGET:
+            raise InvalidValueError("budget", budget, f"exceeds {MAX_BUDGET:.0e} bytes (10^15 GB, the command line's "
+                                    "largest --kv-budget-gb): not a memory a device has")
         blocks = f.kv_capacity_blocks(budget=budget, kv_bytes_per_token=kv_bytes_per_token, block_size=block_size)
         return cls(int(blocks), block_size)
 

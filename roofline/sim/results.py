@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import operator
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
@@ -64,17 +65,23 @@ def percentile(values: Sequence[Any], q: int | Any) -> Any:
     Raises
     ------
     InvalidValueError
-        Empty ``values`` or ``q`` outside (0, 100] (a ValueError, named by the argument).
+        Empty ``values``, a value that is not a finite int, Fraction or float (``values[i]``), or ``q``
+        outside (0, 100] (a ValueError, named by the argument).
 
     Examples
     --------
     >>> percentile([15, 20, 35, 40, 50], 30), percentile([15, 20, 35, 40, 50], 100)
     (20, 50)
     """
-    if not values:
-        raise InvalidValueError("values", values, "percentile of no values")
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+        raise InvalidValueError("values", values, "percentile of no values" if not values else
+                                "expected a sequence of numbers")
     if isinstance(q, bool) or not isinstance(q, (int, Fraction, float)) or not 0 < q <= 100:
         raise InvalidValueError("q", q, "must be a number in (0, 100]")
+    for i, v in enumerate(values):  # a string, a bool, NaN or an infinity has no rank among times
+        if isinstance(v, bool) or not isinstance(v, (int, Fraction, float)) or (isinstance(v, float)
+                                                                                and not math.isfinite(v)):
+            raise InvalidValueError(f"values[{i}]", v, "expected a finite int, Fraction or float")
     return _nearest_rank(sorted(values), q)
 
 
