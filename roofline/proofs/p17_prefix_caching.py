@@ -149,11 +149,11 @@ def derive(p: Proof) -> None:
                     hash_block_size=BLOCK) for i in range(n)]
     res = serve_continuous(reqs, cost, max_num_seqs=n, kv_pool=KVPool.unlimited(block_size=BLOCK),
                            enable_prefix_caching=True, record_steps=False)
-    saved = sum(r.prompt_tokens for r in reqs) - sum(r.prefilled_tokens for r in res.requests)
+    saved = sum(r.prompt_tokens for r in reqs) - sum(r.prefill_tokens for r in res.requests)
     hit = f.prefix_cached_tokens(prompt_tokens=c_prompt, matched_blocks=s_tokens // BLOCK, block_size=BLOCK)
     p.equal(f"{n} prompts of {c_prompt} tokens sharing {s_tokens}, one after another: all but the first hit h",
             saved, (n - 1) * hit, value=f"{saved} tokens saved")
-    p.equal("the prefix cache reports the same", res.prefix_cache["prefill_tokens_saved"], saved)
+    p.equal("the prefix cache reports the same", res.options["prefix_cache"]["prefill_tokens_saved"], saved)
     p.conclude(f"a 2,048-token prompt with 1,536 cached: {float(full) * 1e3:.1f} ms -> {float(cached) * 1e3:.1f} ms "
                f"on Llama 3.1 8B, H100; 5,691 blocks hold {shared} sequences of 1,000 sharing 512 ({alone} unshared)")
 
