@@ -118,14 +118,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--trace", default=DEFAULT_TRACE, metavar="{conv,code} or FILE",
+    p.add_argument("--trace", default=DEFAULT_TRACE, metavar="{conv,code,mooncake-conv,mooncake-synthetic} or FILE",
                    help="request trace: 'conv' or 'code' for the shipped Azure LLM inference traces of 2023 "
-                        "(conversation, 19,366 requests; code, 8,819 requests), or a file: Azure CSV "
+                        "(conversation, 19,366 requests; code, 8,819 requests), 'mooncake-conv' or "
+                        "'mooncake-synthetic' for the shipped Mooncake traces (FAST 2025: 12,031 and 3,993 requests, "
+                        "with their prompts' 512-token block hashes), or a file: Azure CSV "
                         "(TIMESTAMP,ContextTokens,GeneratedTokens), plain CSV or JSONL "
                         "(arrival_s,prompt_tokens,output_tokens), optionally gzip-compressed (.gz) "
                         "(default: %(default)s); with --num-prompts or --max-concurrency, only the source of "
                         "'trace' lengths")
-    p.add_argument("--format", choices=("azure", "csv", "jsonl"), default=None,
+    p.add_argument("--format", choices=("azure", "csv", "jsonl", "mooncake"), default=None,
                    help="trace format (default: from the extension and header)")
     p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
                    help="serve only the first N requests of the trace")
@@ -154,6 +156,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--admission", action=_Given, choices=("reserve", "on-demand", "on_demand"), default="reserve",
                    help="continuous batching: reserve each request's lifetime KV (P + O - 1) on admission, or "
                         "allocate blocks on demand and preempt by recompute (default: reserve)")
+    p.add_argument("--enable-prefix-caching", action=_GivenSwitch, dest="enable_prefix_caching", default=False,
+                   help="continuous batching: vLLM's automatic prefix caching (a prompt's leading full "
+                   "blocks whose content is held are not recomputed and count once in the pool; the Mooncake "
+                   "traces give their blocks' hashes; docs/conventions.md, \"Prefix caching\"); serial and static "
+                   "batching do not share KV and refuse it (default: off; the output says whether it was on)")
     p.add_argument("--max-prefill-tokens", action=_Given, type=int_arg("--max-prefill-tokens", 1), default=None,
                    help="continuous batching without chunking: prefill token budget per step (default: none)")
     p.add_argument("--chunked-prefill", "--enable-chunked-prefill", action="store_true", dest="chunked_prefill",
@@ -240,6 +247,17 @@ class _Given(argparse.Action):
         namespace.given_flags = given
 
 
+class _GivenSwitch(_Given):
+    """A switch (no value) that remembers it was given, as :class:`_Given`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        super().__call__(parser, namespace, True, option_string)
+
+
 #: Flags that only one kind of run uses: (dest, the runs that use it, what the flag is for).
 _SCOPED_FLAGS = (
     ("batch_size", {"static"}, "static batching"),
@@ -247,6 +265,8 @@ _SCOPED_FLAGS = (
     ("max_num_seqs", {"continuous", "continuous-chunked"}, "continuous batching"),
     ("admission", {"continuous", "continuous-chunked"}, "continuous batching"),
     ("max_prefill_tokens", {"continuous"}, "continuous batching without chunked prefill"),
+    ("enable_prefix_caching", {"continuous", "continuous-chunked"},
+     "continuous batching (serial and static batching keep each request's KV to itself: no prefix is shared)"),
 )
 
 
@@ -423,10 +443,12 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                                         "max_num_batched_tokens": shared_budget}),
         "continuous": (POLICIES["continuous"], {"max_num_seqs": args.max_num_seqs,
                                                 "admission": args.admission.replace("-", "_"),
-                                                "max_prefill_tokens": separate_budget}),
+                                                "max_prefill_tokens": separate_budget,
+                                                "enable_prefix_caching": args.enable_prefix_caching}),
         CHUNKED: (POLICIES["continuous"], {"max_num_seqs": args.max_num_seqs,
                                            "admission": args.admission.replace("-", "_"), "prefill": "chunked",
-                                           "max_num_batched_tokens": budget_tokens}),
+                                           "max_num_batched_tokens": budget_tokens,
+                                           "enable_prefix_caching": args.enable_prefix_caching}),
     }
     if args.policy == "all":
         names = ["continuous"] if closed else ["serial", "static", "continuous"]
@@ -600,6 +622,14 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
             text = f"{label}: max_num_seqs {o['max_num_seqs']}, admission {o['admission']}"
             if label == CHUNKED:
                 text += f", max_num_batched_tokens {o['max_num_batched_tokens']:,} (decode rows first, then chunks)"
+            cache = o.get("prefix_cache")
+            if cache is None:
+                text += ", prefix caching off"
+            else:
+                tokens, blocks = cache["hit_rate_tokens"], cache["hit_rate_blocks"]
+                text += (f", prefix caching on: hit rate {_share(tokens)} of prompt tokens, {_share(blocks)} of "
+                         f"blocks; {cache['prefill_tokens_saved']:,} prefill tokens saved, "
+                         f"{cache['evictions']:,} blocks evicted")
             notes.append(text)
     lines += ["", *(f"  {n}" for n in notes),
               "  LR useful = long-run useful share: rows producing a token / occupied rows over all steps; slots = "
