@@ -582,6 +582,8 @@ class _Chunked(_Continuous):
             q = min(self.target[i] - done, left)
             chunks.append((i, q, done))
             left -= q
+            if self.cache is not None:  # scheduled: the chunk's full blocks can be hit from now on (vLLM V1)
+                self.cache.write(i, done + q, run.prompt[i])
         waiting = self.waiting
         while waiting and left and len(self.order) < self.max_num_seqs:
             i = waiting[0]
@@ -601,13 +603,12 @@ class _Chunked(_Continuous):
             q = min(target - hit, left)
             chunks.append((i, q, hit))
             left -= q
+            if self.cache is not None:
+                self.cache.write(i, hit + q, run.prompt[i])
         if not decode and not chunks:  # pragma: no cover - an empty pool admits the head of the queue
             raise SimulationError(f"request {waiting[0]} cannot be admitted into an empty pool")
         if run.first_start is None:
             run.first_start = now
-        if self.cache is not None:
-            for i, q, done in chunks:  # scheduled: the chunks' full blocks can be hit from now on
-                self.cache.write(i, done + q, run.prompt[i])
         windows = self.windows
         context_sum = self.base + decode * (self.tick + 1) if windows is None else self._held_sum(1)
         tokens = cached = pairs = 0
