@@ -11,7 +11,7 @@ prompt whose first 1,536 tokens are cached takes 8.3 ms instead of 32.2 ms. B se
 tokens sharing their first S_p tokens hold the shared full blocks once: vLLM's pool of 5,691
 16-token blocks, which runs 90 sequences of 1,000 tokens, holds 182 of them when they share a
 512-token system prompt. The reference scheduler, with the prefix cache on, prefills exactly
-the formula's tokens and peaks at exactly the formula's blocks.
+the formula's tokens and attention pairs and peaks at exactly the formula's blocks.
 
 Assumptions
 -----------
@@ -67,7 +67,7 @@ def derive(p: Proof) -> None:
     from .. import formulas as f
     from ..hardware import get_accelerator
     from ..models import get_model
-    from ..sim import KVPool, Request, RooflineCostModel, serve_continuous
+    from ..sim import KVPool, Request, UnitCostModel, serve_continuous
     from ..symbolic import kv_cache as kc
     from ..symbolic import step_time as st
     from ..symbolic import symbols_for
@@ -91,30 +91,36 @@ def derive(p: Proof) -> None:
             st.mixed_step_time.subs(symbols_for(dict(decode_rows=0, context_sum=0))).subs(
                 {st._T: st.chunk_tokens, st._Q: st.chunk_attention_pairs}))
     model, gpu = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
-    cost = RooflineCostModel.for_model(model, gpu)
     bw, peak = Fraction(gpu.bandwidth), Fraction(gpu.peak("bf16"))
-    terms = dict(weight_bytes=cost.weight_bytes, kv_bytes_per_token=cost.kv_bytes_per_token,
-                 flops_per_token=cost.flops_per_token, attention_flops_per_token=cost.attention_flops_per_token,
-                 bandwidth=bw, peak_flops=peak, overhead=0)
+    per_token, attention = model.flops_per_token()
+    p.equal("Llama 3.1 8B in BF16: W, k = 2 x 32 x 8 x 128 x 2 B, F (2 x matmul parameters) and a = 4 x 32 x 32 x 128",
+            (model.weight_bytes, model.kv_bytes_per_token, per_token, attention),
+            (16_060_522_496, 2 * 32 * 8 * 128 * 2, 15_009_316_864, 4 * 32 * 32 * 128))
+    terms = dict(weight_bytes=model.weight_bytes, kv_bytes_per_token=model.kv_bytes_per_token,
+                 flops_per_token=per_token, attention_flops_per_token=attention, bandwidth=bw, peak_flops=peak,
+                 overhead=0)
     full = f.cached_prefill_time(chunk_tokens=2048, cached_tokens=0, **terms)
     pairs = 2048 * 2049 // 2
-    flops_full = 2048 * cost.flops_per_token + cost.attention_flops_per_token * pairs
-    bytes_full = cost.weight_bytes + 2048 * cost.kv_bytes_per_token
+    flops_full = 2048 * per_token + attention * pairs
+    bytes_full = model.weight_bytes + 2048 * model.kv_bytes_per_token
     p.equal("h = 0: a whole prefill of 2,048 tokens, max(bytes / BW, FLOPs / peak) with P (P + 1) / 2 pairs", full,
             max(Fraction(bytes_full) / bw, Fraction(flops_full) / peak),
             value=f"{float(full) * 1e3:.1f} ms")
     cached = f.cached_prefill_time(chunk_tokens=512, cached_tokens=1536, **terms)
     q, h = 512, 1536
-    flops = q * cost.flops_per_token + cost.attention_flops_per_token * (q * h + q * (q + 1) // 2)
-    bytes_ = cost.weight_bytes + (q + h) * cost.kv_bytes_per_token
+    flops = q * per_token + attention * (q * h + q * (q + 1) // 2)
+    bytes_ = model.weight_bytes + (q + h) * model.kv_bytes_per_token
     p.equal("h = 1,536 cached: q F + a (q h + q (q + 1) / 2) FLOPs; the KV of all 2,048 tokens moved", cached,
             max(Fraction(bytes_) / bw, Fraction(flops) / peak),
             value=f"{float(cached) * 1e3:.1f} ms")
     p.equal("FLOPs saved: h F + a h (h + 1) / 2", flops_full - flops,
-            h * cost.flops_per_token + cost.attention_flops_per_token * h * (h + 1) // 2)
+            h * per_token + attention * h * (h + 1) // 2)
     p.holds("both are compute-bound, so the time saved is the FLOPs saved / peak",
             Fraction(flops) / peak > Fraction(bytes_) / bw,
             f"{float(full) * 1e3:.1f} ms -> {float(cached) * 1e3:.1f} ms")
+    one = f.cached_prefill_time(chunk_tokens=1, cached_tokens=8191, **terms)
+    p.equal("one new token after 8,191 cached is memory-bound: (W + 8,192 k) / BW", one,
+            Fraction(model.weight_bytes + 8192 * model.kv_bytes_per_token) / bw, value=f"{float(one) * 1e3:.3f} ms")
 
     p.section("Blocks of B sequences sharing a prefix: the shared full blocks once")
     p.show("blocks(B)", kc.shared_prefix_blocks)
@@ -143,18 +149,29 @@ def derive(p: Proof) -> None:
     p.equal("sharing a 512-token prompt: floor((5,691 - 32) / (63 - 32))", shared, (POOL - 32) // 31,
             value=f"{shared} sequences")
 
-    p.section("The reference scheduler with the prefix cache on (unit of work: exact Fractions)")
-    n, c_prompt, s_tokens = 6, 100, 64
-    reqs = [Request(id=i, arrival_s=i, prompt_tokens=c_prompt, output_tokens=3,
+    p.section("The reference scheduler with the prefix cache on (unit step times, exact counts)")
+    n, c_prompt, s_tokens, out = 6, 100, 64, 13  # P + O - 1 = 112, 7 full blocks
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=c_prompt, output_tokens=out,
                     block_hashes=tuple(range(s_tokens // BLOCK)) + tuple(1000 * (i + 1) + j for j in range(3)),
                     hash_block_size=BLOCK) for i in range(n)]
-    res = serve_continuous(reqs, cost, max_num_seqs=n, kv_pool=KVPool.unlimited(block_size=BLOCK),
-                           enable_prefix_caching=True, record_steps=False)
+    res = serve_continuous(reqs, UnitCostModel(), max_num_seqs=n, kv_pool=KVPool.unlimited(block_size=BLOCK),
+                           enable_prefix_caching=True, record_steps=True)
     saved = sum(r.prompt_tokens for r in reqs) - sum(r.prefill_tokens for r in res.requests)
     hit = f.prefix_cached_tokens(prompt_tokens=c_prompt, matched_blocks=s_tokens // BLOCK, block_size=BLOCK)
-    p.equal(f"{n} prompts of {c_prompt} tokens sharing {s_tokens}, one after another: all but the first hit h",
-            saved, (n - 1) * hit, value=f"{saved} tokens saved")
+    p.equal(f"{n} prompts of {c_prompt} tokens sharing {s_tokens}, all at t = 0: all but the first hit h", saved,
+            (n - 1) * _brute_cached(c_prompt, s_tokens // BLOCK, BLOCK), value=f"{saved} tokens saved")
+    p.equal("h = prefix_cached_tokens(100, 4, 16)", hit, s_tokens)
     p.equal("the prefix cache reports the same", res.options["prefix_cache"]["prefill_tokens_saved"], saved)
+    assert res.steps is not None  # recorded
+    pairs = sum(s.attention_pairs for s in res.steps if s.kind != "decode")
+    brute = sum(range(1, c_prompt + 1)) + (n - 1) * sum(hit + i for i in range(1, c_prompt - hit + 1))
+    p.equal("its prefill's attention pairs: the first prompt's, then n - 1 chunks of P - h after h, query by query",
+            pairs, brute)
+    peak = res.summary.peak_kv_blocks
+    context = c_prompt + out - 1
+    p.equal("the pool peaks at shared_prefix_blocks(n, P + O - 1, S_p, b), every block named", (peak, peak),
+            (f.shared_prefix_blocks(batch=n, context=context, shared_prefix_tokens=s_tokens, block_size=BLOCK),
+             _brute_blocks(n, context, s_tokens, BLOCK)), value=f"{peak} blocks, not {n * -(-context // BLOCK)}")
     p.conclude(f"a 2,048-token prompt with 1,536 cached: {float(full) * 1e3:.1f} ms -> {float(cached) * 1e3:.1f} ms "
                f"on Llama 3.1 8B, H100; 5,691 blocks hold {shared} sequences of 1,000 sharing 512 ({alone} unshared)")
 
