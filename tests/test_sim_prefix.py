@@ -161,7 +161,8 @@ def test_the_mooncake_reader_reads_every_row_of_both_shipped_traces():
         assert len(reqs) == len(raw) == rows, source
         assert all(r.id == j and r.prompt_tokens == x["input_length"] and r.output_tokens == x["output_length"]
                    and r.arrival_s == Fraction(x["timestamp"], 1000) and list(r.block_hashes) == x["hash_ids"]
-                   and r.hash_block_size == MOONCAKE_BLOCK_TOKENS for j, (r, x) in enumerate(zip(reqs, raw)))
+                   and r.hash_block_size == MOONCAKE_BLOCK_TOKENS
+                   for j, (r, x) in enumerate(zip(reqs, raw, strict=True)))
     first = load_trace(shipped_trace("mooncake-conv"))[0]
     assert (first.prompt_tokens, first.output_tokens, len(first.block_hashes)) == (6758, 500, 14)
 

@@ -251,7 +251,8 @@ class _GivenSwitch(_Given):
     """A switch (no value) that remembers it was given, as :class:`_Given`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, nargs=0, **kwargs)
+        kwargs["nargs"] = 0
+        super().__init__(*args, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:

@@ -424,7 +424,8 @@ def shared_prefix_sequences_that_fit(*, pool_blocks: Any, context: Any, shared_p
 
     Examples
     --------
-    A pool of 5,691 blocks of 16 (vLLM #12330, where it runs 90 unshared sequences of 1,000 tokens) at 1,000 tokens, sharing 512:
+    A pool of 5,691 blocks of 16 (vLLM #12330, where it runs 90 unshared sequences of 1,000 tokens),
+    at 1,000 tokens sharing 512:
 
     >>> shared_prefix_sequences_that_fit(pool_blocks=5691, context=1000, shared_prefix_tokens=512, block_size=16)
     182

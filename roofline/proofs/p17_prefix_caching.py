@@ -167,11 +167,11 @@ def derive(p: Proof) -> None:
     brute = sum(range(1, c_prompt + 1)) + (n - 1) * sum(hit + i for i in range(1, c_prompt - hit + 1))
     p.equal("its prefill's attention pairs: the first prompt's, then n - 1 chunks of P - h after h, query by query",
             pairs, brute)
-    peak = res.summary.peak_kv_blocks
+    top = res.summary.peak_kv_blocks
     context = c_prompt + out - 1
-    p.equal("the pool peaks at shared_prefix_blocks(n, P + O - 1, S_p, b), every block named", (peak, peak),
+    p.equal("the pool peaks at shared_prefix_blocks(n, P + O - 1, S_p, b), every block named", (top, top),
             (f.shared_prefix_blocks(batch=n, context=context, shared_prefix_tokens=s_tokens, block_size=BLOCK),
-             _brute_blocks(n, context, s_tokens, BLOCK)), value=f"{peak} blocks, not {n * -(-context // BLOCK)}")
+             _brute_blocks(n, context, s_tokens, BLOCK)), value=f"{top} blocks, not {n * -(-context // BLOCK)}")
     p.conclude(f"a 2,048-token prompt with 1,536 cached: {float(full) * 1e3:.1f} ms -> {float(cached) * 1e3:.1f} ms "
                f"on Llama 3.1 8B, H100; 5,691 blocks hold {shared} sequences of 1,000 sharing 512 ({alone} unshared)")
 

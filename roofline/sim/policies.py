@@ -505,8 +505,8 @@ def serve_continuous(
         check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
     if not isinstance(enable_prefix_caching, bool):
         raise InvalidValueError("enable_prefix_caching", enable_prefix_caching, "must be True or False")
-    if enable_prefix_caching and (getattr(cost_model, "layer_windows", ()) or
-                                  (kv_pool is not None and getattr(kv_pool, "layer_windows", ()))):
+    windowed = bool(getattr(cost_model, "layer_windows", None)) or bool(getattr(kv_pool, "layer_windows", None))
+    if enable_prefix_caching and windowed:
         raise InvalidValueError("enable_prefix_caching", True, "prefix caching is not modelled with sliding-window "
                                 "layers (a windowed layer's blocks of a shared prefix leave the window)")
     options: dict[str, Any] = {"max_num_seqs": max_num_seqs, "admission": admission,

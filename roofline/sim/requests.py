@@ -111,6 +111,13 @@ def _int_at_least(minimum: int, maximum: int | None = None) -> Any:
     return check
 
 
+def _hash_tuple(value: Any) -> tuple[Any, ...]:
+    """``block_hashes`` as a tuple (a list or any iterable is taken; each id is checked after)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidValueError("block_hashes", value, "expected a sequence of integer block ids")
+    return tuple(value)
+
+
 @attrs.frozen
 class Request:
     """One request of a workload (attrs, frozen, validated).
@@ -155,7 +162,7 @@ class Request:
     arrival_s: int | Fraction | float = attrs.field(validator=_arrival)
     prompt_tokens: int = attrs.field(validator=_int_at_least(1, MAX_TOKENS))
     output_tokens: int = attrs.field(validator=_int_at_least(1, MAX_TOKENS))
-    block_hashes: tuple[int, ...] = attrs.field(default=(), converter=tuple, kw_only=True, repr=False)
+    block_hashes: tuple[int, ...] = attrs.field(default=(), converter=_hash_tuple, kw_only=True, repr=False)
     hash_block_size: int | None = attrs.field(default=None, kw_only=True, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -409,8 +416,9 @@ def parse_trace(text: str, *, path: str = "<string>", format: str | None = None)
     path : str
         Name used in error messages.
     format : {"azure", "csv", "jsonl", "mooncake"} or None
-        None: Mooncake if the first line has ``"input_length"``, else JSONL, if ``path`` ends in ``.jsonl``/``.ndjson`` or the text starts with
-        ``{``; otherwise the CSV header decides between Azure and plain CSV.
+        None: JSONL if ``path`` ends in ``.jsonl``/``.ndjson`` or the text starts with
+        ``{`` (Mooncake's when its first line has ``"input_length"``); otherwise the CSV
+        header decides between Azure and plain CSV.
 
     Returns
     -------
@@ -509,7 +517,8 @@ def shipped_trace(name: str) -> Path:
         ``"mooncake-conv"`` and ``"mooncake-synthetic"``: the Mooncake conversation trace
         (12,031 requests over about an hour, with the prompts' 512-token block ids) and its
         synthetic trace (3,993 requests), from kvcache-ai/Mooncake (Apache-2.0); cite Qin et
-        al., FAST 2025 (``roofline/data/traces/NOTICE``). ``"conv"``: the Azure LLM inference trace 2023, conversation service (19,366
+        al., FAST 2025 (``roofline/data/traces/NOTICE``).
+        ``"conv"``: the Azure LLM inference trace 2023, conversation service (19,366
         requests over one hour); ``"code"``: the coding service (8,819 requests). Source:
         Azure Public Dataset, github.com/Azure/AzurePublicDataset (CC-BY 4.0); cite Patel
         et al., "Splitwise: Efficient generative LLM inference using phase splitting", ISCA
