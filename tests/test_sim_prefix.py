@@ -163,8 +163,9 @@ def test_the_mooncake_reader_reads_every_row_of_both_shipped_traces():
                    and r.arrival_s == Fraction(x["timestamp"], 1000) and list(r.block_hashes) == x["hash_ids"]
                    and r.hash_block_size == MOONCAKE_BLOCK_TOKENS
                    for j, (r, x) in enumerate(zip(reqs, raw, strict=True)))
-    first = load_trace(shipped_trace("mooncake-conv"))[0]
-    assert (first.prompt_tokens, first.output_tokens, len(first.block_hashes)) == (6758, 500, 14)
+        if name == "mooncake-conv":
+            first = reqs[0]
+            assert (first.prompt_tokens, first.output_tokens, len(first.block_hashes)) == (6758, 500, 14)
 
 
 @pytest.mark.parametrize(("row", "field"), [
