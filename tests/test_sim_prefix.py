@@ -197,3 +197,35 @@ def test_simulate_says_whether_prefix_caching_was_on_and_static_refuses_it(tmp_p
     assert cli_main([*cmd[:-1], "static", "--enable-prefix-caching"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--enable-prefix-caching" in err
+
+
+@st.composite
+def _hashed_workloads(draw):
+    """Up to 8 requests whose prompts draw their block ids from a small alphabet (so that prefixes repeat)."""
+    b = draw(st.sampled_from([2, 4, 8]))
+    reqs, t = [], 0
+    for i in range(draw(st.integers(1, 8))):
+        t += draw(st.integers(0, 3))
+        prompt = draw(st.integers(1, 24))
+        ids = draw(st.lists(st.integers(0, 2), min_size=-(-prompt // b), max_size=-(-prompt // b)))
+        reqs.append(Request(id=i, arrival_s=t, prompt_tokens=prompt, output_tokens=draw(st.integers(1, 30)),
+                            block_hashes=ids, hash_block_size=b))
+    return reqs, b
+
+
+@settings(max_examples=40)
+@given(work=_hashed_workloads(), blocks=st.integers(3, 24), chunked=st.booleans(), on_demand=st.booleans(),
+       seqs=st.integers(1, 6))
+def test_the_stretch_clock_equals_the_step_clock_with_prefix_caching(work, blocks, chunked, on_demand, seqs):
+    """Repeated prefixes, a tight pool (evictions, preemptions under on-demand admission): both clocks agree on
+    every request, the summary and the prefix cache's counts."""
+    reqs, b = work
+    kw = dict(kv_pool=KVPool.blocks(blocks, block_size=b), max_num_seqs=seqs, enable_prefix_caching=True,
+              admission="on_demand" if on_demand else "reserve")
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=max(seqs, 6))
+    step = serve_continuous(reqs, COST, engine="step", **kw)
+    event = serve_continuous(reqs, COST, engine="event", **kw)
+    assert event.options["engine"] == "event"
+    assert event.requests == step.requests and event.summary == step.summary
+    assert event.options["prefix_cache"] == step.options["prefix_cache"]
