@@ -1,7 +1,7 @@
 """Prefix caching in continuous batching: the formulas against the scheduler, both clocks, the Mooncake traces.
 
 docs/conventions.md, "Prefix caching"; formulas: roofline.formulas.prefix_cached_tokens,
-shared_prefix_blocks, cached_prefill_time; proof p17.
+shared_prefix_blocks, cached_prefill_time; proof p19.
 """
 
 from __future__ import annotations

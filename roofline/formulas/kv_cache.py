@@ -300,10 +300,10 @@ def lifetime_kv_slots(*, prompt_tokens: Any, output_tokens: Any) -> Any:
     return prompt_tokens + output_tokens - 1
 
 
-_P17 = "p17_prefix_caching.py"
+_P19 = "p19_prefix_caching.py"
 
 
-@formula(result="nonnegative", topic="kv_cache", proof=_P17, prompt_tokens="positive_int",
+@formula(result="nonnegative", topic="kv_cache", proof=_P19, prompt_tokens="positive_int",
          matched_blocks="nonnegative_int", block_size="positive_int")
 def prefix_cached_tokens(*, prompt_tokens: Any, matched_blocks: Any, block_size: Any) -> Any:
     """Prompt tokens a prefix-cache hit saves: h = b min(m, floor((P - 1) / b)) [tokens].
@@ -330,7 +330,7 @@ def prefix_cached_tokens(*, prompt_tokens: Any, matched_blocks: Any, block_size:
 
     Notes
     -----
-    docs/conventions.md, "Prefix caching"; proof p17.
+    docs/conventions.md, "Prefix caching"; proof p19.
 
     Examples
     --------
@@ -349,7 +349,7 @@ def _shared_blocks(shared_prefix_tokens: Any, context: Any, block_size: Any) -> 
     return minimum(shared_prefix_tokens, context - 1) // block_size
 
 
-@formula(result="nonnegative", topic="kv_cache", proof=_P17, batch="positive_int", context="positive_int",
+@formula(result="nonnegative", topic="kv_cache", proof=_P19, batch="positive_int", context="positive_int",
          shared_prefix_tokens="nonnegative_int", block_size="positive_int")
 def shared_prefix_blocks(*, batch: Any, context: Any, shared_prefix_tokens: Any, block_size: Any) -> Any:
     """Blocks B sequences of c tokens hold when they share their first S_p tokens [blocks].
@@ -377,7 +377,7 @@ def shared_prefix_blocks(*, batch: Any, context: Any, shared_prefix_tokens: Any,
 
     Notes
     -----
-    docs/conventions.md, "Prefix caching"; proof p17.
+    docs/conventions.md, "Prefix caching"; proof p19.
 
     Examples
     --------
@@ -391,7 +391,7 @@ def shared_prefix_blocks(*, batch: Any, context: Any, shared_prefix_tokens: Any,
     return shared + batch * (-(-context // block_size) - shared)
 
 
-@formula(result="nonnegative", topic="kv_cache", proof=_P17, pool_blocks="nonnegative_int", context="positive_int",
+@formula(result="nonnegative", topic="kv_cache", proof=_P19, pool_blocks="nonnegative_int", context="positive_int",
          shared_prefix_tokens="nonnegative_int", block_size="positive_int")
 def shared_prefix_sequences_that_fit(*, pool_blocks: Any, context: Any, shared_prefix_tokens: Any,
                                      block_size: Any) -> Any:
@@ -420,7 +420,7 @@ def shared_prefix_sequences_that_fit(*, pool_blocks: Any, context: Any, shared_p
 
     Notes
     -----
-    docs/conventions.md, "Prefix caching"; proof p17.
+    docs/conventions.md, "Prefix caching"; proof p19.
 
     Examples
     --------

@@ -678,7 +678,7 @@ def mixed_step_time(**kw: Any) -> Any:
     return maximum(mem, comp) + kw["overhead"]
 
 
-@formula(result="positive", topic="step_time", proof="p17_prefix_caching.py", chunk_tokens="nonnegative_int",
+@formula(result="positive", topic="step_time", proof="p19_prefix_caching.py", chunk_tokens="nonnegative_int",
          cached_tokens="nonnegative_int", overhead="nonnegative", **_SIZES, **_FLOPS, **_HW)
 def cached_prefill_time(*, chunk_tokens: Any, cached_tokens: Any, **kw: Any) -> Any:
     """Time of a prefill of q new tokens after h tokens found in the prefix cache [s].
@@ -707,7 +707,7 @@ def cached_prefill_time(*, chunk_tokens: Any, cached_tokens: Any, **kw: Any) -> 
 
     Notes
     -----
-    docs/conventions.md, "Prefix caching"; proof p17.
+    docs/conventions.md, "Prefix caching"; proof p19.
 
     Examples
     --------

@@ -17,7 +17,7 @@
 The last of the first group is one layer with window w: the blocks covering token positions max(0, c - w) .. c - 1.
 
 Fast paths: :mod:`roofline.formulas.kv_cache`. Proofs: proofs/p04_kv_cache.py,
-proofs/p16_sliding_window.py, proofs/p17_prefix_caching.py (prefix caching).
+proofs/p16_sliding_window.py, proofs/p19_prefix_caching.py (prefix caching).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""p17: prefix caching: a prefill after h cached tokens is the chunk formula, and shared blocks count once.
+"""p19: prefix caching: a prefill after h cached tokens is the chunk formula, and shared blocks count once.
 
 Claim
 -----
@@ -38,7 +38,7 @@ from fractions import Fraction
 
 from ._proof import Proof, run_script
 
-NAME = "p17_prefix_caching"
+NAME = "p19_prefix_caching"
 BLOCK, POOL = 16, 5691
 
 
@@ -72,7 +72,7 @@ def derive(p: Proof) -> None:
     from ..symbolic import step_time as st
     from ..symbolic import symbols_for
 
-    p.title("p17 prefix caching: the cost of a cached prefill and the blocks of a shared prefix")
+    p.title("p19 prefix caching: the cost of a cached prefill and the blocks of a shared prefix")
 
     p.section("Tokens a hit saves: full blocks of the first P - 1 tokens")
     p.show("h", kc.prefix_cached_tokens)
