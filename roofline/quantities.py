@@ -109,6 +109,11 @@ _TABLE = (
     Quantity("chunk_tokens", "q", "tokens", "prompt tokens of one chunk", "nonnegative_int"),
     Quantity("cached_tokens", "p0", "tokens", "prompt tokens already cached before a chunk (summed over a "
              "step's chunks)", "nonnegative"),
+    # prefix caching
+    Quantity("matched_blocks", "m", "blocks", "a prompt's leading full blocks whose content the KV pool already holds",
+             "nonnegative_int", "block-granular, as vLLM V1's prefix cache"),
+    Quantity("shared_prefix_tokens", "S_p", "tokens", "leading tokens every sequence of a group has in common",
+             "nonnegative_int"),
     # KV cache
     Quantity("num_hidden_layers", "L", "layers", "decoder layers", "positive_int"),
     Quantity("num_key_value_heads", "H_kv", "heads", "KV heads (GQA; equal to the query heads for MHA)",

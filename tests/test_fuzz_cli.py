@@ -243,7 +243,7 @@ _PAIRS: dict[str, tuple[str | None, str | None]] = {
     "flops": ("exact", "2p"), "estimate": (None, "vllm"), "tensor_parallel_size": ("1", "2"),
     "model": ("llama-3.2-1b", "qwen3-0.6b"), "accelerator": ("h100-sxm", "a100-80gb"),
     "weight_dtype": ("bf16", "fp8"), "kv_dtype": ("bf16", "fp8"), "dtype": (None, "float16"),
-    "quantization": (None, "fp8"),
+    "quantization": (None, "fp8"), "enable_prefix_caching": (None, ""),
 }
 _SIM_OPTIONS = {a.dest: a for a in _options(_SIM) if a.dest not in _OUTPUT_FLAGS}
 _SIM_FLAGS = [flag for a in _options(_SIM) for flag in a.option_strings]

@@ -38,6 +38,8 @@ KEY_NUMBERS = {
     "p09_moe": ["B* = 1,082", "B* = 2,965", "B* = 299", "B* = 326"],
     "p11_tensor_parallel": ["8,820,367,360 parameters", "40,960 B", "1.344 ms", "10.19 us", "the crossover is B = 132",
                             "131.84 sequences", "6.37x faster"],
+    "p19_prefix_caching": ["32.2 ms -> 8.3 ms", "182 sequences", "90 sequences", "320 tokens saved",
+                           "22 blocks, not 42"],
     "p16_sliding_window": ["25 sequences", "4 sequences", "3.121 GB", "27.507 ms", "470.1 GB vs 132.0 GB"],
     "p17_hybrid": ["24,576", "524,288", "39.52 MB", "195,000 tokens", "32,768 tokens", "5.95x", "101 blocks",
                    "16 sequences", "2.180 ms", "91.6 FLOP/byte", "c* = 0"],

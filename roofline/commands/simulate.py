@@ -122,14 +122,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--trace", default=DEFAULT_TRACE, metavar="{conv,code} or FILE",
+    p.add_argument("--trace", default=DEFAULT_TRACE, metavar="{conv,code,mooncake-conv,mooncake-synthetic} or FILE",
                    help="request trace: 'conv' or 'code' for the shipped Azure LLM inference traces of 2023 "
-                        "(conversation, 19,366 requests; code, 8,819 requests), or a file: Azure CSV "
+                        "(conversation, 19,366 requests; code, 8,819 requests), 'mooncake-conv' or "
+                        "'mooncake-synthetic' for the shipped Mooncake traces (FAST 2025: 12,031 and 3,993 requests, "
+                        "with their prompts' 512-token block hashes), or a file: Azure CSV "
                         "(TIMESTAMP,ContextTokens,GeneratedTokens), plain CSV or JSONL "
                         "(arrival_s,prompt_tokens,output_tokens), optionally gzip-compressed (.gz) "
                         "(default: %(default)s); with --num-prompts or --max-concurrency, only the source of "
                         "'trace' lengths")
-    p.add_argument("--format", choices=("azure", "csv", "jsonl"), default=None,
+    p.add_argument("--format", choices=("azure", "csv", "jsonl", "mooncake"), default=None,
                    help="trace format (default: from the extension and header)")
     p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
                    help="serve only the first N requests of the trace")
@@ -159,6 +161,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--admission", choices=("reserve", "on-demand", "on_demand"), default="reserve",
                    help="continuous batching: reserve each request's lifetime KV (P + O - 1) on admission, or "
                         "allocate blocks on demand and preempt by recompute (default: reserve)")
+    p.add_argument("--enable-prefix-caching", action="store_true", dest="enable_prefix_caching",
+                   help="continuous batching: vLLM's automatic prefix caching (a prompt's leading full "
+                   "blocks whose content is held are not recomputed and count once in the pool; the Mooncake "
+                   "traces give their blocks' hashes; docs/conventions.md, \"Prefix caching\"); serial and static "
+                   "batching do not share KV and refuse it (default: off; the output says whether it was on)")
     p.add_argument("--max-prefill-tokens", type=int_arg("--max-prefill-tokens", 1), default=None,
                    help="continuous batching without chunking: prefill token budget per step (default: none)")
     p.add_argument("--chunked-prefill", "--enable-chunked-prefill", action="store_true", dest="chunked_prefill",
@@ -312,6 +319,8 @@ _USES: tuple[tuple[str, Any, str], ...] = (
     ("admission", lambda p: bool(_CONTINUOUS & set(p.names)), "continuous batching"),
     ("max_prefill_tokens", lambda p: "continuous" in p.names, "continuous batching without chunked prefill"),
     ("chunked_prefill", lambda p: CHUNKED in p.names, "continuous batching"),
+    ("enable_prefix_caching", lambda p: bool(_CONTINUOUS & set(p.names)),
+     "continuous batching (serial and static batching keep each request's KV to itself: no prefix is shared)"),
     ("max_num_batched_tokens", lambda p: bool(set(p.names) - {"serial"}),
      "static and continuous batching (one-by-one serving has no step budget)"),
 )
@@ -512,10 +521,12 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                                         "max_num_batched_tokens": shared_budget}),
         "continuous": (POLICIES["continuous"], {"max_num_seqs": args.max_num_seqs,
                                                 "admission": args.admission.replace("-", "_"),
-                                                "max_prefill_tokens": separate_budget}),
+                                                "max_prefill_tokens": separate_budget,
+                                                "enable_prefix_caching": args.enable_prefix_caching}),
         CHUNKED: (POLICIES["continuous"], {"max_num_seqs": args.max_num_seqs,
                                            "admission": args.admission.replace("-", "_"), "prefill": "chunked",
-                                           "max_num_batched_tokens": budget_tokens}),
+                                           "max_num_batched_tokens": budget_tokens,
+                                           "enable_prefix_caching": args.enable_prefix_caching}),
     }
     results = []
     with _progress(names, "simulate", "policy") as bar:
@@ -680,6 +691,14 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
             text = f"{label}: max_num_seqs {o['max_num_seqs']}, admission {o['admission']}"
             if label == CHUNKED:
                 text += f", max_num_batched_tokens {o['max_num_batched_tokens']:,} (decode rows first, then chunks)"
+            cache = o.get("prefix_cache")
+            if cache is None:
+                text += ", prefix caching off"
+            else:
+                tokens, blocks = cache["hit_rate_tokens"], cache["hit_rate_blocks"]
+                text += (f", prefix caching on: hit rate {_share(tokens)} of prompt tokens, {_share(blocks)} of "
+                         f"blocks; {cache['prefill_tokens_saved']:,} prefill tokens saved, "
+                         f"{cache['evictions']:,} blocks evicted")
             notes.append(text)
     lines += ["", *(f"  {n}" for n in notes),
               "  LR useful = long-run useful share: rows producing a token / occupied rows over all steps; slots = "

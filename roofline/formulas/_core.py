@@ -34,7 +34,7 @@ from .._checks import check_int, check_nonnegative, check_number, check_positive
 from ..errors import InvalidValueError
 from ..quantities import DOMAINS, QUANTITIES, narrows
 
-__all__ = ["Formula", "FormulaSpec", "REGISTRY", "formula", "maximum", "floor", "ceil", "DOMAINS"]
+__all__ = ["Formula", "FormulaSpec", "REGISTRY", "formula", "maximum", "minimum", "floor", "ceil", "DOMAINS"]
 
 
 
@@ -282,6 +282,13 @@ def maximum(a: Any, b: Any) -> Any:
     if _is_array(a, b):
         return np.maximum(a, b)
     return a if a >= b else b
+
+
+def minimum(a: Any, b: Any) -> Any:
+    """min(a, b), elementwise for numpy arrays; exact for int and Fraction."""
+    if _is_array(a, b):
+        return np.minimum(a, b)
+    return a if a <= b else b
 
 
 def floor(x: Any) -> Any:

@@ -10,6 +10,10 @@ Conventions (docs/conventions.md, "The model" and "Memory"):
   floor(blocks / ceil(c / b)) (block-level, can be fewer)
 * KV slots a finished request wrote: P + O - 1
 
+* prefix caching (docs/conventions.md, "Prefix caching"): a prompt of P tokens whose m leading
+  full blocks are held reuses b min(m, floor((P - 1) / b)) tokens; n sequences of c tokens
+  sharing S_p leading tokens hold the shared full blocks once
+
 Derivations: ``roofline.symbolic.kv_cache``; proof: ``proofs/p04_kv_cache.py``.
 """
 
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._core import formula, maximum
+from ._core import formula, maximum, minimum
 
 __all__ = [
     "kv_bytes_per_token",
@@ -29,6 +33,9 @@ __all__ = [
     "sequences_that_fit",
     "sequences_that_fit_blocks",
     "lifetime_kv_slots",
+    "prefix_cached_tokens",
+    "shared_prefix_blocks",
+    "shared_prefix_sequences_that_fit",
 ]
 
 _P4 = "p04_kv_cache.py"
@@ -291,3 +298,139 @@ def lifetime_kv_slots(*, prompt_tokens: Any, output_tokens: Any) -> Any:
     32
     """
     return prompt_tokens + output_tokens - 1
+
+
+_P19 = "p19_prefix_caching.py"
+
+
+@formula(result="nonnegative", topic="kv_cache", proof=_P19, prompt_tokens="positive_int",
+         matched_blocks="nonnegative_int", block_size="positive_int")
+def prefix_cached_tokens(*, prompt_tokens: Any, matched_blocks: Any, block_size: Any) -> Any:
+    """Prompt tokens a prefix-cache hit saves: h = b min(m, floor((P - 1) / b)) [tokens].
+
+    Only full blocks are shared, and the prompt's last token is always computed (it gives the
+    first output token's logits), so a prompt whose m leading blocks are held reuses at most
+    the full blocks of its first P - 1 tokens (vLLM V1, ``KVCacheManager.get_computed_blocks``:
+    ``max_cache_hit_length = request.num_tokens - 1``).
+
+    Parameters
+    ----------
+    prompt_tokens : [tokens] int >= 1 (P)
+    matched_blocks : [blocks] int >= 0 (m, the leading full blocks found in the pool)
+    block_size : [tokens/block] int >= 1 (b)
+
+    Returns
+    -------
+    [tokens], int or integer array: a multiple of b, below P.
+
+    Raises
+    ------
+    InvalidValueError
+        An argument out of its range (naming it).
+
+    Notes
+    -----
+    docs/conventions.md, "Prefix caching"; proof p19.
+
+    Examples
+    --------
+    A 1,000-token prompt in 16-token blocks: all 62 full blocks held gives 992 tokens; a prompt
+    of exactly 64 tokens with its 4 blocks held still computes its last block.
+
+    >>> prefix_cached_tokens(prompt_tokens=1000, matched_blocks=62, block_size=16)
+    992
+    >>> prefix_cached_tokens(prompt_tokens=64, matched_blocks=4, block_size=16)
+    48
+    """
+    return block_size * minimum(matched_blocks, (prompt_tokens - 1) // block_size)
+
+
+def _shared_blocks(shared_prefix_tokens: Any, context: Any, block_size: Any) -> Any:
+    return minimum(shared_prefix_tokens, context - 1) // block_size
+
+
+@formula(result="nonnegative", topic="kv_cache", proof=_P19, batch="positive_int", context="positive_int",
+         shared_prefix_tokens="nonnegative_int", block_size="positive_int")
+def shared_prefix_blocks(*, batch: Any, context: Any, shared_prefix_tokens: Any, block_size: Any) -> Any:
+    """Blocks B sequences of c tokens hold when they share their first S_p tokens [blocks].
+
+    floor(min(S_p, c - 1) / b) + B (ceil(c / b) - floor(min(S_p, c - 1) / b)): the shared full
+    blocks count once (one block, a reference count per sequence), the rest once per sequence.
+    At most the first c - 1 tokens are shared, as :func:`prefix_cached_tokens`. With S_p = 0 it
+    is B x :func:`blocks_per_sequence`.
+
+    Parameters
+    ----------
+    batch : [sequences] int >= 1 (B)
+    context : [tokens] int >= 1 (c, each sequence's KV)
+    shared_prefix_tokens : [tokens] int >= 0 (S_p)
+    block_size : [tokens/block] int >= 1 (b)
+
+    Returns
+    -------
+    [blocks], int or integer array.
+
+    Raises
+    ------
+    InvalidValueError
+        An argument out of its range (naming it).
+
+    Notes
+    -----
+    docs/conventions.md, "Prefix caching"; proof p19.
+
+    Examples
+    --------
+    10 sequences of 1,000 tokens sharing a 512-token system prompt, 16-token blocks: 32 shared
+    blocks plus 10 x 31 of their own, against 630 unshared.
+
+    >>> shared_prefix_blocks(batch=10, context=1000, shared_prefix_tokens=512, block_size=16)
+    342
+    """
+    shared = _shared_blocks(shared_prefix_tokens, context, block_size)
+    return shared + batch * (-(-context // block_size) - shared)
+
+
+@formula(result="nonnegative", topic="kv_cache", proof=_P19, pool_blocks="nonnegative_int", context="positive_int",
+         shared_prefix_tokens="nonnegative_int", block_size="positive_int")
+def shared_prefix_sequences_that_fit(*, pool_blocks: Any, context: Any, shared_prefix_tokens: Any,
+                                     block_size: Any) -> Any:
+    """Sequences of c tokens sharing their first S_p tokens that a pool of C blocks holds [sequences].
+
+    max(0, floor((C - s) / (ceil(c / b) - s))) with s = floor(min(S_p, c - 1) / b): the B that
+    :func:`shared_prefix_blocks` solved for at C blocks, floored (SymPy ``solve`` in
+    ``roofline.symbolic.kv_cache``). The denominator is at least 1 (a sequence's last token is
+    never shared). With S_p = 0 it is :func:`sequences_that_fit_blocks`.
+
+    Parameters
+    ----------
+    pool_blocks : [blocks] int >= 0 (C)
+    context : [tokens] int >= 1 (c)
+    shared_prefix_tokens : [tokens] int >= 0 (S_p)
+    block_size : [tokens/block] int >= 1 (b)
+
+    Returns
+    -------
+    [sequences], int or integer array; 0 when not even one fits.
+
+    Raises
+    ------
+    InvalidValueError
+        An argument out of its range (naming it).
+
+    Notes
+    -----
+    docs/conventions.md, "Prefix caching"; proof p19.
+
+    Examples
+    --------
+    A pool of 5,691 blocks of 16 (vLLM #12330, where it runs 90 unshared sequences of 1,000 tokens),
+    at 1,000 tokens sharing 512:
+
+    >>> shared_prefix_sequences_that_fit(pool_blocks=5691, context=1000, shared_prefix_tokens=512, block_size=16)
+    182
+    >>> shared_prefix_sequences_that_fit(pool_blocks=5691, context=1000, shared_prefix_tokens=0, block_size=16)
+    90
+    """
+    shared = _shared_blocks(shared_prefix_tokens, context, block_size)
+    return maximum((pool_blocks - shared) // (-(-context // block_size) - shared), 0)

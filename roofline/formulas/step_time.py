@@ -53,6 +53,7 @@ __all__ = [
     "mixed_step_bytes",
     "mixed_step_flops",
     "mixed_step_time",
+    "cached_prefill_time",
 ]
 
 _P1 = "p01_one_request.py"
@@ -675,3 +676,45 @@ def mixed_step_time(**kw: Any) -> Any:
         attention_pairs=kw["attention_pairs"],
     ) / kw["peak_flops"]
     return maximum(mem, comp) + kw["overhead"]
+
+
+@formula(result="positive", topic="step_time", proof="p19_prefix_caching.py", chunk_tokens="nonnegative_int",
+         cached_tokens="nonnegative_int", overhead="nonnegative", **_SIZES, **_FLOPS, **_HW)
+def cached_prefill_time(*, chunk_tokens: Any, cached_tokens: Any, **kw: Any) -> Any:
+    """Time of a prefill of q new tokens after h tokens found in the prefix cache [s].
+
+    The h cached tokens are not recomputed, but the q new tokens' attention reads them: the
+    step is :func:`mixed_step_time` with no decode row and one chunk of q tokens after h cached
+    ones (bytes W + k (h + q), FLOPs q F + a (q h + q (q + 1) / 2)). With h = 0 it is
+    :func:`prefill_step_time` of q tokens; the work saved against a full prefill of h + q
+    tokens is h F + a h (h + 1) / 2 FLOPs.
+
+    Parameters
+    ----------
+    chunk_tokens : [tokens] int >= 0 (q, the prompt tokens computed)
+    cached_tokens : [tokens] int >= 0 (h, the prompt tokens hit: :func:`prefix_cached_tokens`)
+    weight_bytes, kv_bytes_per_token, flops_per_token, attention_flops_per_token,
+    bandwidth, peak_flops, overhead : as :func:`step_time`
+
+    Returns
+    -------
+    [s], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+        An argument out of its range (naming it).
+
+    Notes
+    -----
+    docs/conventions.md, "Prefix caching"; proof p19.
+
+    Examples
+    --------
+    >>> cached_prefill_time(chunk_tokens=2, cached_tokens=8, weight_bytes=100, kv_bytes_per_token=2,
+    ...     flops_per_token=10, attention_flops_per_token=1, bandwidth=1, peak_flops=1, overhead=0)
+    120.0
+    """
+    pairs = chunk_attention_pairs.unchecked(chunk_tokens=chunk_tokens, cached_tokens=cached_tokens)
+    return mixed_step_time.unchecked(decode_rows=0, context_sum=0, prefill_tokens=chunk_tokens,
+                                     cached_tokens=cached_tokens, attention_pairs=pairs, **kw)

@@ -87,6 +87,35 @@ class _Continuous:
         self.heap: list[tuple[int, int]] = []  # (finish tick, sequence): the next finish, on the stretch clock
         self.nxt = 0  # the next request not yet queued
         self.step_cap = 0
+        self.cache = run.prefix  # the prefix cache (enable_prefix_caching), or None
+        self.hit = [0] * n  # prompt tokens its current (re-)prefill found in the prefix cache
+
+    # ------------------------------------------------------------------ prefix cache
+    def _need(self, i: int, length: int) -> int:
+        """Blocks sequence i takes on admission for a (re-)prefill of ``length`` tokens: its own, less those of
+        its prefix-cache hit that running sequences already hold (they count once)."""
+        need = self._admitted_blocks(i, length)
+        if self.cache is not None:
+            need -= self.cache.lookup(i, length, self.run.prompt[i])[1]
+        return need
+
+    def _acquire(self, i: int, length: int) -> int:
+        """Admit sequence i into the prefix cache; the prompt tokens it hits (0 without the cache)."""
+        hit = 0 if self.cache is None else self.cache.acquire(i, length, self.run.prompt[i])
+        self.hit[i] = hit
+        return hit
+
+    def _release(self, i: int, blocks: int, kv_tokens: int) -> None:
+        """Sequence i, holding ``blocks`` blocks and ``kv_tokens`` tokens of KV, frees them (the blocks other
+        sequences still hold stay in use; its full blocks stay cached)."""
+        if self.cache is not None:
+            blocks -= self.cache.release(i, kv_tokens, self.run.prompt[i])
+        self.blocks -= blocks
+
+    def _trim(self) -> None:
+        """Evict cached free blocks the blocks in use now need room from (LRU)."""
+        if self.cache is not None:
+            self.cache.trim(self.blocks)
 
     # ------------------------------------------------------------------ sequences
     def _held_blocks(self, i: int) -> int:
@@ -144,7 +173,7 @@ class _Continuous:
         """Remove running sequence i (it stays in ``running`` for the caller to delete)."""
         run = self.run
         key = run.prompt[i] + self.off[i] - 1
-        self.blocks -= self._held_blocks(i)
+        self._release(i, self._held_blocks(i), key + self.tick)
         self.base -= key
         if self.on_demand and self.windows is None:
             self.residues[key % self.block_size] -= 1
@@ -254,28 +283,41 @@ class _Continuous:
                 self.last_token.pop(i, None)
                 run.release(i, now)
                 continue
-            need = self._admitted_blocks(i, length)
+            need = self._need(i, length)
             if tokens + length > self.max_prefill or self.blocks + need > run.capacity:
                 break
             waiting.popleft()
             self.blocks += need
             tokens += length
             admitted.append(i)
+            self._acquire(i, length)
+            if self.cache is not None:  # scheduled: its blocks can be hit from now on
+                self.cache.write(i, length, run.prompt[i])
+        self._trim()
         return admitted
 
     def _prefill(self, admitted: list[int], now: Any) -> Any:
         run = self.run
         lengths = [run.prompt[i] + run.generated[i] for i in admitted]
-        tokens = sum(lengths)
-        pairs = sum(run.prompt_pairs(x) for x in lengths)
-        end = now + run.step_cost.prefill_time(tokens, pairs)
+        hits = [self.hit[i] for i in admitted]
+        cached = sum(hits)
+        tokens = sum(lengths) - cached
+        if cached:  # a prefill after cached tokens: one chunk each, no decode row (formulas.cached_prefill_time)
+            pairs = sum(chunk_kv(None, x - h, h)[1] for x, h in zip(lengths, hits, strict=True))
+            end = now + run.step_cost.mixed_time(0, 0, tokens, cached, pairs)
+        else:
+            pairs = sum(run.prompt_pairs(x) for x in lengths)
+            end = now + run.step_cost.prefill_time(tokens, pairs)
         if run.first_start is None:
             run.first_start = now
         if self.windows is None:
-            kv_tokens = self.base + len(self.running) * self.tick + tokens
+            kv_tokens = self.base + len(self.running) * self.tick + tokens + cached
         else:
             kv_tokens = self._held_sum(0) + sum(run.held(x) for x in lengths)
-        if run.table is not None:
+        if run.table is not None and cached:
+            run.table.add_mixed(now, end, len(admitted), len(admitted), 0, 0, tokens, cached, pairs, kv_tokens,
+                                self.blocks, 0)
+        elif run.table is not None:
             run.table.add_prefill(now, end, len(admitted), tokens, 0, pairs, kv_tokens, self.blocks)
         run.peak(kv_tokens, self.blocks)
         run.slot_rows += len(self.running) + len(admitted)
@@ -283,11 +325,11 @@ class _Continuous:
             if run.admitted[i] is None:
                 run.admitted[i] = now
                 run.first[i] = end
-            run.prefilled[i] += length
+            run.prefilled[i] += length - self.hit[i]
             run.generated[i] += 1
             self._token_after_resume(i, end)
             if run.generated[i] == run.output[i]:  # done: it holds P + O - 1 tokens, what it took on admission
-                self.blocks -= self._admitted_blocks(i, length)
+                self._release(i, self._admitted_blocks(i, length), length)
                 run.hand_back(i, end)
             else:
                 self._join(i, end)
@@ -317,6 +359,7 @@ class _Continuous:
         context_sum = self.base + batch * (self.tick + 1) if self.windows is None else self._held_sum(1)
         end = now + run.step_cost.decode_time(batch, context_sum)
         self.blocks += grow
+        self._trim()
         self.tick += 1
         if run.table is not None:
             run.table.add_decode(now, end, batch, batch, context_sum, self.blocks)
@@ -436,6 +479,7 @@ class _Continuous:
                 run.table.add_decode(s, t, batch, batch, context, blocks)
         if self.on_demand:
             self.blocks += blocks_growth(self._rotated(), b, k)
+            self._trim()
         self.tick += k
         run.peak(c1 + slope * (k - 1), self.blocks)
         run.steps += k
@@ -493,9 +537,7 @@ class _Chunked(_Continuous):
         waiting = self.waiting
         if waiting and self.budget - len(self.running) and len(self.order) < self.max_num_seqs:
             i = waiting[0]
-            pool = run.pool
-            need = (pool.blocks_for(run.prompt[i] + run.generated[i]) if self.on_demand
-                    else pool.lifetime_blocks_unchecked(run.prompt[i], run.output[i]))
+            need = self._need(i, run.prompt[i] + run.generated[i])
             if self.blocks + grow + need <= run.capacity:
                 return 0
         return self._stretch_steps(now)
@@ -510,8 +552,9 @@ class _Chunked(_Continuous):
     def _preempt_last(self) -> None:
         victim, _ = self.order.popitem()
         if victim in self.prefilling:
-            self.prefill_kv -= self.prefilling.pop(victim)
-            self.blocks -= self._held(victim)
+            done = self.prefilling.pop(victim)
+            self.prefill_kv -= done
+            self._release(victim, self._held(victim), done)
             self.run.preemptions[victim] += 1
             self.waiting.appendleft(victim)
             # its last token (if it had one) is still the one before its earlier preemption
@@ -536,23 +579,29 @@ class _Chunked(_Continuous):
             q = min(self.target[i] - done, left)
             chunks.append((i, q, done))
             left -= q
+            if self.cache is not None:  # scheduled: the chunk's full blocks can be hit from now on (vLLM V1)
+                self.cache.write(i, done + q, run.prompt[i])
         waiting = self.waiting
         while waiting and left and len(self.order) < self.max_num_seqs:
             i = waiting[0]
             target = run.prompt[i] + run.generated[i]
-            need = self._admitted_blocks(i, target)
+            need = self._need(i, target)
             if self.blocks + grow + need > run.capacity:
                 break
             waiting.popleft()
             self.blocks += need
             self.target[i] = target
-            prefilling[i] = 0
+            hit = self._acquire(i, target)  # the tokens hit count as done: its chunks start after them
+            prefilling[i] = hit
+            self.prefill_kv += hit
             self.order[i] = None
             if run.admitted[i] is None:
                 run.admitted[i] = now
-            q = min(target, left)
-            chunks.append((i, q, 0))
+            q = min(target - hit, left)
+            chunks.append((i, q, hit))
             left -= q
+            if self.cache is not None:
+                self.cache.write(i, hit + q, run.prompt[i])
         if not decode and not chunks:  # pragma: no cover - an empty pool admits the head of the queue
             raise SimulationError(f"request {waiting[0]} cannot be admitted into an empty pool")
         if run.first_start is None:
@@ -570,6 +619,7 @@ class _Chunked(_Continuous):
         else:
             end = now + run.step_cost.decode_time(decode, context_sum)
         self.blocks += grow
+        self._trim()
         run.slot_rows += len(self.order)
         self.prefill_kv += tokens
         if windows is None:
@@ -597,7 +647,7 @@ class _Chunked(_Continuous):
             self._token_after_resume(i, end)
             if run.generated[i] == run.output[i]:
                 del self.order[i]
-                self.blocks -= self._held(i)
+                self._release(i, self._held(i), self.target[i])
                 run.hand_back(i, end)
             else:
                 self._join(i, end)

@@ -367,6 +367,7 @@ def serve_continuous(
     record_steps: bool = False,
     max_steps: int | None = None,
     engine: str = "auto",
+    enable_prefix_caching: bool = False,
 ) -> SimResult:
     """Continuous (iteration-level) batching: the batch is decided again after every step.
 
@@ -412,10 +413,24 @@ def serve_continuous(
         running sequence's context crosses a window (its token-layers then grow more slowly); under
         on-demand admission with sliding windows decode steps are taken one at a time (a windowed layer
         frees blocks as it goes), on the same clock.
+    enable_prefix_caching : bool, default False
+        vLLM's ``--enable-prefix-caching`` (docs/conventions.md, "Prefix caching"): a prompt's
+        leading full blocks whose content the pool holds (:attr:`Request.block_hashes`; a request
+        without hashes shares only with itself, after a preemption) are not recomputed and count
+        once in the pool; blocks no sequence holds stay cached until the pool needs them (LRU).
+        A (re-)prefill of L tokens that hits h is priced as a chunk of L - h tokens after h cached
+        ones (:func:`roofline.formulas.cached_prefill_time`; several in one step add up, as in a
+        mixed step without decode rows). Both prefill modes, both admissions, both clocks. Not
+        with sliding-window layers (refused by name). The KV tokens the result reports
+        (``peak_kv_tokens``) are what attention reads, per sequence; its blocks count shared ones once.
 
     Returns
     -------
-    SimResult with ``policy == "continuous"``; ``options["prefill"]`` names the mode.
+    SimResult with ``policy == "continuous"``; ``options["prefill"]`` names the mode;
+    ``options["enable_prefix_caching"]`` says whether the prefix cache was on, and with it
+    ``options["prefix_cache"]`` gives ``hit_rate_tokens`` (tokens hit / tokens looked up over every
+    (re-)prefill), ``hit_rate_blocks`` (blocks hit / floor((L - 1) / b) looked up), the counts
+    behind them, ``prefill_tokens_saved`` and ``evictions`` (cached free blocks evicted).
 
     Raises
     ------
@@ -488,8 +503,15 @@ def serve_continuous(
         check_count("max_prefill_tokens", max_prefill_tokens, minimum=1)
     if max_num_batched_tokens is not None:
         check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
+    if not isinstance(enable_prefix_caching, bool):
+        raise InvalidValueError("enable_prefix_caching", enable_prefix_caching, "must be True or False")
+    windowed = bool(getattr(cost_model, "layer_windows", None)) or bool(getattr(kv_pool, "layer_windows", None))
+    if enable_prefix_caching and windowed:
+        raise InvalidValueError("enable_prefix_caching", True, "prefix caching is not modelled with sliding-window "
+                                "layers (a windowed layer's blocks of a shared prefix leave the window)")
     options: dict[str, Any] = {"max_num_seqs": max_num_seqs, "admission": admission,
-                               "max_prefill_tokens": max_prefill_tokens}
+                               "max_prefill_tokens": max_prefill_tokens,
+                               "enable_prefix_caching": enable_prefix_caching}
     if prefill == "chunked":
         if max_prefill_tokens is not None:
             raise InvalidValueError("max_prefill_tokens", max_prefill_tokens,
@@ -520,7 +542,7 @@ def serve_continuous(
 
     def make_run() -> _Run:
         run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
-                   max_batch=max_num_seqs)
+                   max_batch=max_num_seqs, prefix_caching=enable_prefix_caching)
         if not chunked and budget is not None:
             for i, p in enumerate(run.prompt):
                 if run.reason[i] is None and p > budget:

@@ -15,6 +15,10 @@ Formats (chosen from the header line, or ``format=``):
   number such as ``0.125`` (read exactly).
 * JSONL (``.jsonl`` or ``.ndjson``): one object per line with the keys
   ``arrival_s``, ``prompt_tokens``, ``output_tokens`` (numbers read exactly).
+* Mooncake JSONL (``format="mooncake"``, or a JSONL whose first row has ``input_length``):
+  ``timestamp`` [ms], ``input_length``, ``output_length`` and ``hash_ids``, the ids of the
+  prompt's 512-token blocks (one per block, the last one partial), which become
+  :attr:`Request.block_hashes` with ``hash_block_size=512``.
 
 Any of them may be gzip-compressed (``.csv.gz``, ``.jsonl.gz``): :func:`load_trace`
 decompresses it with the same checks (the size limit applies to the decompressed text).
@@ -24,7 +28,11 @@ github.com/Azure/AzurePublicDataset; CC-BY 4.0; Patel et al., "Splitwise: Effici
 generative LLM inference using phase splitting", ISCA 2024) are package data,
 ``roofline/data/traces/``: :func:`shipped_trace` gives their paths by name
 (:data:`SHIPPED_TRACES`), and ``roofline/data/traces/NOTICE`` gives the license,
-source and citation.
+source and citation. The two Mooncake traces (kvcache-ai/Mooncake, ``FAST25-release/traces``;
+Apache-2.0; Qin et al., "Mooncake: Trading More Storage for Less Computation -- A
+KVCache-centric Architecture for Serving LLM Chatbot", FAST 2025), the conversation trace
+(12,031 requests) and the synthetic one (3,993), are shipped beside them
+(``mooncake-conv``, ``mooncake-synthetic``).
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from ..errors import FileReadError, InvalidValueError, TraceError
 from ..formulas import lifetime_kv_slots
 
 __all__ = ["Request", "load_trace", "parse_trace", "check_requests", "shipped_trace", "TRACE_FORMATS",
-           "SHIPPED_TRACES", "MAX_TOKENS", "MAX_ARRIVAL_S"]
+           "SHIPPED_TRACES", "MAX_TOKENS", "MAX_ARRIVAL_S", "MOONCAKE_BLOCK_TOKENS"]
 
 #: Most tokens a request may carry in its prompt or its output [tokens]: 10^15, a million times
 #: any model's context, and small enough that every count converts to a float exactly.
@@ -64,13 +72,19 @@ TRACE_FORMATS: dict[str, tuple[str, str, str]] = {
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
     "csv": ("arrival_s", "prompt_tokens", "output_tokens"),
     "jsonl": ("arrival_s", "prompt_tokens", "output_tokens"),
+    "mooncake": ("timestamp", "input_length", "output_length"),
 }
+
+#: Tokens per block of a Mooncake trace's ``hash_ids`` (its README: "each block is 512 tokens").
+MOONCAKE_BLOCK_TOKENS = 512
 
 #: The traces shipped as package data (``roofline/data/traces/``), by name: the Azure LLM
 #: inference traces of 2023, conversation (19,366 requests) and code (8,819 requests).
 SHIPPED_TRACES: dict[str, str] = {
     "conv": "azure_llm_2023_conv.csv.gz",
     "code": "azure_llm_2023_code.csv.gz",
+    "mooncake-conv": "mooncake_conversation_trace.jsonl.gz",
+    "mooncake-synthetic": "mooncake_synthetic_trace.jsonl.gz",
 }
 
 
@@ -97,6 +111,13 @@ def _int_at_least(minimum: int, maximum: int | None = None) -> Any:
     return check
 
 
+def _hash_tuple(value: Any) -> tuple[Any, ...]:
+    """``block_hashes`` as a tuple (a list or any iterable is taken; each id is checked after)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidValueError("block_hashes", value, "expected a sequence of integer block ids")
+    return tuple(value)
+
+
 @attrs.frozen
 class Request:
     """One request of a workload (attrs, frozen, validated).
@@ -113,10 +134,23 @@ class Request:
         O, the tokens the request produces: the first from the prefill step, the other
         O - 1 from decode steps (docs/conventions.md, "One step").
 
+    block_hashes : tuple of int >= 0, default () (keyword only)
+        Ids of the prompt's leading blocks of ``hash_block_size`` tokens, in order: two prompts
+        hold the same tokens in block j iff their ids agree for blocks 0 .. j (ids are
+        taken as chained, as vLLM's and Mooncake's are; a list is taken as given, never checked
+        for consistency with other prompts: docs/conventions.md, "Prefix caching"). At most
+        ceil(P / hash_block_size) ids (the last block may be partial); () means the prompt shares
+        nothing with any other (it can still hit its own blocks after a preemption).
+    hash_block_size : int >= 1 or None [tokens/block], default None (keyword only)
+        Tokens per block of ``block_hashes`` (512 in the Mooncake traces); required with
+        hashes, and may differ from the engine's block size.
+
     Raises
     ------
     InvalidValueError
-        A field of the wrong type or out of range; the message names the field and value.
+        A field of the wrong type or out of range; the message names the field and value
+        (too many hashes for the prompt, a hash that is not an integer >= 0, hashes without a
+        ``hash_block_size``).
 
     Examples
     --------
@@ -128,6 +162,24 @@ class Request:
     arrival_s: int | Fraction | float = attrs.field(validator=_arrival)
     prompt_tokens: int = attrs.field(validator=_int_at_least(1, MAX_TOKENS))
     output_tokens: int = attrs.field(validator=_int_at_least(1, MAX_TOKENS))
+    block_hashes: tuple[int, ...] = attrs.field(default=(), converter=_hash_tuple, kw_only=True, repr=False)
+    hash_block_size: int | None = attrs.field(default=None, kw_only=True, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.hash_block_size is not None:
+            _int_at_least(1)(self, attrs.fields(Request).hash_block_size, self.hash_block_size)
+        if not self.block_hashes:
+            return
+        if self.hash_block_size is None:
+            raise InvalidValueError("hash_block_size", None, "required with block_hashes (tokens per hashed block)")
+        for j, h in enumerate(self.block_hashes):
+            if isinstance(h, bool) or not isinstance(h, int) or h < 0:
+                raise InvalidValueError(f"block_hashes[{j}]", h, "expected an integer >= 0")
+        most = -(-self.prompt_tokens // self.hash_block_size)
+        if len(self.block_hashes) > most:
+            raise InvalidValueError("block_hashes", f"{len(self.block_hashes)} hashes",
+                                    f"a prompt of {self.prompt_tokens} tokens has {most} blocks of "
+                                    f"{self.hash_block_size}")
 
     @property
     def lifetime_kv_slots(self) -> int:
@@ -293,7 +345,9 @@ def _parse_rows(
             if col not in row:
                 raise TraceError(path, line, col, "missing")
         raw_t = row[t_col]
-        if fmt == "azure":
+        if fmt == "mooncake":
+            t = _seconds(raw_t, path=path, line=line, field=t_col) / 1000  # milliseconds
+        elif fmt == "azure":
             stamp = _timestamp_seconds(raw_t) if isinstance(raw_t, str) else None
             if stamp is None:
                 raise TraceError(path, line, t_col, f"expected YYYY-MM-DD HH:MM:SS[.fffffff], got {_shown(raw_t)}")
@@ -307,8 +361,30 @@ def _parse_rows(
         previous = t
         p = _tokens(row[p_col], path=path, line=line, field=p_col)
         o = _tokens(row[o_col], path=path, line=line, field=o_col)
-        out.append(Request(id=len(out), arrival_s=t, prompt_tokens=p, output_tokens=o))
+        if fmt == "mooncake":
+            out.append(Request(id=len(out), arrival_s=t, prompt_tokens=p, output_tokens=o,
+                               block_hashes=_hash_ids(row, p, path=path, line=line),
+                               hash_block_size=MOONCAKE_BLOCK_TOKENS))
+        else:
+            out.append(Request(id=len(out), arrival_s=t, prompt_tokens=p, output_tokens=o))
     return out
+
+
+def _hash_ids(row: dict[str, Any], prompt_tokens: int, *, path: str, line: int) -> tuple[int, ...]:
+    """A Mooncake row's ``hash_ids``: one integer >= 0 per 512-token block of the prompt."""
+    ids = row.get("hash_ids")
+    if ids is None:
+        raise TraceError(path, line, "hash_ids", "missing")
+    if not isinstance(ids, list):
+        raise TraceError(path, line, "hash_ids", f"expected a list of block ids, got {_shown(ids)}")
+    for h in ids:
+        if isinstance(h, bool) or not isinstance(h, int) or h < 0:
+            raise TraceError(path, line, "hash_ids", f"expected integers >= 0, got {_shown(h)}")
+    blocks = -(-prompt_tokens // MOONCAKE_BLOCK_TOKENS)
+    if len(ids) != blocks:
+        raise TraceError(path, line, "hash_ids", f"{len(ids)} ids for input_length {prompt_tokens}: expected "
+                         f"{blocks}, one per {MOONCAKE_BLOCK_TOKENS}-token block")
+    return tuple(ids)
 
 
 def _rows_jsonl(text: str, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -339,9 +415,10 @@ def parse_trace(text: str, *, path: str = "<string>", format: str | None = None)
         The file's content.
     path : str
         Name used in error messages.
-    format : {"azure", "csv", "jsonl"} or None
+    format : {"azure", "csv", "jsonl", "mooncake"} or None
         None: JSONL if ``path`` ends in ``.jsonl``/``.ndjson`` or the text starts with
-        ``{``; otherwise the CSV header decides between Azure and plain CSV.
+        ``{`` (Mooncake's when its first line has ``"input_length"``); otherwise the CSV
+        header decides between Azure and plain CSV.
 
     Returns
     -------
@@ -370,13 +447,14 @@ def parse_trace(text: str, *, path: str = "<string>", format: str | None = None)
     text = text.removeprefix("\ufeff")  # a byte-order mark, as load_trace's reader drops it
     if format is None:
         if path.endswith((".jsonl", ".ndjson")) or text.lstrip().startswith("{"):
-            format = "jsonl"
+            first_row = text.lstrip().split("\n", 1)[0]
+            format = "mooncake" if '"input_length"' in first_row else "jsonl"
         else:
             first = text.splitlines()[0] if text.strip() else ""
             format = "azure" if first.split(",")[0].strip() == "TIMESTAMP" else "csv"
     if format not in TRACE_FORMATS:
         raise InvalidValueError("format", format, f"expected one of {', '.join(TRACE_FORMATS)}")
-    if format == "jsonl":
+    if format in ("jsonl", "mooncake"):
         return _parse_rows(_rows_jsonl(text, path), path, format)
     return _parse_rows(_rows_csv(text, path, TRACE_FORMATS[format]), path, format)
 
@@ -389,7 +467,7 @@ def load_trace(path: str | os.PathLike[str], *, format: str | None = None) -> li
     path : str or path-like
         The file; a name ending in ``.gz`` is read as gzip (``.csv.gz``, ``.jsonl.gz``).
         For a shipped trace, pass ``shipped_trace("conv")`` or ``shipped_trace("code")``.
-    format : {"azure", "csv", "jsonl"} or None
+    format : {"azure", "csv", "jsonl", "mooncake"} or None
         None picks the format from the extension (ignoring ``.gz``) and header (see
         :func:`parse_trace`).
 
@@ -425,7 +503,8 @@ def load_trace(path: str | os.PathLike[str], *, format: str | None = None) -> li
         raise TraceError(exc.path, 0, "file", exc.reason) from None
     p = Path(path)
     if format is None and p.name.endswith((".jsonl.gz", ".ndjson.gz")):
-        format = "jsonl"
+        first = text.lstrip().split("\n", 1)[0]
+        format = "mooncake" if '"input_length"' in first else "jsonl"
     return parse_trace(text, path=str(p), format=format)
 
 
@@ -434,7 +513,11 @@ def shipped_trace(name: str) -> Path:
 
     Parameters
     ----------
-    name : {"conv", "code"}
+    name : {"conv", "code", "mooncake-conv", "mooncake-synthetic"}
+        ``"mooncake-conv"`` and ``"mooncake-synthetic"``: the Mooncake conversation trace
+        (12,031 requests over about an hour, with the prompts' 512-token block ids) and its
+        synthetic trace (3,993 requests), from kvcache-ai/Mooncake (Apache-2.0); cite Qin et
+        al., FAST 2025 (``roofline/data/traces/NOTICE``).
         ``"conv"``: the Azure LLM inference trace 2023, conversation service (19,366
         requests over one hour); ``"code"``: the coding service (8,819 requests). Source:
         Azure Public Dataset, github.com/Azure/AzurePublicDataset (CC-BY 4.0); cite Patel
@@ -443,7 +526,8 @@ def shipped_trace(name: str) -> Path:
 
     Returns
     -------
-    pathlib.Path of ``roofline/data/traces/azure_llm_2023_<name>.csv.gz``.
+    pathlib.Path of ``roofline/data/traces/azure_llm_2023_<name>.csv.gz`` (or
+    ``mooncake_<conversation|synthetic>_trace.jsonl.gz``).
 
     Raises
     ------

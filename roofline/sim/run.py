@@ -37,6 +37,7 @@ from ..errors import InvalidValueError, SimulationError
 from .clock import StepGaps, _FractionTicks, _Gaps, _seconds, _TickCostModel, _TicksTable, _typed, tick_result
 from .cost import CostModel
 from .kv import KVPool, LayerWindows, held_kv, prompt_pairs
+from .prefix import PrefixCache
 from .requests import Request, check_requests
 from .results import RequestResult, SimResult, StepTable, summarize
 from .stretch import StretchTable, TickCosts
@@ -50,7 +51,7 @@ class _Run:
 
     def __init__(self, requests: Iterable[Request] | ClosedLoop, cost_model: Any, kv_pool: KVPool | None,
                  record_steps: bool, max_steps: int | None, *, max_model_len: int | None = None,
-                 max_batch: int = 1, streams: bool = True) -> None:
+                 max_batch: int = 1, streams: bool = True, prefix_caching: bool = False) -> None:
         if isinstance(cost_model, type):
             raise InvalidValueError("cost_model", cost_model, "a class, not a cost model: pass an instance "
                                     "(RooflineCostModel.for_model(model, accelerator) or UnitCostModel())")
@@ -138,6 +139,8 @@ class _Run:
         self.end: Any = None
         self.idle = cost_model.to_time(0)
         self.max_steps = max_steps
+        #: the prefix cache (continuous batching with enable_prefix_caching), or None
+        self.prefix = PrefixCache(self.requests, n, self.pool.block_size, self.capacity) if prefix_caching else None
 
     def held(self, context: int) -> int:
         """KV one sequence at ``context`` tokens holds: tokens, or token-layers with sliding windows."""
@@ -246,6 +249,8 @@ class _Run:
 
     def result(self, policy: str, options: dict[str, Any]) -> SimResult:
         """The run's :class:`~roofline.sim.SimResult` (one builder per clock, equal results)."""
+        if self.prefix is not None:
+            options = dict(options, prefix_cache=self.prefix.summary())
         if self.costs is not None:
             return tick_result(self, policy, options)
         if self.closed is not None:

@@ -10,9 +10,14 @@
     lifetime_kv_slots = P + O - 1 (the prompt's slots plus one per fed-back output token)
     window_blocks_per_sequence = floor((c - 1) / b) - floor(max(0, c - w) / b) + 1
 
-The last is one layer with window w: the blocks covering token positions max(0, c - w) .. c - 1.
+    prefix_cached_tokens = b min(m, floor((P - 1) / b))      (prefix caching)
+    shared_prefix_blocks = floor(min(S_p, c - 1) / b) + B (ceil(c / b) - floor(min(S_p, c - 1) / b))
+    shared_prefix_sequences_that_fit = max(0, floor(n)) of shared_prefix_blocks(n) = pool_blocks, solved for n
 
-Fast paths: :mod:`roofline.formulas.kv_cache`. Proof: proofs/p04_kv_cache.py.
+The last of the first group is one layer with window w: the blocks covering token positions max(0, c - w) .. c - 1.
+
+Fast paths: :mod:`roofline.formulas.kv_cache`. Proofs: proofs/p04_kv_cache.py,
+proofs/p16_sliding_window.py, proofs/p19_prefix_caching.py (prefix caching).
 """
 
 from __future__ import annotations
@@ -41,3 +46,18 @@ _block = sp.Symbol("block", integer=True)
 window_blocks_per_sequence = sp.summation(
     1, (_block, sp.floor(sp.Max(0, S.context - S.sliding_window) / S.block_size),
         sp.floor((S.context - 1) / S.block_size)))
+
+# Prefix caching (docs/conventions.md, "Prefix caching"): a prompt of P tokens whose m leading
+# full blocks are held reuses them, but its last token is always computed (it gives the first
+# output token's logits: vLLM's max_cache_hit_length = num_tokens - 1), so at most the full
+# blocks of its first P - 1 tokens are hit.
+prefix_cached_tokens = S.block_size * sp.Min(S.matched_blocks, sp.floor((S.prompt_tokens - 1) / S.block_size))
+
+# B sequences of c tokens sharing their first S_p tokens: the shared full blocks (of at most the
+# first c - 1 tokens, as above) count once, the rest once per sequence (a sum over the sequences).
+_shared = sp.floor(sp.Min(S.shared_prefix_tokens, S.context - 1) / S.block_size)
+_seq = sp.Symbol("seq", positive=True, integer=True)
+shared_prefix_blocks = _shared + sp.summation(sp.ceiling(S.context / S.block_size) - _shared, (_seq, 1, S.batch))
+_n = sp.Symbol("n", positive=True)
+shared_prefix_sequences_that_fit = sp.Max(0, sp.floor(
+    sp.solve(sp.Eq(shared_prefix_blocks.subs(S.batch, _n), S.pool_blocks), _n)[0]))

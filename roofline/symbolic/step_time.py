@@ -19,6 +19,8 @@ has sum_{i=1}^{q} (p0 + i) query-key pairs (``summation``). Each chunk token is 
 of the decode step and its KV read or written is one more context token, so the mixed step
 is the decode step with B -> D + T and, for bytes, S -> S + sum p0 + T, for FLOPs,
 S -> S + Q (T chunk tokens, Q their pairs).
+Prefix caching (docs/conventions.md, "Prefix caching"): a prefill of q new tokens after h cached
+ones is the mixed step with no decode row, one chunk of q tokens after h cached ones.
 Sliding window of w tokens (docs/conventions.md, "Sliding-window attention"): query t attends over
 min(t, w) keys, so a chunk has sum_{t=p0+1}^{p0+q} min(t, w) pairs: the causal pairs less
 sum (t - w) over the queries past u = max(p0, w), m = max(0, p0 + q - u) of them (``summation``).
@@ -63,6 +65,10 @@ _T, _Q = S.prefill_tokens, S.attention_pairs
 mixed_step_bytes = decode_bytes.subs(Ssum, Ssum + cached_tokens + _T)
 mixed_step_flops = decode_flops.subs({B: decode_rows + _T, Ssum: Ssum + _Q}, simultaneous=True)
 mixed_step_time = sp.Max(mixed_step_bytes / BW, mixed_step_flops / peak) + t0
+
+# prefix caching: a prefill of q new tokens after h cached ones is one chunk, no decode row
+cached_prefill_time = mixed_step_time.subs(
+    {decode_rows: 0, Ssum: 0, _T: chunk_tokens, _Q: chunk_attention_pairs}, simultaneous=True)
 
 # sliding window: query t (1-based) attends over min(t, w) keys, itself included
 _w = S.sliding_window
