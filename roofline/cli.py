@@ -31,7 +31,12 @@ COMMANDS = ("report", "fit", "simulate", "calibrate", "validate", "prove", "plot
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr (no usage block), exit status 2."""
+    """An ArgumentParser whose errors are one line on stderr (no usage block), exit status 2; a flag is taken only
+    as spelled in full (no prefix matching: ``--max-num-seq`` is an unknown flag, not ``--max-num-seqs``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")

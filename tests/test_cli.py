@@ -119,3 +119,19 @@ def test_output_to_a_full_device_is_one_line_and_status_2() -> None:
                               text=True, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "No space left on device" in proc.stderr
+
+
+def test_a_flag_is_taken_only_as_spelled_in_full_and_trace_names_like_every_name(capsys) -> None:
+    """`--max-num-seq 4` was run as --max-num-seqs (argparse's prefix matching): now an unknown flag, exit 2; a shipped
+    trace's name is read as every name (`--trace CONV` is conv); a name that is neither a file nor a shipped trace is
+    refused listing them; a broken --speculative-config is reported before the missing --acceptance-rate."""
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--max-num-seq", "4", "--limit", "3"])
+    assert exc.value.code == 2 and "unrecognized arguments: --max-num-seq 4" in capsys.readouterr().err
+    assert main(["simulate", "--trace", "CONV", "--limit", "3", "--policy", "serial", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["workload"]["path"].endswith("azure_llm_2023_conv.csv.gz")
+    assert main(["simulate", "--trace", "conversation"]) == 2
+    err = capsys.readouterr().err
+    assert "--trace='conversation': is neither a file nor a shipped trace (conv, code" in err and len(err.splitlines()) == 1
+    assert main(["report", "--speculative-config", '{"model": "llama-3.2-1b"']) == 2
+    assert "is not JSON" in capsys.readouterr().err

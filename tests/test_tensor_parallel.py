@@ -427,7 +427,8 @@ def test_fit_says_why_no_size_fits(name: str, acc: str, sizes: list[int]) -> Non
     only when the accelerator's links cannot hold one GPU more than that size."""
     accelerator = get_accelerator(acc)
     r = build_fit(get_model(name), accelerator, sizes=sizes)
-    answer = format_fit(r).splitlines()[-1]
+    text = format_fit(r)
+    answer = " ".join(text[text.rindex("  answer:"):].split())  # the answer's lines, unwrapped (fit_width)
     if r["smallest_fitting"] is not None:
         assert r["none_fit_because"] is None and f"--tensor-parallel-size {r['smallest_fitting']}" in answer
         return

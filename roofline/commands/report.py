@@ -305,10 +305,10 @@ def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, 
 
     if config is None:
         raise InvalidValueError("acceptance_rate", float(alpha), "given without --speculative-config")
+    if not isinstance(config, sd.SpeculativeConfig):  # the config's own faults first: then what it lacks
+        config = sd.SpeculativeConfig.parse(config)
     if alpha is None:
         raise InvalidValueError("speculative_config", config, "needs --acceptance-rate (alpha, in (0, 1])")
-    if not isinstance(config, sd.SpeculativeConfig):
-        config = sd.SpeculativeConfig.parse(config)
     steps = [sd.speculative_step(bound, config, batch=b, context=context, acceptance_rate=alpha) for b in batches]
     first = steps[0]
     best = sd.best_speculative_tokens(bound, config, batch=1, context=context, acceptance_rate=alpha)

@@ -50,6 +50,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib.util
 import io
 import json
@@ -62,6 +63,7 @@ from typing import Any
 import attrs
 
 from .. import estimate
+from .._checks import name_key
 from .._io import atomic_write, check_outputs, locked_folder, output_path
 from ..deployment import Deployment
 from ..errors import InvalidValueError
@@ -404,7 +406,15 @@ def trace_path(value: str) -> str:
     """
     if not value.strip():  # `--trace=` or `--trace ""`: no trace named (it would read the folder ".")
         raise InvalidValueError("--trace", value, "give conv, code or a trace file")
+    key = name_key(value)
+    if value not in SHIPPED_TRACES and key in SHIPPED_TRACES and not os.path.lexists(value):
+        value = key  # a shipped name, read as every name is (case and surrounding spaces ignored)
     if value not in SHIPPED_TRACES:
+        if not os.path.lexists(value) and os.sep not in value and "." not in value:  # not a file: a name
+            close = difflib.get_close_matches(key, list(SHIPPED_TRACES), n=1)
+            known = ", ".join(SHIPPED_TRACES)
+            raise InvalidValueError("--trace", value, f"is neither a file nor a shipped trace ({known})"
+                                    + (f"; did you mean {close[0]!r}?" if close else ""))
         return value
     if os.path.lexists(value):
         raise InvalidValueError("--trace", value, f"names the shipped trace and a file here; write ./{value} "
