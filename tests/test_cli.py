@@ -132,6 +132,7 @@ def test_a_flag_is_taken_only_as_spelled_in_full_and_trace_names_like_every_name
     assert json.loads(capsys.readouterr().out)["workload"]["path"].endswith("azure_llm_2023_conv.csv.gz")
     assert main(["simulate", "--trace", "conversation"]) == 2
     err = capsys.readouterr().err
-    assert "--trace='conversation': is neither a file nor a shipped trace (conv, code" in err and len(err.splitlines()) == 1
+    assert "--trace='conversation': is neither a file nor a shipped trace (conv, code" in err
+    assert len(err.splitlines()) == 1
     assert main(["report", "--speculative-config", '{"model": "llama-3.2-1b"']) == 2
     assert "is not JSON" in capsys.readouterr().err
