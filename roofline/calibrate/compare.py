@@ -221,7 +221,7 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("estimate, validation subset", "all", "median", 0.10),
     ("estimate, validation subset, batch 1", "batch1", "median", 0.05),
 )
-#: The target on each engine profile's own validation rows: median |error| of the estimate at most 15 %.
+#: The target on each engine profile's own validation rows: median ``|error|`` of the estimate at most 15 %.
 ENGINE_TARGET = 0.15
 
 

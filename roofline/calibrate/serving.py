@@ -38,7 +38,7 @@ __all__ = ["ServingPoint", "ServingRow", "SERVING_FILE", "SERVING_TARGET", "load
 #: The serving points' file, under roofline/data/measurements.
 SERVING_FILE = "serving.json"
 _KIND = "roofline-serving-points"
-#: The serving-level target (issue 24): median |error| of TPOT (ITL where that is what is published) <= 15 %.
+#: The serving-level target (issue 24): median ``|error|`` of TPOT (ITL where that is what is published) <= 15 %.
 SERVING_TARGET = 0.15
 #: Requests each closed-loop client sends in the simulation (the ramp up and down are then a small share).
 REQUESTS_PER_CLIENT = 4
@@ -235,7 +235,7 @@ def validate_serving(points: Sequence[ServingPoint] | None = None, **kw: Any) ->
 
 
 def serving_summary(rows: Sequence[ServingRow]) -> dict[str, Any]:
-    """Per metric: rows and median |error| [1] over the held-out points (:attr:`ServingPoint.held_out`);
+    """Per metric: rows and median ``|error|`` [1] over the held-out points (:attr:`ServingPoint.held_out`);
     ``tpot_target``: the TPOT (or ITL) median against :data:`SERVING_TARGET` (``met`` None without rows);
     ``engines`` and ``accelerators`` counted; ``not_held_out``: the ids left out and why."""
     left = [r.point.id for r in rows if not r.point.held_out]

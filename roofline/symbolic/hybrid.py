@@ -19,7 +19,7 @@ recurrent layers beside the attention layers' KV blocks; docs/conventions.md): i
 tokens of KV (b k bytes), the state takes hybrid_state_blocks = ceiling(S_st / (b k)) and a
 sequence at context c takes ceiling(c / b) + that; a pool of P blocks fits
 floor(P / (ceiling(c / b) + s_b)) such sequences. One sequence in M bytes reaches
-max_context_ = max(0, floor((M - S_st) / k)) tokens (solve M = k c + S_st, rounded down; its
+``max_context_`` = max(0, floor((M - S_st) / k)) tokens (solve M = k c + S_st, rounded down; its
 fast path is kv_capacity_tokens of M - S_st).
 
 Fast paths: :mod:`roofline.formulas.hybrid`. Proof: proofs/p17_hybrid.py.
