@@ -20,7 +20,7 @@ import functools
 import importlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -164,21 +164,47 @@ class ProofHarness:
         return verdict, frozenset(self.used)
 
 
-@attrs.frozen
-class ProofRuns:
-    """Every proof run once, unperturbed: its Verdict and the registered formulas it called."""
+class _Runs(Mapping[str, Any]):
+    """One field of every proof's unperturbed run, by proof name; a proof runs the first time any field is read.
 
-    harness: ProofHarness
-    verdicts: dict[str, Any]
-    uses: dict[str, frozenset[str]]
+    So that a test about one proof (and each xdist worker) runs only the proofs it reads; ``items()``
+    runs them all.
+    """
+
+    def __init__(self, runs: ProofRuns, field: int) -> None:
+        self._runs, self._field = runs, field
+
+    def __getitem__(self, name: str) -> Any:
+        return self._runs.run(name)[self._field]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._runs.harness.names)
+
+    def __len__(self) -> int:
+        return len(self._runs.harness.names)
+
+
+class ProofRuns:
+    """Every proof run once, unperturbed (when first asked for): its Verdict and the registered formulas it called."""
+
+    def __init__(self, harness: ProofHarness) -> None:
+        self.harness = harness
+        self._done: dict[str, tuple[Any, frozenset[str]]] = {}
+        self.verdicts: Mapping[str, Any] = _Runs(self, 0)
+        self.uses: Mapping[str, frozenset[str]] = _Runs(self, 1)
+
+    def run(self, name: str) -> tuple[Any, frozenset[str]]:
+        """The proof's (Verdict, formulas called), run now under the harness if it has not run yet."""
+        if name not in self._done:
+            if name not in self.harness.names:
+                raise KeyError(name)
+            with self.harness.installed():
+                self._done[name] = self.harness.run(name)
+        return self._done[name]
 
 
 @pytest.fixture(scope="session")
 def proof_runs() -> ProofRuns:
-    """Each proof run once per test session (tests/test_proofs.py and tests/test_planted_faults.py share it)."""
-    harness = ProofHarness()
-    verdicts, uses = {}, {}
-    with harness.installed():
-        for name in harness.names:
-            verdicts[name], uses[name] = harness.run(name)
-    return ProofRuns(harness, verdicts, uses)
+    """Each proof run at most once per test session, when a test first reads it (tests/test_proofs.py and
+    tests/test_planted_faults.py share it)."""
+    return ProofRuns(ProofHarness())

@@ -16,7 +16,12 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pytest
+
 import roofline.formulas as f
+from roofline.proofs import proof_names
+
+NAMES = proof_names()
 
 
 def _linked(proof: str) -> set[str]:
@@ -41,35 +46,44 @@ def test_the_harness_plants_the_fault_where_the_package_looks_it_up(proof_runs):
     assert f.REGISTRY["static_useful_share"].fast is f.static_useful_share
 
 
-def test_every_proof_uses_registered_formulas(proof_runs):
-    """Each proof calls at least one registered formula (recorded, not listed), and every proof passes unperturbed."""
-    for name, used in proof_runs.uses.items():
-        assert used, f"{name} calls no registered formula"
-        assert proof_runs.verdicts[name].passed, proof_runs.verdicts[name].line()
+@pytest.mark.parametrize("name", NAMES)
+def test_each_proof_uses_registered_formulas(proof_runs, name):
+    """Each proof calls at least one registered formula (recorded, not listed), and passes unperturbed."""
+    assert proof_runs.uses[name], f"{name} calls no registered formula"
+    assert proof_runs.verdicts[name].passed, proof_runs.verdicts[name].line()
 
 
-def test_every_proof_calls_the_formulas_its_registry_links_name(proof_runs):
-    """A formula whose registry entry names a proof is called by its run (else no planted fault there can be caught)."""
+def test_the_registry_links_the_proofs_that_derive_these_formulas():
+    """Registry links the checks below rely on (a formula named by a proof must be called by it)."""
     assert {"stretch_time_no_overlap", "stretch_steps_until_no_overlap"} <= _linked("p13_decode_stretch")
     assert "chunk_attention_pairs" in _linked("p10_chunked_prefill")
     assert "moe_arithmetic_intensity" in _linked("p09_moe")
-    uncalled = {name: sorted(_linked(name) - used) for name, used in proof_runs.uses.items() if _linked(name) - used}
-    assert not uncalled, uncalled
 
 
-def test_every_planted_fault_is_caught_by_a_check(proof_runs, capsys):
-    """Score = caught / planted over every (proof, formula it calls or is linked to) pair; it must be 100 %."""
+@pytest.mark.parametrize("name", NAMES)
+def test_each_proof_calls_the_formulas_its_registry_links_name(proof_runs, name):
+    """A formula whose registry entry names a proof is called by its run (else no planted fault there can be caught)."""
+    uncalled = sorted(_linked(name) - proof_runs.uses[name])
+    assert not uncalled, f"{name} does not call {uncalled}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_planted_fault_is_caught_by_a_check(proof_runs, name, capsys):
+    """Score = caught / planted over every formula the proof calls or is linked to; it must be 100 %.
+
+    One test per proof, so that the test workers share the planted runs.
+    """
     harness = proof_runs.harness
-    planted, missed = 0, []
+    formulas = sorted(proof_runs.uses[name] | _linked(name))  # the unperturbed run, before the faults
+    missed = []
     with harness.installed():
-        for name in harness.names:
-            for formula in sorted(proof_runs.uses[name] | _linked(name)):
-                verdict, _ = harness.run(name, fault=formula)
-                planted += 1
-                checks = [x for x in verdict.failures if not x.startswith("error:")]
-                if not checks:
-                    missed.append(f"{name} / {formula}: {verdict.failures or 'all checks passed'}")
-    caught = planted - len(missed)
+        for formula in formulas:
+            verdict, _ = harness.run(name, fault=formula)
+            checks = [x for x in verdict.failures if not x.startswith("error:")]
+            if not checks:
+                missed.append(f"{formula}: {verdict.failures or 'all checks passed'}")
+    caught = len(formulas) - len(missed)
     with capsys.disabled():
-        print(f"\nplanted faults: {caught} of {planted} caught ({100 * caught / planted:.1f} %)")
-    assert not missed, f"{caught} of {planted} planted faults caught; missed:\n" + "\n".join(missed)
+        print(f"\n{name}: planted faults {caught} of {len(formulas)} caught")
+    assert formulas, f"{name}: no formula to plant a fault in"
+    assert not missed, f"{name}: {caught} of {len(formulas)} planted faults caught; missed:\n" + "\n".join(missed)

@@ -50,9 +50,16 @@ KEY_NUMBERS = {
 
 
 @pytest.fixture
-def replayed(proof_runs, monkeypatch):
-    """Every proof's ``derive`` replaced by a replay of its session run (same output, checks and summary)."""
-    for name, verdict in proof_runs.verdicts.items():
+def replayed(proof_runs, monkeypatch, request):
+    """Every proof's ``derive`` replaced by a replay of its session run (same output, checks and summary).
+
+    A test parametrized by one proof's ``name`` replays (and so runs, once per session) that proof only.
+    """
+    callspec = getattr(request.node, "callspec", None)
+    names = [callspec.params["name"]] if callspec is not None and "name" in callspec.params else NAMES
+    for name in names:
+        verdict = proof_runs.verdicts[name]  # its session run, before derive is replaced
+
         def replay(p, verdict=verdict):
             p.stream.write(verdict.output)
             p.checks, p.failures, p.summary = verdict.checks, list(verdict.failures), verdict.summary
