@@ -148,7 +148,7 @@ def test_itl_leaves_out_a_request_refused_after_a_preemption(engine: str) -> Non
     kept, refused = r.requests
     assert kept.handed_back_s == 14 + 16 + 18 + 20 + 22 + 17 + 18 + 19 + 20 and kept.preemptions == 0
     assert refused.rejected and refused.preemptions == 1 and refused.generated_tokens == 5
-    assert "recompute prefill of 7 tokens" in refused.rejected_reason
+    assert refused.rejected_reason is not None and "recompute prefill of 7 tokens" in refused.rejected_reason
     gaps = [16, 18, 20, 22, 17, 18, 19, 20]
     assert r.summary.itl == Percentiles(Fraction(37, 2), Fraction(103, 5), Fraction(1093, 50),
                                         mean=Fraction(150, 8), max=22)
@@ -170,7 +170,8 @@ def test_itl_counts_the_gaps_of_the_requests_handed_back_on_both_clocks(reqs: An
     O - 1 gaps of each request handed back is their finish - first token, and both clocks agree exactly."""
     pool = data.draw(kv_pools(min_blocks=0, max_blocks=40, max_block_size=4, unlimited=None, tight_for=reqs))
     budget = data.draw(st.integers(1, 30))
-    kw = dict(max_num_seqs=seqs, admission="on_demand", kv_pool=pool, max_prefill_tokens=budget, record_steps=True)
+    kw: dict[str, Any] = dict(max_num_seqs=seqs, admission="on_demand", kv_pool=pool, max_prefill_tokens=budget,
+                              record_steps=True)
     event = serve_continuous(reqs, cost, **kw)
     step = serve_continuous(reqs, cost, engine="step", **kw)
     assert_same_results(event, step)

@@ -40,8 +40,16 @@ from typing import Any
 import numpy as np
 
 from .requests import Request
-from .results import (SUMMARY_QUANTILES, Percentiles, RequestTable, SimResult, StepTable, Summary, _linear,
-                      _summary_ranks)
+from .results import (
+    SUMMARY_QUANTILES,
+    Percentiles,
+    RequestTable,
+    SimResult,
+    StepTable,
+    Summary,
+    _linear,
+    _summary_ranks,
+)
 from .stretch import TickClock, TickCosts
 
 __all__: list[str] = []
