@@ -282,7 +282,13 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
         assert best is not None
         return clock.time(value, best[1])
 
-    found = {k: typed_seconds(select(k + 1)) for k in _summary_ranks(n)}
+    found: dict[int, Any] = {}
+    value = None
+    for k in _summary_ranks(n):  # ascending: the next rank's gap is often the same value (one count, no search)
+        if value is None or count_le(value) < k + 1:
+            value = select(k + 1)
+            typed = typed_seconds(value)
+        found[k] = typed
     p50, p90, p99 = (_linear(found.__getitem__, n, q) for q in SUMMARY_QUANTILES)
     return Percentiles(p50, p90, p99, mean=Fraction(total, clock.denominator * n), max=typed_seconds(high))
 
