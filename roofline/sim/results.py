@@ -61,8 +61,8 @@ def percentile(values: Sequence[Any], q: int | Any, method: str = "linear") -> A
     """The q-th percentile of ``values``, interpolated (the default) or by nearest rank.
 
     ``method="linear"`` (``numpy.percentile``'s default, what ``vllm bench serve`` reports):
-    at the rank h = (n - 1) q / 100 of the sorted values x_0 .. x_(n-1),
-    x_floor(h) + (h - floor(h)) (x_ceil(h) - x_floor(h)). ``method="inverted_cdf"`` (numpy's
+    at the rank h = (n - 1) q / 100 of the sorted values ``x[0] .. x[n - 1]``,
+    ``x[floor(h)] + (h - floor(h)) (x[ceil(h)] - x[floor(h)])``. ``method="inverted_cdf"`` (numpy's
     name; ``"nearest-rank"`` too): the value at rank ceil(q n / 100), 1-based (the smallest for
     q = 0). Convention: docs/conventions.md, "Latency percentiles".
 
