@@ -64,6 +64,8 @@ def test_mixed_number_types_interpolate_exactly_then_round_once() -> None:
     assert percentile([0.1, 0.2], 50) == float(Fraction(0.1) + (Fraction(0.2) - Fraction(0.1)) / 2)
     assert percentile([2, 2.0, 5], 25) == 2  # both neighbours equal: the element itself
     assert percentile([1, 2], Fraction(1, 3)) == 1 + Fraction(1, 300)  # a Fraction q: exact too
+    # a float beside an int beyond a float's range: the exact value (no OverflowError)
+    assert percentile([1.0, 10**400], 50) == Fraction(1 + 10**400, 2)
 
 
 def test_bad_arguments_are_refused_by_name() -> None:

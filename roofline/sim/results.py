@@ -76,7 +76,8 @@ def percentile(values: Sequence[Any], q: int | Any, method: str = "linear") -> A
     -------
     An element of ``values`` (its type kept) where the rank falls on one or between equal values
     (always, for nearest rank); else the interpolation: a Fraction, exact, when both neighbours
-    are ints or Fractions, a float (the exact value rounded once) when either is a float.
+    are ints or Fractions, a float (the exact value rounded once) when either is a float (the Fraction
+    where that float would overflow: an int neighbour beyond a float's range).
 
     Raises
     ------
@@ -134,9 +135,13 @@ def _linear(select: Callable[[int], Any], n: int, q: Any) -> Any:
     b = select(low + 1)
     if a == b:
         return a
+    exact = Fraction(a) + weight * (Fraction(b) - Fraction(a))
     if isinstance(a, float) or isinstance(b, float):
-        return float(Fraction(a) + weight * (Fraction(b) - Fraction(a)))
-    return a + weight * (b - a)
+        try:
+            return float(exact)
+        except OverflowError:  # an int neighbour beyond a float's range: the exact value, not a traceback
+            return exact
+    return exact
 
 
 def _summary_ranks(n: int) -> list[int]:
