@@ -289,4 +289,7 @@ def test_absurd_budgets_arrays_and_junk_percentile_values_are_refused_by_name():
         with pytest.raises(InvalidValueError) as err:
             percentile(values, 50)
         assert err.value.field == field
-    assert percentile([3, Fraction(1, 2), 2.0, 10**400], 50) == 2.0
+    # sorted 1/2, 2.0, 3, 10^400: linear rank h = 3 x 50 / 100 = 1.5, halfway from 2.0 to 3 (a float: 2.0 is one);
+    # nearest rank ceil(4 x 50 / 100) = 2: the element 2.0
+    assert percentile([3, Fraction(1, 2), 2.0, 10**400], 50) == 2.5
+    assert percentile([3, Fraction(1, 2), 2.0, 10**400], 50, method="inverted_cdf") == 2.0

@@ -434,7 +434,7 @@ def test_slot_occupancy_and_shares_by_hand():
 
 @given(st.lists(st.fractions(0, 10, max_denominator=7), min_size=1, max_size=40))
 def test_percentiles_of_counts_equal_those_of_the_values(values):
-    """Percentiles from value -> count equal nearest-rank percentiles of the expanded values, exactly."""
+    """Percentiles from value -> count equal the (interpolated) percentiles of the expanded values, exactly."""
     from collections import Counter
 
     from roofline.sim import Percentiles

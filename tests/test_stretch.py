@@ -391,9 +391,13 @@ def test_a_billion_output_tokens_are_served_exactly():
     assert r.handed_back_s == prefill + decode and isinstance(r.handed_back_s, Fraction)
     assert result.summary.steps == 10**9 and result.summary.tpot.p50 == decode / (10**9 - 1)
     assert result.steps is not None and len(result.steps) == 10**9
-    itl = result.summary.itl  # contexts 101 .. 10^9 + 99; rank ceil(q (10^9 - 1) / 100): 5 x 10^8 and 990,000,000
+    # contexts 101 .. 10^9 + 99, n = 10^9 - 1 gaps; linear rank h = (n - 1) q / 100 (0-based): p50 at
+    # h = 499,999,999 exactly (context 500,000,100); p99 at h = 989,999,998.02, 2/100 of the way from the gap at
+    # context 990,000,099 to the one at 990,000,100
+    itl = result.summary.itl
     assert itl is not None and itl.max == LLAMA.decode_time(1, 10**9 + 99) and itl.mean == decode / (10**9 - 1)
-    assert itl.p50 == LLAMA.decode_time(1, 500_000_100) and itl.p99 == LLAMA.decode_time(1, 990_000_100)
+    below, above = LLAMA.decode_time(1, 990_000_099), LLAMA.decode_time(1, 990_000_100)
+    assert itl.p50 == LLAMA.decode_time(1, 500_000_100) and itl.p99 == below + Fraction(1, 50) * (above - below)
     last = result.steps[-1]
     assert last.end_s == r.handed_back_s and last.context_sum == 100 + 10**9 - 1
     static = serve_static_events(req * 1, UnitCostModel(), batch_size=4, record_steps=True)

@@ -208,15 +208,12 @@ def simulate_point(point: ServingPoint, *, requests_per_client: int = REQUESTS_P
     s = result.summary
     median = "median" in point.statistic
 
-    def stat(values: list[Any]) -> float | None:
-        # the median interpolates between the two middle values, as numpy.median and vllm bench serve do
-        if not values:
-            return None
-        return float(statistics.median(values) if median else sum(values) / len(values))
+    def stat(p: Any) -> float | None:
+        # the summary's p50 interpolates between the two middle values, as vllm bench serve's np.median does,
+        # over the requests handed back (docs/conventions.md, "Latency percentiles")
+        return None if p is None else float(p.p50 if median else p.mean)
 
-    done = [r for r in result.requests if r.ttft_s is not None]
-    values = {"ttft": stat([r.ttft_s for r in done]), "tpot": stat([r.tpot_s for r in done if r.tpot_s is not None]),
-              "itl": None if s.itl is None else float(s.itl.p50 if median else s.itl.mean),
+    values = {"ttft": stat(s.ttft), "tpot": stat(s.tpot), "itl": stat(s.itl),
               "throughput": None if s.output_tokens_per_s is None else float(s.output_tokens_per_s)}
     simulated, errors = {}, {}
     for key, metric, unit in _METRICS:

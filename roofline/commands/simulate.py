@@ -5,7 +5,7 @@ accelerator: one-by-one (serial), static batching and continuous batching (and, 
 ``--chunked-prefill``, continuous batching with chunked prefill beside it), with roofline
 step times (exact Fractions unless ``--float``), and prints one row per policy: requests
 handed back and rejected, steps, makespan, output tokens/s, the long-run useful share,
-slot occupancy, TTFT, TPOT, ITL and E2E percentiles (nearest rank), peak KV and
+slot occupancy, TTFT, TPOT, ITL and E2E percentiles (interpolated, as ``vllm bench serve``), peak KV and
 preemptions; then queue wait, TTFT, TPOT, ITL and E2E at p50 / p90 / p99, and goodput
 when SLOs are given (``--slo-ttft``, ``--slo-tpot``, ``--slo-e2e``, in milliseconds as
 vLLM's ``--goodput``).
@@ -715,7 +715,8 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
               "slot occupancy: sequences holding a slot / (max batch x steps).",
               "  TTFT includes queueing; TPOT = (E2E - TTFT) / (O - 1); ITL = gaps between a request's streamed "
               "tokens (none for static batching, which hands all tokens back at once); E2E ends when the result is "
-              "handed back; percentiles are nearest-rank."]
+              "handed back; percentiles are interpolated (numpy.percentile's default, as vllm bench serve), over the "
+              "requests handed back."]
     if run["workload"]["kind"] == "closed_loop":
         lines.append("  closed-loop clients are served by continuous batching only (serial and static batching "
                      "need their arrivals up front).")

@@ -19,7 +19,8 @@ The results of the two clocks are equal field by field and type by type (the tes
 them so on generated workloads for every cost model, policy and mode).
 
 Inter-token latency on the stretch clock: a stretch's gaps are kept as a segment (batch,
-first context sum, steps, rows); the percentiles are found by a binary search over tick
+first context sum, steps, rows); each order statistic a percentile reads (one, or the two it
+interpolates between: docs/conventions.md, "Latency percentiles") is found by a binary search over tick
 values whose counting step is O(1) per segment (a step's duration grows with its context
 sum, so the steps of a segment at or below a value are a prefix), vectorised with numpy.
 Serial serving keeps no gaps at all: its ITL comes from a sweep over the requests' context
@@ -39,7 +40,16 @@ from typing import Any
 import numpy as np
 
 from .requests import Request
-from .results import Percentiles, RequestTable, SimResult, StepTable, Summary
+from .results import (
+    SUMMARY_QUANTILES,
+    Percentiles,
+    RequestTable,
+    SimResult,
+    StepTable,
+    Summary,
+    _linear,
+    _summary_ranks,
+)
 from .stretch import TickClock, TickCosts
 
 __all__: list[str] = []
@@ -124,7 +134,9 @@ class _Gaps:
 
     def __init__(self) -> None:
         self.single: dict[int, int] = {}
+        # a value's first insertion (seq, and whether a Fraction), kept once its count is 0, as a dict keeps its key
         self.first_seen: dict[int, int] = {}
+        self.fraction: dict[int, bool] = {}
         # batch, context sum, steps, rows, seq, frac, slope (the context sum's growth per step)
         self.segments: list[tuple[int, int, int, int, int, bool, int]] = []
         self.seq = 0
@@ -137,7 +149,15 @@ class _Gaps:
         else:
             single[gap] = count
             self.first_seen[gap] = self.seq
+            self.fraction[gap] = isinstance(gap, _FractionTicks)
         self.seq += 1
+
+    def take_back_segment(self, index: int, ticks: int) -> None:
+        """Take one row's gaps of segment ``index`` (lasting ``ticks`` in all) back: a request refused after a
+        preemption (ITL is over the requests handed back). Kept as a segment of -1 rows, first seen as the original."""
+        batch, context_sum, steps, _, seq, is_fraction, slope = self.segments[index]
+        self.segments.append((batch, context_sum, steps, -1, seq, is_fraction, slope))
+        self.segment_ticks -= ticks
 
     def add_segment(self, batch: int, context_sum: int, steps: int, is_fraction: bool, ticks: int,
                     slope: int | None = None) -> None:
@@ -251,9 +271,8 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
     def typed_seconds(value: int) -> Any:
         """The value with the number type of its first insertion (a dict keeps its first key)."""
         best: tuple[int, bool] | None = None
-        if value in gaps.single and gaps.single[value]:
-            key = keys[_index(keys, value)]
-            best = (gaps.first_seen[value], isinstance(key, _FractionTicks))
+        if value in gaps.single:  # the dict's key: its first insertion, whatever its count now
+            best = (gaps.first_seen[value], gaps.fraction[value])
         if seg:
             has = (segment_counts(value) - segment_counts(value - 1)) > 0
             if has.any():
@@ -263,8 +282,14 @@ def _itl(gaps: _Gaps, costs: TickCosts) -> Percentiles | None:
         assert best is not None
         return clock.time(value, best[1])
 
-    ranks = [-(-q * n // 100) for q in (50, 90, 99)]
-    p50, p90, p99 = (typed_seconds(select(r)) for r in ranks)
+    found: dict[int, Any] = {}
+    value = None
+    for k in _summary_ranks(n):  # ascending: the next rank's gap is often the same value (one count, no search)
+        if value is None or count_le(value) < k + 1:
+            value = select(k + 1)
+            typed = typed_seconds(value)
+        found[k] = typed
+    p50, p90, p99 = (_linear(found.__getitem__, n, q) for q in SUMMARY_QUANTILES)
     return Percentiles(p50, p90, p99, mean=Fraction(total, clock.denominator * n), max=typed_seconds(high))
 
 
@@ -348,6 +373,10 @@ class _WideGaps:
                         entry[1], entry[2] = seq, frac
                 else:  # pragma: no cover - float rounding far outside the band
                     return None
+        single = self.gaps.single
+        for value, entry in inside.items():  # a single whose count was taken back to 0 still gives the type
+            if value in single and not single[value] and self.gaps.first_seen[value] < entry[1]:
+                entry[1], entry[2] = self.gaps.first_seen[value], self.gaps.fraction[value]
         return below, inside
 
     def select(self, rank: int, low: float, high: float) -> Any:
@@ -376,16 +405,12 @@ class _WideGaps:
         top = float(max(self.values(self.steps - 1).max(), self.f_keys[-1] if len(self.f_keys) else 0.0))
         bottom = float(min(self.values(0).min(), self.f_keys[0] if len(self.f_keys) else math.inf))
         low = bottom * (1 - 2 * self.BAND)
-        picks = [self.select(-(-q * n // 100), low, top * (1 + 2 * self.BAND)) for q in (50, 90, 99)]
+        found = {k: self.select(k + 1, low, top * (1 + 2 * self.BAND)) for k in _summary_ranks(n)}
         biggest = self.select(n, low, top * (1 + 2 * self.BAND))
-        if biggest is None or any(p is None for p in picks):
+        if biggest is None or any(p is None for p in found.values()):
             return None
-        p50, p90, p99 = picks
+        p50, p90, p99 = (_linear(found.__getitem__, n, q) for q in SUMMARY_QUANTILES)
         return Percentiles(p50, p90, p99, mean=Fraction(total, self.d * n), max=biggest)
-
-
-def _index(keys: list[int], value: int) -> int:
-    return bisect.bisect_left(keys, value)
 
 
 def _tick_summary(self: Any, policy: str, clock: TickClock, arr: list[int], arr_fraction: list[bool],
@@ -444,20 +469,20 @@ def _tick_summary(self: Any, policy: str, clock: TickClock, arr: list[int], arr_
     )
 
 
-def _rank(q: int, n: int) -> int:
-    return -(-q * n // 100) - 1  # nearest rank, 0-based (results.percentile)
-
-
 def _percentiles(values: list[int], flags: list[bool], clock: TickClock) -> Percentiles | None:
     """``Percentiles.of`` for times given in ticks with their number types: the same elements, exact mean."""
     if not values:
         return None
     n = len(values)
     order = sorted(range(n), key=values.__getitem__)  # stable, as sorted(values)
-    p50, p90, p99, top = order[_rank(50, n)], order[_rank(90, n)], order[_rank(99, n)], order[-1]
     time = clock.time
-    return Percentiles(time(values[p50], flags[p50]), time(values[p90], flags[p90]), time(values[p99], flags[p99]),
-                       mean=Fraction(sum(values), clock.denominator * n), max=time(values[top], flags[top]))
+
+    def at(k: int) -> Any:
+        i = order[k]
+        return time(values[i], flags[i])
+
+    p50, p90, p99 = (_linear(at, n, q) for q in SUMMARY_QUANTILES)
+    return Percentiles(p50, p90, p99, mean=Fraction(sum(values), clock.denominator * n), max=at(n - 1))
 
 
 def _percentiles_of_ratios(ticks: list[int], divisors: list[int], denominator: int) -> Percentiles | None:
@@ -501,8 +526,8 @@ def _percentiles_of_ratios(ticks: list[int], divisors: list[int], denominator: i
         by_divisor[q] = by_divisor.get(q, 0) + t
     common = math.lcm(*by_divisor)
     mean = Fraction(sum(t * (common // q) for q, t in by_divisor.items()), denominator * common * n)
-    return Percentiles(at(at_rank(_rank(50, n))), at(at_rank(_rank(90, n))), at(at_rank(_rank(99, n))),
-                       mean=mean, max=at(at_rank(n - 1)))
+    p50, p90, p99 = (_linear(lambda k: at(at_rank(k)), n, q) for q in SUMMARY_QUANTILES)
+    return Percentiles(p50, p90, p99, mean=mean, max=at(at_rank(n - 1)))
 
 
 def _serial_itl(self: Any, first: list[Any], handed: list[Any], first_fraction: list[bool]) -> Percentiles | None:
@@ -511,9 +536,9 @@ def _serial_itl(self: Any, first: list[Any], handed: list[Any], first_fraction: 
 
     Serial serving streams: request i's gaps are its decode steps, at contexts p_i + 1, ...,
     p_i + o_i - 1, and a batch-1 step's duration is a nondecreasing function of its context
-    (the max of two lines with slopes >= 0, plus a constant). So the q-th nearest-rank gap
-    is the duration at the q-th nearest-rank context of the multiset of contexts, a union
-    of intervals: one sweep over their 2R endpoints, whatever the lengths.
+    (the max of two lines with slopes >= 0, plus a constant). So the gap at rank k is the
+    duration at the context of rank k in the multiset of contexts, a union of intervals: one
+    sweep over their 2R endpoints, whatever the lengths, finds the ranks the percentiles read.
     """
     costs = self.costs
     clock = costs.clock
@@ -536,12 +561,12 @@ def _serial_itl(self: Any, first: list[Any], handed: list[Any], first_fraction: 
     if not n:
         return None
     assert fraction is not None
-    ranks = [-(-q * n // 100) for q in (50, 90, 99)]  # 1-based, increasing
+    ranks = [k + 1 for k in _summary_ranks(n)]  # 1-based, increasing
     found: list[int] = []
     seen = active = 0
     position = 0
     for x in sorted(delta):
-        while found.__len__() < 3 and active and seen + active * (x - position) >= ranks[len(found)]:
+        while len(found) < len(ranks) and active and seen + active * (x - position) >= ranks[len(found)]:
             found.append(position + -(-(ranks[len(found)] - seen) // active) - 1)
         seen += active * (x - position)
         active += delta[x]
@@ -552,7 +577,9 @@ def _serial_itl(self: Any, first: list[Any], handed: list[Any], first_fraction: 
         return time(costs.decode(1, costs.held(context)), fraction)
 
     mean = Fraction(total_ticks, clock.denominator * n)
-    return Percentiles(gap(found[0]), gap(found[1]), gap(found[2]), mean=mean, max=gap(top))
+    at = dict(zip(ranks, found, strict=True))
+    p50, p90, p99 = (_linear(lambda k: gap(at[k + 1]), n, q) for q in SUMMARY_QUANTILES)
+    return Percentiles(p50, p90, p99, mean=mean, max=gap(top))
 
 
 def _seconds(clock: TickClock, value: Any) -> Any:

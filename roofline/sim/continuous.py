@@ -56,7 +56,12 @@ class _Continuous:
 
     Inter-token latency: every running sequence got its last token at the end of the last
     decode step (``last_decode_end``), except those that joined since (``fresh``: the end
-    of their prefill step), so a decode step counts its gaps in O(1 + joins).
+    of their prefill step), so a decode step counts its gaps in O(1 + joins). ITL is over the
+    requests handed back (docs/conventions.md, "Latency percentiles"): where a request can be
+    refused after a preemption (on-demand admission, a prompt budget, a request whose P + O - 1
+    exceeds it), the gaps shared by the batch are kept in order (``ledger``: one entry per decode
+    step or stretch) and each sequence's own gaps and ledger ranges (``own``), so a refusal takes
+    that request's gaps back.
     """
 
     def __init__(self, run: _Run, max_num_seqs: int, on_demand: bool, max_prefill: int | None,
@@ -89,6 +94,13 @@ class _Continuous:
         self.step_cap = 0
         self.cache = run.prefix  # the prefix cache (enable_prefix_caching), or None
         self.hit = [0] * n  # prompt tokens its current (re-)prefill found in the prefix cache
+        # ITL over the requests handed back: kept only where a refusal after a preemption can come
+        at_risk = on_demand and max_prefill is not None and any(
+            why is None and p + o - 1 > max_prefill for p, o, why in zip(run.prompt, run.output, run.reason,
+                                                                        strict=True))
+        self.ledger: list[tuple[Any, Any]] | None = [] if at_risk else None  # (gap, None) or (segment, ticks)
+        self.own: dict[int, tuple[list[Any], list[tuple[int, int]]]] = {}  # i -> (its own gaps, ledger ranges)
+        self.since: dict[int, int] = {}  # running, not fresh: where in the ledger its shared gaps start
 
     # ------------------------------------------------------------------ prefix cache
     def _need(self, i: int, length: int) -> int:
@@ -180,6 +192,29 @@ class _Continuous:
         run.generated[i] = self.tick + self.off[i]
         self.finish_tick[i] = -1
         self.fresh.pop(i, None)
+        if self.ledger is not None and i in self.since:
+            self._own(i)[1].append((self.since.pop(i), len(self.ledger)))
+
+    def _own(self, i: int) -> tuple[list[Any], list[tuple[int, int]]]:
+        own = self.own.get(i)
+        if own is None:
+            own = self.own[i] = ([], [])
+        return own
+
+    def _take_back_gaps(self, i: int) -> None:
+        """Request i is refused after a preemption: its gaps leave the ITL (counted over the requests handed back)."""
+        gaps, ledger = self.run.gaps, self.ledger
+        own = self.own.pop(i, None)
+        if own is None or ledger is None:
+            return
+        for gap in own[0]:
+            gaps.add(gap, -1)
+        for first, stop in own[1]:
+            for gap, ticks in ledger[first:stop]:
+                if ticks is None:
+                    gaps.add(gap, -1)
+                else:
+                    gaps.take_back_segment(gap, ticks)
 
     def _preempt(self, victim: int) -> None:
         """Preempt running sequence ``victim`` (already removed from ``running``)."""
@@ -194,15 +229,24 @@ class _Continuous:
         last = self.last_token.pop(i, None)
         if last is not None:
             self.run.gaps.add(t - last)
+            if self.ledger is not None:
+                self._own(i)[0].append(t - last)
 
     def _decode_gaps(self, batch: int, end: Any) -> None:
         """Count the gaps of the ``batch`` running sequences' tokens at ``end``; forget who is fresh."""
-        run, fresh = self.run, self.fresh
+        run, fresh, ledger = self.run, self.fresh, self.ledger
         for t in fresh.values():
             run.gaps.add(end - t)
         others = batch - len(fresh)
         if others:
             run.gaps.add(end - self.last_decode_end, others)
+        if ledger is not None:
+            for i, t in fresh.items():
+                self._own(i)[0].append(end - t)
+            if others:
+                ledger.append((end - self.last_decode_end, None))
+            for i in fresh:
+                self.since[i] = len(ledger)
         fresh.clear()
         self.last_decode_end = end
 
@@ -281,6 +325,7 @@ class _Continuous:
                 run.reason[i] = (f"recompute prefill of {length} tokens after preemption exceeds "
                                  f"{self.budget_name}={self.max_prefill}")
                 self.last_token.pop(i, None)
+                self._take_back_gaps(i)
                 run.release(i, now)
                 continue
             need = self._need(i, length)
@@ -330,6 +375,7 @@ class _Continuous:
             self._token_after_resume(i, end)
             if run.generated[i] == run.output[i]:  # done: it holds P + O - 1 tokens, what it took on admission
                 self._release(i, self._admitted_blocks(i, length), length)
+                self.own.pop(i, None)
                 run.hand_back(i, end)
             else:
                 self._join(i, end)
@@ -380,6 +426,7 @@ class _Continuous:
                 self._leave(i)
                 del running[i]
                 self._drop(i)
+                self.own.pop(i, None)
                 run.hand_back(i, end)
 
     def _drop(self, i: int) -> None:
@@ -468,6 +515,8 @@ class _Continuous:
         rest = costs.stretch(batch, c1 + slope, k - 1, slope)
         end = end1 + _typed(rest, costs.decode_fraction)
         run.gaps.add_segment(batch, c1 + slope, k - 1, isinstance(end1, _FractionTicks), rest, slope)
+        if self.ledger is not None:
+            self.ledger.append((len(run.gaps.segments) - 1, rest))
         self.last_decode_end = end
         if run.table is not None:  # expand the stretch into the step table (only when it is asked for)
             t, blocks, decode = now, self.blocks, run.step_cost.decode_time

@@ -8,8 +8,10 @@ Latency metrics follow docs/conventions.md ("Latency metrics"):
 * E2E = handed back - arrival (for static batching, the end of the batch);
 * TPOT = (E2E - TTFT) / (O - 1) for O >= 2, None for O = 1 (vLLM PR #17802).
 
-Percentiles are **nearest-rank**: the q-th percentile of n sorted values is the
-value at rank ceil(q n / 100) (1-based), an element of the data, so it stays exact.
+Percentiles are **interpolated** as ``vllm bench serve`` reports them (``numpy.percentile``'s
+default, "linear"): at the rank h = (n - 1) q / 100 between the order statistics floor(h) and
+ceil(h), exact on ints and Fractions (the weight is rational). Nearest rank is
+``percentile(values, q, method="inverted_cdf")``. docs/conventions.md, "Latency percentiles".
 
 Output is deterministic: the same workload, policy and cost model give the same
 results and byte-identical CSV and JSON.
@@ -22,7 +24,7 @@ import json
 import math
 import operator
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from fractions import Fraction
 from typing import IO, Any, overload
 
@@ -50,44 +52,101 @@ _KINDS = (PREFILL, DECODE, MIXED)
 _CHECKPOINT = 4096  # exact start time kept every this many steps (random access)
 
 
-def percentile(values: Sequence[Any], q: int | Any) -> Any:
-    """Nearest-rank percentile: the value at rank ceil(q n / 100) of the sorted values.
+PERCENTILE_METHODS = ("linear", "inverted_cdf")
+"""The percentile methods, by ``numpy.percentile``'s names ("nearest-rank" is accepted for "inverted_cdf")."""
+SUMMARY_QUANTILES = (50, 90, 99)  # a summary's p50, p90, p99
+
+
+def percentile(values: Sequence[Any], q: int | Any, method: str = "linear") -> Any:
+    """The q-th percentile of ``values``, interpolated (the default) or by nearest rank.
+
+    ``method="linear"`` (``numpy.percentile``'s default, what ``vllm bench serve`` reports):
+    at the rank h = (n - 1) q / 100 of the sorted values ``x[0] .. x[n - 1]``,
+    ``x[floor(h)] + (h - floor(h)) (x[ceil(h)] - x[floor(h)])``. ``method="inverted_cdf"`` (numpy's
+    name; ``"nearest-rank"`` too): the value at rank ceil(q n / 100), 1-based (the smallest for
+    q = 0). Convention: docs/conventions.md, "Latency percentiles".
 
     Parameters
     ----------
     values : sequence of numbers (int, Fraction, float), n >= 1
-    q : number in (0, 100]
+    q : number in [0, 100]
+    method : {"linear", "inverted_cdf", "nearest-rank"}
 
     Returns
     -------
-    One of ``values`` (exact values stay exact).
+    An element of ``values`` (its type kept) where the rank falls on one or between equal values
+    (always, for nearest rank); else the interpolation: a Fraction, exact, when both neighbours
+    are ints or Fractions, a float (the exact value rounded once) when either is a float (the Fraction
+    where that float would overflow: an int neighbour beyond a float's range).
 
     Raises
     ------
     InvalidValueError
-        Empty ``values``, a value that is not a finite int, Fraction or float (``values[i]``), or ``q``
-        outside (0, 100] (a ValueError, named by the argument).
+        Empty ``values``, a value that is not a finite int, Fraction or float (``values[i]``),
+        ``q`` outside [0, 100], or an unknown ``method`` (a ValueError, named by the argument).
 
     Examples
     --------
     >>> percentile([15, 20, 35, 40, 50], 30), percentile([15, 20, 35, 40, 50], 100)
-    (20, 50)
+    (Fraction(23, 1), 50)
+    >>> percentile([15, 20, 35, 40, 50], 30, method="inverted_cdf")
+    20
     """
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
         raise InvalidValueError("values", values, "percentile of no values" if not values else
                                 "expected a sequence of numbers")
-    if isinstance(q, bool) or not isinstance(q, (int, Fraction, float)) or not 0 < q <= 100:
-        raise InvalidValueError("q", q, "must be a number in (0, 100]")
+    if isinstance(q, bool) or not isinstance(q, (int, Fraction, float)) or not 0 <= q <= 100:
+        raise InvalidValueError("q", q, "must be a number in [0, 100]")
+    if method not in (*PERCENTILE_METHODS, "nearest-rank"):
+        raise InvalidValueError("method", method, "expected one of 'linear', 'inverted_cdf' (or 'nearest-rank')")
     for i, v in enumerate(values):  # a string, a bool, NaN or an infinity has no rank among times
         if isinstance(v, bool) or not isinstance(v, (int, Fraction, float)) or (isinstance(v, float)
                                                                                 and not math.isfinite(v)):
             raise InvalidValueError(f"values[{i}]", v, "expected a finite int, Fraction or float")
-    return _nearest_rank(sorted(values), q)
+    ordered = sorted(values)
+    if method == "linear":
+        return _linear(ordered.__getitem__, len(ordered), q)
+    return _nearest_rank(ordered, q)
 
 
 def _nearest_rank(ordered: Sequence[Any], q: Any) -> Any:
     rank = -(-q * len(ordered) // 100)  # ceil(q n / 100), exact for int and Fraction q
-    return ordered[int(rank) - 1]
+    return ordered[max(int(rank), 1) - 1]
+
+
+def _linear_ranks(n: int, q: Any) -> tuple[int, ...]:
+    """The 0-based ranks the linear percentile q of n values reads: floor(h), and ceil(h) when h is no integer."""
+    h = Fraction(q) * (n - 1) / 100
+    low = h.numerator // h.denominator
+    return (low,) if h.denominator == 1 else (low, low + 1)
+
+
+def _linear(select: Callable[[int], Any], n: int, q: Any) -> Any:
+    """The linear percentile q of n values, given ``select(k)``: the value at 0-based rank k (each clock its own).
+
+    Both clocks compute every summary percentile here, so their results are equal type by type.
+    """
+    h = Fraction(q) * (n - 1) / 100
+    low = h.numerator // h.denominator
+    a = select(low)
+    weight = h - low
+    if not weight:
+        return a
+    b = select(low + 1)
+    if a == b:
+        return a
+    exact = Fraction(a) + weight * (Fraction(b) - Fraction(a))
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return float(exact)
+        except OverflowError:  # an int neighbour beyond a float's range: the exact value, not a traceback
+            return exact
+    return exact
+
+
+def _summary_ranks(n: int) -> list[int]:
+    """Every 0-based rank the p50, p90 and p99 of n values read, ascending."""
+    return sorted({k for q in SUMMARY_QUANTILES for k in _linear_ranks(n, q)})
 
 
 def _num(x: Any) -> Any:
@@ -550,7 +609,8 @@ _REQUEST_FIELDS = ("id", "arrival_s", "prompt_tokens", "output_tokens", "admitte
 
 @attrs.frozen
 class Percentiles:
-    """Nearest-rank p50, p90, p99, and the mean and max, of one latency metric [s]."""
+    """p50, p90, p99 (interpolated, as ``vllm bench serve``: :func:`percentile`), and the mean and max, of one
+    latency metric [s]."""
 
     p50: Any
     p90: Any
@@ -564,8 +624,9 @@ class Percentiles:
         if not values:
             return None
         ordered = sorted(values)
-        p50, p90, p99 = (_nearest_rank(ordered, q) for q in (50, 90, 99))
-        return cls(p50, p90, p99, mean=_div(sum(ordered), len(ordered)), max=ordered[-1])
+        n = len(ordered)
+        p50, p90, p99 = (_linear(ordered.__getitem__, n, q) for q in SUMMARY_QUANTILES)
+        return cls(p50, p90, p99, mean=_div(sum(ordered), n), max=ordered[-1])
 
     @classmethod
     def of_counts(cls, counts: dict[Any, int]) -> Percentiles | None:
@@ -574,16 +635,17 @@ class Percentiles:
         n = sum(c for _, c in items)
         if not n:
             return None
-        ranks = {q: int(-(-q * n // 100)) for q in (50, 90, 99)}
+        ranks = _summary_ranks(n)
         found: dict[int, Any] = {}
-        seen = 0
-        for v, c in items:
+        seen = j = 0
+        for v, c in items:  # the values at the ranks, in one pass
             seen += c
-            for q, rank in ranks.items():
-                if q not in found and seen >= rank:
-                    found[q] = v
+            while j < len(ranks) and ranks[j] < seen:
+                found[ranks[j]] = v
+                j += 1
         total = sum((v * c for v, c in items), start=0 * items[0][0])
-        return cls(found[50], found[90], found[99], mean=_div(total, n), max=items[-1][0])
+        p50, p90, p99 = (_linear(found.__getitem__, n, q) for q in SUMMARY_QUANTILES)
+        return cls(p50, p90, p99, mean=_div(total, n), max=items[-1][0])
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {k: _num(v) for k, v in attrs.asdict(self).items()}
@@ -623,8 +685,8 @@ class Summary:
         Inter-token latency: every gap between two consecutive output tokens of a request
         where tokens stream (serial and continuous batching; None for static batching, whose
         tokens all arrive at hand-back). A gap includes steps the request waited through
-        (a prefill step of others, a preemption). Gaps of a request later rejected after a
-        preemption are included (the client saw them).
+        (a prefill step of others, a preemption). Over the requests handed back only, as
+        ``vllm bench serve``: the gaps of a request rejected after a preemption are left out.
     peak_kv_tokens, peak_kv_blocks : int, the largest KV in use at the end of any step
     kv_capacity_blocks : int or None, block_size : int, the pool's
     """
