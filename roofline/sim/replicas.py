@@ -303,11 +303,13 @@ def _route(merged: _Run, schedulers: list[_Continuous], router: str, plan: _Cont
     size = len(schedulers)
     owner: list[tuple[int, int]] = []
     outstanding = [0] * size  # assigned so far; less the handed back and refused, read at each arrival
+    dynamic = router != "round-robin"  # round robin reads no state: the replicas run after it, as parts served alone
     for j, request in enumerate(merged.requests):
         t = merged.arrival[j]
-        for scheduler in schedulers:
-            scheduler.advance(t)
-        if router == "round-robin":
+        if dynamic:
+            for scheduler in schedulers:
+                scheduler.advance(t)
+        if not dynamic:
             r = j % size
         elif router == "least-requests":
             r = min(range(size), key=lambda k: _outstanding(schedulers[k], outstanding[k], t))
