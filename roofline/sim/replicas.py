@@ -28,13 +28,13 @@ from .policies import (
     _engine_options,
     _listed,
     _on_clock,
-    _refuse_closed_loop,
     _step_engine_reason,
 )
 from .requests import Request
 from .results import SimResult
 from .run import _Run
 from .stretch import TickCosts
+from .workloads import ClosedLoop
 
 __all__ = ["serve_replicas", "ReplicaLoad", "ReplicaResult", "ROUTERS"]
 
@@ -204,7 +204,10 @@ max_steps, engine, enable_prefix_caching
     """
     if not isinstance(router, str) or router not in ROUTERS:
         raise InvalidValueError("router", router, f"expected one of {', '.join(ROUTERS)}")
-    _refuse_closed_loop(requests, "serve_replicas")
+    if isinstance(requests, ClosedLoop):
+        raise InvalidValueError("requests", requests, "data-parallel replicas do not take closed-loop clients: a "
+                                "hand-back in any replica makes the next arrival, which the joint run cannot bound "
+                                "before it happens")
     cost_model, size, gpus = _replica_inputs(replicas, data_parallel_size, gpus_per_replica)
     pools = _pools(kv_pool, size)
     plan = _ContinuousPlan(cost_model, pools[0], max_num_seqs=max_num_seqs, admission=admission,
@@ -299,7 +302,9 @@ def _pools(kv_pool: Any, size: int) -> list[KVPool | None]:
 
 def _route(merged: _Run, schedulers: list[_Continuous], router: str, plan: _ContinuousPlan) -> list[tuple[int, int]]:
     """Assign every request at its arrival (docs/conventions.md, "Data-parallel replicas"): advance every replica
-    to the arrival, read their states, add the request to the one picked; (replica, its index there) per request."""
+    to the arrival, read their states, add the request to the one picked; (replica, its index there) per request.
+    Round robin reads no state, so the replicas are not advanced for it (they run to the end afterwards, each as
+    its part of the trace served alone)."""
     size = len(schedulers)
     owner: list[tuple[int, int]] = []
     outstanding = [0] * size  # assigned so far; less the handed back and refused, read at each arrival
