@@ -86,8 +86,8 @@ from ..sim import (
     RooflineCostModel,
     SimResult,
     load_trace,
-    shipped_trace,
     serve_replicas,
+    shipped_trace,
     synthetic_workload,
 )
 from ..units import GB, format_time
@@ -834,7 +834,7 @@ def _kind_text(kind: str) -> str:
 def to_json(run: dict[str, Any], trace: str | None = None) -> str:
     """The comparison as JSON: inputs, the workload (seed included) and each policy's options and summary."""
     model, acc, pool = run["model"], run["accelerator"], run["pool"]
-    results = []
+    results: list[dict[str, Any]] = []
     for label, r in zip(run["labels"], run["results"], strict=True):
         d = dict(r.to_dict(), label=label)
         replicated = (run.get("replicas") or [None] * len(run["labels"]))[len(results)]

@@ -27,13 +27,12 @@ from .policies import (
     _ContinuousPlan,
     _engine_options,
     _listed,
-    _on_clock,
     _step_engine_reason,
 )
 from .requests import Request
 from .results import SimResult
 from .run import _Run
-from .stretch import TickCosts
+from .stretch import TickCosts, on_fine_enough_clock
 from .workloads import ClosedLoop
 
 __all__ = ["serve_replicas", "ReplicaLoad", "ReplicaResult", "ROUTERS"]
@@ -254,7 +253,9 @@ max_steps, engine, enable_prefix_caching
         loads = tuple(_load(r, run, result) for r, (run, result) in enumerate(zip(runs, results, strict=True)))
         return ReplicaResult(router, whole_result, results, tuple(r for r, _ in owner), loads, gpus)
 
-    return _on_clock(serve, why, plan.first_tokens(whole.prompt, whole.output))  # type: ignore[return-value]
+    first = plan.first_tokens(whole.prompt, whole.output)
+    result: ReplicaResult = serve(first) if why is not None else on_fine_enough_clock(serve, first)
+    return result
 
 
 def _replica_inputs(replicas: Any, size: Any, gpus: Any) -> tuple[Any, int, int]:
