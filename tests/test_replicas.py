@@ -63,7 +63,8 @@ def options(data: st.DataObject, reqs: Any, size: int) -> dict[str, Any]:
     seqs = data.draw(st.integers(1, 6))
     kw: dict[str, Any] = dict(kv_pool=kv, max_num_seqs=seqs, admission=data.draw(st.sampled_from(["reserve",
                                                                                                   "on_demand"])),
-                              max_model_len=data.draw(st.one_of(st.none(), st.integers(1, 80))))
+                              max_model_len=data.draw(st.one_of(st.none(), st.integers(1, 80))),
+                              enable_prefix_caching=data.draw(st.booleans()))
     if data.draw(st.booleans()):
         kw.update(prefill="chunked", max_num_batched_tokens=data.draw(st.integers(seqs, seqs + 60)))
     else:
@@ -191,7 +192,7 @@ def test_round_robin_is_the_trace_split_and_served_alone(reqs: Any, cost: Any, d
     res = serve_replicas(reqs, cost, data_parallel_size=size, engine=engine, **kw)
     assert res.assignment == tuple(j % size for j in range(len(reqs)))
     pools = kw.pop("kv_pool")
-    done = []
+    done, parts = [], []
     for k in range(size):
         pool = pools[k] if isinstance(pools, list) else pools
         alone = serve_continuous(reqs[k::size], cost, kv_pool=pool, engine=engine, **kw)
@@ -204,6 +205,10 @@ def test_round_robin_is_the_trace_split_and_served_alone(reqs: Any, cost: Any, d
             same(getattr(part.summary, name), getattr(alone.summary, name), f"replica {k} {name}")
         assert part.summary.itl == alone.summary.itl
         done += [x for x in alone.requests if x.handed_back_s is not None]
+        parts.append(alone.options.get("prefix_cache"))
+    if kw["enable_prefix_caching"]:
+        for name in ("queried_tokens", "hit_tokens", "queried_blocks", "hit_blocks", "evictions"):
+            assert res.whole.options["prefix_cache"][name] == sum(p[name] for p in parts)
     s = res.whole.summary
     assert s.ttft == Percentiles.of([x.ttft_s for x in done])
     assert s.e2e == Percentiles.of([x.e2e_s for x in done])

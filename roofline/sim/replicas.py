@@ -351,7 +351,8 @@ def _blocks_in_use(scheduler: _Continuous, t: Any) -> int:
 
 def _merge(merged: _Run, runs: list[_Run], owner: list[tuple[int, int]]) -> None:
     """Fill ``merged`` (the whole workload, not run) with each request's outcome in its replica, the replicas'
-    summed totals, their busy times (as one busy span), their largest peaks and their pooled inter-token gaps."""
+    summed totals (prefix-cache counts included), their busy times (as one busy span), their largest peaks and
+    their pooled inter-token gaps."""
     for j, (r, i) in enumerate(owner):
         run = runs[r]
         merged.reason[j] = run.reason[i]
@@ -372,6 +373,9 @@ def _merge(merged: _Run, runs: list[_Run], owner: list[tuple[int, int]]) -> None
         for run in started:
             busy = busy + (run.end - run.first_start - run.idle)
         merged.first_start, merged.end = merged.idle, busy
+    if merged.prefix is not None:  # the prefix caches' counts, summed (each replica's cache is its own)
+        for name in ("queried_tokens", "hit_tokens", "queried_blocks", "hit_blocks", "evictions"):
+            setattr(merged.prefix, name, sum(getattr(run.prefix, name) for run in runs))
     if isinstance(merged.gaps, StepGaps):
         for run in runs:
             for gap, count in run.gaps.counts.items():
