@@ -258,3 +258,44 @@ def test_every_request_is_handed_back_or_refused_once_and_no_pool_overflows(reqs
             continue
         assert part.summary.peak_kv_blocks <= capacity, f"replica {k}"
         assert all(step.kv_blocks <= capacity for step in part.steps), f"replica {k}"
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def test_simulate_data_parallel_size_prints_the_per_replica_load(capsys) -> None:
+    import json
+
+    from roofline.cli import main
+
+    assert main(["simulate", "--limit", "40", "--data-parallel-size", "2", "--router", "least-kv", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["data_parallel_size"] == 2 and [r["label"] for r in out["results"]] == ["continuous"]
+    dp = out["results"][0]["data_parallel"]
+    assert dp["router"] == "least-kv" and dp["gpus"] == 2
+    assert sum(x["requests"] for x in dp["replicas"]) == 40 == out["results"][0]["summary"]["requests"]
+    assert main(["simulate", "--limit", "40", "-dp", "3", "--tp", "2", "--model", "llama-3.1-70b"]) == 0
+    text = capsys.readouterr().out
+    assert "3 data-parallel replicas x 2 GPUs = 6 GPUs, router round-robin" in text
+    table = text[text.index("  replica "):].split("\n\n")[0].splitlines()
+    assert len(table) == 4 and all(len(line) <= 100 for line in table)
+    assert [int(line.split()[1]) for line in table[1:]] == [14, 13, 13]  # round robin of 40
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--limit", "10", "--router", "least-kv"], "--router"),
+    (["--limit", "10", "-dp", "2", "--policy", "static"], "-dp"),
+    (["--limit", "10", "--data-parallel-size", "0"], "--data-parallel-size"),
+    (["-dp", "2", "--max-concurrency", "2", "--num-prompts", "4", "--policy", "continuous"], "--max-concurrency"),
+])
+def test_simulate_refuses_by_flag(capsys, argv: list[str], flag: str) -> None:
+    """One line naming the flag, exit status 2 (argparse's refusals exit, the library's are returned)."""
+    from roofline.cli import main
+
+    try:
+        status = main(["simulate", *argv])
+    except SystemExit as exc:
+        status = exc.code
+    assert status == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and flag in err

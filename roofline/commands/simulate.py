@@ -30,11 +30,12 @@ MB, on the shipped conversation trace); the command says on stderr how much it w
 refuses an output that would write over the trace or the config it reads, and writes each
 file atomically (the old file or the new one, never half of one).
 
-``--data-parallel-size D`` (vLLM's flag) serves the workload on D replicas of the deployment, each with its
-own KV pool and continuous-batching scheduler, behind the router ``--router`` (round-robin, least-requests or
-least-kv; docs/conventions.md, "Data-parallel replicas"): the rows are continuous batching's, their percentiles
-over all requests of all replicas, followed by a per-replica table (requests, tokens, busy time, peak KV) and the
-output throughput per GPU; ``--json`` carries the per-replica load.
+``--data-parallel-size D`` (vLLM's flag) serves the workload on D replicas of the deployment,
+each with its own KV pool and continuous-batching scheduler, behind the router ``--router``
+(round-robin, least-requests or least-kv; docs/conventions.md, "Data-parallel replicas"): the
+rows are continuous batching's, their percentiles over all requests of all replicas, followed
+by a per-replica table (requests, tokens, busy time, peak KV) and the output throughput per
+GPU; ``--json`` carries the per-replica load.
 
 The trace: by default the Azure LLM inference trace 2023 of a conversation service
 shipped with the package (19,366 requests over one hour; Azure Public Dataset, CC-BY 4.0;
@@ -46,7 +47,8 @@ Examples::
     roofline simulate --limit 1000
     roofline simulate --trace code --float
     roofline simulate --chunked-prefill --max-num-batched-tokens 2048
-    roofline simulate --model llama-3.1-70b --tensor-parallel-size 2 --data-parallel-size 4 --router least-kv
+    roofline simulate --model llama-3.1-70b --tensor-parallel-size 2 --data-parallel-size 4 \\
+        --router least-kv
     roofline simulate --max-concurrency 10 --num-prompts 200 --random-input-len 512 \\
         --random-output-len 128
     roofline simulate --model opt-13b --accelerator a100-40gb --num-prompts 1000 \\
