@@ -160,7 +160,7 @@ def test_refusals_name_the_field():
         serve_replicas(reqs, ONE, data_parallel_size=0)
     with pytest.raises(InvalidValueError, match="requests"):
         serve_replicas(ClosedLoop(clients=2, lengths=((4, 3),) * 4), ONE, data_parallel_size=2)
-    with pytest.raises(InvalidValueError, match="replicas"):
+    with pytest.raises(InvalidValueError, match="cost_model"):
         serve_replicas(reqs, [ONE, UnitCostModel()])
     with pytest.raises(InvalidValueError, match="data_parallel_size"):
         serve_replicas(reqs, [ONE, ONE], data_parallel_size=3)
@@ -171,6 +171,10 @@ def test_refusals_name_the_field():
         serve_replicas(reqs, deployment, data_parallel_size=3)
     with pytest.raises(InvalidValueError, match="data_parallel_size"):
         Parallelism(data=0)
+    with pytest.raises(InvalidValueError, match="data_parallel_size"):
+        serve_replicas(reqs, ONE, data_parallel_size=10**40)
+    with pytest.raises(InvalidValueError, match="cost_model"):
+        serve_replicas(reqs, None, data_parallel_size=2)
 
 
 # ----------------------------------------------------------------------------- generated

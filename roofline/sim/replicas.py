@@ -41,6 +41,9 @@ __all__ = ["serve_replicas", "ReplicaLoad", "ReplicaResult", "ROUTERS"]
 #: outstanding requests (vLLM V0's virtual-engine rule too), the fewest KV blocks in use; ties to the lowest index.
 ROUTERS = ("round-robin", "least-requests", "least-kv")
 
+#: The most replicas a run simulates (each has a scheduler of its own): a modelling limit, not an engine's.
+MAX_REPLICAS = 4096
+
 
 @dataclass(frozen=True)
 class ReplicaLoad:
@@ -132,7 +135,7 @@ class ReplicaResult:
 
 def serve_replicas(
     requests: Iterable[Request],
-    replicas: Any,
+    cost_model: Any,
     *,
     router: str = "round-robin",
     data_parallel_size: int | None = None,
@@ -156,8 +159,8 @@ def serve_replicas(
     requests : iterable of Request, in arrival order
         Closed-loop clients are refused (field ``requests``): a hand-back in any replica makes the next arrival,
         which the joint run cannot bound before it happens.
-    replicas : Deployment, CostModel, or a sequence of D cost models
-        A :class:`~roofline.Deployment`: its cost model (:meth:`RooflineCostModel.for_deployment`, exact, no
+    cost_model : CostModel, a sequence of D cost models, or a Deployment
+        A :class:`~roofline.Deployment`: its cost model (:meth:`~roofline.sim.RooflineCostModel.for_deployment`, exact, no
         overhead), D = its ``parallelism.data`` and its GPUs per replica. A cost model: every replica's (D from
         ``data_parallel_size``). A sequence: one per replica, which must all be the same cost model (replicas on
         different ones are refused by name: the pooled inter-token percentiles of the stretch clock need one).
@@ -207,7 +210,7 @@ max_steps, engine, enable_prefix_caching
         raise InvalidValueError("requests", requests, "data-parallel replicas do not take closed-loop clients: a "
                                 "hand-back in any replica makes the next arrival, which the joint run cannot bound "
                                 "before it happens")
-    cost_model, size, gpus = _replica_inputs(replicas, data_parallel_size, gpus_per_replica)
+    cost_model, size, gpus = _replica_inputs(cost_model, data_parallel_size, gpus_per_replica)
     pools = _pools(kv_pool, size)
     plan = _ContinuousPlan(cost_model, pools[0], max_num_seqs=max_num_seqs, admission=admission,
                            max_prefill_tokens=max_prefill_tokens, prefill=prefill,
@@ -264,6 +267,9 @@ def _replica_inputs(replicas: Any, size: Any, gpus: Any) -> tuple[Any, int, int]
 
     if size is not None:
         check_count("data_parallel_size", size, minimum=1)
+        if size > MAX_REPLICAS:
+            raise InvalidValueError("data_parallel_size", size, f"more than {MAX_REPLICAS:,} replicas are not "
+                                    "modelled (each is simulated)")
     if gpus is not None:
         check_count("gpus_per_replica", gpus, minimum=1)
     if isinstance(replicas, Deployment):
@@ -275,12 +281,12 @@ def _replica_inputs(replicas: Any, size: Any, gpus: Any) -> tuple[Any, int, int]
                 replicas.parallelism.replica_gpus if gpus is None else gpus)
     if isinstance(replicas, (list, tuple)):
         if not replicas:
-            raise InvalidValueError("replicas", replicas, "expected at least one cost model")
+            raise InvalidValueError("cost_model", replicas, "expected at least one cost model")
         if size is not None and size != len(replicas):
             raise InvalidValueError("data_parallel_size", size, f"given beside {len(replicas)} cost models")
         first = replicas[0]
         if any(c is not first for c in replicas[1:]):
-            raise InvalidValueError("replicas", replicas, "replicas of different cost models are not modelled (the "
+            raise InvalidValueError("cost_model", replicas, "replicas of different cost models are not modelled (the "
                                     "pooled inter-token percentiles need one); give one cost model")
         cost_model, size = first, len(replicas)
     else:
