@@ -160,8 +160,9 @@ def serve_replicas(
         Closed-loop clients are refused (field ``requests``): a hand-back in any replica makes the next arrival,
         which the joint run cannot bound before it happens.
     cost_model : CostModel, a sequence of D cost models, or a Deployment
-        A :class:`~roofline.Deployment`: its cost model (:meth:`~roofline.sim.RooflineCostModel.for_deployment`, exact, no
-        overhead), D = its ``parallelism.data`` and its GPUs per replica. A cost model: every replica's (D from
+        A :class:`~roofline.Deployment`: its cost model
+        (:meth:`~roofline.sim.RooflineCostModel.for_deployment`, exact, no overhead), D = its
+        ``parallelism.data`` and its GPUs per replica. A cost model: every replica's (D from
         ``data_parallel_size``). A sequence: one per replica, which must all be the same cost model (replicas on
         different ones are refused by name: the pooled inter-token percentiles of the stretch clock need one).
     router : {"round-robin", "least-requests", "least-kv"}, default "round-robin"
