@@ -101,7 +101,10 @@ class _Run:
         self.pending_order: list[None] = []
         self.started = False
         self.max_model_len = max_model_len
-        self.reason: list[str | None] = [self.refusal(p, o) for p, o in zip(self.prompt, self.output, strict=True)]
+        self.reason: list[str | None] = [None] * n
+        if self.pool.capacity_blocks is not None or max_model_len is not None:
+            refusal = self.refusal
+            self.reason = [refusal(p, o) for p, o in zip(self.prompt, self.output, strict=True)]
         self.admitted: list[Any] = [None] * n
         self.first: list[Any] = [None] * n
         self.finish: list[Any] = [None] * n
