@@ -303,3 +303,20 @@ def test_simulate_refuses_by_flag(capsys, argv: list[str], flag: str) -> None:
     assert status == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and flag in err
+
+
+@settings(_ORACLE)
+@given(reqs=WORK, cost=COSTS, data=st.data(), router=st.sampled_from(["least-requests", "least-kv"]))
+def test_one_replica_advanced_to_every_arrival_is_serve_continuous(reqs: Any, cost: Any, data: st.DataObject,
+                                                                   router: str) -> None:
+    """D = 1 under a router that reads the state: the replica runs to each arrival, stops there (a stretch cut at
+    it) and takes the request, which must change nothing against serving the workload in one loop."""
+    kw = options(data, reqs, 1)
+    engine = data.draw(st.sampled_from(["auto", "step"]))
+    res = serve_replicas(reqs, cost, router=router, engine=engine, **kw)
+    alone = serve_continuous(reqs, cost, engine=engine, **{**kw, "kv_pool": kw["kv_pool"][0]
+                                                            if isinstance(kw["kv_pool"], list) else kw["kv_pool"]})
+    for i, (x, y) in enumerate(zip(res.whole.requests, alone.requests, strict=True)):
+        _same_request(x, y, f"request {i}")
+    for field in attrs.fields(type(alone.summary)):
+        same(getattr(res.whole.summary, field.name), getattr(alone.summary, field.name), f"summary.{field.name}")
