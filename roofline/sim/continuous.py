@@ -12,6 +12,8 @@ out) they jump a run of decode steps as one closed-form stretch
 * the next finish (the smallest finishing tick of the running sequences),
 * the first step boundary at or after the next arrival (the scheduler looks at arrivals at
   every boundary),
+* the first step boundary at or after the horizon of :meth:`_Continuous.advance` (data-parallel
+  replicas: the next arrival, which the router may send here; :mod:`roofline.sim.replicas`),
 * the step before the KV pool would overflow (on-demand admission preempts then:
   :func:`~roofline.sim.stretch.first_pool_overflow`),
 * the ``max_steps`` safeguard,
