@@ -2,7 +2,8 @@
 
 Runs each policy (serial, static B = 8, continuous with reserve and on-demand admission,
 continuous with chunked prefill (N = 2,048) under both admissions, and 256 closed-loop
-clients sending the trace's lengths to continuous batching with chunked prefill) on all
+clients sending the trace's lengths to continuous batching with chunked prefill; and 4 data-parallel replicas
+behind each router) on all
 requests of the shipped Azure conversation trace (``roofline.sim.shipped_trace("conv")``)
 with Llama 3.1 8B on H100 SXM (exact Fractions unless ``--float``), each in a fresh
 process, and reports wall time, simulated steps, time per step and peak memory (the child's peak RSS, and its growth
@@ -53,7 +54,21 @@ POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "closed-loop-256-separate": ("continuous", {"max_num_seqs": 256, "admission": "reserve", "clients": 256}),
     "closed-loop-256": ("continuous", {"max_num_seqs": 256, "admission": "reserve", "prefill": "chunked",
                                        "max_num_batched_tokens": 2048, "clients": 256}),
+    # D = 4 data-parallel replicas behind each router (roofline.sim.serve_replicas), continuous batching, reserve
+    "replicas-4-round-robin": ("replicas", {"data_parallel_size": 4, "router": "round-robin"}),
+    "replicas-4-least-requests": ("replicas", {"data_parallel_size": 4, "router": "least-requests"}),
+    "replicas-4-least-kv": ("replicas", {"data_parallel_size": 4, "router": "least-kv"}),
 }
+
+
+def _serve(policy: str, requests: Any, cost: Any, pool: Any, record: bool, options: dict[str, Any]) -> Any:
+    """The SimResult of one policy (of the whole, for replicas)."""
+    from roofline.sim import POLICIES as FUNCS
+    from roofline.sim import serve_replicas
+
+    if policy == "replicas":
+        return serve_replicas(requests, cost, kv_pool=pool, record_steps=record, **options).whole
+    return FUNCS[policy](requests, cost, kv_pool=pool, record_steps=record, **options)
 
 
 def _workload(requests: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -83,14 +98,12 @@ def _rss_mib() -> float:
 
 
 def _child(name: str, trace: str, exact: bool, record: bool, queue: Any) -> None:
-    from roofline.sim import POLICIES as FUNCS
-
     requests, cost, pool = _setup(Path(trace), exact)
     base = _rss_mib()
     policy, options = POLICIES[name]
     requests, options = _workload(requests, options)
     t0 = time.perf_counter()
-    result = FUNCS[policy](requests, cost, kv_pool=pool, record_steps=record, **options)
+    result = _serve(policy, requests, cost, pool, record, options)
     wall = time.perf_counter() - t0
     s = result.summary
     queue.put(dict(
@@ -120,28 +133,24 @@ def bench(trace: Path, *, exact: bool, record: bool, names: list[str]) -> None:
 
 
 def profile(trace: Path, name: str, *, exact: bool, record: bool, top: int) -> None:
-    from roofline.sim import POLICIES as FUNCS
-
     requests, cost, pool = _setup(trace, exact)
     policy, options = POLICIES[name]
     requests, options = _workload(requests, options)
     prof = cProfile.Profile()
     prof.enable()
-    FUNCS[policy](requests, cost, kv_pool=pool, record_steps=record, **options)
+    _serve(policy, requests, cost, pool, record, options)
     prof.disable()
     pstats.Stats(prof).sort_stats("tottime").print_stats(top)
 
 
 def check_float(trace: Path, names: list[str]) -> None:
-    from roofline.sim import POLICIES as FUNCS
-
     requests, exact_cost, pool = _setup(trace, True)
     _, float_cost, _ = _setup(trace, False)
     for name in names:
         policy, options = POLICIES[name]
         requests, options = _workload(requests, options)
-        a = FUNCS[policy](requests, exact_cost, kv_pool=pool, record_steps=False, **options)
-        b = FUNCS[policy](requests, float_cost, kv_pool=pool, record_steps=False, **options)
+        a = _serve(policy, requests, exact_cost, pool, False, options)
+        b = _serve(policy, requests, float_cost, pool, False, options)
         worst = max((abs(y.handed_back_s - float(x.handed_back_s)) / float(x.handed_back_s)
                      for x, y in zip(a.requests, b.requests, strict=True) if x.handed_back_s), default=0.0)
         same = (a.summary.steps, a.summary.preemptions) == (b.summary.steps, b.summary.preemptions)

@@ -51,6 +51,10 @@ def _tensor(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     check_count("tensor_parallel_size", value, minimum=1)
 
 
+def _data(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    check_count("data_parallel_size", value, minimum=1)
+
+
 @attrs.frozen
 class Parallelism:
     """How a deployment splits its model over GPUs: tensor parallelism of degree T (today's only kind).
@@ -64,19 +68,31 @@ class Parallelism:
     ----------
     tensor : int >= 1, default 1
         T, GPUs in the tensor-parallel group (vLLM's ``--tensor-parallel-size``).
+    data : int >= 1, default 1
+        D, data-parallel replicas of the whole (vLLM's ``--data-parallel-size``); a step's price is one
+        replica's, and only :func:`roofline.sim.serve_replicas` serves D of them.
 
     Raises
     ------
     InvalidValueError
-        T not one integer >= 1 (an array, a bool, 0...): field ``tensor_parallel_size``.
+        T not one integer >= 1 (an array, a bool, 0...): field ``tensor_parallel_size``; D likewise: field
+        ``data_parallel_size``.
     """
 
     tensor: int = attrs.field(default=1, validator=_tensor)
+    #: D, data-parallel replicas (vLLM's ``--data-parallel-size``): independent copies behind a router
+    #: (:func:`roofline.sim.serve_replicas`; docs/conventions.md, "Data-parallel replicas"). Default 1.
+    data: int = attrs.field(default=1, validator=_data)
+
+    @property
+    def replica_gpus(self) -> int:
+        """GPUs one copy of the model runs on [GPUs]: every size but D (today T)."""
+        return int(self.tensor)
 
     @property
     def gpus(self) -> int:
-        """GPUs one copy of the model runs on [GPUs]: T (x P x D once those exist)."""
-        return int(self.tensor)
+        """GPUs the deployment uses [GPUs]: the product of its sizes, T x D."""
+        return self.replica_gpus * int(self.data)
 
 
 def _parallelism(value: Any) -> Parallelism:

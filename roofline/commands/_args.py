@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from .._io import exact_decimal
-from ..deployment import Deployment, profile
+from ..deployment import Deployment, Parallelism, profile
 from ..errors import InvalidValueError, UnknownPresetError
 from ._vllm import add_vllm_dtype_options, check_vllm_model, vllm_dtypes
 
@@ -141,6 +141,15 @@ def add_tensor_parallel_option(p: argparse.ArgumentParser, *, default: int | Non
                         + ("the smallest that fits" if default is None else str(default)) + ")")
 
 
+def add_data_parallel_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--data-parallel-size`` / ``-dp`` (vLLM's flag): D replicas of the deployment behind a router."""
+    p.add_argument("--data-parallel-size", "-dp", type=int_arg("--data-parallel-size", 1), default=1,
+                   dest="data_parallel_size", metavar="D",
+                   help="data-parallel replicas: D copies of the deployment, each with its own KV pool and "
+                        "scheduler, behind a router (--router); GPUs = D x the GPUs of one "
+                        "(docs/conventions.md, \"Data-parallel replicas\"; default: 1)")
+
+
 def citation_url(citation: str) -> str:
     """The first URL of a source citation (the line a command prints), else the citation itself."""
     match = re.search(r"https?://\S+?(?=[:,;)\s]|$)", citation)
@@ -182,7 +191,8 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
         kw = {} if utilization is None else {"utilization": utilization}
         T = smallest_tensor_parallel_size(model, accelerator, **kw) or 1
         chosen = T > 1
-    return Deployment(model, accelerator, T, flops=getattr(args, "flops", "exact"),
+    parallelism = Parallelism(tensor=T, data=getattr(args, "data_parallel_size", 1))
+    return Deployment(model, accelerator, parallelism, flops=getattr(args, "flops", "exact"),
                       estimate=by_flag("--estimate", profile, getattr(args, "estimate", None))), chosen
 
 

@@ -30,6 +30,13 @@ MB, on the shipped conversation trace); the command says on stderr how much it w
 refuses an output that would write over the trace or the config it reads, and writes each
 file atomically (the old file or the new one, never half of one).
 
+``--data-parallel-size D`` (vLLM's flag) serves the workload on D replicas of the deployment,
+each with its own KV pool and continuous-batching scheduler, behind the router ``--router``
+(round-robin, least-requests or least-kv; docs/conventions.md, "Data-parallel replicas"): the
+rows are continuous batching's, their percentiles over all requests of all replicas, followed
+by a per-replica table (requests, tokens, busy time, peak KV) and the output throughput per
+GPU; ``--json`` carries the per-replica load.
+
 The trace: by default the Azure LLM inference trace 2023 of a conversation service
 shipped with the package (19,366 requests over one hour; Azure Public Dataset, CC-BY 4.0;
 Patel et al., "Splitwise", ISCA 2024); ``--trace code`` the shipped coding-service trace
@@ -40,6 +47,8 @@ Examples::
     roofline simulate --limit 1000
     roofline simulate --trace code --float
     roofline simulate --chunked-prefill --max-num-batched-tokens 2048
+    roofline simulate --model llama-3.1-70b --tensor-parallel-size 2 --data-parallel-size 4 \\
+        --router least-kv
     roofline simulate --max-concurrency 10 --num-prompts 200 --random-input-len 512 \\
         --random-output-len 128
     roofline simulate --model opt-13b --accelerator a100-40gb --num-prompts 1000 \\
@@ -72,17 +81,20 @@ from ..sim import (
     ENGINES,
     LENGTH_DISTRIBUTIONS,
     POLICIES,
+    ROUTERS,
     SHIPPED_TRACES,
     ClosedLoop,
     KVPool,
     RooflineCostModel,
     SimResult,
     load_trace,
+    serve_replicas,
     shipped_trace,
     synthetic_workload,
 )
 from ..units import GB, format_time
 from ._args import (
+    add_data_parallel_option,
     add_estimate_option,
     add_flops_option,
     add_model_options,
@@ -143,6 +155,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_flops_option(p, default="exact")
     add_estimate_option(p, instead=True)
     add_tensor_parallel_option(p)
+    add_data_parallel_option(p)
+    p.add_argument("--router", choices=ROUTERS, default="round-robin",
+                   help="with --data-parallel-size: the replica each arriving request goes to: round-robin, "
+                        "least-requests (fewest outstanding), least-kv (fewest KV blocks in use); ties to the "
+                        "lowest index (default: %(default)s)")
     p.add_argument("--overhead", type=number_arg("--overhead"), default=Fraction(0),
                    help="fixed per-step overhead in seconds (default: 0)")
     p.add_argument("--float", action="store_true", dest="float_mode",
@@ -278,6 +295,7 @@ class _Plan:
     kind: str
     dists: tuple[str, ...] = ()
     rate: bool = False
+    replicas: int = 1
 
     def text(self, policy: str) -> str:
         workload = {"trace": "a trace", "open": "generated arrivals " + ("at a rate" if self.rate else "all at t = 0"),
@@ -315,6 +333,7 @@ _USES: tuple[tuple[str, Any, str], ...] = (
     ("output_len_cap", lambda p: p.dists[1:] in (("exponential",), ("lognormal",)),
      "exponential or lognormal output lengths"),
     ("len_sigma", lambda p: "lognormal" in p.dists, "lognormal lengths"),
+    ("router", lambda p: p.replicas > 1, "data-parallel replicas (--data-parallel-size above 1)"),
     ("batch_size", lambda p: "static" in p.names, "static batching"),
     ("max_wait", lambda p: "static" in p.names, "static batching"),
     ("max_num_seqs", lambda p: bool(_CONTINUOUS & set(p.names)), "continuous batching"),
@@ -349,18 +368,22 @@ def plan_run(args: argparse.Namespace) -> _Plan:
     kind = "trace" if not generated else "open" if args.max_concurrency is None else "closed"
     dists = () if not generated else (_length_dist(args.input_len_dist, args.random_range_ratio),
                                       _length_dist(args.output_len_dist, args.random_range_ratio))
+    replicas = getattr(args, "data_parallel_size", 1)
+    if replicas > 1 and args.policy in ("serial", "static"):
+        raise InvalidValueError(given.get("data_parallel_size", "--data-parallel-size"), replicas,
+                                f"data-parallel replicas run continuous batching only, not --policy {args.policy}")
     if args.policy == "all":
         if kind == "closed" and "policy" in given:
             raise InvalidValueError(given["policy"], "all", "closed-loop clients (--max-concurrency) are served by "
                                     "continuous batching only; give --policy continuous")
-        names = ["continuous"] if kind == "closed" else ["serial", "static", "continuous"]
+        names = ["continuous"] if kind == "closed" or replicas > 1 else ["serial", "static", "continuous"]
         if args.chunked_prefill:
             names.append(CHUNKED)
     elif args.policy == "continuous" and args.chunked_prefill:
         names = [CHUNKED]
     else:
         names = [args.policy]
-    plan = _Plan(tuple(names), kind, dists, args.request_rate is not None)
+    plan = _Plan(tuple(names), kind, dists, args.request_rate is not None, replicas)
     for dest, uses, what in _USES:
         if dest in given and not uses(plan):
             raise InvalidValueError(given[dest], _given_value(args, dest), f"applies to {what}, which this run "
@@ -379,7 +402,8 @@ _FLAG_OF_FIELD = {
     "max_num_seqs": "--max-num-seqs", "max_num_batched_tokens": "--max-num-batched-tokens",
     "max_prefill_tokens": "--max-prefill-tokens", "batch_size": "--batch-size", "max_wait": "--max-wait",
     "admission": "--admission", "engine": "--engine", "max_model_len": "--max-model-len",
-    "block_size": "--block-size", "overhead": "--overhead",
+    "block_size": "--block-size", "overhead": "--overhead", "router": "--router",
+    "data_parallel_size": "--data-parallel-size",
 }
 
 
@@ -539,10 +563,20 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                                            "enable_prefix_caching": args.enable_prefix_caching}),
     }
     results = []
+    replicas: list[Any] = []  # per row: its ReplicaResult (with --data-parallel-size), else None
+    size = deployment.parallelism.data
     with _progress(names, "simulate", "policy") as bar:
         for name in bar:
             bar.set_postfix_str(name)
             try:
+                if size > 1:  # plan_run left continuous batching's rows only
+                    replicated = serve_replicas(requests, cost, router=args.router, data_parallel_size=size,
+                                                gpus_per_replica=deployment.parallelism.replica_gpus, **common,
+                                                **runs[name][1])
+                    replicas.append(replicated)
+                    results.append(replicated.whole)
+                    continue
+                replicas.append(None)
                 results.append(runs[name][0](requests, cost, **common, **runs[name][1]))
             except InvalidValueError as err:  # the library's fields by their flags (engine= is --engine)
                 raise _by_flag(err, args, policy=name) from None
@@ -551,7 +585,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
            for key, value in (("ttft_s", args.slo_ttft), ("tpot_s", args.slo_tpot), ("e2e_s", args.slo_e2e))}
     return dict(requests=requests, workload=workload, deployment=deployment, model=model, accelerator=accelerator,
                 pool=pool, budget=budget,
-                budget_basis=budget_basis, results=results, labels=names,
+                budget_basis=budget_basis, results=results, labels=names, replicas=replicas,
                 slo=slo if any(v is not None for v in slo.values()) else None,
                 time_kind=time_kind, band=_band_line(deployment), scheduler_note=scheduler_note)
 
@@ -670,6 +704,9 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
         if rejected:
             request, why = rejected[0]
             lines.append(f"  {label}: {len(rejected):,} rejected; the first, request {request.id}: {why}")
+    for label, rep in zip(run["labels"], run.get("replicas") or [None] * len(run["labels"]), strict=True):
+        if rep is not None:
+            lines += ["", *_replica_table(label, rep, pool)]
     lines += ["", "  latency p50 / p90 / p99:"]
     lat_widths = [18] + [28] * len(LATENCY)
     lines.append(_row(("policy", *LATENCY), lat_widths))
@@ -721,6 +758,28 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
         lines.append("  closed-loop clients are served by continuous batching only (serial and static batching "
                      "need their arrivals up front).")
     return "\n".join(lines)
+
+
+REPLICA_COLUMNS = (("replica", 9), ("requests", 9), ("done", 8), ("rejected", 8), ("prompt tok", 11),
+                   ("output tok", 11), ("busy", 9), ("steps", 9), ("peak KV", 8))
+
+
+def _replica_table(label: str, rep: Any, pool: Any) -> list[str]:
+    """The per-replica load of a replicated row (at most 100 columns), and its throughput per GPU."""
+    per_gpu = rep.output_tokens_per_s_per_gpu
+    lines = [f"  {label}: {rep.data_parallel_size} data-parallel replicas x {rep.gpus_per_replica} GPU"
+             f"{'s' if rep.gpus_per_replica > 1 else ''} = {rep.gpus} GPUs, router {rep.router}",
+             f"  output throughput per GPU {'-' if per_gpu is None else f'{float(per_gpu):,.1f}'} tokens/s; "
+             "percentiles over all replicas' requests",
+             "  " + _row(tuple(name for name, _ in REPLICA_COLUMNS), [w for _, w in REPLICA_COLUMNS])]
+    widths = [w for _, w in REPLICA_COLUMNS]
+    for load in rep.loads:
+        cap = load.kv_capacity_blocks
+        peak = "-" if not cap else f"{100 * load.peak_kv_blocks / cap:.1f}%"
+        lines.append("  " + _row((str(load.replica), f"{load.requests:,}", f"{load.completed:,}",
+                                  f"{load.rejected:,}", f"{load.prompt_tokens:,}", f"{load.output_tokens:,}",
+                                  _t(load.busy_s), f"{load.steps:,}", peak), widths))
+    return lines
 
 
 def _engine_scheduler(args: argparse.Namespace, deployment: Any) -> str | None:
@@ -778,9 +837,12 @@ def _kind_text(kind: str) -> str:
 def to_json(run: dict[str, Any], trace: str | None = None) -> str:
     """The comparison as JSON: inputs, the workload (seed included) and each policy's options and summary."""
     model, acc, pool = run["model"], run["accelerator"], run["pool"]
-    results = []
+    results: list[dict[str, Any]] = []
     for label, r in zip(run["labels"], run["results"], strict=True):
         d = dict(r.to_dict(), label=label)
+        replicated = (run.get("replicas") or [None] * len(run["labels"]))[len(results)]
+        if replicated is not None:
+            d["data_parallel"] = replicated.to_dict()
         if run["slo"] is not None:
             d["goodput"] = r.goodput(**run["slo"]).to_dict()
         results.append(d)
@@ -792,6 +854,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
                   "kv_dtype": model.kv_dtype},
         "accelerator": {"key": acc.key, "name": acc.name},
         **({"tensor_parallel_size": T} if (T := run["deployment"].tensor_parallel_size) > 1 else {}),
+        **({"data_parallel_size": D} if (D := run["deployment"].parallelism.data) > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
         "flops_convention": run["deployment"].flops,
         **({"estimate_band": run["band"]} if run.get("band") else {}),

@@ -63,6 +63,7 @@ from .policies import (
     serve_serial,
     serve_static,
 )
+from .replicas import ROUTERS, ReplicaLoad, ReplicaResult, serve_replicas
 from .requests import SHIPPED_TRACES, TRACE_FORMATS, Request, check_requests, load_trace, parse_trace, shipped_trace
 from .results import Goodput, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary, percentile
 from .stretch import StretchTable, TickClock, TickCosts
@@ -94,6 +95,10 @@ __all__ = [
     "serve_serial",
     "serve_static",
     "serve_continuous",
+    "serve_replicas",
+    "ROUTERS",
+    "ReplicaResult",
+    "ReplicaLoad",
     "POLICIES",
     "ADMISSIONS",
     "PREFILL_MODES",

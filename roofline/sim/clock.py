@@ -159,6 +159,24 @@ class _Gaps:
         self.segments.append((batch, context_sum, steps, -1, seq, is_fraction, slope))
         self.segment_ticks -= ticks
 
+    def merge(self, other: _Gaps) -> None:
+        """Count another run's gaps, on the same clock, after these (data-parallel replicas pooled, in replica
+        order: roofline.sim.replicas; a value keeps the number type of its first count, as a dict keeps its first
+        key)."""
+        offset = self.seq
+        single, first_seen = self.single, self.first_seen
+        for gap, count in other.single.items():
+            if gap in single:
+                single[gap] += count
+            else:
+                single[gap] = count
+                first_seen[gap] = other.first_seen[gap] + offset
+                self.fraction[gap] = other.fraction[gap]
+        self.segments.extend((b, c, k, rows, seq + offset, frac, slope)
+                             for b, c, k, rows, seq, frac, slope in other.segments)
+        self.segment_ticks += other.segment_ticks
+        self.seq += other.seq
+
     def add_segment(self, batch: int, context_sum: int, steps: int, is_fraction: bool, ticks: int,
                     slope: int | None = None) -> None:
         """``steps`` decode steps of ``batch`` rows from ``context_sum``, growing by ``slope`` per step (None:

@@ -12,6 +12,8 @@ out) they jump a run of decode steps as one closed-form stretch
 * the next finish (the smallest finishing tick of the running sequences),
 * the first step boundary at or after the next arrival (the scheduler looks at arrivals at
   every boundary),
+* the first step boundary at or after the horizon of :meth:`_Continuous.advance` (data-parallel
+  replicas: the next arrival, which the router may send here; :mod:`roofline.sim.replicas`),
 * the step before the KV pool would overflow (on-demand admission preempts then:
   :func:`~roofline.sim.stretch.first_pool_overflow`),
 * the ``max_steps`` safeguard,
@@ -101,6 +103,11 @@ class _Continuous:
         self.ledger: list[tuple[Any, Any]] | None = [] if at_risk else None  # (gap, None) or (segment, ticks)
         self.own: dict[int, tuple[list[Any], list[tuple[int, int]]]] = {}  # i -> (its own gaps, ledger ranges)
         self.since: dict[int, int] = {}  # running, not fresh: where in the ledger its shared gaps start
+        # the resumable loop (advance): the next boundary, the step bound, and a horizon a stretch stops at
+        self.now: Any = None
+        self.limit = 0
+        self.horizon: Any = None  # data-parallel replicas: the next arrival the router has not assigned yet
+        self.last_handed = 0  # requests the latest step handed back (at its end)
 
     # ------------------------------------------------------------------ prefix cache
     def _need(self, i: int, length: int) -> int:
@@ -280,23 +287,59 @@ class _Continuous:
 
     def serve(self) -> None:
         """Run to the end: at each boundary queue the arrivals, then do the boundary's work (:meth:`_work`), or wait
-        for the next arrival when there is none."""
-        run = self.run
-        n = run.n
-        limit = self.step_limit()
+        for the next arrival when there is none (:meth:`advance` with no horizon)."""
+        self.start(self.step_limit())
+        self.advance(None)
+
+    def start(self, limit: int) -> None:
+        """Get ready to run, raising SimulationError once more than ``limit`` steps have run."""
+        self.limit = limit
         self.step_cap = limit + 1
-        now: Any = run.arrival[0] if n else None
+
+    def add(self, request: Any) -> int:
+        """Append a request routed to this scheduler (a data-parallel replica: roofline.sim.replicas); its index.
+        Its arrival must not be before the horizon of the last :meth:`advance`."""
+        run = self.run
+        i = run.add(request)
+        self.off.append(0)
+        self.finish_tick.append(-1)
+        self.hit.append(0)
+        if (self.ledger is None and self.on_demand and run.reason[i] is None
+                and run.prompt[i] + run.output[i] - 1 > self.max_prefill):
+            # it may be refused after a preemption: keep the shared gaps from now on (it has none yet)
+            self.ledger = []
+        return i
+
+    def advance(self, until: Any) -> None:
+        """Run every boundary before ``until`` (a time on the run's clock; None: to the end) and stop at the first
+        boundary at or after it, unprocessed: the arrivals of that instant are queued there, after the hand-backs
+        of the step that ends then. A stretch of decode steps stops at that boundary, as it does at an arrival.
+        ``serve`` is ``advance(None)``; a router calls it with each arrival, then :meth:`add` (docs/conventions.md,
+        "Data-parallel replicas")."""
+        run = self.run
+        self.horizon = until
+        now = self.now
         while True:
+            if now is None:  # not started: the first arrival (none yet: wait for one)
+                if self.nxt >= run.n:
+                    break
+                now = run.arrival[self.nxt]
+            if until is not None and now >= until:
+                break
             self.nxt = self._arrivals(self.nxt, now)
+            handed = run.handed_count
             end = self._work(now)
             if end is not None:
+                self.last_handed = run.handed_count - handed
                 now = end
-            elif self.nxt < n:
+            elif self.nxt < run.n:
+                self.last_handed = 0
                 now = self._idle_until(self.nxt, now)
                 continue
             else:
                 break
-            run.check_steps(limit)
+            run.check_steps(self.limit)
+        self.now = now
         run.end = now
 
     def _work(self, now: Any) -> Any:
@@ -324,6 +367,7 @@ class _Continuous:
                 waiting.popleft()
                 run.reason[i] = (f"recompute prefill of {length} tokens after preemption exceeds "
                                  f"{self.budget_name}={self.max_prefill}")
+                run.refused_count += 1
                 self.last_token.pop(i, None)
                 self._take_back_gaps(i)
                 run.release(i, now)
@@ -490,6 +534,8 @@ class _Continuous:
             k = int(linear)
         nxt = self.nxt
         coming = run.next_arrival(nxt) if k > 1 and nxt < run.n else None
+        if k > 1 and self.horizon is not None and (coming is None or self.horizon < coming):
+            coming = self.horizon  # a replica's next arrival may be routed to it: stop there as for an arrival
         if coming is not None:
             horizon = int(coming) - int(now)
             if costs.stretch(batch, context, k, slope) >= horizon:  # the arrival comes within: stop at its boundary
@@ -554,6 +600,12 @@ class _Chunked(_Continuous):
         self.target = [0] * run.n  # tokens its (re-)prefill processes: P + g
         self.prefill_kv = 0  # sum of the chunks done over ``prefilling``
         self.order: dict[int, None] = {}
+
+    def add(self, request: Any) -> int:
+        """As :meth:`_Continuous.add`."""
+        i = super().add(request)
+        self.target.append(0)
+        return i
 
     def step_limit(self) -> int:
         """max_steps, or a bound: a step with decode rows makes a token (sum(O) of them); a run of steps

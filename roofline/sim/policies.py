@@ -494,67 +494,22 @@ def serve_continuous(
     ([4, 3], ['prefill', 'prefill', 'decode', 'decode'])
     """
     _check_engine(engine)
-    check_count("max_num_seqs", max_num_seqs, minimum=1)
-    if not isinstance(admission, str) or admission not in ADMISSIONS:
-        raise InvalidValueError("admission", admission, f"expected one of {', '.join(ADMISSIONS)}")
-    if not isinstance(prefill, str) or prefill not in PREFILL_MODES:
-        raise InvalidValueError("prefill", prefill, f"expected one of {', '.join(PREFILL_MODES)}")
-    if max_prefill_tokens is not None:
-        check_count("max_prefill_tokens", max_prefill_tokens, minimum=1)
-    if max_num_batched_tokens is not None:
-        check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
-    if not isinstance(enable_prefix_caching, bool):
-        raise InvalidValueError("enable_prefix_caching", enable_prefix_caching, "must be True or False")
-    windowed = bool(getattr(cost_model, "layer_windows", None)) or bool(getattr(kv_pool, "layer_windows", None))
-    if enable_prefix_caching and windowed:
-        raise InvalidValueError("enable_prefix_caching", True, "prefix caching is not modelled with sliding-window "
-                                "layers (a windowed layer's blocks of a shared prefix leave the window)")
-    options: dict[str, Any] = {"max_num_seqs": max_num_seqs, "admission": admission,
-                               "max_prefill_tokens": max_prefill_tokens,
-                               "enable_prefix_caching": enable_prefix_caching}
-    if prefill == "chunked":
-        if max_prefill_tokens is not None:
-            raise InvalidValueError("max_prefill_tokens", max_prefill_tokens,
-                                    "is the budget without chunking; with prefill='chunked' give "
-                                    "max_num_batched_tokens")
-        chunk_budget = DEFAULT_MAX_NUM_BATCHED_TOKENS if max_num_batched_tokens is None else max_num_batched_tokens
-        budget: int | None = chunk_budget
-        if chunk_budget < max_num_seqs:
-            raise InvalidValueError("max_num_batched_tokens", budget, f"must be >= max_num_seqs={max_num_seqs}: each "
-                                    "running decode row takes one token of the step's budget")
-        if not callable(getattr(cost_model, "mixed_time", None)):
-            raise InvalidValueError("cost_model", cost_model, "chunked prefill needs a cost model with mixed_time "
-                                    "(roofline.sim.RooflineCostModel or UnitCostModel)")
-        options.update(prefill=prefill, max_num_batched_tokens=budget, max_model_len=max_model_len)
-        name: str = "max_num_batched_tokens"
-    else:
-        name = "max_prefill_tokens"
-        if max_num_batched_tokens is not None:
-            if max_prefill_tokens is not None:
-                raise InvalidValueError("max_num_batched_tokens", max_num_batched_tokens,
-                                        "give max_prefill_tokens or max_num_batched_tokens, not both")
-            max_prefill_tokens, name = max_num_batched_tokens, "max_num_batched_tokens"
-        budget = max_prefill_tokens
-        options.update(max_prefill_tokens=max_prefill_tokens, prefill=prefill,
-                       max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len)
+    plan = _ContinuousPlan(cost_model, kv_pool, max_num_seqs=max_num_seqs, admission=admission,
+                           max_prefill_tokens=max_prefill_tokens, prefill=prefill,
+                           max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
+                           enable_prefix_caching=enable_prefix_caching)
     requests = _listed(requests)
-    chunked = prefill == "chunked"
 
     def make_run() -> _Run:
         run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
                    max_batch=max_num_seqs, prefix_caching=enable_prefix_caching)
-        if not chunked and budget is not None:
-            for i, p in enumerate(run.prompt):
-                if run.reason[i] is None and p > budget:
-                    run.reason[i] = f"prompt of {p} tokens exceeds {name}={budget}"
+        for i in range(run.n):
+            plan.refuse_long_prompt(run, i)
         return run
 
     run = make_run()
-    on_demand = admission == "on_demand"
     why = _step_engine_reason(engine, cost_model)
-    # the most tokens of one step: a (re-)prefill of one request, or the step budget
-    longest = max((p + o - 1 for p, o in zip(run.prompt, run.output, strict=True)), default=1)
-    first = budget if chunked and budget is not None else min(longest, budget if budget is not None else longest)
+    first = plan.first_tokens(run.prompt, run.output)
 
     def serve(tokens: int) -> SimResult:
         r = run if tokens == first or why is not None else make_run()
@@ -564,13 +519,92 @@ def serve_continuous(
                                     r.windows, max_tokens=max(tokens, 1))
             assert costs is not None  # _step_engine_reason checked the stretch terms
             r.on_ticks(costs)
-        if chunked:
-            _Chunked(r, max_num_seqs, on_demand, chunk_budget).serve()
-        else:
-            _Continuous(r, max_num_seqs, on_demand, budget, name).serve()
-        return r.result("continuous", {**options, **_engine_options(why)})
+        plan.scheduler(r).serve()
+        return r.result("continuous", {**plan.options, **_engine_options(why)})
 
     return _on_clock(serve, why, first)
+
+
+class _ContinuousPlan:
+    """The checked options of continuous batching (one place: :func:`serve_continuous` and
+    :func:`roofline.sim.serve_replicas`): the result's ``options``, the prefill mode and budget, the scheduler."""
+
+    def __init__(self, cost_model: Any, kv_pool: Any, *, max_num_seqs: int, admission: str,
+                 max_prefill_tokens: int | None, prefill: str, max_num_batched_tokens: int | None,
+                 max_model_len: int | None, enable_prefix_caching: bool) -> None:
+        check_count("max_num_seqs", max_num_seqs, minimum=1)
+        if not isinstance(admission, str) or admission not in ADMISSIONS:
+            raise InvalidValueError("admission", admission, f"expected one of {', '.join(ADMISSIONS)}")
+        if not isinstance(prefill, str) or prefill not in PREFILL_MODES:
+            raise InvalidValueError("prefill", prefill, f"expected one of {', '.join(PREFILL_MODES)}")
+        if max_prefill_tokens is not None:
+            check_count("max_prefill_tokens", max_prefill_tokens, minimum=1)
+        if max_num_batched_tokens is not None:
+            check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
+        if not isinstance(enable_prefix_caching, bool):
+            raise InvalidValueError("enable_prefix_caching", enable_prefix_caching, "must be True or False")
+        windowed = bool(getattr(cost_model, "layer_windows", None)) or bool(getattr(kv_pool, "layer_windows", None))
+        if enable_prefix_caching and windowed:
+            raise InvalidValueError("enable_prefix_caching", True, "prefix caching is not modelled with sliding-window "
+                                    "layers (a windowed layer's blocks of a shared prefix leave the window)")
+        options: dict[str, Any] = {"max_num_seqs": max_num_seqs, "admission": admission,
+                                   "max_prefill_tokens": max_prefill_tokens,
+                                   "enable_prefix_caching": enable_prefix_caching}
+        self.chunk_budget = 0
+        if prefill == "chunked":
+            if max_prefill_tokens is not None:
+                raise InvalidValueError("max_prefill_tokens", max_prefill_tokens,
+                                        "is the budget without chunking; with prefill='chunked' give "
+                                        "max_num_batched_tokens")
+            chunk_budget = DEFAULT_MAX_NUM_BATCHED_TOKENS if max_num_batched_tokens is None else max_num_batched_tokens
+            budget: int | None = chunk_budget
+            if chunk_budget < max_num_seqs:
+                raise InvalidValueError("max_num_batched_tokens", budget, f"must be >= max_num_seqs={max_num_seqs}: "
+                                        "each running decode row takes one token of the step's budget")
+            if not callable(getattr(cost_model, "mixed_time", None)):
+                raise InvalidValueError("cost_model", cost_model, "chunked prefill needs a cost model with mixed_time "
+                                        "(roofline.sim.RooflineCostModel or UnitCostModel)")
+            options.update(prefill=prefill, max_num_batched_tokens=budget, max_model_len=max_model_len)
+            name: str = "max_num_batched_tokens"
+            self.chunk_budget = chunk_budget
+        else:
+            name = "max_prefill_tokens"
+            if max_num_batched_tokens is not None:
+                if max_prefill_tokens is not None:
+                    raise InvalidValueError("max_num_batched_tokens", max_num_batched_tokens,
+                                            "give max_prefill_tokens or max_num_batched_tokens, not both")
+                max_prefill_tokens, name = max_num_batched_tokens, "max_num_batched_tokens"
+            budget = max_prefill_tokens
+            options.update(max_prefill_tokens=max_prefill_tokens, prefill=prefill,
+                           max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len)
+        self.options = options
+        self.max_num_seqs = max_num_seqs
+        self.on_demand = admission == "on_demand"
+        self.chunked = prefill == "chunked"
+        self.budget = budget
+        self.name = name
+
+    def refuse_long_prompt(self, run: _Run, i: int) -> None:
+        """Without chunking, reject request i of ``run`` if its prompt alone exceeds the prefill budget."""
+        budget = self.budget
+        if not self.chunked and budget is not None and run.reason[i] is None and run.prompt[i] > budget:
+            run.reason[i] = f"prompt of {run.prompt[i]} tokens exceeds {self.name}={budget}"
+            run.refused_count += 1
+
+    def first_tokens(self, prompt: list[int], output: list[int]) -> int:
+        """The most tokens of one step the first stretch clock covers: a (re-)prefill of one request, or the
+        step budget."""
+        budget = self.budget
+        if self.chunked and budget is not None:
+            return budget
+        longest = max((p + o - 1 for p, o in zip(prompt, output, strict=True)), default=1)
+        return min(longest, budget if budget is not None else longest)
+
+    def scheduler(self, run: _Run) -> _Continuous:
+        """The scheduler of this plan over ``run``."""
+        if self.chunked:
+            return _Chunked(run, self.max_num_seqs, self.on_demand, self.chunk_budget)
+        return _Continuous(run, self.max_num_seqs, self.on_demand, self.budget, self.name)
 
 
 def _listed(requests: Any) -> Any:

@@ -55,6 +55,12 @@ class PrefixCache:
         self.hit_blocks = 0
         self.evictions = 0
 
+    def add(self, request: Any) -> None:
+        """One more request of the run (a data-parallel replica's: ``_Run.add``)."""
+        hashes = request.block_hashes
+        self.hashes.append(hashes if hashes else ())
+        self.hash_block.append(request.hash_block_size if hashes else 1)
+
     # ------------------------------------------------------------------ keys
     def _chain(self, i: int) -> list[int]:
         chain = self._chain_of.get(i)

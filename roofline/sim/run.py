@@ -100,20 +100,11 @@ class _Run:
         self.pending: list[tuple[Any, int, int | None]] = []  # closed loop: (next arrival, order, client)
         self.pending_order: list[None] = []
         self.started = False
+        self.max_model_len = max_model_len
         self.reason: list[str | None] = [None] * n
-        pool = self.pool
-        if pool.capacity_blocks is not None and pool.layer_windows:
-            self.reason = [pool.never_fits_reason(p, o) for p, o in zip(self.prompt, self.output, strict=True)]
-        elif pool.capacity_blocks is not None:  # pool.never_fits_reason, asked only of those that do not fit
-            b, cap = pool.block_size, pool.capacity_blocks - pool.state_blocks  # a hybrid's state blocks
-            for i, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)):
-                if -(-(p + o - 1) // b) > cap:
-                    self.reason[i] = pool.never_fits_reason(p, o)
-        if max_model_len is not None:
-            for i, (p, o) in enumerate(zip(self.prompt, self.output, strict=True)):
-                if p + o > max_model_len:
-                    self.reason[i] = (f"prompt + output of {p + o} tokens ({p} + {o}) exceeds "
-                                      f"max_model_len={max_model_len}")
+        if self.pool.capacity_blocks is not None or max_model_len is not None:
+            refusal = self.refusal
+            self.reason = [refusal(p, o) for p, o in zip(self.prompt, self.output, strict=True)]
         self.admitted: list[Any] = [None] * n
         self.first: list[Any] = [None] * n
         self.finish: list[Any] = [None] * n
@@ -139,8 +130,53 @@ class _Run:
         self.end: Any = None
         self.idle = cost_model.to_time(0)
         self.max_steps = max_steps
+        self.handed_count = 0  # requests handed back so far (a replica's router reads it: roofline.sim.replicas)
+        self.refused_count = 0  # requests refused so far: on arrival (add) or at a recompute prefill
+        self.step_blocks = 0  # KV blocks in use during the latest step (its hand-backs free theirs at its end)
         #: the prefix cache (continuous batching with enable_prefix_caching), or None
         self.prefix = PrefixCache(self.requests, n, self.pool.block_size, self.capacity) if prefix_caching else None
+
+    def refusal(self, prompt_tokens: int, output_tokens: int) -> str | None:
+        """Why a request of these lengths is rejected on arrival (it never fits the pool, or it exceeds
+        ``max_model_len``), or None."""
+        p, o = prompt_tokens, output_tokens
+        if self.max_model_len is not None and p + o > self.max_model_len:
+            return f"prompt + output of {p + o} tokens ({p} + {o}) exceeds max_model_len={self.max_model_len}"
+        pool = self.pool
+        if pool.capacity_blocks is None:
+            return None
+        if not pool.layer_windows:  # pool.never_fits_reason, asked only of those that do not fit
+            if -(-(p + o - 1) // pool.block_size) <= pool.capacity_blocks - pool.state_blocks:  # a hybrid's state
+                return None
+        return pool.never_fits_reason(p, o)
+
+    def add(self, request: Request) -> int:
+        """Append one request (a data-parallel replica's, routed to it at its arrival: roofline.sim.replicas), on the
+        run's clock, rejected on arrival where :meth:`refusal` says so; its index. Only for an open-loop run whose
+        requests are in arrival order (the router checked them)."""
+        i = self.n
+        if i == 0:
+            self.requests = []  # type: ignore[assignment]  # a tuple again when the run is read (result)
+        self.requests.append(request)  # type: ignore[attr-defined]
+        seconds = self.cost.to_time(request.arrival_s)
+        if self.costs is not None:
+            self.arrival_s.append(seconds)
+        self.arrival.append(self.clock_time(seconds))
+        p, o = request.prompt_tokens, request.output_tokens
+        self.prompt.append(p)
+        self.output.append(o)
+        self.client.append(None)
+        why = self.refusal(p, o)
+        self.reason.append(why)
+        self.refused_count += why is not None
+        for values in (self.admitted, self.first, self.finish, self.handed):
+            values.append(None)
+        for counts in (self.preemptions, self.prefilled, self.generated):
+            counts.append(0)
+        if self.prefix is not None:
+            self.prefix.add(request)
+        self.n = self.sent = i + 1
+        return i
 
     def held(self, context: int) -> int:
         """KV one sequence at ``context`` tokens holds: tokens, or token-layers with sliding windows."""
@@ -166,6 +202,7 @@ class _Run:
     def hand_back(self, i: int, t: Any) -> None:
         """Request i's last token came at t and it is handed back then; a closed-loop client sends its next."""
         self.finish[i] = self.handed[i] = t
+        self.handed_count += 1
         self.release(i, t)
 
     def release(self, i: int, t: Any) -> None:
@@ -235,6 +272,8 @@ class _Run:
                 self.table = _TicksTable(self.table, functools.partial(_seconds, costs.clock))
 
     def peak(self, tokens: int, blocks: int) -> None:
+        """A step holds ``tokens`` KV tokens in ``blocks`` blocks (before its hand-backs free theirs)."""
+        self.step_blocks = blocks
         if tokens > self.peak_tokens:
             self.peak_tokens = tokens
         if blocks > self.peak_blocks:
@@ -251,6 +290,7 @@ class _Run:
         """The run's :class:`~roofline.sim.SimResult` (one builder per clock, equal results)."""
         if self.prefix is not None:
             options = dict(options, prefix_cache=self.prefix.summary())
+        self.requests = tuple(self.requests)
         if self.costs is not None:
             return tick_result(self, policy, options)
         if self.closed is not None:
