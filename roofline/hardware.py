@@ -327,8 +327,12 @@ class Accelerator:
 
         The scale-up fabric when the whole group fits on it (``Link.max_gpus``),
         else PCIe within one server (at most :data:`MAX_PCIE_GROUP` GPUs)
-        (docs/conventions.md, "Tensor parallelism"). Groups that need the network
-        between nodes are refused here (:attr:`network` holds its facts).
+        (docs/conventions.md, "Tensor parallelism"). A group larger than one node
+        (:attr:`node_gpus`) on a part with a sourced :attr:`network` all-reduces
+        hierarchically: this returns the link inside each node (that of a whole node), and the
+        inter-node ring runs over :attr:`network` (docs/conventions.md, "Groups that span
+        nodes"; :func:`roofline.formulas.hierarchical_allreduce_time`). Such a group must fill
+        whole nodes (T a multiple of :attr:`node_gpus`).
 
         Parameters
         ----------
@@ -353,6 +357,14 @@ class Accelerator:
         ('NVLink 4 (bridge)', 'PCIe Gen5 x16')
         """
         check_int("tensor_parallel_size", tensor_parallel_size, minimum=2)
+        node = self.node_gpus
+        if tensor_parallel_size > node and self.network is not None:
+            if tensor_parallel_size % node:
+                raise InvalidValueError(
+                    "tensor_parallel_size", tensor_parallel_size,
+                    f"{self.name}: a group larger than one node of {node} GPUs must fill whole nodes "
+                    f"(a multiple of {node})")
+            return self.link(node) if node > 1 else self.network
         if self.scale_up is not None and self.scale_up.spans(tensor_parallel_size):
             return self.scale_up
         if self.pcie is not None and tensor_parallel_size <= MAX_PCIE_GROUP and self.pcie.spans(tensor_parallel_size):
@@ -366,7 +378,7 @@ class Accelerator:
             "tensor_parallel_size",
             tensor_parallel_size,
             f"{self.name}: no modelled link holds a group of {tensor_parallel_size} GPUs"
-            + (f" ({'; '.join(reach)}; the network between servers is not modelled)" if reach else
+            + (f" ({'; '.join(reach)}; no sourced network link between nodes for this part)" if reach else
                " (no interconnect facts)"),
         )
 

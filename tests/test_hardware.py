@@ -203,12 +203,16 @@ def test_link_for_a_group():
     assert get_accelerator("h100-pcie").link(4).name == "PCIe Gen5 x16"
     assert get_accelerator("l40s").link(4).name == "PCIe Gen4 x16"
     assert get_accelerator("gb200").link(72).name == "NVLink 5 (NVL72)"
-    with pytest.raises(InvalidValueError, match="tensor_parallel_size=16.*reaches 8 GPUs.*not modelled"):
-        get_accelerator("h100-sxm").link(16)  # two servers: the network between them is not modelled
+    with pytest.raises(InvalidValueError, match="tensor_parallel_size=16.*reaches 8 GPUs.*no sourced network"):
+        get_accelerator("a100-80gb").link(16)  # two servers and no sourced NIC: refused
+    assert get_accelerator("h100-sxm").link(16).name == "NVLink 4 (NVSwitch)"  # the link inside each node
+    with pytest.raises(InvalidValueError, match="tensor_parallel_size=12.*whole nodes"):
+        get_accelerator("h100-sxm").link(12)
     with pytest.raises(InvalidValueError, match="tensor_parallel_size=16.*one server of 8"):
         get_accelerator("l40s").link(16)
-    with pytest.raises(InvalidValueError, match="tensor_parallel_size=144.*NVL72.*72 GPUs"):
-        get_accelerator("gb200").link(144)
+    assert get_accelerator("gb200").link(144).name == "NVLink 5 (NVL72)"  # two racks: NVL72 inside each
+    with pytest.raises(InvalidValueError, match="tensor_parallel_size=100.*one node of 72 GPUs"):
+        get_accelerator("gb200").link(100)
     with pytest.raises(InvalidValueError, match="tensor_parallel_size=1"):
         get_accelerator("h100-sxm").link(1)
     with pytest.raises(InvalidValueError, match="tensor_parallel_size"):
