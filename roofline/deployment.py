@@ -31,7 +31,8 @@ from .hardware import Accelerator
 from .models import ModelConfig, ModelShare, flops_convention
 from .profiles import EngineProfile, get_engine_profile, resolve_engine_profile
 
-__all__ = ["Deployment", "Parallelism", "PipelineStage", "stage_layers", "as_deployment", "allreduce_terms", "group_link", "per_sequence_time",
+__all__ = ["Deployment", "Parallelism", "PipelineStage", "stage_layers", "as_deployment", "allreduce_terms",
+           "group_link", "per_sequence_time",
            "profile", "FROM_DEPLOYMENT"]
 
 
@@ -443,7 +444,7 @@ def stage_layers(num_hidden_layers: int, pipeline_parallel_size: int) -> tuple[i
     Examples
     --------
     >>> stage_layers(126, 4), stage_layers(80, 3), stage_layers(7, 4)
-    ((31, 32, 32, 31), (26, 27, 27), (2, 2, 2, 1))
+    ((31, 32, 32, 31), (27, 27, 26), (2, 2, 2, 1))
     """
     check_int("num_hidden_layers", num_hidden_layers, minimum=1)
     check_int("pipeline_parallel_size", pipeline_parallel_size, minimum=1)

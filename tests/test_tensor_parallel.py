@@ -91,7 +91,8 @@ def test_a_share_that_does_not_fit_gets_the_whole_models_hint() -> None:
         estimate.kv_budget_for(share, H100)
     assert str(info.value) == ("KV budget -329.32 GB: llama-3.1-405b weights (405.86 GB per GPU) leave no KV budget "
                                "on 2 x NVIDIA H100 SXM5 80GB at utilization 0.9; no tensor-parallel size of 1, 2, 4, 8 "
-                               "fits on one server of it (groups across servers: roofline fit, T x P up to 64 GPUs); it fits on "
+                               "fits on one server of it (groups across servers: roofline fit, T x P up to 64 GPUs); "
+                               "it fits on "
                                "b200 at T = 8, gb200 at T = 8, h200-sxm at T = 8, mi300x at T = 8, mi325x at T = 4 "
                                "(--accelerator, --tensor-parallel-size)")
 

@@ -509,7 +509,7 @@ def hierarchical_link_bandwidth(
     *, tensor_parallel_size: Any, node_gpus: Any, link_bandwidth: Any, link_latency: Any,
     network_bandwidth: Any, network_latency: Any,
 ) -> Any:
-    """The per-step bandwidth at which the ring over T GPUs takes the hierarchical all-reduce's bandwidth time [bytes/s].
+    """The per-step bandwidth at which the ring over T GPUs takes the hierarchical bandwidth time [bytes/s].
 
     1 / beta_eff = T / (T - 1) x ((G - 1) / (G beta) + (T - G) / (T G beta_n)); beta_eff = beta at G = T.
 

@@ -74,7 +74,7 @@ def derive(p: Proof) -> None:
           "among the T / G GPUs of its local rank over the NIC, all-gather inside each node (G - 1 steps).")
     p.show("t_hier", sp_.hierarchical_allreduce_time)
     p.legend("node_gpus", "network_bandwidth", "network_latency")
-    T, G, M = sp_.T, sp_.G, sp_.M
+    T, G = sp_.T, sp_.G
     p.equal("at G = T (one node) it is the ring", sp_.hierarchical_allreduce_time.subs(G, T),
             sp_.ring_allreduce_time)
     ring_eff = sp_.ring_allreduce_time.subs({sp_.beta: sp_.hierarchical_link_bandwidth,
