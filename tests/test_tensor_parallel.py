@@ -212,7 +212,8 @@ def _llama70_step_at_t4_by_hand(batch: int, context: int, overhead: Fraction = F
                 throughput=batch / step, math_busy_share=compute / step, bandwidth_share=memory / step,
                 intensity=Fraction(flops, nbytes), bound="compute" if compute >= memory else "memory",
                 flops_convention="exact", time_kind="bound", tensor_parallel_size=T,
-                allreduce_time=ar_bw + ar_lat, allreduce_bandwidth_time=ar_bw, allreduce_latency_time=ar_lat)
+                allreduce_time=ar_bw + ar_lat, allreduce_bandwidth_time=ar_bw, allreduce_latency_time=ar_lat,
+                pipeline_parallel_size=1, send_time=0)
 
 
 @pytest.mark.parametrize("batch,context,overhead,bound", [
@@ -359,7 +360,7 @@ def test_report_without_tp_is_unchanged(capsys) -> None:
 def test_fit_table_for_llama_70b_on_h100() -> None:
     """`roofline fit`: T = 1 leaves no budget, T = 2 is the answer; each row's numbers are the API's."""
     r = build_fit(LLAMA70, H100, context=8192)
-    rows = {row["tensor_parallel_size"]: row for row in r["rows"]}
+    rows = {row["tensor_parallel_size"]: row for row in r["rows"] if row["pipeline_parallel_size"] == 1}
     assert r["smallest_fitting"] == 2 and rows[1]["status"] == "does not fit"
     for T, fits in [(2, 4), (4, 61), (8, 175)]:
         row = rows[T]
@@ -377,7 +378,8 @@ def test_fit_subtracts_the_reserve_report_does_and_marks_the_upper_bounds(capsys
     """Llama 3.1 8B on H100: T = 1 takes report's real budget, 79.2 GiB x 0.9 - 16.06 GB - 3.05 GiB (vLLM log)
     = 57.20 GB, 436 sequences of 1,000 (432 in blocks); T = 2 has no published reserve: reserve 0, marked *."""
     llama8 = get_model("llama-3.1-8b")
-    rows = {row["tensor_parallel_size"]: row for row in build_fit(llama8, H100)["rows"]}
+    rows = {row["tensor_parallel_size"]: row for row in build_fit(llama8, H100)["rows"]
+            if row["pipeline_parallel_size"] == 1}
     one, two = rows[1], rows[2]
     reserve = Fraction(305, 100) * 2**30
     budget = Fraction(H100.usable_memory) * Fraction(9, 10) - 16_060_522_496 - reserve
@@ -392,8 +394,9 @@ def test_fit_subtracts_the_reserve_report_does_and_marks_the_upper_bounds(capsys
     assert two["kv_budget_kind"] == "upper bound (reserve 0)"
     assert main(["fit"]) == 0
     text = capsys.readouterr().out
-    assert "   1 |    16.06 GB     57.20 GB         8    131,072    432\n" in text
-    assert "   2 |     8.03 GB     68.51 GB*        4     65,536  1,037\n" in text
+    assert "   1      |    16.06 GB     57.20 GB         8    131,072    432\n" in text
+    assert "   2      |     8.03 GB     68.51 GB*        4     65,536  1,037\n" in text
+    assert "   1 x 2  |     8.03 GB     68.51 GB*        8     65,536  1,037\n" in text  # one stage per GPU
     assert ("    T = 1: reserve 3.05 GiB from a published vLLM log,\n"
             "        https://github.com/vllm-project/vllm/pull/10511 (2024-12-14); --json quotes it") in text
     assert all(len(line) <= 100 for line in text.splitlines())
@@ -409,7 +412,7 @@ def test_fit_answers_for_every_preset(acc: str) -> None:
     accelerator = get_accelerator(acc)
     for name in model_names():
         try:
-            r = build_fit(get_model(name), accelerator)
+            r = build_fit(get_model(name), accelerator, sizes=(1, 2, 4, 8), pipeline_sizes=(1,))
         except RooflineError as exc:  # e.g. FP8 activations on a card without an FP8 peak
             assert "fp8" in str(exc).lower(), (name, acc, exc)
             continue
@@ -429,7 +432,7 @@ def test_fit_says_why_no_size_fits(name: str, acc: str, sizes: list[int]) -> Non
     by 3 are not the network's fault), or the largest size that ran too small; the network between servers
     only when the accelerator's links cannot hold one GPU more than that size."""
     accelerator = get_accelerator(acc)
-    r = build_fit(get_model(name), accelerator, sizes=sizes)
+    r = build_fit(get_model(name), accelerator, sizes=sizes, pipeline_sizes=(1,))
     text = format_fit(r)
     answer = " ".join(text[text.rindex("  answer:"):].split())  # the answer's lines, unwrapped (fit_width)
     if r["smallest_fitting"] is not None:
@@ -444,7 +447,7 @@ def test_fit_says_why_no_size_fits(name: str, acc: str, sizes: list[int]) -> Non
         accelerator.link(max(ran) + 1)
         one_more_has_a_link = True
     except InvalidValueError:
-        one_more_has_a_link = False
+        one_more_has_a_link = accelerator.network is not None  # beyond a node: the network, where sourced
     assert ("network between servers" in answer) is not one_more_has_a_link, answer
 
 
@@ -452,8 +455,9 @@ def test_fit_cli_json_and_bad_input(capsys) -> None:
     """`roofline fit --json` parses; a bad size exits 2 with one line."""
     assert main(["fit", "--model", "phi-4", "--accelerator", "l40s", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    status = {row["tensor_parallel_size"]: row["status"] for row in doc["rows"]}
-    assert status == {1: "fits", 2: "fits", 4: "refused", 8: "refused"} and doc["smallest_fitting"] == 1
+    status = {row["tensor_parallel_size"]: row["status"] for row in doc["rows"] if row["pipeline_parallel_size"] == 1}
+    assert status == {1: "fits", 2: "fits", 4: "refused", 8: "refused", 16: "refused", 32: "refused",
+                      64: "refused"} and doc["smallest_fitting"] == 1 and doc["smallest_fitting_pipeline"] == 1
     with pytest.raises(SystemExit) as info:
         main(["fit", "--tp", "0"])
     assert info.value.code == 2

@@ -43,6 +43,7 @@ from ._answers import add_answer_options, answer_context, answers, format_answer
 from ._args import (
     add_estimate_option,
     add_model_options,
+    add_pipeline_parallel_option,
     add_tensor_parallel_option,
     citation_url,
     deployment_from_args,
@@ -82,6 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_estimate_option(p)
     add_tensor_parallel_option(p, default=None, budgets="every KV budget (the lesson's 53 GB, --kv-budget-gb, "
                                                           "the real one) is one GPU's")
+    add_pipeline_parallel_option(p)
     p.add_argument("--speculative-config", default=None, metavar="JSON",
                    help="speculative decoding, as vLLM spells it: '{\"method\": \"draft_model\" or \"ngram\", "
                         "\"model\": DRAFT, \"num_speculative_tokens\": k}' (needs --acceptance-rate; "
