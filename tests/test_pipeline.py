@@ -198,3 +198,51 @@ def test_the_estimate_api_prices_the_pipeline_as_the_cost_model():
         assert s.step_time == RooflineCostModel.for_deployment(d).decode_time(3, 2100)
         assert s.pipeline_parallel_size == tp[1] and s.send_time == f.pipeline_sends_time(
             batch=3, **d.send_terms())
+
+
+def test_report_prints_the_stages_the_sends_and_the_pipelines_throughput(capsys):
+    from roofline.cli import main
+
+    assert main(["report", "--model", "llama-3.1-405b", "--tp", "8", "-pp", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "      0    0-62  (63)     50.74 GB      32,256       25.80 GB     49,992" in text
+    assert "1 across nodes (InfiniBand NDR (ConnectX-7))" in text
+    assert "       1   32.461 ms   3.36 us           31           62" in text  # 1 / 32.461 ms, x 2 in flight
+    assert all(len(line) <= 100 for line in text.splitlines())
+    assert main(["report", "--model", "llama-3.1-405b", "--tp", "8", "-pp", "2", "--json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kv"]["blocks"] == Deployment(L405, H100, Parallelism(8, 2)).kv_blocks()
+    assert doc["batch_1"]["largest_communication_term"] == "all-reduces"
+
+
+def test_simulate_refuses_a_pipeline_by_name(capsys):
+    from roofline.cli import main
+
+    assert main(["simulate", "--model", "llama-3.1-70b", "--tp", "2", "-pp", "2", "--num-prompts", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pipeline_parallel_size=2" in err
+
+
+def test_fit_lists_t_times_p_and_answers_with_the_smallest(capsys):
+    from roofline.cli import main
+    from roofline.commands.fit import build_fit, format_fit
+
+    r = build_fit(L405, H100, context=131_072)
+    pairs = [(row["tensor_parallel_size"], row["pipeline_parallel_size"]) for row in r["rows"]]
+    assert max(t * p for t, p in pairs) == 64 and (8, 8) in pairs and (16, 4) in pairs
+    assert (r["smallest_fitting"], r["smallest_fitting_pipeline"]) == (16, 1)  # 16 GPUs, the fastest of them
+    by = {(row["tensor_parallel_size"], row["pipeline_parallel_size"]): row for row in r["rows"]}
+    assert by[(8, 1)]["status"] == "does not fit" and by[(8, 2)]["status"] == "fits"
+    assert by[(8, 2)]["stage_layers"] == [63, 63] and by[(8, 2)]["pipeline_sends"] == [0, 1]
+    assert by[(8, 2)]["kv_limit"]["batch_per_virtual_engine"] == by[(8, 2)]["sequences_blocks"] // 2
+    assert by[(2, 8)]["status"] == "does not fit"  # 5 sequences over 8 virtual engines: none per engine
+    text = format_fit(r)
+    assert "answer: llama-3.1-405b fits on 16 x NVIDIA H100 SXM5 80GB (--tensor-parallel-size 16)" in text
+    assert all(len(line) <= 100 for line in text.splitlines())
+    only_pp = build_fit(L405, H100, sizes=[8], pipeline_sizes=[1, 2, 4])
+    assert (only_pp["smallest_fitting"], only_pp["smallest_fitting_pipeline"]) == (8, 2)
+    assert "(--tensor-parallel-size 8 --pipeline-parallel-size 2)" in " ".join(format_fit(only_pp).split())
+    assert main(["fit", "--model", "llama-3.1-70b", "--accelerator", "a100-80gb", "--tp", "8", "-pp", "2"]) == 0
+    assert "8 x 2  | refused: pipeline_parallel_size=2" in capsys.readouterr().out

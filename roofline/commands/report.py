@@ -724,6 +724,13 @@ def run(args: argparse.Namespace) -> int:
                 f"--tensor-parallel-size {tp}")
     given = args.kv_budget_gb is not None
     context = answer_context(args)
+    if deployment.pipeline_parallel_size > 1:  # the pipeline's own report (docs/conventions.md, "Pipeline parallelism")
+        from ._pipeline_report import build_pipeline_report, format_pipeline_report
+
+        pipe = build_pipeline_report(deployment, context=context, batches=args.batch, block_size=args.block_size,
+                                     utilization=Fraction(9, 10) if args.utilization is None else args.utilization)
+        print(json.dumps(pipe, indent=2) if args.json else format_pipeline_report(pipe))
+        return 0
     report = build_report(
         deployment, context=context, batches=args.batch,
         kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,
