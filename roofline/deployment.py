@@ -480,7 +480,9 @@ def _stages(share: ModelConfig, P: int, flops: str) -> tuple[PipelineStage, ...]
     per_token, attention = share.flops_per_token(flops)
     if P == 1:
         return (PipelineStage(0, 0, L, share.weight_bytes, share.kv_bytes_per_token, per_token, attention),)
-    first = held_last = tied_copy = 0
+    first: Any = 0
+    held_last: Any = 0
+    tied_copy: Any = 0
     for g in share.tensor_groups():
         if g.name in _FIRST:
             first += share._group_bytes(g) * g.count

@@ -150,8 +150,8 @@ def _pipeline_row(row: dict[str, Any], deployment: Deployment, link: Any, *, con
     st = stages[binding]
     per_seq = int(f.blocks_per_sequence(context=context, block_size=block_size))
     budget = budgets[binding]
-    seqs_tokens = 0 if budget <= 0 else int(f.sequences_that_fit(budget=budget, kv_bytes_per_token=st.kv_bytes_per_token,
-                                                                 context=context))
+    seqs_tokens = 0 if budget <= 0 else int(f.sequences_that_fit(
+        budget=budget, kv_bytes_per_token=st.kv_bytes_per_token, context=context))
     row.update(reserve_bytes=0.0, reserve=None, kv_budget_kind="upper bound (reserve 0)",
                link=_link_name(deployment, link), weight_bytes_per_gpu=float(max(x.weight_bytes for x in stages)),
                kv_heads_per_gpu=None if deployment.share.is_mla else deployment.share.num_key_value_heads,
@@ -232,9 +232,9 @@ def build_fit(
     ``sequences`` the group holds; ``batch_1`` step time with the
     all-reduce and its latency and bandwidth terms; ``kv_limit`` batch, step time and tokens/s
     of the group and per GPU), ``smallest_fitting`` (T of the smallest that fits: fewest GPUs,
-    then the fastest batch-1 step; or None), ``smallest_fitting_pipeline`` (its P) and ``none_fit_because`` (None, or why no
-    size fits: every size refused, or the largest that ran too small, and whether a larger group would
-    need the network between servers).
+    then the fastest batch-1 step; or None), ``smallest_fitting_pipeline`` (its P) and
+    ``none_fit_because`` (None, or why no size fits: every size refused, or the largest that ran too
+    small, and whether a larger group would need the network between servers).
 
     Raises
     ------
