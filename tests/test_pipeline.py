@@ -135,7 +135,7 @@ def test_pipeline_formulas_by_hand():
                                   inter_node_sends=1, send_bandwidth=Fraction(450 * 10**9),
                                   send_latency=Fraction(6, 10) * US, **IB)
     assert sends == 2 * (Fraction(4 * 32768, 450 * 10**9) + Fraction(6, 10) * US) + send
-    assert f.pipeline_bubble_share(batches_in_flight=1, pipeline_parallel_size=4) == 0.75
+    assert f.pipeline_bubble_share(batches_in_flight=1, pipeline_parallel_size=4) == Fraction(3, 4)
     assert f.pipeline_bubble_share(batches_in_flight=4, pipeline_parallel_size=4) == 0
     with pytest.raises(InvalidValueError, match="batches_in_flight=5"):
         f.pipeline_bubble_share(batches_in_flight=5, pipeline_parallel_size=4)

@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._core import formula
+from .batching import _exact
 from .parallel import _TP, step_time_tp
 
 __all__ = [
@@ -236,9 +237,9 @@ def pipeline_bubble_share(*, batches_in_flight: Any, pipeline_parallel_size: Any
     Examples
     --------
     >>> pipeline_bubble_share(batches_in_flight=1, pipeline_parallel_size=4)
-    0.75
+    Fraction(3, 4)
     """
-    return 1 - batches_in_flight / pipeline_parallel_size
+    return 1 - _exact(batches_in_flight) / pipeline_parallel_size
 
 
 @formula(topic="pipeline", proof=_P20, result="positive", batch="positive", stage_time="positive")
