@@ -134,12 +134,24 @@ def derive(p: Proof) -> None:
              f"batch-1 step at {CONTEXT:,}"], rows)
     p.holds("no group of 8 GPUs holds it", all(d.gpus == 16 for d in fits))
     p.holds("every T x P of 16 GPUs holds it", len(fits) == 5)
+    need = f.blocks_per_sequence(context=MAX_CONTEXT, block_size=BLOCK)
+    p.equal("one 131,072-token request takes 131,072 / 16 = 8,192 blocks", need, 8192)
+    d82 = Deployment(model, gpu, Parallelism(8, 2))
+    st0 = d82.stages()[0]
+    usable = Fraction(gpu.usable_memory) * Fraction(9, 10)
+    budget = f.kv_budget(memory=Fraction(gpu.usable_memory), utilization=Fraction(9, 10),
+                         weight_bytes=Fraction(st0.weight_bytes), reserved=0)
+    p.equal("TP 8 x PP 2, stage 0: KV budget = 0.9 x usable - its weights, by hand", budget,
+            usable - st0.weight_bytes, value=si(budget, "B"))
+    blocks82 = f.kv_capacity_blocks(budget=budget, kv_bytes_per_token=st0.kv_bytes_per_token, block_size=BLOCK)
+    p.equal("its blocks = budget // (16 x 32,256 B), and both equal stages give the pipeline's", blocks82,
+            int(budget // (BLOCK * st0.kv_bytes_per_token)), value=f"{int(blocks82):,} blocks")
+    p.equal("Deployment.kv_blocks (the least over the stages)", d82.kv_blocks(block_size=BLOCK), int(blocks82))
     best = min(fits, key=_step)
     p.holds("of these the fastest at batch 1 is TP 16 x PP 1: the smallest deployment (fewest GPUs, then fastest)",
             (best.tensor_parallel_size, best.pipeline_parallel_size) == (16, 1), si(_step(best), "s"))
 
     p.section("Batch 1 at context 1,000: which term dominates")
-    d82 = Deployment(model, gpu, Parallelism(8, 2))
     terms82 = {**d82.cost_terms(), **d82.send_terms()}
     step_kw = {k: terms82[k] for k in ("weight_bytes", "kv_bytes_per_token", "flops_per_token",
                                        "attention_flops_per_token", "bandwidth", "peak_flops", "overhead",
@@ -167,6 +179,16 @@ def derive(p: Proof) -> None:
                           context_sum=CONTEXT, bandwidth=step_kw["bandwidth"])
     p.equal("step = memory time of T = 8 alone + 252 NVLink all-reduces + the send", t82, mem82 + ar82 + sends,
             value=f"{si(mem82, 's')} + {si(ar82, 's')} + {si(sends, 's')}")
+    comp82 = f.compute_time(batch=1, context_sum=CONTEXT, flops_per_token=step_kw["flops_per_token"],
+                            attention_flops_per_token=step_kw["attention_flops_per_token"],
+                            peak_flops=step_kw["peak_flops"])
+    flops82 = f.decode_flops(batch=1, flops_per_token=step_kw["flops_per_token"],
+                             attention_flops_per_token=step_kw["attention_flops_per_token"], context_sum=CONTEXT)
+    p.equal("FLOPs = F + a c, by hand (decode_flops)", flops82,
+            step_kw["flops_per_token"] + step_kw["attention_flops_per_token"] * CONTEXT)
+    p.equal("compute time = FLOPs / peak, by hand", comp82, Fraction(flops82) / Fraction(step_kw["peak_flops"]),
+            value=si(comp82, "s"))
+    p.holds("far below the memory time: memory-bound", comp82 * 100 < mem82)
     d8 = Deployment(model, gpu, 8)
     p.equal("the memory term is that of T = 8 alone (PP adds capacity, not speed)", mem82,
             f.memory_time(weight_bytes=d8.share.weight_bytes, kv_bytes_per_token=d8.share.kv_bytes_per_token,
@@ -186,6 +208,7 @@ def derive(p: Proof) -> None:
                                                                     "activation_bytes", "tensor_parallel_size",
                                                                     "link_bandwidth", "link_latency")})
     p.equal("TP 16: 252 hierarchical all-reduces = 252 x t_hier(32 KiB)", ar16, 2 * L * t_h, value=si(ar16, "s"))
+    p.equal("their latency: 252 x 30 effective ring steps x 0.46 us", lat16, 2 * L * 30 * a_eff, value=si(lat16, "s"))
     p.holds("their latency dominates them (over 95 %)", lat16 / ar16 > Fraction(95, 100),
             f"{float(lat16 / ar16):.1%}")
     p.holds("TP 16 is faster at batch 1 than TP 8 x PP 2", t16 < t82, f"{si(t16, 's')} < {si(t82, 's')}")
