@@ -146,6 +146,8 @@ class DecodeStep:
     allreduce_time: Any = 0
     allreduce_bandwidth_time: Any = 0
     allreduce_latency_time: Any = 0
+    pipeline_parallel_size: int = 1
+    send_time: Any = 0
 
 
 def decode_step(
@@ -188,6 +190,9 @@ def decode_step(
         B x hidden x activation bytes over :meth:`roofline.Accelerator.link` (T)
         (:func:`roofline.formulas.step_time_tp`; docs/conventions.md, "Tensor parallelism").
         T = 1 gives the single-GPU numbers exactly.
+        A Deployment of P > 1 pipeline stages gives one batch's step through them
+        (:func:`roofline.formulas.step_time_pp`: the sums over the stages are one GPU's share of T,
+        plus the P - 1 sends, ``send_time``; docs/conventions.md, "Pipeline parallelism").
 
     Returns
     -------
@@ -223,6 +228,9 @@ def decode_step(
     terms = _model_terms(model, d.flops, batch, context)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
+    P = d.pipeline_parallel_size
+    if P > 1:  # a tied lm_head's copy on the last stage (docs/conventions.md, "Pipeline parallelism")
+        terms["weight_bytes"] = terms["weight_bytes"] + sum(st.weight_bytes for st in d.stages()) - model.weight_bytes
     if model.is_hybrid and kv_reads:
         # each sequence's recurrent state, read and written back once a step (docs/conventions.md, "Hybrid
         # models"), is a per-row constant: priced with the bytes the step reads once
@@ -249,13 +257,19 @@ def decode_step(
         context_sum=kw["context_sum"], peak_flops=kw["peak_flops"],
     )
     tp: dict[str, Any] = {}
-    if ar is not None:
-        ar_kw = dict(ar, batch=batch)
-        allreduce = f.decode_allreduce_time(**ar_kw)
+    if ar is not None or P > 1:
+        allreduce: Any = 0
+        if ar is not None:
+            ar_kw = dict(ar, batch=batch)
+            allreduce = f.decode_allreduce_time(**ar_kw)
+            tp = dict(tensor_parallel_size=group, allreduce_time=allreduce,
+                      allreduce_bandwidth_time=f.decode_allreduce_bandwidth_time(**ar_kw),
+                      allreduce_latency_time=f.decode_allreduce_latency_time(**ar_kw))
+        if P > 1:  # one batch through the P stages: the sends between them (f.step_time_pp)
+            sends = f.pipeline_sends_time(batch=batch, **d.send_terms())
+            allreduce = allreduce + sends
+            tp.update(pipeline_parallel_size=P, send_time=sends)
         step = step + allreduce
-        tp = dict(tensor_parallel_size=group, allreduce_time=allreduce,
-                  allreduce_bandwidth_time=f.decode_allreduce_bandwidth_time(**ar_kw),
-                  allreduce_latency_time=f.decode_allreduce_latency_time(**ar_kw))
         shares = dict(step_time_no_overlap=f.step_time_no_overlap.unchecked(**kw) + allreduce,
                       throughput=batch / step, math_busy_share=comp / step, bandwidth_share=mem / step)
     else:
@@ -562,8 +576,8 @@ def kv_budget_for(
             hint = f"; the smallest tensor-parallel size that fits is {smallest} (--tensor-parallel-size {smallest})"
         elif smallest is None:
             hint = (f"; no tensor-parallel size of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} fits on one server "
-                    "of it (the network between servers is not modelled)" + _larger_cards(model, utilization,
-                                                                                         reserved))
+                    "of it (groups across servers: roofline fit, T x P up to 64 GPUs)"
+                    + _larger_cards(model, utilization, reserved))
         raise NoKVBudgetError(
             float(budget),
             f"{model.name} weights ({float(share.weight_bytes) / 1e9:.2f} GB"

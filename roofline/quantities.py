@@ -176,6 +176,26 @@ _TABLE = (
              "half the bidirectional figure vendors print (NVLink, Infinity Fabric, PCIe)"),
     Quantity("link_latency", "alpha", "s", "latency of one ring step of an all-reduce (small message)",
              "nonnegative"),
+    # groups that span nodes and pipeline parallelism (docs/conventions.md, "Groups that span nodes",
+    # "Pipeline parallelism")
+    Quantity("node_gpus", "G", "GPUs", "GPUs of the tensor-parallel group inside each node", "positive_int",
+             "the group fills whole nodes: T is a multiple of G"),
+    Quantity("network_bandwidth", "beta_n", "bytes/s", "inter-node NIC bandwidth per GPU per direction",
+             "positive", "one NIC per GPU (InfiniBand NDR 400 Gb/s: 50e9 bytes/s)"),
+    Quantity("network_latency", "alpha_n", "s", "latency of one inter-node ring step or send over the NIC",
+             "nonnegative"),
+    Quantity("pipeline_parallel_size", "P", "stages", "pipeline stages (vLLM's --pipeline-parallel-size)",
+             "positive_int", "1 is no pipeline"),
+    Quantity("batches_in_flight", "n_f", "batches", "batches in the pipeline at once (one per virtual engine)",
+             "positive_int", "at most P"),
+    Quantity("intra_node_sends", "s_nv", "sends", "stage boundaries whose send stays inside a node",
+             "nonnegative_int"),
+    Quantity("inter_node_sends", "s_net", "sends", "stage boundaries whose send crosses nodes (over the NIC)",
+             "nonnegative_int"),
+    Quantity("send_bandwidth", "beta_pp", "bytes/s", "bandwidth of a send between stages inside a node "
+             "(the scale-up link, per GPU per direction)", "positive"),
+    Quantity("send_latency", "alpha_pp", "s", "latency of one send between stages inside a node", "nonnegative"),
+    Quantity("stage_time", "t_stage", "s", "time one stage takes for its part of one batch's step", "positive"),
     # speculative decoding (docs/conventions.md, "Speculative decoding")
     Quantity("speculative_tokens", "k_s", "tokens", "tokens the proposer proposes per sequence per step "
              "(vLLM's num_speculative_tokens)", "nonnegative_int", "0 is plain decode"),

@@ -46,6 +46,14 @@ ADMISSIBLE = {
         kw, arrival_time=kw["length_max"] * kw["step_time"] * (Fraction(kw["arrival_time"]) % 1)),
     # a group of at least two GPUs (one GPU has no all-reduce, so no crossover)
     "allreduce_crossover_batch": lambda kw: dict(kw, tensor_parallel_size=kw["tensor_parallel_size"] + 1),
+    # a group of whole nodes: T = k G (at least 2 GPUs for the effective ring values)
+    "hierarchical_allreduce_time": lambda kw: dict(kw, tensor_parallel_size=kw["tensor_parallel_size"]
+                                                   * kw["node_gpus"]),
+    **{name: (lambda kw: dict(kw, tensor_parallel_size=(kw["tensor_parallel_size"] + 1) * kw["node_gpus"]))
+       for name in ("hierarchical_link_bandwidth", "hierarchical_link_latency")},
+    # at most P batches in flight
+    **{name: (lambda kw: dict(kw, pipeline_parallel_size=kw["pipeline_parallel_size"] + kw["batches_in_flight"] - 1))
+       for name in ("throughput_pp", "pipeline_bubble_share")},
 }
 
 

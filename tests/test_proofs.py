@@ -45,6 +45,7 @@ KEY_NUMBERS = {
                    "16 sequences", "2.180 ms", "91.6 FLOP/byte", "c* = 0"],
     "p18_speculative_decoding": ["2.7731 tokens", "1.72x", "B*_spec = 73", "B* = 907", "break-even at batch 176",
                                  "k* = 3.189"],
+    "p20_pipeline_parallel": ["18.85 ms", "32.46 ms", "3.355 us", "(31, 32, 32, 31)", "460.0 ns", "293.5 GB/s"],
     "p15_estimate": ["eta_bw = 0.7830", "t_step = 2.2155 ms", "8.377 ms (+7.5 %)", "4.824 ms (-38.1 %)"],
 }
 

@@ -150,6 +150,15 @@ def add_data_parallel_option(p: argparse.ArgumentParser) -> None:
                         "(docs/conventions.md, \"Data-parallel replicas\"; default: 1)")
 
 
+def add_pipeline_parallel_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--pipeline-parallel-size`` / ``-pp`` (vLLM's flag): P pipeline stages of T GPUs each."""
+    p.add_argument("--pipeline-parallel-size", "-pp", type=int_arg("--pipeline-parallel-size", 1), default=1,
+                   dest="pipeline_parallel_size", metavar="P",
+                   help="pipeline stages, each a tensor-parallel group holding a run of layers: GPUs = T x P; "
+                        "a step adds the sends between stages (docs/conventions.md, \"Pipeline parallelism\"; "
+                        "default: 1)")
+
+
 def citation_url(citation: str) -> str:
     """The first URL of a source citation (the line a command prints), else the citation itself."""
     match = re.search(r"https?://\S+?(?=[:,;)\s]|$)", citation)
@@ -163,7 +172,8 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
     KV dtype is the model's, ``load_model(..., kv_dtype=...)``), ``--accelerator``,
     ``--tensor-parallel-size`` (absent: 1; not given where its default is None: the smallest T
     that fits, :func:`roofline.estimate.smallest_tensor_parallel_size` at ``utilization``, else 1),
-    ``--flops`` (absent: "exact") and ``--estimate`` (absent: the bound).
+    ``--pipeline-parallel-size`` (absent: 1; with P > 1 and T chosen, the smallest T whose stages all
+    leave a KV budget), ``--flops`` (absent: "exact") and ``--estimate`` (absent: the bound).
 
     Returns
     -------
@@ -186,14 +196,27 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
     model = model.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     accelerator = by_flag("--accelerator", get_accelerator, args.accelerator)
     T = getattr(args, "tensor_parallel_size", 1)
+    P = getattr(args, "pipeline_parallel_size", 1)
     chosen = False
-    if T is None:
+    if T is None and P > 1:  # the smallest T whose P stages leave every GPU a KV budget
+        T = next((t for t in (1, 2, 4, 8, 16, 32, 64) if _pipeline_fits(model, accelerator, t, P, utilization)), 1)
+        chosen = T > 1
+    elif T is None:
         kw = {} if utilization is None else {"utilization": utilization}
         T = smallest_tensor_parallel_size(model, accelerator, **kw) or 1
         chosen = T > 1
-    parallelism = Parallelism(tensor=T, data=getattr(args, "data_parallel_size", 1))
+    parallelism = Parallelism(tensor=T, pipeline=P, data=getattr(args, "data_parallel_size", 1))
     return Deployment(model, accelerator, parallelism, flops=getattr(args, "flops", "exact"),
                       estimate=by_flag("--estimate", profile, getattr(args, "estimate", None))), chosen
+
+
+def _pipeline_fits(model: Any, accelerator: Any, T: int, P: int, utilization: Any) -> bool:
+    """Whether T x P GPUs of ``accelerator`` hold ``model`` with KV room on every stage (False where refused)."""
+    try:
+        d = Deployment(model, accelerator, Parallelism(T, P))
+        return d.kv_blocks(utilization=Fraction(9, 10) if utilization is None else utilization) > 0
+    except InvalidValueError:
+        return False
 
 
 def by_flag(flag: str, lookup: Any, name: Any, **kwargs: Any) -> Any:

@@ -31,6 +31,7 @@ from ..units import GB
 from ._args import (
     add_flops_option,
     add_model_options,
+    add_pipeline_parallel_option,
     add_tensor_parallel_option,
     deployment_from_args,
     int_arg,
@@ -62,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="largest batch size drawn (default: %(default)s)")
     add_flops_option(p, default="exact")
     add_tensor_parallel_option(p, default=None)
+    add_pipeline_parallel_option(p)
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
     p.set_defaults(func=run)
 

@@ -43,6 +43,7 @@ from ._answers import add_answer_options, answer_context, answers, format_answer
 from ._args import (
     add_estimate_option,
     add_model_options,
+    add_pipeline_parallel_option,
     add_tensor_parallel_option,
     citation_url,
     deployment_from_args,
@@ -82,6 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_estimate_option(p)
     add_tensor_parallel_option(p, default=None, budgets="every KV budget (the lesson's 53 GB, --kv-budget-gb, "
                                                           "the real one) is one GPU's")
+    add_pipeline_parallel_option(p)
     p.add_argument("--speculative-config", default=None, metavar="JSON",
                    help="speculative decoding, as vLLM spells it: '{\"method\": \"draft_model\" or \"ngram\", "
                         "\"model\": DRAFT, \"num_speculative_tokens\": k}' (needs --acceptance-rate; "
@@ -722,6 +724,13 @@ def run(args: argparse.Namespace) -> int:
                 f"--tensor-parallel-size {tp}")
     given = args.kv_budget_gb is not None
     context = answer_context(args)
+    if deployment.pipeline_parallel_size > 1:  # the pipeline's own report (docs/conventions.md, "Pipeline parallelism")
+        from ._pipeline_report import build_pipeline_report, format_pipeline_report
+
+        pipe = build_pipeline_report(deployment, context=context, batches=args.batch, block_size=args.block_size,
+                                     utilization=Fraction(9, 10) if args.utilization is None else args.utilization)
+        print(json.dumps(pipe, indent=2) if args.json else format_pipeline_report(pipe))
+        return 0
     report = build_report(
         deployment, context=context, batches=args.batch,
         kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,

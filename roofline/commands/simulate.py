@@ -98,6 +98,7 @@ from ._args import (
     add_estimate_option,
     add_flops_option,
     add_model_options,
+    add_pipeline_parallel_option,
     add_tensor_parallel_option,
     deployment_from_args,
     int_arg,
@@ -155,6 +156,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_flops_option(p, default="exact")
     add_estimate_option(p, instead=True)
     add_tensor_parallel_option(p)
+    add_pipeline_parallel_option(p)
     add_data_parallel_option(p)
     p.add_argument("--router", choices=ROUTERS, default="round-robin",
                    help="with --data-parallel-size: the replica each arriving request goes to: round-robin, "
@@ -517,6 +519,10 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidValueError("--utilization", float(args.utilization), "the KV budget given by --kv-budget-gb "
                                 "replaces the one --utilization gives; give one of them")
     deployment, _ = deployment_from_args(args)
+    if deployment.pipeline_parallel_size > 1:  # the P virtual engines run through the replicas' router (not yet)
+        raise InvalidValueError("pipeline_parallel_size", deployment.pipeline_parallel_size,
+                                "roofline simulate runs one pipeline stage (P = 1) until its P virtual engines are "
+                                "wired; roofline report and fit price P > 1")
     scheduler_note = _engine_scheduler(args, deployment)
     names = list(plan_run(args).names)  # after the engine's scheduler defaults: they are flags the user did not give
     # one GPU's share: the KV pool and budget are per GPU, every step adds its all-reduce (docs/conventions.md,

@@ -400,6 +400,12 @@ class RooflineCostModel:
     layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_windows)
     per_sequence: Any = 0
     state_bytes: Any = 0
+    intra_node_sends: int = 0
+    inter_node_sends: int = 0
+    send_bandwidth: Any = 1
+    send_latency: Any = 0
+    network_bandwidth: Any = 1
+    network_latency: Any = 0
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
@@ -407,6 +413,7 @@ class RooflineCostModel:
                                                                        factory=dict)
     _routed: Any = attrs.field(init=False, repr=False, eq=False, default=0)
     _allreduce: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
+    _sends: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
     _layers: int = attrs.field(init=False, repr=False, eq=False, default=0)
     _state: Any = attrs.field(init=False, repr=False, eq=False, default=0)
 
@@ -462,6 +469,30 @@ class RooflineCostModel:
             for name in ("num_hidden_layers", "hidden_size", "tensor_parallel_size"):  # numpy ints as ints
                 ar[name] = int(ar[name])
             object.__setattr__(self, "_allreduce", ar)
+        if self.intra_node_sends or self.inter_node_sends:  # pipeline stages: one batch's sends between them
+            sends = dict(hidden_size=self.hidden_size, activation_bytes=self.activation_bytes,
+                         intra_node_sends=self.intra_node_sends, inter_node_sends=self.inter_node_sends,
+                         send_bandwidth=self.send_bandwidth, send_latency=self.send_latency,
+                         network_bandwidth=self.network_bandwidth, network_latency=self.network_latency)
+            f.pipeline_sends_time(batch=1, **sends)  # names a bad field
+            for name in ("activation_bytes", "send_latency", "network_latency"):
+                sends[name] = convert(sends[name])
+            for name in ("send_bandwidth", "network_bandwidth"):
+                sends[name] = Fraction(_exact_time(sends[name])) if self.exact else float(sends[name])
+            for name in ("hidden_size", "intra_node_sends", "inter_node_sends"):
+                sends[name] = int(sends[name])
+            object.__setattr__(self, "_sends", sends)
+
+    def link_time(self, tokens: int) -> Any:
+        """Communication time [s] of a step of ``tokens`` tokens: :meth:`allreduce_time` + :meth:`sends_time`."""
+        return self.allreduce_time(tokens) + self.sends_time(tokens)
+
+    def sends_time(self, tokens: int) -> Any:
+        """Pipeline sends [s] of a step of ``tokens`` tokens through the P stages
+        (:func:`roofline.formulas.pipeline_sends_time`); 0 at P = 1 or without tokens."""
+        if self._sends is None or not tokens:
+            return 0
+        return f.pipeline_sends_time.unchecked(batch=tokens, **self._sends)
 
     def allreduce_time(self, tokens: int) -> Any:
         """All-reduce time [s] of a step of ``tokens`` tokens: 2 L ring all-reduces of tokens x h x e bytes
@@ -483,7 +514,8 @@ class RooflineCostModel:
         if not self.exact:
             return "float mode (exact=False): the stretch clock counts exact integer ticks"
         own = _own_step_times(self, RooflineCostModel, priced=("decode_time", "prefill_time", "mixed_time",
-                                                               "weights_read", "allreduce_time", "_tokens"))
+                                                               "weights_read", "allreduce_time", "_tokens",
+                                                               "link_time", "sends_time"))
         if own is not None:
             return own
         t = self._terms
@@ -495,6 +527,11 @@ class RooflineCostModel:
             ar = dict(self._allreduce, batch=1)
             link = dict(link_latency=f.decode_allreduce_latency_time.unchecked(**ar),
                         link_per_token=f.decode_allreduce_bandwidth_time.unchecked(**ar))
+        if self._sends is not None:  # the sends are affine in the tokens too: latency + per-token bytes
+            fixed = f.pipeline_sends_time.unchecked(**dict(self._sends, batch=0))
+            per_token = f.pipeline_sends_time.unchecked(**dict(self._sends, batch=1)) - fixed
+            link = dict(link_latency=link.get("link_latency", 0) + fixed,
+                        link_per_token=link.get("link_per_token", 0) + per_token)
         weights_denominator = power = None
         if self.num_experts:
             from ..formulas.moe import EXACT_BATCH_LIMIT
@@ -677,8 +714,8 @@ class RooflineCostModel:
                 duration = f.step_time.unchecked(batch=batch, context_sum=self._tokens(context_sum), **terms)
             if self.per_sequence:
                 duration = duration + batch * self.per_sequence
-            if self._allreduce is not None:
-                duration = duration + self.allreduce_time(batch)
+            if self._allreduce is not None or self._sends is not None:
+                duration = duration + self.link_time(batch)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -694,8 +731,8 @@ class RooflineCostModel:
                      else dict(self._terms, weight_bytes=self.weights_read(prefill_tokens)))
             duration = f.prefill_step_time.unchecked(prefill_tokens=prefill_tokens,
                                                      attention_pairs=self._tokens(attention_pairs), **terms)
-            if self._allreduce is not None:
-                duration = duration + self.allreduce_time(prefill_tokens)
+            if self._allreduce is not None or self._sends is not None:
+                duration = duration + self.link_time(prefill_tokens)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -722,8 +759,8 @@ class RooflineCostModel:
                                                    attention_pairs=self._tokens(attention_pairs), **terms)
             if self.per_sequence:
                 duration = duration + decode_rows * self.per_sequence
-            if self._allreduce is not None:
-                duration = duration + self.allreduce_time(decode_rows + prefill_tokens)
+            if self._allreduce is not None or self._sends is not None:
+                duration = duration + self.link_time(decode_rows + prefill_tokens)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration

@@ -1,0 +1,248 @@
+"""Pipeline parallelism and groups that span nodes: stages, sends, the hierarchical all-reduce, the cost model.
+
+Conventions: docs/conventions.md, "Groups that span nodes" and "Pipeline parallelism".
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import roofline.formulas as f
+from roofline import Deployment, InvalidValueError, Parallelism, get_accelerator, get_model
+from roofline.deployment import allreduce_terms, stage_layers
+from roofline.sim import RooflineCostModel
+
+US = Fraction(1, 10**6)
+H100 = get_accelerator("h100-sxm")
+L405 = get_model("llama-3.1-405b")
+L70 = get_model("llama-3.1-70b")
+NV = dict(link_bandwidth=Fraction(450 * 10**9), link_latency=Fraction(6, 10) * US)
+IB = dict(network_bandwidth=Fraction(50 * 10**9), network_latency=Fraction(27, 10) * US)
+
+
+def test_vllm_stage_split_by_hand():
+    """get_pp_indices: L // P each, the L mod P left over to the stages before the last, from P - 2 down."""
+    assert stage_layers(126, 2) == (63, 63)
+    assert stage_layers(126, 4) == (31, 32, 32, 31)  # 2 left over: stages 2 and 1
+    assert stage_layers(80, 3) == (27, 27, 26)  # 2 left over with P = 3: stages 1 and 0
+    assert stage_layers(10, 4) == (2, 3, 3, 2)
+    assert stage_layers(5, 5) == (1, 1, 1, 1, 1) and stage_layers(7, 1) == (7,)
+    for L in range(1, 40):
+        for P in range(1, L + 1):
+            parts = stage_layers(L, P)
+            assert sum(parts) == L and max(parts) - min(parts) <= 1 and parts[-1] == L // P
+
+
+def test_pipeline_larger_than_the_layers_is_refused_by_name():
+    with pytest.raises(InvalidValueError, match="pipeline_parallel_size=127.*126 layers") as info:
+        Deployment(L405, H100, Parallelism(8, 127))
+    assert info.value.field == "pipeline_parallel_size"
+    with pytest.raises(InvalidValueError, match="pipeline_parallel_size"):
+        Parallelism(1, 0)
+    with pytest.raises(InvalidValueError, match="pipeline_parallel_size=2.*hybrid.*not modelled"):
+        Deployment(get_model("nemotron-h-8b"), H100, Parallelism(1, 2))
+    with pytest.raises(InvalidValueError, match="pipeline_parallel_size=2.*dense and MoE layers"):
+        Deployment(get_model("deepseek-v3"), get_accelerator("h200-sxm"), Parallelism(8, 2))
+
+
+def test_gpus_are_t_times_p_and_stages_sum_to_the_share():
+    """Per-stage sizes of one GPU sum to the share of T alone: weights, KV per token and FLOPs per token."""
+    d = Deployment(L405, H100, Parallelism(4, 4))
+    assert d.gpus == 16 and d.virtual_engines == 4 and d.where == "16 x NVIDIA H100 SXM5 80GB (TP 4 x PP 4)"
+    stages = d.stages()
+    assert [s.layers for s in stages] == [31, 32, 32, 31] and [s.first_layer for s in stages] == [0, 31, 63, 95]
+    share = L405.per_gpu(4)
+    assert sum(s.weight_bytes for s in stages) == share.weight_bytes
+    assert sum(s.kv_bytes_per_token for s in stages) == share.kv_bytes_per_token
+    assert sum(s.flops_per_token for s in stages) == share.step_terms()["flops_per_token"]
+    # by hand: one layer of Llama 3.1 405B on one GPU of 4, BF16 (q, o: 16384 x 16384 / 4; k, v: 16384 x 1024 / 4;
+    # MLP 3 x 16384 x 53248 / 4; two RMSNorms of 16384 replicated); the embedding 128256 / 4 rows on stage 0
+    layer = 2 * (2 * 16384 * 16384 // 4 + 2 * 16384 * 1024 // 4 + 3 * 16384 * 53248 // 4 + 2 * 16384)
+    emb = 2 * (128256 // 4) * 16384
+    assert stages[0].weight_bytes == 31 * layer + emb
+    assert stages[1].weight_bytes == 32 * layer
+    assert stages[3].weight_bytes == 31 * layer + emb + 2 * 16384  # lm_head (same shape) + final norm
+    assert stages[1].kv_bytes_per_token == 2 * 32 * 2 * 128 * 2  # 2 KV heads of 8 per GPU
+
+
+def test_a_tied_lm_head_is_copied_onto_the_last_stage():
+    m = get_model("llama-3.2-1b")
+    d = Deployment(m, H100, Parallelism(1, 2))
+    emb = 2 * m.vocab_size * m.hidden_size
+    assert sum(s.weight_bytes for s in d.stages()) == m.weight_bytes + emb
+    assert d.cost_terms()["weight_bytes"] == m.step_terms()["weight_bytes"] + emb
+
+
+def test_boundaries_cross_nodes_where_the_ranks_do():
+    """TP groups inside nodes of 8, stages in rank order: TP 2 x PP 8 crosses once (after stage 3)."""
+    assert Deployment(L405, H100, Parallelism(2, 8)).pipeline_sends() == (6, 1)
+    assert Deployment(L405, H100, Parallelism(8, 4)).pipeline_sends() == (0, 3)
+    assert Deployment(L405, H100, Parallelism(16, 2)).pipeline_sends() == (0, 1)
+    assert Deployment(L70, H100, Parallelism(2, 4)).pipeline_sends() == (3, 0)
+    with pytest.raises(InvalidValueError, match="pipeline_parallel_size=2.*span 2 nodes.*no sourced network"):
+        Deployment(L405, get_accelerator("a100-80gb"), Parallelism(8, 2)).send_terms()
+
+
+def test_hierarchical_allreduce_by_hand():
+    """32 KiB over 16 GPUs in 2 nodes of 8: 14 NVLink steps of 4 KiB, 2 InfiniBand steps of 2 KiB."""
+    kw = dict(message_bytes=Fraction(32768), tensor_parallel_size=16, node_gpus=8, **NV, **IB)
+    expected = (14 * Fraction(6, 10) * US + 14 * Fraction(4096) / (450 * 10**9)
+                + 2 * Fraction(27, 10) * US + 2 * Fraction(2048) / (50 * 10**9))
+    assert f.hierarchical_allreduce_time(**kw) == expected
+    kw.pop("message_bytes")
+    assert f.hierarchical_link_latency(**kw) == Fraction(46, 100) * US
+    with pytest.raises(InvalidValueError, match="tensor_parallel_size=12.*whole nodes"):
+        f.hierarchical_allreduce_time(message_bytes=1, **dict(kw, tensor_parallel_size=12))
+
+
+@given(t=st.sampled_from([1, 2, 4, 8]), m=st.fractions(min_value=0, max_value=10**9),
+       beta=st.fractions(min_value=1, max_value=10**12), alpha=st.fractions(min_value=0, max_value=1),
+       beta_n=st.fractions(min_value=1, max_value=10**12), alpha_n=st.fractions(min_value=0, max_value=1))
+def test_one_node_is_the_ring_exactly(t, m, beta, alpha, beta_n, alpha_n):
+    """At G = T the hierarchy is the ring, number for number; and any T = k G is the ring at the effective values."""
+    ring = f.ring_allreduce_time(message_bytes=m, tensor_parallel_size=t, link_bandwidth=beta, link_latency=alpha)
+    net = dict(network_bandwidth=beta_n, network_latency=alpha_n, link_bandwidth=beta, link_latency=alpha)
+    assert f.hierarchical_allreduce_time(message_bytes=m, tensor_parallel_size=t, node_gpus=t, **net) == ring
+    kw = dict(tensor_parallel_size=4 * t, node_gpus=t, **net)
+    if 4 * t >= 2:
+        eff = f.ring_allreduce_time(message_bytes=m, tensor_parallel_size=4 * t,
+                                    link_bandwidth=f.hierarchical_link_bandwidth(**kw),
+                                    link_latency=f.hierarchical_link_latency(**kw))
+        assert eff == f.hierarchical_allreduce_time(message_bytes=m, **kw)
+
+
+def test_groups_inside_a_node_keep_the_ring_and_larger_ones_are_hierarchical():
+    for T in (2, 4, 8):
+        terms = allreduce_terms(L70.per_gpu(T), H100, T)
+        assert (terms["link_bandwidth"], terms["link_latency"]) == (NV["link_bandwidth"], NV["link_latency"])
+    terms = allreduce_terms(L405.per_gpu(32), H100, 32)
+    kw = dict(tensor_parallel_size=32, node_gpus=8, **NV, **IB)
+    assert terms["link_bandwidth"] == f.hierarchical_link_bandwidth(**kw)
+    assert terms["link_latency"] == f.hierarchical_link_latency(**kw)
+    with pytest.raises(InvalidValueError, match="tensor_parallel_size=16.*no sourced network"):
+        allreduce_terms(L70.per_gpu(16), get_accelerator("a100-80gb"), 16)
+
+
+def test_pipeline_formulas_by_hand():
+    send = f.pipeline_send_time(batch=4, hidden_size=16384, activation_bytes=2, send_bandwidth=Fraction(50 * 10**9),
+                                send_latency=Fraction(27, 10) * US)
+    assert send == Fraction(4 * 32768, 50 * 10**9) + Fraction(27, 10) * US
+    sends = f.pipeline_sends_time(batch=4, hidden_size=16384, activation_bytes=2, intra_node_sends=2,
+                                  inter_node_sends=1, send_bandwidth=Fraction(450 * 10**9),
+                                  send_latency=Fraction(6, 10) * US, **IB)
+    assert sends == 2 * (Fraction(4 * 32768, 450 * 10**9) + Fraction(6, 10) * US) + send
+    assert f.pipeline_bubble_share(batches_in_flight=1, pipeline_parallel_size=4) == Fraction(3, 4)
+    assert f.pipeline_bubble_share(batches_in_flight=4, pipeline_parallel_size=4) == 0
+    with pytest.raises(InvalidValueError, match="batches_in_flight=5"):
+        f.pipeline_bubble_share(batches_in_flight=5, pipeline_parallel_size=4)
+    assert f.slowest_stage_throughput(batch=Fraction(8), stage_time=Fraction(1, 100)) == 800
+
+
+def _step_kw(d: Deployment, batch: int, context_sum: int) -> dict:
+    terms = {"tensor_parallel_size": 1, "link_bandwidth": 1, "link_latency": 0, **d.cost_terms(), **d.send_terms()}
+    names = [n for n in f.REGISTRY["step_time_pp"].domains if n not in ("batch", "context_sum")]
+    exact = {n: terms[n] if n in _INTS else Fraction(terms[n]) for n in names}
+    return dict(exact, batch=batch, context_sum=context_sum)
+
+
+_INTS = ("num_hidden_layers", "hidden_size", "tensor_parallel_size", "intra_node_sends", "inter_node_sends")
+
+
+def test_tp8_pp2_batch_1_by_hand():
+    """Llama 3.1 405B, TP 8 x PP 2 on two H100 nodes, batch 1 at 1,000: T = 8's memory time + 252 NVLink
+    all-reduces + one send over InfiniBand: 32.46 ms."""
+    d = Deployment(L405, H100, Parallelism(8, 2))
+    share = L405.per_gpu(8)
+    memory = Fraction(share.weight_bytes + 1000 * share.kv_bytes_per_token, 3_350 * 10**9)
+    ar = 252 * (14 * Fraction(6, 10) * US + Fraction(14, 8) * 32768 / (450 * 10**9))
+    send = Fraction(32768, 50 * 10**9) + Fraction(27, 10) * US
+    t = RooflineCostModel.for_deployment(d).decode_time(1, 1000)
+    assert t == memory + ar + send == f.step_time_pp(**_step_kw(d, 1, 1000))
+    assert round(float(t) * 1e3, 2) == 32.46
+
+
+@settings(max_examples=30, deadline=None)
+@given(tp=st.sampled_from([(1, 2), (2, 2), (8, 2), (4, 4), (2, 8), (16, 2), (8, 8)]),
+       batch=st.integers(1, 512), context=st.integers(0, 4096))
+def test_the_cost_model_prices_one_virtual_engine_as_step_time_pp(tp, batch, context):
+    """decode_time of a P > 1 deployment == step_time_pp; its stretch terms carry the sends as link terms."""
+    d = Deployment(L405, H100, Parallelism(*tp))
+    cm = RooflineCostModel.for_deployment(d)
+    kw = _step_kw(d, batch, batch * context)
+    assert cm.decode_time(batch, batch * context) == f.step_time_pp(**kw)
+    terms = cm.stretch_terms()
+    sends = f.pipeline_sends_time(**{n: kw[n] for n in f.REGISTRY["pipeline_sends_time"].domains})
+    ar = 0 if tp[0] == 1 else f.decode_allreduce_time(**{n: kw[n] for n in f.REGISTRY["decode_allreduce_time"].domains})
+    assert terms.link_latency + terms.link_per_token * batch == ar + sends
+
+
+def test_kv_blocks_are_the_least_over_stages_and_each_virtual_engine_gets_1_over_p():
+    d = Deployment(L405, H100, Parallelism(4, 4))
+    budget = Fraction(9, 10) * Fraction(H100.usable_memory)
+    per_stage = [int((budget - s.weight_bytes) // (16 * s.kv_bytes_per_token)) for s in d.stages()]
+    assert d.kv_blocks() == min(per_stage) == per_stage[1]  # a 32-layer stage holds the least
+    assert d.virtual_engine_kv_blocks() == d.kv_blocks() // 4
+    assert Deployment(L405, H100, 8).kv_blocks() == 0  # 101.5 GB per GPU: no room on one node
+
+
+def test_the_estimate_api_prices_the_pipeline_as_the_cost_model():
+    from roofline import estimate
+
+    for tp in ((8, 2), (4, 4), (1, 2)):
+        d = Deployment(L405, H100, Parallelism(*tp))
+        s = estimate.decode_step(d, batch=3, context=700)
+        assert s.step_time == RooflineCostModel.for_deployment(d).decode_time(3, 2100)
+        assert s.pipeline_parallel_size == tp[1] and s.send_time == f.pipeline_sends_time(
+            batch=3, **d.send_terms())
+
+
+def test_report_prints_the_stages_the_sends_and_the_pipelines_throughput(capsys):
+    from roofline.cli import main
+
+    assert main(["report", "--model", "llama-3.1-405b", "--tp", "8", "-pp", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "      0    0-62  (63)     50.74 GB      32,256       25.80 GB     49,992" in text
+    assert "1 across nodes (InfiniBand NDR (ConnectX-7))" in text
+    assert "       1   32.461 ms   3.36 us           31           62" in text  # 1 / 32.461 ms, x 2 in flight
+    assert all(len(line) <= 100 for line in text.splitlines())
+    assert main(["report", "--model", "llama-3.1-405b", "--tp", "8", "-pp", "2", "--json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kv"]["blocks"] == Deployment(L405, H100, Parallelism(8, 2)).kv_blocks()
+    assert doc["batch_1"]["largest_communication_term"] == "all-reduces"
+
+
+def test_simulate_refuses_a_pipeline_by_name(capsys):
+    from roofline.cli import main
+
+    assert main(["simulate", "--model", "llama-3.1-70b", "--tp", "2", "-pp", "2", "--num-prompts", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pipeline_parallel_size=2" in err
+
+
+def test_fit_lists_t_times_p_and_answers_with_the_smallest(capsys):
+    from roofline.cli import main
+    from roofline.commands.fit import build_fit, format_fit
+
+    r = build_fit(L405, H100, context=131_072)
+    pairs = [(row["tensor_parallel_size"], row["pipeline_parallel_size"]) for row in r["rows"]]
+    assert max(t * p for t, p in pairs) == 64 and (8, 8) in pairs and (16, 4) in pairs
+    assert (r["smallest_fitting"], r["smallest_fitting_pipeline"]) == (16, 1)  # 16 GPUs, the fastest of them
+    by = {(row["tensor_parallel_size"], row["pipeline_parallel_size"]): row for row in r["rows"]}
+    assert by[(8, 1)]["status"] == "does not fit" and by[(8, 2)]["status"] == "fits"
+    assert by[(8, 2)]["stage_layers"] == [63, 63] and by[(8, 2)]["pipeline_sends"] == [0, 1]
+    assert by[(8, 2)]["kv_limit"]["batch_per_virtual_engine"] == by[(8, 2)]["sequences_blocks"] // 2
+    assert by[(2, 8)]["status"] == "does not fit"  # 5 sequences over 8 virtual engines: none per engine
+    text = format_fit(r)
+    assert "answer: llama-3.1-405b fits on 16 x NVIDIA H100 SXM5 80GB (--tensor-parallel-size 16)" in text
+    assert all(len(line) <= 100 for line in text.splitlines())
+    only_pp = build_fit(L405, H100, sizes=[8], pipeline_sizes=[1, 2, 4])
+    assert (only_pp["smallest_fitting"], only_pp["smallest_fitting_pipeline"]) == (8, 2)
+    assert "(--tensor-parallel-size 8 --pipeline-parallel-size 2)" in " ".join(format_fit(only_pp).split())
+    assert main(["fit", "--model", "llama-3.1-70b", "--accelerator", "a100-80gb", "--tp", "8", "-pp", "2"]) == 0
+    assert "8 x 2  | refused: pipeline_parallel_size=2" in capsys.readouterr().out
