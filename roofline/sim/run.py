@@ -139,6 +139,8 @@ class _Run:
         self.end: Any = None
         self.idle = cost_model.to_time(0)
         self.max_steps = max_steps
+        #: a disaggregated decode pool's run: requests arrive with their prompt KV computed (continuous batching)
+        self.transferred = False
         #: the prefix cache (continuous batching with enable_prefix_caching), or None
         self.prefix = PrefixCache(self.requests, n, self.pool.block_size, self.capacity) if prefix_caching else None
 
