@@ -186,10 +186,12 @@ _TABLE = (
     Quantity("draft_cost_ratio", "r_d", "1", "the proposer's time per proposed token as a share of a target decode "
              "step (Leviathan et al.'s c)", "nonnegative"),
     # disaggregated prefill and decode (docs/conventions.md, "Disaggregated prefill and decode")
-    Quantity("prefill_kv_bytes_per_token", "k_p", "bytes/token", "KV bytes per token one prefill-side GPU holds",
-             "nonnegative", "the prefill deployment's share: KV heads split over its tensor-parallel GPUs"),
     Quantity("decode_kv_bytes_per_token", "k_d", "bytes/token", "KV bytes per token one decode-side GPU holds",
              "nonnegative", "the decode deployment's share: the layout the transferred KV lands in"),
+    Quantity("prefill_tensor_parallel_size", "T_p", "GPUs", "tensor-parallel size of one prefill instance",
+             "positive_int"),
+    Quantity("decode_tensor_parallel_size", "T_d", "GPUs", "tensor-parallel size of one decode instance",
+             "positive_int"),
     Quantity("transfer_bytes", "M_kv", "bytes", "KV bytes one NIC moves for one request's transfer", "nonnegative",
              "every GPU has its own NIC; the busiest sets the time"),
     Quantity("transfer_bandwidth", "beta_n", "bytes/s", "KV transfer bandwidth per GPU per direction (the NIC)",

@@ -128,10 +128,10 @@ class Pool:
     Parameters
     ----------
     cost_model : CostModel, one instance's step times (:meth:`roofline.sim.RooflineCostModel.for_deployment`)
-    kv_bytes_per_token : [bytes/token] >= 0, KV one GPU of an instance holds per token (its share;
-        the transfer's layout, :func:`roofline.formulas.kv_transfer_bytes`)
+    kv_bytes_per_token : [bytes/token] >= 0, KV one GPU of an instance holds per token (its share; a
+        decode pool's is the layout the transfer lands in, :func:`roofline.formulas.kv_transfer_bytes`)
     instances : int >= 1, default 1
-    gpus : int >= 1, default 1, GPUs of one instance (its tensor-parallel size)
+    tensor_parallel_size : int >= 1, default 1, GPUs of one instance (T)
     kv_pool : KVPool or None, one instance's KV pool (None: unlimited)
     max_num_seqs, admission, prefill, max_num_batched_tokens
         As :func:`~roofline.sim.serve_continuous`, for every instance of the pool (``prefill`` and
@@ -145,7 +145,7 @@ class Pool:
     cost_model: Any
     kv_bytes_per_token: Any = attrs.field(validator=_nonnegative_number)
     instances: int = attrs.field(default=1, validator=_positive)
-    gpus: int = attrs.field(default=1, validator=_positive)
+    tensor_parallel_size: int = attrs.field(default=1, validator=_positive)
     kv_pool: KVPool | None = None
     max_num_seqs: int = attrs.field(default=256, validator=_positive)
     admission: str = attrs.field(default="reserve", validator=attrs.validators.in_(ADMISSIONS))
@@ -178,14 +178,18 @@ class Pool:
         if budget <= 0:
             raise InvalidValueError("kv_budget", float(budget), f"{deployment.where} leaves no KV budget")
         cost = RooflineCostModel.for_deployment(deployment, exact=exact, overhead=overhead)
-        return cls(cost, share.kv_bytes_per_token, instances=instances, gpus=deployment.gpus,
+        if deployment.gpus != deployment.tensor_parallel_size:
+            raise InvalidValueError("deployment", deployment.where, "a disaggregated pool's instance is one "
+                                    "tensor-parallel group here (pipeline stages are not modelled in pools)")
+        return cls(cost, share.kv_bytes_per_token, instances=instances,
+                   tensor_parallel_size=deployment.tensor_parallel_size,
                    kv_pool=KVPool.for_model(share, budget=budget, block_size=block_size), name=deployment.where,
                    **options)
 
     @property
     def total_gpus(self) -> int:
         """GPUs of the whole pool: instances x GPUs per instance."""
-        return self.instances * self.gpus
+        return self.instances * self.tensor_parallel_size
 
 
 def _reason(pool: KVPool | None, prompt: int, output: int) -> str | None:
@@ -302,8 +306,9 @@ def serve_disaggregated(
             reason[i] = f"prefill pool: {x.rejected_reason}"
         elif reqs[i].output_tokens >= 2:
             moved = kv_transfer_bytes(prompt_tokens=reqs[i].prompt_tokens,
-                                      prefill_kv_bytes_per_token=prefill.kv_bytes_per_token,
-                                      decode_kv_bytes_per_token=decode.kv_bytes_per_token)
+                                      decode_kv_bytes_per_token=decode.kv_bytes_per_token,
+                                      prefill_tensor_parallel_size=prefill.tensor_parallel_size,
+                                      decode_tensor_parallel_size=decode.tensor_parallel_size)
             moved = Fraction(moved) if isinstance(moved, int) else moved  # exact seconds from int bytes
             ready[i] = x.finish_s + kv_transfer_time(transfer_bytes=moved, transfer_bandwidth=link.bandwidth,
                                                      transfer_latency=link.latency)
@@ -355,7 +360,8 @@ def _combine(reqs: Sequence[Request], reason: list[str | None], pre: dict[int, R
     engines = {x.options["engine"] for x in runs}
     options: dict[str, Any] = {
         "prefill_instances": prefill.instances, "decode_instances": decode.instances,
-        "prefill_gpus_per_instance": prefill.gpus, "decode_gpus_per_instance": decode.gpus,
+        "prefill_tensor_parallel_size": prefill.tensor_parallel_size,
+        "decode_tensor_parallel_size": decode.tensor_parallel_size,
         "gpus": prefill.total_gpus + decode.total_gpus, "router": router, "link": link.to_dict(),
         "prefill": prefill.prefill, "admission": {"prefill": prefill.admission, "decode": decode.admission},
         "max_num_seqs": {"prefill": prefill.max_num_seqs, "decode": decode.max_num_seqs},

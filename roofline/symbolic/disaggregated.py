@@ -1,11 +1,13 @@
 """Disaggregated prefill and decode: the KV a request's transfer moves and how long it takes.
 
 Derived (docs/conventions.md, "Disaggregated prefill and decode"): every GPU has its own NIC and
-all of them move their shares at once; a prefill GPU sends the KV it holds (k_p bytes per token),
-a decode GPU receives the KV it will hold (k_d), so the busiest NIC moves, summed over the P
-prompt tokens,
+all of them move their shares at once. The T_d decode GPUs each receive k_d bytes per token (the
+decode side's layout); the T_p prefill GPUs send those T_d k_d bytes between them, evenly (every
+unit of the KV, a KV head or an MLA latent, is held by as many prefill GPUs and needed by as many
+decode GPUs as every other, so each holder sends the same share of its copies). The busiest NIC
+moves, summed over the P prompt tokens,
 
-    kv_transfer_bytes = sum_{j=1..P} max(k_p, k_d) = P max(k_p, k_d)
+    kv_transfer_bytes = sum_{j=1..P} max(k_d, T_d k_d / T_p) = P k_d max(1, T_d / T_p)
 
 and the transfer ends when that NIC has delivered them: the t solving
 beta_n (t - alpha_n) = M_kv (nothing arrives before the latency has passed),
@@ -24,6 +26,7 @@ from ._symbols import S, declare
 _j = declare("transfer_token", positive=True, integer=True)
 _t = declare("transfer_end", positive=True)
 
-kv_transfer_bytes = sp.summation(sp.Max(S.prefill_kv_bytes_per_token, S.decode_kv_bytes_per_token),
-                                 (_j, 1, S.prompt_tokens))
+_received = S.decode_kv_bytes_per_token  # one decode GPU, per token
+_sent = S.decode_tensor_parallel_size * S.decode_kv_bytes_per_token / S.prefill_tensor_parallel_size  # one prefill GPU
+kv_transfer_bytes = sp.summation(sp.Max(_received, _sent), (_j, 1, S.prompt_tokens))
 kv_transfer_time = sp.solve(sp.Eq(S.transfer_bandwidth * (_t - S.transfer_latency), S.transfer_bytes), _t)[0]
