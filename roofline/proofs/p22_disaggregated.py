@@ -18,8 +18,8 @@ Assumptions
   end, does not overlap it, and transfers do not contend; the KV units are spread evenly (the
   tensor-parallel layout of docs/conventions.md, "Tensor parallelism"); TTFT includes the transfer
   (vLLM's disaggregated proxy streams the decode instance's response).
-* The scheduler part uses fixed step durations (a prefill step 1/5 s, a decode step 1/50 s) so
-  that its times are hand-checked numbers.
+* The scheduler part prices steps with a small roofline of round constants (the bound: max of
+  bytes / bandwidth and FLOPs / peak), so that its times are hand-checked numbers.
 
 Sources
 -------
@@ -34,6 +34,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from fractions import Fraction
+
+import attrs
 
 from ._proof import Proof, run_script
 
@@ -62,12 +64,16 @@ def _busiest_nic(units: int, tp: int, td: int, unit_bytes: int) -> Fraction:
     return max(max(sent), max(received))
 
 
+def _ms(seconds: Fraction | None) -> str:
+    return "-" if seconds is None else f"{float(seconds) * 1e3:.4f} ms"
+
+
 def derive(p: Proof) -> None:
     """Derive and check the claim (see the module docstring)."""
     from .. import formulas as f
     from ..hardware import get_accelerator
     from ..models import get_model
-    from ..sim import KVPool, Pool, Request, TransferLink, UnitCostModel, serve_disaggregated
+    from ..sim import KVPool, Pool, Request, RooflineCostModel, TransferLink, serve_disaggregated
     from ..symbolic import disaggregated as sd
 
     p.title("p22 disaggregated prefill and decode: the KV transfer and a request across two pools")
@@ -110,37 +116,69 @@ def derive(p: Proof) -> None:
     p.equal("163,840,000 B / 50e9 B/s + 2.7 us", t, Fraction(163_840_000, 50 * 10**9) + Fraction(27, 10**7),
             value=f"{float(t) * 1e3:.4f} ms")
 
-    p.section("The reference scheduler: a prefill step 1/5 s, a decode step 1/50 s, 1,000 B/token per decode GPU")
-    prefill_step, decode_step = Fraction(1, 5), Fraction(1, 50)
-    unit = UnitCostModel(decode=decode_step, prefill=prefill_step)
-    wire = TransferLink(bandwidth=10**6, latency=Fraction(1, 1000))
-    pools = Pool(unit, kv_bytes_per_token=1000, tensor_parallel_size=2)
+    p.section("The reference scheduler: a small roofline (W = 1 GB, k = 100 kB/token, 1 TB/s, 1 PFLOP/s)")
+    weights, kv, flops, attention, bw, peak = 10**9, 10**5, 2 * 10**10, 10**8, 10**12, 10**15
+    cost = RooflineCostModel(weight_bytes=weights, kv_bytes_per_token=kv, flops_per_token=flops,
+                             attention_flops_per_token=attention, bandwidth=bw, peak_flops=peak)
+
+    def prefill_step(tokens: int, pairs: int) -> Fraction:  # by hand: max(bytes / BW, FLOPs / peak)
+        return max(Fraction(weights + kv * tokens, bw), Fraction(tokens * flops + attention * pairs, peak))
+
+    def decode_step(context: int) -> Fraction:  # batch 1
+        return max(Fraction(weights + kv * context, bw), Fraction(flops + attention * context, peak))
+
+    wire = TransferLink(bandwidth=10**10, latency=Fraction(1, 10**5))  # 10 GB/s, 10 us
+    pools = Pool(cost, kv_bytes_per_token=kv, tensor_parallel_size=2)
     prompt, out = 100, 11
-    transfer = Fraction(prompt * 1000, 10**6) + Fraction(1, 1000)
+    transfer = Fraction(prompt * kv, 10**10) + Fraction(1, 10**5)
     lone = [Request(id=0, arrival_s=0, prompt_tokens=prompt, output_tokens=out)]
-    runs = [serve_disaggregated(lone, pools, pools, link=wire, engine=e) for e in ("step", "event")]
-    r = runs[0].requests[0]
-    p.equal("a lone request's TTFT = its prefill step + its transfer (0.2 + 0.1 + 0.001 s)", r.ttft_s,
-            prefill_step + transfer, value=f"TTFT {float(r.ttft_s):.3f} s")
-    p.equal("its TPOT = the decode step at batch 1, and E2E = TTFT + (O - 1) TPOT", (r.tpot_s, r.e2e_s),
-            (decode_step, prefill_step + transfer + (out - 1) * decode_step))
-    p.holds("the stretch clock gives the same record", runs[1].requests[0] == r)
-    # a decode pool that holds one request's lifetime KV (P + O - 1 = 110 tokens: 7 blocks of 16)
-    full = Pool(unit, kv_bytes_per_token=1000, tensor_parallel_size=2, kv_pool=KVPool.blocks(7, block_size=16))
-    pair = [Request(id=j, arrival_s=0, prompt_tokens=prompt, output_tokens=out) for j in range(2)]
+    ttft = prefill_step(prompt, prompt * (prompt + 1) // 2) + transfer
+    steps = [decode_step(prompt + j) for j in range(1, out)]
+    for engine in ("step", "event"):
+        r = serve_disaggregated(lone, pools, pools, link=wire, engine=engine).requests[0]
+        p.equal(f"{engine} clock: a lone request's TTFT = its prefill step (compute-bound) + its transfer", r.ttft_s,
+                ttft, value=f"TTFT {_ms(r.ttft_s)} = {_ms(ttft - transfer)} + {_ms(transfer)}")
+        p.equal(f"{engine} clock: its TPOT = the mean of the decode side's batch-1 steps over contexts P + 1 .. "
+                "P + O - 1", (r.tpot_s, r.e2e_s), (sum(steps) / (out - 1), ttft + sum(steps)),
+                value=f"TPOT {_ms(r.tpot_s)}")
+    for other, bound in ((10**13, "compute"), (10**17, "memory")):  # every step compute-bound, then memory-bound
+        slow = attrs.evolve(cost, peak_flops=other)
+
+        def prefill_at(tokens: int, peak: int = other) -> Fraction:
+            pairs = tokens * (tokens + 1) // 2
+            return max(Fraction(weights + kv * tokens, bw), Fraction(tokens * flops + attention * pairs, peak))
+
+        def decode_at(context: int, peak: int = other) -> Fraction:
+            return max(Fraction(weights + kv * context, bw), Fraction(flops + attention * context, peak))
+        alone = Pool(slow, kv_bytes_per_token=kv, tensor_parallel_size=2)
+        for engine in ("step", "event"):
+            x = serve_disaggregated(lone, alone, alone, link=wire, engine=engine).requests[0]
+            p.equal(f"{engine} clock, peak {other:.0e} FLOP/s (every step {bound}-bound): TTFT and E2E by hand",
+                    (x.ttft_s, x.e2e_s),
+                    (prefill_at(prompt) + transfer,
+                     prefill_at(prompt) + transfer + sum(decode_at(prompt + j) for j in range(1, out))))
+    # a decode pool that holds one request's lifetime KV (P + O - 1 = 112 tokens: 7 blocks of 16)
+    one = KVPool.blocks(7, block_size=16)
+    full = Pool(cost, kv_bytes_per_token=kv, tensor_parallel_size=2, kv_pool=one)
+    pair = [Request(id=j, arrival_s=0, prompt_tokens=prompt, output_tokens=13) for j in range(2)]
+    pair.append(Request(id=2, arrival_s=0, prompt_tokens=prompt, output_tokens=14))  # 113 tokens: 8 blocks
     both = serve_disaggregated(pair, pools, full, link=wire)
-    first, second = both.requests
-    ready = prefill_step + transfer  # both prefill in one step; both transfers end together
-    p.equal("a decode pool of 7 blocks: both TTFTs are prefill + transfer; the second is admitted at the first's "
-            "finish", (first.ttft_s, second.ttft_s, first.handed_back_s, second.handed_back_s),
-            (ready, ready, ready + 10 * decode_step, ready + 20 * decode_step),
-            value=f"TPOT {float(first.tpot_s) * 1e3:.0f} ms and {float(second.tpot_s) * 1e3:.0f} ms")
-    spread = serve_disaggregated(pair, pools, Pool(unit, kv_bytes_per_token=1000, tensor_parallel_size=2,
-                                                   kv_pool=KVPool.blocks(7, block_size=16), instances=2), link=wire)
-    p.equal("two such decode instances, round robin: each takes one, both finish at TTFT + 10 decode steps",
-            [x.handed_back_s for x in spread.requests], [ready + 10 * decode_step] * 2)
+    first, second, third = both.requests
+    ready = prefill_step(2 * prompt, prompt * (prompt + 1)) + transfer  # one prefill step for both; transfers end
+    lifetime = sum(decode_step(prompt + j) for j in range(1, 13))
+    p.equal("a decode pool of 7 blocks: both TTFTs are the shared prefill + transfer; the second is admitted at "
+            "the first's finish", (first.ttft_s, second.ttft_s, first.handed_back_s, second.handed_back_s),
+            (ready, ready, ready + lifetime, ready + 2 * lifetime),
+            value=f"TPOT {_ms(first.tpot_s)} and {_ms(second.tpot_s)}")
+    p.holds("a request of 113 lifetime tokens (8 blocks) is refused before its prefill, naming the pool",
+            (third.rejected_reason, third.admitted_s, third.prefill_tokens)
+            == ("decode pool: lifetime KV of 113 tokens needs 8 blocks of 16; the pool has 7", None, 0),
+            str(third.rejected_reason))
+    spread = serve_disaggregated(pair[:2], pools, attrs.evolve(full, instances=2), link=wire)
+    p.equal("two such decode instances, round robin: each takes one, both finish a lifetime after the transfer",
+            [x.handed_back_s for x in spread.requests], [ready + lifetime] * 2)
     p.conclude(f"Llama 3.1 70B, 1,000 prompt tokens at T = 2: {moved:,} B per NIC, {float(t) * 1e3:.4f} ms over "
-               f"400 Gb/s; a lone request's TTFT = prefill + transfer ({float(r.ttft_s):.3f} s in the unit case)")
+               "400 Gb/s; a lone request's TTFT = prefill + transfer, its TPOT the decode side's batch-1 steps")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
