@@ -228,7 +228,8 @@ def test_stretch_equals_step_and_conservation(raw, np_, nd, pre_blocks, dec_bloc
     for j, (gap, p, o) in enumerate(raw):
         t += gap
         reqs.append(Request(id=j, arrival_s=Fraction(t, 3), prompt_tokens=p, output_tokens=o))
-    pool = (lambda blocks: None if blocks is None else KVPool.blocks(blocks, block_size=8))
+    def pool(blocks: int | None) -> KVPool | None:
+        return None if blocks is None else KVPool.blocks(blocks, block_size=8)
     admission = "on_demand" if on_demand else "reserve"
     pre = _pool(k=k, instances=np_, kv_pool=pool(pre_blocks), admission=admission,
                 prefill="chunked" if chunked else "separate", max_num_seqs=4, max_num_batched_tokens=16)
