@@ -279,3 +279,60 @@ def test_a_real_deployment_on_both_clocks():
     b = serve_disaggregated(reqs, pre, dec, link=link, engine="event")
     assert tuple(a.requests) == tuple(b.requests) and a.summary == b.summary
     assert a.summary.completed == 12
+
+
+# ---------------------------------------------------------------- the command
+
+
+def _simulate(capsys, *flags: str) -> tuple[int, str, str]:
+    from roofline.cli import main as cli_main
+
+    code = cli_main(["simulate", "--model", "llama-3.1-70b", "--trace", "conv", "--limit", "40", *flags])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_command_prints_the_pools_and_the_percentiles(capsys):
+    code, out, _ = _simulate(capsys, "--num-prefill-instances", "1", "--num-decode-instances", "3", "--tp", "2")
+    assert code == 0
+    assert "prefill pool: 1 instance of 2 x NVIDIA H100 SXM5 80GB (2 GPUs), KV 2,281 blocks of 16 each" in out
+    assert "decode pool:  3 instances of 2 x NVIDIA H100 SXM5 80GB (6 GPUs)" in out
+    assert "KV transfer: InfiniBand NDR (ConnectX-7), 50 GB/s per GPU, 2.7 us; 163,840 B/token per decode GPU" in out
+    assert "completed 40, rejected 0" in out and "on 8 GPUs" in out
+    assert all(len(line) <= 100 for line in out.splitlines())
+
+
+def test_the_command_json_matches_the_api(capsys):
+    import json
+
+    code, out, _ = _simulate(capsys, "--num-decode-instances", "2", "--decode-tp", "4", "--prefill-tp", "2",
+                             "--decode-accelerator", "h200-sxm", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["pools"]["decode"]["tensor_parallel_size"] == 4 and data["pools"]["decode"]["instances"] == 2
+    assert data["pools"]["decode"]["accelerator"]["key"] == "h200-sxm"
+    assert data["result"]["options"]["gpus"] == 2 + 2 * 4
+    model, h100, h200 = get_model("llama-3.1-70b"), get_accelerator("h100-sxm"), get_accelerator("h200-sxm")
+    from roofline.sim import load_trace, shipped_trace
+    reqs = load_trace(shipped_trace("conv"))[:40]
+    api = serve_disaggregated(reqs, Pool.for_deployment(Deployment(model, h100, Parallelism(tensor=2))),
+                              Pool.for_deployment(Deployment(model, h200, Parallelism(tensor=4)), instances=2),
+                              link=TransferLink.between(h100, h200), max_model_len=model.max_position_embeddings)
+    assert data["result"]["summary"]["ttft"]["p99"] == pytest.approx(float(api.summary.ttft.p99))
+    assert data["result"]["summary"]["completed"] == api.summary.completed == 40
+
+
+def test_the_command_refuses_by_flag(capsys):
+    code, _, err = _simulate(capsys, "--num-decode-instances", "2", "--tp", "2", "--decode-accelerator", "l40s")
+    assert code == 2 and "--decode-accelerator" in err and "no stated inter-node network" in err
+    code, _, err = _simulate(capsys, "--num-decode-instances", "2", "--tp", "2", "--kv-transfer-latency", "5")
+    assert code == 2 and "--kv-transfer-latency" in err
+    code, _, err = _simulate(capsys, "--num-decode-instances", "2", "--tp", "2", "--enable-prefix-caching")
+    assert code == 2 and "--enable-prefix-caching" in err
+    code, _, err = _simulate(capsys, "--num-decode-instances", "1", "--tp", "2", "--decode-accelerator", "l40s",
+                             "--kv-transfer-bandwidth", "25")
+    assert code == 2 and "leave no KV budget on 2 x NVIDIA L40S 48GB" in err
+    code, out, _ = _simulate(capsys, "--num-decode-instances", "1", "--prefill-tp", "2", "--decode-tp", "4",
+                             "--decode-accelerator", "l40s", "--kv-transfer-bandwidth", "25",
+                             "--kv-transfer-latency", "10")
+    assert code == 0 and "KV transfer: given, 25 GB/s per GPU, 10 us" in out
