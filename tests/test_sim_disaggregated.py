@@ -336,3 +336,13 @@ def test_the_command_refuses_by_flag(capsys):
                              "--decode-accelerator", "l40s", "--kv-transfer-bandwidth", "25",
                              "--kv-transfer-latency", "10")
     assert code == 0 and "KV transfer: given, 25 GB/s per GPU, 10 us" in out
+
+
+def test_flags_a_run_does_not_use_are_refused(capsys):
+    """A policy flag under a disaggregated run, or a pool flag without one, is refused by name (exit 2)."""
+    for flags, named in ((("--num-decode-instances", "2", "--tp", "2", "--batch-size", "4"), "--batch-size=4"),
+                         (("--num-decode-instances", "2", "--tp", "2", "--slo-ttft", "100"), "--slo-ttft=100"),
+                         (("--num-decode-instances", "2", "--tp", "2", "--policy", "static"), "--policy"),
+                         (("--tp", "2", "--decode-tp", "2"), "--decode-tensor-parallel-size=2")):
+        code, _, err = _simulate(capsys, *flags)
+        assert code == 2 and named in err, err

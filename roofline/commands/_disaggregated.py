@@ -22,15 +22,44 @@ from ..sim import Pool, TransferLink, serve_disaggregated
 from ..units import GB, format_time
 from ._args import deployment_from_args, int_arg, number_arg
 
-__all__ = ["add_arguments", "wanted", "run"]
+__all__ = ["add_arguments", "wanted", "check_unused", "run"]
 
 #: Flags of the policy comparison a disaggregated run has no use for, refused by name when given.
 _NOT_HERE = (("enable_prefix_caching", "--enable-prefix-caching"), ("out", "--out"), ("steps", "--steps"),
-             ("max_concurrency", "--max-concurrency"))
+             ("max_concurrency", "--max-concurrency"), ("think_time", "--think-time"), ("batch_size", "--batch-size"),
+             ("max_wait", "--max-wait"), ("max_prefill_tokens", "--max-prefill-tokens"), ("slo_ttft", "--slo-ttft"),
+             ("slo_tpot", "--slo-tpot"), ("slo_e2e", "--slo-e2e"))
+#: The pools' own flags, which only a disaggregated run takes.
+_OWN = (("prefill_tensor_parallel_size", "--prefill-tensor-parallel-size"),
+        ("decode_tensor_parallel_size", "--decode-tensor-parallel-size"),
+        ("prefill_accelerator", "--prefill-accelerator"), ("decode_accelerator", "--decode-accelerator"),
+        ("kv_transfer_bandwidth", "--kv-transfer-bandwidth"), ("kv_transfer_latency", "--kv-transfer-latency"))
+
+
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether the user gave the option ``dest`` (its value differs from the parser's default)."""
+    given = getattr(args, "given_flags", None)
+    if isinstance(given, dict) and dest in given:
+        return True
+    return getattr(args, dest, None) not in (None, False, _DEFAULTS.get(dest))
+
+
+_DEFAULTS: dict[str, Any] = {}
+
+
+def check_unused(args: argparse.Namespace) -> None:
+    """Refuse by name a pool flag given without a disaggregated run (it would change nothing, silently)."""
+    if wanted(args):
+        return
+    for dest, flag in _OWN:
+        if getattr(args, dest, None) is not None:
+            raise InvalidValueError(flag, getattr(args, dest), "only with --num-prefill-instances or "
+                                    "--num-decode-instances (a disaggregated run)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of the two pools (one argument group)."""
+    _DEFAULTS.update((dest, p.get_default(dest)) for dest, _ in _NOT_HERE)
     g = p.add_argument_group("disaggregated prefill and decode (docs/conventions.md, 'Disaggregated prefill and "
                              "decode'); either of the first two runs it in place of the policy comparison")
     g.add_argument("--num-prefill-instances", type=int_arg("--num-prefill-instances", 1), default=None,
@@ -95,8 +124,11 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     from .simulate import DEFAULT_UTILIZATION, build_workload
 
     for dest, flag in _NOT_HERE:
-        if getattr(args, dest, None) not in (None, False):
-            raise InvalidValueError(flag, getattr(args, dest), "not taken by a disaggregated run "
+        if _given(args, dest):
+            value = getattr(args, dest)
+            if isinstance(value, Fraction):
+                value = int(value) if value.denominator == 1 else float(value)
+            raise InvalidValueError(flag, value, "not taken by a disaggregated run "
                                     "(--num-prefill-instances / --num-decode-instances)")
     if args.policy not in ("all", "continuous"):
         raise InvalidValueError("--policy", args.policy, "a disaggregated run serves each pool by continuous "

@@ -952,6 +952,7 @@ def run(args: argparse.Namespace) -> int:
     """Simulate and print the comparison for the parsed arguments; return 0."""
     if _disaggregated.wanted(args):  # disaggregated prefill and decode: its own run and output
         return _disaggregated.run(args)
+    _disaggregated.check_unused(args)
     result = simulate_trace(args)
     print(to_json(result) if args.json else format_table(result))
     if args.out is not None:
