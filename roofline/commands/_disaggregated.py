@@ -113,16 +113,17 @@ def _link(args: argparse.Namespace, prefill: Any, decode: Any) -> TransferLink:
         raise InvalidValueError(side, err.value, err.reason) from None
 
 
-def simulate(args: argparse.Namespace) -> dict[str, Any]:
+def simulate(args: argparse.Namespace, build_workload: Any, default_utilization: Any) -> dict[str, Any]:
     """Run the disaggregated simulation the flags ask for; the inputs and the SimResult.
+
+    ``build_workload`` and ``default_utilization`` are ``roofline simulate``'s own (the workload its flags
+    describe; vLLM's 0.9), so that both runs read the same flags the same way.
 
     Raises
     ------
     RooflineError
         A bad flag value (named), a trace that cannot be read, a link an accelerator does not have.
     """
-    from .simulate import DEFAULT_UTILIZATION, build_workload
-
     for dest, flag in _NOT_HERE:
         if _given(args, dest):
             value = getattr(args, dest)
@@ -138,7 +139,7 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
                                 "replaces the one --utilization gives; give one of them")
     prefill_d, decode_d = _deployment(args, "prefill"), _deployment(args, "decode")
     link = _link(args, prefill_d, decode_d)
-    utilization = DEFAULT_UTILIZATION if args.utilization is None else args.utilization
+    utilization = default_utilization if args.utilization is None else args.utilization
     budget = None if args.kv_budget_gb is None else args.kv_budget_gb * GB
     common = dict(utilization=utilization, kv_budget=budget, block_size=args.block_size,
                   exact=not args.float_mode, overhead=args.overhead, max_num_seqs=args.max_num_seqs,
@@ -169,17 +170,15 @@ def _pool_line(name: str, pool: Pool, deployment: Any) -> str:
             f"{blocks} each")
 
 
-def format_text(run: dict[str, Any]) -> str:
-    """The disaggregated run as text (lines of at most 100 columns)."""
-    from .simulate import _describe
-
+def format_text(run: dict[str, Any], describe: Any) -> str:
+    """The disaggregated run as text (lines of at most 100 columns); ``describe`` names the workload."""
     r, link = run["result"], run["link"]
     s, o = r.summary, r.options
     gpus = o["gpus"]
     model = run["prefill_deployment"].share
     rate = None if s.output_tokens_per_s is None else float(s.output_tokens_per_s)
     lines = [
-        f"roofline simulate: {s.requests:,} requests from {_describe(run['workload'])}, disaggregated",
+        f"roofline simulate: {s.requests:,} requests from {describe(run['workload'])}, disaggregated",
         f"  {model.name} (weights {model.weight_format}, KV {model.kv_dtype}); step times: the roofline bound"
         if run["prefill_deployment"].estimate is None else f"  {model.name}; step times: the estimate",
         _pool_line("prefill", run["prefill"], run["prefill_deployment"]),
@@ -234,8 +233,9 @@ def to_json(run: dict[str, Any]) -> str:
                        "pools": pools, "link": run["link"].to_dict(), "result": r.to_dict()}, indent=2)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Simulate and print the disaggregated run; return 0."""
-    result = simulate(args)
-    print(to_json(result) if args.json else format_text(result))
+def run(args: argparse.Namespace, *, build_workload: Any, describe: Any, default_utilization: Any) -> int:
+    """Simulate and print the disaggregated run; return 0 (the arguments as :func:`simulate` and
+    :func:`format_text` take them)."""
+    result = simulate(args, build_workload, default_utilization)
+    print(to_json(result) if args.json else format_text(result, describe))
     return 0

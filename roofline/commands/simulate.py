@@ -951,7 +951,8 @@ def _mb(size: int) -> str:
 def run(args: argparse.Namespace) -> int:
     """Simulate and print the comparison for the parsed arguments; return 0."""
     if _disaggregated.wanted(args):  # disaggregated prefill and decode: its own run and output
-        return _disaggregated.run(args)
+        return _disaggregated.run(args, build_workload=build_workload, describe=_describe,
+                                  default_utilization=DEFAULT_UTILIZATION)
     _disaggregated.check_unused(args)
     result = simulate_trace(args)
     print(to_json(result) if args.json else format_table(result))
