@@ -60,8 +60,8 @@ def _busiest_nic(units: int, tp: int, td: int, unit_bytes: int) -> Fraction:
         for u in held:
             for g in holders[u]:
                 sent[g] += Fraction(unit_bytes, len(holders[u]))
-    received = [len(held) * unit_bytes for held in receivers]
-    return max(max(sent), max(received))
+    received = [Fraction(len(held) * unit_bytes) for held in receivers]
+    return max([*sent, *received])
 
 
 def _ms(seconds: Fraction | None) -> str:
