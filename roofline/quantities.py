@@ -205,6 +205,18 @@ _TABLE = (
              "nonnegative", "0 for n-gram lookup"),
     Quantity("draft_cost_ratio", "r_d", "1", "the proposer's time per proposed token as a share of a target decode "
              "step (Leviathan et al.'s c)", "nonnegative"),
+    # disaggregated prefill and decode (docs/conventions.md, "Disaggregated prefill and decode")
+    Quantity("decode_kv_bytes_per_token", "k_d", "bytes/token", "KV bytes per token one decode-side GPU holds",
+             "nonnegative", "the decode deployment's share: the layout the transferred KV lands in"),
+    Quantity("prefill_tensor_parallel_size", "T_p", "GPUs", "tensor-parallel size of one prefill instance",
+             "positive_int"),
+    Quantity("decode_tensor_parallel_size", "T_d", "GPUs", "tensor-parallel size of one decode instance",
+             "positive_int"),
+    Quantity("transfer_bytes", "M_kv", "bytes", "KV bytes one NIC moves for one request's transfer", "nonnegative",
+             "every GPU has its own NIC; the busiest sets the time"),
+    Quantity("transfer_bandwidth", "beta_n", "bytes/s", "KV transfer bandwidth per GPU per direction (the NIC)",
+             "positive", "InfiniBand or RoCE per GPU, or a value given by the user"),
+    Quantity("transfer_latency", "alpha_n", "s", "latency of one KV transfer between the pools", "nonnegative"),
     # the estimate (docs/conventions.md, "Bound and estimate")
     Quantity("eta_bw", "eta_bw", "1", "achieved share of the datasheet HBM bandwidth (an engine profile's constant)",
              "share", "1 in the bound; measured, published or fitted on named calibration rows in an estimate"),

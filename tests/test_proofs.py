@@ -40,6 +40,7 @@ KEY_NUMBERS = {
                             "131.84 sequences", "6.37x faster"],
     "p19_prefix_caching": ["32.2 ms -> 8.3 ms", "182 sequences", "90 sequences", "320 tokens saved",
                            "22 blocks, not 42"],
+    "p22_disaggregated": ["163,840,000 B", "3.2795 ms", "TTFT 3.5150 ms", "TPOT 1.0107 ms and 2.0213 ms"],
     "p16_sliding_window": ["25 sequences", "4 sequences", "3.121 GB", "27.507 ms", "470.1 GB vs 132.0 GB"],
     "p17_hybrid": ["24,576", "524,288", "39.52 MB", "195,000 tokens", "32,768 tokens", "5.95x", "101 blocks",
                    "16 sequences", "2.180 ms", "91.6 FLOP/byte", "c* = 0"],

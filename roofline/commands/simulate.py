@@ -93,6 +93,7 @@ from ..sim import (
     synthetic_workload,
 )
 from ..units import GB, format_time
+from . import _disaggregated
 from ._args import (
     add_data_parallel_option,
     add_estimate_option,
@@ -254,6 +255,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"(default: {float(DEFAULT_UTILIZATION):g}; not with --kv-budget-gb)")
     p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
                    help="KV budget in GB (1e9 bytes), instead of the one --utilization gives")
+    _disaggregated.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the table")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write DIR/<policy>-requests.csv (one row per request); never over the trace or "
@@ -1018,6 +1020,10 @@ def _mb(size: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Simulate and print the comparison for the parsed arguments; return 0."""
+    if _disaggregated.wanted(args):  # disaggregated prefill and decode: its own run and output
+        return _disaggregated.run(args, build_workload=build_workload, describe=_describe,
+                                  default_utilization=DEFAULT_UTILIZATION)
+    _disaggregated.check_unused(args)
     result = simulate_trace(args)
     print(to_json(result) if args.json else format_table(result))
     if args.out is not None:

@@ -11,7 +11,9 @@ Fractions for the presets) and a KV pool (:class:`KVPool`), and run a policy:
 * :func:`serve_continuous`: continuous (iteration-level) batching, KV admission by
   reserving the lifetime or on demand with preemption by recompute; admitted prompts
   prefill in a step of their own (``prefill="separate"``) or in chunks beside the running
-  decodes under a per-step token budget (``prefill="chunked"``, mixed steps).
+  decodes under a per-step token budget (``prefill="chunked"``, mixed steps);
+* :func:`serve_disaggregated`: disaggregated prefill and decode, a prefill :class:`Pool` and a
+  decode pool of instances, the KV moved between them over a :class:`TransferLink`.
 
 Workloads (:mod:`roofline.sim.workloads`): traces, seeded generators
 (:func:`synthetic_workload`, :func:`anyscale_workload`) and closed-loop clients
@@ -51,6 +53,7 @@ Examples
 """
 
 from .cost import CostModel, RooflineCostModel, UnitCostModel
+from .disaggregated import Pool, TransferLink, round_robin, serve_disaggregated
 from .kv import KVPool, LayerWindows
 from .policies import (
     ADMISSIONS,
@@ -99,6 +102,10 @@ __all__ = [
     "ROUTERS",
     "ReplicaResult",
     "ReplicaLoad",
+    "serve_disaggregated",
+    "Pool",
+    "TransferLink",
+    "round_robin",
     "POLICIES",
     "ADMISSIONS",
     "PREFILL_MODES",

@@ -346,6 +346,8 @@ class _Continuous:
         """One boundary's work: admit, then one prefill step, or decode (on the stretch clock a stretch of decode
         steps in one jump, where nothing can happen between them); its end, or None with nothing to run."""
         admitted = self._admit(now) if self.waiting else None
+        if admitted and self.run.transferred:  # their KV came computed: they decode from this boundary
+            admitted = self._receive(admitted, now)
         if admitted:
             return self._prefill(admitted, now)
         if self.running:
@@ -428,6 +430,26 @@ class _Continuous:
         run.useful_rows += len(admitted)
         run.rows += len(admitted)
         return end
+
+    def _receive(self, admitted: list[int], now: Any) -> list[int]:
+        """Admitted requests whose prompt KV arrived computed (a disaggregated decode pool) join the running batch
+        with their first token, prefilling nothing; the rest (preempted here, re-prefilled here) are returned.
+
+        Each holds its P prompt tokens of KV (the blocks :meth:`_admit` took for P + 0 tokens) and the first token,
+        which came with its KV at its arrival here: its first gap runs from then to its first decode step.
+        """
+        run, resumed = self.run, []
+        for i in admitted:
+            if run.generated[i]:
+                resumed.append(i)
+                continue
+            run.admitted[i] = now
+            run.first[i] = run.arrival[i]
+            run.generated[i] = 1
+            self._join(i, run.arrival[i])
+        if run.first_start is None:
+            run.first_start = now
+        return resumed
 
     def _grow(self) -> int:
         """On-demand admission: blocks the next decode step needs, preempting the most recent sequences

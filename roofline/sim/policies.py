@@ -368,6 +368,7 @@ def serve_continuous(
     max_steps: int | None = None,
     engine: str = "auto",
     enable_prefix_caching: bool = False,
+    kv_transferred: bool = False,
 ) -> SimResult:
     """Continuous (iteration-level) batching: the batch is decided again after every step.
 
@@ -423,6 +424,15 @@ def serve_continuous(
         mixed step without decode rows). Both prefill modes, both admissions, both clocks. Not
         with sliding-window layers (refused by name). The KV tokens the result reports
         (``peak_kv_tokens``) are what attention reads, per sequence; its blocks count shared ones once.
+    kv_transferred : bool, default False
+        The decode pool of disaggregated serving (docs/conventions.md, "Disaggregated prefill and
+        decode"; :func:`roofline.sim.serve_disaggregated` sets it): every request arrives with its
+        prompt's KV computed elsewhere and its first token, so its ``arrival_s`` is when its KV
+        transfer ended and its first token counts then. It is admitted when its KV fits (reserve:
+        its lifetime; on demand: the blocks of its P tokens), prefills nothing and joins the running
+        batch at once; its first decode step is the next. Preempted, it is re-prefilled here.
+        Only with ``prefill="separate"``, without prefix caching and an open-loop workload whose
+        requests have ``output_tokens >= 2`` (refused by name otherwise).
 
     Returns
     -------
@@ -499,10 +509,16 @@ def serve_continuous(
                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
                            enable_prefix_caching=enable_prefix_caching)
     requests = _listed(requests)
+    if not isinstance(kv_transferred, bool):
+        raise InvalidValueError("kv_transferred", kv_transferred, "must be True or False")
+    if kv_transferred:
+        _check_transferred(requests, prefill, enable_prefix_caching)
+        plan.options["kv_transferred"] = True
 
     def make_run() -> _Run:
         run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
                    max_batch=max_num_seqs, prefix_caching=enable_prefix_caching)
+        run.transferred = kv_transferred
         for i in range(run.n):
             plan.refuse_long_prompt(run, i)
         return run
@@ -605,6 +621,23 @@ class _ContinuousPlan:
         if self.chunked:
             return _Chunked(run, self.max_num_seqs, self.on_demand, self.chunk_budget)
         return _Continuous(run, self.max_num_seqs, self.on_demand, self.budget, self.name)
+
+
+def _check_transferred(requests: Any, prefill: Any, enable_prefix_caching: bool) -> None:
+    """Refuse by name what a pool of requests that arrive with their KV computed does not take."""
+    if prefill != "separate":
+        raise InvalidValueError("prefill", prefill, "kv_transferred requests prefill nothing: only with "
+                                "prefill='separate' (a preempted one is re-prefilled in a step of its own)")
+    if enable_prefix_caching:
+        raise InvalidValueError("enable_prefix_caching", True, "not modelled for kv_transferred requests")
+    if isinstance(requests, ClosedLoop):
+        raise InvalidValueError("requests", requests, "kv_transferred takes the requests of a prefill pool, "
+                                "not closed-loop clients")
+    if isinstance(requests, Iterable) and not isinstance(requests, (str, bytes)):
+        for r in requests:
+            if isinstance(r, Request) and r.output_tokens < 2:
+                raise InvalidValueError("requests", r, "a kv_transferred request needs output_tokens >= 2 (its "
+                                        "first token came from the prefill pool; O = 1 has no decode step)")
 
 
 def _listed(requests: Any) -> Any:

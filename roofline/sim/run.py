@@ -133,6 +133,8 @@ class _Run:
         self.handed_count = 0  # requests handed back so far (a replica's router reads it: roofline.sim.replicas)
         self.refused_count = 0  # requests refused so far: on arrival (add) or at a recompute prefill
         self.step_blocks = 0  # KV blocks in use during the latest step (its hand-backs free theirs at its end)
+        #: a disaggregated decode pool's run: requests arrive with their prompt KV computed (continuous batching)
+        self.transferred = False
         #: the prefix cache (continuous batching with enable_prefix_caching), or None
         self.prefix = PrefixCache(self.requests, n, self.pool.block_size, self.capacity) if prefix_caching else None
 
