@@ -176,6 +176,17 @@ _TABLE = (
              "half the bidirectional figure vendors print (NVLink, Infinity Fabric, PCIe)"),
     Quantity("link_latency", "alpha", "s", "latency of one ring step of an all-reduce (small message)",
              "nonnegative"),
+    # expert parallelism (docs/conventions.md, "Expert parallelism")
+    Quantity("expert_parallel_size", "R", "GPUs", "ranks of the expert-parallel group (E / R whole experts each)",
+             "positive_int", "R = T (the tensor-parallel group); 1 is no expert parallelism"),
+    Quantity("num_moe_layers", "L_moe", "layers", "MoE layers of the model (each routes, dispatches and combines)",
+             "nonnegative_int"),
+    Quantity("gpus_per_node", "G", "GPUs", "GPUs one scale-up domain (node) connects (Link.max_gpus)",
+             "positive_int", "traffic to a rank on another node goes over the network"),
+    Quantity("network_bandwidth", "beta_net", "bytes/s", "inter-node (NIC) bandwidth per GPU per direction",
+             "positive", "InfiniBand or RoCE, one NIC per GPU"),
+    Quantity("network_latency", "alpha_net", "s", "latency of one inter-node transfer (small message)",
+             "nonnegative"),
     # speculative decoding (docs/conventions.md, "Speculative decoding")
     Quantity("speculative_tokens", "k_s", "tokens", "tokens the proposer proposes per sequence per step "
              "(vLLM's num_speculative_tokens)", "nonnegative_int", "0 is plain decode"),

@@ -9,12 +9,15 @@ Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
 :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
 :mod:`.useful_share`, :mod:`.parallel` (tensor parallelism), :mod:`.fidelity` (the estimate beside the bound),
 :mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients), :mod:`.moe` (mixture of experts),
-:mod:`.hybrid` (recurrent layers beside attention), :mod:`.speculative` (speculative decoding).
+:mod:`.hybrid` (recurrent layers beside attention), :mod:`.speculative` (speculative decoding),
+:mod:`.expert` (expert parallelism).
 """
 
 from ._core import REGISTRY, FormulaSpec
 from .batching import *  # noqa: F403
 from .batching import __all__ as _batching_all
+from .expert import *  # noqa: F403
+from .expert import __all__ as _expert_all
 from .fidelity import *  # noqa: F403
 from .fidelity import __all__ as _fidelity_all
 from .hybrid import *  # noqa: F403
@@ -40,4 +43,4 @@ from .useful_share import __all__ as _useful_share_all
 
 __all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_useful_share_all,
            *_parallel_all, *_fidelity_all, *_stretch_all, *_serving_all, *_moe_all, *_hybrid_all,
-           *_speculative_all]
+           *_speculative_all, *_expert_all]
