@@ -32,7 +32,7 @@ from .models import ModelConfig, ModelShare, flops_convention
 from .profiles import EngineProfile, get_engine_profile, resolve_engine_profile
 
 __all__ = ["Deployment", "Parallelism", "as_deployment", "allreduce_terms", "per_sequence_time", "profile",
-           "FROM_DEPLOYMENT"]
+           "FROM_DEPLOYMENT", "expert_parallel_terms"]
 
 
 class _FromDeployment:
@@ -51,9 +51,14 @@ def _tensor(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     check_count("tensor_parallel_size", value, minimum=1)
 
 
+def _expert(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InvalidValueError("enable_expert_parallel", value, "expected True or False")
+
+
 @attrs.frozen
 class Parallelism:
-    """How a deployment splits its model over GPUs: tensor parallelism of degree T (today's only kind).
+    """How a deployment splits its model over GPUs: tensor parallelism of degree T, expert parallelism on or off.
 
     A value of its own rather than plain fields of :class:`Deployment`, so that pipeline stages
     (P), expert parallelism and data-parallel replicas (D) join here as fields that default to
@@ -64,14 +69,25 @@ class Parallelism:
     ----------
     tensor : int >= 1, default 1
         T, GPUs in the tensor-parallel group (vLLM's ``--tensor-parallel-size``).
+    expert : bool, default False
+        Expert parallelism (vLLM's ``--enable-expert-parallel``): the routed experts spread whole
+        over the R = T ranks of the group, E / R each, attention still tensor-parallel over T
+        (docs/conventions.md, "Expert parallelism").
 
     Raises
     ------
     InvalidValueError
-        T not one integer >= 1 (an array, a bool, 0...): field ``tensor_parallel_size``.
+        T not one integer >= 1 (an array, a bool, 0...): field ``tensor_parallel_size``;
+        ``expert`` not a bool: field ``enable_expert_parallel``.
     """
 
     tensor: int = attrs.field(default=1, validator=_tensor)
+    expert: bool = attrs.field(default=False, validator=_expert)
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """R, ranks of the expert-parallel group [GPUs]: T with expert parallelism on, else 1."""
+        return int(self.tensor) if self.expert else 1
 
     @property
     def gpus(self) -> int:
@@ -166,6 +182,8 @@ class Deployment:
                                     f"is already one GPU's share of {self.model.tensor_parallel_size} "
                                     "(ModelConfig.per_gpu): give the whole model and the tensor-parallel size")
         object.__setattr__(self, "_share", self.model.per_gpu(parallelism.tensor))
+        if parallelism.expert:
+            _check_expert_parallel(self.model, parallelism.expert_parallel_size)
         object.__setattr__(self, "flops", flops_convention(self.flops))
         object.__setattr__(self, "estimate", _profile(self.estimate))
 
@@ -179,6 +197,11 @@ class Deployment:
     def gpus(self) -> int:
         """GPUs the deployment uses [GPUs] (:attr:`Parallelism.gpus`)."""
         return self.parallelism.gpus
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """R [GPUs] of the expert-parallel group (:attr:`Parallelism.expert_parallel_size`; 1 without it)."""
+        return self.parallelism.expert_parallel_size
 
     @property
     def share(self) -> ModelConfig:
@@ -269,6 +292,9 @@ class Deployment:
             terms["weight_bytes"] = share.shared_weight_bytes
             terms.update(routed_expert_bytes=share.routed_expert_bytes, num_experts=share.num_experts,
                          experts_per_token=share.num_experts_per_tok)
+        if self.expert_parallel_size > 1:
+            terms.update(expert_parallel_terms(self.model, self.expert_parallel_size))
+            terms["weight_bytes"] = share.shared_weight_bytes + terms.pop("replicated_bytes")
         per_sequence: dict[str, Any] = {}
         t_seq = per_sequence_time(self.estimate)
         if t_seq:
@@ -277,6 +303,51 @@ class Deployment:
             terms["state_bytes"] = share.state_bytes_per_sequence
         return dict(terms, **accelerator.step_terms(share.compute_dtype), overhead=overhead, **tp,
                     layer_windows=share.layer_windows, **per_sequence)
+
+
+def _check_expert_parallel(model: ModelConfig, ranks: int) -> None:
+    """Refuse, naming ``enable_expert_parallel``, a dense model or R ranks that do not divide E."""
+    if not model.is_moe:
+        raise InvalidValueError("enable_expert_parallel", True,
+                                f"{model.name} is a dense model: expert parallelism needs routed experts")
+    if model.num_experts % ranks:
+        raise InvalidValueError("enable_expert_parallel", True,
+                                f"num_experts={model.num_experts} of {model.name} is not divisible by the "
+                                f"{ranks} ranks of the expert-parallel group (E / R whole experts per GPU)")
+
+
+def expert_parallel_terms(model: ModelConfig, expert_parallel_size: int) -> dict[str, Any]:
+    """What expert parallelism over R ranks changes in a cost model's fields (docs/conventions.md, "Expert parallelism").
+
+    Parameters
+    ----------
+    model : ModelConfig
+        The whole model (a mixture of experts, R dividing its E).
+    expert_parallel_size : int >= 2
+        R (= T).
+
+    Returns
+    -------
+    dict
+        ``routed_expert_bytes`` [bytes]: X / R, one GPU's mean per expert touched anywhere, so
+        that X / R x E (1 - (1 - k/E)^n) = X x (E / R)(1 - (1 - k/E)^n), its own E / R experts'
+        expected touched bytes; ``replicated_bytes`` [bytes]: the shared experts' (1 - 1/R) part
+        that a replicated copy adds to the tensor-parallel share; ``expert_parallel_size``,
+        ``num_moe_layers``; ``gpus_per_node``, ``network_bandwidth``, ``network_latency``: the
+        group on one node (G = R: the all-reduce's link holds it; no network term).
+
+    Raises
+    ------
+    InvalidValueError
+        A dense model, or R not dividing E (field ``enable_expert_parallel``).
+    """
+    check_int("expert_parallel_size", expert_parallel_size, minimum=2)
+    _check_expert_parallel(model, expert_parallel_size)
+    R = int(expert_parallel_size)
+    shared = Fraction(model.shared_expert_bytes)
+    return dict(routed_expert_bytes=Fraction(model.routed_expert_bytes) / R, replicated_bytes=shared - shared / R,
+                expert_parallel_size=R, num_moe_layers=model.num_moe_layers, gpus_per_node=R,
+                network_bandwidth=Fraction(1), network_latency=Fraction(0))
 
 
 def per_sequence_time(profile: Any) -> Any:

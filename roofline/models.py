@@ -726,6 +726,16 @@ class ModelConfig:
         tower = self._group_bytes_of("towers")
         return self.weight_bytes - self.num_experts * self.routed_expert_bytes - tower
 
+    @property
+    def shared_expert_bytes(self) -> int | Fraction:
+        """Bytes of the shared experts summed over the MoE layers [bytes] (0 without any).
+
+        Part of :attr:`shared_weight_bytes`; expert parallelism replicates them on every GPU
+        (docs/conventions.md, "Expert parallelism").
+        """
+        return sum((self._group_bytes(g) * g.count for g in self.tensor_groups()
+                    if g.name.startswith("shared_experts.")), 0)
+
     def _group_bytes_of(self, cls: str) -> int | Fraction:
         return sum((self._group_bytes(g) * g.count for g in self.tensor_groups() if g.cls == cls), 0)
 
