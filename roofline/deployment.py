@@ -31,8 +31,9 @@ from .hardware import Accelerator
 from .models import ModelConfig, ModelShare, flops_convention
 from .profiles import EngineProfile, get_engine_profile, resolve_engine_profile
 
-__all__ = ["Deployment", "Parallelism", "as_deployment", "allreduce_terms", "per_sequence_time", "profile",
-           "FROM_DEPLOYMENT", "expert_parallel_terms"]
+__all__ = ["Deployment", "Parallelism", "PipelineStage", "stage_layers", "as_deployment", "allreduce_terms", "group_link", "per_sequence_time",
+           "profile", "FROM_DEPLOYMENT",
+           "expert_parallel_terms"]
 
 
 class _FromDeployment:
@@ -49,6 +50,10 @@ FROM_DEPLOYMENT: Any = _FromDeployment()
 
 def _tensor(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     check_count("tensor_parallel_size", value, minimum=1)
+
+
+def _pipeline(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    check_count("pipeline_parallel_size", value, minimum=1)
 
 
 def _expert(instance: object, attribute: attrs.Attribute, value: Any) -> None:
@@ -69,6 +74,9 @@ class Parallelism:
     ----------
     tensor : int >= 1, default 1
         T, GPUs in the tensor-parallel group (vLLM's ``--tensor-parallel-size``).
+    pipeline : int >= 1, default 1
+        P, pipeline stages (vLLM's ``--pipeline-parallel-size``), each a tensor-parallel group of T
+        GPUs holding a contiguous run of layers (docs/conventions.md, "Pipeline parallelism").
     expert : bool, default False
         Expert parallelism (vLLM's ``--enable-expert-parallel``): the routed experts spread whole
         over the R = T ranks of the group, E / R each, attention still tensor-parallel over T
@@ -77,11 +85,12 @@ class Parallelism:
     Raises
     ------
     InvalidValueError
-        T not one integer >= 1 (an array, a bool, 0...): field ``tensor_parallel_size``;
-        ``expert`` not a bool: field ``enable_expert_parallel``.
+        T not one integer >= 1 (an array, a bool, 0...): field ``tensor_parallel_size``; P likewise:
+        field ``pipeline_parallel_size``; ``expert`` not a bool: field ``enable_expert_parallel``.
     """
 
     tensor: int = attrs.field(default=1, validator=_tensor)
+    pipeline: int = attrs.field(default=1, validator=_pipeline)
     expert: bool = attrs.field(default=False, validator=_expert)
 
     @property
@@ -91,8 +100,8 @@ class Parallelism:
 
     @property
     def gpus(self) -> int:
-        """GPUs one copy of the model runs on [GPUs]: T (x P x D once those exist)."""
-        return int(self.tensor)
+        """GPUs one copy of the model runs on [GPUs]: T x P (x D once that exists)."""
+        return int(self.tensor) * int(self.pipeline)
 
 
 def _parallelism(value: Any) -> Parallelism:
@@ -182,8 +191,14 @@ class Deployment:
                                     f"is already one GPU's share of {self.model.tensor_parallel_size} "
                                     "(ModelConfig.per_gpu): give the whole model and the tensor-parallel size")
         object.__setattr__(self, "_share", self.model.per_gpu(parallelism.tensor))
+        P = int(parallelism.pipeline)
+        if P > 1:
+            _check_pipeline(self.model, P)
         if parallelism.expert:
             _check_expert_parallel(self.model, parallelism.expert_parallel_size)
+            if P > 1:
+                raise InvalidValueError("enable_expert_parallel", True, f"beside pipeline_parallel_size={P}: "
+                                        "expert parallelism across pipeline stages is not modelled (P = 1 only)")
         object.__setattr__(self, "flops", flops_convention(self.flops))
         object.__setattr__(self, "estimate", _profile(self.estimate))
 
@@ -192,6 +207,16 @@ class Deployment:
     def tensor_parallel_size(self) -> int:
         """T [GPUs] of the tensor-parallel group."""
         return self.parallelism.tensor
+
+    @property
+    def pipeline_parallel_size(self) -> int:
+        """P [stages] of the pipeline (1: no pipeline)."""
+        return int(self.parallelism.pipeline)
+
+    @property
+    def virtual_engines(self) -> int:
+        """Batches the pipeline runs at once [batches]: P (vLLM V0's virtual engines, one scheduler each)."""
+        return self.pipeline_parallel_size
 
     @property
     def gpus(self) -> int:
@@ -219,7 +244,9 @@ class Deployment:
     @property
     def where(self) -> str:
         """What it runs on, as the commands print it: ``"H100 SXM"`` or ``"4 x H100 SXM"``."""
-        T = self.tensor_parallel_size
+        T, P = self.tensor_parallel_size, self.pipeline_parallel_size
+        if P > 1:
+            return f"{T * P} x {self.accelerator.name} (TP {T} x PP {P})"
         return self.accelerator.name if T == 1 else f"{T} x {self.accelerator.name}"
 
     def as_bound(self) -> Deployment:
@@ -293,7 +320,7 @@ class Deployment:
             terms.update(routed_expert_bytes=share.routed_expert_bytes, num_experts=share.num_experts,
                          experts_per_token=share.num_experts_per_tok)
         if self.expert_parallel_size > 1:
-            terms.update(expert_parallel_terms(self.model, self.expert_parallel_size))
+            terms.update(expert_parallel_terms(self.model, accelerator, self.expert_parallel_size))
             terms["weight_bytes"] = share.shared_weight_bytes + terms.pop("replicated_bytes")
         per_sequence: dict[str, Any] = {}
         t_seq = per_sequence_time(self.estimate)
@@ -301,8 +328,211 @@ class Deployment:
             per_sequence = dict(per_sequence=t_seq)
         if share.is_hybrid:
             terms["state_bytes"] = share.state_bytes_per_sequence
+        pp: dict[str, Any] = {}
+        if self.pipeline_parallel_size > 1:
+            terms["weight_bytes"] += sum(st.weight_bytes for st in self.stages()) - share.weight_bytes  # a tied copy
+            pp = self.send_terms()
+            if not tp:  # the stages' own hidden size for the sends (no all-reduce at T = 1)
+                tp = dict(num_hidden_layers=share.num_hidden_layers, hidden_size=share.hidden_size,
+                          activation_bytes=share.activation_bytes)
+            pp.pop("hidden_size"), pp.pop("activation_bytes")
         return dict(terms, **accelerator.step_terms(share.compute_dtype), overhead=overhead, **tp,
-                    layer_windows=share.layer_windows, **per_sequence)
+                    layer_windows=share.layer_windows, **per_sequence, **pp)
+
+    # ------------------------------------------------------------------ pipeline stages
+    def stages(self) -> tuple[PipelineStage, ...]:
+        """The P pipeline stages, one GPU's sizes in each (docs/conventions.md, "Pipeline parallelism").
+
+        Layers split by :func:`stage_layers` (vLLM's ``get_pp_indices``); each GPU of stage s holds
+        1/T of its layers (:attr:`share`'s per-layer sizes), the first stage also the embedding (and
+        other towers), the last the final norm and the lm_head (with tied embeddings the last stage
+        holds its own copy of the matrix, as vLLM loads it there). At P = 1 one stage: the share.
+
+        Returns
+        -------
+        tuple of :class:`PipelineStage`; their weight bytes sum to :attr:`share`'s (+ a tied copy),
+        their KV bytes per token and FLOPs per token to the share's.
+        """
+        return _stages(self.share, self.pipeline_parallel_size, self.flops)
+
+    def pipeline_sends(self) -> tuple[int, int]:
+        """``(intra_node_sends, inter_node_sends)``: the P - 1 stage boundaries inside a node and across nodes.
+
+        Placement (docs/conventions.md, "Pipeline parallelism"): GPU ranks in order, each stage's
+        TP group on T consecutive ranks, nodes of :attr:`roofline.Accelerator.node_gpus` ranks; the
+        boundary before stage s crosses nodes when ranks s T - 1 and s T sit in different nodes.
+        """
+        T, node = self.tensor_parallel_size, self.accelerator.node_gpus
+        inter = sum(1 for s in range(1, self.pipeline_parallel_size) if (s * T - 1) // node != (s * T) // node)
+        return self.pipeline_parallel_size - 1 - inter, inter
+
+    def send_terms(self) -> dict[str, Any]:
+        """The pipeline send formulas' keywords (:func:`roofline.formulas.pipeline_sends_time` without ``batch``).
+
+        ``hidden_size``, ``activation_bytes``, the two counts of :meth:`pipeline_sends`, the scale-up
+        link inside a node (``send_bandwidth``, ``send_latency``: :meth:`roofline.Accelerator.link` of
+        two GPUs) and the NIC (``network_bandwidth``, ``network_latency``); a link the boundaries do
+        not use is given as bandwidth 1, latency 0.
+
+        Raises
+        ------
+        InvalidValueError
+            A boundary inside a node on a part with no GPU-to-GPU link, or across nodes on a part
+            without a sourced ``network`` (field ``pipeline_parallel_size``).
+        """
+        intra, inter = self.pipeline_sends()
+        a = self.accelerator
+        send: tuple[Any, Any] = (Fraction(1), Fraction(0))
+        net: tuple[Any, Any] = (Fraction(1), Fraction(0))
+        try:
+            if intra:
+                link = a.link(2)
+                send = (Fraction(link.bandwidth.value), Fraction(link.latency.value))
+        except InvalidValueError:
+            raise InvalidValueError("pipeline_parallel_size", self.pipeline_parallel_size,
+                                    f"{a.name} has no GPU-to-GPU link for the sends between stages") from None
+        if inter:
+            if a.network is None:
+                raise InvalidValueError("pipeline_parallel_size", self.pipeline_parallel_size,
+                                        f"{self.gpus} GPUs span {a.nodes(self.gpus)} nodes of {a.node_gpus}, and "
+                                        f"{a.name} has no sourced network link between nodes")
+            net = (Fraction(a.network.bandwidth.value), Fraction(a.network.latency.value))
+        return dict(hidden_size=self.share.hidden_size, activation_bytes=self.share.activation_bytes,
+                    intra_node_sends=intra, inter_node_sends=inter, send_bandwidth=send[0], send_latency=send[1],
+                    network_bandwidth=net[0], network_latency=net[1])
+
+    def kv_blocks(self, *, block_size: int = 16, utilization: Any = Fraction(9, 10), reserved: Any = 0) -> int:
+        """KV blocks the whole pipeline holds [blocks]: the least over the stages (vLLM's num_gpu_blocks).
+
+        Each stage's GPU: ``kv_budget`` (usable memory x utilization - its weights - ``reserved``) //
+        (block_size x its KV bytes per token); 0 where a stage's budget is not positive.
+
+        Raises
+        ------
+        InvalidValueError
+            A bad block size, utilization or reserve (naming it).
+        """
+        from . import formulas as f
+
+        check_int("block_size", block_size, minimum=1)
+        out = None
+        for st in self.stages():
+            budget = f.kv_budget(memory=Fraction(self.accelerator.usable_memory), utilization=utilization,
+                                 weight_bytes=Fraction(st.weight_bytes), reserved=reserved)
+            blocks = 0 if budget <= 0 or not st.kv_bytes_per_token else int(f.kv_capacity_blocks(
+                budget=budget, kv_bytes_per_token=st.kv_bytes_per_token, block_size=block_size))
+            out = blocks if out is None else min(out, blocks)
+        return int(out or 0)
+
+    def virtual_engine_kv_blocks(self, *, block_size: int = 16, utilization: Any = Fraction(9, 10),
+                                 reserved: Any = 0) -> int:
+        """KV blocks of one virtual engine [blocks]: :meth:`kv_blocks` // P (vLLM V0 splits num_gpu_blocks so).
+
+        Raises as :meth:`kv_blocks`.
+        """
+        return self.kv_blocks(block_size=block_size, utilization=utilization,
+                              reserved=reserved) // self.pipeline_parallel_size
+
+
+@attrs.frozen
+class PipelineStage:
+    """One pipeline stage as one GPU of its tensor-parallel group holds it (:meth:`Deployment.stages`).
+
+    Attributes
+    ----------
+    index : int, 0 .. P - 1
+    first_layer, layers : int [layers]: it runs layers first_layer .. first_layer + layers - 1
+    weight_bytes : [bytes] one GPU's (its layers' 1/T, + embedding on the first, + lm_head and final
+        norm on the last)
+    kv_bytes_per_token : [bytes/token] one GPU's, for its layers
+    flops_per_token, attention_flops_per_token : [FLOP/token, FLOP/(token x context token)] one GPU's
+    """
+
+    index: int
+    first_layer: int
+    layers: int
+    weight_bytes: Any
+    kv_bytes_per_token: Any
+    flops_per_token: Any
+    attention_flops_per_token: Any
+
+
+def stage_layers(num_hidden_layers: int, pipeline_parallel_size: int) -> tuple[int, ...]:
+    """Layers of each of P stages [layers], vLLM's rule (``get_pp_indices``, vllm/distributed/utils.py).
+
+    L // P each; the L mod P left over go one each to the stages just before the last, from
+    stage P - 2 down (the last stage holds the final norm and lm_head, so it gets none; with
+    L mod P <= P - 2 the first stage, holding the embedding, gets none either).
+
+    Raises
+    ------
+    InvalidValueError
+        P not an integer in [1, L] (field ``pipeline_parallel_size``).
+
+    Examples
+    --------
+    >>> stage_layers(126, 4), stage_layers(80, 3), stage_layers(7, 4)
+    ((31, 32, 32, 31), (26, 27, 27), (2, 2, 2, 1))
+    """
+    check_int("num_hidden_layers", num_hidden_layers, minimum=1)
+    check_int("pipeline_parallel_size", pipeline_parallel_size, minimum=1)
+    L, P = int(num_hidden_layers), int(pipeline_parallel_size)
+    if P > L:
+        raise InvalidValueError("pipeline_parallel_size", P, f"exceeds the model's {L} layers (a stage holds >= 1)")
+    parts = [L // P] * P
+    for i in range(2, L % P + 2):
+        parts[-i] += 1
+    return tuple(parts)
+
+
+_FIRST = ("embed_tokens", "embed_positions", "other towers")
+_LAST = ("final norm", "lm_head", "lm_head.bias")
+
+
+def _check_pipeline(model: ModelConfig, P: int) -> None:
+    stage_layers(model.num_hidden_layers, P)  # P <= L, by name
+    why = None
+    if model.is_hybrid:
+        why = "a hybrid's recurrent layers"
+    elif model.is_moe and model.num_moe_layers != model.num_hidden_layers:
+        why = "a model whose dense and MoE layers differ"
+    elif model.has_sliding_window:
+        why = "a model with sliding-window layers"
+    if why:
+        raise InvalidValueError("pipeline_parallel_size", P, f"{model.name}: pipeline stages of {why} are not "
+                                "modelled (uniform layers only; P = 1)")
+
+
+def _stages(share: ModelConfig, P: int, flops: str) -> tuple[PipelineStage, ...]:
+    L = share.num_hidden_layers
+    per_token, attention = share.flops_per_token(flops)
+    if P == 1:
+        return (PipelineStage(0, 0, L, share.weight_bytes, share.kv_bytes_per_token, per_token, attention),)
+    first = held_last = tied_copy = 0
+    for g in share.tensor_groups():
+        if g.name in _FIRST:
+            first += share._group_bytes(g) * g.count
+        elif g.name in _LAST:
+            held_last += share._group_bytes(g) * g.count
+            if g.name == "lm_head" and not g.count:  # tied: the last stage holds its own copy of the matrix
+                tied_copy = share._group_bytes(g)
+    layer_bytes = Fraction(share.weight_bytes - first - held_last, L)
+    last = held_last + tied_copy
+    lm_flops = 2 * share.lm_head_parameters if flops == "exact" else 0
+    layer_flops = Fraction(per_token - lm_flops, L)
+    out, start = [], 0
+    for i, n in enumerate(stage_layers(L, P)):
+        weight = layer_bytes * n + (first if i == 0 else 0) + (last if i == P - 1 else 0)
+        fl = layer_flops * n + (lm_flops if i == P - 1 else 0)
+        out.append(PipelineStage(i, start, n, _exact(weight), _exact(Fraction(share.kv_bytes_per_token) * n / L),
+                                 _exact(fl), _exact(Fraction(attention) * n / L)))
+        start += n
+    return tuple(out)
+
+
+def _exact(x: Any) -> Any:
+    x = Fraction(x)
+    return int(x) if x.denominator == 1 else x
 
 
 def _check_expert_parallel(model: ModelConfig, ranks: int) -> None:
@@ -316,13 +546,16 @@ def _check_expert_parallel(model: ModelConfig, ranks: int) -> None:
                                 f"{ranks} ranks of the expert-parallel group (E / R whole experts per GPU)")
 
 
-def expert_parallel_terms(model: ModelConfig, expert_parallel_size: int) -> dict[str, Any]:
+def expert_parallel_terms(model: ModelConfig, accelerator: Accelerator, expert_parallel_size: int) -> dict[str, Any]:
     """What expert parallelism over R ranks changes in a cost model's fields (docs/conventions.md, "Expert parallelism").
 
     Parameters
     ----------
     model : ModelConfig
         The whole model (a mixture of experts, R dividing its E).
+    accelerator : Accelerator
+        Its scale-up link (the all-to-all inside a node) and, for R above one node
+        (:attr:`roofline.Accelerator.node_gpus`), its ``network``.
     expert_parallel_size : int >= 2
         R (= T).
 
@@ -333,21 +566,37 @@ def expert_parallel_terms(model: ModelConfig, expert_parallel_size: int) -> dict
         that X / R x E (1 - (1 - k/E)^n) = X x (E / R)(1 - (1 - k/E)^n), its own E / R experts'
         expected touched bytes; ``replicated_bytes`` [bytes]: the shared experts' (1 - 1/R) part
         that a replicated copy adds to the tensor-parallel share; ``expert_parallel_size``,
-        ``num_moe_layers``; ``gpus_per_node``, ``network_bandwidth``, ``network_latency``: the
-        group on one node (G = R: the all-reduce's link holds it; no network term).
+        ``num_moe_layers``; ``node_gpus`` (G, the group's ranks in each node: min(R, the node's
+        GPUs)), ``scale_up_bandwidth`` and ``scale_up_latency`` (the link of G GPUs, bandwidth 1 and
+        latency 0 when G = 1), ``network_bandwidth`` and ``network_latency`` (the NIC when R > G,
+        else 1 and 0: unused).
 
     Raises
     ------
     InvalidValueError
-        A dense model, or R not dividing E (field ``enable_expert_parallel``).
+        A dense model, or R not dividing E (field ``enable_expert_parallel``); a group beyond
+        one node on a part without a sourced network, or links that cannot hold G (field
+        ``tensor_parallel_size``, :meth:`roofline.Accelerator.link`).
     """
     check_int("expert_parallel_size", expert_parallel_size, minimum=2)
     _check_expert_parallel(model, expert_parallel_size)
     R = int(expert_parallel_size)
+    G = min(R, accelerator.node_gpus)
     shared = Fraction(model.shared_expert_bytes)
+    scale_up = (Fraction(1), Fraction(0))
+    if G > 1:
+        link = accelerator.link(G)
+        scale_up = (Fraction(link.bandwidth.value), Fraction(link.latency.value))
+    network = (Fraction(1), Fraction(0))
+    if R > G:
+        if accelerator.network is None:
+            raise InvalidValueError("tensor_parallel_size", R, f"{R} GPUs span {accelerator.nodes(R)} nodes of {G}, "
+                                    f"and {accelerator.name} has no sourced network link between nodes")
+        network = (Fraction(accelerator.network.bandwidth.value), Fraction(accelerator.network.latency.value))
     return dict(routed_expert_bytes=Fraction(model.routed_expert_bytes) / R, replicated_bytes=shared - shared / R,
-                expert_parallel_size=R, num_moe_layers=model.num_moe_layers, gpus_per_node=R,
-                network_bandwidth=Fraction(1), network_latency=Fraction(0))
+                expert_parallel_size=R, num_moe_layers=model.num_moe_layers, node_gpus=G,
+                scale_up_bandwidth=scale_up[0], scale_up_latency=scale_up[1],
+                network_bandwidth=network[0], network_latency=network[1])
 
 
 def per_sequence_time(profile: Any) -> Any:
@@ -363,13 +612,15 @@ def allreduce_terms(model: ModelConfig, accelerator: Accelerator, tensor_paralle
     ``tensor_parallel_size`` and the link's ``link_bandwidth`` [bytes/s, per direction] and
     ``link_latency`` [s] (:meth:`roofline.Accelerator.link`); pass them with ``**`` to
     :func:`roofline.formulas.decode_allreduce_time` (docs/conventions.md, "Tensor parallelism").
-    At T = 1 no link is needed: bandwidth 1 and latency 0, and every all-reduce term is 0.
+    At T = 1 no link is needed: bandwidth 1 and latency 0, and every all-reduce term is 0. A
+    group larger than one node gives the hierarchical all-reduce's effective per-step values
+    (:func:`group_link`), so the ring formula prices it exactly.
 
     Raises
     ------
     InvalidValueError
         ``model`` or ``accelerator`` of the wrong type; T not an integer >= 1, or a group the
-        accelerator's links cannot hold (the network between servers is not modelled).
+        accelerator's links cannot hold (beyond one node without a sourced network link).
     """
     if not isinstance(model, ModelConfig):
         raise InvalidValueError("model", model, "expected a ModelConfig (roofline.get_model or load_model)")
@@ -379,11 +630,38 @@ def allreduce_terms(model: ModelConfig, accelerator: Accelerator, tensor_paralle
     if tensor_parallel_size == 1:
         bandwidth, latency = Fraction(1), Fraction(0)
     else:
-        link = accelerator.link(tensor_parallel_size)
-        bandwidth, latency = Fraction(link.bandwidth.value), Fraction(link.latency.value)
+        bandwidth, latency = group_link(accelerator, int(tensor_parallel_size))
     return dict(num_hidden_layers=model.num_hidden_layers, hidden_size=model.hidden_size,
                 activation_bytes=model.activation_bytes, tensor_parallel_size=int(tensor_parallel_size),
                 link_bandwidth=bandwidth, link_latency=latency)
+
+
+def group_link(accelerator: Accelerator, tensor_parallel_size: int) -> tuple[Fraction, Fraction]:
+    """The per-step ``(link_bandwidth [bytes/s], link_latency [s])`` a group of T >= 2 GPUs all-reduces at, exact.
+
+    Inside one node (T <= :attr:`roofline.Accelerator.node_gpus`): the link of
+    :meth:`roofline.Accelerator.link`, so the ring. Beyond one node: the hierarchical all-reduce
+    (intra-node reduce-scatter, inter-node ring over the NIC, intra-node all-gather) as the ring
+    over T at its effective values, :func:`roofline.formulas.hierarchical_link_bandwidth` and
+    :func:`roofline.formulas.hierarchical_link_latency` (docs/conventions.md, "Groups that span
+    nodes"), G = node_gpus GPUs of the group in each node.
+
+    Raises
+    ------
+    InvalidValueError
+        As :meth:`roofline.Accelerator.link` (field ``tensor_parallel_size``).
+    """
+    from . import formulas as f
+
+    link = accelerator.link(tensor_parallel_size)
+    beta, alpha = Fraction(link.bandwidth.value), Fraction(link.latency.value)
+    node = accelerator.node_gpus
+    if tensor_parallel_size <= node or accelerator.network is None:
+        return beta, alpha
+    net = accelerator.network
+    kw = dict(tensor_parallel_size=tensor_parallel_size, node_gpus=node, link_bandwidth=beta, link_latency=alpha,
+              network_bandwidth=Fraction(net.bandwidth.value), network_latency=Fraction(net.latency.value))
+    return Fraction(f.hierarchical_link_bandwidth(**kw)), Fraction(f.hierarchical_link_latency(**kw))
 
 
 def as_deployment(

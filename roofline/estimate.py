@@ -562,7 +562,7 @@ def kv_budget_for(
             hint = f"; the smallest tensor-parallel size that fits is {smallest} (--tensor-parallel-size {smallest})"
         elif smallest is None:
             hint = (f"; no tensor-parallel size of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} fits on one server "
-                    "of it (the network between servers is not modelled)" + _larger_cards(model, utilization,
+                    "of it (groups across servers: roofline fit, T x P up to 64 GPUs)" + _larger_cards(model, utilization,
                                                                                          reserved))
         raise NoKVBudgetError(
             float(budget),

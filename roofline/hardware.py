@@ -10,7 +10,10 @@ ridge point are properties, never stored.
 Each accelerator also carries its GPU-to-GPU links (:class:`Link`: NVLink through
 NVSwitch or a bridge, AMD Infinity Fabric, PCIe) with bandwidth per GPU and per
 direction, the latency of one all-reduce ring step, generation and reach, for
-tensor parallelism (docs/conventions.md, "Tensor parallelism").
+tensor parallelism (docs/conventions.md, "Tensor parallelism"), and, where a source gives it,
+the NIC that joins one node (the scale-up domain) to the others (``Accelerator.network``:
+InfiniBand NDR through one ConnectX-7 per GPU on DGX H100/H200/B200), for groups that span
+nodes (docs/conventions.md, "Groups that span nodes").
 
 Units: bytes, bytes/s, FLOP/s, s (docs/conventions.md, "Units").
 Peak FLOP/s is always the **dense** figure; the 2:4 sparsity figure NVIDIA prints
@@ -48,9 +51,10 @@ __all__ = [
 ]
 
 
-#: The largest tensor-parallel group modelled over PCIe: one server of 8 cards. A larger group
-#: crosses servers, and the network between servers is not modelled (docs/conventions.md,
-#: "Tensor parallelism"); such a group is refused by name, never priced as PCIe.
+#: The largest tensor-parallel group modelled over PCIe: one server of 8 cards (a node of a PCIe
+#: part). A larger group crosses servers: it is priced over the part's ``network`` link where one
+#: is sourced, and refused by name otherwise, never priced as PCIe (docs/conventions.md, "Tensor
+#: parallelism" and "Groups that span nodes").
 MAX_PCIE_GROUP = 8
 
 SourceKind = Literal["datasheet", "measured", "derived", "published", "fitted"]
@@ -199,6 +203,11 @@ class Accelerator:
     pcie : Link or None
         The card's PCIe link (to the host, and between cards that have no scale-up
         fabric); None where the GPU reaches its host otherwise (GB200: NVLink-C2C).
+    network : Link or None
+        The GPU's NIC to other nodes (scale-out: InfiniBand or RoCE), bandwidth per GPU per
+        direction [bytes/s] and latency of one ring step [s], each sourced; ``max_gpus`` None.
+        None where no source gives it: then a group larger than one node
+        (:attr:`node_gpus`) is refused by name.
 
     Notes
     -----
@@ -218,6 +227,26 @@ class Accelerator:
     measured_bf16: Sourced | None = attrs.field(default=None, validator=_optional_sourced)
     scale_up: Link | None = attrs.field(default=None, validator=_optional_link)
     pcie: Link | None = attrs.field(default=None, validator=_optional_link)
+    network: Link | None = attrs.field(default=None, validator=_optional_link)
+
+    @property
+    def node_gpus(self) -> int:
+        """GPUs in one node [GPUs]: the scale-up domain (``scale_up.max_gpus``: 8 on an HGX board, 72 in an
+        NVL72 rack), at least one PCIe server of :data:`MAX_PCIE_GROUP` for a part with PCIe; 1 for a part
+        with neither (docs/conventions.md, "Groups that span nodes")."""
+        reach = self.scale_up.max_gpus.value if self.scale_up is not None and self.scale_up.max_gpus else 1
+        return int(max(reach, MAX_PCIE_GROUP if self.pcie is not None else 1))
+
+    def nodes(self, gpus: int) -> int:
+        """Nodes a group of ``gpus`` GPUs spans [nodes], placed node by node: ceil(gpus / :attr:`node_gpus`).
+
+        Raises
+        ------
+        InvalidValueError
+            ``gpus`` not an integer >= 1.
+        """
+        check_int("gpus", gpus, minimum=1)
+        return -(-int(gpus) // self.node_gpus)
 
     @property
     def bandwidth(self) -> int | Fraction:
@@ -298,8 +327,12 @@ class Accelerator:
 
         The scale-up fabric when the whole group fits on it (``Link.max_gpus``),
         else PCIe within one server (at most :data:`MAX_PCIE_GROUP` GPUs)
-        (docs/conventions.md, "Tensor parallelism"). Groups that need the network
-        between servers are refused: it is not modelled.
+        (docs/conventions.md, "Tensor parallelism"). A group larger than one node
+        (:attr:`node_gpus`) on a part with a sourced :attr:`network` all-reduces
+        hierarchically: this returns the link inside each node (that of a whole node), and the
+        inter-node ring runs over :attr:`network` (docs/conventions.md, "Groups that span
+        nodes"; :func:`roofline.formulas.hierarchical_allreduce_time`). Such a group must fill
+        whole nodes (T a multiple of :attr:`node_gpus`).
 
         Parameters
         ----------
@@ -314,7 +347,9 @@ class Accelerator:
         ------
         InvalidValueError
             T not an integer >= 2, or a part whose links cannot hold a group of T GPUs
-            (no interconnect facts, or T above the fabric's reach with no PCIe link).
+            (no interconnect facts, or T above the fabric's reach with no PCIe link, or T
+            above one node on a part without a sourced ``network``, or T above one node and
+            not a multiple of it).
 
         Examples
         --------
@@ -322,6 +357,14 @@ class Accelerator:
         ('NVLink 4 (bridge)', 'PCIe Gen5 x16')
         """
         check_int("tensor_parallel_size", tensor_parallel_size, minimum=2)
+        node = self.node_gpus
+        if tensor_parallel_size > node and self.network is not None:
+            if tensor_parallel_size % node:
+                raise InvalidValueError(
+                    "tensor_parallel_size", tensor_parallel_size,
+                    f"{self.name}: a group larger than one node of {node} GPUs must fill whole nodes "
+                    f"(a multiple of {node})")
+            return self.link(node) if node > 1 else self.network
         if self.scale_up is not None and self.scale_up.spans(tensor_parallel_size):
             return self.scale_up
         if self.pcie is not None and tensor_parallel_size <= MAX_PCIE_GROUP and self.pcie.spans(tensor_parallel_size):
@@ -335,18 +378,19 @@ class Accelerator:
             "tensor_parallel_size",
             tensor_parallel_size,
             f"{self.name}: no modelled link holds a group of {tensor_parallel_size} GPUs"
-            + (f" ({'; '.join(reach)}; the network between servers is not modelled)" if reach else
+            + (f" ({'; '.join(reach)}; no sourced network link between nodes for this part)" if reach else
                " (no interconnect facts)"),
         )
 
     def sources(self) -> dict[str, Sourced]:
-        """Every stored value by field name (None fields left out); link values as ``"scale_up.bandwidth"``."""
+        """Every stored value by field name (None fields left out); link values as ``"scale_up.bandwidth"``,
+        ``"network.latency"``."""
         out = {
             f.name: getattr(self, f.name)
             for f in attrs.fields(Accelerator)
             if isinstance(getattr(self, f.name), Sourced)
         }
-        for prefix in ("scale_up", "pcie"):
+        for prefix in ("scale_up", "pcie", "network"):
             link = getattr(self, prefix)
             if link is not None:
                 out.update({f"{prefix}.{name}": value for name, value in link.sources().items()})
@@ -432,6 +476,33 @@ def _nvlink(gen: int, total_gb: int, max_gpus: int, what: str, citation: str, da
     )
 
 
+_DGX_HOPPER_NET = (
+    "NVIDIA DGX BasePOD reference architecture, 'Core Components', DGX H200 and H100 systems: four OSFP ports "
+    "serving eight single-port NVIDIA ConnectX-7 VPI, up to 400 Gb/s InfiniBand/Ethernet (one per GPU; DGX H100 "
+    "User Guide, 'Network Modules', Table 6 maps each ConnectX-7 to its GPU)"
+)
+_DGX_B200_NET = (
+    "NVIDIA DGX B200 User Guide, 'Hardware Overview', Network (Cluster) card: 4 x OSFP ports for 8 x NVIDIA "
+    "ConnectX-7 Single Port Cards, InfiniBand (default) up to 400Gbps each (one per GPU)"
+)
+_GB200_NET = (
+    "NVIDIA Mission Control, North-South network deployment guide (GB200 NVL72), 'GB200 Compute Tray': four "
+    "OSFP (InfiniBand) ports per compute tray of 4 GPUs; NVIDIA Multi-Node Tuning Guide, 'Understanding Your "
+    "Grace-Blackwell Systems': ConnectX-7 (CX7) on each compute tray, 400 Gb/s InfiniBand NDR (one per GPU)"
+)
+_NET_LAT = _nccl_latency("NET", Fraction(27, 10))
+
+
+def _infiniband_ndr(citation: str, date: str) -> Link:
+    """One 400 Gb/s ConnectX-7 InfiniBand NDR port per GPU: 50e9 bytes/s per direction (400e9 bits / 8)."""
+    return Link(
+        name="InfiniBand NDR (ConnectX-7)",
+        bandwidth=_ds(50 * GB, "bytes/s", citation + "; 400 Gb/s is per direction (a full-duplex port): "
+                      "400e9 / 8 = 50e9 bytes/s", date),
+        latency=_NET_LAT,
+    )
+
+
 _HGX_H100 = "NVIDIA HGX H100/H200 8-GPU board: four NVSwitch chips connect all 8 GPUs (Hopper whitepaper, 'HGX H100')"
 _HGX_A100 = "NVIDIA HGX A100 8-GPU board: six NVSwitch chips connect all 8 GPUs (A100 datasheet)"
 
@@ -465,6 +536,7 @@ H100_SXM = Accelerator(
     ),
     scale_up=_nvlink(4, 900, 8, "NVSwitch", _H100_DS, "2023", _HGX_H100),
     pcie=_pcie(5, _H100_DS, "2023"),
+    network=_infiniband_ndr(_DGX_HOPPER_NET, "2024"),
 )
 
 H100_PCIE = Accelerator(
@@ -496,6 +568,7 @@ H200_SXM = Accelerator(
     peak_fp8=_ds(1_978_900_000_000_000, "FLOP/s", _H200_DS + _DENSE, "2024"),
     scale_up=_nvlink(4, 900, 8, "NVSwitch", _H200_DS, "2024", _HGX_H100),
     pcie=_pcie(5, _H200_DS, "2024"),
+    network=_infiniband_ndr(_DGX_HOPPER_NET, "2024"),
 )
 
 _A100_GEMM = Sourced(
@@ -604,6 +677,7 @@ B200 = Accelerator(
     peak_fp4=_ds(9_000_000_000_000_000, "FLOP/s", _B200_DS + _SPARSE, "2025"),
     scale_up=_nvlink(5, 1800, 8, "NVSwitch", _B200_DS, "2025", _HGX_B200),
     pcie=_pcie(5, _B200_DS, "2025"),
+    network=_infiniband_ndr(_DGX_B200_NET, "2025"),
 )
 
 GB200 = Accelerator(
@@ -616,6 +690,7 @@ GB200 = Accelerator(
     peak_fp8=_ds(5_000_000_000_000_000, "FLOP/s", _GB200_DS + _SPARSE, "2025"),
     peak_fp4=_ds(10_000_000_000_000_000, "FLOP/s", _GB200_DS + _SPARSE, "2025"),
     scale_up=_nvlink(5, 1800, 72, "NVL72", _GB200_DS, "2025", _NVL72),
+    network=_infiniband_ndr(_GB200_NET, "2025"),
 )
 
 H20 = Accelerator(

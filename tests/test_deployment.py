@@ -112,11 +112,12 @@ def test_a_deployment_beside_its_own_fields_is_refused() -> None:
 
 
 def test_the_link_is_checked_where_the_allreduce_is_priced() -> None:
-    """T = 16 on an HGX H100: sizes and budgets exist, the step time does not (two servers)."""
-    d = Deployment(LLAMA70, H100, 16)
+    """T = 16 on an HGX A100 (no sourced NIC): sizes and budgets exist, the step time does not (two servers)."""
+    d = Deployment(LLAMA70, get_accelerator("a100-80gb"), 16)
     assert d.share.num_key_value_heads == 1 and estimate.kv_budget_for(d) > 0
-    with pytest.raises(InvalidValueError, match="network between servers is not modelled"):
+    with pytest.raises(InvalidValueError, match="no sourced network link between nodes"):
         RooflineCostModel.for_deployment(d)
+    d = Deployment(LLAMA70, H100, 16)
     assert d.where == "16 x NVIDIA H100 SXM5 80GB" and Deployment(LLAMA70, H100).where == H100.name
 
 

@@ -59,13 +59,13 @@ def test_the_all_to_all_by_hand():
     2 x 13/28 x 8 = 52/7 bytes, on the node 52/7 s, off it 2 x 52/7 / (1/2) = 208/7 s, latency 5 s."""
     base = dict(batch=8, hidden_size=4, activation_bytes=2, num_experts=8, experts_per_token=2, expert_parallel_size=4)
     assert f.alltoall_bytes(**base) == Fraction(156, 7)
-    one_node = dict(base, link_bandwidth=Fraction(1), link_latency=3, gpus_per_node=4, network_bandwidth=1,
+    one_node = dict(base, scale_up_bandwidth=Fraction(1), scale_up_latency=3, node_gpus=4, network_bandwidth=1,
                     network_latency=100)
     assert f.alltoall_time(**one_node) == 3 + Fraction(156, 7)
-    two_nodes = dict(one_node, gpus_per_node=2, network_bandwidth=Fraction(1, 2), network_latency=5)
+    two_nodes = dict(one_node, node_gpus=2, network_bandwidth=Fraction(1, 2), network_latency=5)
     assert f.alltoall_time(**two_nodes) == Fraction(208, 7) + 5
     assert f.decode_alltoall_time(num_moe_layers=3, **two_nodes) == 6 * (Fraction(208, 7) + 5)
-    one_rank = dict(one_node, expert_parallel_size=1, gpus_per_node=1)
+    one_rank = dict(one_node, expert_parallel_size=1, node_gpus=1)
     assert f.alltoall_bytes(**base | {"expert_parallel_size": 1}) == 0 and f.alltoall_time(**one_rank) == 0
 
 
@@ -114,7 +114,7 @@ def test_communication_replaces_the_moe_all_reduce_and_keeps_the_attention_one()
     for n in (1, 3, 256):
         ring = dict(message_bytes=n * h * e, tensor_parallel_size=8, link_bandwidth=beta, link_latency=alpha)
         a2a = f.alltoall_time(batch=n, hidden_size=h, activation_bytes=e, num_experts=256, experts_per_token=8,
-                              expert_parallel_size=8, link_bandwidth=beta, link_latency=alpha, gpus_per_node=8,
+                              expert_parallel_size=8, scale_up_bandwidth=beta, scale_up_latency=alpha, node_gpus=8,
                               network_bandwidth=1, network_latency=0)
         assert tp.allreduce_time(n) == 2 * L * f.ring_allreduce_time(**ring)
         assert ep.allreduce_time(n) == (tp.allreduce_time(n) - L_moe * f.ring_allreduce_time(**ring)
@@ -139,7 +139,8 @@ def test_the_cost_models_decode_step_is_the_registered_ep_step_time(T: int) -> N
             bandwidth=t["bandwidth"], peak_flops=t["peak_flops"], overhead=0, num_hidden_layers=61, num_moe_layers=58,
             tensor_parallel_size=T, hidden_size=7168, activation_bytes=2, num_experts=256, experts_per_token=8,
             expert_parallel_size=T, link_bandwidth=ar["link_bandwidth"], link_latency=ar["link_latency"],
-            gpus_per_node=T, network_bandwidth=1, network_latency=0)
+            scale_up_bandwidth=ar["link_bandwidth"], scale_up_latency=ar["link_latency"], node_gpus=T,
+            network_bandwidth=1, network_latency=0)
         assert cost.decode_time(B, S) == expected
 
 
@@ -181,7 +182,8 @@ def test_small_ep_cost_models_run_on_the_stretch_clock(per: int, R: int, data: s
         experts_per_token=data.draw(st.integers(1, E)), tensor_parallel_size=R, num_hidden_layers=3,
         hidden_size=data.draw(st.integers(1, 16)), link_bandwidth=data.draw(st.integers(1, 50)),
         link_latency=data.draw(st.sampled_from([0, Fraction(1, 100), Fraction(3, 7)])), expert_parallel_size=R,
-        num_moe_layers=data.draw(st.integers(0, 3)), gpus_per_node=data.draw(st.integers(1, R)),
+        num_moe_layers=data.draw(st.integers(0, 3)), node_gpus=data.draw(st.integers(1, R)),
+        scale_up_bandwidth=data.draw(st.integers(1, 50)), scale_up_latency=data.draw(st.sampled_from([0, Fraction(1, 7)])),
         network_bandwidth=data.draw(st.integers(1, 9)), network_latency=data.draw(st.sampled_from([0, Fraction(1, 3)])))
     n = data.draw(st.integers(1, 6))
     reqs = [Request(id=i, arrival_s=Fraction(data.draw(st.integers(0, 20)), 4), prompt_tokens=data.draw(st.integers(1, 20)),
@@ -218,5 +220,6 @@ def test_refusals_by_name():
         f.ranks_reached(num_experts=10, experts_per_token=2, expert_parallel_size=4)
     with pytest.raises(InvalidValueError, match="num_moe_layers <= num_hidden_layers"):
         RooflineCostModel(**base, num_experts=4, experts_per_token=1, num_moe_layers=3)
-    with pytest.raises(InvalidValueError, match="tensor_parallel_size=16"):  # two nodes: the all-reduce's network
-        RooflineCostModel.for_deployment(Deployment(DSV3, H200, Parallelism(16, expert=True)))
+    with pytest.raises(InvalidValueError, match="pipeline") as err:
+        Deployment(get_model("qwen3-30b-a3b"), H200, Parallelism(2, pipeline=2, expert=True))
+    assert err.value.field == "enable_expert_parallel"

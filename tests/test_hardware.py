@@ -203,12 +203,16 @@ def test_link_for_a_group():
     assert get_accelerator("h100-pcie").link(4).name == "PCIe Gen5 x16"
     assert get_accelerator("l40s").link(4).name == "PCIe Gen4 x16"
     assert get_accelerator("gb200").link(72).name == "NVLink 5 (NVL72)"
-    with pytest.raises(InvalidValueError, match="tensor_parallel_size=16.*reaches 8 GPUs.*not modelled"):
-        get_accelerator("h100-sxm").link(16)  # two servers: the network between them is not modelled
+    with pytest.raises(InvalidValueError, match="tensor_parallel_size=16.*reaches 8 GPUs.*no sourced network"):
+        get_accelerator("a100-80gb").link(16)  # two servers and no sourced NIC: refused
+    assert get_accelerator("h100-sxm").link(16).name == "NVLink 4 (NVSwitch)"  # the link inside each node
+    with pytest.raises(InvalidValueError, match="tensor_parallel_size=12.*whole nodes"):
+        get_accelerator("h100-sxm").link(12)
     with pytest.raises(InvalidValueError, match="tensor_parallel_size=16.*one server of 8"):
         get_accelerator("l40s").link(16)
-    with pytest.raises(InvalidValueError, match="tensor_parallel_size=144.*NVL72.*72 GPUs"):
-        get_accelerator("gb200").link(144)
+    assert get_accelerator("gb200").link(144).name == "NVLink 5 (NVL72)"  # two racks: NVL72 inside each
+    with pytest.raises(InvalidValueError, match="tensor_parallel_size=100.*one node of 72 GPUs"):
+        get_accelerator("gb200").link(100)
     with pytest.raises(InvalidValueError, match="tensor_parallel_size=1"):
         get_accelerator("h100-sxm").link(1)
     with pytest.raises(InvalidValueError, match="tensor_parallel_size"):
@@ -219,3 +223,21 @@ def test_measured_copy_keeps_the_links():
     """measured() swaps bandwidth and peak only; the interconnect facts are kept."""
     a = get_accelerator("h100-sxm")
     assert a.measured().scale_up is a.scale_up and a.measured().pcie is a.pcie
+
+
+def test_network_links_are_sourced_facts():
+    """DGX H100/H200/B200 and GB200 NVL72: one 400 Gb/s ConnectX-7 per GPU = 50e9 bytes/s per direction, NCCL's
+    NET ring latency (2.7 us); parts without a sourced NIC have none. A node is the scale-up domain."""
+    for key in ("h100-sxm", "h200-sxm", "b200", "gb200"):
+        net = get_accelerator(key).network
+        assert net is not None and net.name == "InfiniBand NDR (ConnectX-7)"
+        assert net.bandwidth.value == 50_000_000_000 and net.bandwidth.unit == "bytes/s"
+        assert net.latency.value == Fraction(27, 10**7) and "NET" in net.latency.source.citation
+        assert "ConnectX-7" in net.bandwidth.source.citation and net.max_gpus is None
+        assert "network.bandwidth" in get_accelerator(key).sources()
+    for key in ("h100-pcie", "a100-80gb", "a100-40gb", "h20", "l40s", "mi300x", "mi325x"):
+        assert get_accelerator(key).network is None
+    assert [get_accelerator(k).node_gpus for k in ("h100-sxm", "gb200", "h100-pcie", "l40s")] == [8, 72, 8, 8]
+    assert [get_accelerator("h100-sxm").nodes(g) for g in (1, 8, 9, 16, 64)] == [1, 1, 2, 2, 8]
+    with pytest.raises(InvalidValueError, match="gpus"):
+        get_accelerator("h100-sxm").nodes(0)

@@ -91,7 +91,7 @@ def test_a_share_that_does_not_fit_gets_the_whole_models_hint() -> None:
         estimate.kv_budget_for(share, H100)
     assert str(info.value) == ("KV budget -329.32 GB: llama-3.1-405b weights (405.86 GB per GPU) leave no KV budget "
                                "on 2 x NVIDIA H100 SXM5 80GB at utilization 0.9; no tensor-parallel size of 1, 2, 4, 8 "
-                               "fits on one server of it (the network between servers is not modelled); it fits on "
+                               "fits on one server of it (groups across servers: roofline fit, T x P up to 64 GPUs); it fits on "
                                "b200 at T = 8, gb200 at T = 8, h200-sxm at T = 8, mi300x at T = 8, mi325x at T = 4 "
                                "(--accelerator, --tensor-parallel-size)")
 
@@ -105,9 +105,11 @@ def test_kv_heads_replicated_when_t_exceeds_them() -> None:
     s8 = four.per_gpu(8)
     assert s8.num_key_value_heads == 1 and s8.num_attention_heads == 4
     assert s8.kv_bytes_per_token == 2 * 32 * 1 * 128 * 2 == four.per_gpu(4).kv_bytes_per_token
-    # T = 16 on an HGX H100 needs two servers: the network between them is not modelled, so no step time
-    with pytest.raises(InvalidValueError, match="network between servers is not modelled"):
-        estimate.decode_step(LLAMA70, H100, batch=1, context=0, tensor_parallel_size=16)
+    # T = 16 on an HGX A100 needs two servers, and no NIC fact is sourced for it: no step time
+    with pytest.raises(InvalidValueError, match="no sourced network link between nodes"):
+        estimate.decode_step(LLAMA70, get_accelerator("a100-80gb"), batch=1, context=0, tensor_parallel_size=16)
+    # on two HGX H100 nodes the group all-reduces hierarchically over InfiniBand
+    assert estimate.decode_step(LLAMA70, H100, batch=1, context=0, tensor_parallel_size=16).allreduce_time > 0
     # ... but a GB200 NVL72 rack spans 72 GPUs on NVLink
     gb200 = get_accelerator("gb200")
     step = estimate.decode_step(LLAMA70, gb200, batch=1, context=0, tensor_parallel_size=16)

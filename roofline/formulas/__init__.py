@@ -10,6 +10,7 @@ Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
 :mod:`.useful_share`, :mod:`.parallel` (tensor parallelism), :mod:`.fidelity` (the estimate beside the bound),
 :mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients), :mod:`.moe` (mixture of experts),
 :mod:`.hybrid` (recurrent layers beside attention), :mod:`.speculative` (speculative decoding),
+:mod:`.pipeline` (pipeline parallelism),
 :mod:`.expert` (expert parallelism).
 """
 
@@ -30,6 +31,8 @@ from .moe import *  # noqa: F403
 from .moe import __all__ as _moe_all
 from .parallel import *  # noqa: F403
 from .parallel import __all__ as _parallel_all
+from .pipeline import *  # noqa: F403
+from .pipeline import __all__ as _pipeline_all
 from .serving import *  # noqa: F403
 from .serving import __all__ as _serving_all
 from .speculative import *  # noqa: F403
@@ -43,4 +46,4 @@ from .useful_share import __all__ as _useful_share_all
 
 __all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_useful_share_all,
            *_parallel_all, *_fidelity_all, *_stretch_all, *_serving_all, *_moe_all, *_hybrid_all,
-           *_speculative_all, *_expert_all]
+           *_speculative_all, *_pipeline_all, *_expert_all]

@@ -65,11 +65,12 @@ _LAYERS_OK = ("expert_parallel_size", "an expert-parallel size dividing num_expe
 _GROUP: dict[str, Any] = dict(num_experts="positive_int", experts_per_token="positive_int",
                               expert_parallel_size="positive_int")
 _MESSAGE: dict[str, Any] = dict(batch="positive", hidden_size="positive_int", activation_bytes="positive", **_GROUP)
-_LINKS: dict[str, Any] = dict(link_bandwidth="positive", link_latency="nonnegative", gpus_per_node="positive_int",
+_LINKS: dict[str, Any] = dict(scale_up_bandwidth="positive", scale_up_latency="nonnegative", node_gpus="positive_int",
                               network_bandwidth="positive", network_latency="nonnegative")
 _A2A: dict[str, Any] = dict(**_MESSAGE, **_LINKS)
 _COMM: dict[str, Any] = dict(num_hidden_layers="positive_int", num_moe_layers="nonnegative_int",
-                             tensor_parallel_size="positive_int", **_A2A)
+                             tensor_parallel_size="positive_int", link_bandwidth="positive", link_latency="nonnegative",
+                             **_A2A)
 
 
 def _miss_one(num_experts: int, experts_per_token: int, expert_parallel_size: int) -> Fraction:
@@ -215,12 +216,12 @@ def alltoall_bytes(**kw: Any) -> Any:
 
 
 def _alltoall(kw: dict[str, Any]) -> Any:
-    r, g = kw["expert_parallel_size"], kw["gpus_per_node"]
+    r, g = kw["expert_parallel_size"], kw["node_gpus"]
     copy = _per_copy(kw)
     off = maximum(r - g, 0)
-    on_node = (minimum(r, g) - 1) * copy / kw["link_bandwidth"]
+    on_node = (minimum(r, g) - 1) * copy / kw["scale_up_bandwidth"]
     off_node = off * copy / kw["network_bandwidth"]
-    latency = maximum(kw["link_latency"] * minimum(r - 1, 1), kw["network_latency"] * minimum(off, 1))
+    latency = maximum(kw["scale_up_latency"] * minimum(r - 1, 1), kw["network_latency"] * minimum(off, 1))
     return maximum(on_node, off_node) + latency
 
 
@@ -232,15 +233,15 @@ def alltoall_time(**kw: Any) -> Any:
     ----------
     batch, hidden_size, activation_bytes, num_experts, experts_per_token, expert_parallel_size :
         as :func:`alltoall_bytes`
-    link_bandwidth : [bytes/s] > 0, NVLink per GPU per direction
-    link_latency : [s] >= 0, one NVLink transfer
-    gpus_per_node : int > 0, G GPUs the scale-up link connects (ranks beyond it are on other nodes)
+    scale_up_bandwidth : [bytes/s] > 0, the scale-up link (NVLink) per GPU per direction
+    scale_up_latency : [s] >= 0, one all-to-all over it
+    node_gpus : int > 0, G ranks of the group in each node (ranks beyond it are on other nodes)
     network_bandwidth : [bytes/s] > 0, NIC per GPU per direction (unused when R <= G)
     network_latency : [s] >= 0, one inter-node transfer (unused when R <= G)
 
     Returns
     -------
-    [s]: max(on-node bytes / beta, off-node bytes / beta_net) + max(alpha, alpha_net if R > G);
+    [s]: max(on-node bytes / beta_su, off-node bytes / beta_net) + max(alpha_su, alpha_net if R > G);
     on-node bytes (min(R, G) - 1)(B / R)(1 - q) h e, off-node max(R - G, 0)(B / R)(1 - q) h e
     per GPU. 0 at R = 1.
 
@@ -258,7 +259,7 @@ def alltoall_time(**kw: Any) -> Any:
     --------
     >>> from fractions import Fraction
     >>> t = alltoall_time(batch=256, hidden_size=7168, activation_bytes=2, num_experts=256, experts_per_token=8,
-    ...     expert_parallel_size=8, link_bandwidth=450 * 10**9, link_latency=Fraction(6, 10**7), gpus_per_node=8,
+    ...     expert_parallel_size=8, scale_up_bandwidth=450 * 10**9, scale_up_latency=Fraction(6, 10**7), node_gpus=8,
     ...     network_bandwidth=1, network_latency=0)
     >>> round(float(t) * 1e6, 2)  # DeepSeek-V3 on 8 H200, 256 tokens: 0.6 us + 2.13 MB over 450 GB/s
     5.32
@@ -288,7 +289,7 @@ def decode_alltoall_time(**kw: Any) -> Any:
     Examples
     --------
     >>> decode_alltoall_time(num_moe_layers=2, batch=4, hidden_size=1, activation_bytes=1, num_experts=8,
-    ...     experts_per_token=2, expert_parallel_size=4, link_bandwidth=1, link_latency=1, gpus_per_node=4,
+    ...     experts_per_token=2, expert_parallel_size=4, scale_up_bandwidth=1, scale_up_latency=1, node_gpus=4,
     ...     network_bandwidth=1, network_latency=0)  # 4 x (39/28 + 1)
     Fraction(67, 7)
     """
@@ -349,6 +350,9 @@ def decode_comm_time_ep(**kw: Any) -> Any:
     num_hidden_layers : int > 0, L
     num_moe_layers : int in [0, L], L_moe
     tensor_parallel_size : int > 0, T (the attention's group)
+    link_bandwidth, link_latency : [bytes/s, s], the per-step values the group's ring all-reduces at (the
+        scale-up link inside a node; the hierarchical all-reduce's effective values beyond one,
+        :func:`roofline.deployment.group_link`)
     the others : as :func:`alltoall_time`
 
     Returns
@@ -366,7 +370,8 @@ def decode_comm_time_ep(**kw: Any) -> Any:
     >>> from fractions import Fraction  # 1 all-reduce (2) + 1 all-gather (1) + 2 all-to-alls of 1/2
     >>> decode_comm_time_ep(num_hidden_layers=1, num_moe_layers=1, tensor_parallel_size=2, batch=2,
     ...     hidden_size=1, activation_bytes=1, num_experts=2, experts_per_token=1, expert_parallel_size=2,
-    ...     link_bandwidth=Fraction(1), link_latency=0, gpus_per_node=2, network_bandwidth=1, network_latency=0)
+    ...     link_bandwidth=Fraction(1), link_latency=0, scale_up_bandwidth=1, scale_up_latency=0, node_gpus=2,
+    ...     network_bandwidth=1, network_latency=0)
     Fraction(4, 1)
     """
     return _comm(kw)
@@ -404,8 +409,8 @@ def step_time_ep(**kw: Any) -> Any:
     >>> step_time_ep(batch=1, context_sum=0, weight_bytes=4, kv_bytes_per_token=0, flops_per_token=1,
     ...     attention_flops_per_token=0, bandwidth=Fraction(2), peak_flops=1, overhead=0, num_hidden_layers=1,
     ...     num_moe_layers=1, tensor_parallel_size=1, hidden_size=1, activation_bytes=1, num_experts=2,
-    ...     experts_per_token=1, expert_parallel_size=1, link_bandwidth=Fraction(1), link_latency=1, gpus_per_node=1,
-    ...     network_bandwidth=1, network_latency=1)
+    ...     experts_per_token=1, expert_parallel_size=1, link_bandwidth=Fraction(1), link_latency=1,
+    ...     scale_up_bandwidth=1, scale_up_latency=1, node_gpus=1, network_bandwidth=1, network_latency=1)
     Fraction(2, 1)
     """
     mem, comp = _times({name: kw[name] for name in _DECODE})

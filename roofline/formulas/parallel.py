@@ -25,8 +25,13 @@ Arithmetic intensity and the critical batch per GPU need no new form: they are
 of one GPU's share (the all-reduce adds time to both regimes and moves neither side of
 the roofline).
 
+A group larger than one node (docs/conventions.md, "Groups that span nodes") all-reduces
+hierarchically: :func:`hierarchical_allreduce_time`; it is linear in M like the ring, so it is
+the ring at an effective per-step bandwidth and latency (:func:`hierarchical_link_bandwidth`,
+:func:`hierarchical_link_latency`), which is how every decode-step formula above prices it.
+
 Derivations (SymPy ``summation``, ``limit``, ``solve``): ``roofline.symbolic.parallel``;
-proof: ``proofs/p11_tensor_parallel.py``.
+proofs: ``proofs/p11_tensor_parallel.py``, ``proofs/p20_pipeline_parallel.py`` (the hierarchy).
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ __all__ = [
     "step_time_tp",
     "throughput_tp",
     "allreduce_crossover_batch",
+    "hierarchical_allreduce_time",
+    "hierarchical_link_bandwidth",
+    "hierarchical_link_latency",
 ]
 
 _P11 = "p11_tensor_parallel.py"
@@ -422,3 +430,152 @@ def allreduce_crossover_batch(
     (Fraction(16875, 128), 131.8359375)
     """
     return tensor_parallel_size * link_latency * link_bandwidth / (hidden_size * activation_bytes)
+
+
+# ------------------------------------------------------------------ groups that span nodes
+
+_P20 = "p20_pipeline_parallel.py"
+_HIER: dict[str, Any] = dict(tensor_parallel_size="positive_int", node_gpus="positive_int",
+                             link_bandwidth="positive", link_latency="nonnegative",
+                             network_bandwidth="positive", network_latency="nonnegative")
+_WHOLE_NODES = ("tensor_parallel_size", "a group of whole nodes (T a multiple of node_gpus, node_gpus <= T)",
+                lambda **kw: _whole_nodes(kw["tensor_parallel_size"], kw["node_gpus"]))
+
+
+def _whole_nodes(t: Any, g: Any) -> Any:
+    import numpy as np
+
+    t, g = np.asarray(t), np.asarray(g)
+    return bool(np.all((g <= t) & (t % g == 0)))
+
+
+@formula(topic="parallel", proof=_P20, requires=_WHOLE_NODES, message_bytes="nonnegative", **_HIER)
+def hierarchical_allreduce_time(
+    *, message_bytes: Any, tensor_parallel_size: Any, node_gpus: Any, link_bandwidth: Any, link_latency: Any,
+    network_bandwidth: Any, network_latency: Any,
+) -> Any:
+    """Time of one hierarchical all-reduce of M bytes over T GPUs in T / G nodes of G [s].
+
+    Intra-node reduce-scatter (G - 1 ring steps of M / G over the node's link), inter-node
+    ring all-reduce of the M / G bytes each GPU then holds among the N = T / G GPUs of the
+    same local rank (2 (N - 1) steps of M / (G N) over the NIC), intra-node all-gather
+    (G - 1 steps of M / G).
+
+    Parameters
+    ----------
+    message_bytes : [bytes], >= 0
+    tensor_parallel_size : [GPUs], integer >= 1, a multiple of ``node_gpus``
+    node_gpus : [GPUs], integer in [1, T]: G, the group's GPUs in each node
+    link_bandwidth, link_latency : [bytes/s] > 0, [s] >= 0: the link inside a node
+    network_bandwidth, network_latency : [bytes/s] > 0, [s] >= 0: the NIC, per GPU per direction
+
+    Returns
+    -------
+    [s], scalar or broadcast shape:
+    2 (G - 1) / G x M / beta + 2 (G - 1) alpha + 2 (T - G) / T x M / (G beta_n) + 2 (T - G) / G x alpha_n.
+
+    Raises
+    ------
+    InvalidValueError
+        A negative or non-finite argument, or T not a multiple of G (field ``tensor_parallel_size``).
+
+    Notes
+    -----
+    docs/conventions.md, "Groups that span nodes"; NCCL's inter-node ring likewise runs one
+    ring per local rank over that rank's NIC. At G = T (one node) it is
+    :func:`ring_allreduce_time` exactly.
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> t = hierarchical_allreduce_time(message_bytes=32768, tensor_parallel_size=16, node_gpus=8,
+    ...     link_bandwidth=450 * 10**9, link_latency=Fraction(6, 10**7), network_bandwidth=50 * 10**9,
+    ...     network_latency=Fraction(27, 10**7))
+    >>> round(float(t) * 1e6, 4)  # [us]: 8.4 + 0.1274 over NVLink, 5.4 + 0.0819 over InfiniBand
+    14.0094
+    """
+    t, g = tensor_parallel_size, node_gpus
+    return (2 * (g - 1) * message_bytes / (g * link_bandwidth) + 2 * (g - 1) * link_latency
+            + 2 * (t - g) * message_bytes / (t * g * network_bandwidth) + 2 * (t - g) * network_latency / g)
+
+
+_HIER_T2 = ("tensor_parallel_size", "a group of at least 2 GPUs filling whole nodes (T a multiple of node_gpus)",
+            lambda **kw: _whole_nodes(kw["tensor_parallel_size"], kw["node_gpus"])
+            and bool(__import__("numpy").all(__import__("numpy").asarray(kw["tensor_parallel_size"]) >= 2)))
+
+
+@formula(topic="parallel", proof=_P20, requires=_HIER_T2, result="positive", **_HIER)
+def hierarchical_link_bandwidth(
+    *, tensor_parallel_size: Any, node_gpus: Any, link_bandwidth: Any, link_latency: Any,
+    network_bandwidth: Any, network_latency: Any,
+) -> Any:
+    """The per-step bandwidth at which the ring over T GPUs takes the hierarchical all-reduce's bandwidth time [bytes/s].
+
+    1 / beta_eff = T / (T - 1) x ((G - 1) / (G beta) + (T - G) / (T G beta_n)); beta_eff = beta at G = T.
+
+    Parameters
+    ----------
+    As :func:`hierarchical_allreduce_time` without ``message_bytes``; T >= 2. The latencies
+    do not enter (accepted so that both effective values take the same arguments).
+
+    Returns
+    -------
+    [bytes/s], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+        A non-positive bandwidth, T below 2 or not a multiple of G.
+
+    Notes
+    -----
+    solve(ring bandwidth term at beta_eff = hierarchical bandwidth term, beta_eff) (SymPy);
+    docs/conventions.md, "Groups that span nodes".
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> hierarchical_link_bandwidth(tensor_parallel_size=16, node_gpus=8, link_bandwidth=Fraction(450 * 10**9),
+    ...     link_latency=0, network_bandwidth=Fraction(50 * 10**9), network_latency=0) / 10**9  # [GB/s]
+    Fraction(6750, 23)
+    """
+    t, g = tensor_parallel_size, node_gpus
+    return (t - 1) * t * g * link_bandwidth * network_bandwidth / (
+        t * t * (g - 1) * network_bandwidth + t * (t - g) * link_bandwidth) + 0 * link_latency * network_latency
+
+
+@formula(topic="parallel", proof=_P20, requires=_HIER_T2, result="nonnegative", **_HIER)
+def hierarchical_link_latency(
+    *, tensor_parallel_size: Any, node_gpus: Any, link_bandwidth: Any, link_latency: Any,
+    network_bandwidth: Any, network_latency: Any,
+) -> Any:
+    """The per-step latency at which the ring over T GPUs takes the hierarchical all-reduce's latency time [s].
+
+    alpha_eff = ((G - 1) alpha + (T - G) / G x alpha_n) / (T - 1); alpha_eff = alpha at G = T.
+
+    Parameters
+    ----------
+    As :func:`hierarchical_link_bandwidth` (the bandwidths do not enter).
+
+    Returns
+    -------
+    [s], scalar or broadcast shape.
+
+    Raises
+    ------
+    InvalidValueError
+        A negative latency, T below 2 or not a multiple of G.
+
+    Notes
+    -----
+    solve(ring latency term at alpha_eff = hierarchical latency term, alpha_eff) (SymPy).
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> hierarchical_link_latency(tensor_parallel_size=16, node_gpus=8, link_bandwidth=1,
+    ...     link_latency=Fraction(6, 10**7), network_bandwidth=1, network_latency=Fraction(27, 10**7)) * 10**6
+    Fraction(23, 50)
+    """
+    t, g = tensor_parallel_size, node_gpus
+    return ((g - 1) * link_latency + (t - g) * network_latency / g) / (t - 1) + 0 * link_bandwidth * network_bandwidth

@@ -346,8 +346,9 @@ class RooflineCostModel:
         and dense layers' all-reduces, each MoE layer's all-gather, dispatch and combine) instead
         of the 2 L all-reduces, and ``routed_expert_bytes`` is one GPU's mean, X / R
         (docs/conventions.md, "Expert parallelism"; :func:`roofline.deployment.expert_parallel_terms`).
-    num_moe_layers, gpus_per_node : int, default 0, 1 (used when R > 1)
-    network_bandwidth, network_latency : [bytes/s, s], default 1, 0 (the NIC, for ranks beyond a node)
+    num_moe_layers, node_gpus : int, default 0, 1 (used when R > 1; G the group's ranks per node)
+    scale_up_bandwidth, scale_up_latency : [bytes/s, s], default 1, 0 (the all-to-all inside a node)
+    network_bandwidth, network_latency : the NIC, also for the all-to-all's ranks beyond a node
     per_sequence : [s] >= 0, default 0
         An engine profile's t_seq: every decode row of a step (decode or mixed) adds it once;
         a prefill step adds none (docs/conventions.md, "Bound and estimate"). Not 0: the step
@@ -408,11 +409,17 @@ class RooflineCostModel:
     layer_windows: tuple[int | None, ...] = attrs.field(default=(), converter=_windows)
     per_sequence: Any = 0
     state_bytes: Any = 0
-    expert_parallel_size: int = 1
-    num_moe_layers: int = 0
-    gpus_per_node: int = 1
+    intra_node_sends: int = 0
+    inter_node_sends: int = 0
+    send_bandwidth: Any = 1
+    send_latency: Any = 0
     network_bandwidth: Any = 1
     network_latency: Any = 0
+    expert_parallel_size: int = 1
+    num_moe_layers: int = 0
+    node_gpus: int = 1
+    scale_up_bandwidth: Any = 1
+    scale_up_latency: Any = 0
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
@@ -420,6 +427,7 @@ class RooflineCostModel:
                                                                        factory=dict)
     _routed: Any = attrs.field(init=False, repr=False, eq=False, default=0)
     _allreduce: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
+    _sends: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
     _expert: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
     _layers: int = attrs.field(init=False, repr=False, eq=False, default=0)
     _state: Any = attrs.field(init=False, repr=False, eq=False, default=0)
@@ -476,9 +484,33 @@ class RooflineCostModel:
             for name in ("num_hidden_layers", "hidden_size", "tensor_parallel_size"):  # numpy ints as ints
                 ar[name] = int(ar[name])
             object.__setattr__(self, "_allreduce", ar)
+        if self.intra_node_sends or self.inter_node_sends:  # pipeline stages: one batch's sends between them
+            sends = dict(hidden_size=self.hidden_size, activation_bytes=self.activation_bytes,
+                         intra_node_sends=self.intra_node_sends, inter_node_sends=self.inter_node_sends,
+                         send_bandwidth=self.send_bandwidth, send_latency=self.send_latency,
+                         network_bandwidth=self.network_bandwidth, network_latency=self.network_latency)
+            f.pipeline_sends_time(batch=1, **sends)  # names a bad field
+            for name in ("activation_bytes", "send_latency", "network_latency"):
+                sends[name] = convert(sends[name])
+            for name in ("send_bandwidth", "network_bandwidth"):
+                sends[name] = Fraction(_exact_time(sends[name])) if self.exact else float(sends[name])
+            for name in ("hidden_size", "intra_node_sends", "inter_node_sends"):
+                sends[name] = int(sends[name])
+            object.__setattr__(self, "_sends", sends)
         check_int("expert_parallel_size", self.expert_parallel_size, minimum=1)
         if self.expert_parallel_size > 1:
             self._set_expert_parallel(convert)
+
+    def link_time(self, tokens: int) -> Any:
+        """Communication time [s] of a step of ``tokens`` tokens: :meth:`allreduce_time` + :meth:`sends_time`."""
+        return self.allreduce_time(tokens) + self.sends_time(tokens)
+
+    def sends_time(self, tokens: int) -> Any:
+        """Pipeline sends [s] of a step of ``tokens`` tokens through the P stages
+        (:func:`roofline.formulas.pipeline_sends_time`); 0 at P = 1 or without tokens."""
+        if self._sends is None or not tokens:
+            return 0
+        return f.pipeline_sends_time.unchecked(batch=tokens, **self._sends)
 
     def _set_expert_parallel(self, convert: Any) -> None:
         """Check and keep the expert-parallel communication's arguments (docs/conventions.md, "Expert parallelism")."""
@@ -490,15 +522,24 @@ class RooflineCostModel:
                                     "needs the tensor-parallel group it spans (tensor_parallel_size > 1, its link)")
         for name in ("network_bandwidth", "network_latency"):
             check_scalar(name, getattr(self, name))
+        if self._sends is not None:
+            raise InvalidValueError("expert_parallel_size", self.expert_parallel_size,
+                                    "beside pipeline sends: expert parallelism across pipeline stages is not modelled")
+        for name in ("scale_up_bandwidth", "scale_up_latency"):
+            check_scalar(name, getattr(self, name))
         ep = dict(self._allreduce, num_experts=self.num_experts, experts_per_token=self.experts_per_token,
                   expert_parallel_size=self.expert_parallel_size, num_moe_layers=self.num_moe_layers,
-                  gpus_per_node=self.gpus_per_node, network_bandwidth=self.network_bandwidth,
-                  network_latency=self.network_latency)
+                  node_gpus=self.node_gpus, network_bandwidth=self.network_bandwidth,
+                  network_latency=self.network_latency, scale_up_bandwidth=self.scale_up_bandwidth,
+                  scale_up_latency=self.scale_up_latency)
         f.decode_comm_time_ep(batch=1, **ep)  # names a bad field (R not dividing E, L_moe > L...)
         ep["network_bandwidth"] = (Fraction(_exact_time(self.network_bandwidth)) if self.exact
                                    else float(self.network_bandwidth))
         ep["network_latency"] = convert(self.network_latency)
-        for name in ("expert_parallel_size", "num_moe_layers", "gpus_per_node"):
+        ep["scale_up_bandwidth"] = (Fraction(_exact_time(self.scale_up_bandwidth)) if self.exact
+                                    else float(self.scale_up_bandwidth))
+        ep["scale_up_latency"] = convert(self.scale_up_latency)
+        for name in ("expert_parallel_size", "num_moe_layers", "node_gpus"):
             ep[name] = int(ep[name])
         object.__setattr__(self, "_expert", ep)
 
@@ -526,7 +567,8 @@ class RooflineCostModel:
         if not self.exact:
             return "float mode (exact=False): the stretch clock counts exact integer ticks"
         own = _own_step_times(self, RooflineCostModel, priced=("decode_time", "prefill_time", "mixed_time",
-                                                               "weights_read", "allreduce_time", "_tokens"))
+                                                               "weights_read", "allreduce_time", "_tokens",
+                                                               "link_time", "sends_time"))
         if own is not None:
             return own
         t = self._terms
@@ -541,6 +583,11 @@ class RooflineCostModel:
             ar = dict(self._allreduce, batch=1)
             link = dict(link_latency=f.decode_allreduce_latency_time.unchecked(**ar),
                         link_per_token=f.decode_allreduce_bandwidth_time.unchecked(**ar))
+        if self._sends is not None:  # the sends are affine in the tokens too: latency + per-token bytes
+            fixed = f.pipeline_sends_time.unchecked(**dict(self._sends, batch=0))
+            per_token = f.pipeline_sends_time.unchecked(**dict(self._sends, batch=1)) - fixed
+            link = dict(link_latency=link.get("link_latency", 0) + fixed,
+                        link_per_token=link.get("link_per_token", 0) + per_token)
         weights_denominator = power = None
         if self.num_experts:
             from ..formulas.moe import EXACT_BATCH_LIMIT
@@ -723,8 +770,8 @@ class RooflineCostModel:
                 duration = f.step_time.unchecked(batch=batch, context_sum=self._tokens(context_sum), **terms)
             if self.per_sequence:
                 duration = duration + batch * self.per_sequence
-            if self._allreduce is not None:
-                duration = duration + self.allreduce_time(batch)
+            if self._allreduce is not None or self._sends is not None:
+                duration = duration + self.link_time(batch)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -740,8 +787,8 @@ class RooflineCostModel:
                      else dict(self._terms, weight_bytes=self.weights_read(prefill_tokens)))
             duration = f.prefill_step_time.unchecked(prefill_tokens=prefill_tokens,
                                                      attention_pairs=self._tokens(attention_pairs), **terms)
-            if self._allreduce is not None:
-                duration = duration + self.allreduce_time(prefill_tokens)
+            if self._allreduce is not None or self._sends is not None:
+                duration = duration + self.link_time(prefill_tokens)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration
@@ -768,8 +815,8 @@ class RooflineCostModel:
                                                    attention_pairs=self._tokens(attention_pairs), **terms)
             if self.per_sequence:
                 duration = duration + decode_rows * self.per_sequence
-            if self._allreduce is not None:
-                duration = duration + self.allreduce_time(decode_rows + prefill_tokens)
+            if self._allreduce is not None or self._sends is not None:
+                duration = duration + self.link_time(decode_rows + prefill_tokens)
             if len(cache) >= _CACHE_SIZE:
                 cache.clear()
             cache[key] = duration

@@ -63,3 +63,21 @@ _B_real = sp.Symbol("B_real", positive=True)
     sp.Eq(decode_allreduce_bandwidth_time.subs(B, _B_real), decode_allreduce_latency_time.subs(B, _B_real)),
     _B_real,
 )
+
+
+# ------------------------------------------------------------------ groups that span nodes (p20)
+# docs/conventions.md, "Groups that span nodes": intra-node reduce-scatter (G - 1 steps of M / G over the
+# node's link), inter-node ring all-reduce of M / G among N = T / G GPUs (2 (N - 1) steps of M / (G N) over
+# the NIC), intra-node all-gather (G - 1 steps of M / G).
+G, beta_n, alpha_n = S.node_gpus, S.network_bandwidth, S.network_latency
+_N = T / G
+_intra = sp.summation(alpha + (M / G) / beta, (_s, 1, G - 1))
+_inter = sp.summation(alpha_n + (M / (G * _N)) / beta_n, (_s, 1, 2 * (_N - 1)))
+hierarchical_allreduce_time = sp.expand(2 * _intra + _inter)
+
+_beta_eff, _alpha_eff = sp.symbols("beta_eff alpha_eff", positive=True)
+_ring_eff = ring_allreduce_time.subs({beta: _beta_eff, alpha: _alpha_eff})
+(hierarchical_link_bandwidth,) = sp.solve(
+    sp.Eq(_ring_eff.subs(_alpha_eff, 0), hierarchical_allreduce_time.subs({alpha: 0, alpha_n: 0})), _beta_eff)
+(hierarchical_link_latency,) = sp.solve(
+    sp.Eq(_ring_eff.subs(M, 0), hierarchical_allreduce_time.subs(M, 0)), _alpha_eff)
