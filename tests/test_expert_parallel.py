@@ -223,3 +223,44 @@ def test_refusals_by_name():
     with pytest.raises(InvalidValueError, match="pipeline") as err:
         Deployment(get_model("qwen3-30b-a3b"), H200, Parallelism(2, pipeline=2, expert=True))
     assert err.value.field == "enable_expert_parallel"
+
+
+def test_the_estimate_api_prices_the_same_ep_step():
+    """roofline.estimate.decode_step of an EP deployment is the cost model's decode step, its communication the
+    registered decode_comm_time_ep, split into latency and bandwidth parts that add up to it."""
+    from roofline import estimate
+
+    for T in (8, 16):
+        d = Deployment(DSV3, H200, Parallelism(T, expert=True))
+        cost = RooflineCostModel.for_deployment(d)
+        for B in (1, 256):
+            s = estimate.decode_step(d, batch=B, context=1000)
+            assert s.step_time == cost.decode_time(B, 1000 * B)
+            assert s.allreduce_time == cost.allreduce_time(B)
+            assert s.allreduce_latency_time + s.allreduce_bandwidth_time == s.allreduce_time
+            assert s.allreduce_latency_time == cost.stretch_terms().link_latency
+
+
+def test_report_and_simulate_take_the_flag(capsys):
+    """report prints the experts per GPU and the dispatch/combine bytes and time (text and JSON); a dense model
+    is refused in one line naming the field; simulate runs an EP deployment."""
+    import json
+
+    from roofline.cli import main
+
+    args = ["--model", "deepseek-v3", "--accelerator", "h200", "--tensor-parallel-size", "8"]
+    assert main(["report", *args, "--enable-expert-parallel"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "32 whole routed experts per GPU (8 ranks); a token reaches 5.295 ranks, 4.633 remote" in text
+    assert "all-to-all 2,125.3 kB sent per GPU, 5.32 us each; dispatch + combine 617.46 us per step" in text
+    assert main(["report", "--json", *args, "--enable-expert-parallel"]) == 0
+    ep = json.loads(capsys.readouterr().out)["tensor_parallel"]["expert_parallel"]
+    assert ep["experts_per_gpu"] == 32 and ep["batch_1"]["dispatch_and_combine_per_step_s"] == pytest.approx(71.74e-6,
+                                                                                                           rel=1e-3)
+    assert main(["report", *args]) == 0
+    assert "expert parallelism" not in capsys.readouterr().out
+    assert main(["report", "--model", "llama-3.1-8b", "--tp", "2", "--enable-expert-parallel"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "enable_expert_parallel=True: llama-3.1-8b is a dense model" in err[0]
+    assert main(["simulate", *args, "--enable-expert-parallel", "--num-prompts", "4", "--random-input-len", "64",
+                 "--random-output-len", "8"]) == 0

@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from .._io import exact_decimal
-from ..deployment import Deployment, profile
+from ..deployment import Deployment, Parallelism, profile
 from ..errors import InvalidValueError, UnknownPresetError
 from ._vllm import add_vllm_dtype_options, check_vllm_model, vllm_dtypes
 
@@ -141,6 +141,14 @@ def add_tensor_parallel_option(p: argparse.ArgumentParser, *, default: int | Non
                         + ("the smallest that fits" if default is None else str(default)) + ")")
 
 
+def add_expert_parallel_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--enable-expert-parallel`` (vLLM's flag): a MoE model's routed experts spread whole over the group."""
+    p.add_argument("--enable-expert-parallel", action="store_true", dest="enable_expert_parallel",
+                   help="expert parallelism: E / T whole routed experts per GPU, each MoE layer's all-reduce "
+                        "replaced by a dispatch and a combine (all-to-all) and an all-gather; attention stays "
+                        "tensor-parallel (docs/conventions.md, \"Expert parallelism\"; default: off)")
+
+
 def citation_url(citation: str) -> str:
     """The first URL of a source citation (the line a command prints), else the citation itself."""
     match = re.search(r"https?://\S+?(?=[:,;)\s]|$)", citation)
@@ -154,7 +162,8 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
     KV dtype is the model's, ``load_model(..., kv_dtype=...)``), ``--accelerator``,
     ``--tensor-parallel-size`` (absent: 1; not given where its default is None: the smallest T
     that fits, :func:`roofline.estimate.smallest_tensor_parallel_size` at ``utilization``, else 1),
-    ``--flops`` (absent: "exact") and ``--estimate`` (absent: the bound).
+    ``--flops`` (absent: "exact"), ``--estimate`` (absent: the bound) and ``--enable-expert-parallel``
+    (absent: off; :attr:`roofline.Parallelism.expert`).
 
     Returns
     -------
@@ -182,7 +191,8 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
         kw = {} if utilization is None else {"utilization": utilization}
         T = smallest_tensor_parallel_size(model, accelerator, **kw) or 1
         chosen = T > 1
-    return Deployment(model, accelerator, T, flops=getattr(args, "flops", "exact"),
+    parallelism = Parallelism(T, expert=bool(getattr(args, "enable_expert_parallel", False)))
+    return Deployment(model, accelerator, parallelism, flops=getattr(args, "flops", "exact"),
                       estimate=by_flag("--estimate", profile, getattr(args, "estimate", None))), chosen
 
 

@@ -85,6 +85,7 @@ from ..units import GB, format_time
 from ._args import (
     add_estimate_option,
     add_flops_option,
+    add_expert_parallel_option,
     add_model_options,
     add_tensor_parallel_option,
     deployment_from_args,
@@ -143,6 +144,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_flops_option(p, default="exact")
     add_estimate_option(p, instead=True)
     add_tensor_parallel_option(p)
+    add_expert_parallel_option(p)
     p.add_argument("--overhead", type=number_arg("--overhead"), default=Fraction(0),
                    help="fixed per-step overhead in seconds (default: 0)")
     p.add_argument("--float", action="store_true", dest="float_mode",

@@ -8,8 +8,8 @@ of them remote: for DeepSeek-V3 (E = 256, k = 8) 5.29 of 8 ranks (4.63 remote) a
 (6.12 remote). Each MoE layer dispatches every token's hidden state to its remote ranks,
 combines one partial sum back from each, and all-gathers its output for the next
 tensor-parallel attention. Per GPU the routed experts' bytes and every FLOP equal tensor
-parallelism inside the experts; the shared experts (replicated: 2.2 GB more read per step on 8
-GPUs, 2.4 GB on 16) and the communication do not. At batch 1 the all-to-alls and all-gathers
+parallelism inside the experts; the shared experts (replicated: 2.24 GB more read per step on 8
+GPUs, 2.40 GB on 16) and the communication do not. At batch 1 the all-to-alls and all-gathers
 cost less than the MoE layers' all-reduces (on 8 and on 16 GPUs); at batch 256 on 16 GPUs
 (2 nodes) they cost more, half of every all-to-all's copies crossing the 50 GB/s NIC. The
 replicated shared experts make EP's step longer than TP's in all four cases; the all-to-alls
@@ -25,7 +25,7 @@ Assumptions
   (the most loaded rank is not modelled).
 * "Groups that span nodes": the attention's all-reduce over 16 GPUs on 2 nodes is the
   hierarchical all-reduce (intra-node reduce-scatter, inter-node ring, intra-node all-gather).
-* DeepSeek-V3 in BF16 (the preset: 61 layers, 3 dense, 58 MoE, hidden 7168, 256 routed experts
+* DeepSeek-V3 as its checkpoint ships it (the preset: FP8 block-quantized weights, BF16 activations; 61 layers, 3 dense, 58 MoE, hidden 7168, 256 routed experts
   of width 2048, 8 per token, 1 shared expert), context 1,000 tokens per sequence.
 * TP x PP is not compared: pipeline stages of a model whose dense and MoE layers differ
   (DeepSeek-V3's first three layers) are refused (docs/conventions.md, "Pipeline parallelism").
@@ -194,6 +194,13 @@ def derive(p: Proof) -> None:
                     a2a = 2 * L_MOE * a2a_hand(r, b)[1]
                     comm = (2 * L - L_MOE) * ring + L_MOE * ring / 2 + a2a
                 step = max(mem, comp) + comm
+                if b == 256:  # the compute side by its own fast paths, so that its value is checked too
+                    fl = dict(batch=b, context_sum=ctx, flops_per_token=t_["flops_per_token"],
+                              attention_flops_per_token=t_["attention_flops_per_token"])
+                    p.equal(f"{r} GPUs {mode}, B = 256: FLOPs per GPU B F + a S (fast path decode_flops)",
+                            f.decode_flops(**fl), b * t_["flops_per_token"] + t_["attention_flops_per_token"] * ctx)
+                    p.equal(f"{r} GPUs {mode}, B = 256: compute time below the memory time (fast path compute_time)",
+                            f.compute_time(peak_flops=peak, **fl), comp, value=f"{si(comp, 's')} < {si(mem, 's')}")
                 got = cost.decode_time(b, ctx)
                 p.equal(f"{r} GPUs {mode}, B = {b}: the cost model's step = max(memory, compute) + communication, "
                         "by hand", got, step, value=si(step, "s"))
@@ -229,6 +236,9 @@ def derive(p: Proof) -> None:
     pf = dict(weight_bytes=model.weight_bytes, kv_bytes_per_token=model.kv_bytes_per_token,
               flops_per_token=model.flops_per_token("exact")[0], attention_flops_per_token=0,
               bandwidth=Fraction(gpu.bandwidth), peak_flops=Fraction(gpu.peak_flops), overhead=0)
+    p.equal("its bytes: W + 4,096 tokens' KV written (fast path prefill_bytes)",
+            f.prefill_bytes(weight_bytes=pf["weight_bytes"], kv_bytes_per_token=pf["kv_bytes_per_token"],
+                            prefill_tokens=4096), pf["weight_bytes"] + pf["kv_bytes_per_token"] * 4096)
     p.equal("a prefill of 4,096 tokens on one (imaginary) GPU: compute-bound, 4096 F / peak (fast path)",
             f.prefill_step_time(prefill_tokens=4096, attention_pairs=0, **pf),
             max(Fraction(pf["weight_bytes"] + pf["kv_bytes_per_token"] * 4096) / pf["bandwidth"],
