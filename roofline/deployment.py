@@ -31,7 +31,8 @@ from .hardware import Accelerator
 from .models import ModelConfig, ModelShare, flops_convention
 from .profiles import EngineProfile, get_engine_profile, resolve_engine_profile
 
-__all__ = ["Deployment", "Parallelism", "PipelineStage", "stage_layers", "as_deployment", "allreduce_terms", "group_link", "per_sequence_time",
+__all__ = ["Deployment", "Parallelism", "PipelineStage", "stage_layers", "as_deployment", "allreduce_terms",
+           "group_link", "per_sequence_time",
            "profile", "FROM_DEPLOYMENT",
            "expert_parallel_terms"]
 
@@ -547,7 +548,8 @@ def _check_expert_parallel(model: ModelConfig, ranks: int) -> None:
 
 
 def expert_parallel_terms(model: ModelConfig, accelerator: Accelerator, expert_parallel_size: int) -> dict[str, Any]:
-    """What expert parallelism over R ranks changes in a cost model's fields (docs/conventions.md, "Expert parallelism").
+    """What expert parallelism over R ranks changes in a cost model's fields (docs/conventions.md, "Expert
+    parallelism").
 
     Parameters
     ----------

@@ -23,8 +23,14 @@ import numpy as np
 
 from . import formulas as f
 from ._checks import check_int, check_number
-from .deployment import (FROM_DEPLOYMENT, Deployment, allreduce_terms, as_deployment, expert_parallel_terms,
-                         per_sequence_time)
+from .deployment import (
+    FROM_DEPLOYMENT,
+    Deployment,
+    allreduce_terms,
+    as_deployment,
+    expert_parallel_terms,
+    per_sequence_time,
+)
 from .errors import InvalidValueError, NoKVBudgetError
 from .hardware import Accelerator, Source, Sourced
 from .models import ModelConfig

@@ -177,17 +177,20 @@ def test_small_ep_cost_models_run_on_the_stretch_clock(per: int, R: int, data: s
     E = per * R
     cost = RooflineCostModel(
         weight_bytes=data.draw(st.integers(1, 80)), kv_bytes_per_token=data.draw(st.integers(0, 9)),
-        flops_per_token=data.draw(st.integers(1, 60)), attention_flops_per_token=1, bandwidth=data.draw(st.integers(1, 20)),
+        flops_per_token=data.draw(st.integers(1, 60)), attention_flops_per_token=1,
+        bandwidth=data.draw(st.integers(1, 20)),
         peak_flops=data.draw(st.integers(1, 40)), routed_expert_bytes=data.draw(st.integers(0, 30)), num_experts=E,
         experts_per_token=data.draw(st.integers(1, E)), tensor_parallel_size=R, num_hidden_layers=3,
         hidden_size=data.draw(st.integers(1, 16)), link_bandwidth=data.draw(st.integers(1, 50)),
         link_latency=data.draw(st.sampled_from([0, Fraction(1, 100), Fraction(3, 7)])), expert_parallel_size=R,
         num_moe_layers=data.draw(st.integers(0, 3)), node_gpus=data.draw(st.integers(1, R)),
-        scale_up_bandwidth=data.draw(st.integers(1, 50)), scale_up_latency=data.draw(st.sampled_from([0, Fraction(1, 7)])),
+        scale_up_bandwidth=data.draw(st.integers(1, 50)),
+        scale_up_latency=data.draw(st.sampled_from([0, Fraction(1, 7)])),
         network_bandwidth=data.draw(st.integers(1, 9)), network_latency=data.draw(st.sampled_from([0, Fraction(1, 3)])))
     n = data.draw(st.integers(1, 6))
-    reqs = [Request(id=i, arrival_s=Fraction(data.draw(st.integers(0, 20)), 4), prompt_tokens=data.draw(st.integers(1, 20)),
-                    output_tokens=data.draw(st.integers(1, 12))) for i in range(n)]
+    reqs = [Request(id=i, arrival_s=Fraction(data.draw(st.integers(0, 20)), 4),
+                    prompt_tokens=data.draw(st.integers(1, 20)), output_tokens=data.draw(st.integers(1, 12)))
+            for i in range(n)]
     reqs.sort(key=lambda r: r.arrival_s)
     assert_same_results(serve_continuous(reqs, cost, engine="event", record_steps=True),
                         serve_continuous(reqs, cost, engine="step", record_steps=True))

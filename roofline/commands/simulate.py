@@ -84,8 +84,8 @@ from ..sim import (
 from ..units import GB, format_time
 from ._args import (
     add_estimate_option,
-    add_flops_option,
     add_expert_parallel_option,
+    add_flops_option,
     add_model_options,
     add_tensor_parallel_option,
     deployment_from_args,

@@ -58,7 +58,8 @@ def _layers(kw: dict[str, Any]) -> Any:
     return np.asarray(kw["num_moe_layers"], dtype=object) <= np.asarray(kw["num_hidden_layers"], dtype=object)
 
 
-_RANKS_OK = ("expert_parallel_size", "an expert-parallel size dividing num_experts and experts_per_token <= num_experts",
+_RANKS_OK = ("expert_parallel_size",
+             "an expert-parallel size dividing num_experts and experts_per_token <= num_experts",
              lambda **kw: _divides(kw))
 _LAYERS_OK = ("expert_parallel_size", "an expert-parallel size dividing num_experts, experts_per_token <= "
               "num_experts and num_moe_layers <= num_hidden_layers", lambda **kw: _divides(kw) & _layers(kw))
