@@ -267,3 +267,8 @@ def test_report_and_simulate_take_the_flag(capsys):
     assert len(err) == 1 and "enable_expert_parallel=True: llama-3.1-8b is a dense model" in err[0]
     assert main(["simulate", *args, "--enable-expert-parallel", "--num-prompts", "4", "--random-input-len", "64",
                  "--random-output-len", "8"]) == 0
+    assert "(tensor and expert parallel: KV pool per GPU, all-reduces, all-gathers and all-to-alls" in \
+        " ".join(capsys.readouterr().out.split())
+    assert main(["simulate", "--json", *args, "--enable-expert-parallel", "--num-prompts", "4",
+                 "--random-input-len", "64", "--random-output-len", "8"]) == 0
+    assert json.loads(capsys.readouterr().out)["enable_expert_parallel"] is True

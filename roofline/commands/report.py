@@ -477,8 +477,9 @@ def _tensor_parallel_lines(r: dict[str, Any]) -> list[str]:
         f"each {'layer' if 'expert_parallel' not in tp else 'dense layer'}) of B x "
         f"{tp['allreduce_message_bytes_per_token']:,} B",
         *(_expert_parallel_lines(tp) if "expert_parallel" in tp else []),
-        f"  batch 1               {_t(one['step_time_s'])} = roofline of one GPU + all-reduce "
-        f"{_t(one['allreduce_time_s'])} (latency {_t(one['allreduce_latency_time_s'])}, bandwidth "
+        f"  batch 1               {_t(one['step_time_s'])} = roofline of one GPU + "
+        + ("all-reduce " if "expert_parallel" not in tp else "all-reduces, all-gathers and all-to-alls ")
+        + f"{_t(one['allreduce_time_s'])} (latency {_t(one['allreduce_latency_time_s'])}, bandwidth "
         f"{_t(one['allreduce_bandwidth_time_s'])}); {one['group_throughput_tokens_per_s']:,.0f} tokens/s",
         f"  all-reduce crossover  bandwidth term above latency term from batch "
         f"{tp['allreduce_crossover_batch']:,.1f} = T x latency x bandwidth / (hidden x activation bytes)",

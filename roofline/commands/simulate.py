@@ -603,6 +603,9 @@ def _on(deployment: Deployment) -> str:
     """The accelerator, or the tensor-parallel group, a run is on."""
     if deployment.tensor_parallel_size == 1:
         return deployment.where
+    if deployment.expert_parallel_size > 1:
+        return (f"{deployment.where} (tensor and expert parallel: KV pool per GPU, all-reduces, all-gathers "
+                "and all-to-alls in every step, tokens/s of the group)")
     return f"{deployment.where} (tensor parallel: KV pool per GPU, all-reduce in every step, tokens/s of the group)"
 
 
@@ -793,6 +796,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
                   "kv_dtype": model.kv_dtype},
         "accelerator": {"key": acc.key, "name": acc.name},
         **({"tensor_parallel_size": T} if (T := run["deployment"].tensor_parallel_size) > 1 else {}),
+        **({"enable_expert_parallel": True} if run["deployment"].expert_parallel_size > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
         "flops_convention": run["deployment"].flops,
         **({"estimate_band": run["band"]} if run.get("band") else {}),
