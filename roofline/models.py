@@ -1010,7 +1010,8 @@ class ModelConfig:
             - KV heads H_kv / T, or one per GPU (replicated) when T exceeds H_kv;
             - MLP width I / T (gate and up by columns, down by rows); each routed expert's and the
               shared experts' widths / T (tensor parallelism inside every expert, vLLM's default;
-              expert parallelism is not modelled); the router is replicated;
+              expert parallelism, whole experts per GPU, is the Deployment's ``Parallelism.expert``);
+              the router is replicated;
             - embedding and lm_head split by vocabulary: ceil(V / T) rows per GPU;
             - norms, biases of row-parallel layers (o_proj, down_proj), learned position embeddings
               and other towers replicated;
