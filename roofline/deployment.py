@@ -33,7 +33,8 @@ from .profiles import EngineProfile, get_engine_profile, resolve_engine_profile
 
 __all__ = ["Deployment", "Parallelism", "PipelineStage", "stage_layers", "as_deployment", "allreduce_terms",
            "group_link", "per_sequence_time",
-           "profile", "FROM_DEPLOYMENT"]
+           "profile", "FROM_DEPLOYMENT",
+           "expert_parallel_terms"]
 
 
 class _FromDeployment:
@@ -60,9 +61,14 @@ def _data(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     check_count("data_parallel_size", value, minimum=1)
 
 
+def _expert(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InvalidValueError("enable_expert_parallel", value, "expected True or False")
+
+
 @attrs.frozen
 class Parallelism:
-    """How a deployment splits its model over GPUs: tensor parallelism of degree T (today's only kind).
+    """How a deployment splits its model over GPUs: tensor parallelism of degree T, expert parallelism on or off.
 
     A value of its own rather than plain fields of :class:`Deployment`, so that pipeline stages
     (P), expert parallelism and data-parallel replicas (D) join here as fields that default to
@@ -79,12 +85,17 @@ class Parallelism:
     data : int >= 1, default 1
         D, data-parallel replicas of the whole (vLLM's ``--data-parallel-size``); a step's price is one
         replica's, and only :func:`roofline.sim.serve_replicas` serves D of them.
+    expert : bool, default False
+        Expert parallelism (vLLM's ``--enable-expert-parallel``): the routed experts spread whole
+        over the R = T ranks of the group, E / R each, attention still tensor-parallel over T
+        (docs/conventions.md, "Expert parallelism").
 
     Raises
     ------
     InvalidValueError
         T not one integer >= 1 (an array, a bool, 0...): field ``tensor_parallel_size``; P and D likewise:
-        fields ``pipeline_parallel_size`` and ``data_parallel_size``.
+        fields ``pipeline_parallel_size`` and ``data_parallel_size``; ``expert`` not a bool: field
+        ``enable_expert_parallel``.
     """
 
     tensor: int = attrs.field(default=1, validator=_tensor)
@@ -92,11 +103,17 @@ class Parallelism:
     #: D, data-parallel replicas (vLLM's ``--data-parallel-size``): independent copies behind a router
     #: (:func:`roofline.sim.serve_replicas`; docs/conventions.md, "Data-parallel replicas"). Default 1.
     data: int = attrs.field(default=1, validator=_data)
+    expert: bool = attrs.field(default=False, validator=_expert)
 
     @property
     def replica_gpus(self) -> int:
         """GPUs one copy of the model runs on [GPUs]: every size but D, T x P."""
         return int(self.tensor) * int(self.pipeline)
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """R, ranks of the expert-parallel group [GPUs]: T with expert parallelism on, else 1."""
+        return int(self.tensor) if self.expert else 1
 
     @property
     def gpus(self) -> int:
@@ -194,6 +211,11 @@ class Deployment:
         P = int(parallelism.pipeline)
         if P > 1:
             _check_pipeline(self.model, P)
+        if parallelism.expert:
+            _check_expert_parallel(self.model, parallelism.expert_parallel_size)
+            if P > 1:
+                raise InvalidValueError("enable_expert_parallel", True, f"beside pipeline_parallel_size={P}: "
+                                        "expert parallelism across pipeline stages is not modelled (P = 1 only)")
         object.__setattr__(self, "flops", flops_convention(self.flops))
         object.__setattr__(self, "estimate", _profile(self.estimate))
 
@@ -217,6 +239,11 @@ class Deployment:
     def gpus(self) -> int:
         """GPUs the deployment uses [GPUs] (:attr:`Parallelism.gpus`)."""
         return self.parallelism.gpus
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """R [GPUs] of the expert-parallel group (:attr:`Parallelism.expert_parallel_size`; 1 without it)."""
+        return self.parallelism.expert_parallel_size
 
     @property
     def share(self) -> ModelConfig:
@@ -309,6 +336,9 @@ class Deployment:
             terms["weight_bytes"] = share.shared_weight_bytes
             terms.update(routed_expert_bytes=share.routed_expert_bytes, num_experts=share.num_experts,
                          experts_per_token=share.num_experts_per_tok)
+        if self.expert_parallel_size > 1:
+            terms.update(expert_parallel_terms(self.model, accelerator, self.expert_parallel_size))
+            terms["weight_bytes"] = share.shared_weight_bytes + terms.pop("replicated_bytes")
         per_sequence: dict[str, Any] = {}
         t_seq = per_sequence_time(self.estimate)
         if t_seq:
@@ -522,6 +552,71 @@ def _stages(share: ModelConfig, P: int, flops: str) -> tuple[PipelineStage, ...]
 def _exact(x: Any) -> Any:
     x = Fraction(x)
     return int(x) if x.denominator == 1 else x
+
+
+def _check_expert_parallel(model: ModelConfig, ranks: int) -> None:
+    """Refuse, naming ``enable_expert_parallel``, a dense model or R ranks that do not divide E."""
+    if not model.is_moe:
+        raise InvalidValueError("enable_expert_parallel", True,
+                                f"{model.name} is a dense model: expert parallelism needs routed experts")
+    if model.num_experts % ranks:
+        raise InvalidValueError("enable_expert_parallel", True,
+                                f"num_experts={model.num_experts} of {model.name} is not divisible by the "
+                                f"{ranks} ranks of the expert-parallel group (E / R whole experts per GPU)")
+
+
+def expert_parallel_terms(model: ModelConfig, accelerator: Accelerator, expert_parallel_size: int) -> dict[str, Any]:
+    """What expert parallelism over R ranks changes in a cost model's fields (docs/conventions.md, "Expert
+    parallelism").
+
+    Parameters
+    ----------
+    model : ModelConfig
+        The whole model (a mixture of experts, R dividing its E).
+    accelerator : Accelerator
+        Its scale-up link (the all-to-all inside a node) and, for R above one node
+        (:attr:`roofline.Accelerator.node_gpus`), its ``network``.
+    expert_parallel_size : int >= 2
+        R (= T).
+
+    Returns
+    -------
+    dict
+        ``routed_expert_bytes`` [bytes]: X / R, one GPU's mean per expert touched anywhere, so
+        that X / R x E (1 - (1 - k/E)^n) = X x (E / R)(1 - (1 - k/E)^n), its own E / R experts'
+        expected touched bytes; ``replicated_bytes`` [bytes]: the shared experts' (1 - 1/R) part
+        that a replicated copy adds to the tensor-parallel share; ``expert_parallel_size``,
+        ``num_moe_layers``; ``node_gpus`` (G, the group's ranks in each node: min(R, the node's
+        GPUs)), ``scale_up_bandwidth`` and ``scale_up_latency`` (the link of G GPUs, bandwidth 1 and
+        latency 0 when G = 1), ``network_bandwidth`` and ``network_latency`` (the NIC when R > G,
+        else 1 and 0: unused).
+
+    Raises
+    ------
+    InvalidValueError
+        A dense model, or R not dividing E (field ``enable_expert_parallel``); a group beyond
+        one node on a part without a sourced network, or links that cannot hold G (field
+        ``tensor_parallel_size``, :meth:`roofline.Accelerator.link`).
+    """
+    check_int("expert_parallel_size", expert_parallel_size, minimum=2)
+    _check_expert_parallel(model, expert_parallel_size)
+    R = int(expert_parallel_size)
+    G = min(R, accelerator.node_gpus)
+    shared = Fraction(model.shared_expert_bytes)
+    scale_up = (Fraction(1), Fraction(0))
+    if G > 1:
+        link = accelerator.link(G)
+        scale_up = (Fraction(link.bandwidth.value), Fraction(link.latency.value))
+    network = (Fraction(1), Fraction(0))
+    if R > G:
+        if accelerator.network is None:
+            raise InvalidValueError("tensor_parallel_size", R, f"{R} GPUs span {accelerator.nodes(R)} nodes of {G}, "
+                                    f"and {accelerator.name} has no sourced network link between nodes")
+        network = (Fraction(accelerator.network.bandwidth.value), Fraction(accelerator.network.latency.value))
+    return dict(routed_expert_bytes=Fraction(model.routed_expert_bytes) / R, replicated_bytes=shared - shared / R,
+                expert_parallel_size=R, num_moe_layers=model.num_moe_layers, node_gpus=G,
+                scale_up_bandwidth=scale_up[0], scale_up_latency=scale_up[1],
+                network_bandwidth=network[0], network_latency=network[1])
 
 
 def per_sequence_time(profile: Any) -> Any:

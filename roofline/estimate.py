@@ -23,7 +23,14 @@ import numpy as np
 
 from . import formulas as f
 from ._checks import check_int, check_number
-from .deployment import FROM_DEPLOYMENT, Deployment, allreduce_terms, as_deployment, per_sequence_time
+from .deployment import (
+    FROM_DEPLOYMENT,
+    Deployment,
+    allreduce_terms,
+    as_deployment,
+    expert_parallel_terms,
+    per_sequence_time,
+)
 from .errors import InvalidValueError, NoKVBudgetError
 from .hardware import Accelerator, Source, Sourced
 from .models import ModelConfig
@@ -77,6 +84,23 @@ def _model_terms(model: ModelConfig, flops: str, batch: Any = 1, context: Any = 
     return terms
 
 
+def _expert_parallel(d: Deployment, batch: Any, terms: dict[str, Any]) -> dict[str, Any] | None:
+    """With expert parallelism (R > 1): the weight bytes one GPU reads set in ``terms`` (its shared weights, the
+    replicated shared experts, its E / R experts' expected touched bytes) and the all-to-all's keywords of
+    :func:`roofline.formulas.decode_comm_time_ep` beside the all-reduce's; None without it
+    (docs/conventions.md, "Expert parallelism")."""
+    R = d.expert_parallel_size
+    if R == 1:
+        return None
+    ep = expert_parallel_terms(d.model, d.accelerator, R)
+    share = d.share
+    touched = f.experts_touched(num_experts=share.num_experts, experts_per_token=share.num_experts_per_tok,
+                                batch=batch)
+    terms["weight_bytes"] = (Fraction(share.shared_weight_bytes) + ep.pop("replicated_bytes")
+                             + ep.pop("routed_expert_bytes") * touched)
+    return dict(ep, num_experts=share.num_experts, experts_per_token=share.num_experts_per_tok)
+
+
 def _profile_constants(profile: Any, accelerator: Accelerator) -> dict[str, Any]:
     """A profile's constants on ``accelerator`` (its own eta_bw where fitted); a profile object whose
     ``constants()`` takes no accelerator gives its one set."""
@@ -122,7 +146,8 @@ class DecodeStep:
     eta_mm x peak, step time with t_step + L t_layer + B t_seq added; docs/conventions.md,
     "Bound and estimate").
     tensor_parallel_size [GPUs] (T; bytes, FLOPs, memory and compute times are one GPU's,
-    throughput the group's), allreduce_time [s] (in step_time; 0 at T = 1) and its
+    throughput the group's), allreduce_time [s] (in step_time; 0 at T = 1; with expert
+    parallelism the step's whole communication, :func:`roofline.formulas.decode_comm_time_ep`) and its
     allreduce_bandwidth_time and allreduce_latency_time terms [s] (docs/conventions.md,
     "Tensor parallelism").
     """
@@ -226,6 +251,7 @@ def decode_step(
     model, accelerator, group = d.share, d.accelerator, d.tensor_parallel_size
     ar = d.allreduce_terms() if group > 1 else None
     terms = _model_terms(model, d.flops, batch, context)
+    ep = _expert_parallel(d, batch, terms)
     if not kv_reads:
         terms.update(kv_bytes_per_token=0, attention_flops_per_token=0)
     P = d.pipeline_parallel_size
@@ -261,10 +287,16 @@ def decode_step(
         allreduce: Any = 0
         if ar is not None:
             ar_kw = dict(ar, batch=batch)
-            allreduce = f.decode_allreduce_time(**ar_kw)
-            tp = dict(tensor_parallel_size=group, allreduce_time=allreduce,
-                      allreduce_bandwidth_time=f.decode_allreduce_bandwidth_time(**ar_kw),
-                      allreduce_latency_time=f.decode_allreduce_latency_time(**ar_kw))
+            if ep is not None:  # expert parallelism: all-reduces, all-gathers and all-to-alls, affine in the batch
+                allreduce = f.decode_comm_time_ep(**ar_kw, **ep)
+                latency = (2 * f.decode_comm_time_ep(**ar, **ep, batch=1)
+                           - f.decode_comm_time_ep(**ar, **ep, batch=2))
+                parts = dict(allreduce_bandwidth_time=allreduce - latency, allreduce_latency_time=latency)
+            else:
+                allreduce = f.decode_allreduce_time(**ar_kw)
+                parts = dict(allreduce_bandwidth_time=f.decode_allreduce_bandwidth_time(**ar_kw),
+                             allreduce_latency_time=f.decode_allreduce_latency_time(**ar_kw))
+            tp = dict(tensor_parallel_size=group, allreduce_time=allreduce, **parts)
         if P > 1:  # one batch through the P stages: the sends between them (f.step_time_pp)
             sends = f.pipeline_sends_time(batch=batch, **d.send_terms())
             allreduce = allreduce + sends

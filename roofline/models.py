@@ -726,6 +726,16 @@ class ModelConfig:
         tower = self._group_bytes_of("towers")
         return self.weight_bytes - self.num_experts * self.routed_expert_bytes - tower
 
+    @property
+    def shared_expert_bytes(self) -> int | Fraction:
+        """Bytes of the shared experts summed over the MoE layers [bytes] (0 without any).
+
+        Part of :attr:`shared_weight_bytes`; expert parallelism replicates them on every GPU
+        (docs/conventions.md, "Expert parallelism").
+        """
+        return sum((self._group_bytes(g) * g.count for g in self.tensor_groups()
+                    if g.name.startswith("shared_experts.")), 0)
+
     def _group_bytes_of(self, cls: str) -> int | Fraction:
         return sum((self._group_bytes(g) * g.count for g in self.tensor_groups() if g.cls == cls), 0)
 
@@ -1000,7 +1010,8 @@ class ModelConfig:
             - KV heads H_kv / T, or one per GPU (replicated) when T exceeds H_kv;
             - MLP width I / T (gate and up by columns, down by rows); each routed expert's and the
               shared experts' widths / T (tensor parallelism inside every expert, vLLM's default;
-              expert parallelism is not modelled); the router is replicated;
+              expert parallelism, whole experts per GPU, is the Deployment's ``Parallelism.expert``);
+              the router is replicated;
             - embedding and lm_head split by vocabulary: ceil(V / T) rows per GPU;
             - norms, biases of row-parallel layers (o_proj, down_proj), learned position embeddings
               and other towers replicated;

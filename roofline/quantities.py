@@ -196,6 +196,15 @@ _TABLE = (
              "(the scale-up link, per GPU per direction)", "positive"),
     Quantity("send_latency", "alpha_pp", "s", "latency of one send between stages inside a node", "nonnegative"),
     Quantity("stage_time", "t_stage", "s", "time one stage takes for its part of one batch's step", "positive"),
+    # expert parallelism (docs/conventions.md, "Expert parallelism")
+    Quantity("expert_parallel_size", "R", "GPUs", "ranks of the expert-parallel group (E / R whole experts each)",
+             "positive_int", "R = T (the tensor-parallel group); 1 is no expert parallelism"),
+    Quantity("num_moe_layers", "L_moe", "layers", "MoE layers of the model (each routes, dispatches and combines)",
+             "nonnegative_int"),
+    Quantity("scale_up_bandwidth", "beta_su", "bytes/s", "scale-up link (NVLink) bandwidth per GPU per direction "
+             "of an all-to-all's transfers inside a node", "positive"),
+    Quantity("scale_up_latency", "alpha_su", "s", "latency of one all-to-all over the scale-up link (small message)",
+             "nonnegative"),
     # speculative decoding (docs/conventions.md, "Speculative decoding")
     Quantity("speculative_tokens", "k_s", "tokens", "tokens the proposer proposes per sequence per step "
              "(vLLM's num_speculative_tokens)", "nonnegative_int", "0 is plain decode"),

@@ -44,6 +44,10 @@ ADMISSIBLE = {
     # an arrival before the running batch ends: the drawn arrival as a share of the batch's duration
     "static_join_wait": lambda kw: dict(
         kw, arrival_time=kw["length_max"] * kw["step_time"] * (Fraction(kw["arrival_time"]) % 1)),
+    # expert parallelism: E a multiple of R (the drawn E as experts per rank), k folded into [1, E], L_moe <= L
+    **{name: (lambda kw: _expert_group(kw))
+       for name in ("ranks_reached", "remote_ranks_reached", "experts_touched_per_rank", "alltoall_bytes",
+                    "alltoall_time", "decode_alltoall_time", "decode_comm_time_ep", "step_time_ep")},
     # a group of at least two GPUs (one GPU has no all-reduce, so no crossover)
     "allreduce_crossover_batch": lambda kw: dict(kw, tensor_parallel_size=kw["tensor_parallel_size"] + 1),
     # a group of whole nodes: T = k G (at least 2 GPUs for the effective ring values)
@@ -55,6 +59,15 @@ ADMISSIBLE = {
     **{name: (lambda kw: dict(kw, pipeline_parallel_size=kw["pipeline_parallel_size"] + kw["batches_in_flight"] - 1))
        for name in ("throughput_pp", "pipeline_bubble_share")},
 }
+
+
+def _expert_group(kw: dict) -> dict:
+    """Drawn expert-parallel arguments made admissible: E = drawn E x R, 1 <= k <= E, L_moe <= L."""
+    out = dict(kw, num_experts=kw["num_experts"] * kw["expert_parallel_size"])
+    out["experts_per_token"] = 1 + (kw["experts_per_token"] - 1) % out["num_experts"]
+    if "num_moe_layers" in kw and "num_hidden_layers" in kw:
+        out["num_moe_layers"] = kw["num_moe_layers"] % (kw["num_hidden_layers"] + 1)
+    return out
 
 
 def _kwargs(data: st.DataObject, spec: f.FormulaSpec, *, max_value: int = 10**6) -> dict:

@@ -159,6 +159,14 @@ def add_pipeline_parallel_option(p: argparse.ArgumentParser) -> None:
                         "default: 1)")
 
 
+def add_expert_parallel_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--enable-expert-parallel`` (vLLM's flag): a MoE model's routed experts spread whole over the group."""
+    p.add_argument("--enable-expert-parallel", action="store_true", dest="enable_expert_parallel",
+                   help="expert parallelism: E / T whole routed experts per GPU, each MoE layer's all-reduce "
+                        "replaced by a dispatch and a combine (all-to-all) and an all-gather; attention stays "
+                        "tensor-parallel (docs/conventions.md, \"Expert parallelism\"; default: off)")
+
+
 def citation_url(citation: str) -> str:
     """The first URL of a source citation (the line a command prints), else the citation itself."""
     match = re.search(r"https?://\S+?(?=[:,;)\s]|$)", citation)
@@ -173,7 +181,8 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
     ``--tensor-parallel-size`` (absent: 1; not given where its default is None: the smallest T
     that fits, :func:`roofline.estimate.smallest_tensor_parallel_size` at ``utilization``, else 1),
     ``--pipeline-parallel-size`` (absent: 1; with P > 1 and T chosen, the smallest T whose stages all
-    leave a KV budget), ``--flops`` (absent: "exact") and ``--estimate`` (absent: the bound).
+    leave a KV budget), ``--flops`` (absent: "exact"), ``--estimate`` (absent: the bound) and
+    ``--enable-expert-parallel`` (absent: off; :attr:`roofline.Parallelism.expert`).
 
     Returns
     -------
@@ -205,7 +214,8 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
         kw = {} if utilization is None else {"utilization": utilization}
         T = smallest_tensor_parallel_size(model, accelerator, **kw) or 1
         chosen = T > 1
-    parallelism = Parallelism(tensor=T, pipeline=P, data=getattr(args, "data_parallel_size", 1))
+    parallelism = Parallelism(tensor=T, pipeline=P, data=getattr(args, "data_parallel_size", 1),
+                              expert=bool(getattr(args, "enable_expert_parallel", False)))
     return Deployment(model, accelerator, parallelism, flops=getattr(args, "flops", "exact"),
                       estimate=by_flag("--estimate", profile, getattr(args, "estimate", None))), chosen
 

@@ -42,6 +42,7 @@ from ..units import GB, fit_width, format_time
 from ._answers import add_answer_options, answer_context, answers, format_answers
 from ._args import (
     add_estimate_option,
+    add_expert_parallel_option,
     add_model_options,
     add_pipeline_parallel_option,
     add_tensor_parallel_option,
@@ -84,6 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_tensor_parallel_option(p, default=None, budgets="every KV budget (the lesson's 53 GB, --kv-budget-gb, "
                                                           "the real one) is one GPU's")
     add_pipeline_parallel_option(p)
+    add_expert_parallel_option(p)
     p.add_argument("--speculative-config", default=None, metavar="JSON",
                    help="speculative decoding, as vLLM spells it: '{\"method\": \"draft_model\" or \"ngram\", "
                         "\"model\": DRAFT, \"num_speculative_tokens\": k}' (needs --acceptance-rate; "
@@ -386,7 +388,8 @@ def _tensor_parallel_json(bound: Deployment, upper: estimate_mod.KVCapacity,
         "kv_bytes_per_token_whole_model": float(whole.kv_bytes_per_token),
         "kv_bytes_per_token_per_gpu": float(share.kv_bytes_per_token),
         "kv_budget_all_gpus_bytes": float(upper.budget * T),
-        "allreduces_per_step": 2 * share.num_hidden_layers,
+        "allreduces_per_step": 2 * share.num_hidden_layers - (share.num_moe_layers if bound.expert_parallel_size > 1
+                                                               else 0),
         "allreduce_message_bytes_per_token": share.hidden_size * share.activation_bytes,
         "batch_1": {"step_time_s": float(one.step_time), "allreduce_time_s": float(one.allreduce_time),
                     "allreduce_bandwidth_time_s": float(one.allreduce_bandwidth_time),
@@ -397,7 +400,60 @@ def _tensor_parallel_json(bound: Deployment, upper: estimate_mod.KVCapacity,
             link_bandwidth=ar["link_bandwidth"], link_latency=ar["link_latency"])),
         "group_throughput_at_kv_limit_tokens_per_s": None if at_limit is None
         else at_limit["throughput_tokens_per_s"],
+        **({"expert_parallel": _expert_parallel_json(bound)} if bound.expert_parallel_size > 1 else {}),
     }
+
+
+def _expert_parallel_json(bound: Deployment) -> dict[str, Any]:
+    """Expert parallelism's numbers: experts per GPU, ranks a token reaches, dispatch and combine at batch 1 and 256."""
+    from .. import formulas as f
+    from ..deployment import expert_parallel_terms
+
+    whole, R = bound.model, bound.expert_parallel_size
+    ep = expert_parallel_terms(whole, bound.accelerator, R)
+    group = dict(num_experts=whole.num_experts, experts_per_token=whole.num_experts_per_tok, expert_parallel_size=R)
+    links = {k: ep[k] for k in ("scale_up_bandwidth", "scale_up_latency", "node_gpus", "network_bandwidth",
+                                "network_latency")}
+    ar = bound.allreduce_terms()
+    out: dict[str, Any] = {
+        "ranks": R, "experts_per_gpu": whole.num_experts // R, "moe_layers": whole.num_moe_layers,
+        "ranks_reached_per_token": float(f.ranks_reached(**group)),
+        "remote_ranks_per_token": float(f.remote_ranks_reached(**group)),
+        "shared_experts_replicated_bytes_per_gpu": float(ep["replicated_bytes"]),
+        "ranks_per_node": ep["node_gpus"],
+    }
+    for b in (1, 256):
+        a2a = dict(group, batch=b, hidden_size=whole.hidden_size, activation_bytes=whole.activation_bytes)
+        one = f.alltoall_time(**a2a, **links)
+        ring = dict(message_bytes=b * whole.hidden_size * whole.activation_bytes,
+                    tensor_parallel_size=bound.tensor_parallel_size, link_bandwidth=ar["link_bandwidth"],
+                    link_latency=ar["link_latency"])
+        out[f"batch_{b}"] = {
+            "alltoall_bytes_per_gpu": float(f.alltoall_bytes(**a2a)), "alltoall_time_s": float(one),
+            "dispatch_and_combine_per_step_s": float(f.decode_alltoall_time(num_moe_layers=whole.num_moe_layers,
+                                                                            **a2a, **links)),
+            "allgather_per_step_s": float(whole.num_moe_layers * f.ring_allgather_time(**ring)),
+        }
+    return out
+
+
+def _expert_parallel_lines(tp: dict[str, Any]) -> list[str]:
+    """The report's lines on expert parallelism (under the tensor-parallel head)."""
+    e = tp["expert_parallel"]
+    lines = [
+        f"  expert parallelism    --enable-expert-parallel: {e['experts_per_gpu']} whole routed experts per GPU "
+        f"({e['ranks']} ranks); a token reaches {e['ranks_reached_per_token']:.3f} ranks, "
+        f"{e['remote_ranks_per_token']:.3f} remote (uniform routing); shared experts replicated "
+        f"(+{e['shared_experts_replicated_bytes_per_gpu'] / 1e9:.2f} GB per GPU)",
+        f"                        each of {e['moe_layers']} MoE layers: dispatch + combine (all-to-all) and an "
+        "all-gather in place of its all-reduce; attention keeps its all-reduce",
+    ]
+    for b in (1, 256):
+        x = e[f"batch_{b}"]
+        lines.append(f"  batch {b:<3}             all-to-all {x['alltoall_bytes_per_gpu'] / 1e3:,.1f} kB sent per GPU, "
+                     f"{_t(x['alltoall_time_s'])} each; dispatch + combine {_t(x['dispatch_and_combine_per_step_s'])} "
+                     f"per step, all-gathers {_t(x['allgather_per_step_s'])}")
+    return lines
 
 
 def _tensor_parallel_lines(r: dict[str, Any]) -> list[str]:
@@ -420,9 +476,12 @@ def _tensor_parallel_lines(r: dict[str, Any]) -> list[str]:
         f"{tp['kv_bytes_per_token_per_gpu']:,.0f} B per token per GPU (whole model "
         f"{tp['kv_bytes_per_token_whole_model']:,.0f} B)",
         f"  all-reduce            {tp['allreduces_per_step']} per step (after attention and after the MLP of "
-        f"each layer) of B x {tp['allreduce_message_bytes_per_token']:,} B",
-        f"  batch 1               {_t(one['step_time_s'])} = roofline of one GPU + all-reduce "
-        f"{_t(one['allreduce_time_s'])} (latency {_t(one['allreduce_latency_time_s'])}, bandwidth "
+        f"each {'layer' if 'expert_parallel' not in tp else 'dense layer'}) of B x "
+        f"{tp['allreduce_message_bytes_per_token']:,} B",
+        *(_expert_parallel_lines(tp) if "expert_parallel" in tp else []),
+        f"  batch 1               {_t(one['step_time_s'])} = roofline of one GPU + "
+        + ("all-reduce " if "expert_parallel" not in tp else "all-reduces, all-gathers and all-to-alls ")
+        + f"{_t(one['allreduce_time_s'])} (latency {_t(one['allreduce_latency_time_s'])}, bandwidth "
         f"{_t(one['allreduce_bandwidth_time_s'])}); {one['group_throughput_tokens_per_s']:,.0f} tokens/s",
         f"  all-reduce crossover  bandwidth term above latency term from batch "
         f"{tp['allreduce_crossover_batch']:,.1f} = T x latency x bandwidth / (hidden x activation bytes)",

@@ -97,6 +97,7 @@ from . import _disaggregated
 from ._args import (
     add_data_parallel_option,
     add_estimate_option,
+    add_expert_parallel_option,
     add_flops_option,
     add_model_options,
     add_pipeline_parallel_option,
@@ -163,6 +164,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --data-parallel-size: the replica each arriving request goes to: round-robin, "
                         "least-requests (fewest outstanding), least-kv (fewest KV blocks in use); ties to the "
                         "lowest index (default: %(default)s)")
+    add_expert_parallel_option(p)
     p.add_argument("--overhead", type=number_arg("--overhead"), default=Fraction(0),
                    help="fixed per-step overhead in seconds (default: 0)")
     p.add_argument("--float", action="store_true", dest="float_mode",
@@ -643,6 +645,9 @@ def _on(deployment: Deployment) -> str:
     """The accelerator, or the tensor-parallel group, a run is on."""
     if deployment.tensor_parallel_size == 1:
         return deployment.where
+    if deployment.expert_parallel_size > 1:
+        return (f"{deployment.where} (tensor and expert parallel: KV pool per GPU, all-reduces, all-gathers "
+                "and all-to-alls in every step, tokens/s of the group)")
     return f"{deployment.where} (tensor parallel: KV pool per GPU, all-reduce in every step, tokens/s of the group)"
 
 
@@ -863,6 +868,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         "accelerator": {"key": acc.key, "name": acc.name},
         **({"tensor_parallel_size": T} if (T := run["deployment"].tensor_parallel_size) > 1 else {}),
         **({"data_parallel_size": D} if (D := run["deployment"].parallelism.data) > 1 else {}),
+        **({"enable_expert_parallel": True} if run["deployment"].expert_parallel_size > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
         "flops_convention": run["deployment"].flops,
         **({"estimate_band": run["band"]} if run.get("band") else {}),

@@ -11,7 +11,7 @@ Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
 :mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients), :mod:`.moe` (mixture of experts),
 :mod:`.hybrid` (recurrent layers beside attention), :mod:`.speculative` (speculative decoding),
 :mod:`.pipeline` (pipeline parallelism), :mod:`.disaggregated` (the KV transfer between prefill and decode
-pools).
+pools), :mod:`.expert` (expert parallelism).
 """
 
 from ._core import REGISTRY, FormulaSpec
@@ -19,6 +19,8 @@ from .batching import *  # noqa: F403
 from .batching import __all__ as _batching_all
 from .disaggregated import *  # noqa: F403
 from .disaggregated import __all__ as _disaggregated_all
+from .expert import *  # noqa: F403
+from .expert import __all__ as _expert_all
 from .fidelity import *  # noqa: F403
 from .fidelity import __all__ as _fidelity_all
 from .hybrid import *  # noqa: F403
@@ -46,4 +48,4 @@ from .useful_share import __all__ as _useful_share_all
 
 __all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_useful_share_all,
            *_parallel_all, *_fidelity_all, *_stretch_all, *_serving_all, *_moe_all, *_hybrid_all,
-           *_speculative_all, *_pipeline_all, *_disaggregated_all]
+           *_speculative_all, *_pipeline_all, *_disaggregated_all, *_expert_all]

@@ -340,6 +340,15 @@ class RooflineCostModel:
         At T = 1 nothing is added and the other fields below are ignored.
     num_hidden_layers, hidden_size : int >= 0, default 0 (needed when T > 1)
     activation_bytes, link_bandwidth, link_latency : default 2, 1, 0
+    expert_parallel_size : int >= 1, default 1
+        R ranks of an expert-parallel group (needs T > 1 and a mixture of experts; R divides E):
+        each step of n tokens pays :func:`roofline.formulas.decode_comm_time_ep` (the attention's
+        and dense layers' all-reduces, each MoE layer's all-gather, dispatch and combine) instead
+        of the 2 L all-reduces, and ``routed_expert_bytes`` is one GPU's mean, X / R
+        (docs/conventions.md, "Expert parallelism"; :func:`roofline.deployment.expert_parallel_terms`).
+    num_moe_layers, node_gpus : int, default 0, 1 (used when R > 1; G the group's ranks per node)
+    scale_up_bandwidth, scale_up_latency : [bytes/s, s], default 1, 0 (the all-to-all inside a node)
+    network_bandwidth, network_latency : the NIC, also for the all-to-all's ranks beyond a node
     per_sequence : [s] >= 0, default 0
         An engine profile's t_seq: every decode row of a step (decode or mixed) adds it once;
         a prefill step adds none (docs/conventions.md, "Bound and estimate"). Not 0: the step
@@ -406,6 +415,11 @@ class RooflineCostModel:
     send_latency: Any = 0
     network_bandwidth: Any = 1
     network_latency: Any = 0
+    expert_parallel_size: int = 1
+    num_moe_layers: int = 0
+    node_gpus: int = 1
+    scale_up_bandwidth: Any = 1
+    scale_up_latency: Any = 0
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
@@ -414,6 +428,7 @@ class RooflineCostModel:
     _routed: Any = attrs.field(init=False, repr=False, eq=False, default=0)
     _allreduce: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
     _sends: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
+    _expert: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
     _layers: int = attrs.field(init=False, repr=False, eq=False, default=0)
     _state: Any = attrs.field(init=False, repr=False, eq=False, default=0)
 
@@ -482,6 +497,9 @@ class RooflineCostModel:
             for name in ("hidden_size", "intra_node_sends", "inter_node_sends"):
                 sends[name] = int(sends[name])
             object.__setattr__(self, "_sends", sends)
+        check_int("expert_parallel_size", self.expert_parallel_size, minimum=1)
+        if self.expert_parallel_size > 1:
+            self._set_expert_parallel(convert)
 
     def link_time(self, tokens: int) -> Any:
         """Communication time [s] of a step of ``tokens`` tokens: :meth:`allreduce_time` + :meth:`sends_time`."""
@@ -494,11 +512,46 @@ class RooflineCostModel:
             return 0
         return f.pipeline_sends_time.unchecked(batch=tokens, **self._sends)
 
+    def _set_expert_parallel(self, convert: Any) -> None:
+        """Check and keep the expert-parallel communication's arguments (docs/conventions.md, "Expert parallelism")."""
+        if not self.num_experts:
+            raise InvalidValueError("expert_parallel_size", self.expert_parallel_size,
+                                    "is > 1 for a dense model (num_experts=0): expert parallelism needs routed experts")
+        if self._allreduce is None:
+            raise InvalidValueError("expert_parallel_size", self.expert_parallel_size,
+                                    "needs the tensor-parallel group it spans (tensor_parallel_size > 1, its link)")
+        for name in ("network_bandwidth", "network_latency"):
+            check_scalar(name, getattr(self, name))
+        if self._sends is not None:
+            raise InvalidValueError("expert_parallel_size", self.expert_parallel_size,
+                                    "beside pipeline sends: expert parallelism across pipeline stages is not modelled")
+        for name in ("scale_up_bandwidth", "scale_up_latency"):
+            check_scalar(name, getattr(self, name))
+        ep = dict(self._allreduce, num_experts=self.num_experts, experts_per_token=self.experts_per_token,
+                  expert_parallel_size=self.expert_parallel_size, num_moe_layers=self.num_moe_layers,
+                  node_gpus=self.node_gpus, network_bandwidth=self.network_bandwidth,
+                  network_latency=self.network_latency, scale_up_bandwidth=self.scale_up_bandwidth,
+                  scale_up_latency=self.scale_up_latency)
+        f.decode_comm_time_ep(batch=1, **ep)  # names a bad field (R not dividing E, L_moe > L...)
+        ep["network_bandwidth"] = (Fraction(_exact_time(self.network_bandwidth)) if self.exact
+                                   else float(self.network_bandwidth))
+        ep["network_latency"] = convert(self.network_latency)
+        ep["scale_up_bandwidth"] = (Fraction(_exact_time(self.scale_up_bandwidth)) if self.exact
+                                    else float(self.scale_up_bandwidth))
+        ep["scale_up_latency"] = convert(self.scale_up_latency)
+        for name in ("expert_parallel_size", "num_moe_layers", "node_gpus"):
+            ep[name] = int(ep[name])
+        object.__setattr__(self, "_expert", ep)
+
     def allreduce_time(self, tokens: int) -> Any:
-        """All-reduce time [s] of a step of ``tokens`` tokens: 2 L ring all-reduces of tokens x h x e bytes
-        (:func:`roofline.formulas.decode_allreduce_time`); 0 at T = 1 or without tokens."""
+        """Communication time [s] of a step of ``tokens`` tokens: 2 L ring all-reduces of tokens x h x e bytes
+        (:func:`roofline.formulas.decode_allreduce_time`), or with expert parallelism the all-reduces,
+        all-gathers and all-to-alls of :func:`roofline.formulas.decode_comm_time_ep`; 0 at T = 1 or
+        without tokens."""
         if self._allreduce is None or not tokens:
             return 0
+        if self._expert is not None:
+            return f.decode_comm_time_ep.unchecked(batch=tokens, **self._expert)
         return f.decode_allreduce_time.unchecked(batch=tokens, **self._allreduce)
 
     def stretch_terms(self) -> StretchTerms | str:
@@ -523,7 +576,10 @@ class RooflineCostModel:
         bw, peak = t["bandwidth"], t["peak_flops"]
         km = t["kv_bytes_per_token"] / (layers * bw)
         link: dict[str, Any] = {}
-        if self._allreduce is not None:
+        if self._expert is not None:  # every term is latency + slope x n (n >= 1): two points give both, exactly
+            one, two = self.allreduce_time(1), self.allreduce_time(2)
+            link = dict(link_latency=2 * one - two, link_per_token=two - one)
+        elif self._allreduce is not None:
             ar = dict(self._allreduce, batch=1)
             link = dict(link_latency=f.decode_allreduce_latency_time.unchecked(**ar),
                         link_per_token=f.decode_allreduce_bandwidth_time.unchecked(**ar))
