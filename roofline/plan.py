@@ -579,7 +579,7 @@ def vllm_serve_command(model: Any, record: dict[str, Any]) -> str:
     """The ``vllm serve`` command line of a configuration (admission has no vLLM flag: vLLM allocates on
     demand and preempts, and is left out)."""
     c = record["config"]
-    name = getattr(model, "_hf_id", None) or model.name
+    name = _hf_name(model)
     parts = [f"vllm serve {name}", f"--tensor-parallel-size {c['tensor_parallel_size']}",
              f"--max-num-seqs {c['max_num_seqs']}", f"--max-num-batched-tokens {c['max_num_batched_tokens']}",
              "--enable-chunked-prefill" if c["chunked_prefill"] else "--no-enable-chunked-prefill"]
@@ -590,6 +590,21 @@ def vllm_serve_command(model: Any, record: dict[str, Any]) -> str:
     if c["kv_cache_dtype"] != "auto":
         parts.append(f"--kv-cache-dtype {c['kv_cache_dtype']}")
     return " ".join(parts)
+
+
+def _hf_name(model: Any) -> str:
+    """The model's Hugging Face id where its preset names one (its first), else its name."""
+    from importlib import resources
+
+    from ._io import parse_json
+
+    path = resources.files("roofline.data").joinpath("models", f"{model.name}.json")
+    try:
+        ids = parse_json(path.read_text(encoding="utf-8")).get("_hf_id") or []
+    except (OSError, ValueError):
+        return str(model.name)
+    ids = [ids] if isinstance(ids, str) else ids
+    return str(ids[0]) if ids else str(model.name)
 
 
 def _grid(axes: dict[str, Sequence[Any]] | None, prices: dict[str, Any]) -> list[dict[str, Any]]:
