@@ -559,12 +559,12 @@ def _rank_key(record: dict[str, Any], prices: dict[str, Any]) -> tuple[Any, ...]
 
 
 def pareto_front(records: Iterable[dict[str, Any]]) -> tuple[str, ...]:
-    """Keys of the simulated records with every request handed back that no other dominates on (output
-    tokens/s per GPU: higher, TTFT: lower, TPOT: lower), in key order."""
+    """Keys of the records that meet the SLO at the given rate and that no other such record dominates on
+    (output tokens/s per GPU: higher, TTFT: lower, TPOT: lower), in key order."""
     points = []
     for r in records:
         at = r.get("at_rate")
-        if not at or at["rejected"] or at["output_tokens_per_s"] is None:
+        if not at or not at["meets"] or at["output_tokens_per_s"] is None:
             continue
         points.append((r["key"], -at["output_tokens_per_s"] / r["gpus"], at["ttft_s"] or 0.0, at["tpot_s"] or 0.0))
     front = []
