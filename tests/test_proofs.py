@@ -45,6 +45,7 @@ KEY_NUMBERS = {
                    "16 sequences", "2.180 ms", "91.6 FLOP/byte", "c* = 0"],
     "p18_speculative_decoding": ["2.7731 tokens", "1.72x", "B*_spec = 73", "B* = 907", "break-even at batch 176",
                                  "k* = 3.189"],
+    "p23_plan_pruning": ["t_floor = their least: 4.794 ms", "TTFTs 1, 4 and 5", "20 + 0.6 x 15", "W + k q1"],
     "p15_estimate": ["eta_bw = 0.7830", "t_step = 2.2155 ms", "8.377 ms (+7.5 %)", "4.824 ms (-38.1 %)"],
 }
 
