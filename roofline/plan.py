@@ -18,7 +18,7 @@ import heapq
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -607,7 +607,7 @@ def _hf_name(model: Any) -> str:
     return str(ids[0]) if ids else str(model.name)
 
 
-def _grid(axes: dict[str, Sequence[Any]] | None, prices: dict[str, Any]) -> list[dict[str, Any]]:
+def _grid(axes: Mapping[str, Sequence[Any]] | None, prices: Mapping[str, Any]) -> list[dict[str, Any]]:
     given = dict(axes or {})
     for name in given:
         if name not in _AXIS:
@@ -631,7 +631,7 @@ def _grid(axes: dict[str, Sequence[Any]] | None, prices: dict[str, Any]) -> list
         for acc in values["accelerator"]:
             if acc not in prices:
                 raise InvalidValueError("--price", acc, "no price given for an accelerator searched")
-    configs = [{}]
+    configs: list[dict[str, Any]] = [{}]
     for a in AXES:
         configs = [dict(c, **{a.name: v}) for c in configs for v in values[a.name]]
     return configs
@@ -688,8 +688,8 @@ def plan(
     slo_tpot_s: Any = None,
     slo_e2e_s: Any = None,
     percentile: Any = 99,
-    axes: dict[str, Sequence[Any]] | None = None,
-    prices: dict[str, Any] | None = None,
+    axes: Mapping[str, Sequence[Any]] | None = None,
+    prices: Mapping[str, Any] | None = None,
     flops: str = "exact",
     estimate: Any = None,
     utilization: Any = DEFAULT_UTILIZATION,

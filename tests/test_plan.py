@@ -21,9 +21,9 @@ from roofline.sim import Request, synthetic_workload
 
 P = importlib.import_module("roofline.plan")  # the module (``roofline.plan`` is the function)
 MODEL = get_model("llama-3.1-8b")
-AXES = {"tensor_parallel_size": [1, 2, 3], "max_num_seqs": [2, 64], "max_num_batched_tokens": [32, 2048],
+AXES: dict[str, Any] = {"tensor_parallel_size": [1, 2, 3], "max_num_seqs": [2, 64], "max_num_batched_tokens": [32, 2048],
         "chunked_prefill": [True, False], "admission": ["reserve", "on-demand"]}
-SLOS = [dict(slo_tpot_s=Fraction(4, 1000)), dict(slo_ttft_s=Fraction(40, 1000)), dict(slo_e2e_s=Fraction(4, 5)),
+SLOS: list[dict[str, Any]] = [dict(slo_tpot_s=Fraction(4, 1000)), dict(slo_ttft_s=Fraction(40, 1000)), dict(slo_e2e_s=Fraction(4, 5)),
         dict(slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100))]
 
 
@@ -143,9 +143,11 @@ def test_winner_hand_checked_and_prices_change_it() -> None:
     16.06 GB over 3.35 TB/s); prices make the dearer card lose a tie on GPUs."""
     grid = {"tensor_parallel_size": [1, 2]}
     easy = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(40, 1000))
+    assert easy.winner is not None
     assert easy.winner["key"] == "h100-sxm/tp1/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
     assert easy.winner["at_rate"]["tpot_s"] == pytest.approx(0.0322, abs=5e-4)
     hard = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(20, 1000))
+    assert hard.winner is not None
     assert hard.winner["key"] == "h100-sxm/tp2/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
     one = next(r for r in hard.records if r["config"]["tensor_parallel_size"] == 1)
     floor = P._floor_time(P._setup(hard.context, one["config"]).cost)
@@ -154,6 +156,7 @@ def test_winner_hand_checked_and_prices_change_it() -> None:
     assert tight.pruned["tpot"] == 2 and tight.winner is None and tight.simulated == 0
     priced = plan(MODEL, REQUESTS, axes={"tensor_parallel_size": [1], "accelerator": ["h100-sxm", "h200"]},
                   slo_tpot_s=Fraction(40, 1000), prices={"h100-sxm": 3, "h200": 2})
+    assert priced.winner is not None
     assert priced.winner["config"]["accelerator"] == "h200-sxm" and priced.winner["cost"] == 2
 
 
@@ -172,7 +175,7 @@ def test_rate_search_brackets_to_its_tolerance() -> None:
 # --------------------------------------------------------------------------- executors and resume
 
 
-SMALL = {"tensor_parallel_size": [1, 2], "max_num_batched_tokens": [512, 2048]}
+SMALL: dict[str, Any] = {"tensor_parallel_size": [1, 2], "max_num_batched_tokens": [512, 2048]}
 
 
 def _answer(result: Any) -> dict[str, Any]:
@@ -184,7 +187,7 @@ def _answer(result: Any) -> dict[str, Any]:
 def test_local_processes_and_dask_agree() -> None:
     """The same grid on two local processes and on a two-worker local Dask cluster: identical answers."""
     pytest.importorskip("distributed")  # the test extra installs it: this never skips under the README's command
-    kw = dict(axes=SMALL, slo_ttft_s=Fraction(1, 5), slo_tpot_s=Fraction(1, 100), search_rate=True)
+    kw: dict[str, Any] = dict(axes=SMALL, slo_ttft_s=Fraction(1, 5), slo_tpot_s=Fraction(1, 100), search_rate=True)
     local = plan(MODEL, REQUESTS[:30], jobs=2, **kw)
     dask = plan(MODEL, REQUESTS[:30], cluster="local:2", **kw)
     here = plan(MODEL, REQUESTS[:30], **kw)
@@ -193,7 +196,7 @@ def test_local_processes_and_dask_agree() -> None:
 
 def test_an_interrupted_search_resumes_without_recomputing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "plan.jsonl"
-    kw = dict(axes=SMALL, slo_ttft_s=Fraction(1, 5), out=out)
+    kw: dict[str, Any] = dict(axes=SMALL, slo_ttft_s=Fraction(1, 5), out=out)
     fresh = plan(MODEL, REQUESTS[:30], **{**kw, "out": None})
     seen: list[str] = []
 
@@ -207,7 +210,11 @@ def test_an_interrupted_search_resumes_without_recomputing(tmp_path: Path, monke
     assert len(out.read_text().splitlines()) == 2  # the finished ones were kept
     evaluated: list[str] = []
     real = P.evaluate
-    monkeypatch.setattr(P, "evaluate", lambda c, config: evaluated.append(P.key_of(config)) or real(c, config))
+    def counted(c: Any, config: dict[str, Any]) -> dict[str, Any]:
+        evaluated.append(P.key_of(config))
+        return real(c, config)
+
+    monkeypatch.setattr(P, "evaluate", counted)
     resumed = plan(MODEL, REQUESTS[:30], **kw)
     assert sorted(evaluated) == sorted(set(r["key"] for r in fresh.records) - set(seen))
     assert resumed.resumed == 2 and _answer(resumed) == _answer(fresh)

@@ -163,7 +163,8 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
     prices = dict(args.price) if args.price else None
     if prices is not None and len(prices) < len(args.price):
         raise InvalidValueError("--price", args.price[-1][0], "given twice")
-    slo = {k: None if getattr(args, k) is None else getattr(args, k) / 1000 for k in ("slo_ttft", "slo_tpot", "slo_e2e")}
+    slo = {k: None if getattr(args, k) is None else getattr(args, k) / 1000
+           for k in ("slo_ttft", "slo_tpot", "slo_e2e")}
     if all(v is None for v in slo.values()):
         raise InvalidValueError("--slo-ttft", None, "give at least one of --slo-ttft, --slo-tpot, --slo-e2e")
     if args.slo_percentile > 100:
@@ -176,8 +177,8 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
                       search_rate=args.search_rate, rate_scale=args.rate_scale, rate_tolerance=args.rate_tolerance,
                       jobs=args.jobs, cluster=args.cluster, out=args.out, progress=bar)
     except InvalidValueError as err:
-        flag = {"cluster": "--cluster", "out": "--out", "axes": "--axis"}.get(err.field)
-        raise err if flag is None else InvalidValueError(flag, err.value, err.reason) from None
+        named = {"cluster": "--cluster", "out": "--out"}.get(err.field)
+        raise err if named is None else InvalidValueError(named, err.value, err.reason) from None
     finally:
         bar.close()
     return result

@@ -92,7 +92,8 @@ def derive(p: Proof) -> None:
     p.equal("decode of one row at context 1: max((W + k) / BW, (F + a) / peak)", decode,
             max(Fraction(W + k) / bw, Fraction(F + a) / peak), value=f"{float(decode) * 1e3:.3f} ms")
     prefill = cost.prefill_time(1, 1)
-    p.equal("prefill of one token: the same bytes and FLOPs", prefill, max(Fraction(W + k) / bw, Fraction(F + a) / peak))
+    p.equal("prefill of one token: the same bytes and FLOPs", prefill,
+            max(Fraction(W + k) / bw, Fraction(F + a) / peak))
     mixed = cost.mixed_time(1, 1, 1, 0, 1)
     p.equal("mixed, one decode row and one prompt token: max((W + 2 k) / BW, (2 F + 2 a) / peak)", mixed,
             max(Fraction(W + 2 * k) / bw, Fraction(2 * F + 2 * a) / peak))
@@ -102,16 +103,16 @@ def derive(p: Proof) -> None:
             (cost.decode_work(1, 1), cost.prefill_work(1, 1), cost.mixed_work(1, 1, 1, 0, 1)),
             ((W + k, F + a), (W + k, F + a), (W + 2 * k, 2 * F + 2 * a)))
     n = 4096
-    pairs = n * (n + 1) // 2
-    whole = cost.prefill_time(n, pairs)
+    n_pairs = n * (n + 1) // 2
+    whole = cost.prefill_time(n, n_pairs)
     p.equal("a 4,096-token prefill is compute-bound: (n F + a n (n + 1) / 2) / peak", whole,
-            Fraction(n * F + a * pairs) / peak, value=f"{float(whole) * 1e3:.2f} ms")
+            Fraction(n * F + a * n_pairs) / peak, value=f"{float(whole) * 1e3:.2f} ms")
     wide = cost.decode_time(1024, 1024)
     p.equal("a decode of 1,024 rows at context 1 is compute-bound: 1,024 (F + a) / peak", wide,
             Fraction(1024 * (F + a)) / peak, value=f"{float(wide) * 1e3:.2f} ms")
-    chunk = cost.mixed_time(1, 1, n, 0, pairs)
+    chunk = cost.mixed_time(1, 1, n, 0, n_pairs)
     p.equal("a mixed step of one row and a 4,096-token chunk: ((n + 1) F + a (1 + n (n + 1) / 2)) / peak", chunk,
-            Fraction((n + 1) * F + a * (1 + pairs)) / peak)
+            Fraction((n + 1) * F + a * (1 + n_pairs)) / peak)
     big = cost.decode_time(64, 64_000)
     p.holds("a decode step of 64 rows at 64,000 context tokens is no shorter", big >= floor,
             f"{float(big) * 1e3:.3f} ms")
