@@ -784,6 +784,11 @@ def plan(
     records = sorted((done[k] for k in keys), key=lambda r: _rank_key(r, prices))
     for r in records:
         r["cost"] = cost_of(r, prices)
+        rate = (r.get("max_rate") or {}).get("requests_per_s")
+        if rate is not None and r.get("gpus"):
+            r["max_rate"]["requests_per_s_per_gpu"] = rate / r["gpus"]
+            if prices:
+                r["max_rate"]["requests_per_s_per_usd_hour"] = rate / r["cost"]
     winner = next((r for r in records if (r.get("at_rate") or {}).get("meets")), None)
     pruned = {rule: sum(1 for r in records if r.get("rule") == rule) for rule in RULES}
     simulated = sum(1 for r in records if r["status"] == "simulated")

@@ -169,7 +169,7 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
         raise InvalidValueError("--slo-ttft", None, "give at least one of --slo-ttft, --slo-tpot, --slo-e2e")
     if args.slo_percentile > 100:
         raise InvalidValueError("--slo-percentile", float(args.slo_percentile), "must be <= 100")
-    bar = _Progress(len(AXES))
+    bar = _Progress()
     try:
         result = plan(model, requests, slo_ttft_s=slo["slo_ttft"], slo_tpot_s=slo["slo_tpot"],
                       slo_e2e_s=slo["slo_e2e"], percentile=args.slo_percentile, axes=axes, prices=prices,
@@ -187,7 +187,7 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
 class _Progress:
     """A tqdm bar on stderr (a terminal only): configurations done, pruned, failing the SLO."""
 
-    def __init__(self, _: int) -> None:
+    def __init__(self) -> None:
         from tqdm import tqdm
 
         self.bar = tqdm(desc="plan", unit="config", disable=not _isatty(), leave=False, file=sys.stderr)
