@@ -291,7 +291,12 @@ def prune(context: Context, setup: _Setup, requests: Sequence[Any]) -> tuple[str
         return None
     prefix = serve.get("enable_prefix_caching", False)
     first = [floor if prefix else cost.prefill_time(r.prompt_tokens, 0) for r in requests]
-    queued = _queue_bounds(requests, S, floor) if serve["admission"] == "reserve" else [0] * len(requests)
+    running = S
+    if serve["admission"] == "reserve" and not prefix and pool.capacity_blocks is not None:
+        # each running request holds its lifetime blocks (reserved, never shared without prefix caching)
+        least = min(pool.lifetime_blocks(r.prompt_tokens, r.output_tokens) for r in requests)
+        running = max(1, min(S, pool.capacity_blocks // least))
+    queued = _queue_bounds(requests, running, floor) if serve["admission"] == "reserve" else [0] * len(requests)
     ttft = [max(a, b) for a, b in zip(first, queued, strict=True)]
     if context.ttft_s is not None:
         low = interpolated_percentile(ttft, q)
@@ -458,8 +463,12 @@ def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> It
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
                                 initializer=_init_worker, initargs=(context,)) as pool:
         futures = [pool.submit(_evaluate_here, c) for c in configs]
-        for f in cf.as_completed(futures):
-            yield f.result()
+        try:
+            for f in cf.as_completed(futures):
+                yield f.result()
+        except BaseException:  # stopped (Ctrl-C, SIGTERM, a failed record): start nothing more
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
 
 
 def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> Iterable[dict[str, Any]]:

@@ -94,6 +94,23 @@ def test_every_pruned_configuration_fails_when_simulated(slo: dict[str, Any]) ->
             assert sim is None or not sim["meets"], (record["key"], record["rule"], sim)
 
 
+def test_the_kv_limited_queue_rule_is_sound() -> None:
+    """40 requests (P = 100, O = 200) at t = 0 in a pool of about two requests' lifetime KV (utilization 0.1898:
+    80 MB left by the weights, 19 blocks of 16 tokens each): the queue term counts the two that run, not
+    max_num_seqs = 256; request 39 waits for 38 x 200 / 2 tokens of steps >= 4.79 ms, 18 s > 1 s. Pruned, and
+    simulated anyway it fails."""
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=100, output_tokens=200) for i in range(40)]
+    result = plan(MODEL, reqs, axes={"tensor_parallel_size": [1], "max_num_batched_tokens": [2048]},
+                  slo_ttft_s=1, utilization=Fraction(1898, 10000))
+    (record,) = result.records
+    setup = P._setup(result.context, record["config"])
+    assert not isinstance(setup, tuple)
+    assert setup.pool.capacity_blocks // setup.pool.lifetime_blocks(100, 200) == 2
+    assert record["rule"] == "rate"
+    sim = _simulated_anyway(result.context, record)
+    assert sim is not None and not sim["meets"] and sim["ttft_s"] > 10
+
+
 def test_the_grid_exercises_every_rule() -> None:
     fired = {rule for slo in SLOS for rule, n in plan(MODEL, REQUESTS, axes=AXES, **slo).pruned.items() if n}
     assert fired == set(P.RULES)
