@@ -28,7 +28,8 @@ import attrs
 from ._checks import check_nonnegative, check_scalar
 from .errors import InvalidValueError, RooflineError
 
-__all__ = ["AXES", "Axis", "PlanResult", "plan", "evaluate", "prune", "interpolated_percentile", "RULES",
+__all__ = ["AXES", "Axis", "PlanResult", "plan", "evaluate", "prune", "interpolated_percentile", "percentile_exceeds",
+           "RULES",
            "pareto_front", "vllm_serve_command"]
 
 #: The pruning rules, in the order they are tried (docs/conventions.md, "Deployment search").
@@ -149,7 +150,7 @@ def interpolated_percentile(values: Sequence[Any], q: Any) -> Any:
 
     Rank h = (n - 1) q / 100 of the n sorted values; v[floor h] + (h - floor h) (v[floor h + 1] -
     v[floor h]) (docs/conventions.md, "Deployment search"; shared/design/CONVENTIONS.md, "Latency
-    percentiles": the one `vllm bench serve` reports).
+    percentiles": the one ``vllm bench serve`` reports).
 
     Parameters
     ----------
@@ -179,6 +180,23 @@ def interpolated_percentile(values: Sequence[Any], q: Any) -> Any:
     if isinstance(a, float) or isinstance(b, float):
         return a + float(h - low) * (b - a)
     return Fraction(a) + (h - low) * (Fraction(b) - Fraction(a))
+
+
+def percentile_exceeds(values: Sequence[Any], q: Any, limit: Any) -> bool:
+    """Whether :func:`interpolated_percentile` (values, q) > ``limit``, exactly, without sorting: with h = (n - 1)
+    q / 100 and j = floor h, it is > limit when at most j values are <= limit, not when j + 2 or more are; else
+    from the two order statistics around the limit. Same domain as :func:`interpolated_percentile`."""
+    if not values:
+        raise InvalidValueError("values", values, "percentile of no values")
+    h = (len(values) - 1) * Fraction(q) / 100
+    j = math.floor(h)
+    below = [v for v in values if v <= limit]
+    if len(below) <= j:
+        return True
+    if len(below) >= j + 2 or j + 1 >= len(values):
+        return False
+    a, b = max(below), min(v for v in values if v > limit)  # v[j] and v[j + 1]
+    return bool(Fraction(a) + (h - j) * (Fraction(b) - Fraction(a)) > limit)
 
 
 # --------------------------------------------------------------------------- the inputs
@@ -293,21 +311,23 @@ def prune(context: Context, setup: _Setup, requests: Sequence[Any]) -> tuple[str
     first = [floor if prefix else cost.prefill_time(r.prompt_tokens, 0) for r in requests]
     running = S
     if serve["admission"] == "reserve" and not prefix and pool.capacity_blocks is not None:
-        # each running request holds its lifetime blocks (reserved, never shared without prefix caching)
-        least = min(pool.lifetime_blocks(r.prompt_tokens, r.output_tokens) for r in requests)
-        running = max(1, min(S, pool.capacity_blocks // least))
+        # each running request holds its lifetime blocks (reserved, never shared without prefix caching): at
+        # most as many run as the smallest lifetimes that fit together
+        held, running = 0, 0
+        for blocks in sorted(pool.lifetime_blocks(r.prompt_tokens, r.output_tokens) for r in requests):
+            if held + blocks > pool.capacity_blocks or running == S:
+                break
+            held, running = held + blocks, running + 1
+        running = max(1, running)
     queued = _queue_bounds(requests, running, floor) if serve["admission"] == "reserve" else [0] * len(requests)
     ttft = [max(a, b) for a, b in zip(first, queued, strict=True)]
-    if context.ttft_s is not None:
-        low = interpolated_percentile(ttft, q)
-        if low > context.ttft_s:
-            rule = "ttft" if interpolated_percentile(first, q) > context.ttft_s else "rate"
-            return (rule, f"TTFT p{float(q):g} >= {float(low) * 1e3:.4g} ms > limit {float(context.ttft_s) * 1e3:g} ms")
+    if context.ttft_s is not None and percentile_exceeds(ttft, q, context.ttft_s):
+        rule = "ttft" if percentile_exceeds(first, q, context.ttft_s) else "rate"
+        return (rule, f"TTFT p{float(q):g} of the lower bounds > limit {float(context.ttft_s) * 1e3:g} ms")
     if context.e2e_s is not None:
         e2e = [t + (r.output_tokens - 1) * floor for t, r in zip(ttft, requests, strict=True)]
-        low = interpolated_percentile(e2e, q)
-        if low > context.e2e_s:
-            return ("rate", f"E2E p{float(q):g} >= {float(low) * 1e3:.4g} ms > limit {float(context.e2e_s) * 1e3:g} ms")
+        if percentile_exceeds(e2e, q, context.e2e_s):
+            return ("rate", f"E2E p{float(q):g} of the lower bounds > limit {float(context.e2e_s) * 1e3:g} ms")
     return None
 
 
@@ -718,7 +738,7 @@ def plan(
     model : ModelConfig, the whole model
     requests : sequence of :class:`roofline.sim.Request`, non-empty, in arrival order
     slo_ttft_s, slo_tpot_s, slo_e2e_s : [s] > 0 or None; at least one
-    percentile : in (0, 100], default 99 (numpy's linear interpolation, as `vllm bench serve`)
+    percentile : in (0, 100], default 99 (numpy's linear interpolation, as ``vllm bench serve``)
     axes : dict axis name -> values (:data:`AXES`); an axis not given searches its defaults
     prices : dict accelerator -> USD per GPU-hour (the user's, each > 0), or None: the fewest GPUs
     flops, estimate : the Deployment's FLOPs convention and engine profile (None: the bound)

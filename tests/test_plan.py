@@ -57,6 +57,12 @@ def test_interpolated_percentile_is_numpys(values: list[int], q: int) -> None:
                                                                           abs=1e-9)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=30), st.integers(0, 100), st.integers(-1, 51))
+def test_percentile_exceeds_is_the_percentile_compared(values: list[int], q: int, limit: int) -> None:
+    assert P.percentile_exceeds(values, q, limit) == (P.interpolated_percentile(values, q) > limit)
+
+
 def test_queue_bounds_hand_worked() -> None:
     """S = 1, t_floor = 1, all at t = 0, outputs 3, 1, 2: request 1 waits for request 0's 3 tokens (3 + 1 = 4),
     request 2 for the 1 + 3 smallest... the two smallest of (3, 1): 1 + 3 = 4, so 4 + 1 = 5."""

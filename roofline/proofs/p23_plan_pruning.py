@@ -8,7 +8,7 @@ context 1, a one-token prefill and a one-row, one-token mixed step, is a lower b
 step: 4.794 ms for Llama 3.1 8B in BF16 on one H100 SXM (the weights' 16.06 GB over 3.35 TB/s).
 A prompt prefilled in chunks costs at least its whole prefill (the chunks' FLOPs add up to the
 whole's, their bytes exceed it by the weights and the cached KV read again). The interpolated
-percentile (numpy's linear rule, as `vllm bench serve`) is nondecreasing in every value, so a
+percentile (numpy's linear rule, as ``vllm bench serve``) is nondecreasing in every value, so a
 lower bound on each request's TTFT, TPOT or E2E bounds the percentile. First come first served
 with at most S running gives the queue bound: request i starts only after i - S + 1 earlier
 requests finished, whose tokens took steps of at most S tokens each: on three requests of 3, 1
@@ -25,7 +25,7 @@ Assumptions
 Sources
 -------
 Llama 3.1 8B config.json and the H100 SXM datasheet (roofline.models, roofline.hardware);
-numpy.percentile's linear method (Hyndman and Fan 1996, definition 7), which `vllm bench serve`
+numpy.percentile's linear method (Hyndman and Fan 1996, definition 7), which ``vllm bench serve``
 uses for its percentiles.
 """
 
