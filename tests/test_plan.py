@@ -22,9 +22,11 @@ from roofline.sim import Request, synthetic_workload
 P = importlib.import_module("roofline.plan")  # the module (``roofline.plan`` is the function)
 MODEL = get_model("llama-3.1-8b")
 AXES: dict[str, Any] = {"tensor_parallel_size": [1, 2, 3], "max_num_seqs": [2, 64],
-                        "max_num_batched_tokens": [32, 2048], "chunked_prefill": [True, False], "admission": ["reserve", "on-demand"]}
+                        "max_num_batched_tokens": [32, 2048], "chunked_prefill": [True, False],
+                        "admission": ["reserve", "on-demand"]}
 SLOS: list[dict[str, Any]] = [dict(slo_tpot_s=Fraction(4, 1000)), dict(slo_ttft_s=Fraction(40, 1000)),
-                              dict(slo_e2e_s=Fraction(4, 5)), dict(slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100))]
+                              dict(slo_e2e_s=Fraction(4, 5)),
+                              dict(slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100))]
 
 
 def _workload(n: int = 60, rate: int = 40, seed: int = 3) -> list[Request]:
