@@ -3,7 +3,7 @@
 The grid: 5 accelerators (A100 80GB, H100 SXM, H200, B200, MI300X) x T in 1, 2, 4, 8 x
 ``--max-num-seqs`` 16, 32, 64, 128, 256 x ``--max-num-batched-tokens`` 2,048, 8,192, chunked
 prefill, reserve admission, on Llama 3.1 8B (``--model``), SLO p99 TTFT <= 200 ms and TPOT
-<= 10 ms, on the first ``--limit`` requests (default 1,000) of the shipped conversation trace,
+<= 4 ms (below one H100's 4.79 ms weight read, so the bound has work), on the first ``--limit`` requests (default 500) of the shipped conversation trace,
 with ``--search-rate`` (bracketing to 5 %). It is run on ``-j 2`` local worker processes and on a
 two-worker local Dask cluster (``--cluster local:2``), wall-clock time each (the targets: at most
 2 minutes for local processes, Dask within 1.25x of that), and prints how many configurations
@@ -45,12 +45,12 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="llama-3.1-8b")
-    parser.add_argument("--limit", type=int, default=1000)
+    parser.add_argument("--limit", type=int, default=500)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--skip-dask", action="store_true")
     args = parser.parse_args()
     requests = load_trace(shipped_trace("conv"))[: args.limit]
-    kw: dict[str, Any] = dict(axes=AXES, slo_ttft_s=Fraction(1, 5), slo_tpot_s=Fraction(1, 100), search_rate=True)
+    kw: dict[str, Any] = dict(axes=AXES, slo_ttft_s=Fraction(1, 5), slo_tpot_s=Fraction(4, 1000), search_rate=True)
     model = get_model(args.model)
     answers = {}
     times = {}
