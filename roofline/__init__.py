@@ -10,6 +10,7 @@ does, on first use):
   FLOPs convention, bound or estimate)
 * :mod:`roofline.formulas` (numeric fast paths) and its ``REGISTRY``
 * :mod:`roofline.estimate` (the formulas applied to a model on an accelerator)
+* :func:`plan` (roofline.plan: the cheapest deployment that meets a latency SLO, searched over a grid)
 * errors: :class:`RooflineError` (a ValueError) and its subclasses
 
 Conventions: docs/conventions.md (units: bytes, seconds, FLOP).
@@ -22,6 +23,7 @@ from .deployment import Deployment, Parallelism
 from .errors import ConfigError, InvalidValueError, RooflineError, TraceError, UnknownPresetError
 from .hardware import Accelerator, Source, Sourced, accelerator_names, get_accelerator
 from .models import ModelConfig, get_model, load_model, model_names
+from .plan import plan
 
 __version__ = "0.1.0.dev0"
 
@@ -44,4 +46,5 @@ __all__ = [
     "ConfigError",
     "UnknownPresetError",
     "TraceError",
+    "plan",
 ]

@@ -27,7 +27,7 @@ from .errors import RooflineError
 
 #: Command modules under roofline.commands, in the order ``roofline --help`` lists them
 #: (``presets`` adds ``models`` and ``accelerators``).
-COMMANDS = ("report", "fit", "simulate", "calibrate", "validate", "prove", "plot", "presets")
+COMMANDS = ("report", "fit", "simulate", "plan", "calibrate", "validate", "prove", "plot", "presets")
 
 
 class OneLineParser(argparse.ArgumentParser):

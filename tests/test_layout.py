@@ -18,6 +18,7 @@ LAYERS: dict[str, int] = {
     "symbolic": 2, "estimate": 2, "deployment": 2, "speculative": 2,
     # 3: what is built on them: the scheduler, measurement, plots, proofs, strategies
     "sim": 3, "latency": 3, "measure": 3, "calibrate": 3, "validate": 3, "plotting": 3, "proofs": 3, "testing": 3,
+    "plan": 3,  # the deployment search: over the scheduler (its proof p23 is layer 3 too)
     # 4: the command line
     "commands": 4, "cli": 4, "__main__": 4, "__init__": 4,
 }

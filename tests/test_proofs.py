@@ -49,6 +49,7 @@ KEY_NUMBERS = {
     "p20_pipeline_parallel": ["18.85 ms", "32.46 ms", "3.355 us", "(31, 32, 32, 31)", "460.0 ns", "293.5 GB/s"],
     "p21_expert_parallel": ["13/7", "39/28", "5.295 of 8", "6.523 of 16", "2.125 MB", "17.66 us", "2.575 ms",
                             "2.863 ms", "18.74 ms", "17.28 ms", "2.236 GB"],
+    "p23_plan_pruning": ["t_floor = their least: 4.794 ms", "TTFTs 1, 4 and 5", "20 + 0.6 x 15", "W + k q1"],
     "p15_estimate": ["eta_bw = 0.7830", "t_step = 2.2155 ms", "8.377 ms (+7.5 %)", "4.824 ms (-38.1 %)"],
 }
 

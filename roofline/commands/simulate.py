@@ -139,19 +139,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--trace", default=DEFAULT_TRACE, metavar="{conv,code,mooncake-conv,mooncake-synthetic} or FILE",
-                   help="request trace: 'conv' or 'code' for the shipped Azure LLM inference traces of 2023 "
-                        "(conversation, 19,366 requests; code, 8,819 requests), 'mooncake-conv' or "
-                        "'mooncake-synthetic' for the shipped Mooncake traces (FAST 2025: 12,031 and 3,993 requests, "
-                        "with their prompts' 512-token block hashes), or a file: Azure CSV "
-                        "(TIMESTAMP,ContextTokens,GeneratedTokens), plain CSV or JSONL "
-                        "(arrival_s,prompt_tokens,output_tokens), optionally gzip-compressed (.gz) "
-                        "(default: %(default)s); with --num-prompts or --max-concurrency, only the source of "
-                        "'trace' lengths")
-    p.add_argument("--format", choices=("azure", "csv", "jsonl", "mooncake"), default=None,
-                   help="trace format (default: from the extension and header)")
-    p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
-                   help="serve only the first N requests of the trace")
+    add_workload_options(p)
     p.add_argument("--policy", choices=("all", *POLICIES), default="all",
                    help="policy to run (default: all; with --estimate ENGINE, the engine's own)")
     add_model_options(p)
@@ -206,6 +194,53 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-model-len", type=int_arg("--max-model-len", 1), default=None,
                    help="reject requests whose prompt + output exceed this many tokens (default: the model's "
                         "max_position_embeddings, as vLLM; no limit when the config has none)")
+    g = p.add_argument_group("service level objectives (goodput)")
+    g.add_argument("--slo-ttft", type=number_arg("--slo-ttft"), default=None, metavar="MS",
+                   help="TTFT limit in milliseconds (as vLLM's --goodput ttft:MS)")
+    g.add_argument("--slo-tpot", type=number_arg("--slo-tpot"), default=None, metavar="MS",
+                   help="TPOT limit in milliseconds")
+    g.add_argument("--slo-e2e", type=number_arg("--slo-e2e"), default=None, metavar="MS",
+                   help="end-to-end latency limit in milliseconds")
+    p.add_argument("--block-size", type=int_arg("--block-size", 1), default=DEFAULT_BLOCK_SIZE,
+                   help="paged KV block size in tokens; 1 for token accounting (default: %(default)s)")
+    p.add_argument("--utilization", "--gpu-memory-utilization",
+                   type=number_arg("--utilization", positive=True, at_most_one=True),
+                   default=None,
+                   help="share of usable memory the server may use; KV budget = usable x this - weights "
+                        f"(default: {float(DEFAULT_UTILIZATION):g}; not with --kv-budget-gb)")
+    p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
+                   help="KV budget in GB (1e9 bytes), instead of the one --utilization gives")
+    _disaggregated.add_arguments(p)
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the table")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="also write DIR/<policy>-requests.csv (one row per request); never over the trace or "
+                        "config read")
+    p.add_argument("--steps", action="store_true",
+                   help="with --out, also write DIR/<policy>-steps.csv (one row per step: on the shipped "
+                        "conversation trace about 4 million rows, several hundred MB)")
+    p.set_defaults(func=run)
+    for action in p._actions:  # every option remembers that it was given: one the run does not use is refused
+        if action.option_strings and not isinstance(action, argparse._HelpAction):
+            action.__class__ = _given(type(action))
+            _DESTS.update(dict.fromkeys(action.option_strings, action.dest))
+
+
+def add_workload_options(p: argparse.ArgumentParser) -> None:
+    """The workload's options: ``--trace``, ``--format``, ``--limit`` and the generated workload's (vLLM's
+    benchmark names), read by :func:`build_workload`; ``roofline plan`` takes the same ones."""
+    p.add_argument("--trace", default=DEFAULT_TRACE, metavar="{conv,code,mooncake-conv,mooncake-synthetic} or FILE",
+                   help="request trace: 'conv' or 'code' for the shipped Azure LLM inference traces of 2023 "
+                        "(conversation, 19,366 requests; code, 8,819 requests), 'mooncake-conv' or "
+                        "'mooncake-synthetic' for the shipped Mooncake traces (FAST 2025: 12,031 and 3,993 requests, "
+                        "with their prompts' 512-token block hashes), or a file: Azure CSV "
+                        "(TIMESTAMP,ContextTokens,GeneratedTokens), plain CSV or JSONL "
+                        "(arrival_s,prompt_tokens,output_tokens), optionally gzip-compressed (.gz) "
+                        "(default: %(default)s); with --num-prompts or --max-concurrency, only the source of "
+                        "'trace' lengths")
+    p.add_argument("--format", choices=("azure", "csv", "jsonl", "mooncake"), default=None,
+                   help="trace format (default: from the extension and header)")
+    p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
+                   help="serve only the first N requests of the trace")
     w = p.add_argument_group("generated workload (vLLM benchmark_serving / vllm bench serve names)")
     w.add_argument("--num-prompts", "--requests", type=int_arg("--num-prompts", 1), default=None, dest="num_prompts",
                    help="generate this many requests instead of reading --trace")
@@ -241,35 +276,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--len-sigma", type=number_arg("--len-sigma", positive=True), default=Fraction(1),
                    help="lognormal lengths: standard deviation of log(length) (default: 1)")
     w.add_argument("--seed", type=int_arg("--seed", 0), default=0, help="seed of the generated workload (default: 0)")
-    g = p.add_argument_group("service level objectives (goodput)")
-    g.add_argument("--slo-ttft", type=number_arg("--slo-ttft"), default=None, metavar="MS",
-                   help="TTFT limit in milliseconds (as vLLM's --goodput ttft:MS)")
-    g.add_argument("--slo-tpot", type=number_arg("--slo-tpot"), default=None, metavar="MS",
-                   help="TPOT limit in milliseconds")
-    g.add_argument("--slo-e2e", type=number_arg("--slo-e2e"), default=None, metavar="MS",
-                   help="end-to-end latency limit in milliseconds")
-    p.add_argument("--block-size", type=int_arg("--block-size", 1), default=DEFAULT_BLOCK_SIZE,
-                   help="paged KV block size in tokens; 1 for token accounting (default: %(default)s)")
-    p.add_argument("--utilization", "--gpu-memory-utilization",
-                   type=number_arg("--utilization", positive=True, at_most_one=True),
-                   default=None,
-                   help="share of usable memory the server may use; KV budget = usable x this - weights "
-                        f"(default: {float(DEFAULT_UTILIZATION):g}; not with --kv-budget-gb)")
-    p.add_argument("--kv-budget-gb", type=number_arg("--kv-budget-gb", positive=True), default=None,
-                   help="KV budget in GB (1e9 bytes), instead of the one --utilization gives")
-    _disaggregated.add_arguments(p)
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the table")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="also write DIR/<policy>-requests.csv (one row per request); never over the trace or "
-                        "config read")
-    p.add_argument("--steps", action="store_true",
-                   help="with --out, also write DIR/<policy>-steps.csv (one row per step: on the shipped "
-                        "conversation trace about 4 million rows, several hundred MB)")
-    p.set_defaults(func=run)
-    for action in p._actions:  # every option remembers that it was given: one the run does not use is refused
-        if action.option_strings and not isinstance(action, argparse._HelpAction):
-            action.__class__ = _given(type(action))
-            _DESTS.update(dict.fromkeys(action.option_strings, action.dest))
 
 
 #: Each option string of the parser -> its dest (filled by :func:`register`).

@@ -1,0 +1,79 @@
+"""Benchmark: ``roofline plan`` on a 200-configuration grid with the rate search, local processes and Dask.
+
+The grid: 5 accelerators (A100 80GB, H100 SXM, H200, B200, MI300X) x T in 1, 2, 4, 8 x
+``--max-num-seqs`` 16, 32, 64, 128, 256 x ``--max-num-batched-tokens`` 2,048, 8,192, chunked
+prefill, reserve admission, on Llama 3.1 8B (``--model``), SLO p99 TTFT <= 200 ms and TPOT
+<= 4 ms (below one H100's 4.79 ms weight read, so the bound has work), on the first
+``--limit`` requests (default 500) of the shipped conversation trace, with ``--search-rate`` (bracketing to 5 %). It is run on ``-j 2`` local worker processes and on a
+two-worker local Dask cluster (``--cluster local:2``), wall-clock time each (the targets: at most
+2 minutes for local processes, Dask within 1.25x of that), and prints how many configurations
+the bound pruned, by rule, and how many rate-search runs were simulated. The two answers must be
+identical (checked).
+
+Run from the repository root::
+
+    python benchmarks/bench_plan.py
+    python benchmarks/bench_plan.py --limit 19366   # the whole trace (much longer)
+
+Not a test: timings depend on the machine (a shared one inflates them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+AXES: dict[str, Any] = {
+    "accelerator": ["a100-80gb", "h100-sxm", "h200", "b200", "mi300x"],
+    "tensor_parallel_size": [1, 2, 4, 8],
+    "max_num_seqs": [16, 32, 64, 128, 256],
+    "max_num_batched_tokens": [2048, 8192],
+}
+
+
+def main() -> int:
+    from roofline import get_model, plan
+    from roofline.sim import load_trace, shipped_trace
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="llama-3.1-8b")
+    parser.add_argument("--limit", type=int, default=500)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--skip-dask", action="store_true")
+    args = parser.parse_args()
+    requests = load_trace(shipped_trace("conv"))[: args.limit]
+    kw: dict[str, Any] = dict(axes=AXES, slo_ttft_s=Fraction(1, 5), slo_tpot_s=Fraction(4, 1000), search_rate=True)
+    model = get_model(args.model)
+    answers = {}
+    times = {}
+    for label, extra in (("local", {"jobs": args.jobs}), ("dask", {"cluster": f"local:{args.jobs}"})):
+        if label == "dask" and args.skip_dask:
+            continue
+        start = time.perf_counter()
+        result = plan(model, requests, **kw, **extra)
+        times[label] = time.perf_counter() - start
+        answers[label] = json.dumps(result.to_dict(), sort_keys=True)
+        runs = sum((r.get("max_rate") or {}).get("runs", 0) for r in result.records)
+        n = len(result.records)
+        pruned = sum(result.pruned.values())
+        print(f"{label:<6} {n} configurations, {times[label]:6.1f} s wall; pruned by the bound {pruned} "
+              f"({100 * pruned / n:.0f} %: {result.pruned}); {result.simulated} simulated at the given rate, "
+              f"{runs} rate-search runs; winner {None if result.winner is None else result.winner['key']}")
+    if "dask" in times:
+        print(f"dask / local = {times['dask'] / times['local']:.2f} (target <= 1.25); answers identical: "
+              f"{answers['dask'] == answers['local']}")
+        if answers["dask"] != answers["local"]:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,340 @@
+"""``roofline plan``: the cheapest deployment that meets a latency SLO on a workload.
+
+Searches a grid of configurations (the axes: ``--accelerator``, ``--tensor-parallel-size``,
+``--max-num-seqs``, ``--max-num-batched-tokens``, ``--enable-chunked-prefill on|off``,
+``--enable-prefix-caching on|off``, ``--kv-cache-dtype``, ``--admission``; repeat a flag to
+search several values) for the cheapest one whose TTFT, TPOT and E2E at ``--slo-percentile``
+(default 99, interpolated as ``vllm bench serve`` reports it) are within ``--slo-ttft``,
+``--slo-tpot`` and ``--slo-e2e`` (ms) with every request served. Cheapest: GPUs x
+``--price KEY=USD`` per GPU-hour (your prices), or the fewest GPUs without prices.
+
+Before simulating, a configuration the step-time model proves unable to meet the SLO (it does
+not fit; every step is slower than the TPOT limit; the prefill or the queue the peak throughput
+allows already breaks the TTFT or E2E limit) is dropped with its rule; the output counts them.
+``--search-rate`` also finds each configuration's highest rate (x the workload's own, by
+bracketing to ``--rate-tolerance``). The workload is a trace or a generated one, with the flags of
+``roofline simulate``; ``--rate-scale X`` serves it at X times its rate.
+
+Runs on ``-j N`` local worker processes, or a Dask cluster (``--cluster tcp://HOST:PORT``, or
+``--cluster local:N`` started for the run; the ``cluster`` extra). ``--out FILE`` keeps every
+finished result (JSON lines, keyed by configuration, written atomically): run the same command
+again and it resumes. Prints a ranked table, the Pareto front (output tokens/s per GPU against
+TTFT and TPOT), the winner's ``vllm serve`` command; ``--json``, ``--csv FILE``, ``--plot FILE``.
+
+Examples::
+
+    roofline plan --model llama-3.1-70b --limit 2000 --slo-ttft 2000 --slo-tpot 50 \\
+        --accelerator h100-sxm --accelerator h200 --price h100-sxm=2.5 --price h200=3.5
+    roofline plan --model llama-3.1-8b --num-prompts 500 --request-rate 20 --slo-tpot 20 \\
+        --tensor-parallel-size 1 --tensor-parallel-size 2 --search-rate -j 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+from fractions import Fraction
+from typing import Any
+
+from .._io import atomic_write, check_outputs, output_path
+from ..errors import InvalidValueError
+from ..plan import AXES, RULES, PlanResult, plan
+from ..sim import SHIPPED_TRACES
+from ._args import add_estimate_option, add_flops_option, by_flag, int_arg, number_arg, plain
+from .simulate import _DESTS, _given, add_workload_options, build_workload
+
+
+def _price(text: str) -> tuple[str, Fraction]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"--price={text!r}: expected ACCELERATOR=USD_PER_GPU_HOUR")
+    return key.strip(), number_arg("--price", positive=True)(value)
+
+
+def _axis_type(axis: Any) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            return axis.parse(text)
+        except InvalidValueError as err:
+            raise argparse.ArgumentTypeError(f"{axis.flag}={text!r}: {err.reason}") from None
+    return parse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``plan`` subcommand."""
+    p = sub.add_parser("plan", help="the cheapest deployment that meets a latency SLO (search, pruned by the bound)",
+                       description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="llama-3.1-8b", help="preset, Hugging Face id or config.json "
+                   "(default: %(default)s)")
+    p.add_argument("--weight-dtype", default=None, help="override the weight dtype (as roofline simulate)")
+    a = p.add_argument_group("axes searched (repeat a flag for several values)")
+    for axis in AXES:
+        a.add_argument(axis.flag, action="append", type=_axis_type(axis), default=None, dest=axis.name,
+                       metavar="VALUE", help=axis.help)
+    add_workload_options(p)
+    add_flops_option(p, default="exact")
+    add_estimate_option(p, instead=True)
+    g = p.add_argument_group("service level objectives")
+    for name, what in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "end-to-end latency")):
+        g.add_argument(f"--slo-{name}", type=number_arg(f"--slo-{name}", positive=True), default=None, metavar="MS",
+                       help=f"{what} limit in milliseconds, > 0")
+    g.add_argument("--slo-percentile", type=number_arg("--slo-percentile", positive=True), default=Fraction(99),
+                   help="percentile the limits hold at, in (0, 100] (default: 99)")
+    p.add_argument("--price", type=_price, action="append", default=None, metavar="KEY=USD",
+                   help="your price of one accelerator per GPU-hour (an example, not a fact of the package); "
+                        "give one for every accelerator searched, or none for the fewest GPUs")
+    p.add_argument("--utilization", "--gpu-memory-utilization",
+                   type=number_arg("--utilization", positive=True, at_most_one=True), default=Fraction(9, 10),
+                   help="share of usable memory the server may use (default: 0.9)")
+    p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16, help="KV block size (default: 16)")
+    r = p.add_argument_group("rate")
+    r.add_argument("--rate-scale", type=number_arg("--rate-scale", positive=True), default=Fraction(1),
+                   help="serve the workload at this many times its own rate (arrivals / X) (default: 1)")
+    r.add_argument("--search-rate", action="store_true", help="also find each configuration's highest rate")
+    r.add_argument("--rate-tolerance", type=number_arg("--rate-tolerance", positive=True), default=Fraction(1, 20),
+                   help="the rate search stops when high / low <= 1 + this (default: 0.05)")
+    x = p.add_argument_group("where it runs and what it writes")
+    x.add_argument("-j", "--jobs", type=int_arg("--jobs", 1, 1024), default=1,
+                   help="local worker processes (default: 1, in this process)")
+    x.add_argument("--cluster", default=None, metavar="tcp://HOST:PORT|local:N",
+                   help="run on a Dask cluster (the cluster extra); local:N starts N workers for the run")
+    x.add_argument("--out", default=None, metavar="FILE",
+                   help="keep every finished result here (JSON lines); an existing file of the same search "
+                        "is resumed, never recomputed")
+    x.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    x.add_argument("--csv", default=None, metavar="FILE", help="also write the ranked results as CSV")
+    x.add_argument("--plot", default=None, metavar="FILE",
+                   help="also draw the Pareto front (output tokens/s per GPU against TPOT and TTFT; matplotlib)")
+    x.add_argument("--top", type=int_arg("--top", 1), default=10, help="rows of the ranked table (default: 10)")
+    p.set_defaults(func=run)
+    for action in p._actions:  # the workload flags are read by simulate's build_workload, which names them
+        if action.option_strings and not isinstance(action, argparse._HelpAction):
+            action.__class__ = _given(type(action))
+            for s in action.option_strings:
+                _DESTS.setdefault(s, action.dest)
+
+
+def _inputs(args: argparse.Namespace) -> list[str | None]:
+    inputs: list[str | None] = [args.model if os.path.isfile(args.model) else None]
+    if args.trace is not None and args.trace not in SHIPPED_TRACES:
+        inputs.append(args.trace)
+    return inputs
+
+
+def run_plan(args: argparse.Namespace) -> PlanResult:
+    """The search the parsed flags ask for.
+
+    Raises
+    ------
+    RooflineError
+        Bad input, named by its flag (see :func:`roofline.plan.plan`).
+    """
+    from ..models import load_model
+
+    if getattr(args, "max_concurrency", None) is not None:
+        raise InvalidValueError("--max-concurrency", args.max_concurrency, "closed-loop clients have no rate to "
+                                "search; give a trace or --num-prompts with --request-rate")
+    outputs = [x for x in (args.out, args.csv, args.plot) if x is not None]
+    for flag, value in (("--out", args.out), ("--csv", args.csv), ("--plot", args.plot)):
+        if value is not None:
+            check_outputs(flag, [output_path(flag, value)], _inputs(args))
+    if len(set(map(os.path.abspath, outputs))) < len(outputs):
+        raise InvalidValueError("--out", args.out, "--out, --csv and --plot must name different files")
+    if args.plot is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise InvalidValueError("--plot", args.plot, "needs matplotlib: pip install 'roofline[plot]'")
+    model = by_flag("--model", load_model, args.model)
+    if args.weight_dtype is not None:
+        model = model.with_dtypes(weight_dtype=args.weight_dtype)
+    from ..deployment import profile
+
+    estimate = by_flag("--estimate", profile, args.estimate)
+    requests, _ = build_workload(args)
+    if args.request_rate is None and args.num_prompts is not None and (args.search_rate or args.rate_scale != 1):
+        raise InvalidValueError("--request-rate", "inf", "every request arrives at t = 0: there is no rate to "
+                                "scale; give --request-rate")
+    axes = {a.name: getattr(args, a.name) for a in AXES if getattr(args, a.name) is not None}
+    prices = dict(args.price) if args.price else None
+    if prices is not None and len(prices) < len(args.price):
+        raise InvalidValueError("--price", args.price[-1][0], "given twice")
+    slo = {k: None if getattr(args, k) is None else getattr(args, k) / 1000
+           for k in ("slo_ttft", "slo_tpot", "slo_e2e")}
+    if all(v is None for v in slo.values()):
+        raise InvalidValueError("--slo-ttft", None, "give at least one of --slo-ttft, --slo-tpot, --slo-e2e")
+    if args.slo_percentile > 100:
+        raise InvalidValueError("--slo-percentile", float(args.slo_percentile), "must be <= 100")
+    bar = _Progress()
+    try:
+        result = plan(model, requests, slo_ttft_s=slo["slo_ttft"], slo_tpot_s=slo["slo_tpot"],
+                      slo_e2e_s=slo["slo_e2e"], percentile=args.slo_percentile, axes=axes, prices=prices,
+                      flops=args.flops, estimate=estimate, utilization=args.utilization, block_size=args.block_size,
+                      search_rate=args.search_rate, rate_scale=args.rate_scale, rate_tolerance=args.rate_tolerance,
+                      jobs=args.jobs, cluster=args.cluster, out=args.out, progress=bar)
+    except InvalidValueError as err:
+        named = {"cluster": "--cluster", "out": "--out"}.get(err.field)
+        raise err if named is None else InvalidValueError(named, err.value, err.reason) from None
+    finally:
+        bar.close()
+    return result
+
+
+class _Progress:
+    """A tqdm bar on stderr (a terminal only): configurations done, pruned, failing the SLO."""
+
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(desc="plan", unit="config", disable=not _isatty(), leave=False, file=sys.stderr)
+        self.pruned = self.failing = 0
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        if record["status"] == "pruned":
+            self.pruned += 1
+        elif not record["at_rate"]["meets"]:
+            self.failing += 1
+        self.bar.update(1)
+        self.bar.set_postfix_str(f"pruned {self.pruned}, failing SLO {self.failing}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _isatty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _ms(x: Any) -> str:
+    return "-" if x is None else f"{x * 1e3:,.1f}"
+
+
+def _short(key: str) -> str:
+    return key.replace("/noprefix", "").replace("/kvauto", "").replace("/reserve", "")
+
+
+def format_table(result: PlanResult, top: int) -> str:
+    """The answer as text (<= 100 columns): counts, ranked rows, the front, the winner's vllm serve line."""
+    c = result.context
+    q = f"p{float(c.percentile):g}"
+    limits = ", ".join(f"{n} {q} <= {float(v) * 1e3:g} ms" for n, v in (("TTFT", c.ttft_s), ("TPOT", c.tpot_s),
+                                                                        ("E2E", c.e2e_s)) if v is not None)
+    rules = ", ".join(f"{k} {v}" for k, v in result.pruned.items() if v)
+    n = len(result.records)
+    pruned = sum(result.pruned.values())
+    lines = [f"roofline plan: {c.model.name}, {len(c.requests):,} requests at {float(c.rate_scale):g}x their rate; "
+             f"SLO {limits}, every request served",
+             f"  {n} configurations: {pruned} pruned by the "
+             f"{'bound' if c.estimate is None else 'estimate'} ({rules or 'none'}), {result.simulated} simulated"
+             + (f", {result.resumed} read back from --out" if result.resumed else ""),
+             "  objective: " + ("cost = GPUs x your price per GPU-hour (" + ", ".join(
+                 f"{k} ${float(v):g}" for k, v in result.prices.items()) + ")" if result.prices else "fewest GPUs"),
+             ""]
+    head = f"{'#':>3}  {'configuration':<38} {'GPUs':>4} {'cost':>7} {'TTFT':>8} {'TPOT':>7} {'tok/s/GPU':>9}"
+    if c.search_rate:
+        head += f" {'max req/s':>9}"
+    lines.append(head)
+    for i, r in enumerate(result.records[:top], 1):
+        at = r.get("at_rate") or {}
+        cost = "-" if r.get("cost") is None else (f"${r['cost']:,.2f}" if result.prices else f"{r['cost']}")
+        tps = at.get("output_tokens_per_s")
+        per_gpu = "-" if tps is None else f"{tps / r['gpus']:,.0f}"
+        gpus = r["gpus"] or "-"
+        row = (f"{i:>3}  {_short(r['key']):<38} {gpus:>4} {cost:>7} {_ms(at.get('ttft_s')):>8} "
+               f"{_ms(at.get('tpot_s')):>7} {per_gpu:>9}")
+        if c.search_rate:
+            m = (r.get("max_rate") or {}).get("requests_per_s")
+            rate = "-" if m is None else f"{m:,.2f}"
+            row += f" {rate:>9}"
+        mark = "meets" if at.get("meets") else (f"x {r['rule']}" if r["status"] == "pruned" else "fails")
+        lines.append(f"{row}  {mark}")
+    if n > top:
+        lines.append(f"     ... {n - top} more (--top, --json, --csv)")
+    lines += ["", f"  Pareto front (tok/s/GPU up, TTFT and TPOT down): {len(result.front)} configurations"]
+    lines += [f"    {_short(k)}" for k in result.front[:top]]
+    w = result.winner
+    lines.append("")
+    if w is None:
+        lines.append("  no configuration meets the SLO: widen the axes, relax the SLO or lower --rate-scale")
+    else:
+        from ..plan import vllm_serve_command
+
+        lines += [f"  winner: {w['key']}", f"    {vllm_serve_command(c.model, w)}",
+                  "    (--gpu-memory-utilization " + f"{float(c.utilization):g}; admission {w['config']['admission']} "
+                  "is the scheduler's model: vLLM allocates on demand)"]
+    lines += [f"  cost per hour; TTFT, TPOT: ms at {q} (numpy linear, as vllm bench serve); x RULE: pruned by the",
+              "  rule (fit, tpot, ttft, rate: docs/conventions.md, \"Deployment search\"); fails: simulated, missed it"]
+    from ..units import fit_width
+
+    return fit_width("\n".join(lines))
+
+
+CSV_FIELDS = ("rank", "key", *[a.name for a in AXES], "gpus", "cost", "status", "rule", "meets", "rejected",
+              "ttft_s", "tpot_s", "e2e_s", "output_tokens_per_s", "max_rate_scale", "max_requests_per_s", "reason")
+
+
+def to_csv(result: PlanResult) -> str:
+    """One row per configuration, in rank order."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for i, r in enumerate(result.records, 1):
+        at, mr = r.get("at_rate") or {}, r.get("max_rate") or {}
+        row = {"rank": i, "key": r["key"], **r["config"], "gpus": r["gpus"], "cost": r.get("cost"),
+               "status": r["status"], "rule": r.get("rule"), "meets": at.get("meets"), "rejected": at.get("rejected"),
+               "ttft_s": at.get("ttft_s"), "tpot_s": at.get("tpot_s"), "e2e_s": at.get("e2e_s"),
+               "output_tokens_per_s": at.get("output_tokens_per_s"), "max_rate_scale": mr.get("scale"),
+               "max_requests_per_s": mr.get("requests_per_s"), "reason": r.get("reason")}
+        w.writerow(["" if row[k] is None else row[k] for k in CSV_FIELDS])
+    return out.getvalue()
+
+
+def draw(result: PlanResult, path: str) -> None:
+    """The simulated configurations and the Pareto front: output tokens/s per GPU against TPOT and TTFT."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    front = set(result.front)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    q = f"p{float(result.context.percentile):g}"
+    for ax, metric, name in ((axes[0], "tpot_s", "TPOT"), (axes[1], "ttft_s", "TTFT")):
+        for on, style in ((False, dict(c="0.7", s=14)), (True, dict(c="C3", s=30))):
+            pts = [(r["at_rate"][metric] * 1e3, r["at_rate"]["output_tokens_per_s"] / r["gpus"]) for r in result.records
+                   if r["status"] == "simulated" and r["at_rate"][metric] is not None and (r["key"] in front) == on]
+            if pts:
+                ax.scatter(*zip(*pts, strict=True), label="Pareto front" if on else "simulated", **style)
+        ax.set_xlabel(f"{name} {q} [ms]")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("output tokens/s per GPU")
+    axes[0].legend()
+    fig.suptitle(f"roofline plan: {result.context.model.name}")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=os.path.splitext(path)[1].lstrip(".") or "png")
+    plt.close(fig)
+    with atomic_write(path, binary=True) as fh:
+        fh.write(buf.getvalue())
+
+
+def run(args: argparse.Namespace) -> int:
+    """Search and print the answer; return 0."""
+    result = run_plan(args)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else format_table(result, args.top))
+    if args.csv is not None:
+        with atomic_write(args.csv, newline="") as fh:
+            fh.write(to_csv(result))
+    if args.plot is not None:
+        draw(result, args.plot)
+    return 0
+
+
+__all__ = ["register", "run", "run_plan", "format_table", "to_csv", "draw", "RULES"]

@@ -1,0 +1,828 @@
+"""Deployment search: the cheapest configuration that meets a latency SLO (docs/conventions.md, "Deployment search").
+
+:func:`plan` takes a model, a workload (requests in arrival order), the SLO limits [s] at a
+percentile, and the axes to search (:data:`AXES`, one row per axis: its name, its flag, its
+default values and where a value enters the :class:`roofline.Deployment` or the
+:func:`roofline.sim.serve_continuous` call). Each configuration of the grid is first checked
+against the rules of :func:`prune` (the step-time model proves it cannot meet the SLO), and
+simulated only when no rule drops it; with ``search_rate`` the highest rate it still meets the
+SLO at is found by bracketing. The configurations run on local worker processes or on a Dask
+cluster through one work function (:func:`evaluate`), and every result is a pure function of
+its configuration and the inputs, so every executor gives the same answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._checks import check_nonnegative, check_scalar
+from .errors import InvalidValueError, RooflineError
+
+__all__ = ["AXES", "Axis", "PlanResult", "plan", "evaluate", "prune", "interpolated_percentile", "percentile_exceeds",
+           "RULES",
+           "pareto_front", "vllm_serve_command"]
+
+#: The pruning rules, in the order they are tried (docs/conventions.md, "Deployment search").
+RULES = ("fit", "tpot", "ttft", "rate")
+#: Largest and smallest rate factor the rate search tries [1] (x the workload's own rate).
+MAX_SCALE = Fraction(64)
+MIN_SCALE = Fraction(1, 64)
+DEFAULT_UTILIZATION = Fraction(9, 10)
+DEFAULT_BLOCK_SIZE = 16
+
+
+def _on_off(flag: str) -> Callable[[str], bool]:
+    def parse(text: str) -> bool:
+        key = text.strip().lower()
+        if key in ("on", "true", "yes", "1"):
+            return True
+        if key in ("off", "false", "no", "0"):
+            return False
+        raise InvalidValueError(flag, text, "expected on or off")
+    return parse
+
+
+def _count(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise InvalidValueError(flag, text, "expected an integer >= 1") from None
+        if value < 1:
+            raise InvalidValueError(flag, text, "expected an integer >= 1")
+        return value
+    return parse
+
+
+def _choice(flag: str, choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        key = text.strip().lower().replace("_", "-")
+        if key not in choices:
+            raise InvalidValueError(flag, text, f"expected one of {', '.join(choices)}")
+        return key
+    return parse
+
+
+def _text(flag: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise InvalidValueError(flag, text, "expected a name")
+        return text.strip().lower()
+    return parse
+
+
+@attrs.frozen
+class Axis:
+    """One searched axis: ``name`` (the configuration's key), ``flag`` (vLLM's name where it has one),
+    ``default`` (the values searched when the flag is not given), ``parse`` (a flag's text -> value,
+    raising InvalidValueError naming the flag), ``label`` (value -> its part of the key) and ``into``
+    (value, parts) -> None: where the value enters (``parts``: ``accelerator``, ``parallelism`` kwargs,
+    ``kv_dtype``, ``serve`` kwargs of :func:`roofline.sim.serve_continuous`)."""
+
+    name: str
+    flag: str
+    default: tuple[Any, ...]
+    parse: Callable[[str], Any]
+    label: Callable[[Any], str]
+    into: Callable[[Any, dict[str, Any]], None]
+    help: str
+
+
+def _serve(key: str) -> Callable[[Any, dict[str, Any]], None]:
+    def into(value: Any, parts: dict[str, Any]) -> None:
+        parts["serve"][key] = value
+    return into
+
+
+def _set(key: str) -> Callable[[Any, dict[str, Any]], None]:
+    def into(value: Any, parts: dict[str, Any]) -> None:
+        parts[key] = value
+    return into
+
+
+def _tensor(value: Any, parts: dict[str, Any]) -> None:
+    parts["parallelism"]["tensor"] = value
+
+
+#: The axes, in key order. A later axis (pipeline, expert, data parallelism, pools) is one more row.
+AXES: tuple[Axis, ...] = (
+    Axis("accelerator", "--accelerator", ("h100-sxm",), _text("--accelerator"), str, _set("accelerator"),
+         "accelerator preset (default: the priced ones, else h100-sxm)"),
+    Axis("tensor_parallel_size", "--tensor-parallel-size", (1, 2, 4, 8), _count("--tensor-parallel-size"),
+         lambda v: f"tp{v}", _tensor, "T, GPUs of the tensor-parallel group (default: 1 2 4 8)"),
+    Axis("max_num_seqs", "--max-num-seqs", (256,), _count("--max-num-seqs"), lambda v: f"seqs{v}",
+         _serve("max_num_seqs"), "most sequences running at once (default: 256, vLLM's)"),
+    Axis("max_num_batched_tokens", "--max-num-batched-tokens", (2048, 8192), _count("--max-num-batched-tokens"),
+         lambda v: f"mbt{v}", _serve("max_num_batched_tokens"),
+         "per-step token budget (without chunked prefill: the prefill budget) (default: 2048 8192)"),
+    Axis("chunked_prefill", "--enable-chunked-prefill", (True,), _on_off("--enable-chunked-prefill"),
+         lambda v: "chunked" if v else "separate", _serve("chunked"), "on or off (default: on, vLLM V1's)"),
+    Axis("enable_prefix_caching", "--enable-prefix-caching", (False,), _on_off("--enable-prefix-caching"),
+         lambda v: "prefix" if v else "noprefix", _serve("enable_prefix_caching"), "on or off (default: off)"),
+    Axis("kv_cache_dtype", "--kv-cache-dtype", ("auto",), _text("--kv-cache-dtype"), lambda v: f"kv{v}",
+         _set("kv_dtype"), "auto (the model's), fp8, bf16... (default: auto)"),
+    Axis("admission", "--admission", ("reserve",), _choice("--admission", ("reserve", "on-demand")), str,
+         _serve("admission"), "reserve or on-demand (default: reserve)"),
+)
+_AXIS = {a.name: a for a in AXES}
+
+
+def key_of(config: dict[str, Any]) -> str:
+    """A configuration's key: its axes' labels in table order, joined by ``/``."""
+    return "/".join(a.label(config[a.name]) for a in AXES)
+
+
+# --------------------------------------------------------------------------- percentiles
+
+
+def interpolated_percentile(values: Sequence[Any], q: Any) -> Any:
+    """The q-th percentile as ``numpy.percentile`` (linear) computes it, exact on ints and Fractions.
+
+    Rank h = (n - 1) q / 100 of the n sorted values; v[floor h] + (h - floor h) (v[floor h + 1] -
+    v[floor h]) (docs/conventions.md, "Deployment search"; shared/design/CONVENTIONS.md, "Latency
+    percentiles": the one ``vllm bench serve`` reports).
+
+    Parameters
+    ----------
+    values : non-empty sequence of numbers [any unit]
+    q : number in [0, 100]
+
+    Raises
+    ------
+    InvalidValueError
+        Empty ``values`` (field ``values``); q outside [0, 100] (field ``q``).
+
+    Examples
+    --------
+    >>> interpolated_percentile([1, 2, 3, 4], 50), interpolated_percentile([15, 20, 35, 40, 50], 40)
+    (Fraction(5, 2), Fraction(29, 1))
+    """
+    if not values:
+        raise InvalidValueError("values", values, "percentile of no values")
+    if isinstance(q, bool) or not isinstance(q, (int, Fraction, float)) or not 0 <= q <= 100:
+        raise InvalidValueError("q", q, "must be a number in [0, 100]")
+    ordered = sorted(values)
+    h = (len(ordered) - 1) * Fraction(q) / 100
+    low = math.floor(h)
+    if low + 1 >= len(ordered):
+        return Fraction(ordered[low]) if not isinstance(ordered[low], float) else ordered[low]
+    a, b = ordered[low], ordered[low + 1]
+    if isinstance(a, float) or isinstance(b, float):
+        return a + float(h - low) * (b - a)
+    return Fraction(a) + (h - low) * (Fraction(b) - Fraction(a))
+
+
+def percentile_exceeds(values: Sequence[Any], q: Any, limit: Any) -> bool:
+    """Whether :func:`interpolated_percentile` (values, q) > ``limit``, exactly, without sorting: with h = (n - 1)
+    q / 100 and j = floor h, it is > limit when at most j values are <= limit, not when j + 2 or more are; else
+    from the two order statistics around the limit. Same domain as :func:`interpolated_percentile`."""
+    if not values:
+        raise InvalidValueError("values", values, "percentile of no values")
+    h = (len(values) - 1) * Fraction(q) / 100
+    j = math.floor(h)
+    below = [v for v in values if v <= limit]
+    if len(below) <= j:
+        return True
+    if len(below) >= j + 2 or j + 1 >= len(values):
+        return False
+    a, b = max(below), min(v for v in values if v > limit)  # v[j] and v[j + 1]
+    return bool(Fraction(a) + (h - j) * (Fraction(b) - Fraction(a)) > limit)
+
+
+# --------------------------------------------------------------------------- the inputs
+
+
+@attrs.frozen
+class Context:
+    """What every configuration's evaluation shares (pickled once per worker): the model, the
+    workload's requests, the SLO limits [s] (None: not limited), the percentile, the FLOPs
+    convention, the estimate profile (None: the bound), utilization, block size and the rate search."""
+
+    model: Any
+    requests: tuple[Any, ...]
+    ttft_s: Any
+    tpot_s: Any
+    e2e_s: Any
+    percentile: Any
+    flops: str
+    estimate: Any
+    utilization: Any
+    block_size: int
+    search_rate: bool
+    rate_scale: Any
+    rate_tolerance: Any
+
+
+def _scaled(requests: Sequence[Any], scale: Any) -> list[Any]:
+    """The requests with their arrivals divided by ``scale`` (x the rate; lengths unchanged)."""
+    if scale == 1:
+        return list(requests)
+    return [attrs.evolve(r, arrival_s=Fraction(r.arrival_s) / scale) for r in requests]
+
+
+def _build(context: Context, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(Deployment, serve keywords) of a configuration: each axis's value where the table says it enters."""
+    from .deployment import Deployment, Parallelism
+    from .hardware import get_accelerator
+
+    parts: dict[str, Any] = {"accelerator": None, "parallelism": {}, "kv_dtype": "auto", "serve": {}}
+    for axis in AXES:
+        axis.into(config[axis.name], parts)
+    model = context.model
+    if parts["kv_dtype"] != "auto":
+        model = model.with_dtypes(kv_dtype=parts["kv_dtype"])
+    deployment = Deployment(model, get_accelerator(parts["accelerator"]), Parallelism(**parts["parallelism"]),
+                            flops=context.flops, estimate=context.estimate)
+    serve = dict(parts["serve"])
+    serve["admission"] = serve.get("admission", "reserve").replace("-", "_")
+    return deployment, serve
+
+
+def _floor_time(cost: Any) -> Any:
+    """t_floor [s]: the least step of each kind at its smallest arguments (step times are nondecreasing)."""
+    return min(cost.decode_time(1, 1), cost.prefill_time(1, 1), cost.mixed_time(1, 1, 1, 0, 1))
+
+
+@attrs.frozen
+class _Setup:
+    deployment: Any
+    serve: dict[str, Any]
+    pool: Any
+    cost: Any
+    max_model_len: Any
+
+
+def _setup(context: Context, config: dict[str, Any]) -> _Setup | tuple[str, str]:
+    """The simulation's parts of a configuration, or ("fit", why) when it cannot be built."""
+    from .estimate import kv_budget_for
+    from .sim import KVPool, RooflineCostModel
+
+    try:
+        deployment, serve = _build(context, config)
+        budget = kv_budget_for(deployment, utilization=context.utilization)
+        if budget <= 0:
+            return ("fit", f"the weights leave no KV budget ({float(budget) / 1e9:.2f} GB)")
+        pool = KVPool.for_model(deployment.share, budget=budget, block_size=context.block_size)
+        cost = RooflineCostModel.for_deployment(deployment)
+        _floor_time(cost)  # the links of the group priced here: a group they cannot hold is refused
+    except RooflineError as err:
+        return ("fit", str(err))
+    return _Setup(deployment, serve, pool, cost, deployment.share.max_position_embeddings)
+
+
+def prune(context: Context, setup: _Setup, requests: Sequence[Any]) -> tuple[str, str] | None:
+    """The first rule of :data:`RULES` that proves the configuration fails the SLO on ``requests``, as
+    (rule, reason), or None (docs/conventions.md, "Deployment search": each rule and why it is sound).
+
+    Raises nothing a valid setup can raise.
+    """
+    serve, pool, cost = setup.serve, setup.pool, setup.cost
+    chunked = serve["chunked"]
+    budget = serve["max_num_batched_tokens"]
+    S = serve["max_num_seqs"]
+    if chunked and budget < S:
+        return ("fit", f"max_num_batched_tokens {budget} < max_num_seqs {S} (vLLM refuses it)")
+    for r in requests:
+        why = pool.never_fits_reason(r.prompt_tokens, r.output_tokens)
+        if why is None and setup.max_model_len is not None and r.prompt_tokens + r.output_tokens > setup.max_model_len:
+            why = f"prompt + output {r.prompt_tokens + r.output_tokens} > max_model_len {setup.max_model_len}"
+        if why is None and not chunked and r.prompt_tokens > budget:
+            why = f"prompt of {r.prompt_tokens} tokens > max_num_batched_tokens {budget} without chunked prefill"
+        if why is not None:
+            return ("fit", f"request {r.id}: {why}")
+    floor = _floor_time(cost)
+    q = context.percentile
+    if context.tpot_s is not None and floor > context.tpot_s and any(r.output_tokens >= 2 for r in requests):
+        return ("tpot", f"every step takes >= {float(floor) * 1e3:.3g} ms > TPOT limit "
+                        f"{float(context.tpot_s) * 1e3:g} ms")
+    if context.ttft_s is None and context.e2e_s is None:
+        return None
+    prefix = serve.get("enable_prefix_caching", False)
+    first = [floor if prefix else cost.prefill_time(r.prompt_tokens, 0) for r in requests]
+    running = S
+    if serve["admission"] == "reserve" and not prefix and pool.capacity_blocks is not None:
+        # each running request holds its lifetime blocks (reserved, never shared without prefix caching): at
+        # most as many run as the smallest lifetimes that fit together
+        held, running = 0, 0
+        for blocks in sorted(pool.lifetime_blocks(r.prompt_tokens, r.output_tokens) for r in requests):
+            if held + blocks > pool.capacity_blocks or running == S:
+                break
+            held, running = held + blocks, running + 1
+        running = max(1, running)
+    queued = _queue_bounds(requests, running, floor) if serve["admission"] == "reserve" else [0] * len(requests)
+    ttft = [max(a, b) for a, b in zip(first, queued, strict=True)]
+    if context.ttft_s is not None and percentile_exceeds(ttft, q, context.ttft_s):
+        rule = "ttft" if percentile_exceeds(first, q, context.ttft_s) else "rate"
+        return (rule, f"TTFT p{float(q):g} of the lower bounds > limit {float(context.ttft_s) * 1e3:g} ms")
+    if context.e2e_s is not None:
+        e2e = [t + (r.output_tokens - 1) * floor for t, r in zip(ttft, requests, strict=True)]
+        if percentile_exceeds(e2e, q, context.e2e_s):
+            return ("rate", f"E2E p{float(q):g} of the lower bounds > limit {float(context.e2e_s) * 1e3:g} ms")
+    return None
+
+
+def _queue_bounds(requests: Sequence[Any], S: int, floor: Any) -> list[Any]:
+    """Per request i (0-based): a_1 + t_floor (D_i / S + 1) - a_i, D_i the sum of the i - S + 1 smallest output
+    lengths among the requests before i (0 while i < S): the TTFT first come first served allows at best."""
+    start = min(Fraction(r.arrival_s) for r in requests)
+    chosen: list[int] = []  # max-heap (negated) of the smallest outputs taken
+    rest: list[int] = []  # min-heap of the others
+    total = 0
+    out = []
+    for i, r in enumerate(requests):
+        need = max(0, i - S + 1)
+        while len(chosen) < need and rest:
+            o = heapq.heappop(rest)
+            heapq.heappush(chosen, -o)
+            total += o
+        out.append(start + floor * (Fraction(total, S) + 1) - Fraction(r.arrival_s))
+        o = r.output_tokens  # request i joins the earlier ones: keep the chosen ones the smallest
+        if chosen and o < -chosen[0]:
+            big = -heapq.heappushpop(chosen, -o)
+            total += o - big
+            heapq.heappush(rest, big)
+        else:
+            heapq.heappush(rest, o)
+    return out
+
+
+def _simulate(context: Context, setup: _Setup, requests: Sequence[Any]) -> dict[str, Any]:
+    """Serve ``requests`` with the setup; the SLO metrics at the percentile [s] and whether it met them."""
+    from .sim import serve_continuous
+
+    serve = setup.serve
+    kw = dict(max_num_seqs=serve["max_num_seqs"], admission=serve["admission"], kv_pool=setup.pool,
+              max_model_len=setup.max_model_len, enable_prefix_caching=serve["enable_prefix_caching"])
+    if serve["chunked"]:
+        kw.update(prefill="chunked", max_num_batched_tokens=serve["max_num_batched_tokens"])
+    else:
+        kw.update(max_prefill_tokens=serve["max_num_batched_tokens"])
+    result = serve_continuous(requests, setup.cost, **kw)
+    done = [r for r in result.requests if r.handed_back_s is not None]
+    q = context.percentile
+    stats: dict[str, Any] = {"rejected": len(result.requests) - len(done)}
+    tpots = [r.tpot_s for r in done if r.tpot_s is not None]
+    stats["ttft_s"] = interpolated_percentile([r.ttft_s for r in done], q) if done else None
+    stats["tpot_s"] = interpolated_percentile(tpots, q) if tpots else None
+    stats["e2e_s"] = interpolated_percentile([r.e2e_s for r in done], q) if done else None
+    tps = result.summary.output_tokens_per_s
+    stats["output_tokens_per_s"] = tps
+    meets = not stats["rejected"]
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        limit = getattr(context, name)
+        if limit is not None and stats[name] is not None and stats[name] > limit:
+            meets = False
+    stats["meets"] = meets
+    return {k: (float(v) if isinstance(v, Fraction) else v) for k, v in stats.items()}
+
+
+def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int]) -> bool:
+    requests = _scaled(context.requests, scale)
+    if prune(context, setup, requests) is not None:
+        return False
+    runs[0] += 1
+    return bool(_simulate(context, setup, requests)["meets"])
+
+
+def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool) -> dict[str, Any]:
+    """The largest rate factor x in [MIN_SCALE, MAX_SCALE] found to meet the SLO (bracketing, then geometric
+    bisection to a ratio <= 1 + tolerance); None when even MIN_SCALE fails."""
+    runs = [0]
+    lo: Any
+    hi: Any
+    if meets_start:
+        lo, hi = start, None
+        while lo < MAX_SCALE:
+            x = min(lo * 2, MAX_SCALE)
+            if _meets_at(context, setup, x, runs):
+                lo = x
+            else:
+                hi = x
+                break
+    else:
+        lo, hi = None, start
+        while hi > MIN_SCALE:
+            x = max(hi / 2, MIN_SCALE)
+            if _meets_at(context, setup, x, runs):
+                lo = x
+                break
+            hi = x
+    if lo is not None and hi is not None:
+        while hi / lo > 1 + context.rate_tolerance:
+            mid = Fraction(math.sqrt(lo * hi)).limit_denominator(1 << 20)
+            if not lo < mid < hi:
+                break
+            if _meets_at(context, setup, mid, runs):
+                lo = mid
+            else:
+                hi = mid
+    span = max(Fraction(r.arrival_s) for r in context.requests) - min(Fraction(r.arrival_s) for r in context.requests)
+    own = Fraction(len(context.requests) - 1) / span if span else None
+    return {"scale": None if lo is None else float(lo), "bracket_high": None if hi is None else float(hi),
+            "requests_per_s": None if lo is None or own is None else float(own * lo), "runs": runs[0]}
+
+
+def evaluate(context: Context, config: dict[str, Any]) -> dict[str, Any]:
+    """One configuration's result (JSON-ready): pruned with its rule, or simulated at the given rate
+    (and, with the rate search, its highest rate). Pure: the same inputs give the same record.
+
+    Raises nothing a configuration can cause: a refusal is the ``fit`` rule.
+    """
+    record: dict[str, Any] = {"key": key_of(config), "config": config}
+    setup = _setup(context, config)
+    if isinstance(setup, tuple):
+        record.update(status="pruned", rule=setup[0], reason=setup[1], gpus=None)
+        return record
+    record["gpus"] = setup.deployment.gpus
+    requests = _scaled(context.requests, context.rate_scale)
+    why = prune(context, setup, requests)
+    if why is not None:
+        record.update(status="pruned", rule=why[0], reason=why[1])
+        if context.search_rate:
+            record["max_rate"] = _rate_search(context, setup, context.rate_scale, False)
+        return record
+    record.update(status="simulated", at_rate=_simulate(context, setup, requests))
+    if context.search_rate:
+        record["max_rate"] = _rate_search(context, setup, context.rate_scale, record["at_rate"]["meets"])
+    return record
+
+
+# --------------------------------------------------------------------------- executors
+
+
+_WORKER_CONTEXT: list[Context] = []
+
+
+def _init_worker(context: Context) -> None:
+    _WORKER_CONTEXT[:] = [context]
+
+
+def _evaluate_here(config: dict[str, Any]) -> dict[str, Any]:
+    return evaluate(_WORKER_CONTEXT[0], config)
+
+
+def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> Iterable[dict[str, Any]]:
+    if jobs == 1 or len(configs) <= 1:
+        for c in configs:
+            yield evaluate(context, c)
+        return
+    import concurrent.futures as cf
+    import multiprocessing
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
+                                initializer=_init_worker, initargs=(context,)) as pool:
+        futures = [pool.submit(_evaluate_here, c) for c in configs]
+        try:
+            for f in cf.as_completed(futures):
+                yield f.result()
+        except BaseException:  # stopped (Ctrl-C, SIGTERM, a failed record): start nothing more
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> Iterable[dict[str, Any]]:
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise InvalidValueError("cluster", cluster, "needs Dask: pip install 'roofline[cluster]'") from None
+    local = None
+    if cluster.startswith("local:"):
+        try:
+            n = int(cluster[len("local:"):])
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise InvalidValueError("cluster", cluster, "expected local:N with N >= 1 workers")
+        local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(local)
+    elif cluster.startswith("tcp://"):
+        try:
+            client = Client(cluster, timeout=30)
+        except OSError as exc:
+            raise InvalidValueError("cluster", cluster, f"cannot connect: {exc}") from None
+    else:
+        raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT or local:N")
+    try:
+        shared = client.scatter(context, broadcast=True)
+        futures = [client.submit(evaluate, shared, c, pure=False) for c in configs]
+        for f in as_completed(futures):
+            yield f.result()
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+@attrs.frozen
+class PlanResult:
+    """A search's records and its answers.
+
+    Attributes
+    ----------
+    records : tuple of dict, one per configuration, ordered by rank (:func:`plan`)
+    winner : dict or None, the cheapest record that meets the SLO at the given rate
+    front : tuple of str, the keys on the Pareto front (docs/conventions.md, "Deployment search")
+    pruned : dict, rule -> configurations it removed
+    simulated : int, configurations simulated at the given rate
+    resumed : int, records read back from ``out`` (not recomputed)
+    prices : dict, accelerator -> USD per GPU-hour (the user's), or empty
+    """
+
+    records: tuple[dict[str, Any], ...]
+    winner: dict[str, Any] | None
+    front: tuple[str, ...]
+    pruned: dict[str, int]
+    simulated: int
+    resumed: int
+    prices: dict[str, Any]
+    context: Context
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the answer, the counts, and every record."""
+        c = self.context
+        return {"slo": {"ttft_s": _f(c.ttft_s), "tpot_s": _f(c.tpot_s), "e2e_s": _f(c.e2e_s),
+                        "percentile": _f(c.percentile)},
+                "prices_usd_per_gpu_hour": {k: float(v) for k, v in self.prices.items()},
+                "objective": "cost" if self.prices else "gpus",
+                "rate_scale": _f(c.rate_scale), "configurations": len(self.records), "pruned": self.pruned,
+                "simulated": self.simulated, "resumed": self.resumed,
+                "winner": None if self.winner is None else self.winner["key"],
+                "vllm_serve": None if self.winner is None else vllm_serve_command(c.model, self.winner),
+                "front": list(self.front), "results": list(self.records)}
+
+
+def _f(x: Any) -> Any:
+    return None if x is None else float(x)
+
+
+def cost_of(record: dict[str, Any], prices: dict[str, Any]) -> Any:
+    """GPUs x price per GPU-hour [USD/h] with prices, else the GPU count."""
+    gpus = record.get("gpus")
+    if gpus is None:
+        return None
+    return gpus * float(prices[record["config"]["accelerator"]]) if prices else gpus
+
+
+def _rank_key(record: dict[str, Any], prices: dict[str, Any]) -> tuple[Any, ...]:
+    at = record.get("at_rate") or {}
+    meets = bool(at.get("meets"))
+    cost = cost_of(record, prices)
+    inf = float("inf")
+    return (not meets, inf if cost is None else cost, record.get("gpus") or inf,
+            at.get("tpot_s") if at.get("tpot_s") is not None else inf,
+            at.get("ttft_s") if at.get("ttft_s") is not None else inf, record["key"])
+
+
+def pareto_front(records: Iterable[dict[str, Any]]) -> tuple[str, ...]:
+    """Keys of the records that meet the SLO at the given rate and that no other such record dominates on
+    (output tokens/s per GPU: higher, TTFT: lower, TPOT: lower), in key order."""
+    points = []
+    for r in records:
+        at = r.get("at_rate")
+        if not at or not at["meets"] or at["output_tokens_per_s"] is None:
+            continue
+        points.append((r["key"], -at["output_tokens_per_s"] / r["gpus"], at["ttft_s"] or 0.0, at["tpot_s"] or 0.0))
+    front = []
+    for k, *p in points:
+        dominated = any(all(b <= a for a, b in zip(p, o, strict=True)) and o != p for _, *o in points)
+        if not dominated:
+            front.append(k)
+    return tuple(sorted(front))
+
+
+def vllm_serve_command(model: Any, record: dict[str, Any]) -> str:
+    """The ``vllm serve`` command line of a configuration (admission has no vLLM flag: vLLM allocates on
+    demand and preempts, and is left out)."""
+    c = record["config"]
+    name = _hf_name(model)
+    parts = [f"vllm serve {name}", f"--tensor-parallel-size {c['tensor_parallel_size']}",
+             f"--max-num-seqs {c['max_num_seqs']}", f"--max-num-batched-tokens {c['max_num_batched_tokens']}",
+             "--enable-chunked-prefill" if c["chunked_prefill"] else "--no-enable-chunked-prefill"]
+    if c["enable_prefix_caching"]:
+        parts.append("--enable-prefix-caching")
+    else:
+        parts.append("--no-enable-prefix-caching")
+    if c["kv_cache_dtype"] != "auto":
+        parts.append(f"--kv-cache-dtype {c['kv_cache_dtype']}")
+    return " ".join(parts)
+
+
+def _hf_name(model: Any) -> str:
+    """The model's Hugging Face id where its preset names one (its first), else its name."""
+    from importlib import resources
+
+    from ._io import parse_json
+
+    path = resources.files("roofline.data").joinpath("models", f"{model.name}.json")
+    try:
+        ids = parse_json(path.read_text(encoding="utf-8")).get("_hf_id") or []
+    except (OSError, ValueError):
+        return str(model.name)
+    ids = [ids] if isinstance(ids, str) else ids
+    return str(ids[0]) if ids else str(model.name)
+
+
+def _grid(axes: Mapping[str, Sequence[Any]] | None, prices: Mapping[str, Any]) -> list[dict[str, Any]]:
+    given = dict(axes or {})
+    for name in given:
+        if name not in _AXIS:
+            raise InvalidValueError("axes", name, f"unknown axis; known: {', '.join(_AXIS)}")
+    values = {}
+    for a in AXES:
+        v = given.get(a.name)
+        if v is None and a.name == "accelerator" and prices:
+            v = sorted(prices)
+        v = a.default if v is None else tuple(dict.fromkeys(v))
+        if not v:
+            raise InvalidValueError(a.flag, list(v), "no values left to search (an empty grid)")
+        values[a.name] = v
+    from .hardware import get_accelerator
+
+    values["accelerator"] = tuple(dict.fromkeys(get_accelerator(x).key for x in values["accelerator"]))
+    if prices:
+        for acc in prices:
+            if acc not in values["accelerator"]:
+                raise InvalidValueError("--price", acc, "is not an accelerator searched (--accelerator)")
+        for acc in values["accelerator"]:
+            if acc not in prices:
+                raise InvalidValueError("--price", acc, "no price given for an accelerator searched")
+    configs: list[dict[str, Any]] = [{}]
+    for a in AXES:
+        configs = [dict(c, **{a.name: v}) for c in configs for v in values[a.name]]
+    return configs
+
+
+def _fingerprint(context: Context) -> str:
+    """A hash of the inputs every result depends on (the grid excepted): a resumed file must match it."""
+    m = context.model
+    text = json.dumps({
+        "model": [m.name, m.weight_dtype, m.kv_dtype, m.num_hidden_layers, m.hidden_size],
+        "requests": hashlib.sha256(repr([(str(r.arrival_s), r.prompt_tokens, r.output_tokens, r.block_hashes)
+                                         for r in context.requests]).encode()).hexdigest(),
+        "slo": [str(context.ttft_s), str(context.tpot_s), str(context.e2e_s), str(context.percentile)],
+        "rest": [context.flops, None if context.estimate is None else context.estimate.name, str(context.utilization),
+                 context.block_size, context.search_rate, str(context.rate_scale), str(context.rate_tolerance)],
+    }, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _read_out(path: Path, fingerprint: str) -> dict[str, dict[str, Any]]:
+    if not path.exists():
+        return {}
+    done = {}
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidValueError("out", str(path), f"cannot read: {exc}") from None
+    for n, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line)
+            key, fp, record = row["key"], row["inputs"], row["result"]
+        except (ValueError, KeyError, TypeError):
+            raise InvalidValueError("out", str(path), f"line {n} is not a plan result: give another file") from None
+        if fp != fingerprint:
+            raise InvalidValueError("out", str(path), "holds the results of a search with other inputs "
+                                    "(workload, SLO, model or settings): give another file")
+        done[key] = record
+    return done
+
+
+def _write_out(path: Path, fingerprint: str, done: dict[str, dict[str, Any]]) -> None:
+    from ._io import atomic_write
+
+    with atomic_write(path) as fh:
+        for key in sorted(done):
+            fh.write(json.dumps({"key": key, "inputs": fingerprint, "result": done[key]}, sort_keys=True) + "\n")
+
+
+def plan(
+    model: Any,
+    requests: Sequence[Any],
+    *,
+    slo_ttft_s: Any = None,
+    slo_tpot_s: Any = None,
+    slo_e2e_s: Any = None,
+    percentile: Any = 99,
+    axes: Mapping[str, Sequence[Any]] | None = None,
+    prices: Mapping[str, Any] | None = None,
+    flops: str = "exact",
+    estimate: Any = None,
+    utilization: Any = DEFAULT_UTILIZATION,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    search_rate: bool = False,
+    rate_scale: Any = 1,
+    rate_tolerance: Any = Fraction(1, 20),
+    jobs: int = 1,
+    cluster: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> PlanResult:
+    """Search the grid for the cheapest configuration meeting the SLO (docs/conventions.md, "Deployment search").
+
+    Parameters
+    ----------
+    model : ModelConfig, the whole model
+    requests : sequence of :class:`roofline.sim.Request`, non-empty, in arrival order
+    slo_ttft_s, slo_tpot_s, slo_e2e_s : [s] > 0 or None; at least one
+    percentile : in (0, 100], default 99 (numpy's linear interpolation, as ``vllm bench serve``)
+    axes : dict axis name -> values (:data:`AXES`); an axis not given searches its defaults
+    prices : dict accelerator -> USD per GPU-hour (the user's, each > 0), or None: the fewest GPUs
+    flops, estimate : the Deployment's FLOPs convention and engine profile (None: the bound)
+    utilization : in (0, 1], default 0.9; block_size : int >= 1 [tokens], default 16
+    search_rate : bool, also find each configuration's highest rate (bracketing)
+    rate_scale : > 0, default 1: the rate the answer is at, x the workload's own
+    rate_tolerance : > 0, default 0.05: the rate search stops when its bracket's ratio <= 1 + this
+    jobs : int >= 1, local worker processes; cluster : ``tcp://HOST:PORT`` or ``local:N`` (Dask) or None
+    out : path or None, JSON lines of finished results; an existing file of the same inputs is resumed
+    progress : callable or None, called with each record as it finishes
+
+    Returns
+    -------
+    PlanResult
+
+    Raises
+    ------
+    InvalidValueError
+        Naming the field: an unknown axis (``axes``), an axis left empty (its flag), no SLO or one <= 0,
+        a percentile outside (0, 100], a price <= 0 or for an accelerator not searched or missing for one
+        searched (``--price``), no requests, a bad ``cluster``, ``out`` holding another search's results.
+    """
+    from .models import ModelConfig
+
+    if not isinstance(model, ModelConfig):
+        raise InvalidValueError("model", model, "expected a ModelConfig (roofline.get_model or load_model)")
+    requests = tuple(requests)
+    if not requests:
+        raise InvalidValueError("requests", requests, "no requests to serve")
+    limits = {"slo_ttft_s": slo_ttft_s, "slo_tpot_s": slo_tpot_s, "slo_e2e_s": slo_e2e_s}
+    if all(v is None for v in limits.values()):
+        raise InvalidValueError("slo", None, "give at least one of the TTFT, TPOT and E2E limits")
+    for name, v in limits.items():
+        if v is not None:
+            check_scalar(name, v)
+            if not v > 0:
+                raise InvalidValueError(name, v, "must be > 0")
+    if isinstance(percentile, bool) or not isinstance(percentile, (int, Fraction, float)) or not 0 < percentile <= 100:
+        raise InvalidValueError("slo_percentile", percentile, "must be in (0, 100]")
+    for name, v in (("rate_scale", rate_scale), ("rate_tolerance", rate_tolerance)):
+        check_nonnegative(name, v)
+        if not v > 0:
+            raise InvalidValueError(name, v, "must be > 0")
+    from .hardware import get_accelerator
+
+    prices = {get_accelerator(acc).key: p for acc, p in (prices or {}).items()}
+    for acc, p in prices.items():
+        if isinstance(p, bool) or not isinstance(p, (int, float, Fraction)) or not p > 0:
+            raise InvalidValueError("--price", f"{acc}={p}", "a price must be a number > 0 (USD per GPU-hour)")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InvalidValueError("jobs", jobs, "expected an integer >= 1")
+    configs = _grid(axes, prices)
+    context = Context(model, requests, _frac(slo_ttft_s), _frac(slo_tpot_s), _frac(slo_e2e_s), Fraction(percentile),
+                      flops, estimate, Fraction(utilization), block_size, bool(search_rate), Fraction(rate_scale),
+                      Fraction(rate_tolerance))
+    fingerprint = _fingerprint(context)
+    path = None if out is None else Path(out)
+    done = {} if path is None else _read_out(path, fingerprint)
+    keys = {key_of(c) for c in configs}
+    resumed = sum(1 for k in done if k in keys)
+    todo = [c for c in configs if key_of(c) not in done]
+    for c in configs:
+        if key_of(c) in done and progress is not None:
+            progress(done[key_of(c)])
+    results = _run_dask(context, todo, cluster) if cluster is not None else _run_local(context, todo, jobs)
+    for record in results:
+        done[record["key"]] = record
+        if path is not None:
+            _write_out(path, fingerprint, done)
+        if progress is not None:
+            progress(record)
+    records = sorted((done[k] for k in keys), key=lambda r: _rank_key(r, prices))
+    for r in records:
+        r["cost"] = cost_of(r, prices)
+        rate = (r.get("max_rate") or {}).get("requests_per_s")
+        if rate is not None and r.get("gpus"):
+            r["max_rate"]["requests_per_s_per_gpu"] = rate / r["gpus"]
+            if prices:
+                r["max_rate"]["requests_per_s_per_usd_hour"] = rate / r["cost"]
+    winner = next((r for r in records if (r.get("at_rate") or {}).get("meets")), None)
+    pruned = {rule: sum(1 for r in records if r.get("rule") == rule) for rule in RULES}
+    simulated = sum(1 for r in records if r["status"] == "simulated")
+    return PlanResult(tuple(records), winner, pareto_front(records), pruned, simulated, resumed, prices, context)
+
+
+def _frac(x: Any) -> Any:
+    return None if x is None else Fraction(x)

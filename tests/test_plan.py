@@ -1,0 +1,319 @@
+"""``roofline plan`` and :func:`roofline.plan`: the percentile, the pruning rules (sound: every pruned
+configuration also fails when simulated), the plan equal to brute force, executors, resume, bad input."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import get_model, plan
+from roofline.cli import main
+from roofline.errors import InvalidValueError
+from roofline.sim import Request, synthetic_workload
+
+P = importlib.import_module("roofline.plan")  # the module (``roofline.plan`` is the function)
+MODEL = get_model("llama-3.1-8b")
+AXES: dict[str, Any] = {"tensor_parallel_size": [1, 2, 3], "max_num_seqs": [2, 64],
+                        "max_num_batched_tokens": [32, 2048], "chunked_prefill": [True, False],
+                        "admission": ["reserve", "on-demand"]}
+SLOS: list[dict[str, Any]] = [dict(slo_tpot_s=Fraction(4, 1000)), dict(slo_ttft_s=Fraction(40, 1000)),
+                              dict(slo_e2e_s=Fraction(4, 5)),
+                              dict(slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100))]
+
+
+def _workload(n: int = 60, rate: int = 40, seed: int = 3) -> list[Request]:
+    return list(synthetic_workload(n, arrival="poisson", rate=rate, input_len=1500, output_len=64,
+                                   input_distribution="uniform", output_distribution="uniform",
+                                   range_ratio=Fraction(9, 10), seed=seed).requests)
+
+
+REQUESTS = _workload()
+
+
+# --------------------------------------------------------------------------- the percentile
+
+
+def test_interpolated_percentile_hand_worked() -> None:
+    """numpy's linear rule by hand: h = (n - 1) q / 100; [15, 20, 35, 40, 50] at 40: h = 1.6, 20 + 0.6 x 15 = 29."""
+    assert P.interpolated_percentile([15, 20, 35, 40, 50], 40) == 29
+    assert P.interpolated_percentile([1, 2, 3, 4], 50) == Fraction(5, 2)
+    assert P.interpolated_percentile([Fraction(1, 3)], 99) == Fraction(1, 3)
+    assert P.interpolated_percentile([5, 1], 100) == 5
+    with pytest.raises(InvalidValueError, match="q"):
+        P.interpolated_percentile([1], 101)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=40), st.integers(0, 100))
+def test_interpolated_percentile_is_numpys(values: list[int], q: int) -> None:
+    """Exact on ints; numpy.percentile (linear) agrees to rounding."""
+    assert float(P.interpolated_percentile(values, q)) == pytest.approx(float(np.percentile(values, q)), rel=1e-12,
+                                                                          abs=1e-9)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=30), st.integers(0, 100), st.integers(-1, 51))
+def test_percentile_exceeds_is_the_percentile_compared(values: list[int], q: int, limit: int) -> None:
+    assert P.percentile_exceeds(values, q, limit) == (P.interpolated_percentile(values, q) > limit)
+
+
+def test_queue_bounds_hand_worked() -> None:
+    """S = 1, t_floor = 1, all at t = 0, outputs 3, 1, 2: request 1 waits for request 0's 3 tokens (3 + 1 = 4),
+    request 2 for the 1 + 3 smallest... the two smallest of (3, 1): 1 + 3 = 4, so 4 + 1 = 5."""
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=4, output_tokens=o) for i, o in enumerate([3, 1, 2])]
+    assert P._queue_bounds(reqs, 1, 1) == [1, 4, 5]
+    assert P._queue_bounds(reqs, 2, 1) == [1, 1, Fraction(3, 2)]  # S = 2: request 2 after the smallest, O = 1
+
+
+# --------------------------------------------------------------------------- soundness and brute force
+
+
+def _context(**slo: Any) -> Any:
+    return plan(MODEL, REQUESTS, axes={"tensor_parallel_size": [1]}, **slo).context
+
+
+def _simulated_anyway(context: Any, record: dict[str, Any]) -> dict[str, Any] | None:
+    """A record's configuration simulated without pruning (None: it cannot even be built or served)."""
+    setup = P._setup(context, record["config"])
+    if isinstance(setup, tuple):
+        return None
+    serve = setup.serve
+    if serve["chunked"] and serve["max_num_batched_tokens"] < serve["max_num_seqs"]:
+        return None  # the scheduler refuses it, as vLLM does
+    return P._simulate(context, setup, P._scaled(context.requests, context.rate_scale))
+
+
+@pytest.mark.parametrize("slo", SLOS, ids=lambda s: "+".join(s))
+def test_every_pruned_configuration_fails_when_simulated(slo: dict[str, Any]) -> None:
+    """The rules are sound: each configuration a rule drops, simulated anyway, misses the SLO."""
+    result = plan(MODEL, REQUESTS, axes=AXES, **slo)
+    assert sum(result.pruned.values()) > len(result.records) // 2  # the grid exercises the rules
+    for record in result.records:
+        if record["status"] == "pruned":
+            sim = _simulated_anyway(result.context, record)
+            assert sim is None or not sim["meets"], (record["key"], record["rule"], sim)
+
+
+def test_the_kv_limited_queue_rule_is_sound() -> None:
+    """40 requests (P = 100, O = 200) at t = 0 in a pool of about two requests' lifetime KV (utilization 0.1898:
+    80 MB left by the weights, 19 blocks of 16 tokens each): the queue term counts the two that run, not
+    max_num_seqs = 256; request 39 waits for 38 x 200 / 2 tokens of steps >= 4.79 ms, 18 s > 1 s. Pruned, and
+    simulated anyway it fails."""
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=100, output_tokens=200) for i in range(40)]
+    result = plan(MODEL, reqs, axes={"tensor_parallel_size": [1], "max_num_batched_tokens": [2048]},
+                  slo_ttft_s=1, utilization=Fraction(1898, 10000))
+    (record,) = result.records
+    setup = P._setup(result.context, record["config"])
+    assert not isinstance(setup, tuple)
+    assert setup.pool.capacity_blocks // setup.pool.lifetime_blocks(100, 200) == 2
+    assert record["rule"] == "rate"
+    sim = _simulated_anyway(result.context, record)
+    assert sim is not None and not sim["meets"] and sim["ttft_s"] > 10
+
+
+def test_the_grid_exercises_every_rule() -> None:
+    fired = {rule for slo in SLOS for rule, n in plan(MODEL, REQUESTS, axes=AXES, **slo).pruned.items() if n}
+    assert fired == set(P.RULES)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 10**6), st.integers(5, 80), st.sampled_from([1, 3, 8]), st.integers(2, 60), st.integers(3, 12),
+       st.sampled_from([50, 90, 99]))
+def test_pruning_sound_on_random_workloads(seed: int, rate: int, seqs: int, ttft_ms: int, tpot_ms: int,
+                                           q: int) -> None:
+    reqs = _workload(20, rate, seed)
+    result = plan(MODEL, reqs, axes={"tensor_parallel_size": [1, 2], "max_num_seqs": [seqs],
+                                     "chunked_prefill": [True, False], "max_num_batched_tokens": [2048, 4096]},
+                  slo_ttft_s=Fraction(ttft_ms, 1000), slo_tpot_s=Fraction(tpot_ms, 1000),
+                  slo_e2e_s=Fraction(ttft_ms * 20, 1000), percentile=q)
+    for record in result.records:
+        if record["status"] == "pruned":
+            sim = _simulated_anyway(result.context, record)
+            assert sim is None or not sim["meets"], (record["key"], record["rule"], sim)
+
+
+def _brute_force(result: Any) -> tuple[Any, tuple[str, ...]]:
+    """Every configuration simulated (none pruned): the winner's key and the front, ranked as the plan ranks."""
+    records = []
+    for record in result.records:
+        sim = _simulated_anyway(result.context, record)
+        r = dict(record, status="simulated" if sim else "pruned", at_rate=sim)
+        records.append(r)
+    feasible = [r for r in records if r["at_rate"] and r["at_rate"]["meets"]]
+    best = min(feasible, key=lambda r: (r["gpus"], r["at_rate"]["tpot_s"] or 0, r["at_rate"]["ttft_s"], r["key"]),
+               default=None)
+    return (None if best is None else best["key"]), P.pareto_front(records)
+
+
+@pytest.mark.parametrize("slo", SLOS, ids=lambda s: "+".join(s))
+def test_plan_equals_brute_force(slo: dict[str, Any]) -> None:
+    """Same winner, same front, with and without pruning (the front is over configurations meeting the SLO)."""
+    result = plan(MODEL, REQUESTS, axes=AXES, **slo)
+    winner, front = _brute_force(result)
+    assert (None if result.winner is None else result.winner["key"]) == winner
+    assert result.front == front
+
+
+def test_winner_hand_checked_and_prices_change_it() -> None:
+    """At 40 rps of 1,500-token prompts one H100 (T = 1, 2,048-token steps) has TPOT p99 32 ms: it wins at a
+    40 ms limit; at 20 ms T = 2 wins (14 ms); at 4 ms T = 1 is pruned (every step >= 4.79 ms, the weights'
+    16.06 GB over 3.35 TB/s); prices make the dearer card lose a tie on GPUs."""
+    grid = {"tensor_parallel_size": [1, 2]}
+    easy = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(40, 1000))
+    assert easy.winner is not None
+    assert easy.winner["key"] == "h100-sxm/tp1/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
+    assert easy.winner["at_rate"]["tpot_s"] == pytest.approx(0.0322, abs=5e-4)
+    hard = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(20, 1000))
+    assert hard.winner is not None
+    assert hard.winner["key"] == "h100-sxm/tp2/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
+    one = next(r for r in hard.records if r["config"]["tensor_parallel_size"] == 1)
+    floor = P._floor_time(P._setup(hard.context, one["config"]).cost)
+    assert float(floor) == pytest.approx(MODEL.weight_bytes / 3.35e12, rel=2e-3)
+    tight = plan(MODEL, REQUESTS, axes={"tensor_parallel_size": [1]}, slo_tpot_s=Fraction(4, 1000))
+    assert tight.pruned["tpot"] == 2 and tight.winner is None and tight.simulated == 0
+    priced = plan(MODEL, REQUESTS, axes={"tensor_parallel_size": [1], "accelerator": ["h100-sxm", "h200"]},
+                  slo_tpot_s=Fraction(40, 1000), prices={"h100-sxm": 3, "h200": 2})
+    assert priced.winner is not None
+    assert priced.winner["config"]["accelerator"] == "h200-sxm" and priced.winner["cost"] == 2
+
+
+def test_rate_search_brackets_to_its_tolerance() -> None:
+    """The highest rate factor met, and the next one up (the bracket) missed, within 1 + tolerance."""
+    result = plan(MODEL, REQUESTS, axes={"tensor_parallel_size": [1], "max_num_batched_tokens": [2048]},
+                  slo_ttft_s=Fraction(1, 10), search_rate=True, rate_tolerance=Fraction(1, 10))
+    (record,) = result.records
+    mr = record["max_rate"]
+    assert mr["bracket_high"] / mr["scale"] <= 1.1 + 1e-12
+    context, setup = result.context, P._setup(result.context, record["config"])
+    assert P._meets_at(context, setup, Fraction(mr["scale"]), [0])
+    assert not P._meets_at(context, setup, Fraction(mr["bracket_high"]), [0])
+
+
+# --------------------------------------------------------------------------- executors and resume
+
+
+SMALL: dict[str, Any] = {"tensor_parallel_size": [1, 2], "max_num_batched_tokens": [512, 2048]}
+
+
+def _answer(result: Any) -> dict[str, Any]:
+    d = result.to_dict()
+    d.pop("resumed")
+    return d
+
+
+def test_local_processes_and_dask_agree() -> None:
+    """The same grid on two local processes and on a two-worker local Dask cluster: identical answers."""
+    pytest.importorskip("distributed")  # the test extra installs it: this never skips under the README's command
+    kw: dict[str, Any] = dict(axes=SMALL, slo_ttft_s=Fraction(1, 5), slo_tpot_s=Fraction(1, 100), search_rate=True)
+    local = plan(MODEL, REQUESTS[:30], jobs=2, **kw)
+    dask = plan(MODEL, REQUESTS[:30], cluster="local:2", **kw)
+    here = plan(MODEL, REQUESTS[:30], **kw)
+    assert _answer(local) == _answer(dask) == _answer(here)
+
+
+def test_an_interrupted_search_resumes_without_recomputing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "plan.jsonl"
+    kw: dict[str, Any] = dict(axes=SMALL, slo_ttft_s=Fraction(1, 5), out=out)
+    fresh = plan(MODEL, REQUESTS[:30], **{**kw, "out": None})
+    seen: list[str] = []
+
+    def stop_after_two(record: dict[str, Any]) -> None:
+        seen.append(record["key"])
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        plan(MODEL, REQUESTS[:30], progress=stop_after_two, **kw)
+    assert len(out.read_text().splitlines()) == 2  # the finished ones were kept
+    evaluated: list[str] = []
+    real = P.evaluate
+    def counted(c: Any, config: dict[str, Any]) -> dict[str, Any]:
+        evaluated.append(P.key_of(config))
+        return real(c, config)
+
+    monkeypatch.setattr(P, "evaluate", counted)
+    resumed = plan(MODEL, REQUESTS[:30], **kw)
+    assert sorted(evaluated) == sorted(set(r["key"] for r in fresh.records) - set(seen))
+    assert resumed.resumed == 2 and _answer(resumed) == _answer(fresh)
+    evaluated.clear()
+    plan(MODEL, REQUESTS[:30], **kw)
+    assert evaluated == []  # all done: nothing recomputed
+
+
+def test_out_of_another_search_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "plan.jsonl"
+    plan(MODEL, REQUESTS[:10], axes={"tensor_parallel_size": [1]}, slo_ttft_s=1, out=out)
+    with pytest.raises(InvalidValueError, match="other inputs"):
+        plan(MODEL, REQUESTS[:10], axes={"tensor_parallel_size": [1]}, slo_ttft_s=2, out=out)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_cli_table_json_csv_plot(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    args = ["plan", "--limit", "40", "--slo-ttft", "500", "--slo-tpot", "20", "--tensor-parallel-size", "1",
+            "--tensor-parallel-size", "3", "--max-num-batched-tokens", "2048"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 100
+    assert "1 pruned by the bound (fit 1), 1 simulated" in out
+    assert "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1" in out
+    csv_path, png = tmp_path / "r.csv", tmp_path / "front.png"
+    assert main([*args, "--json", "--csv", str(csv_path), "--plot", str(png)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["winner"] == "h100-sxm/tp1/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
+    assert d["pruned"] == {"fit": 1, "tpot": 0, "ttft": 0, "rate": 0} and d["objective"] == "gpus"
+    assert csv_path.read_text().splitlines()[1].startswith("1,h100-sxm/tp1/")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def _status(argv: list[str]) -> int:
+    """The exit status of the command line (argparse's refusals exit from within)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--pipeline-parallel-size", "2"], "unrecognized arguments: --pipeline-parallel-size"),
+    (["--accelerator", "h100-sxm", "--price", "b200=3"], "--price='b200': is not an accelerator searched"),
+    (["--accelerator", "h100-sxm", "--accelerator", "h200", "--price", "h200=3"], "no price given"),
+    (["--slo-ttft", "0"], "--slo-ttft='0': must be > 0"),
+    (["--slo-tpot", "-5"], "--slo-tpot='-5': must be > 0"),
+    (["--tensor-parallel-size", "0"], "--tensor-parallel-size='0'"),
+    (["--admission", "greedy"], "expected one of reserve, on-demand"),
+    (["--enable-chunked-prefill", "maybe"], "expected on or off"),
+    (["--cluster", "udp://x"], "--cluster='udp://x': expected tcp://HOST:PORT or local:N"),
+])
+def test_bad_input_is_one_line_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
+    full = ["plan", "--limit", "5", *argv]
+    if not any(a.startswith("--slo") for a in argv):
+        full += ["--slo-ttft", "100"]
+    assert _status(full) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_no_slo_and_an_empty_grid_are_refused(capsys: pytest.CaptureFixture) -> None:
+    assert main(["plan", "--limit", "5"]) == 2
+    assert "give at least one of --slo-ttft" in capsys.readouterr().err
+    with pytest.raises(InvalidValueError, match="empty grid"):
+        plan(MODEL, REQUESTS, axes={"tensor_parallel_size": []}, slo_ttft_s=1)
+    with pytest.raises(InvalidValueError, match="unknown axis"):
+        plan(MODEL, REQUESTS, axes={"pipeline_parallel_size": [2]}, slo_ttft_s=1)
+
+
+def test_out_never_overwrites_an_input(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,20,5\n")
+    assert main(["plan", "--trace", str(trace), "--slo-ttft", "100", "--out", str(trace)]) == 2
+    assert "--out" in capsys.readouterr().err and trace.read_text().startswith("arrival_s")
