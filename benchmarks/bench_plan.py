@@ -4,7 +4,8 @@ The grid: 5 accelerators (A100 80GB, H100 SXM, H200, B200, MI300X) x T in 1, 2, 
 ``--max-num-seqs`` 16, 32, 64, 128, 256 x ``--max-num-batched-tokens`` 2,048, 8,192, chunked
 prefill, reserve admission, on Llama 3.1 8B (``--model``), SLO p99 TTFT <= 200 ms and TPOT
 <= 4 ms (below one H100's 4.79 ms weight read, so the bound has work), on the first
-``--limit`` requests (default 500) of the shipped conversation trace, with ``--search-rate`` (bracketing to 5 %). It is run on ``-j 2`` local worker processes and on a
+``--limit`` requests (default 500) of the shipped conversation trace, with ``--search-rate``
+(bracketing to 5 %). It is run on ``-j 2`` local worker processes and on a
 two-worker local Dask cluster (``--cluster local:2``), wall-clock time each (the targets: at most
 2 minutes for local processes, Dask within 1.25x of that), and prints how many configurations
 the bound pruned, by rule, and how many rate-search runs were simulated. The two answers must be
