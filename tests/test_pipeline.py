@@ -246,3 +246,35 @@ def test_fit_lists_t_times_p_and_answers_with_the_smallest(capsys):
     assert "(--tensor-parallel-size 8 --pipeline-parallel-size 2)" in " ".join(format_fit(only_pp).split())
     assert main(["fit", "--model", "llama-3.1-70b", "--accelerator", "a100-80gb", "--tp", "8", "-pp", "2"]) == 0
     assert "8 x 2  | refused: pipeline_parallel_size=2" in capsys.readouterr().out
+
+
+def test_simulate_serves_a_pipeline_on_p_virtual_engines(capsys):
+    """`simulate -pp 2` runs 2 virtual engines (vLLM V0) of a blocks // 2 pool each, least-requests routed, and equals
+    serve_replicas on the deployment's cost model, on both clocks."""
+    import json
+
+    from roofline.cli import main as cli_main
+    from roofline.sim import KVPool, load_trace, serve_replicas, shipped_trace
+
+    args = ["simulate", "--model", "llama-3.1-70b", "--tensor-parallel-size", "2", "--pipeline-parallel-size", "2",
+            "--limit", "60"]
+    assert cli_main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    row = out["results"][0]
+    d = Deployment(get_model("llama-3.1-70b"), get_accelerator("h100-sxm"), Parallelism(tensor=2, pipeline=2))
+    blocks = d.virtual_engine_kv_blocks(block_size=16, utilization=Fraction(9, 10))
+    assert blocks == d.kv_blocks(block_size=16, utilization=Fraction(9, 10)) // 2
+    assert out["kv_pool"]["capacity_blocks"] == blocks
+    assert row["data_parallel"]["router"] == "least-requests" and row["data_parallel"]["gpus"] == 4
+    requests = load_trace(shipped_trace("conv"))[:60]
+    pool = KVPool.blocks(blocks, block_size=16)
+    cost = RooflineCostModel.for_deployment(d)
+    runs = [serve_replicas(requests, cost, router="least-requests", data_parallel_size=2, gpus_per_replica=2,
+                           kv_pool=pool, max_model_len=131072, engine=engine) for engine in ("event", "step")]
+    assert runs[0].whole.requests == runs[1].whole.requests
+    assert [r.handed_back_s for r in runs[0].whole.requests] == [r.handed_back_s for r in runs[1].whole.requests]
+    assert row["summary"]["completed"] == len(requests) == sum(x["completed"] for x in row["data_parallel"]["replicas"])
+    assert [x["requests"] for x in row["data_parallel"]["replicas"]] == [x.requests for x in runs[0].loads]
+    assert cli_main([*args, "--policy", "static"]) == 2
+    err = capsys.readouterr().err
+    assert "virtual engines" in err and "--policy static" in err and len(err.strip().splitlines()) == 1

@@ -381,9 +381,18 @@ def plan_run(args: argparse.Namespace) -> _Plan:
     dists = () if not generated else (_length_dist(args.input_len_dist, args.random_range_ratio),
                                       _length_dist(args.output_len_dist, args.random_range_ratio))
     replicas = getattr(args, "data_parallel_size", 1)
+    stages = getattr(args, "pipeline_parallel_size", 1)
+    if replicas > 1 and stages > 1:
+        raise InvalidValueError(given.get("pipeline_parallel_size", "--pipeline-parallel-size"), stages,
+                                "beside --data-parallel-size above 1 is not modelled: give one of them")
     if replicas > 1 and args.policy in ("serial", "static"):
         raise InvalidValueError(given.get("data_parallel_size", "--data-parallel-size"), replicas,
                                 f"data-parallel replicas run continuous batching only, not --policy {args.policy}")
+    if stages > 1 and args.policy in ("serial", "static"):
+        raise InvalidValueError(given.get("pipeline_parallel_size", "--pipeline-parallel-size"), stages,
+                                "pipeline stages are served by their P virtual engines, continuous batching "
+                                f"only, not --policy {args.policy}")
+    replicas = max(replicas, stages)  # P virtual engines run through the replicas' router
     if args.policy == "all":
         if kind == "closed" and "policy" in given:
             raise InvalidValueError(given["policy"], "all", "closed-loop clients (--max-concurrency) are served by "
@@ -529,10 +538,10 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidValueError("--utilization", float(args.utilization), "the KV budget given by --kv-budget-gb "
                                 "replaces the one --utilization gives; give one of them")
     deployment, _ = deployment_from_args(args)
-    if deployment.pipeline_parallel_size > 1:  # the P virtual engines run through the replicas' router (not yet)
-        raise InvalidValueError("pipeline_parallel_size", deployment.pipeline_parallel_size,
-                                "roofline simulate runs one pipeline stage (P = 1) until its P virtual engines are "
-                                "wired; roofline report and fit price P > 1")
+    stages = deployment.pipeline_parallel_size
+    if stages > 1 and args.kv_budget_gb is not None:  # each stage's GPU has its own budget
+        raise InvalidValueError("--kv-budget-gb", float(args.kv_budget_gb), "with --pipeline-parallel-size above 1 "
+                                "each stage's budget follows from its weights: give --gpu-memory-utilization")
     scheduler_note = _engine_scheduler(args, deployment)
     names = list(plan_run(args).names)  # after the engine's scheduler defaults: they are flags the user did not give
     # one GPU's share: the KV pool and budget are per GPU, every step adds its all-reduce (docs/conventions.md,
@@ -554,6 +563,15 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                              f"{float(budget - reserve.value) / 1e9:.2f} for that")
     # window-aware: a model with sliding-window layers gets a pool of layer-blocks (roofline.sim.kv)
     pool = KVPool.for_model(model, budget=budget, block_size=args.block_size)
+    if stages > 1:  # one virtual engine's blocks: the least over the stages, // P (vLLM V0)
+        utilization = DEFAULT_UTILIZATION if args.utilization is None else args.utilization
+        pool = KVPool.blocks(deployment.virtual_engine_kv_blocks(block_size=args.block_size, utilization=utilization),
+                             block_size=args.block_size)
+        budget_basis = (f"one of {stages} virtual engines: the least over the stages of usable x "
+                        f"{float(utilization):g} - the stage's weights, // {stages}")
+        # in bytes: what one stage's GPU spends on those blocks, at the largest KV bytes per token of a stage
+        budget = pool.capacity_blocks * args.block_size * max(Fraction(st.kv_bytes_per_token)
+                                                              for st in deployment.stages())
     cost = RooflineCostModel.for_deployment(deployment, overhead=args.overhead, exact=not args.float_mode)
     time_kind = deployment.time_kind
     requests, workload = build_workload(args)
@@ -580,15 +598,19 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     }
     results = []
     replicas: list[Any] = []  # per row: its ReplicaResult (with --data-parallel-size), else None
-    size = deployment.parallelism.data
+    size, per_replica = deployment.parallelism.data, deployment.parallelism.replica_gpus
+    router = args.router
+    if stages > 1:  # P virtual engines (vLLM V0), each its own scheduler, sharing the T x P GPUs
+        size, per_replica = stages, deployment.tensor_parallel_size
+        # a new request goes to the engine with the fewest unfinished requests (vLLM V0's rule) unless given
+        router = args.router if "router" in getattr(args, "given_flags", {}) else "least-requests"
     with _progress(names, "simulate", "policy") as bar:
         for name in bar:
             bar.set_postfix_str(name)
             try:
                 if size > 1:  # plan_run left continuous batching's rows only
-                    replicated = serve_replicas(requests, cost, router=args.router, data_parallel_size=size,
-                                                gpus_per_replica=deployment.parallelism.replica_gpus, **common,
-                                                **runs[name][1])
+                    replicated = serve_replicas(requests, cost, router=router, data_parallel_size=size,
+                                                gpus_per_replica=per_replica, **common, **runs[name][1])
                     replicas.append(replicated)
                     results.append(replicated.whole)
                     continue
@@ -725,7 +747,7 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
             lines.append(f"  {label}: {len(rejected):,} rejected; the first, request {request.id}: {why}")
     for label, rep in zip(run["labels"], run.get("replicas") or [None] * len(run["labels"]), strict=True):
         if rep is not None:
-            lines += ["", *_replica_table(label, rep, pool)]
+            lines += ["", *_replica_table(label, rep, pool, run["deployment"].pipeline_parallel_size > 1)]
     lines += ["", "  latency p50 / p90 / p99:"]
     lat_widths = [18] + [28] * len(LATENCY)
     lines.append(_row(("policy", *LATENCY), lat_widths))
@@ -783,10 +805,11 @@ REPLICA_COLUMNS = (("replica", 9), ("requests", 9), ("done", 8), ("rejected", 8)
                    ("output tok", 11), ("busy", 9), ("steps", 9), ("peak KV", 8))
 
 
-def _replica_table(label: str, rep: Any, pool: Any) -> list[str]:
+def _replica_table(label: str, rep: Any, pool: Any, virtual: bool = False) -> list[str]:
     """The per-replica load of a replicated row (at most 100 columns), and its throughput per GPU."""
     per_gpu = rep.output_tokens_per_s_per_gpu
-    lines = [f"  {label}: {rep.data_parallel_size} data-parallel replicas x {rep.gpus_per_replica} GPU"
+    kind = "virtual engines (pipeline stages shared)" if virtual else "data-parallel replicas"
+    lines = [f"  {label}: {rep.data_parallel_size} {kind} x {rep.gpus_per_replica} GPU"
              f"{'s' if rep.gpus_per_replica > 1 else ''} = {rep.gpus} GPUs, router {rep.router}",
              f"  output throughput per GPU {'-' if per_gpu is None else f'{float(per_gpu):,.1f}'} tokens/s; "
              "percentiles over all replicas' requests",
