@@ -114,12 +114,20 @@ def _tensor(value: Any, parts: dict[str, Any]) -> None:
     parts["parallelism"]["tensor"] = value
 
 
+def _expert(value: Any, parts: dict[str, Any]) -> None:
+    parts["parallelism"]["expert"] = value
+
+
 #: The axes, in key order. A later axis (pipeline, expert, data parallelism, pools) is one more row.
 AXES: tuple[Axis, ...] = (
     Axis("accelerator", "--accelerator", ("h100-sxm",), _text("--accelerator"), str, _set("accelerator"),
          "accelerator preset (default: the priced ones, else h100-sxm)"),
     Axis("tensor_parallel_size", "--tensor-parallel-size", (1, 2, 4, 8), _count("--tensor-parallel-size"),
          lambda v: f"tp{v}", _tensor, "T, GPUs of the tensor-parallel group (default: 1 2 4 8)"),
+    Axis("enable_expert_parallel", "--enable-expert-parallel", (False,), _on_off("--enable-expert-parallel"),
+         lambda v: "ep" if v else "noep", _expert,
+         "on or off: a MoE model's experts spread whole over the T GPUs (default: off; a dense model with it on "
+         "is dropped by the fit rule, named)"),
     Axis("max_num_seqs", "--max-num-seqs", (256,), _count("--max-num-seqs"), lambda v: f"seqs{v}",
          _serve("max_num_seqs"), "most sequences running at once (default: 256, vLLM's)"),
     Axis("max_num_batched_tokens", "--max-num-batched-tokens", (2048, 8192), _count("--max-num-batched-tokens"),
@@ -616,6 +624,8 @@ def vllm_serve_command(model: Any, record: dict[str, Any]) -> str:
         parts.append("--enable-prefix-caching")
     else:
         parts.append("--no-enable-prefix-caching")
+    if c.get("enable_expert_parallel"):
+        parts.append("--enable-expert-parallel")
     if c["kv_cache_dtype"] != "auto":
         parts.append(f"--kv-cache-dtype {c['kv_cache_dtype']}")
     return " ".join(parts)

@@ -169,11 +169,11 @@ def test_winner_hand_checked_and_prices_change_it() -> None:
     grid = {"tensor_parallel_size": [1, 2]}
     easy = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(40, 1000))
     assert easy.winner is not None
-    assert easy.winner["key"] == "h100-sxm/tp1/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
+    assert easy.winner["key"] == "h100-sxm/tp1/noep/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
     assert easy.winner["at_rate"]["tpot_s"] == pytest.approx(0.0322, abs=5e-4)
     hard = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(20, 1000))
     assert hard.winner is not None
-    assert hard.winner["key"] == "h100-sxm/tp2/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
+    assert hard.winner["key"] == "h100-sxm/tp2/noep/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
     one = next(r for r in hard.records if r["config"]["tensor_parallel_size"] == 1)
     floor = P._floor_time(P._setup(hard.context, one["config"]).cost)
     assert float(floor) == pytest.approx(MODEL.weight_bytes / 3.35e12, rel=2e-3)
@@ -183,6 +183,29 @@ def test_winner_hand_checked_and_prices_change_it() -> None:
                   slo_tpot_s=Fraction(40, 1000), prices={"h100-sxm": 3, "h200": 2})
     assert priced.winner is not None
     assert priced.winner["config"]["accelerator"] == "h200-sxm" and priced.winner["cost"] == 2
+
+
+def test_expert_parallel_axis_prices_the_ep_step_and_drops_a_dense_model_by_name() -> None:
+    """The --enable-expert-parallel axis: a dense model with it on is dropped by the fit rule with the
+    Deployment's refusal; a MoE model's EP configuration is priced by the EP cost model (the all-to-alls:
+    another step time than tensor parallelism inside the experts) and its vllm serve line says so."""
+    dense = plan(MODEL, REQUESTS[:5], axes={"tensor_parallel_size": [2], "enable_expert_parallel": [True, False]},
+                 slo_tpot_s=Fraction(1))
+    on = next(r for r in dense.records if r["config"]["enable_expert_parallel"])
+    assert on["status"] == "pruned" and on["rule"] == "fit" and "enable_expert_parallel" in on["reason"]
+    moe = get_model("mixtral-8x7b")
+    result = plan(moe, REQUESTS[:5], axes={"tensor_parallel_size": [2], "enable_expert_parallel": [True, False],
+                                           "accelerator": ["h100-sxm"]}, slo_tpot_s=Fraction(1))
+    setups = {r["config"]["enable_expert_parallel"]: P._setup(result.context, r["config"]) for r in result.records}
+    from roofline import Deployment, Parallelism, get_accelerator
+    from roofline.sim import RooflineCostModel
+
+    ep = Deployment(moe, get_accelerator("h100-sxm"), Parallelism(tensor=2, expert=True))
+    assert setups[True].cost.decode_time(8, 8000) == RooflineCostModel.for_deployment(ep).decode_time(8, 8000)
+    assert setups[True].cost.decode_time(8, 8000) != setups[False].cost.decode_time(8, 8000)
+    record = next(r for r in result.records if r["config"]["enable_expert_parallel"])
+    assert "--enable-expert-parallel" in P.vllm_serve_command(moe, record)
+    assert "/ep/" in record["key"]
 
 
 def test_rate_search_brackets_to_its_tolerance() -> None:
@@ -269,7 +292,7 @@ def test_cli_table_json_csv_plot(tmp_path: Path, capsys: pytest.CaptureFixture) 
     csv_path, png = tmp_path / "r.csv", tmp_path / "front.png"
     assert main([*args, "--json", "--csv", str(csv_path), "--plot", str(png)]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["winner"] == "h100-sxm/tp1/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
+    assert d["winner"] == "h100-sxm/tp1/noep/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
     assert d["pruned"] == {"fit": 1, "tpot": 0, "ttft": 0, "rate": 0} and d["objective"] == "gpus"
     assert csv_path.read_text().splitlines()[1].startswith("1,h100-sxm/tp1/")
     assert png.read_bytes()[:4] == b"\x89PNG"
