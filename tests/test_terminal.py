@@ -82,6 +82,7 @@ def test_validate_default_text_fits_100_columns_and_verbose_cites_every_source(c
     from roofline.calibrate.compare import default_measurements
     from roofline.calibrate.fit import validate_with_estimates
     from roofline.calibrate.serving import validate_serving
+    from roofline.hardware import get_accelerator
 
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
@@ -102,9 +103,14 @@ def test_validate_default_text_fits_100_columns_and_verbose_cites_every_source(c
     long = capsys.readouterr().out
     listing = long.split("\nSources (each once; the tables name them by key):\n")[1].splitlines()
     keys = dict(line.split(None, 1) for line in listing)
-    assert sorted(keys.values()) == sorted(cited) and list(keys) == [f"S{i}" for i in range(1, 23)]
-    for text in constants | profiles:
+    assert list(keys) == [f"S{i}" for i in range(1, len(keys) + 1)] and len(set(keys.values())) == len(keys)
+    assert set(keys.values()) == cited | constants  # each source once, the constants' citations by key too
+    for text in profiles:
         assert text in long
+    by_key = {text: key for key, text in keys.items()}
+    h200 = get_accelerator("h200-sxm")
+    bw, peak = by_key[h200.hbm_bandwidth.source.citation], by_key[h200.peak_bf16.source.citation]
+    assert f"  spec     h200-sxm: 4,800 GB/s [datasheet: {bw}], 989.4 TFLOP/s [datasheet: {peak}]\n" in long
     # a row's key in the table is its source's: the first gpt-fast row is S1, the three LMDeploy llama2-7b rows S8
     rows = {x.split()[0]: x.split()[-1] for x in out.split("\nThe rows")[1].split("\n\n")[0].splitlines()[3:]}
     assert keys[rows["gpt-fast-llama-2-7b-a100-330w"]].startswith("pytorch-labs/gpt-fast README.md, 'Benchmarks'")

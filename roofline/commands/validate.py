@@ -270,13 +270,14 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
             # the measured copy of a device nobody has measured falls back on its datasheet: said so in the label
             unmeasured = label == "measured" and "measured" not in (acc.hbm_bandwidth.source.kind,
                                                                    acc.peak_bf16.source.kind)
-            bw_src, peak_src = acc.hbm_bandwidth.source, acc.peak_bf16.source
+            # each citation by its key, given in both modes so a source's key is the same with and without --verbose
+            bw_key, peak_key = keys.key(acc.hbm_bandwidth.source.citation), keys.key(acc.peak_bf16.source.citation)
             lines.append(
                 f"  {label:8} {_device(acc.key)}{' (none published: its datasheet)' if unmeasured else ''}: "
                 f"{float(acc.bandwidth) / 1e9:,.0f} GB/s "
-                f"[{bw_src.kind}{': ' + bw_src.citation if verbose else ''}], "
-                f"{float(acc.peak_flops) / 1e12:,.1f} TFLOP/s [{peak_src.kind}"
-                f"{': ' + peak_src.citation if verbose else ''}]"
+                f"[{acc.hbm_bandwidth.source.kind}{': ' + bw_key if verbose else ''}], "
+                f"{float(acc.peak_flops) / 1e12:,.1f} TFLOP/s [{acc.peak_bf16.source.kind}"
+                f"{': ' + peak_key if verbose else ''}]"
             )
     unavailable = dict(report.unavailable)
     fitted = {p.name for p in report.profiles}
