@@ -269,9 +269,10 @@ def test_validate_text_shows_both_subsets_and_targets(capsys):
     assert "calibration (constants fitted here):" in out and "validation (held out):" in out
     assert f"target: median |error| of the estimate, validation subset <= 10%: {val['estimate_median']:.1%}, met" \
         in out
-    line = next(x for x in out.splitlines() if x.startswith("vllm-llama-3.1-8b-b8-h100 "))
+    times, about = [x for x in out.splitlines() if x.startswith("vllm-llama-3.1-8b-b8-h100 ")]  # the two tables
     row = next(r for r in report.rows if r.measurement.id == "vllm-llama-3.1-8b-b8-h100")
-    assert f"{row.estimate_s * 1e3:.3f} ms" in line and f"{row.error_estimate:+.1%}" in line and " val " in line
+    assert times.split()[-2:] == [f"{row.estimate_s * 1e3:.3f}", f"{row.error_estimate:+.1%}"]  # [ms], error
+    assert about.split()[1:6] == ["llama-3.1-8b", "8", "768", "val", "memory"]
     assert "vLLM with CUDA graphs (--estimate vllm): eta_bw 0.8052 [fitted]" in out
     assert "eta_mm: measured: stas00/ml-engineering" not in out  # the constants' sources: behind --verbose
     assert main(["validate", "--verbose"]) == 0

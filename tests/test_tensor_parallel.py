@@ -337,8 +337,10 @@ def test_report_of_a_model_too_big_for_one_gpu_picks_the_smallest_t(capsys) -> N
     doc = json.loads(capsys.readouterr().out)
     assert doc["tensor_parallel"]["size"] == 2 and doc["tensor_parallel"]["chosen"] == "smallest that fits"
     assert main(["report", "--model", "llama-3.1-70b"]) == 0
-    assert capsys.readouterr().out.startswith("llama-3.1-70b does not fit one NVIDIA H100 SXM5 80GB (weights "
-                                              "141.11 GB); the smallest tensor-parallel size that fits is 2")
+    out = capsys.readouterr().out  # the notice wraps at 100 columns, its continuation indented 4
+    assert out.split("\n\n")[0].replace("\n    ", " ") == (
+        "llama-3.1-70b does not fit one NVIDIA H100 SXM5 80GB (weights 141.11 GB); the smallest tensor-parallel "
+        "size that fits is 2: the report below is for --tensor-parallel-size 2")
     assert main(["report", "--model", "deepseek-v3"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no tensor-parallel size of 1, 2, 4, 8 fits on one server" in err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from _text import unwrapped
 
 from roofline.cli import build_parser, main
 
@@ -59,6 +60,64 @@ def test_default_text_fits_100_columns(argv, capsys):
     assert len(lines) > 10 and [x for x in lines if len(x) > 100] == []
 
 
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "deepseek-v3", "qwen3-next-80b-a3b", "gemma-3-27b"])
+@pytest.mark.parametrize("extra", [[], ["--estimate", "vllm"], ["--input-len", "2000", "--output-len", "500"]])
+def test_report_notices_fit_100_columns(model, extra, capsys):
+    """report's notices wrap too: a model that needs T > 1 (llama-3.1-70b and qwen3-next on an H100: T = 2 and 4;
+    deepseek-v3 on an H200: T = 8) opens with the auto-T notice, wrapped like every other line."""
+    acc = ["--accelerator", "h200-sxm"] if model == "deepseek-v3" else []
+    assert main(["report", "--model", model, *acc, *extra]) == 0
+    out = capsys.readouterr().out
+    assert [x for x in out.splitlines() if len(x) > 100] == []
+    chosen = {"llama-3.1-70b": 2, "deepseek-v3": 8, "qwen3-next-80b-a3b": 4}.get(model)
+    notice = out.split("\n\n")[0].replace("\n    ", " ")
+    assert notice.endswith(f"the report below is for --tensor-parallel-size {chosen}") if chosen else \
+        "does not fit one" not in notice
+
+
+def test_validate_default_text_fits_100_columns_and_verbose_cites_every_source(capsys):
+    """validate's default text, its tables and serving section included, keeps within 100 columns and leaves the
+    citations to --verbose, which prints every source (published points, serving points, constants, profiles)
+    once, by the key the tables show."""
+    from roofline.calibrate.compare import default_measurements
+    from roofline.calibrate.fit import validate_with_estimates
+    from roofline.calibrate.serving import validate_serving
+    from roofline.hardware import get_accelerator
+
+    assert main(["validate"]) == 0
+    out = capsys.readouterr().out
+    assert [x for x in out.splitlines() if len(x) > 100] == []
+    report = validate_with_estimates(default_measurements())
+    serving = validate_serving()
+    cited = {r.measurement.source for r in report.rows} | {
+        f"{r.point.source['citation']}, {r.point.source['url']} ({r.point.source['date']})" for r in serving}
+    devices = [acc for r in report.rows for acc in (r.measurement.spec, r.measurement.measured_constants)]
+    constants = {c.source.citation for acc in devices if acc is not None for c in (acc.hbm_bandwidth, acc.peak_bf16)}
+    profiles = {v.source.citation for p in report.profiles for v in p.sources().values()}
+    assert len(cited) == 22 and len(constants) >= 6 and profiles
+    for text in cited | constants:
+        assert text not in out
+    assert "roofline validate --verbose prints each one's source" in unwrapped(out)
+    assert "sources, statistics and quotes: roofline validate --verbose" in out
+    assert main(["validate", "--verbose"]) == 0
+    long = capsys.readouterr().out
+    listing = long.split("\nSources (each once; the tables name them by key):\n")[1].splitlines()
+    keys = dict(line.split(None, 1) for line in listing)
+    assert list(keys) == [f"S{i}" for i in range(1, len(keys) + 1)] and len(set(keys.values())) == len(keys)
+    assert set(keys.values()) == cited | constants  # each source once, the constants' citations by key too
+    for text in profiles:
+        assert text in long
+    by_key = {text: key for key, text in keys.items()}
+    h200 = get_accelerator("h200-sxm")
+    bw, peak = by_key[h200.hbm_bandwidth.source.citation], by_key[h200.peak_bf16.source.citation]
+    assert f"  spec     h200-sxm: 4,800 GB/s [datasheet: {bw}], 989.4 TFLOP/s [datasheet: {peak}]\n" in long
+    # a row's key in the table is its source's: the first gpt-fast row is S1, the three LMDeploy llama2-7b rows S8
+    rows = {x.split()[0]: x.split()[-1] for x in out.split("\nThe rows")[1].split("\n\n")[0].splitlines()[3:]}
+    assert keys[rows["gpt-fast-llama-2-7b-a100-330w"]].startswith("pytorch-labs/gpt-fast README.md, 'Benchmarks'")
+    assert {rows[f"lmdeploy-llama-2-7b-b{b}-a100"] for b in (1, 16, 32)} == {"S8"}
+    assert "'llama2-7b'" in keys["S8"]
+
+
 def test_fit_width_leaves_short_lines_and_long_words_whole():
     """A line within the width keeps its aligning spaces; a longer one wraps at spaces, never inside a URL."""
     from roofline.errors import InvalidValueError
@@ -70,3 +129,35 @@ def test_fit_width_leaves_short_lines_and_long_words_whole():
     assert fit_width(f"  source {url} and more", width=30) == f"  source\n      {url}\n      and more"
     with pytest.raises(InvalidValueError, match="width"):
         fit_width("x", width=10)
+
+
+def _readme_samples() -> list[tuple[str, str]]:
+    """The README's command samples: each fenced block that opens with "$ roofline ...", as (command, shown)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    samples = []
+    for block in text.split("```\n")[1::2]:
+        if block.startswith("$ roofline "):
+            command, _, shown = block.partition("\n")
+            while command.endswith("\\"):  # a shell continuation
+                more, _, shown = shown.partition("\n")
+                command = command[:-1] + more
+            samples.append((command[2:], shown))
+    return samples
+
+
+@pytest.mark.parametrize("command, shown", _readme_samples(), ids=[c.split(" --")[0] for c, _ in _readme_samples()])
+def test_readme_samples_are_the_commands_output(command, shown, capsys):
+    """Every command sample in the README is what the command prints now: each run of lines between "..."
+    elisions appears, whole and in order, in the output."""
+    import shlex
+
+    assert main(shlex.split(command)[1:]) == 0
+    out = capsys.readouterr().out
+    parts = [p.strip("\n") for p in ("\n" + shown).split("\n...\n")]
+    at = 0
+    for part in parts:
+        if part:
+            at = out.index(part, at) + len(part)  # ValueError: the README shows what the command no longer prints
+    assert len(_readme_samples()) >= 2

@@ -803,5 +803,6 @@ def run(args: argparse.Namespace) -> int:
         report["tensor_parallel"]["chosen"] = "given"
     report.update(answers(deployment, args, context=context))
     text = json.dumps(report, indent=2) if args.json else format_report(report) + "\n" + format_answers(report)
-    print(text if note is None or args.json else note + "\n\n" + text)
+    # every notice (the auto-T one above, any a section adds) within 100 columns, like the report itself
+    print(text if args.json else fit_width(text if note is None else note + "\n\n" + text))
     return 0

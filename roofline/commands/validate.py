@@ -8,7 +8,9 @@ their errors, the median and maximum absolute errors per subset (calibration, va
 with the estimate's targets, the profiles' constants with their sources, the sources of
 the rows and what the model leaves out,
 then the published points this version cannot price yet and why (tensor parallelism, a
-missing preset); ``--json`` prints the same as JSON. The rows and predictions:
+missing preset); ``--json`` prints the same as JSON. The default text keeps within 100 columns
+(the rows as two tables keyed by id; each source by a short key, listed once by ``--verbose``:
+docs/conventions.md, "Names and text on the command line"). The rows and predictions:
 :mod:`roofline.calibrate.compare`; the published points: :mod:`roofline.calibrate.published`.
 """
 
@@ -17,9 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
-from ..units import fit_width, format_share, format_time
+from ..units import fit_width, format_share
 from ._args import add_flops_option
 
 if TYPE_CHECKING:
@@ -91,8 +94,13 @@ def run(args: argparse.Namespace) -> int:
                  "engine": r.options.get("engine")} for r in serving]}
         print(json.dumps(doc, indent=1, allow_nan=False))
     else:
-        text = format_report(report, pending=pending, verbose=args.verbose)
-        print(text if serving is None else text + "\n" + format_serving(serving))
+        keys = _SourceKeys()  # one key a source across both sections, listed once at the end (--verbose)
+        text = format_report(report, pending=pending, verbose=args.verbose, sources=keys)
+        if serving is not None:
+            text += "\n" + format_serving(serving, verbose=args.verbose, sources=keys)
+        if args.verbose:
+            text += "\n" + "\n".join(keys.listing())
+        print(text)
     return 0
 
 
@@ -109,31 +117,57 @@ def _serving_rows() -> list[Any]:
 _SERVING: list[Any] | None = None
 
 
-def format_serving(rows: Sequence[Any]) -> str:
-    """The serving-level section: per point, measured against simulated TTFT, ITL/TPOT and output tokens/s, the
-    medians, the TPOT target, and each point's source and quotes."""
+def format_serving(rows: Sequence[Any], *, verbose: bool = True, sources: _SourceKeys | None = None) -> str:
+    """The serving-level section: per point, measured against simulated TTFT, ITL/TPOT [ms] and output tokens/s
+    with the errors, the medians, the TPOT target; each point's source by key and, with ``verbose``, its quotes.
+
+    Parameters
+    ----------
+    rows : sequence of the rows of :func:`roofline.calibrate.serving.validate_serving`
+    verbose : bool, default True
+        True: each point's quotes (and, when ``sources`` is not given, the sources listed last, each once),
+        lines unwrapped. False: every line within 100 columns (:func:`roofline.units.fit_width`).
+    sources : _SourceKeys, optional
+        The keys shared with :func:`format_report` (the command lists them once, at the end).
+
+    Returns
+    -------
+    str, starting with an empty line, without a final newline.
+    """
     from ..calibrate.serving import serving_summary
 
+    keys = _SourceKeys() if sources is None else sources
     names = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("tpot_ms", "TPOT"), ("output_tokens_per_s", "tokens/s"))
+    shown = [(key, label) for key, label in names if any(key in r.point.measured for r in rows)]
     lines = ["", "Serving level: published runs under load, each simulated as it was run (a closed loop at its "
              "concurrency, or a burst sent at t = 0; its lengths; the estimate and scheduler defaults of its "
              "profile; no constant fitted on these points, all validation); error = (simulated - measured) / "
              "measured, the statistic the source reports"]
+    head = ("", *(label + ("" if key == "output_tokens_per_s" else " [ms]") for key, label in shown))
     for r in rows:
         p = r.point
-        cells = []
-        for key, label in names:
-            if key in p.measured and key in r.simulated:
-                unit = "" if key == "output_tokens_per_s" else " ms"
-                cells.append(f"{label} {p.measured[key]:,.2f}{unit} vs {r.simulated[key]:,.2f}{unit} "
-                             f"({r.errors[key]:+.1%})")
         held = "" if p.held_out else f" [not held out: its step row {p.step_row} is a calibration row]"
-        lines.append(f"  {p.id}{held}: "
+        lines.append(f"  {p.id} [{keys.key(_serving_source(p.source))}]{held}: "
                      f"--estimate {p.profile}, {p.accelerator.key} x {p.tensor_parallel}, "
                      + (f"{len(p.lengths)} requests sent at t = 0 (burst), mean {p.input_len} in / {p.output_len} out "
                         if p.lengths else f"{p.concurrency} client(s), {p.input_len} in / {p.output_len} out, "
                         f"{r.requests} requests ")
-                     + f"({r.options.get('engine', 'step')} engine): " + "; ".join(cells))
+                     + f"({r.options.get('engine', 'step')} engine)")
+        table = [head]
+        for what in ("measured", "simulated", "error"):
+            cells = []
+            for key, _ in shown:
+                if key not in p.measured or key not in r.simulated:
+                    cells.append("-")
+                elif what == "error":
+                    cells.append(f"{r.errors[key]:+.1%}")
+                else:
+                    cells.append(f"{(p.measured if what == 'measured' else r.simulated)[key]:,.2f}")
+            table.append((what, *cells))
+        lines += ["    " + x for x in _aligned(table, gaps=(0, *([2] * len(shown))))]
+        if verbose:
+            lines.append(f"    statistic: {p.statistic}")
+            lines += [f"    quote: {q}" for q in p.source.get("quote", ())]
     s = serving_summary(rows)
     med = [f"{label} {s[key]['median_abs_error']:.1%} ({s[key]['rows']} rows)" for key, label in names
            if s[key]["rows"]]
@@ -143,12 +177,17 @@ def format_serving(rows: Sequence[Any]) -> str:
     t = s["tpot_target"]
     verdict = "no rows" if t["met"] is None else ("met" if t["met"] else "MISSED")
     lines.append(f"  target: {t['target']}: " + ("-" if t["value"] is None else f"{t['value']:.1%}") + f", {verdict}")
-    for r in rows:
-        src = r.point.source
-        lines.append(f"  {r.point.id}: {src['citation']}, {src['url']} ({src['date']}); statistic: {r.point.statistic}")
-        for q in src.get("quote", ()):
-            lines.append(f"    quote: {q}")
-    return "\n".join(lines)
+    if verbose:
+        if sources is None:
+            lines += keys.listing()
+        return "\n".join(lines)
+    lines.append("  sources, statistics and quotes: roofline validate --verbose")
+    return fit_width("\n".join(lines))
+
+
+def _serving_source(src: dict[str, Any]) -> str:
+    """A serving point's source as one text: citation, URL (date)."""
+    return f"{src['citation']}, {src['url']} ({src['date']})"
 
 
 def _median(values: Any) -> float | None:
@@ -158,7 +197,8 @@ def _median(values: Any) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbose: bool = True) -> str:
+def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbose: bool = True,
+                  sources: _SourceKeys | None = None) -> str:
     """``roofline validate``'s table as text: one line per row, the medians, constants, sources, omissions.
 
     Parameters
@@ -168,14 +208,19 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
         Published points this version cannot price (:func:`roofline.calibrate.pending_published`),
         listed last with their measured step time [ms] and reasons; none by default.
     verbose : bool, default True
-        True: every published point's source, quotes, metric, composition and omissions, every
-        constant's citation and every engine-profile constant's source, lines unwrapped. False (the
-        command without ``--verbose``): the published points counted, a pointer to ``--verbose``,
-        and every line but the table's rows within 100 columns (:func:`roofline.units.fit_width`).
+        True: every published point's quotes, metric, composition and omissions, every constant's
+        citation and every engine-profile constant's source, lines unwrapped, and (when ``sources``
+        is not given) the sources listed last, each once by its key. False (the command without
+        ``--verbose``): the published points counted, a pointer to ``--verbose``, and every line
+        within 100 columns (:func:`roofline.units.fit_width`).
+    sources : _SourceKeys, optional
+        The keys ("S1", "S2", ...) the rows' sources get in the tables, shared with
+        :func:`format_serving` by the command (which then lists them once, at the end); by default
+        the report's own.
 
     Returns
     -------
-    str, without a final newline. Times in ms, errors in percent.
+    str, without a final newline. Times in ms (thousands separators), errors in percent.
     """
     from ..calibrate.compare import LEFT_OUT
 
@@ -188,23 +233,8 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
         "with the row's engine profile, constants fitted on the calibration subset only",
         "",
     ]
-    header = ("id", "model", "B", "ctx sum", "subset", "measured", "bound spec", "error", "bound meas.", "error",
-              "estimate", "error", "regime")
-    table = [header]
-    for r in report.rows:
-        m = r.measurement
-        table.append((
-            m.id, m.model.name, str(m.batch), f"{m.context_sum:,}", _SUBSET.get(m.split, m.split),
-            _ms(m.measured_s), _ms(r.predicted_spec_s), _pct(r.error_spec), _ms(r.predicted_measured_s),
-            _pct(r.error_measured), _ms(r.estimate_s), _pct(r.error_estimate), r.bound_measured,
-        ))
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    left = {0, 1}
-    rows_at = len(lines)  # the table's lines are kept whole (one row a line); without verbose, others fit the width
-    for row in table:
-        cells = [c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
-        lines.append("  ".join(cells).rstrip())
-    table_lines = range(rows_at, len(lines))
+    keys = _SourceKeys() if sources is None else sources
+    lines += _step_tables(report, keys)
     lines.append("")
     from ..calibrate.compare import CPU_NOTE
 
@@ -240,13 +270,14 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
             # the measured copy of a device nobody has measured falls back on its datasheet: said so in the label
             unmeasured = label == "measured" and "measured" not in (acc.hbm_bandwidth.source.kind,
                                                                    acc.peak_bf16.source.kind)
-            bw_src, peak_src = acc.hbm_bandwidth.source, acc.peak_bf16.source
+            # each citation by its key, given in both modes so a source's key is the same with and without --verbose
+            bw_key, peak_key = keys.key(acc.hbm_bandwidth.source.citation), keys.key(acc.peak_bf16.source.citation)
             lines.append(
                 f"  {label:8} {_device(acc.key)}{' (none published: its datasheet)' if unmeasured else ''}: "
                 f"{float(acc.bandwidth) / 1e9:,.0f} GB/s "
-                f"[{bw_src.kind}{': ' + bw_src.citation if verbose else ''}], "
-                f"{float(acc.peak_flops) / 1e12:,.1f} TFLOP/s [{peak_src.kind}"
-                f"{': ' + peak_src.citation if verbose else ''}]"
+                f"[{acc.hbm_bandwidth.source.kind}{': ' + bw_key if verbose else ''}], "
+                f"{float(acc.peak_flops) / 1e12:,.1f} TFLOP/s [{acc.peak_bf16.source.kind}"
+                f"{': ' + peak_key if verbose else ''}]"
             )
     unavailable = dict(report.unavailable)
     fitted = {p.name for p in report.profiles}
@@ -284,7 +315,7 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
             lines.append(f"  {len(published)} points; roofline validate --verbose prints each one's source, the "
                          "quoted figures, the metric, the step composition assumed and what it leaves out")
         for m in published if verbose else ():
-            lines.append(f"  {m.id}: {m.source}")
+            lines.append(f"  {m.id} [{keys.key(m.source)}]:")
             for q in m.quotes:
                 lines.append(f"    quote: {q}")
             lines.append(f"    measured: {m.metric}")
@@ -297,7 +328,7 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
         lines.append("Calibration files (roofline calibrate, random weights):")
         for name in calibrations:
             first = next(r.measurement for r in report.rows if r.measurement.group == name)
-            lines.append(f"  {name}: {first.source}")
+            lines.append(f"  {name} [{keys.key(first.source)}]: {first.source}")
     lines.append("")
     lines.append("Left out of the model (why predictions can fall short of measurements):")
     for item in LEFT_OUT:
@@ -308,11 +339,80 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
         for p in pending:
             lines.append(f"  {p.id}: {p.measured_s * 1e3:.3f} ms; {'; '.join(p.reasons)}")
     if verbose:  # the long listing, one source a line: not wrapped
+        if sources is None:
+            lines += keys.listing()
         return "\n".join(lines)
-    return "\n".join(line if i in table_lines else fit_width(line) for i, line in enumerate(lines))
+    return fit_width("\n".join(lines))
 
 
 _SUBSET = {"calibration": "cal", "validation": "val", "": "-"}
+
+
+class _SourceKeys:
+    """Short keys for sources ("S1", "S2", ... in order of first use), so a table names a row's source in 3
+    columns and ``--verbose`` prints each source once (:meth:`listing`)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[str, str] = {}
+
+    def key(self, source: str) -> str:
+        """The key of ``source`` (a citation as text), given on first use."""
+        return self._keys.setdefault(source, f"S{len(self._keys) + 1}")
+
+    def listing(self) -> list[str]:
+        """The sources, one a line by key (unwrapped: a citation's URL stays whole); none: no lines."""
+        if not self._keys:
+            return []
+        return ["", "Sources (each once; the tables name them by key):",
+                *(f"  {k:>4}  {source}" for source, k in self._keys.items())]
+
+
+def _step_tables(report: Report, keys: _SourceKeys) -> list[str]:
+    """The rows as two tables keyed by id, each within 100 columns for the shipped ids: the step times and
+    errors (one unit a column), then what each row is (model, batch, context, subset, regime, source key)."""
+    times = [("", "", "measured", "bound, spec", "", "bound, meas.", "", "estimate", ""),
+             ("id", "", "[ms]", "[ms]", "error", "[ms]", "error", "[ms]", "error")]
+    about = [("id", "model", "B", "ctx sum", "subset", "regime", "source")]
+    for r in report.rows:
+        m = r.measurement
+        times.append((m.id, "", _ms(m.measured_s), _ms(r.predicted_spec_s), _pct(r.error_spec),
+                      _ms(r.predicted_measured_s), _pct(r.error_measured), _ms(r.estimate_s), _pct(r.error_estimate)))
+        about.append((m.id, m.model.name, f"{m.batch:,}", f"{m.context_sum:,}", _SUBSET.get(m.split, m.split),
+                      r.bound_measured, keys.key(m.source)))
+    lines = ["Decode step time [ms] and error: measured, the bound (spec, measured constants), the estimate"]
+    lines += _aligned(times, gaps=(0, 0, 2, 2, 1, 2, 1, 2, 1), center={3, 5, 7})
+    lines += ["", "The rows (B: sequences in the step; ctx sum: their contexts [tokens]; regime: of the bound "
+              "with measured constants; source: --verbose lists it)"]
+    lines += _aligned(about, gaps=(0, 2, 2, 2, 2, 2, 2), left={0, 1, 5, 6})
+    return lines
+
+
+def _aligned(table: Sequence[Sequence[str]], *, gaps: Sequence[int], left: AbstractSet[int] = frozenset({0}),
+             center: AbstractSet[int] = frozenset()) -> list[str]:
+    """``table``'s rows as lines: each column as wide as its widest cell, ``gaps[i]`` spaces before column i,
+    numbers right-aligned; a header cell in ``center`` spans its column and the next (a two-row header)."""
+    n = len(gaps)
+    widths = [max(len(row[i]) for row in table if i not in center or row[i + 1 if i + 1 < n else i] != "")
+              if any(row[i] for row in table) else 0 for i in range(n)]
+    # a spanning header ("bound, spec" over "[ms] error") widens the pair if it needs more room than they have
+    for i in center:
+        span = widths[i] + gaps[i + 1] + widths[i + 1]
+        head = max(len(row[i]) for row in table if row[i + 1] == "")
+        widths[i] += max(0, head - span)
+    out = []
+    for row in table:
+        cells, i = [], 0
+        while i < n:
+            if i in center and row[i + 1] == "" and row[i]:
+                w = widths[i] + gaps[i + 1] + widths[i + 1]
+                cells.append(" " * gaps[i] + row[i].rjust(w))
+                i += 2
+                continue
+            c = row[i]
+            cells.append(" " * gaps[i] + (c.ljust(widths[i]) if i in left else c.rjust(widths[i])))
+            i += 1
+        out.append("".join(cells).rstrip())
+    return out
 
 
 def _device(key: str) -> str:
@@ -355,7 +455,8 @@ def _pair(g: dict[str, Any], what: str) -> str:
 
 
 def _ms(seconds: float | None) -> str:
-    return format_time(seconds, unit="ms", decimals=(3, 3, 3))
+    """A time [s] in ms with 3 decimals and thousands separators, without the unit (the column names it)."""
+    return "n/a" if seconds is None else f"{float(seconds) * 1e3:,.3f}"
 
 
 def _pct(value: float | None, *, signed: bool = True) -> str:
