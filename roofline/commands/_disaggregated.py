@@ -60,8 +60,9 @@ def check_unused(args: argparse.Namespace) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of the two pools (one argument group)."""
     _DEFAULTS.update((dest, p.get_default(dest)) for dest, _ in _NOT_HERE)
-    g = p.add_argument_group("disaggregated prefill and decode (docs/conventions.md, 'Disaggregated prefill and "
-                             "decode'); either of the first two runs it in place of the policy comparison")
+    g = p.add_argument_group("disaggregated prefill and decode",
+                             "either of the first two flags runs it in place of the policy comparison\n"
+                             "(docs/conventions.md, 'Disaggregated prefill and decode')")
     g.add_argument("--num-prefill-instances", type=int_arg("--num-prefill-instances", 1), default=None,
                    metavar="NP", help="prefill instances (default with --num-decode-instances: 1)")
     g.add_argument("--num-decode-instances", type=int_arg("--num-decode-instances", 1), default=None,
