@@ -147,9 +147,10 @@ class DecodeStep:
     "Bound and estimate").
     tensor_parallel_size [GPUs] (T; bytes, FLOPs, memory and compute times are one GPU's,
     throughput the group's), allreduce_time [s] (in step_time; 0 at T = 1; with expert
-    parallelism the step's whole communication, :func:`roofline.formulas.decode_comm_time_ep`) and its
+    parallelism the step's whole communication, roofline.formulas.decode_comm_time_ep) and its
     allreduce_bandwidth_time and allreduce_latency_time terms [s] (docs/conventions.md,
-    "Tensor parallelism").
+    "Tensor parallelism"); at P > 1 also pipeline_parallel_size and send_time [s] (the P - 1
+    stage sends, in step_time; docs/conventions.md, "Pipeline parallelism").
     """
 
     batch: Any
