@@ -813,8 +813,8 @@ def get_accelerator(name: str) -> Accelerator:
     >>> round(float(get_accelerator("h100-sxm").ridge_point), 1)
     295.3
     """
-    if not isinstance(name, str):
-        raise UnknownPresetError("accelerator", repr(name), accelerator_names())
+    if not isinstance(name, str):  # its type, not its repr (an Accelerator's runs to many lines of citations)
+        raise UnknownPresetError("accelerator", f"a {type(name).__name__}, not a name", accelerator_names())
     key = name_key(name).replace("_", "-").replace(" ", "-")
     key = _ALIASES.get(key, key)
     try:

@@ -244,6 +244,12 @@ _PAIRS: dict[str, tuple[str | None, str | None]] = {
     "model": ("llama-3.2-1b", "qwen3-0.6b"), "accelerator": ("h100-sxm", "a100-80gb"),
     "weight_dtype": ("bf16", "fp8"), "kv_dtype": ("bf16", "fp8"), "dtype": (None, "float16"),
     "quantization": (None, "fp8"), "enable_prefix_caching": (None, ""),
+    "pipeline_parallel_size": ("1", "2"), "data_parallel_size": ("1", "2"),
+    "router": ("round-robin", "least-requests"), "enable_expert_parallel": (None, ""),
+    "num_prefill_instances": ("1", "2"), "num_decode_instances": ("1", "2"),
+    "prefill_tensor_parallel_size": ("1", "2"), "decode_tensor_parallel_size": ("1", "2"),
+    "prefill_accelerator": ("h100-sxm", "h200"), "decode_accelerator": ("h100-sxm", "h200"),
+    "kv_transfer_bandwidth": ("10", "50"), "kv_transfer_latency": ("1", "5"),
 }
 _SIM_OPTIONS = {a.dest: a for a in _options(_SIM) if a.dest not in _OUTPUT_FLAGS}
 _SIM_FLAGS = [flag for a in _options(_SIM) for flag in a.option_strings]

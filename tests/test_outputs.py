@@ -378,7 +378,7 @@ def test_every_command_has_json() -> None:
 def test_every_output_option_refuses_an_empty_path(capsys: pytest.CaptureFixture) -> None:
     """Every command with --out refuses --out '' (not taken as the current folder)."""
     with_out = [name for name, sub in _subparsers().items() if "--out" in sub._option_string_actions]
-    assert set(with_out) == {"simulate", "calibrate", "plot"}
+    assert set(with_out) == {"simulate", "calibrate", "plot", "plan"}
     for name in with_out:
         assert main([name, "--out", ""]) == 2, name
         _one_line_error(capsys, "--out=''", "is empty")

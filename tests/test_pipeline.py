@@ -217,12 +217,17 @@ def test_report_prints_the_stages_the_sends_and_the_pipelines_throughput(capsys)
     assert doc["batch_1"]["largest_communication_term"] == "all-reduces"
 
 
-def test_simulate_refuses_a_pipeline_by_name(capsys):
+def test_simulate_refuses_what_a_pipeline_run_does_not_model_by_name(capsys):
+    """-pp 2 beside --data-parallel-size 2, or with --kv-budget-gb: one line naming the flag, exit 2."""
     from roofline.cli import main
 
-    assert main(["simulate", "--model", "llama-3.1-70b", "--tp", "2", "-pp", "2", "--num-prompts", "2"]) == 2
+    base = ["simulate", "--model", "llama-3.1-70b", "--tp", "2", "-pp", "2", "--num-prompts", "2"]
+    assert main([*base, "--data-parallel-size", "2"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "pipeline_parallel_size=2" in err
+    assert len(err.splitlines()) == 1 and "-pp" in err and "--data-parallel-size" in err
+    assert main([*base, "--kv-budget-gb", "10"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--kv-budget-gb" in err and "--gpu-memory-utilization" in err
 
 
 def test_fit_lists_t_times_p_and_answers_with_the_smallest(capsys):
