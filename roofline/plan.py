@@ -156,9 +156,9 @@ def key_of(config: dict[str, Any]) -> str:
 def interpolated_percentile(values: Sequence[Any], q: Any) -> Any:
     """The q-th percentile as ``numpy.percentile`` (linear) computes it, exact on ints and Fractions.
 
-    Rank h = (n - 1) q / 100 of the n sorted values; v[floor h] + (h - floor h) (v[floor h + 1] -
-    v[floor h]) (docs/conventions.md, "Deployment search"; shared/design/CONVENTIONS.md, "Latency
-    percentiles": the one ``vllm bench serve`` reports).
+    The package's one percentile, :func:`roofline.sim.results.percentile` with ``method="linear"``:
+    rank h = (n - 1) q / 100 of the n sorted values; v[floor h] + (h - floor h) (v[floor h + 1] -
+    v[floor h]) (docs/conventions.md, "Latency percentiles": the one ``vllm bench serve`` reports).
 
     Parameters
     ----------
@@ -168,26 +168,17 @@ def interpolated_percentile(values: Sequence[Any], q: Any) -> Any:
     Raises
     ------
     InvalidValueError
-        Empty ``values`` (field ``values``); q outside [0, 100] (field ``q``).
+        Empty ``values`` (field ``values``); q outside [0, 100] (field ``q``); a value that is no
+        finite number (``values[i]``).
 
     Examples
     --------
     >>> interpolated_percentile([1, 2, 3, 4], 50), interpolated_percentile([15, 20, 35, 40, 50], 40)
     (Fraction(5, 2), Fraction(29, 1))
     """
-    if not values:
-        raise InvalidValueError("values", values, "percentile of no values")
-    if isinstance(q, bool) or not isinstance(q, (int, Fraction, float)) or not 0 <= q <= 100:
-        raise InvalidValueError("q", q, "must be a number in [0, 100]")
-    ordered = sorted(values)
-    h = (len(ordered) - 1) * Fraction(q) / 100
-    low = math.floor(h)
-    if low + 1 >= len(ordered):
-        return Fraction(ordered[low]) if not isinstance(ordered[low], float) else ordered[low]
-    a, b = ordered[low], ordered[low + 1]
-    if isinstance(a, float) or isinstance(b, float):
-        return a + float(h - low) * (b - a)
-    return Fraction(a) + (h - low) * (Fraction(b) - Fraction(a))
+    from .sim.results import percentile
+
+    return percentile(list(values), q)
 
 
 def percentile_exceeds(values: Sequence[Any], q: Any, limit: Any) -> bool:
