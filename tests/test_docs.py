@@ -174,8 +174,9 @@ _EXTERNAL = re.compile(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"'
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, page):
-    """derivations.md and a page of LaTeX math, built in-process with docs/conf.py: (html by page, warnings)."""
+def built(tmp_path_factory):
+    """derivations.md (as committed: test_derivations_page_is_current checks it is current) and a page of
+    LaTeX math, built in-process with docs/conf.py: (html by page, warnings)."""
     pytest.importorskip("sphinx", reason="the docs build needs Sphinx: pip install -e '.[docs]'")
     pytest.importorskip("myst_parser", reason="the docs build needs myst-parser: pip install -e '.[docs]'")
     from sphinx.cmd.build import build_main
