@@ -324,13 +324,13 @@ def test_report_prints_the_stages_the_sends_and_the_pipelines_throughput(capsys)
 
 
 def test_simulate_refuses_what_a_pipeline_run_does_not_model_by_name(capsys):
-    """-pp 2 beside --data-parallel-size 2, or with --kv-budget-gb: one line naming the flag, exit 2."""
+    """-pp 2 with --kv-budget-gb, or beside -dp 2 with --policy static: one line naming the flag, exit 2."""
     from roofline.cli import main
 
     base = ["simulate", "--model", "llama-3.1-70b", "--tp", "2", "-pp", "2", "--num-prompts", "2"]
-    assert main([*base, "--data-parallel-size", "2"]) == 2
+    assert main([*base, "--data-parallel-size", "2", "--policy", "static"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "-pp" in err and "--data-parallel-size" in err
+    assert len(err.splitlines()) == 1 and "--data-parallel-size" in err and "--policy static" in err
     assert main([*base, "--kv-budget-gb", "10"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--kv-budget-gb" in err and "--gpu-memory-utilization" in err
@@ -357,6 +357,42 @@ def test_fit_lists_t_times_p_and_answers_with_the_smallest(capsys):
     assert "(--tensor-parallel-size 8 --pipeline-parallel-size 2)" in " ".join(format_fit(only_pp).split())
     assert main(["fit", "--model", "llama-3.1-70b", "--accelerator", "a100-80gb", "--tp", "8", "-pp", "2"]) == 0
     assert "8 x 2  | refused: pipeline_parallel_size=2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("router", [None, "round-robin", "least-kv"])
+def test_simulate_serves_d_replicas_of_a_pipeline_on_d_times_p_virtual_engines(capsys, router):
+    """`simulate -pp 2 -dp 2`: 4 virtual engines of T = 2 GPUs (8 GPUs), each with one virtual engine's KV, behind one
+    router (least-requests unless given), equal to serve_replicas of the Deployment on both clocks, and to
+    serve_replicas of its cost model over 4."""
+    import json
+
+    from roofline.cli import main as cli_main
+    from roofline.sim import KVPool, load_trace, serve_replicas, shipped_trace
+
+    args = ["simulate", "--model", "llama-3.1-70b", "--tp", "2", "-pp", "2", "-dp", "2", "--limit", "40", "--json"]
+    assert cli_main([*args, *(["--router", router] if router else [])]) == 0
+    out = json.loads(capsys.readouterr().out)
+    row = out["results"][0]
+    d = Deployment(get_model("llama-3.1-70b"), get_accelerator("h100-sxm"), Parallelism(tensor=2, pipeline=2, data=2))
+    blocks = d.virtual_engine_kv_blocks(block_size=16, utilization=Fraction(9, 10))
+    assert out["kv_pool"]["capacity_blocks"] == blocks
+    dp = row["data_parallel"]
+    assert (dp["router"], dp["data_parallel_size"], dp["gpus_per_replica"], dp["gpus"]) == (
+        router or "least-requests", 4, 2, 8)
+    requests = load_trace(shipped_trace("conv"))[:40]
+    pool = KVPool.blocks(blocks, block_size=16)
+    kw = dict(router=router or "least-requests", kv_pool=pool, max_model_len=131072)
+    runs = [serve_replicas(requests, d, engine=engine, **kw) for engine in ("event", "step")]
+    assert runs[0].whole.requests == runs[1].whole.requests and runs[0].whole.summary == runs[1].whole.summary
+    assert (runs[0].data_parallel_size, runs[0].gpus_per_replica, runs[0].gpus) == (4, 2, 8)
+    by_cost = serve_replicas(requests, RooflineCostModel.for_deployment(d), data_parallel_size=4, gpus_per_replica=2,
+                             **kw)
+    assert by_cost.whole.requests == runs[0].whole.requests and by_cost.assignment == runs[0].assignment
+    assert [x["requests"] for x in dp["replicas"]] == [x.requests for x in runs[0].loads]
+    assert row["summary"]["ttft"]["p99"] == pytest.approx(float(runs[0].whole.summary.ttft.p99))
+    assert row["summary"]["completed"] == runs[0].whole.summary.completed
+    with pytest.raises(InvalidValueError, match="data_parallel_size=4.*D = 2"):
+        serve_replicas(requests, d, data_parallel_size=4)
 
 
 def test_simulate_serves_a_pipeline_on_p_virtual_engines(capsys):

@@ -382,9 +382,6 @@ def plan_run(args: argparse.Namespace) -> _Plan:
                                       _length_dist(args.output_len_dist, args.random_range_ratio))
     replicas = getattr(args, "data_parallel_size", 1)
     stages = getattr(args, "pipeline_parallel_size", 1)
-    if replicas > 1 and stages > 1:
-        raise InvalidValueError(given.get("pipeline_parallel_size", "--pipeline-parallel-size"), stages,
-                                "beside --data-parallel-size above 1 is not modelled: give one of them")
     if replicas > 1 and args.policy in ("serial", "static"):
         raise InvalidValueError(given.get("data_parallel_size", "--data-parallel-size"), replicas,
                                 f"data-parallel replicas run continuous batching only, not --policy {args.policy}")
@@ -392,7 +389,7 @@ def plan_run(args: argparse.Namespace) -> _Plan:
         raise InvalidValueError(given.get("pipeline_parallel_size", "--pipeline-parallel-size"), stages,
                                 "pipeline stages are served by their P virtual engines, continuous batching "
                                 f"only, not --policy {args.policy}")
-    replicas = max(replicas, stages)  # P virtual engines run through the replicas' router
+    replicas = replicas * stages  # D x P virtual engines run through the replicas' router
     if args.policy == "all":
         if kind == "closed" and "policy" in given:
             raise InvalidValueError(given["policy"], "all", "closed-loop clients (--max-concurrency) are served by "
@@ -600,8 +597,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     replicas: list[Any] = []  # per row: its ReplicaResult (with --data-parallel-size), else None
     size, per_replica = deployment.parallelism.data, deployment.parallelism.replica_gpus
     router = args.router
-    if stages > 1:  # P virtual engines (vLLM V0), each its own scheduler, sharing the T x P GPUs
-        size, per_replica = stages, deployment.tensor_parallel_size
+    if stages > 1:  # D x P virtual engines (vLLM V0's P per replica), each its own scheduler, P sharing T x P GPUs
+        size, per_replica = size * stages, deployment.tensor_parallel_size
         # a new request goes to the engine with the fewest unfinished requests (vLLM V0's rule) unless given
         router = args.router if "router" in getattr(args, "given_flags", {}) else "least-requests"
     with _progress(names, "simulate", "policy") as bar:

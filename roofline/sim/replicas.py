@@ -185,7 +185,10 @@ def serve_replicas(
     cost_model : CostModel, a sequence of D cost models, or a Deployment
         A :class:`~roofline.Deployment`: its cost model
         (:meth:`~roofline.sim.RooflineCostModel.for_deployment`, exact, no overhead), D = its
-        ``parallelism.data`` and its GPUs per replica. A cost model: every replica's (D from
+        ``parallelism.data`` and its GPUs per replica; with P > 1 pipeline stages, D x P virtual engines of T GPUs
+        each (vLLM V0's P per replica, one router over all of them; docs/conventions.md, "Pipeline
+        parallelism"), each with the pipeline's step latency and the ``kv_pool`` given (one virtual engine's:
+        :meth:`~roofline.Deployment.virtual_engine_kv_blocks`). A cost model: every replica's (D from
         ``data_parallel_size``). A sequence: one per replica, which must all be the same cost model (replicas on
         different ones are refused by name: the pooled inter-token percentiles of the stretch clock need one).
     router : {"round-robin", "least-requests", "least-kv"}, default "round-robin"
@@ -194,7 +197,7 @@ def serve_replicas(
         one with the fewest KV blocks in use then. Ties to the lowest index.
     data_parallel_size : int >= 1 or None
         D (vLLM's ``--data-parallel-size``); None: the Deployment's, or the sequence's length, or 1. Given beside
-        either, it must agree.
+        either, it must agree (beside a Deployment: its D, not D x P).
     kv_pool : KVPool, a sequence of D KVPools, or None
         Each replica's pool: one value for all (each replica has its own pool of that size), one per replica, or
         None (unlimited).
@@ -312,8 +315,10 @@ def _replica_inputs(replicas: Any, size: Any, gpus: Any) -> tuple[Any, int, int]
         if size is not None and size != d:
             raise InvalidValueError("data_parallel_size", size, f"given beside a Deployment of D = {d}, which "
                                     "holds it")
-        return (RooflineCostModel.for_deployment(replicas), d,
-                replicas.parallelism.replica_gpus if gpus is None else gpus)
+        # D replicas of a pipeline of P stages: D x P virtual engines of T GPUs each (P of them share a pipeline)
+        engines = d * replicas.pipeline_parallel_size
+        return (RooflineCostModel.for_deployment(replicas), engines,
+                replicas.tensor_parallel_size if gpus is None else gpus)
     if isinstance(replicas, (list, tuple)):
         if not replicas:
             raise InvalidValueError("cost_model", replicas, "expected at least one cost model")
