@@ -315,12 +315,37 @@ def test_report_prints_the_stages_the_sends_and_the_pipelines_throughput(capsys)
     assert "1 across nodes (InfiniBand NDR (ConnectX-7))" in text
     assert "       1   32.461 ms   3.36 us           31           62" in text  # 1 / 32.461 ms, x 2 in flight
     assert all(len(line) <= 100 for line in text.splitlines())
+    # the deployment's normal report first, its sizes one GPU of each stage together, then the pipeline section
+    assert text.startswith("roofline report: llama-3.1-405b (weights bfloat16, KV bfloat16) on 16 x NVIDIA H100")
+    assert text.index("One request at a time") < text.index("Pipeline parallelism: llama-3.1-405b on 16 x")
+    assert "Memory of one GPU per stage (2 GPUs together): 158.4 GiB usable x 0.9 = 153.07 GB" in text
     assert main(["report", "--model", "llama-3.1-405b", "--tp", "8", "-pp", "2", "--json"]) == 0
     import json
 
     doc = json.loads(capsys.readouterr().out)
-    assert doc["kv"]["blocks"] == Deployment(L405, H100, Parallelism(8, 2)).kv_blocks()
-    assert doc["batch_1"]["largest_communication_term"] == "all-reduces"
+    d = Deployment(L405, H100, Parallelism(8, 2))
+    assert doc["pipeline"]["kv"]["blocks"] == d.kv_blocks() == doc["kv"]["upper_bound_budget"]["blocks"]
+    assert doc["pipeline"]["batch_1"]["largest_communication_term"] == "all-reduces"
+    assert doc["memory"]["fits"] and doc["single_with_kv"]["step_time_s"] == doc["pipeline"]["batch_1"]["step_time_s"]
+
+
+def test_kv_budget_for_a_pipeline_is_the_tightest_stage_in_the_shares_layout():
+    """kv_budget_for at P > 1: min_s b_s x k / k_s, b_s = usable x 0.9 - stage s's weights: with 63 | 63 layers
+    (k_s = k / 2) twice the tighter stage's budget; a stage its weights fill is refused, naming it."""
+    from roofline.errors import NoKVBudgetError
+    from roofline.estimate import kv_budget_for, kv_capacity
+
+    d = Deployment(L405, H100, Parallelism(8, 2))
+    room = [Fraction(H100.usable_memory) * Fraction(9, 10) - s.weight_bytes for s in d.stages()]
+    assert kv_budget_for(d) == 2 * min(room)
+    uneven = Deployment(L405, H100, Parallelism(4, 4))  # 31, 32, 32, 31 layers
+    k = uneven.share.kv_bytes_per_token
+    by_hand = min((Fraction(H100.usable_memory) * Fraction(9, 10) - s.weight_bytes) * k / s.kv_bytes_per_token
+                  for s in uneven.stages())
+    assert kv_budget_for(uneven) == by_hand
+    assert kv_capacity(uneven, budget=by_hand, context=1000).blocks == uneven.kv_blocks()
+    with pytest.raises(NoKVBudgetError, match="stage 0's weights.*layers 0-62"):
+        kv_budget_for(Deployment(L405, H100, Parallelism(4, 2)))
 
 
 def test_simulate_refuses_what_a_pipeline_run_does_not_model_by_name(capsys):

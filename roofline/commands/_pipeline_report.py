@@ -6,7 +6,8 @@ and one virtual engine's 1/P of them, one batch's step (the one-max rule over ev
 all-reduces, the P - 1 sends inside a node or across nodes), and for each batch per virtual engine
 the step latency, the throughput with 1 and with P batches in flight, the bubble with one in flight,
 and the slowest stage's throughput (docs/conventions.md, "Pipeline parallelism"). Every time is the
-roofline bound (the report's other sections are those of one tensor-parallel group: P = 1).
+roofline bound. ``roofline report -pp P`` prints it after the deployment's normal report (whose sizes
+are then one GPU of each stage together: T's share of every layer).
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def format_pipeline_report(r: dict[str, Any]) -> str:
     T, P = d["tensor_parallel_size"], d["pipeline_parallel_size"]
     t = lambda x: format_time(x, decimals=(3, 3, 2))  # noqa: E731
     out = [
-        f"roofline report: {d['model']} on {d['gpus']} x {d['accelerator']} (TP {T} x PP {P}: "
+        f"Pipeline parallelism: {d['model']} on {d['gpus']} x {d['accelerator']} (TP {T} x PP {P}: "
         f"{d['nodes']} node(s) of {d['node_gpus']}); the roofline bound, context {r['context']:,}",
         "",
         f"Pipeline stages (vLLM's get_pp_indices), one GPU of each stage's group of {T}:",
