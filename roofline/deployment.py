@@ -571,7 +571,7 @@ def _layer_kinds(model: ModelConfig, P: int) -> tuple[tuple[bool, int | None], .
         raise InvalidValueError("pipeline_parallel_size", P, f"{model.name}: where its {n} MoE layers of {L} "
                                 f"sit is not known for model_type {model.model_type!r} (dense-first: "
                                 f"{', '.join(sorted(_DENSE_FIRST))}; interleaved: llama4); P = 1")
-    return tuple(zip(moe, windows))
+    return tuple(zip(moe, windows, strict=True))
 
 
 def _check_pipeline(model: ModelConfig, P: int) -> None:

@@ -640,9 +640,11 @@ def _pipeline_kv_budget(d: Deployment, utilization: Any, reserved: Any) -> Fract
         b = f.kv_budget(memory=Fraction(d.accelerator.usable_memory), utilization=utilization,
                         weight_bytes=Fraction(st.weight_bytes), reserved=reserved)
         if b <= 0:
-            raise NoKVBudgetError(float(b), f"{d.model.name}: stage {st.index}'s weights ({float(st.weight_bytes) / 1e9:.2f}"
-                                  f" GB per GPU, layers {st.first_layer}-{st.first_layer + st.layers - 1}) leave no KV "
-                                  f"budget on {d.where} at utilization {float(utilization)} (roofline fit: T x P)")
+            last = st.first_layer + st.layers - 1
+            raise NoKVBudgetError(float(b), f"{d.model.name}: stage {st.index}'s weights "
+                                  f"({float(st.weight_bytes) / 1e9:.2f} GB per GPU, layers {st.first_layer}-{last}) "
+                                  f"leave no KV budget on {d.where} at utilization {float(utilization)} "
+                                  "(roofline fit: T x P)")
         room = b * k / Fraction(st.kv_bytes_per_token) if st.kv_bytes_per_token else None
         if room is not None and (out is None or room < out):
             out = room

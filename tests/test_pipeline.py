@@ -121,7 +121,7 @@ def test_dense_first_stages_sum_to_the_share(P, dense, T):
     share, stages = d.share, d.stages()
     starts = [s.first_layer for s in stages]
     assert [s.moe_layers for s in stages] == [sum(1 for i in range(a, a + s.layers) if i >= dense)
-                                              for a, s in zip(starts, stages)]
+                                              for a, s in zip(starts, stages, strict=True)]
     assert sum(s.weight_bytes for s in stages) == share.weight_bytes
     assert sum(s.flops_per_token for s in stages) == share.flops_per_token()[0]
     assert sum(s.kv_bytes_per_token for s in stages) == share.kv_bytes_per_token
@@ -148,7 +148,8 @@ def test_report_prices_each_dense_then_moe_stage_from_its_own_layers(capsys):
     def stage(s, send):
         mem = (s.shared_weight_bytes + s.routed_expert_bytes * touched + s.kv_bytes_per_token * 256 * 1000)
         comp = 256 * s.flops_per_token + s.attention_flops_per_token * 256 * 1000
-        return max(mem / Fraction(a.bandwidth), comp / Fraction(a.peak(share.compute_dtype))) + 2 * s.layers * ring + send
+        peak = Fraction(a.peak(share.compute_dtype))
+        return max(mem / Fraction(a.bandwidth), comp / peak) + 2 * s.layers * ring + send
 
     s0, s1 = d.stages()
     hand = max(stage(s0, Fraction(256 * 7168 * 2, 50 * 10**9) + Fraction(27, 10) * US), stage(s1, 0))

@@ -270,8 +270,9 @@ _REQ = st.tuples(st.integers(0, 6), st.integers(1, 40), st.integers(1, 12))
        router=st.sampled_from(ROUTERS))
 def test_stretch_equals_step_and_conservation(raw, np_, nd, pre_blocks, dec_blocks, on_demand, chunked, k, latency,
                                               router):
-    """Under every router: both clocks give the same result; every request is handed back or refused once, with a reason; KV never over
-    any instance's pool; no transfer ends before its prefill plus the transfer time; no decode before it lands."""
+    """Under every router: both clocks give the same result; every request is handed back or refused once,
+    with a reason; KV never over any instance's pool; no transfer ends before its prefill plus the transfer
+    time; no decode before it lands."""
     t = 0
     reqs = []
     for j, (gap, p, o) in enumerate(raw):

@@ -17,7 +17,7 @@ Conventions: docs/conventions.md, "Disaggregated prefill and decode".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -266,7 +266,8 @@ def serve_disaggregated(
         elif o >= 2 and (why := _reason(decode.kv_pool, p, o)) is not None:
             reason[i] = f"decode pool: {why}"
 
-    def pool_run(pool: Pool, batch: list[Request], transferred: bool) -> tuple[SimResult, ...]:
+    def pool_run(pool: Pool, batch: list[Request],
+                 transferred: bool) -> tuple[tuple[SimResult, ...], Sequence[RequestResult]]:
         """The pool's instances as data-parallel replicas behind the router: each instance's result, and each
         request's in ``batch``'s order."""
         options: dict[str, Any] = dict(router=router, data_parallel_size=pool.instances, kv_pool=pool.kv_pool,
