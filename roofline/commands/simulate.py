@@ -35,7 +35,9 @@ each with its own KV pool and continuous-batching scheduler, behind the router `
 (round-robin, least-requests or least-kv; docs/conventions.md, "Data-parallel replicas"): the
 rows are continuous batching's, their percentiles over all requests of all replicas, followed
 by a per-replica table (requests, tokens, busy time, peak KV) and the output throughput per
-GPU; ``--json`` carries the per-replica load.
+GPU; ``--json`` carries the per-replica load. With ``--pipeline-parallel-size P`` the replicas
+are D x P virtual engines (P per pipeline) behind one router; a disaggregated run routes each of
+its pools by ``--router`` too.
 
 The trace: by default the Azure LLM inference trace 2023 of a conversation service
 shipped with the package (19,366 requests over one hour; Azure Public Dataset, CC-BY 4.0;
@@ -149,9 +151,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_pipeline_parallel_option(p)
     add_data_parallel_option(p)
     p.add_argument("--router", choices=ROUTERS, default="round-robin",
-                   help="with --data-parallel-size: the replica each arriving request goes to: round-robin, "
-                        "least-requests (fewest outstanding), least-kv (fewest KV blocks in use); ties to the "
-                        "lowest index (default: %(default)s)")
+                   help="with --data-parallel-size, -pp or a disaggregated run's pools: the replica (virtual "
+                        "engine, pool instance) each arriving request goes to: round-robin, least-requests "
+                        "(fewest outstanding), least-kv (fewest KV blocks in use); ties to the lowest index "
+                        "(default: %(default)s; least-requests with -pp)")
     add_expert_parallel_option(p)
     p.add_argument("--overhead", type=number_arg("--overhead"), default=Fraction(0),
                    help="fixed per-step overhead in seconds (default: 0)")
