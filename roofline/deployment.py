@@ -556,9 +556,10 @@ def _layer_kinds(model: ModelConfig, P: int) -> tuple[tuple[bool, int | None], .
     """
     L = model.num_hidden_layers
     windows: tuple[int | None, ...] = model.layer_windows or (None,) * L
-    if model.is_hybrid:
+    if model.is_hybrid or model.mlp_only_layers or model.mixer_only:
         raise InvalidValueError("pipeline_parallel_size", P, f"{model.name}: pipeline stages of a hybrid's "
-                                "recurrent layers are not modelled (their positions are not held; P = 1)")
+                                "recurrent or MLP-only layers are not modelled (their positions are not held; "
+                                "P = 1)")
     n = model.num_moe_layers if model.is_moe else 0
     if n in (0, L):
         moe = [bool(n)] * L
