@@ -463,6 +463,12 @@ class PipelineStage:
         norm on the last)
     kv_bytes_per_token : [bytes/token] one GPU's, for its layers
     flops_per_token, attention_flops_per_token : [FLOP/token, FLOP/(token x context token)] one GPU's
+        (attention at full attention: its windowed layers read :attr:`layer_windows`)
+    moe_layers : int [layers] of its layers that are MoE layers (0 for a dense model)
+    routed_expert_bytes : [bytes] one routed expert's bytes over its MoE layers, one GPU's (0: dense)
+    layer_windows : tuple of (int or None), its layers' sliding windows [tokens] (empty: all full)
+    shared_weight_bytes : [bytes] what a decode step reads in it whatever the routing: its weights but
+        the routed experts and the other towers (held, not read to decode text)
     """
 
     index: int
@@ -472,6 +478,23 @@ class PipelineStage:
     kv_bytes_per_token: Any
     flops_per_token: Any
     attention_flops_per_token: Any
+    moe_layers: int = 0
+    routed_expert_bytes: Any = 0
+    layer_windows: tuple[int | None, ...] = ()
+    shared_weight_bytes: Any = None
+
+    def held_tokens(self, context: Any) -> Any:
+        """Token-layers of KV one sequence of ``context`` tokens holds in this stage [token-layers]:
+        sum over its layers of min(c, w_l) (``layers`` x c without windows)."""
+        if not self.layer_windows:
+            return self.layers * context
+        return sum((context if w is None else min(context, w) for w in self.layer_windows), 0)
+
+    def read_weight_bytes(self, experts_touched: Any) -> Any:
+        """Weight bytes one decode step reads in this stage [bytes]: all but the routed experts and the
+        towers, + one expert's bytes x ``experts_touched`` (expected distinct experts per MoE layer)."""
+        shared = self.weight_bytes if self.shared_weight_bytes is None else self.shared_weight_bytes
+        return shared + self.routed_expert_bytes * experts_touched if self.routed_expert_bytes else shared
 
 
 def stage_layers(num_hidden_layers: int, pipeline_parallel_size: int) -> tuple[int, ...]:
@@ -504,47 +527,101 @@ def stage_layers(num_hidden_layers: int, pipeline_parallel_size: int) -> tuple[i
 
 _FIRST = ("embed_tokens", "embed_positions", "other towers")
 _LAST = ("final norm", "lm_head", "lm_head.bias")
+_MOE_GROUPS = ("router", "router.bias", "e_score_correction_bias", "shared_expert_gate")
+
+#: Families whose dense layers come first, the MoE layers after them (``first_k_dense_replace``, with
+#: ``moe_layer_freq`` 1 as in every released DeepSeek, Kimi and GLM MoE config; vLLM's deepseek_v2.py
+#: and glm4_moe.py build layer i as MoE iff i >= first_k_dense_replace).
+_DENSE_FIRST = frozenset({"deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "glm4_moe_lite"})
+#: Families whose MoE layers are every s-th (Llama 4's ``interleave_moe_layer_step``: layer i is MoE iff
+#: (i + 1) % s == 0, vLLM's llama4.py), s read back from the count as the one step giving it.
+_INTERLEAVED = frozenset({"llama4", "llama4_text"})
+
+
+def _layer_kinds(model: ModelConfig, P: int) -> tuple[tuple[bool, int | None], ...]:
+    """Each layer's kind in order: ``(is a MoE layer, its sliding window or None)`` (docs/conventions.md,
+    "Pipeline parallelism": stages of layers that differ).
+
+    A ModelConfig holds how many MoE layers there are, not where: their positions follow the
+    family's rule (``model_type``): dense layers first for DeepSeek's ``first_k_dense_replace``
+    families (DeepSeek-V2/V3, Kimi K2, GLM-4.5), every s-th layer for Llama 4's
+    ``interleave_moe_layer_step``. Windows are the model's own ``layer_windows``, one per layer.
+
+    Raises
+    ------
+    InvalidValueError
+        Field ``pipeline_parallel_size``: a hybrid (the model holds the count of its recurrent
+        layers, not their positions), or a MoE model of another family with some dense layers
+        (where its MoE layers sit is not known).
+    """
+    L = model.num_hidden_layers
+    windows: tuple[int | None, ...] = model.layer_windows or (None,) * L
+    if model.is_hybrid or model.mlp_only_layers or model.mixer_only:
+        raise InvalidValueError("pipeline_parallel_size", P, f"{model.name}: pipeline stages of a hybrid's "
+                                "recurrent or MLP-only layers are not modelled (their positions are not held; "
+                                "P = 1)")
+    n = model.num_moe_layers if model.is_moe else 0
+    if n in (0, L):
+        moe = [bool(n)] * L
+    elif model.model_type in _DENSE_FIRST:
+        moe = [i >= L - n for i in range(L)]
+    elif model.model_type in _INTERLEAVED and len(steps := [s for s in range(1, L + 1)
+                                                          if len(range(s - 1, L, s)) == n]) == 1:
+        moe = [(i + 1) % steps[0] == 0 for i in range(L)]
+    else:
+        raise InvalidValueError("pipeline_parallel_size", P, f"{model.name}: where its {n} MoE layers of {L} "
+                                f"sit is not known for model_type {model.model_type!r} (dense-first: "
+                                f"{', '.join(sorted(_DENSE_FIRST))}; interleaved: llama4); P = 1")
+    return tuple(zip(moe, windows, strict=True))
 
 
 def _check_pipeline(model: ModelConfig, P: int) -> None:
     stage_layers(model.num_hidden_layers, P)  # P <= L, by name
-    why = None
-    if model.is_hybrid:
-        why = "a hybrid's recurrent layers"
-    elif model.is_moe and model.num_moe_layers != model.num_hidden_layers:
-        why = "a model whose dense and MoE layers differ"
-    elif model.has_sliding_window:
-        why = "a model with sliding-window layers"
-    if why:
-        raise InvalidValueError("pipeline_parallel_size", P, f"{model.name}: pipeline stages of {why} are not "
-                                "modelled (uniform layers only; P = 1)")
+    _layer_kinds(model, P)
 
 
 def _stages(share: ModelConfig, P: int, flops: str) -> tuple[PipelineStage, ...]:
     L = share.num_hidden_layers
     per_token, attention = share.flops_per_token(flops)
+    kinds = _layer_kinds(share, P) if P > 1 else ()
+    n_moe = share.num_moe_layers if share.is_moe else 0
     if P == 1:
-        return (PipelineStage(0, 0, L, share.weight_bytes, share.kv_bytes_per_token, per_token, attention),)
-    first: Any = 0
-    held_last: Any = 0
-    tied_copy: Any = 0
-    for g in share.tensor_groups():
-        if g.name in _FIRST:
-            first += share._group_bytes(g) * g.count
-        elif g.name in _LAST:
-            held_last += share._group_bytes(g) * g.count
-            if g.name == "lm_head" and not g.count:  # tied: the last stage holds its own copy of the matrix
-                tied_copy = share._group_bytes(g)
-    layer_bytes = Fraction(share.weight_bytes - first - held_last, L)
-    last = held_last + tied_copy
-    lm_flops = 2 * share.lm_head_parameters if flops == "exact" else 0
-    layer_flops = Fraction(per_token - lm_flops, L)
+        return (PipelineStage(0, 0, L, share.weight_bytes, share.kv_bytes_per_token, per_token, attention,
+                              moe_layers=n_moe, routed_expert_bytes=share.routed_expert_bytes,
+                              layer_windows=share.layer_windows,
+                              shared_weight_bytes=_exact(share.weight_bytes - share._group_bytes_of("towers")
+                                                         - share.num_experts * share.routed_expert_bytes)),)
+    exact = flops == "exact"
     out, start = [], 0
     for i, n in enumerate(stage_layers(L, P)):
-        weight = layer_bytes * n + (first if i == 0 else 0) + (last if i == P - 1 else 0)
-        fl = layer_flops * n + (lm_flops if i == P - 1 else 0)
+        held = kinds[start:start + n]
+        m = sum(k for k, _ in held)
+        # each tensor group is held by the layers of its kind: embedding first, head last, MLPs by kind
+        share_of = {"first": Fraction(i == 0), "last": Fraction(i == P - 1), "layer": Fraction(n, L),
+                    "moe": Fraction(m, n_moe) if n_moe else Fraction(0),
+                    "dense": Fraction(n - m, L - n_moe) if L > n_moe else Fraction(0)}
+        weight: Any = 0
+        fl: Any = 0
+        routed: Any = 0
+        for g in share.tensor_groups():
+            kind = ("first" if g.name in _FIRST else "last" if g.name in _LAST
+                    else "moe" if g.cls == "experts" or g.name in _MOE_GROUPS or g.name.startswith(
+                        ("experts.", "shared_experts.")) else "dense" if g.name.startswith("mlp.") else "layer")
+            part = share_of[kind]
+            copies = g.count or (1 if kind == "last" and i == P - 1 else 0)  # tied: the last stage's own copy
+            weight += share._group_bytes(g) * copies * part
+            if g.cls == "experts" or g.name.startswith("experts."):
+                routed += share._group_bytes(g) * g.count * part / share.num_experts
+            if exact and g.matmul:
+                fl += 2 * g.numel * g.active * part
+            elif not exact:
+                fl += 2 * g.numel * min(g.count, g.active) * part
+        windows = share.layer_windows[start:start + n] if share.layer_windows else ()
+        towers = share._group_bytes_of("towers") if i == 0 else 0
         out.append(PipelineStage(i, start, n, _exact(weight), _exact(Fraction(share.kv_bytes_per_token) * n / L),
-                                 _exact(fl), _exact(Fraction(attention) * n / L)))
+                                 _exact(fl), _exact(Fraction(attention) * n / L), moe_layers=m,
+                                 routed_expert_bytes=_exact(routed), layer_windows=windows,
+                                 shared_weight_bytes=_exact(weight - towers - share.num_experts * routed)))
         start += n
     return tuple(out)
 

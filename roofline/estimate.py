@@ -577,13 +577,23 @@ def kv_budget_for(
 
     Returns
     -------
-    Fraction [bytes] (per GPU)
+    Fraction [bytes] (per GPU; with P > 1 pipeline stages, per column of P GPUs, one of each stage)
+        A Deployment of P > 1 stages (docs/conventions.md, "Pipeline parallelism"): each stage's GPU
+        has its own budget b_s = usable x utilization - its weights - reserved, and caches its layers'
+        part k_s of each token's KV, so the pipeline holds min_s b_s / k_s tokens (vLLM takes the
+        least num_gpu_blocks over its workers). The budget returned is that many tokens at one GPU's
+        share of T of every layer, k = sum_s k_s: min_s (b_s x k / k_s), the KV memory of one GPU
+        per stage together, limited by the tightest stage; so that :func:`kv_capacity` and
+        :meth:`roofline.sim.KVPool.for_model` of it at :attr:`roofline.Deployment.share`'s k give the
+        pipeline's tokens and blocks exactly (:meth:`roofline.Deployment.kv_blocks`). With equal
+        stages it is P x one stage's b_s.
 
     Raises
     ------
     InvalidValueError
         A bad utilization, reserved or T (heads that T does not divide), or weights that leave no
-        KV budget (names "budget"; the message gives the smallest T that fits when one does).
+        KV budget (names "budget"; the message gives the smallest T that fits when one does; with
+        P > 1 it names the stage whose weights leave none).
 
     Examples
     --------
@@ -597,6 +607,8 @@ def kv_budget_for(
     d = as_deployment(model, accelerator, tensor_parallel_size=tensor_parallel_size)
     _check_scalar("utilization", utilization)
     _check_scalar("reserved", reserved)
+    if d.pipeline_parallel_size > 1:
+        return _pipeline_kv_budget(d, utilization, reserved)
     model, accelerator, share, group = d.model, d.accelerator, d.share, d.tensor_parallel_size
     budget = f.kv_budget(
         memory=Fraction(accelerator.usable_memory), utilization=utilization,
@@ -618,6 +630,25 @@ def kv_budget_for(
             f"{d.where} at utilization {float(utilization)}{hint}",
         )
     return Fraction(budget)
+
+
+def _pipeline_kv_budget(d: Deployment, utilization: Any, reserved: Any) -> Fraction:
+    """:func:`kv_budget_for` of P > 1 stages: min_s b_s x k / k_s [bytes] (its docstring)."""
+    k = Fraction(d.share.kv_bytes_per_token)
+    out = None
+    for st in d.stages():
+        b = f.kv_budget(memory=Fraction(d.accelerator.usable_memory), utilization=utilization,
+                        weight_bytes=Fraction(st.weight_bytes), reserved=reserved)
+        if b <= 0:
+            last = st.first_layer + st.layers - 1
+            raise NoKVBudgetError(float(b), f"{d.model.name}: stage {st.index}'s weights "
+                                  f"({float(st.weight_bytes) / 1e9:.2f} GB per GPU, layers {st.first_layer}-{last}) "
+                                  f"leave no KV budget on {d.where} at utilization {float(utilization)} "
+                                  "(roofline fit: T x P)")
+        room = b * k / Fraction(st.kv_bytes_per_token) if st.kv_bytes_per_token else None
+        if room is not None and (out is None or room < out):
+            out = room
+    return Fraction(out if out is not None else 0)
 
 
 def _larger_cards(model: ModelConfig, utilization: Any, reserved: Any) -> str:

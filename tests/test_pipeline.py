@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,8 +46,114 @@ def test_pipeline_larger_than_the_layers_is_refused_by_name():
         Parallelism(1, 0)
     with pytest.raises(InvalidValueError, match="pipeline_parallel_size=2.*hybrid.*not modelled"):
         Deployment(get_model("nemotron-h-8b"), H100, Parallelism(1, 2))
-    with pytest.raises(InvalidValueError, match="pipeline_parallel_size=2.*dense and MoE layers"):
-        Deployment(get_model("deepseek-v3"), get_accelerator("h200-sxm"), Parallelism(8, 2))
+    # a MoE family whose MoE layers' positions the package does not know, with some dense layers: refused
+    mixtral = attrs.evolve(get_model("mixtral-8x7b"), num_moe_layers=30)
+    with pytest.raises(InvalidValueError, match="pipeline_parallel_size=2.*30 MoE layers of 32.*'mixtral'") as info:
+        Deployment(mixtral, H100, Parallelism(1, 2))
+    assert info.value.field == "pipeline_parallel_size"
+    Deployment(mixtral, H100, Parallelism(1, 1))  # one stage needs no positions
+
+
+H200 = get_accelerator("h200-sxm")
+V3 = get_model("deepseek-v3")
+
+
+def _head_and_embedding(share):
+    """(final norm + lm_head bytes, embedding bytes) of one GPU's share, from its tensor groups by name."""
+    by = {g.name: share._group_bytes(g) * max(g.count, 1) for g in share.tensor_groups()}
+    return by["final norm"] + by["lm_head"], by["embed_tokens"]
+
+
+def test_dense_then_moe_stages_against_the_model_cut_to_their_layers():
+    """DeepSeek-V3 TP 8 x PP 2: stage 0 = layers 0-30 (its 3 dense + 28 MoE), stage 1 = 31-60 (30 MoE); each stage's
+    weights are those of the model cut to its layers (its own inventory, split over 8) less the end it lacks."""
+    d = Deployment(V3, H200, Parallelism(8, 2))
+    s0, s1 = d.stages()
+    assert (s0.layers, s0.moe_layers, s1.layers, s1.moe_layers) == (31, 28, 30, 30)
+    cut0 = attrs.evolve(V3, num_hidden_layers=31, num_moe_layers=28).per_gpu(8)
+    cut1 = attrs.evolve(V3, num_hidden_layers=30, num_moe_layers=30).per_gpu(8)
+    assert s0.weight_bytes == cut0.weight_bytes - _head_and_embedding(cut0)[0]
+    assert s1.weight_bytes == cut1.weight_bytes - _head_and_embedding(cut1)[1]
+    assert s0.flops_per_token == cut0.flops_per_token()[0] - 2 * cut0.lm_head_parameters
+    assert s1.flops_per_token == cut1.flops_per_token()[0]
+    assert (s0.routed_expert_bytes, s1.routed_expert_bytes) == (cut0.routed_expert_bytes, cut1.routed_expert_bytes)
+    assert s1.shared_weight_bytes == cut1.shared_weight_bytes - _head_and_embedding(cut1)[1]
+    assert (s0.kv_bytes_per_token, s1.kv_bytes_per_token) == (31 * 576 * 2, 30 * 576 * 2)  # MLA latent, BF16 KV
+    # the step of one batch: the TP 8 step of the whole share + one send across the nodes (ranks 7 | 8)
+    one = RooflineCostModel.for_deployment(Deployment(V3, H200, 8)).decode_time(256, 256 * 1000)
+    send = Fraction(256 * 7168 * 2, 50 * 10**9) + Fraction(27, 10) * US
+    assert RooflineCostModel.for_deployment(d).decode_time(256, 256 * 1000) == one + send
+
+
+def test_interleaved_moe_stages_of_llama_4():
+    """Llama 4 Maverick: MoE on every second layer ((i + 1) % 2 == 0, vLLM's llama4.py): 12 of each stage's 24."""
+    m = get_model("llama-4-maverick")
+    d = Deployment(m, H200, Parallelism(8, 2))
+    s0, s1 = d.stages()
+    assert (s0.moe_layers, s1.moe_layers) == (12, 12)
+    cut = attrs.evolve(m, num_hidden_layers=24, num_moe_layers=12, tower_parameters=0).per_gpu(8)
+    assert s1.weight_bytes == cut.weight_bytes - _head_and_embedding(cut)[1]
+    assert d.stages()[0].weight_bytes - s1.weight_bytes == (
+        _head_and_embedding(cut)[1] - _head_and_embedding(cut)[0] + m.per_gpu(8)._group_bytes_of("towers"))
+
+
+def test_sliding_window_stages_hold_their_own_windows():
+    """gpt-oss-120b, P = 4 of 9 layers: each stage keeps its layers' windows (even layers slide over 128 tokens);
+    a stage's KV held at context c is the sum of min(c, w) over its layers, and the stages sum to the model's."""
+    m = get_model("gpt-oss-120b")
+    d = Deployment(m, H100, Parallelism(1, 4))
+    stages = d.stages()
+    assert [s.layer_windows for s in stages] == [m.layer_windows[i:i + 9] for i in (0, 9, 18, 27)]
+    assert stages[0].layer_windows[:2] == (128, None)
+    for c in (1, 100, 5000):
+        assert stages[0].held_tokens(c) == 5 * min(c, 128) + 4 * c  # layers 0, 2, 4, 6, 8 slide
+        assert stages[1].held_tokens(c) == 4 * min(c, 128) + 5 * c
+        assert sum(s.held_tokens(c) for s in stages) * m.layer_kv_elements * m.kv_bytes_per_element == m.kv_bytes(c)
+
+
+@settings(max_examples=40, deadline=None)
+@given(P=st.integers(1, 61), dense=st.integers(0, 60), T=st.sampled_from([1, 8]))
+def test_dense_first_stages_sum_to_the_share(P, dense, T):
+    """Any split of DeepSeek-V3 cut to `dense` dense layers first: the stages' MoE layers are those at index >= dense,
+    and their weights, FLOPs, KV per token and routed-expert bytes sum to one GPU's share of T."""
+    m = attrs.evolve(V3, num_moe_layers=61 - dense)
+    d = Deployment(m, H200, Parallelism(T, P))
+    share, stages = d.share, d.stages()
+    starts = [s.first_layer for s in stages]
+    assert [s.moe_layers for s in stages] == [sum(1 for i in range(a, a + s.layers) if i >= dense)
+                                              for a, s in zip(starts, stages, strict=True)]
+    assert sum(s.weight_bytes for s in stages) == share.weight_bytes
+    assert sum(s.flops_per_token for s in stages) == share.flops_per_token()[0]
+    assert sum(s.kv_bytes_per_token for s in stages) == share.kv_bytes_per_token
+    assert sum(s.routed_expert_bytes for s in stages) == share.routed_expert_bytes
+    assert sum(s.shared_weight_bytes for s in stages) == share.shared_weight_bytes
+
+
+def test_report_prices_each_dense_then_moe_stage_from_its_own_layers(capsys):
+    """`report -pp 2` of DeepSeek-V3: the slowest stage at B = 256 by hand, its MoE layers' experts touched."""
+    import json
+
+    from roofline.cli import main
+
+    assert main(["report", "--model", "deepseek-v3", "--accelerator", "h200-sxm", "--tp", "8", "-pp", "2",
+                 "--batch", "256", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    pipe = doc["pipeline"] if "pipeline" in doc else doc
+    row = next(r for r in pipe["rows"] if r["batch_per_virtual_engine"] == 256)
+    d = Deployment(V3, H200, Parallelism(8, 2))
+    share, a = d.share, H200
+    touched = 256 * (1 - Fraction(248, 256) ** 256)
+    ring = 2 * Fraction(7, 8) * 256 * 7168 * 2 / Fraction(450 * 10**9) + 2 * 7 * Fraction(6, 10) * US
+
+    def stage(s, send):
+        mem = (s.shared_weight_bytes + s.routed_expert_bytes * touched + s.kv_bytes_per_token * 256 * 1000)
+        comp = 256 * s.flops_per_token + s.attention_flops_per_token * 256 * 1000
+        peak = Fraction(a.peak(share.compute_dtype))
+        return max(mem / Fraction(a.bandwidth), comp / peak) + 2 * s.layers * ring + send
+
+    s0, s1 = d.stages()
+    hand = max(stage(s0, Fraction(256 * 7168 * 2, 50 * 10**9) + Fraction(27, 10) * US), stage(s1, 0))
+    assert row["slowest_stage_s"] == pytest.approx(float(hand), rel=1e-12)
 
 
 def test_gpus_are_t_times_p_and_stages_sum_to_the_share():
@@ -209,22 +316,47 @@ def test_report_prints_the_stages_the_sends_and_the_pipelines_throughput(capsys)
     assert "1 across nodes (InfiniBand NDR (ConnectX-7))" in text
     assert "       1   32.461 ms   3.36 us           31           62" in text  # 1 / 32.461 ms, x 2 in flight
     assert all(len(line) <= 100 for line in text.splitlines())
+    # the deployment's normal report first, its sizes one GPU of each stage together, then the pipeline section
+    assert text.startswith("roofline report: llama-3.1-405b (weights bfloat16, KV bfloat16) on 16 x NVIDIA H100")
+    assert text.index("One request at a time") < text.index("Pipeline parallelism: llama-3.1-405b on 16 x")
+    assert "Memory of one GPU per stage (2 GPUs together): 158.4 GiB usable x 0.9 = 153.07 GB" in text
     assert main(["report", "--model", "llama-3.1-405b", "--tp", "8", "-pp", "2", "--json"]) == 0
     import json
 
     doc = json.loads(capsys.readouterr().out)
-    assert doc["kv"]["blocks"] == Deployment(L405, H100, Parallelism(8, 2)).kv_blocks()
-    assert doc["batch_1"]["largest_communication_term"] == "all-reduces"
+    d = Deployment(L405, H100, Parallelism(8, 2))
+    assert doc["pipeline"]["kv"]["blocks"] == d.kv_blocks() == doc["kv"]["upper_bound_budget"]["blocks"]
+    assert doc["pipeline"]["batch_1"]["largest_communication_term"] == "all-reduces"
+    assert doc["memory"]["fits"] and doc["single_with_kv"]["step_time_s"] == doc["pipeline"]["batch_1"]["step_time_s"]
+
+
+def test_kv_budget_for_a_pipeline_is_the_tightest_stage_in_the_shares_layout():
+    """kv_budget_for at P > 1: min_s b_s x k / k_s, b_s = usable x 0.9 - stage s's weights: with 63 | 63 layers
+    (k_s = k / 2) twice the tighter stage's budget; a stage its weights fill is refused, naming it."""
+    from roofline.errors import NoKVBudgetError
+    from roofline.estimate import kv_budget_for, kv_capacity
+
+    d = Deployment(L405, H100, Parallelism(8, 2))
+    room = [Fraction(H100.usable_memory) * Fraction(9, 10) - s.weight_bytes for s in d.stages()]
+    assert kv_budget_for(d) == 2 * min(room)
+    uneven = Deployment(L405, H100, Parallelism(4, 4))  # 31, 32, 32, 31 layers
+    k = uneven.share.kv_bytes_per_token
+    by_hand = min((Fraction(H100.usable_memory) * Fraction(9, 10) - s.weight_bytes) * k / s.kv_bytes_per_token
+                  for s in uneven.stages())
+    assert kv_budget_for(uneven) == by_hand
+    assert kv_capacity(uneven, budget=by_hand, context=1000).blocks == uneven.kv_blocks()
+    with pytest.raises(NoKVBudgetError, match="stage 0's weights.*layers 0-62"):
+        kv_budget_for(Deployment(L405, H100, Parallelism(4, 2)))
 
 
 def test_simulate_refuses_what_a_pipeline_run_does_not_model_by_name(capsys):
-    """-pp 2 beside --data-parallel-size 2, or with --kv-budget-gb: one line naming the flag, exit 2."""
+    """-pp 2 with --kv-budget-gb, or beside -dp 2 with --policy static: one line naming the flag, exit 2."""
     from roofline.cli import main
 
     base = ["simulate", "--model", "llama-3.1-70b", "--tp", "2", "-pp", "2", "--num-prompts", "2"]
-    assert main([*base, "--data-parallel-size", "2"]) == 2
+    assert main([*base, "--data-parallel-size", "2", "--policy", "static"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "-pp" in err and "--data-parallel-size" in err
+    assert len(err.splitlines()) == 1 and "--data-parallel-size" in err and "--policy static" in err
     assert main([*base, "--kv-budget-gb", "10"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--kv-budget-gb" in err and "--gpu-memory-utilization" in err
@@ -251,6 +383,42 @@ def test_fit_lists_t_times_p_and_answers_with_the_smallest(capsys):
     assert "(--tensor-parallel-size 8 --pipeline-parallel-size 2)" in " ".join(format_fit(only_pp).split())
     assert main(["fit", "--model", "llama-3.1-70b", "--accelerator", "a100-80gb", "--tp", "8", "-pp", "2"]) == 0
     assert "8 x 2  | refused: pipeline_parallel_size=2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("router", [None, "round-robin", "least-kv"])
+def test_simulate_serves_d_replicas_of_a_pipeline_on_d_times_p_virtual_engines(capsys, router):
+    """`simulate -pp 2 -dp 2`: 4 virtual engines of T = 2 GPUs (8 GPUs), each with one virtual engine's KV, behind one
+    router (least-requests unless given), equal to serve_replicas of the Deployment on both clocks, and to
+    serve_replicas of its cost model over 4."""
+    import json
+
+    from roofline.cli import main as cli_main
+    from roofline.sim import KVPool, load_trace, serve_replicas, shipped_trace
+
+    args = ["simulate", "--model", "llama-3.1-70b", "--tp", "2", "-pp", "2", "-dp", "2", "--limit", "40", "--json"]
+    assert cli_main([*args, *(["--router", router] if router else [])]) == 0
+    out = json.loads(capsys.readouterr().out)
+    row = out["results"][0]
+    d = Deployment(get_model("llama-3.1-70b"), get_accelerator("h100-sxm"), Parallelism(tensor=2, pipeline=2, data=2))
+    blocks = d.virtual_engine_kv_blocks(block_size=16, utilization=Fraction(9, 10))
+    assert out["kv_pool"]["capacity_blocks"] == blocks
+    dp = row["data_parallel"]
+    assert (dp["router"], dp["data_parallel_size"], dp["gpus_per_replica"], dp["gpus"]) == (
+        router or "least-requests", 4, 2, 8)
+    requests = load_trace(shipped_trace("conv"))[:40]
+    pool = KVPool.blocks(blocks, block_size=16)
+    kw = dict(router=router or "least-requests", kv_pool=pool, max_model_len=131072)
+    runs = [serve_replicas(requests, d, engine=engine, **kw) for engine in ("event", "step")]
+    assert runs[0].whole.requests == runs[1].whole.requests and runs[0].whole.summary == runs[1].whole.summary
+    assert (runs[0].data_parallel_size, runs[0].gpus_per_replica, runs[0].gpus) == (4, 2, 8)
+    by_cost = serve_replicas(requests, RooflineCostModel.for_deployment(d), data_parallel_size=4, gpus_per_replica=2,
+                             **kw)
+    assert by_cost.whole.requests == runs[0].whole.requests and by_cost.assignment == runs[0].assignment
+    assert [x["requests"] for x in dp["replicas"]] == [x.requests for x in runs[0].loads]
+    assert row["summary"]["ttft"]["p99"] == pytest.approx(float(runs[0].whole.summary.ttft.p99))
+    assert row["summary"]["completed"] == runs[0].whole.summary.completed
+    with pytest.raises(InvalidValueError, match="data_parallel_size=4.*D = 2"):
+        serve_replicas(requests, d, data_parallel_size=4)
 
 
 def test_simulate_serves_a_pipeline_on_p_virtual_engines(capsys):

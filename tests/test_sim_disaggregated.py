@@ -19,6 +19,7 @@ from roofline.errors import InvalidValueError
 from roofline.hardware import get_accelerator
 from roofline.models import get_model
 from roofline.sim import (
+    ROUTERS,
     KVPool,
     Pool,
     Request,
@@ -80,7 +81,7 @@ def test_a_lone_request_by_hand():
                                                                  + Fraction(3, 10))
     assert (x.ttft_s, x.tpot_s, x.prefill_tokens, x.generated_tokens, x.preemptions) == (Fraction(11, 4),
                                                                                          Fraction(1, 10), 40, 4, 0)
-    assert r.policy == "disaggregated" and r.options["gpus"] == 2 and r.options["router"] == "round_robin"
+    assert r.policy == "disaggregated" and r.options["gpus"] == 2 and r.options["router"] == "round-robin"
     s = r.summary
     assert (s.completed, s.rejected, s.steps, s.prefill_steps, s.decode_steps) == (1, 0, 4, 1, 3)
     assert s.busy_s == Fraction(1, 2) + Fraction(3, 10)
@@ -116,6 +117,52 @@ def test_round_robin_over_instances():
     assert r.options["gpus"] == 2 * 1 + 2 * 4
     # T 1 -> 4: each prefill NIC sends 4 decode GPUs' shares: 40 x 5 x 4 / 100 + 1/4 s
     assert r.requests[0].ttft_s == Fraction(1, 2) + Fraction(40 * 5 * 4, 100) + Fraction(1, 4)
+
+
+def _three_for_the_routers():
+    """r0 (O = 30) lands on decode instance 0 at 11/4 s and decodes till 5.65 s; r1 (O = 2) on instance 1 at
+    3.75 s, done at 3.85 s; r2 (O = 2) lands at 4.75 s, when instance 0 is busy (max_num_seqs 1) and 1 idle."""
+    reqs = [Request(id=0, arrival_s=0, prompt_tokens=40, output_tokens=30),
+            Request(id=1, arrival_s=1, prompt_tokens=40, output_tokens=2),
+            Request(id=2, arrival_s=2, prompt_tokens=40, output_tokens=2)]
+    return reqs, _pool(), _pool(instances=2, max_num_seqs=1, kv_pool=KVPool.blocks(100, block_size=16))
+
+
+@pytest.mark.parametrize("engine", ["step", "event"])
+def test_routers_of_the_decode_pool_by_hand(engine):
+    """Round robin sends r2 to instance 0, where it waits for r0 (5.65 s + 0.1); least-requests and least-kv to
+    instance 1, idle since 3.85 s (4.75 s + 0.1). The prefill pool of one instance is the same under all three."""
+    reqs, pre, dec = _three_for_the_routers()
+    ready = [Fraction(11, 4) + j for j in range(3)]
+    out = {}
+    for router in ROUTERS:
+        r = serve_disaggregated(reqs, pre, dec, link=LINK, router=router, engine=engine)
+        assert [x.first_token_s for x in r.requests] == ready
+        out[router] = [x.handed_back_s for x in r.requests]
+        decode = [i["requests"] for i in r.options["instances"] if i["pool"] == "decode"]
+        assert decode == ([2, 1] if router == "round-robin" else [1, 2])
+    r0, r1 = ready[0] + 29 * Fraction(1, 10), ready[1] + Fraction(1, 10)
+    assert out["round-robin"] == [r0, r1, r0 + Fraction(1, 10)]
+    assert out["least-requests"] == out["least-kv"] == [r0, r1, ready[2] + Fraction(1, 10)]
+    # the old spelling of round robin is the same router
+    assert [x.handed_back_s for x in serve_disaggregated(reqs, pre, dec, link=LINK, router="round_robin",
+                                                         engine=engine).requests] == out["round-robin"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(raw=st.lists(st.tuples(st.integers(0, 6), st.integers(1, 40), st.integers(1, 12)), min_size=0, max_size=8),
+       blocks=st.sampled_from([None, 4, 9]), engine=st.sampled_from(["step", "event"]))
+def test_one_instance_per_pool_every_router_is_round_robin(raw, blocks, engine):
+    """With one instance in each pool a router has one choice: every router's run equals round robin's."""
+    t, reqs = 0, []
+    for j, (gap, p, o) in enumerate(raw):
+        t += gap
+        reqs.append(Request(id=j, arrival_s=Fraction(t, 3), prompt_tokens=p, output_tokens=o))
+    pool = _pool(kv_pool=None if blocks is None else KVPool.blocks(blocks, block_size=8), max_num_seqs=2)
+    base = serve_disaggregated(reqs, pool, pool, link=LINK, engine=engine)
+    for router in ROUTERS[1:]:
+        other = serve_disaggregated(reqs, pool, pool, link=LINK, engine=engine, router=router)
+        assert tuple(other.requests) == tuple(base.requests) and other.summary == base.summary
 
 
 def test_refusals_name_the_pool_before_any_prefill():
@@ -219,10 +266,13 @@ _REQ = st.tuples(st.integers(0, 6), st.integers(1, 40), st.integers(1, 12))
 @settings(max_examples=40, deadline=None)
 @given(raw=st.lists(_REQ, min_size=0, max_size=10), np_=st.integers(1, 3), nd=st.integers(1, 3),
        pre_blocks=st.sampled_from([None, 2, 4, 8]), dec_blocks=st.sampled_from([None, 3, 5, 9]),
-       on_demand=st.booleans(), chunked=st.booleans(), k=st.integers(0, 7), latency=st.integers(0, 3))
-def test_stretch_equals_step_and_conservation(raw, np_, nd, pre_blocks, dec_blocks, on_demand, chunked, k, latency):
-    """Both clocks give the same result; every request is handed back or refused once, with a reason; KV never over
-    any instance's pool; no transfer ends before its prefill plus the transfer time; no decode before it lands."""
+       on_demand=st.booleans(), chunked=st.booleans(), k=st.integers(0, 7), latency=st.integers(0, 3),
+       router=st.sampled_from(ROUTERS))
+def test_stretch_equals_step_and_conservation(raw, np_, nd, pre_blocks, dec_blocks, on_demand, chunked, k, latency,
+                                              router):
+    """Under every router: both clocks give the same result; every request is handed back or refused once,
+    with a reason; KV never over any instance's pool; no transfer ends before its prefill plus the transfer
+    time; no decode before it lands."""
     t = 0
     reqs = []
     for j, (gap, p, o) in enumerate(raw):
@@ -236,8 +286,9 @@ def test_stretch_equals_step_and_conservation(raw, np_, nd, pre_blocks, dec_bloc
     dec = _pool(k=k, instances=nd, kv_pool=pool(dec_blocks), admission=admission, max_num_seqs=3,
                 tensor_parallel_size=2)
     link = TransferLink(bandwidth=50, latency=Fraction(latency, 7))
-    step = serve_disaggregated(reqs, pre, dec, link=link, engine="step")
-    event = serve_disaggregated(reqs, pre, dec, link=link, engine="event")
+    step = serve_disaggregated(reqs, pre, dec, link=link, engine="step", router=router)
+    event = serve_disaggregated(reqs, pre, dec, link=link, engine="event", router=router)
+    assert step.options["router"] == router
     assert tuple(step.requests) == tuple(event.requests)
     assert step.summary == event.summary
     assert event.options["engine"] == "event" and step.options["engine"] == "step"
@@ -320,6 +371,30 @@ def test_the_command_json_matches_the_api(capsys):
                               link=TransferLink.between(h100, h200), max_model_len=model.max_position_embeddings)
     assert data["result"]["summary"]["ttft"]["p99"] == pytest.approx(float(api.summary.ttft.p99))
     assert data["result"]["summary"]["completed"] == api.summary.completed == 40
+
+
+def test_the_command_routes_both_pools_by_its_router(capsys):
+    """`--router least-kv` reaches both pools: the command's run is the API's with router="least-kv"."""
+    import json
+
+    code, out, _ = _simulate(capsys, "--num-prefill-instances", "2", "--num-decode-instances", "2", "--tp", "2",
+                             "--router", "least-kv", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["result"]["options"]["router"] == "least-kv"
+    from roofline.sim import load_trace, shipped_trace
+
+    model, h100 = get_model("llama-3.1-70b"), get_accelerator("h100-sxm")
+    d = Deployment(model, h100, Parallelism(tensor=2))
+    reqs = load_trace(shipped_trace("conv"))[:40]
+    api = serve_disaggregated(reqs, Pool.for_deployment(d, instances=2), Pool.for_deployment(d, instances=2),
+                              link=TransferLink.between(h100, h100), max_model_len=model.max_position_embeddings,
+                              router="least-kv")
+    assert data["result"]["summary"]["ttft"]["p99"] == pytest.approx(float(api.summary.ttft.p99))
+    assert [i["requests"] for i in data["result"]["options"]["instances"]] == [
+        i["requests"] for i in api.options["instances"]]
+    code, out, _ = _simulate(capsys, "--num-decode-instances", "2", "--tp", "2", "--router", "least-requests")
+    assert code == 0 and "routing: least-requests in each pool (--router)" in out
 
 
 def test_the_command_refuses_by_flag(capsys):

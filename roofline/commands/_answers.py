@@ -109,6 +109,8 @@ def format_answers(r: dict[str, Any]) -> str:
     m = r["memory"]
     tp = r.get("tensor_parallel")
     per = "" if tp is None else f" per GPU (of {tp['size']})"
+    if "pipeline_parallel_size" in m:  # a pipeline: one GPU of each stage together (roofline report -pp)
+        per = f" of one GPU per stage ({m['pipeline_parallel_size']} GPUs together)"
     out += ["", f"Memory{per or ' of the GPU'}: {m['usable_bytes'] / 2**30:,.1f} GiB usable x {m['utilization']:g} = "
                 f"{m['budget_bytes'] / 1e9:,.2f} GB; KV of {m['batch']:,} x {m['context']:,} tokens"]
     for i, (cls, v) in enumerate(m["weights_by_class_bytes"].items()):

@@ -153,7 +153,7 @@ def simulate(args: argparse.Namespace, build_workload: Any, default_utilization:
     model = prefill_d.share
     max_model_len = args.max_model_len if args.max_model_len is not None else model.max_position_embeddings
     result = serve_disaggregated(requests, prefill, decode, link=link, max_model_len=max_model_len,
-                                 engine=args.engine)
+                                 engine=args.engine, router=args.router)
     return dict(result=result, workload=workload, prefill=prefill, decode=decode, link=link,
                 prefill_deployment=prefill_d, decode_deployment=decode_d)
 
@@ -188,7 +188,7 @@ def format_text(run: dict[str, Any], describe: Any) -> str:
         f"{float(link.latency) * 1e6:g} us; {run['decode'].kv_bytes_per_token:,} B/token per decode GPU",
         f"  each instance: continuous batching, max_num_seqs {run['decode'].max_num_seqs}, "
         f"{run['decode'].admission.replace('_', '-')} admission; {run['prefill'].prefill} prefill",
-        f"  routing: {o['router'].replace('_', ' ')} in each pool; simulation engine: {o['engine']}",
+        f"  routing: {o['router']} in each pool (--router); simulation engine: {o['engine']}",
         "",
         f"  {'':<10}{'p50':>12}{'p90':>12}{'p99':>12}",
     ]

@@ -6,7 +6,8 @@ and one virtual engine's 1/P of them, one batch's step (the one-max rule over ev
 all-reduces, the P - 1 sends inside a node or across nodes), and for each batch per virtual engine
 the step latency, the throughput with 1 and with P batches in flight, the bubble with one in flight,
 and the slowest stage's throughput (docs/conventions.md, "Pipeline parallelism"). Every time is the
-roofline bound (the report's other sections are those of one tensor-parallel group: P = 1).
+roofline bound. ``roofline report -pp P`` prints it after the deployment's normal report (whose sizes
+are then one GPU of each stage together: T's share of every layer).
 """
 
 from __future__ import annotations
@@ -23,14 +24,22 @@ __all__ = ["build_pipeline_report", "format_pipeline_report"]
 
 
 def _stage_time(d: Deployment, index: int, batch: int, context: int) -> Any:
-    """One stage's own step for a batch [s]: its max(memory, compute) + its all-reduces + its send."""
+    """One stage's own step for a batch [s]: its max(memory, compute) + its all-reduces + its send.
+
+    Its memory: the weights it reads (its MoE layers' experts touched by the batch, uniform routing)
+    and the KV of its own layers (a windowed layer holds min(c, w)); its compute likewise.
+    """
     st = d.stages()[index]
     a = d.accelerator
-    mem = f.memory_time(weight_bytes=st.weight_bytes, kv_bytes_per_token=st.kv_bytes_per_token,
-                        context_sum=batch * context, bandwidth=Fraction(a.bandwidth))
-    comp = f.compute_time(batch=batch, context_sum=batch * context, flops_per_token=st.flops_per_token,
-                          attention_flops_per_token=st.attention_flops_per_token,
-                          peak_flops=Fraction(a.peak(d.share.compute_dtype)))
+    share = d.share
+    touched = f.experts_touched(num_experts=share.num_experts, experts_per_token=share.num_experts_per_tok,
+                                batch=batch) if st.routed_expert_bytes else 0
+    held = batch * st.held_tokens(context)  # token-layers of KV the batch reads in this stage
+    mem = f.memory_time(weight_bytes=st.read_weight_bytes(touched), kv_bytes_per_token=Fraction(
+                        st.kv_bytes_per_token, st.layers), context_sum=held, bandwidth=Fraction(a.bandwidth))
+    comp = f.compute_time(batch=batch, context_sum=held, flops_per_token=st.flops_per_token,
+                          attention_flops_per_token=Fraction(st.attention_flops_per_token, st.layers),
+                          peak_flops=Fraction(a.peak(share.compute_dtype)))
     ar = 0
     if d.tensor_parallel_size > 1:
         ar = f.decode_allreduce_time(batch=batch, **dict(d.allreduce_terms(), num_hidden_layers=st.layers))
@@ -125,7 +134,7 @@ def format_pipeline_report(r: dict[str, Any]) -> str:
     T, P = d["tensor_parallel_size"], d["pipeline_parallel_size"]
     t = lambda x: format_time(x, decimals=(3, 3, 2))  # noqa: E731
     out = [
-        f"roofline report: {d['model']} on {d['gpus']} x {d['accelerator']} (TP {T} x PP {P}: "
+        f"Pipeline parallelism: {d['model']} on {d['gpus']} x {d['accelerator']} (TP {T} x PP {P}: "
         f"{d['nodes']} node(s) of {d['node_gpus']}); the roofline bound, context {r['context']:,}",
         "",
         f"Pipeline stages (vLLM's get_pp_indices), one GPU of each stage's group of {T}:",

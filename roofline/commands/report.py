@@ -545,6 +545,11 @@ def format_report(r: dict[str, Any]) -> str:
     eight_wo, eight_kv, one_kv = r["eight"]["weights_only"], r["eight"]["with_kv"], r["single_with_kv"]
     tp = r.get("tensor_parallel")
     on = a["name"] if tp is None else f"{tp['size']} x {a['name']} (tensor parallel; sizes per GPU)"
+    pipe = r.get("pipeline")
+    if pipe is not None:  # P > 1: the sizes are one GPU of each stage together (docs/conventions.md)
+        P = pipe["deployment"]["pipeline_parallel_size"]
+        on = (f"{pipe['deployment']['gpus']} x {a['name']} (TP {pipe['deployment']['tensor_parallel_size']} x PP "
+              f"{P}; sizes of one GPU per stage together, the stages in the pipeline section)")
     plus_ar = "" if tp is None else " + all-reduce"
     held = m["parameters"] if tp is None else tp["parameters_per_gpu"]
     given_label = f"in a {given['budget_bytes'] / 1e9:g} GB budget" + ("" if tp is None else " per GPU")
@@ -631,7 +636,9 @@ def format_report(r: dict[str, Any]) -> str:
         *_given_budget_caveat(given, tp, from_given, upper, mla=m["multi_head_latent_attention"]),
         *_real_budget_lines(a, kv, real),
         f"  upper bound, reserve 0 {upper['budget_bytes'] / 1e9:8.2f} GB    = "
-        f"{a['usable_memory_bytes'] / 2**30:.1f} GiB x {kv['utilization']:g} - weights",
+        + (f"{a['usable_memory_bytes'] / 2**30:.1f} GiB x {kv['utilization']:g} - weights" if pipe is None else
+           f"least over the stages of ({a['usable_memory_bytes'] / 2**30:.1f} GiB x {kv['utilization']:g} - its "
+           "weights) x k / its k"),
         f"  fits                  {upper['sequences']:9,d} sequences of {upper['context']:,} tokens "
         f"(token-level); {upper['sequences_blocks']:,} with {upper['block_size']}-token blocks"
         f"{'' if from_given else ' (the table' + chr(39) + 's KV limit)'}",
@@ -772,6 +779,21 @@ def _tokens(value: Any) -> str:
     return "none" if value is None else f"{value:,.0f} tokens"
 
 
+def _pipeline_column(memory: dict[str, Any], pipe: dict[str, Any]) -> None:
+    """At P > 1 the memory section is one GPU of each stage together (P GPUs, each holding its stage's layers):
+    P x the usable memory and budget; it fits when every stage's GPU holds its weights and its layers' part
+    k_s / k of the KV (the stages' own budgets, the pipeline section's)."""
+    P = pipe["deployment"]["pipeline_parallel_size"]
+    k = sum(st["kv_bytes_per_token_per_gpu"] for st in pipe["stages"])
+    memory["usable_bytes"] *= P
+    memory["budget_bytes"] *= P
+    memory["free_bytes"] = (memory["budget_bytes"] - memory["weights_bytes"] - memory["kv_bytes"]
+                            - memory["reserve_bytes"])
+    memory["fits"] = all(st["kv_budget_per_gpu_bytes"] > 0 and memory["kv_bytes"] * st["kv_bytes_per_token_per_gpu"]
+                         <= k * st["kv_budget_per_gpu_bytes"] for st in pipe["stages"])
+    memory["pipeline_parallel_size"] = P
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the report for the parsed arguments; return 0."""
     # not given: one GPU, or the smallest group that fits, said so
@@ -783,13 +805,12 @@ def run(args: argparse.Namespace) -> int:
                 f"--tensor-parallel-size {tp}")
     given = args.kv_budget_gb is not None
     context = answer_context(args)
-    if deployment.pipeline_parallel_size > 1:  # the pipeline's own report (docs/conventions.md, "Pipeline parallelism")
-        from ._pipeline_report import build_pipeline_report, format_pipeline_report
+    pipe = None
+    if deployment.pipeline_parallel_size > 1:  # + its own section (docs/conventions.md, "Pipeline parallelism")
+        from ._pipeline_report import build_pipeline_report
 
         pipe = build_pipeline_report(deployment, context=context, batches=args.batch, block_size=args.block_size,
                                      utilization=Fraction(9, 10) if args.utilization is None else args.utilization)
-        print(json.dumps(pipe, indent=2) if args.json else format_pipeline_report(pipe))
-        return 0
     report = build_report(
         deployment, context=context, batches=args.batch,
         kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,
@@ -802,7 +823,14 @@ def run(args: argparse.Namespace) -> int:
     elif "tensor_parallel" in report:
         report["tensor_parallel"]["chosen"] = "given"
     report.update(answers(deployment, args, context=context))
+    if pipe is not None:
+        report["pipeline"] = pipe
+        _pipeline_column(report["memory"], pipe)
     text = json.dumps(report, indent=2) if args.json else format_report(report) + "\n" + format_answers(report)
+    if pipe is not None and not args.json:
+        from ._pipeline_report import format_pipeline_report
+
+        text += "\n\n" + format_pipeline_report(pipe)
     # every notice (the auto-T one above, any a section adds) within 100 columns, like the report itself
     print(text if args.json else fit_width(text if note is None else note + "\n\n" + text))
     return 0

@@ -35,7 +35,9 @@ each with its own KV pool and continuous-batching scheduler, behind the router `
 (round-robin, least-requests or least-kv; docs/conventions.md, "Data-parallel replicas"): the
 rows are continuous batching's, their percentiles over all requests of all replicas, followed
 by a per-replica table (requests, tokens, busy time, peak KV) and the output throughput per
-GPU; ``--json`` carries the per-replica load.
+GPU; ``--json`` carries the per-replica load. With ``--pipeline-parallel-size P`` the replicas
+are D x P virtual engines (P per pipeline) behind one router; a disaggregated run routes each of
+its pools by ``--router`` too.
 
 The trace: by default the Azure LLM inference trace 2023 of a conversation service
 shipped with the package (19,366 requests over one hour; Azure Public Dataset, CC-BY 4.0;
@@ -149,9 +151,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_pipeline_parallel_option(p)
     add_data_parallel_option(p)
     p.add_argument("--router", choices=ROUTERS, default="round-robin",
-                   help="with --data-parallel-size: the replica each arriving request goes to: round-robin, "
-                        "least-requests (fewest outstanding), least-kv (fewest KV blocks in use); ties to the "
-                        "lowest index (default: %(default)s)")
+                   help="with --data-parallel-size, -pp or a disaggregated run's pools: the replica (virtual "
+                        "engine, pool instance) each arriving request goes to: round-robin, least-requests "
+                        "(fewest outstanding), least-kv (fewest KV blocks in use); ties to the lowest index "
+                        "(default: %(default)s; least-requests with -pp)")
     add_expert_parallel_option(p)
     p.add_argument("--overhead", type=number_arg("--overhead"), default=Fraction(0),
                    help="fixed per-step overhead in seconds (default: 0)")
@@ -382,9 +385,6 @@ def plan_run(args: argparse.Namespace) -> _Plan:
                                       _length_dist(args.output_len_dist, args.random_range_ratio))
     replicas = getattr(args, "data_parallel_size", 1)
     stages = getattr(args, "pipeline_parallel_size", 1)
-    if replicas > 1 and stages > 1:
-        raise InvalidValueError(given.get("pipeline_parallel_size", "--pipeline-parallel-size"), stages,
-                                "beside --data-parallel-size above 1 is not modelled: give one of them")
     if replicas > 1 and args.policy in ("serial", "static"):
         raise InvalidValueError(given.get("data_parallel_size", "--data-parallel-size"), replicas,
                                 f"data-parallel replicas run continuous batching only, not --policy {args.policy}")
@@ -392,7 +392,7 @@ def plan_run(args: argparse.Namespace) -> _Plan:
         raise InvalidValueError(given.get("pipeline_parallel_size", "--pipeline-parallel-size"), stages,
                                 "pipeline stages are served by their P virtual engines, continuous batching "
                                 f"only, not --policy {args.policy}")
-    replicas = max(replicas, stages)  # P virtual engines run through the replicas' router
+    replicas = replicas * stages  # D x P virtual engines run through the replicas' router
     if args.policy == "all":
         if kind == "closed" and "policy" in given:
             raise InvalidValueError(given["policy"], "all", "closed-loop clients (--max-concurrency) are served by "
@@ -600,8 +600,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     replicas: list[Any] = []  # per row: its ReplicaResult (with --data-parallel-size), else None
     size, per_replica = deployment.parallelism.data, deployment.parallelism.replica_gpus
     router = args.router
-    if stages > 1:  # P virtual engines (vLLM V0), each its own scheduler, sharing the T x P GPUs
-        size, per_replica = stages, deployment.tensor_parallel_size
+    if stages > 1:  # D x P virtual engines (vLLM V0's P per replica), each its own scheduler, P sharing T x P GPUs
+        size, per_replica = size * stages, deployment.tensor_parallel_size
         # a new request goes to the engine with the fewest unfinished requests (vLLM V0's rule) unless given
         router = args.router if "router" in getattr(args, "given_flags", {}) else "least-requests"
     with _progress(names, "simulate", "policy") as bar:

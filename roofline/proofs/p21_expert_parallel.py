@@ -13,7 +13,10 @@ GPUs, 2.40 GB on 16) and the communication do not. At batch 1 the all-to-alls an
 cost less than the MoE layers' all-reduces (on 8 and on 16 GPUs); at batch 256 on 16 GPUs
 (2 nodes) they cost more, half of every all-to-all's copies crossing the 50 GB/s NIC. The
 replicated shared experts make EP's step longer than TP's in all four cases; the all-to-alls
-are 3 % of the EP step on 8 GPUs and 11 % on 16 (the printed table).
+are 3 % of the EP step on 8 GPUs and 11 % on 16 (the printed table). On the same 16 GPUs TP 8 x
+PP 2 (the stages priced from their own dense and MoE layers) steps in 2.286 ms at batch 1, below
+EP's 2.863 ms, and in 24.32 ms at batch 256, above EP's 18.74 ms; with its two batches in
+flight it still emits more tokens per second (21,051 against 13,657).
 
 Assumptions
 -----------
@@ -28,8 +31,11 @@ Assumptions
 * DeepSeek-V3 as its checkpoint ships it (the preset: FP8 block-quantized weights, BF16
   activations; 61 layers, 3 dense, 58 MoE, hidden 7168, 256 routed experts
   of width 2048, 8 per token, 1 shared expert), context 1,000 tokens per sequence.
-* TP x PP is not compared: pipeline stages of a model whose dense and MoE layers differ
-  (DeepSeek-V3's first three layers) are refused (docs/conventions.md, "Pipeline parallelism").
+* TP 8 x PP 2 on the same 16 GPUs (docs/conventions.md, "Pipeline parallelism"): vLLM's
+  get_pp_indices split (31 | 30 layers), each stage priced from the layers it holds (DeepSeek-V3's
+  three dense layers in stage 0), one batch's step the one-max rule over both stages plus the one
+  send of B x h x 2 bytes across the nodes; with two batches in flight (vLLM's virtual engines)
+  the pipeline emits 2 B tokens per step latency.
 
 Sources
 -------
@@ -249,6 +255,49 @@ def derive(p: Proof) -> None:
             f.prefill_step_time(prefill_tokens=4096, attention_pairs=0, **pf),
             max(Fraction(pf["weight_bytes"] + pf["kv_bytes_per_token"] * 4096) / pf["bandwidth"],
                 4096 * Fraction(pf["flops_per_token"]) / pf["peak_flops"]))
+    p.section("EP 16 against TP 8 x PP 2 on the same 16 H200 (two pipeline stages of dense-then-MoE layers)")
+    import attrs
+
+    pp = Deployment(model, gpu, Parallelism(8, 2))
+    st = pp.stages()
+    p.equal("vLLM's get_pp_indices: stage 0 holds layers 0-30 (3 dense + 28 MoE), stage 1 layers 31-60 (30 MoE)",
+            [(s.first_layer, s.layers, s.moe_layers) for s in st], [(0, 31, 28), (31, 30, 30)])
+    # each stage by hand: the model cut to the stage's layers, split over 8 (its own inventory), less the
+    # embedding (stage 1) or the final norm and lm_head (stage 0), which the other stage holds
+    one = model.per_gpu(8)
+    embed = Fraction(one.embedding_parameters * BF16)
+    head = Fraction(one.lm_head_parameters + one.hidden_size) * BF16
+    cut0 = attrs.evolve(model, num_hidden_layers=31, num_moe_layers=28).per_gpu(8)
+    cut1 = attrs.evolve(model, num_hidden_layers=30, num_moe_layers=30).per_gpu(8)
+    p.equal("stage 0's weights per GPU: the 31-layer cut's, less its final norm and lm_head", st[0].weight_bytes,
+            cut0.weight_bytes - head, value=si(st[0].weight_bytes, "B"))
+    p.equal("stage 1's weights per GPU: the 30-layer cut's, less its embedding", st[1].weight_bytes,
+            cut1.weight_bytes - embed, value=si(st[1].weight_bytes, "B"))
+    p.equal("stage 0 holds 28 / 58 of each routed expert's bytes, stage 1 30 / 58", (st[0].routed_expert_bytes,
+            st[1].routed_expert_bytes), (Fraction(one.routed_expert_bytes) * 28 / 58,
+                                         Fraction(one.routed_expert_bytes) * 30 / 58))
+    intra, inter = pp.pipeline_sends()
+    p.equal("its one stage boundary (ranks 7 | 8) crosses the two nodes", (intra, inter), (0, 1))
+    cost_pp = RooflineCostModel.for_deployment(pp)
+    rows = []
+    for b in BATCHES:
+        tp_step = RooflineCostModel.for_deployment(Deployment(model, gpu, 8)).decode_time(b, b * CONTEXT)
+        send = Fraction(b * H * BF16) / beta_n + alpha_n
+        p.equal(f"TP 8 x PP 2, B = {b}: step = TP 8's step (the stages sum to its share) + one send over the NIC",
+                cost_pp.decode_time(b, b * CONTEXT), tp_step + send, value=si(tp_step + send, "s"))
+        results[(16, "PP", b)] = (tp_step + send, send, Fraction(0))
+        ep_step, _, ep_a2a = results[(16, "EP", b)]
+        rows.append(["EP 16", b, si(ep_step, "s"), f"{float(ep_a2a / ep_step):.1%}", f"{float(b / ep_step):,.0f}",
+                     f"{float(b / ep_step):,.0f}"])
+        rows.append(["TP 8 x PP 2", b, si(tp_step + send, "s"), "0.0%", f"{float(b / (tp_step + send)):,.0f}",
+                     f"{float(2 * b / (tp_step + send)):,.0f}"])
+    p.table(["16 H200", "B", "step", "a2a share", "tokens/s, 1 batch", "with P in flight"], rows)
+    p.holds("B = 1: TP 8 x PP 2's step is shorter than EP 16's (its all-reduces stay on NVLink; one send crosses)",
+            results[(16, "PP", 1)][0] < results[(16, "EP", 1)][0])
+    p.holds("B = 256: EP 16's step is shorter (each GPU reads 1/16 of the experts, not 1/8), but two batches "
+            "in flight give TP 8 x PP 2 more tokens/s", results[(16, "EP", 256)][0] < results[(16, "PP", 256)][0]
+            and 2 * 256 / results[(16, "PP", 256)][0] > 256 / results[(16, "EP", 256)][0])
+
     for r in GROUPS:
         p.holds(f"{r} GPUs, B = 1: EP's communication is below TP's (an all-gather and two all-to-alls cost less "
                 "than the MoE layers' all-reduce)", results[(r, "EP", 1)][1] < results[(r, "TP", 1)][1])

@@ -5,17 +5,19 @@ token: continuous batching there, whose prefill step gives the first token), its
 the link between the pools (:func:`roofline.formulas.kv_transfer_time` of
 :func:`roofline.formulas.kv_transfer_bytes`, from the end of its prefill), and it decodes in the
 decode pool, admitted when its KV fits, prefilling nothing there
-(:func:`~roofline.sim.serve_continuous` with ``kv_transferred=True``). Each pool routes its
-requests round robin (:func:`round_robin`, one call, so that another router can replace it).
-Each instance runs exactly, on the clock the run asks for; the whole is exact on both clocks
-because each of its instances is.
+(:func:`~roofline.sim.serve_continuous` with ``kv_transferred=True``). Each pool is served as
+data-parallel replicas of its instance behind the router the run names
+(:func:`~roofline.sim.serve_replicas`, its one router table :data:`ROUTERS`: round robin, least
+outstanding requests, least KV in use), the prefill pool in arrival order, the decode pool in
+the order the transfers end. Each instance runs exactly, on the clock the run asks for; the
+whole is exact on both clocks because each of its instances is.
 
 Conventions: docs/conventions.md, "Disaggregated prefill and decode".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -25,36 +27,16 @@ from .._checks import check_count
 from ..errors import InvalidValueError
 from ..formulas import kv_transfer_bytes, kv_transfer_time
 from .kv import KVPool
-from .policies import ADMISSIONS, PREFILL_MODES, _check_engine, _listed, serve_continuous
+from .policies import ADMISSIONS, PREFILL_MODES, _check_engine, _listed
+from .replicas import ROUTERS, round_robin, serve_replicas
 from .requests import Request, check_requests
 from .results import RequestResult, SimResult, summarize
 from .workloads import ClosedLoop
 
-__all__ = ["Pool", "TransferLink", "serve_disaggregated", "round_robin", "ROUTERS"]
+__all__ = ["Pool", "TransferLink", "serve_disaggregated", "round_robin", "ROUTERS"]  # the last two: replicas'
 
-
-def round_robin(count: int, instances: int) -> list[int]:
-    """Round robin: the j-th request (0-based, in the order it reaches the pool) goes to instance j mod n.
-
-    Parameters
-    ----------
-    count : int >= 0, the requests the pool is given, in order
-    instances : int >= 1, the pool's instances
-
-    Returns
-    -------
-    list of int, the instance (0-based) of each request.
-
-    Examples
-    --------
-    >>> round_robin(5, 2)
-    [0, 1, 0, 1, 0]
-    """
-    return [j % instances for j in range(count)]
-
-
-#: Router name -> function(count, instances) -> instance per request (the pools' routing, one call).
-ROUTERS: dict[str, Callable[[int, int], list[int]]] = {"round_robin": round_robin}
+#: The old spelling of round robin here, still taken (the shared table spells it "round-robin").
+_ALIASES = {"round_robin": "round-robin"}
 
 
 def _positive(instance: object, attribute: attrs.Attribute, value: Any) -> None:
@@ -204,7 +186,7 @@ def serve_disaggregated(
     link: TransferLink,
     max_model_len: int | None = None,
     engine: str = "auto",
-    router: str = "round_robin",
+    router: str = "round-robin",
 ) -> SimResult:
     """Disaggregated prefill and decode: prefill in one pool, move the KV, decode in the other.
 
@@ -216,7 +198,12 @@ def serve_disaggregated(
     link : TransferLink, the link between the pools (:meth:`TransferLink.between` for the accelerators' NICs)
     max_model_len : int >= 1 or None, as :func:`~roofline.sim.serve_continuous`
     engine : {"auto", "event", "step"}, every instance's clock (as :func:`~roofline.sim.serve_continuous`)
-    router : {"round_robin"}, how each pool spreads its requests over its instances (:data:`ROUTERS`)
+    router : {"round-robin", "least-requests", "least-kv"}, default "round-robin"
+        How each pool spreads its requests over its instances: :data:`roofline.sim.ROUTERS`, the table of
+        :func:`~roofline.sim.serve_replicas` (docs/conventions.md, "Data-parallel replicas"), applied in each
+        pool at each request's arrival there (the prefill pool: the workload's arrival; the decode pool: the end
+        of its transfer). ``"round_robin"`` is read as ``"round-robin"`` (its former spelling here). With one
+        instance in a pool every router gives the same run.
 
     Returns
     -------
@@ -259,14 +246,14 @@ def serve_disaggregated(
             raise InvalidValueError(field, pool, "expected a roofline.sim.disaggregated.Pool")
     if not isinstance(link, TransferLink):
         raise InvalidValueError("link", link, "expected a roofline.sim.disaggregated.TransferLink")
-    if router not in ROUTERS:
+    router = _ALIASES.get(router, router) if isinstance(router, str) else router
+    if not isinstance(router, str) or router not in ROUTERS:
         raise InvalidValueError("router", router, f"expected one of {', '.join(ROUTERS)}")
     if max_model_len is not None:
         check_count("max_model_len", max_model_len, minimum=1)
     if isinstance(requests, ClosedLoop):
         raise InvalidValueError("requests", requests, "serve_disaggregated takes an open-loop workload, not "
                                 "closed-loop clients")
-    route = ROUTERS[router]
     reqs = check_requests(_listed(requests))
     n = len(reqs)
     reason: list[str | None] = [None] * n
@@ -279,26 +266,26 @@ def serve_disaggregated(
         elif o >= 2 and (why := _reason(decode.kv_pool, p, o)) is not None:
             reason[i] = f"decode pool: {why}"
 
-    def instance_run(pool: Pool, batch: list[Request], transferred: bool) -> SimResult:
-        options: dict[str, Any] = dict(max_num_seqs=pool.max_num_seqs, admission=pool.admission,
-                                       kv_pool=pool.kv_pool, engine=engine)
+    def pool_run(pool: Pool, batch: list[Request],
+                 transferred: bool) -> tuple[tuple[SimResult, ...], Sequence[RequestResult]]:
+        """The pool's instances as data-parallel replicas behind the router: each instance's result, and each
+        request's in ``batch``'s order."""
+        options: dict[str, Any] = dict(router=router, data_parallel_size=pool.instances, kv_pool=pool.kv_pool,
+                                       max_num_seqs=pool.max_num_seqs, admission=pool.admission, engine=engine,
+                                       gpus_per_replica=pool.tensor_parallel_size)
         if transferred:
             options["kv_transferred"] = True
         else:
             options.update(prefill=pool.prefill, max_num_batched_tokens=pool.max_num_batched_tokens)
-        return serve_continuous(batch, pool.cost_model, **options)
+        served = serve_replicas(batch, pool.cost_model, **options)
+        return served.replicas, served.whole.requests
 
-    # the prefill pool: each live request as its prompt and one output token, round robin by arrival
+    # the prefill pool: each live request as its prompt and one output token, routed at its arrival
     live = [i for i in range(n) if reason[i] is None]
-    first_runs: list[SimResult] = []
-    pre: dict[int, RequestResult] = {}
-    for k in range(prefill.instances):
-        mine = [i for i, where in zip(live, route(len(live), prefill.instances), strict=True) if where == k]
-        res = instance_run(prefill, [Request(id=reqs[i].id, arrival_s=reqs[i].arrival_s,
-                                             prompt_tokens=reqs[i].prompt_tokens, output_tokens=1) for i in mine],
-                           False)
-        first_runs.append(res)
-        pre.update(zip(mine, res.requests, strict=True))
+    first_runs, firsts = pool_run(prefill, [Request(id=reqs[i].id, arrival_s=reqs[i].arrival_s,
+                                                    prompt_tokens=reqs[i].prompt_tokens, output_tokens=1)
+                                            for i in live], False)
+    pre: dict[int, RequestResult] = dict(zip(live, firsts, strict=True))
     # the transfer: from the end of the prefill, over the link
     ready: dict[int, Any] = {}
     for i, x in pre.items():
@@ -312,21 +299,18 @@ def serve_disaggregated(
             moved = Fraction(moved) if isinstance(moved, int) else moved  # exact seconds from int bytes
             ready[i] = x.finish_s + kv_transfer_time(transfer_bytes=moved, transfer_bandwidth=link.bandwidth,
                                                      transfer_latency=link.latency)
-    # the decode pool: in the order the transfers end (ties: the workload's order), round robin
+    # the decode pool: in the order the transfers end (ties: the workload's order), routed as each lands
     order = sorted(ready, key=lambda i: (ready[i], i))
-    second_runs: list[SimResult] = []
-    dec: dict[int, RequestResult] = {}
-    for k in range(decode.instances):
-        mine = [i for i, where in zip(order, route(len(order), decode.instances), strict=True) if where == k]
-        res = instance_run(decode, [Request(id=reqs[i].id, arrival_s=ready[i], prompt_tokens=reqs[i].prompt_tokens,
-                                            output_tokens=reqs[i].output_tokens) for i in mine], True)
-        second_runs.append(res)
-        dec.update(zip(mine, res.requests, strict=True))
+    second_runs, seconds = pool_run(decode, [Request(id=reqs[i].id, arrival_s=ready[i],
+                                                     prompt_tokens=reqs[i].prompt_tokens,
+                                                     output_tokens=reqs[i].output_tokens) for i in order], True)
+    dec: dict[int, RequestResult] = dict(zip(order, seconds, strict=True))
     return _combine(reqs, reason, pre, ready, dec, first_runs, second_runs, prefill, decode, link, router)
 
 
 def _combine(reqs: Sequence[Request], reason: list[str | None], pre: dict[int, RequestResult], ready: dict[int, Any],
-             dec: dict[int, RequestResult], first_runs: list[SimResult], second_runs: list[SimResult], prefill: Pool,
+             dec: dict[int, RequestResult], first_runs: Sequence[SimResult], second_runs: Sequence[SimResult],
+             prefill: Pool,
              decode: Pool, link: TransferLink, router: str) -> SimResult:
     """One result from the instances' results (docs/conventions.md, "Disaggregated prefill and decode")."""
     zero = prefill.cost_model.to_time(0)
@@ -346,7 +330,7 @@ def _combine(reqs: Sequence[Request], reason: list[str | None], pre: dict[int, R
             results.append(RequestResult(r, arrival, a.admitted_s, ready[i], d.finish_s, d.handed_back_s,
                                          a.preemptions + d.preemptions, a.prefill_tokens + d.prefill_tokens,
                                          d.generated_tokens, None))
-    runs = first_runs + second_runs
+    runs = [*first_runs, *second_runs]
     decode_summaries = [x.summary for x in second_runs] or [x.summary for x in first_runs]
     summary = summarize(
         "disaggregated", results, steps=sum(x.summary.steps for x in runs),

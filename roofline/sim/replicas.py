@@ -24,6 +24,7 @@ from .continuous import _Continuous
 from .cost import RooflineCostModel
 from .kv import KVPool
 from .policies import (
+    _check_transferred,
     _ContinuousPlan,
     _engine_options,
     _listed,
@@ -35,11 +36,32 @@ from .run import _Run
 from .stretch import TickCosts, on_fine_enough_clock
 from .workloads import ClosedLoop
 
-__all__ = ["serve_replicas", "ReplicaLoad", "ReplicaResult", "ROUTERS"]
+__all__ = ["serve_replicas", "ReplicaLoad", "ReplicaResult", "ROUTERS", "round_robin"]
 
 #: The routers (docs/conventions.md, "Data-parallel replicas"): round robin in arrival order, the fewest
 #: outstanding requests (vLLM V0's virtual-engine rule too), the fewest KV blocks in use; ties to the lowest index.
+#: The one table: data-parallel replicas and both pools of :func:`roofline.sim.serve_disaggregated` route by it.
 ROUTERS = ("round-robin", "least-requests", "least-kv")
+
+
+def round_robin(count: int, instances: int) -> list[int]:
+    """Round robin: the j-th request (0-based, in the order it reaches the router) goes to instance j mod n.
+
+    Parameters
+    ----------
+    count : int >= 0, the requests routed, in order
+    instances : int >= 1, the replicas (or a pool's instances)
+
+    Returns
+    -------
+    list of int, the instance (0-based) of each request.
+
+    Examples
+    --------
+    >>> round_robin(5, 2)
+    [0, 1, 0, 1, 0]
+    """
+    return [j % instances for j in range(count)]
 
 #: The most replicas a run simulates (each has a scheduler of its own): a modelling limit, not an engine's.
 MAX_REPLICAS = 4096
@@ -151,6 +173,7 @@ def serve_replicas(
     max_steps: int | None = None,
     engine: str = "auto",
     enable_prefix_caching: bool = False,
+    kv_transferred: bool = False,
 ) -> ReplicaResult:
     """Serve a workload on D data-parallel replicas behind a router, each batching continuously.
 
@@ -162,7 +185,10 @@ def serve_replicas(
     cost_model : CostModel, a sequence of D cost models, or a Deployment
         A :class:`~roofline.Deployment`: its cost model
         (:meth:`~roofline.sim.RooflineCostModel.for_deployment`, exact, no overhead), D = its
-        ``parallelism.data`` and its GPUs per replica. A cost model: every replica's (D from
+        ``parallelism.data`` and its GPUs per replica; with P > 1 pipeline stages, D x P virtual engines of T GPUs
+        each (vLLM V0's P per replica, one router over all of them; docs/conventions.md, "Pipeline
+        parallelism"), each with the pipeline's step latency and the ``kv_pool`` given (one virtual engine's:
+        :meth:`~roofline.Deployment.virtual_engine_kv_blocks`). A cost model: every replica's (D from
         ``data_parallel_size``). A sequence: one per replica, which must all be the same cost model (replicas on
         different ones are refused by name: the pooled inter-token percentiles of the stretch clock need one).
     router : {"round-robin", "least-requests", "least-kv"}, default "round-robin"
@@ -171,7 +197,7 @@ def serve_replicas(
         one with the fewest KV blocks in use then. Ties to the lowest index.
     data_parallel_size : int >= 1 or None
         D (vLLM's ``--data-parallel-size``); None: the Deployment's, or the sequence's length, or 1. Given beside
-        either, it must agree.
+        either, it must agree (beside a Deployment: its D, not D x P).
     kv_pool : KVPool, a sequence of D KVPools, or None
         Each replica's pool: one value for all (each replica has its own pool of that size), one per replica, or
         None (unlimited).
@@ -182,6 +208,10 @@ def serve_replicas(
 max_steps, engine, enable_prefix_caching
         As :func:`~roofline.sim.serve_continuous`, for every replica; ``max_steps`` bounds each replica's steps;
         ``record_steps`` records each replica's steps (in ``ReplicaResult.replicas``).
+    kv_transferred : bool, default False
+        As :func:`~roofline.sim.serve_continuous`: the requests arrive with their KV computed (a disaggregated
+        decode pool, :func:`~roofline.sim.serve_disaggregated`) and decode from the step boundary that admits
+        them; only with ``prefill="separate"``, no prefix caching, every request of O >= 2.
 
     Returns
     -------
@@ -218,10 +248,17 @@ max_steps, engine, enable_prefix_caching
                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
                            enable_prefix_caching=enable_prefix_caching)
     requests = _listed(requests)
+    if not isinstance(kv_transferred, bool):
+        raise InvalidValueError("kv_transferred", kv_transferred, "must be True or False")
+    if kv_transferred:
+        _check_transferred(requests, prefill, enable_prefix_caching)
+        plan.options["kv_transferred"] = True
 
     def new_run(reqs: Any, pool: KVPool | None, steps: bool = False) -> _Run:
-        return _Run(reqs, cost_model, pool, steps, max_steps, max_model_len=max_model_len, max_batch=max_num_seqs,
-                    prefix_caching=enable_prefix_caching)
+        run = _Run(reqs, cost_model, pool, steps, max_steps, max_model_len=max_model_len, max_batch=max_num_seqs,
+                   prefix_caching=enable_prefix_caching)
+        run.transferred = kv_transferred
+        return run
 
     whole = new_run(requests, pools[0])  # checks the requests; holds the merged outcome
     for pool in pools[1:]:
@@ -278,8 +315,10 @@ def _replica_inputs(replicas: Any, size: Any, gpus: Any) -> tuple[Any, int, int]
         if size is not None and size != d:
             raise InvalidValueError("data_parallel_size", size, f"given beside a Deployment of D = {d}, which "
                                     "holds it")
-        return (RooflineCostModel.for_deployment(replicas), d,
-                replicas.parallelism.replica_gpus if gpus is None else gpus)
+        # D replicas of a pipeline of P stages: D x P virtual engines of T GPUs each (P of them share a pipeline)
+        engines = d * replicas.pipeline_parallel_size
+        return (RooflineCostModel.for_deployment(replicas), engines,
+                replicas.tensor_parallel_size if gpus is None else gpus)
     if isinstance(replicas, (list, tuple)):
         if not replicas:
             raise InvalidValueError("cost_model", replicas, "expected at least one cost model")
@@ -317,13 +356,14 @@ def _route(merged: _Run, schedulers: list[_Continuous], router: str, plan: _Cont
     owner: list[tuple[int, int]] = []
     outstanding = [0] * size  # assigned so far; less the handed back and refused, read at each arrival
     dynamic = router != "round-robin"  # round robin reads no state: the replicas run after it, as parts served alone
+    turns = round_robin(len(merged.requests), size)
     for j, request in enumerate(merged.requests):
         t = merged.arrival[j]
         if dynamic:
             for scheduler in schedulers:
                 scheduler.advance(t)
         if not dynamic:
-            r = j % size
+            r = turns[j]
         elif router == "least-requests":
             r = min(range(size), key=lambda k: _outstanding(schedulers[k], outstanding[k], t))
         else:
