@@ -37,14 +37,14 @@ _MAX_K = 64
 
 def _alpha(value: Any) -> Fraction:
     if isinstance(value, bool) or isinstance(value, np.ndarray):
-        raise InvalidValueError("acceptance_rate", value, "expected one number in (0, 1]")
+        raise InvalidValueError("acceptance_rate", value, "expected one number in [0, 1]")
     check_number("acceptance_rate", value)
     try:
         alpha = Fraction(value)
     except (TypeError, ValueError, OverflowError):
-        raise InvalidValueError("acceptance_rate", value, "expected one number in (0, 1]") from None
-    if not 0 < alpha <= 1:
-        raise InvalidValueError("acceptance_rate", value, "expected a number in (0, 1] (alpha)")
+        raise InvalidValueError("acceptance_rate", value, "expected one number in [0, 1]") from None
+    if not 0 <= alpha <= 1:
+        raise InvalidValueError("acceptance_rate", value, "expected a number in [0, 1] (alpha)")
     return alpha
 
 
@@ -55,7 +55,8 @@ class Speculation:
     Parameters
     ----------
     num_speculative_tokens : int in 1 .. 64 [tokens] (k, vLLM's name)
-    acceptance_rate : number in (0, 1] (alpha; kept as an exact Fraction, a float by its binary value)
+    acceptance_rate : number in [0, 1] (alpha; kept as an exact Fraction, a float by its binary value; 0: every
+        proposal rejected, one token per step)
     proposer : CostModel or None
         The draft model's cost model (its k decode steps per step are priced by its
         ``decode_time``); None: a proposer that costs nothing (``ngram``).
@@ -135,9 +136,9 @@ class Speculation:
     @property
     def tokens_per_step(self) -> Any:
         """The expected tokens per step per sequence, (1 - alpha^(k+1)) / (1 - alpha) [tokens]
-        (:func:`roofline.formulas.speculative_tokens_per_step`), an exact Fraction."""
-        return Fraction(f.speculative_tokens_per_step(speculative_tokens=self.num_speculative_tokens,
-                                                      acceptance_rate=self.acceptance_rate))
+        (:func:`roofline.formulas.speculative_tokens_per_step`; 1 at alpha = 0), an exact Fraction."""
+        return Fraction(f.speculative_tokens_per_step.unchecked(speculative_tokens=self.num_speculative_tokens,
+                                                                acceptance_rate=self.acceptance_rate))
 
     def accepted(self, request_id: int, steps: int) -> list[int]:
         """A_i(0 .. steps): the tokens request ``request_id``'s first d decode steps make, before the cut at its
