@@ -65,6 +65,7 @@ class Speculation:
         ``expectation``: floor(d tau) tokens after d steps, tau the expected tokens per step.
     seed : int >= 0, default 0 (used by ``seeded``)
     method : str, default "draft_model" when a proposer is given, else "ngram" (reported only)
+    model : str or None (the draft model's name, reported only)
 
     Raises
     ------
@@ -86,6 +87,7 @@ class Speculation:
     seed: int = 0
     method: str = attrs.field(default=attrs.Factory(lambda s: "ngram" if s.proposer is None else "draft_model",
                                                     takes_self=True))
+    model: str | None = None
 
     def __attrs_post_init__(self) -> None:
         k = self.num_speculative_tokens
@@ -102,10 +104,12 @@ class Speculation:
                                     "(roofline.sim.RooflineCostModel) or None (ngram)")
         if not isinstance(self.method, str):
             raise InvalidValueError("method", self.method, "expected a string")
+        if self.model is not None and not isinstance(self.model, str):
+            raise InvalidValueError("model", self.model, "expected the draft model's name or None")
 
     @classmethod
     def from_config(cls, config: Any, accelerator: Any, *, acceptance_rate: Any, mode: str = "seeded",
-                    seed: int = 0, exact: bool = True) -> Speculation:
+                    seed: int = 0, exact: bool = True, estimate: Any = None) -> Speculation:
         """The speculation of vLLM's ``--speculative-config`` on ``accelerator``.
 
         Parameters
@@ -114,6 +118,7 @@ class Speculation:
         accelerator : Accelerator (the draft runs there, the bound: its ``RooflineCostModel.for_model``)
         acceptance_rate, mode, seed : as the class
         exact : bool, default True (the draft's cost model in Fractions; False: floats, for a float run)
+        estimate : str, EngineProfile or None (the draft priced as the target is: the bound, or this profile)
 
         Returns
         -------
@@ -130,8 +135,9 @@ class Speculation:
             config = SpeculativeConfig.parse(config)
         proposer = None
         if config.draft is not None:
-            proposer = RooflineCostModel.for_model(config.draft, accelerator, exact=exact)
-        return cls(config.num_speculative_tokens, acceptance_rate, proposer, mode, seed, config.method)
+            proposer = RooflineCostModel.for_model(config.draft, accelerator, exact=exact, estimate=estimate)
+        return cls(config.num_speculative_tokens, acceptance_rate, proposer, mode, seed, config.method,
+                   None if config.draft is None else config.draft.name)
 
     @property
     def tokens_per_step(self) -> Any:
@@ -210,12 +216,13 @@ class _Drafts:
         """``options["speculative"]`` (docs/conventions.md, "Speculative decoding in the scheduler")."""
         spec, rows = self.spec, self.sequence_steps
         accepted = self.tokens - rows
-        return {
-            "method": spec.method, "num_speculative_tokens": self.k, "acceptance_rate": spec.acceptance_rate,
+        return {  # JSON-ready: the ratios as floats (the counts behind them are exact)
+            "method": spec.method, "model": spec.model, "num_speculative_tokens": self.k,
+            "acceptance_rate": float(spec.acceptance_rate),
             "acceptance_mode": spec.mode, "seed": spec.seed if spec.mode == "seeded" else None,
             "sequence_steps": rows, "tokens": self.tokens, "proposed_tokens": self.k * rows,
             "accepted_tokens": accepted,
-            "tokens_per_step": Fraction(self.tokens, rows) if rows else None,
-            "achieved_acceptance": Fraction(accepted, self.k * rows) if rows else None,
-            "expected_tokens_per_step": spec.tokens_per_step,
+            "tokens_per_step": self.tokens / rows if rows else None,
+            "achieved_acceptance": accepted / (self.k * rows) if rows else None,
+            "expected_tokens_per_step": float(spec.tokens_per_step),
         }
