@@ -211,3 +211,62 @@ def test_the_stretch_clock_equals_the_step_clock_with_speculative_decoding(run, 
         assert sp["tokens"] + sum(1 + r.preemptions for r in done) == sum(r.request.output_tokens for r in done)
     assert sp["sequence_steps"] <= sp["tokens"] <= (k + 1) * sp["sequence_steps"]
     assert sp["accepted_tokens"] == sp["tokens"] - sp["sequence_steps"]
+
+
+# --------------------------------------------------------------------------- the command line
+
+_SPEC = ["simulate", "--policy", "continuous", "--num-prompts", "6", "--random-input-len", "64",
+         "--random-output-len", "33", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 1}',
+         "--acceptance-rate", "0.5"]
+
+
+def _cli(argv, capsys):
+    from roofline.cli import main
+
+    try:
+        status = main(argv)
+    except SystemExit as exc:
+        status = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_simulate_says_speculation_was_on_with_its_mode_and_the_speed_up(capsys):
+    """Expectation mode, k = 1, alpha = 1/2: 32 tokens after the first in 2 x 32 / 3 -> 22 steps (floor(22 x 3/2) =
+    33 >= 32), so 32 / 22 tokens per step; the JSON keeps the plain run beside it."""
+    status, out, _ = _cli([*_SPEC, "--acceptance-mode", "expectation"], capsys)
+    assert status == 0
+    lines = out.splitlines()
+    on = next(line for line in lines if "speculative decoding on" in line)
+    assert "ngram, k = 1, acceptance rate 0.5, expectation" in on
+    assert any(f"{32 / 22:.3f} tokens per step (formula 1.500)" in line for line in lines)
+    assert any("without it: TPOT p50" in line and "speed-up: TPOT p50 x" in line for line in lines)
+    assert all(len(line) <= 100 for line in lines if "specul" in line or "without it" in line or "per step" in line)
+    status, out, _ = _cli([*_SPEC, "--speculative-seed", "7", "--json"], capsys)
+    import json
+
+    result = json.loads(out)["results"][0]
+    sp = result["options"]["speculative"]
+    assert status == 0 and sp["seed"] == 7 and sp["acceptance_mode"] == "seeded"
+    assert sp["tokens"] == 6 * 32 and result["without_speculative"]["steps"] > result["summary"]["steps"]
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["--policy", "all"], ["--speculative-config=", "--policy continuous"]),
+    (["--acceptance-mode", "expectation", "--speculative-seed", "1"], ["--speculative-seed=1"]),
+    (["--chunked-prefill", "--max-num-batched-tokens", "300"], ["--max-num-batched-tokens=300", "512"]),
+    (["--out", "{tmp}", "--steps"], ["--steps=", "not modelled yet"]),
+])
+def test_simulate_refuses_by_name_what_speculation_does_not_model(extra, words, capsys, tmp_path):
+    argv = [*_SPEC, *[str(tmp_path) if a == "{tmp}" else a for a in extra]]
+    status, _, err = _cli(argv, capsys)
+    assert status == 2 and len(err.splitlines()) == 1, err
+    for word in words:
+        assert word in err, (word, err)
+
+
+def test_simulate_needs_both_speculative_flags(capsys):
+    status, _, err = _cli(_SPEC[:-2], capsys)
+    assert status == 2 and "needs --acceptance-rate" in err
+    status, _, err = _cli([*_SPEC[:-4], "--acceptance-rate", "0.5"], capsys)
+    assert status == 2 and "--acceptance-rate=0.5" in err
