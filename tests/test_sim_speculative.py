@@ -39,8 +39,9 @@ def _draft(k: int, alpha: Fraction, mode: str = "seeded", seed: int = 0) -> Spec
 @pytest.mark.parametrize("method", ["ngram", "draft_model"])
 @pytest.mark.parametrize("mode", ["seeded", "expectation"])
 def test_a_lone_request_finishes_after_its_prefill_and_the_speculative_steps_at_its_contexts(method, mode):
-    """Finish = prefill + sum over its steps of speculative_step(batch 1, its context).step_time, the contexts
-    growing by the accepted tokens A(d) the Speculation draws (cut at O)."""
+    """A lone request's finish is its prefill plus speculative_step(batch 1, its context).step_time per step.
+
+    Its contexts grow by the accepted tokens A(d) the Speculation draws (cut at O)."""
     k, alpha, prompt, output = 3, Fraction(7, 10), 300, 40
     spec = _draft(k, alpha, mode) if method == "draft_model" else Speculation(k, alpha, mode=mode)
     result = serve_continuous([Request(id=5, arrival_s=0, prompt_tokens=prompt, output_tokens=output)], COST,
@@ -65,8 +66,9 @@ def test_a_lone_request_finishes_after_its_prefill_and_the_speculative_steps_at_
 
 
 def test_expectation_mode_makes_exactly_the_formula_s_tokens_per_step():
-    """k = 1, alpha = 1/2: tau = 3/2; O - 1 = 3 n tokens take 2 n steps, tokens per step 3/2 exactly, for every
-    request of a batch (each its own floor(d tau))."""
+    """Expectation mode, k = 1, alpha = 1/2: tau = 3/2 tokens per step exactly over a batch of requests.
+
+    O - 1 = 3 n tokens take 2 n steps, each request its own floor(d tau)."""
     tau = f.speculative_tokens_per_step(speculative_tokens=1, acceptance_rate=Fraction(1, 2))
     assert tau == Fraction(3, 2)
     reqs = [Request(id=i, arrival_s=0, prompt_tokens=10 + i, output_tokens=1 + 3 * (i + 1)) for i in range(6)]
@@ -79,8 +81,9 @@ def test_expectation_mode_makes_exactly_the_formula_s_tokens_per_step():
 
 @pytest.mark.parametrize(("k", "alpha"), [(1, Fraction(1, 2)), (4, Fraction(7, 10)), (6, Fraction(9, 10))])
 def test_seeded_draws_converge_to_the_formula(k, alpha):
-    """The mean of the seeded tokens per step over many requests is within 5 standard errors of
-    (1 - alpha^(k+1)) / (1 - alpha); the variance from the distribution P(N >= i) = alpha^i."""
+    """Seeded tokens per step converge to (1 - alpha^(k+1)) / (1 - alpha): within 5 standard errors.
+
+    The variance from the distribution P(N >= i) = alpha^i; 20,000 draws, then 200 requests in the scheduler."""
     tau = f.speculative_tokens_per_step(speculative_tokens=k, acceptance_rate=alpha)
     spec = Speculation(k, alpha, seed=3)
     steps = 20_000
