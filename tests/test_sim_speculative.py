@@ -273,3 +273,22 @@ def test_simulate_needs_both_speculative_flags(capsys):
     assert status == 2 and "needs --acceptance-rate" in err
     status, _, err = _cli([*_SPEC[:-4], "--acceptance-rate", "0.5"], capsys)
     assert status == 2 and "--acceptance-rate=0.5" in err
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_closed_loop_clients_with_speculative_decoding_on_both_clocks(chunked):
+    """Closed-loop clients: the requests are numbered as they are sent, the draws seeded by that number; both
+    clocks agree, and every token is made once."""
+    from roofline.sim import ClosedLoop
+
+    loop = ClosedLoop(3, [(12 + i, 20 + 3 * i) for i in range(9)], think_time_s=Fraction(1, 50))
+    kw = dict(kv_pool=KVPool.blocks(24, block_size=4), admission="on_demand", max_num_seqs=3,
+              speculative=_draft(3, Fraction(3, 5)))
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=20)
+    step = serve_continuous(loop, COST, engine="step", **kw)
+    event = serve_continuous(loop, COST, engine="event", **kw)
+    assert event.options["engine"] == "event"
+    assert_same_results(event, step)
+    sp = step.options["speculative"]
+    assert sp["tokens"] + sum(1 + r.preemptions for r in step.requests) == sum(20 + 3 * i for i in range(9))
