@@ -508,19 +508,27 @@ class _Continuous:
         return grow
 
     def _decode(self, now: Any) -> Any:
-        if self.drafts is not None:
-            return self._verify(now)
-        run, running = self.run, self.running
+        """One decode step of the running batch; with speculative decoding a verification of k + 1 positions each."""
+        run, drafts = self.run, self.drafts
         grow = self._grow() if self.on_demand else 0
-        batch = len(running)
-        context_sum = self.base + batch * (self.tick + 1) if self.windows is None else self._held_sum(1)
-        end = now + run.step_cost.decode_time(batch, context_sum)
+        batch = len(self.running)
+        if drafts is not None:
+            contexts = self._contexts()
+            context_sum = sum(contexts)
+            end = now + self._verify_time(batch, context_sum)
+            kv_tokens = context_sum + batch * self.slots  # the proposals are held while verified
+        else:
+            context_sum = self.base + batch * (self.tick + 1) if self.windows is None else self._held_sum(1)
+            end = now + run.step_cost.decode_time(batch, context_sum)
+            kv_tokens = context_sum
         self.blocks += grow
         self._trim()
         self.tick += 1
         if run.table is not None:
             run.table.add_decode(now, end, batch, batch, context_sum, self.blocks)
-        run.peak(context_sum, self.blocks)
+        run.peak(kv_tokens, self.blocks)
+        if drafts is not None:
+            self._verified(contexts)
         run.steps += 1
         run.useful_rows += batch
         run.rows += batch
@@ -554,26 +562,6 @@ class _Continuous:
             blocks_for, k, prompt, mine = self.run.pool.blocks_for, self.slots, self.run.prompt, self._made
             held = sum(blocks_for(c + k) for c in contexts)
             self.blocks -= held - sum(blocks_for(prompt[i] + mine(i) - 1) for i in self.running)
-
-    def _verify(self, now: Any) -> Any:
-        """One speculative step of the running batch (separate prefill)."""
-        run = self.run
-        grow = self._grow() if self.on_demand else 0
-        contexts = self._contexts()
-        batch, context_sum = len(contexts), sum(contexts)
-        end = now + self._verify_time(batch, context_sum)
-        self.blocks += grow
-        self._trim()
-        run.peak(context_sum + batch * self.slots, self.blocks)
-        self.tick += 1
-        self._verified(contexts)
-        run.steps += 1
-        run.useful_rows += batch
-        run.rows += batch
-        run.slot_rows += batch
-        self._decode_gaps(batch, end)
-        self._finished(end)
-        return end
 
     def _finished(self, end: Any) -> None:
         """Hand back the running sequences whose last token came in the decode step that ended at ``end``."""
