@@ -188,7 +188,7 @@ def _runs(draw):
     return reqs, spec
 
 
-@settings(max_examples=40, deadline=None)
+@settings(settings.get_profile("simulation_oracle"))
 @given(run=_runs(), blocks=st.integers(12, 40), b=st.sampled_from([1, 4, 16]), chunked=st.booleans(),
        on_demand=st.booleans(), seqs=st.integers(1, 5), caching=st.booleans())
 def test_the_stretch_clock_equals_the_step_clock_with_speculative_decoding(run, blocks, b, chunked, on_demand, seqs,
@@ -211,7 +211,12 @@ def test_the_stretch_clock_equals_the_step_clock_with_speculative_decoding(run, 
     # conservation: each token comes once, from a prefill (the first, and one per recompute) or a step
     assert sum(r.generated_tokens for r in done) == sum(r.request.output_tokens for r in done)
     if all(r.rejected_reason is None for r in step.requests):
-        assert sp["tokens"] + sum(1 + r.preemptions for r in done) == sum(r.request.output_tokens for r in done)
+        prefill_tokens = sum(r.request.output_tokens for r in done) - sp["tokens"]
+        # the first prefill gives a token; so does each recompute after a preemption, but a chunked prompt
+        # preempted before its last chunk made none
+        assert len(done) <= prefill_tokens <= sum(1 + r.preemptions for r in done)
+        if not chunked:
+            assert prefill_tokens == sum(1 + r.preemptions for r in done)
     assert sp["sequence_steps"] <= sp["tokens"] <= (k + 1) * sp["sequence_steps"]
     assert sp["accepted_tokens"] == sp["tokens"] - sp["sequence_steps"]
 
