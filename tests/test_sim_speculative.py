@@ -246,10 +246,12 @@ def test_simulate_says_speculation_was_on_with_its_mode_and_the_speed_up(capsys)
     assert status == 0
     lines = out.splitlines()
     on = next(line for line in lines if "speculative decoding on" in line)
-    assert "ngram, k = 1, acceptance rate 0.5, expectation" in on
+    assert on.endswith("ngram, k = 1, acceptance rate 0.5")
+    assert "  accepted tokens: the expectation, in whole tokens" in lines[lines.index(on) + 1]
     assert any(f"{32 / 22:.3f} tokens per step (formula 1.500)" in line for line in lines)
     assert any("without it: TPOT p50" in line and "speed-up: TPOT p50 x" in line for line in lines)
-    assert all(len(line) <= 100 for line in lines if "specul" in line or "without it" in line or "per step" in line)
+    assert all(len(line) <= 100 for line in lines if "specul" in line or "without it" in line or "per step" in line
+               or "accepted tokens" in line)
     status, out, _ = _cli([*_SPEC, "--speculative-seed", "7", "--json"], capsys)
     import json
 

@@ -679,11 +679,13 @@ def _speculative_lines(run: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for label, r, p in zip(run["labels"], run["results"], run["plain"], strict=True):
         sp = r.options["speculative"]
-        draws = f"seeded draws, seed {sp['seed']}" if sp["seed"] is not None else "expectation"
+        draws = (f"seeded draws per request, seed {sp['seed']}" if sp["seed"] is not None
+                 else "the expectation, in whole tokens")
         if not lines:
             method = sp["method"] if sp["model"] is None else f"{sp['method']} {sp['model']}"
             lines.append(f"speculative decoding on: {method}, k = {sp['num_speculative_tokens']}, acceptance "
-                         f"rate {sp['acceptance_rate']:g}, {draws}")
+                         f"rate {sp['acceptance_rate']:g}")
+            lines.append(f"  accepted tokens: {draws}")
         tokens = "-" if sp["tokens_per_step"] is None else f"{sp['tokens_per_step']:.3f}"
         share = "-" if sp["achieved_acceptance"] is None else f"{100 * sp['achieved_acceptance']:.1f}%"
         lines.append(f"  {label}: {tokens} tokens per step (formula {sp['expected_tokens_per_step']:.3f}), "
