@@ -250,6 +250,8 @@ _PAIRS: dict[str, tuple[str | None, str | None]] = {
     "prefill_tensor_parallel_size": ("1", "2"), "decode_tensor_parallel_size": ("1", "2"),
     "prefill_accelerator": ("h100-sxm", "h200"), "decode_accelerator": ("h100-sxm", "h200"),
     "kv_transfer_bandwidth": ("10", "50"), "kv_transfer_latency": ("1", "5"),
+    "speculative_config": (None, '{"method": "ngram", "num_speculative_tokens": 2}'),
+    "acceptance_rate": ("0.5", "0.9"), "acceptance_mode": ("seeded", "expectation"), "speculative_seed": ("0", "1"),
 }
 _SIM_OPTIONS = {a.dest: a for a in _options(_SIM) if a.dest not in _OUTPUT_FLAGS}
 _SIM_FLAGS = [flag for a in _options(_SIM) for flag in a.option_strings]
@@ -267,8 +269,8 @@ def test_every_simulate_option_has_two_values() -> None:
 
 
 def _fill(text: str, by_name: dict[str, str]) -> str:
-    """``{good.csv}`` as the path of that tiny file."""
-    return by_name[text[1:-1]] if text.startswith("{") else text
+    """``{good.csv}`` as the path of that tiny file (JSON, as --speculative-config's, as it is)."""
+    return by_name[text[1:-1]] if text.startswith("{") and not text.startswith('{"') else text
 
 
 def _with(argv: list[str], dest: str, value: str | None, by_name: dict[str, str]) -> list[str]:

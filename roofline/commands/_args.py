@@ -159,6 +159,28 @@ def add_pipeline_parallel_option(p: argparse.ArgumentParser) -> None:
                         "default: 1)")
 
 
+def add_speculative_options(p: argparse.ArgumentParser, *, scheduler: bool = False) -> None:
+    """``--speculative-config`` (vLLM's JSON) and ``--acceptance-rate``, for ``roofline report`` and
+    ``roofline simulate``; with ``scheduler`` also how the simulator makes each step's accepted tokens
+    (``--acceptance-mode``, ``--speculative-seed``; docs/conventions.md, "Speculative decoding in the scheduler")."""
+    p.add_argument("--speculative-config", default=None, metavar="JSON",
+                   help="speculative decoding, as vLLM spells it: '{\"method\": \"draft_model\" or \"ngram\", "
+                        "\"model\": DRAFT, \"num_speculative_tokens\": k}' (needs --acceptance-rate; "
+                        "docs/conventions.md, \"Speculative decoding\")")
+    p.add_argument("--acceptance-rate", type=number_arg("--acceptance-rate", positive=True, at_most_one=True),
+                   default=None, help="probability that each proposed token is accepted, in (0, 1] (with "
+                                      "--speculative-config)")
+    if scheduler:
+        from ..sim.speculative import ACCEPTANCE_MODES
+
+        p.add_argument("--acceptance-mode", choices=ACCEPTANCE_MODES, default="seeded",
+                       help="with --speculative-config: each step's accepted tokens drawn per request from a "
+                            "generator seeded by (--speculative-seed, request id), or the exact expectation "
+                            "(1 - a^(k+1)) / (1 - a) per step carried in whole tokens (default: %(default)s)")
+        p.add_argument("--speculative-seed", type=int_arg("--speculative-seed", 0), default=0,
+                       help="with --acceptance-mode seeded: the seed of the accepted-token draws (default: 0)")
+
+
 def add_expert_parallel_option(p: argparse.ArgumentParser) -> None:
     """Add ``--enable-expert-parallel`` (vLLM's flag): a MoE model's routed experts spread whole over the group."""
     p.add_argument("--enable-expert-parallel", action="store_true", dest="enable_expert_parallel",

@@ -45,6 +45,7 @@ from ._args import (
     add_expert_parallel_option,
     add_model_options,
     add_pipeline_parallel_option,
+    add_speculative_options,
     add_tensor_parallel_option,
     citation_url,
     deployment_from_args,
@@ -86,13 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                           "the real one) is one GPU's")
     add_pipeline_parallel_option(p)
     add_expert_parallel_option(p)
-    p.add_argument("--speculative-config", default=None, metavar="JSON",
-                   help="speculative decoding, as vLLM spells it: '{\"method\": \"draft_model\" or \"ngram\", "
-                        "\"model\": DRAFT, \"num_speculative_tokens\": k}' (needs --acceptance-rate; "
-                        "docs/conventions.md, \"Speculative decoding\")")
-    p.add_argument("--acceptance-rate", type=number_arg("--acceptance-rate", positive=True, at_most_one=True),
-                   default=None, help="probability that each proposed token is accepted, in (0, 1] (with "
-                                      "--speculative-config)")
+    add_speculative_options(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
     p.set_defaults(func=run)
 

@@ -89,6 +89,7 @@ from ..sim import (
     KVPool,
     RooflineCostModel,
     SimResult,
+    Speculation,
     load_trace,
     serve_replicas,
     shipped_trace,
@@ -103,6 +104,7 @@ from ._args import (
     add_flops_option,
     add_model_options,
     add_pipeline_parallel_option,
+    add_speculative_options,
     add_tensor_parallel_option,
     deployment_from_args,
     int_arg,
@@ -181,6 +183,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "blocks whose content is held are not recomputed and count once in the pool; the Mooncake "
                    "traces give their blocks' hashes; docs/conventions.md, \"Prefix caching\"); serial and static "
                    "batching do not share KV and refuse it (default: off; the output says whether it was on)")
+    add_speculative_options(p, scheduler=True)  # continuous batching: each step verifies k + 1 tokens per sequence
     p.add_argument("--max-prefill-tokens", type=int_arg("--max-prefill-tokens", 1), default=None,
                    help="continuous batching without chunking: prefill token budget per step (default: none)")
     p.add_argument("--chunked-prefill", "--enable-chunked-prefill", action="store_true", dest="chunked_prefill",
@@ -311,6 +314,7 @@ class _Plan:
     dists: tuple[str, ...] = ()
     rate: bool = False
     replicas: int = 1
+    speculative: str | None = None  # --acceptance-mode with --speculative-config, else None
 
     def text(self, policy: str) -> str:
         workload = {"trace": "a trace", "open": "generated arrivals " + ("at a rate" if self.rate else "all at t = 0"),
@@ -359,6 +363,15 @@ _USES: tuple[tuple[str, Any, str], ...] = (
      "continuous batching (serial and static batching keep each request's KV to itself: no prefix is shared)"),
     ("max_num_batched_tokens", lambda p: bool(set(p.names) - {"serial"}),
      "static and continuous batching (one-by-one serving has no step budget)"),
+    ("speculative_config", lambda p: set(p.names) <= _CONTINUOUS and p.replicas == 1,
+     "continuous batching on one engine only (give --policy continuous; serial and static batching and "
+     "data-parallel replicas are not modelled with speculative decoding)"),
+    ("acceptance_rate", lambda p: p.speculative is not None, "speculative decoding (--speculative-config)"),
+    ("acceptance_mode", lambda p: p.speculative is not None, "speculative decoding (--speculative-config)"),
+    ("speculative_seed", lambda p: p.speculative == "seeded", "seeded draws (--speculative-config, "
+                                                               "--acceptance-mode seeded)"),
+    ("steps", lambda p: p.speculative is None, "runs without speculative decoding (a speculative step's "
+                                               "record is not modelled yet)"),
 )
 
 
@@ -404,7 +417,8 @@ def plan_run(args: argparse.Namespace) -> _Plan:
         names = [CHUNKED]
     else:
         names = [args.policy]
-    plan = _Plan(tuple(names), kind, dists, args.request_rate is not None, replicas)
+    speculative = args.acceptance_mode if getattr(args, "speculative_config", None) is not None else None
+    plan = _Plan(tuple(names), kind, dists, args.request_rate is not None, replicas, speculative)
     for dest, uses, what in _USES:
         if dest in given and not uses(plan):
             raise InvalidValueError(given[dest], _given_value(args, dest), f"applies to {what}, which this run "
@@ -425,6 +439,7 @@ _FLAG_OF_FIELD = {
     "admission": "--admission", "engine": "--engine", "max_model_len": "--max-model-len",
     "block_size": "--block-size", "overhead": "--overhead", "router": "--router",
     "data_parallel_size": "--data-parallel-size",
+    "speculative": "--speculative-config", "acceptance_rate": "--acceptance-rate",
 }
 
 
@@ -596,6 +611,10 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                                            "max_num_batched_tokens": budget_tokens,
                                            "enable_prefix_caching": args.enable_prefix_caching}),
     }
+    speculation = _speculation(args, accelerator, deployment.estimate)
+    if speculation is not None:  # continuous batching's rows only (plan_run refused the others)
+        for name in (n for n in names if n in runs):
+            runs[name][1]["speculative"] = speculation
     results = []
     replicas: list[Any] = []  # per row: its ReplicaResult (with --data-parallel-size), else None
     size, per_replica = deployment.parallelism.data, deployment.parallelism.replica_gpus
@@ -618,6 +637,13 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                 results.append(runs[name][0](requests, cost, **common, **runs[name][1]))
             except InvalidValueError as err:  # the library's fields by their flags (engine= is --engine)
                 raise _by_flag(err, args, policy=name) from None
+    plain = None
+    if speculation is not None:  # the same rows without it, for the speed-up
+        try:
+            plain = [runs[name][0](requests, cost, **common, **dict(runs[name][1], speculative=None))
+                     for name in names]
+        except InvalidValueError as err:
+            raise _by_flag(err, args) from None
     ms = Fraction(1, 1000)
     slo = {key: None if value is None else value * ms
            for key, value in (("ttft_s", args.slo_ttft), ("tpot_s", args.slo_tpot), ("e2e_s", args.slo_e2e))}
@@ -625,7 +651,56 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                 pool=pool, budget=budget,
                 budget_basis=budget_basis, results=results, labels=names, replicas=replicas,
                 slo=slo if any(v is not None for v in slo.values()) else None,
-                time_kind=time_kind, band=_band_line(deployment), scheduler_note=scheduler_note)
+                time_kind=time_kind, band=_band_line(deployment), scheduler_note=scheduler_note, plain=plain)
+
+
+def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any) -> Speculation | None:
+    """The run's speculative decoding from --speculative-config and --acceptance-rate (both or neither), or None;
+    the draft runs on one GPU of the same accelerator, priced as the target is (the bound or ``estimate``;
+    docs/conventions.md, "Speculative decoding in the scheduler")."""
+    config, alpha = args.speculative_config, args.acceptance_rate
+    if config is None and alpha is None:
+        return None
+    if config is None:
+        raise InvalidValueError("--acceptance-rate", float(alpha), "given without --speculative-config")
+    if alpha is None:
+        raise InvalidValueError("--speculative-config", config, "needs --acceptance-rate (alpha, in (0, 1])")
+    try:
+        return Speculation.from_config(config, accelerator, acceptance_rate=alpha, mode=args.acceptance_mode,
+                                       seed=args.speculative_seed, exact=not args.float_mode, estimate=estimate)
+    except InvalidValueError as err:
+        raise InvalidValueError("--speculative-config", config, f"{err.field}: {err.reason}") from None
+
+
+def _speculative_lines(run: dict[str, Any]) -> list[str]:
+    """What speculative decoding did to each row, beside the same row without it (text output)."""
+    if not run.get("plain"):
+        return []
+    lines: list[str] = []
+    for label, r, p in zip(run["labels"], run["results"], run["plain"], strict=True):
+        sp = r.options["speculative"]
+        draws = (f"seeded draws per request, seed {sp['seed']}" if sp["seed"] is not None
+                 else "the expectation, in whole tokens")
+        if not lines:
+            method = sp["method"] if sp["model"] is None else f"{sp['method']} {sp['model']}"
+            lines.append(f"speculative decoding on: {method}, k = {sp['num_speculative_tokens']}, acceptance "
+                         f"rate {sp['acceptance_rate']:g}")
+            lines.append(f"  accepted tokens: {draws}")
+        tokens = "-" if sp["tokens_per_step"] is None else f"{sp['tokens_per_step']:.3f}"
+        share = "-" if sp["achieved_acceptance"] is None else f"{100 * sp['achieved_acceptance']:.1f}%"
+        lines.append(f"  {label}: {tokens} tokens per step (formula {sp['expected_tokens_per_step']:.3f}), "
+                     f"acceptance {share}")
+        s, q = r.summary, p.summary
+        tpot = _ratio(q.tpot and q.tpot.p50, s.tpot and s.tpot.p50)
+        rate = _ratio(s.output_tokens_per_s, q.output_tokens_per_s)
+        lines.append(f"    without it: TPOT p50 {_p(q.tpot, 'p50')}, "
+                     f"{'-' if q.output_tokens_per_s is None else f'{float(q.output_tokens_per_s):,.0f}'} tokens/s; "
+                     f"speed-up: TPOT p50 {tpot}, throughput {rate}")
+    return lines
+
+
+def _ratio(a: Any, b: Any) -> str:
+    return "-" if a is None or b is None or not b else f"x{float(a) / float(b):.2f}"
 
 
 def _t(seconds: Any) -> str:
@@ -788,6 +863,7 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
                          f"blocks; {cache['prefill_tokens_saved']:,} prefill tokens saved, "
                          f"{cache['evictions']:,} blocks evicted")
             notes.append(text)
+    notes += _speculative_lines(run)
     lines += ["", *(f"  {n}" for n in notes),
               "  LR useful = long-run useful share: rows producing a token / occupied rows over all steps; slots = "
               "slot occupancy: sequences holding a slot / (max batch x steps).",
@@ -887,6 +963,8 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
             d["data_parallel"] = replicated.to_dict()
         if run["slo"] is not None:
             d["goodput"] = r.goodput(**run["slo"]).to_dict()
+        if run.get("plain"):  # the same row without speculative decoding
+            d["without_speculative"] = run["plain"][len(results)].summary.to_dict()
         results.append(d)
     workload = run["workload"]
     return json.dumps({

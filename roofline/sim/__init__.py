@@ -15,6 +15,9 @@ Fractions for the presets) and a KV pool (:class:`KVPool`), and run a policy:
 * :func:`serve_disaggregated`: disaggregated prefill and decode, a prefill :class:`Pool` and a
   decode pool of instances, the KV moved between them over a :class:`TransferLink`.
 
+Continuous batching also runs speculative decoding (:class:`Speculation`, ``serve_continuous(speculative=...)``;
+:mod:`roofline.sim.speculative`).
+
 Workloads (:mod:`roofline.sim.workloads`): traces, seeded generators
 (:func:`synthetic_workload`, :func:`anyscale_workload`) and closed-loop clients
 (:class:`ClosedLoop`, served by :func:`serve_continuous`).
@@ -69,6 +72,7 @@ from .policies import (
 from .replicas import ROUTERS, ReplicaLoad, ReplicaResult, serve_replicas
 from .requests import SHIPPED_TRACES, TRACE_FORMATS, Request, check_requests, load_trace, parse_trace, shipped_trace
 from .results import Goodput, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary, percentile
+from .speculative import ACCEPTANCE_MODES, Speculation
 from .stretch import StretchTable, TickClock, TickCosts
 from .workloads import (
     ANYSCALE_CAPS,
@@ -112,6 +116,8 @@ __all__ = [
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "ENGINES",
     "SimulationError",
+    "Speculation",
+    "ACCEPTANCE_MODES",
     "StretchTable",
     "TickClock",
     "TickCosts",

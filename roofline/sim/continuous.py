@@ -108,6 +108,13 @@ class _Continuous:
         self.limit = 0
         self.horizon: Any = None  # data-parallel replicas: the next arrival the router has not assigned yet
         self.last_handed = 0  # requests the latest step handed back (at its end)
+        # speculative decoding (run.drafts): a running sequence's decode steps are tick + off, its tokens
+        # min(O, pf + A(tick + off)), A its accepted-token sums and pf the tokens its prefills made
+        self.drafts = run.drafts
+        self.slots = run.slots  # KV slots a step's proposals hold (k; 0 without speculation)
+        self.dsteps = [0] * n  # decode steps each request has had (kept across preemptions)
+        self.pf = [0] * n
+        self.sums: dict[int, list[int]] = {}
 
     # ------------------------------------------------------------------ prefix cache
     def _need(self, i: int, length: int) -> int:
@@ -140,15 +147,33 @@ class _Continuous:
     def _held_blocks(self, i: int) -> int:
         run = self.run
         if self.on_demand:  # the blocks of the KV it holds now
-            return run.pool.blocks_for(run.prompt[i] + self.tick + self.off[i] - 1)
-        return run.pool.lifetime_blocks_unchecked(run.prompt[i], run.output[i])
+            return run.pool.blocks_for(run.prompt[i] + self._made(i) - 1)
+        return run.pool.lifetime_blocks_unchecked(run.prompt[i], run.output[i] + self.slots)
+
+    def _made(self, i: int) -> int:
+        """The tokens running sequence i has generated so far."""
+        if self.drafts is None:
+            return self.tick + self.off[i]
+        return min(self.run.output[i], self.pf[i] + self.sums[i][self.tick + self.off[i]])
+
+    def _contexts(self) -> list[int]:
+        """Speculative decoding: each running sequence's context at the next step, P + g (its KV and the token
+        it feeds)."""
+        prompt, made = self.run.prompt, self._made
+        return [prompt[i] + made(i) for i in self.running]
+
+    def _running_kv(self) -> int:
+        """The KV tokens the running sequences hold between steps."""
+        if self.drafts is None:
+            return self.base + len(self.running) * self.tick
+        return sum(self._contexts()) - len(self.running)
 
     def _admitted_blocks(self, i: int, length: int) -> int:
         """Blocks a sequence took on admission for a (re-)prefill of ``length`` tokens."""
         pool = self.run.pool
         if self.on_demand:
             return pool.blocks_for(length)
-        return pool.lifetime_blocks_unchecked(self.run.prompt[i], self.run.output[i])
+        return pool.lifetime_blocks_unchecked(self.run.prompt[i], self.run.output[i] + self.slots)
 
     def _held_sum(self, ahead: int) -> int:
         """Sliding windows: token-layers the running sequences hold ``ahead`` tokens after the last decode
@@ -169,19 +194,31 @@ class _Continuous:
         """On-demand admission: the blocks the next decode step takes (net of what windows free)."""
         if self.windows is not None:
             return self._window_growth()
+        if self.drafts is not None:  # the blocks of its k proposals, held while they are verified
+            blocks_for, k = self.run.pool.blocks_for, self.slots
+            return sum(blocks_for(c + k) - blocks_for(c - 1) for c in self._contexts())
         return self.residues[-self.tick % self.block_size]
 
     def _join(self, i: int, t: Any) -> None:
         """Sequence i, whose latest token came at t, starts decoding."""
         run = self.run
-        off = run.generated[i] - self.tick
-        self.off[i] = off
         self.running[i] = None
-        key = run.prompt[i] + off - 1  # KV held = key + tick
-        self.base += key
-        if self.on_demand and self.windows is None:
-            self.residues[key % self.block_size] += 1
-        fin = run.output[i] - off
+        if self.drafts is not None:  # its decode steps so far, and the tokens its prefills made
+            sums = self.sums.get(i)
+            if sums is None:
+                sums = self.sums[i] = self.drafts.sums_of(i, run.output[i])
+            done = self.dsteps[i]
+            off = self.off[i] = done - self.tick
+            pf = self.pf[i] = run.generated[i] - sums[done]
+            fin = bisect.bisect_left(sums, run.output[i] - pf) - off
+        else:
+            off = run.generated[i] - self.tick
+            self.off[i] = off
+            key = run.prompt[i] + off - 1  # KV held = key + tick
+            self.base += key
+            if self.on_demand and self.windows is None:
+                self.residues[key % self.block_size] += 1
+            fin = run.output[i] - off
         self.finish_tick[i] = fin
         self.buckets.setdefault(fin, []).append(i)
         self.fresh[i] = t
@@ -191,12 +228,16 @@ class _Continuous:
     def _leave(self, i: int) -> None:
         """Remove running sequence i (it stays in ``running`` for the caller to delete)."""
         run = self.run
-        key = run.prompt[i] + self.off[i] - 1
-        self._release(i, self._held_blocks(i), key + self.tick)
-        self.base -= key
-        if self.on_demand and self.windows is None:
-            self.residues[key % self.block_size] -= 1
-        run.generated[i] = self.tick + self.off[i]
+        made = self._made(i)
+        self._release(i, self._held_blocks(i), run.prompt[i] + made - 1)
+        if self.drafts is not None:
+            self.dsteps[i] = self.tick + self.off[i]
+        else:
+            key = run.prompt[i] + self.off[i] - 1
+            self.base -= key
+            if self.on_demand and self.windows is None:
+                self.residues[key % self.block_size] -= 1
+        run.generated[i] = made
         self.finish_tick[i] = -1
         self.fresh.pop(i, None)
         if self.ledger is not None and i in self.since:
@@ -304,6 +345,8 @@ class _Continuous:
         self.off.append(0)
         self.finish_tick.append(-1)
         self.hit.append(0)
+        self.dsteps.append(0)
+        self.pf.append(0)
         if (self.ledger is None and self.on_demand and run.reason[i] is None
                 and run.prompt[i] + run.output[i] - 1 > self.max_prefill):
             # it may be refused after a preemption: keep the shared gaps from now on (it has none yet)
@@ -402,7 +445,7 @@ class _Continuous:
         if run.first_start is None:
             run.first_start = now
         if self.windows is None:
-            kv_tokens = self.base + len(self.running) * self.tick + tokens + cached
+            kv_tokens = self._running_kv() + tokens + cached
         else:
             kv_tokens = self._held_sum(0) + sum(run.held(x) for x in lengths)
         if run.table is not None and cached:
@@ -465,17 +508,27 @@ class _Continuous:
         return grow
 
     def _decode(self, now: Any) -> Any:
-        run, running = self.run, self.running
+        """One decode step of the running batch; with speculative decoding a verification of k + 1 positions each."""
+        run, drafts = self.run, self.drafts
         grow = self._grow() if self.on_demand else 0
-        batch = len(running)
-        context_sum = self.base + batch * (self.tick + 1) if self.windows is None else self._held_sum(1)
-        end = now + run.step_cost.decode_time(batch, context_sum)
+        batch = len(self.running)
+        if drafts is not None:
+            contexts = self._contexts()
+            context_sum = sum(contexts)
+            end = now + self._verify_time(batch, context_sum)
+            kv_tokens = context_sum + batch * self.slots  # the proposals are held while verified
+        else:
+            context_sum = self.base + batch * (self.tick + 1) if self.windows is None else self._held_sum(1)
+            end = now + run.step_cost.decode_time(batch, context_sum)
+            kv_tokens = context_sum
         self.blocks += grow
         self._trim()
         self.tick += 1
         if run.table is not None:
             run.table.add_decode(now, end, batch, batch, context_sum, self.blocks)
-        run.peak(context_sum, self.blocks)
+        run.peak(kv_tokens, self.blocks)
+        if drafts is not None:
+            self._verified(contexts)
         run.steps += 1
         run.useful_rows += batch
         run.rows += batch
@@ -483,6 +536,32 @@ class _Continuous:
         self._decode_gaps(batch, end)
         self._finished(end)
         return end
+
+    # ------------------------------------------------------------------ speculative decoding
+    def _verify_time(self, rows: int, context_sum: int, tokens: int = 0, cached: int = 0, pairs: int = 0) -> Any:
+        """A speculative step's duration on the run's clock: its ``rows`` sequences at context sum S verify k + 1
+        positions each (B chunks of k + 1 tokens after S - B cached ones, beside ``tokens`` prompt-chunk tokens after
+        ``cached`` with ``pairs`` pairs), then the proposer's k steps (docs/conventions.md, "Speculative decoding in
+        the scheduler")."""
+        assert self.drafts is not None
+        k, run = self.slots, self.run
+        verify_pairs = (k + 1) * context_sum + rows * (k * (k + 1) // 2)
+        step = run.step_cost.mixed_time(0, 0, tokens + rows * (k + 1), cached + context_sum - rows,
+                                        pairs + verify_pairs)
+        return step + self.drafts.proposer_time(rows, context_sum) if rows else step
+
+    def _verified(self, contexts: list[int]) -> None:
+        """After a speculative step (``tick`` moved on): count the tokens made, free the rejected proposals' blocks
+        (on-demand admission; ``contexts`` the rows' contexts in the step)."""
+        drafts = self.drafts
+        assert drafts is not None
+        made = sum(self._contexts()) - sum(contexts)
+        drafts.sequence_steps += len(contexts)
+        drafts.tokens += made
+        if self.on_demand:
+            blocks_for, k, prompt, mine = self.run.pool.blocks_for, self.slots, self.run.prompt, self._made
+            held = sum(blocks_for(c + k) for c in contexts)
+            self.blocks -= held - sum(blocks_for(prompt[i] + mine(i) - 1) for i in self.running)
 
     def _finished(self, end: Any) -> None:
         """Hand back the running sequences whose last token came in the decode step that ended at ``end``."""
@@ -548,6 +627,8 @@ class _Continuous:
         run, costs = self.run, self.costs
         assert costs is not None
         if self.windows is not None and self.on_demand:  # windowed layers free blocks as they go: step by step
+            return 1
+        if self.drafts is not None:  # each row grows by its own draws: the context sum is not one line
             return 1
         batch = len(self.running)
         context, slope, linear = self._lines()
@@ -650,7 +731,7 @@ class _Chunked(_Continuous):
     def _pure_decode_steps(self, now: Any) -> int:
         """0 unless the next step is decode only and no admission can happen: then the stretch's steps."""
         run = self.run
-        if self.prefilling or not self.running:
+        if self.prefilling or not self.running or self.drafts is not None:
             return 0
         grow = 0
         if self.on_demand:
@@ -694,7 +775,7 @@ class _Chunked(_Continuous):
                 self._preempt_last()
                 grow = self._growth()
         decode = len(running)
-        left = self.budget - decode
+        left = self.budget - decode * (1 + self.slots)  # a speculative row verifies k + 1 tokens of the budget
         chunks: list[tuple[int, int, int]] = []  # (sequence, chunk tokens, tokens done before it)
         for i, done in prefilling.items():
             if not left:
@@ -729,15 +810,21 @@ class _Chunked(_Continuous):
             raise SimulationError(f"request {waiting[0]} cannot be admitted into an empty pool")
         if run.first_start is None:
             run.first_start = now
-        windows = self.windows
-        context_sum = self.base + decode * (self.tick + 1) if windows is None else self._held_sum(1)
+        windows, drafts = self.windows, self.drafts
+        contexts = self._contexts() if drafts is not None else []
+        if drafts is not None:
+            context_sum = sum(contexts)
+        else:
+            context_sum = self.base + decode * (self.tick + 1) if windows is None else self._held_sum(1)
         tokens = cached = pairs = 0
         for _, q, done in chunks:
             tokens += q
             read, chunk_pairs = chunk_kv(windows, q, done)
             cached += read
             pairs += chunk_pairs
-        if tokens:
+        if drafts is not None:
+            end = now + self._verify_time(decode, context_sum, tokens, cached, pairs)
+        elif tokens:
             end = now + run.step_cost.mixed_time(decode, context_sum, tokens, cached, pairs)
         else:
             end = now + run.step_cost.decode_time(decode, context_sum)
@@ -746,7 +833,7 @@ class _Chunked(_Continuous):
         run.slot_rows += len(self.order)
         self.prefill_kv += tokens
         if windows is None:
-            kv_tokens = context_sum + self.prefill_kv
+            kv_tokens = context_sum + decode * self.slots + self.prefill_kv
         else:  # what every prefilling sequence holds after its chunk
             done_after = dict(prefilling)
             done_after.update((i, done + q) for i, q, done in chunks)
@@ -754,6 +841,8 @@ class _Chunked(_Continuous):
         blocks = self.blocks
         if decode:
             self.tick += 1
+            if drafts is not None:
+                self._verified(contexts)
             self._decode_gaps(decode, end)
         completed = 0
         for i, q, done in chunks:

@@ -65,6 +65,7 @@ from .kv import KVPool
 from .requests import Request
 from .results import SimResult
 from .run import _Run
+from .speculative import Speculation
 from .stretch import TickCosts, on_fine_enough_clock
 from .workloads import ClosedLoop, Workload
 
@@ -369,6 +370,7 @@ def serve_continuous(
     engine: str = "auto",
     enable_prefix_caching: bool = False,
     kv_transferred: bool = False,
+    speculative: Speculation | None = None,
 ) -> SimResult:
     """Continuous (iteration-level) batching: the batch is decided again after every step.
 
@@ -433,6 +435,15 @@ def serve_continuous(
         batch at once; its first decode step is the next. Preempted, it is re-prefilled here.
         Only with ``prefill="separate"``, without prefix caching and an open-loop workload whose
         requests have ``output_tokens >= 2`` (refused by name otherwise).
+    speculative : Speculation or None, default None
+        Speculative decoding (:class:`roofline.sim.speculative.Speculation`; docs/conventions.md,
+        "Speculative decoding in the scheduler"): every decode step verifies k + 1 positions per
+        running sequence and adds the proposer's time; each sequence gains its own accepted tokens
+        (seeded draws or the expectation); KV holds the proposals while they are verified (reserve
+        admission reserves blocks_for(P + O - 1 + k)); with chunked prefill each running sequence takes
+        k + 1 tokens of ``max_num_batched_tokens``, which must be >= ``max_num_seqs`` x (k + 1). Both
+        clocks (the stretch clock one step at a time). ``options["speculative"]`` reports it. Refused
+        by name: ``record_steps``, sliding windows, a hybrid's state, an engine profile's per-sequence time.
 
     Returns
     -------
@@ -509,6 +520,7 @@ def serve_continuous(
                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
                            enable_prefix_caching=enable_prefix_caching)
     requests = _listed(requests)
+    _check_speculative(speculative, cost_model, record_steps, plan)
     if not isinstance(kv_transferred, bool):
         raise InvalidValueError("kv_transferred", kv_transferred, "must be True or False")
     if kv_transferred:
@@ -517,7 +529,7 @@ def serve_continuous(
 
     def make_run() -> _Run:
         run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
-                   max_batch=max_num_seqs, prefix_caching=enable_prefix_caching)
+                   max_batch=max_num_seqs, prefix_caching=enable_prefix_caching, speculative=speculative)
         run.transferred = kv_transferred
         for i in range(run.n):
             plan.refuse_long_prompt(run, i)
@@ -525,16 +537,21 @@ def serve_continuous(
 
     run = make_run()
     why = _step_engine_reason(engine, cost_model)
+    if why is None and speculative is not None and speculative.proposer is not None:
+        why = _step_engine_reason(engine, speculative.proposer)  # the proposer's steps are on the clock too
     first = plan.first_tokens(run.prompt, run.output)
 
     def serve(tokens: int) -> SimResult:
         r = run if tokens == first or why is not None else make_run()
         if why is None:
             times = [a for a in r.arrival if a is not None]
-            costs = TickCosts.build(cost_model, [*times, *([r.think] if r.closed is not None else []), r.idle],
-                                    r.windows, max_tokens=max(tokens, 1))
+            times += [*([r.think] if r.closed is not None else []), r.idle]
+            drafts = [] if r.drafts is None else r.drafts.constants()
+            costs = TickCosts.build(cost_model, [*times, *drafts], r.windows, max_tokens=max(tokens, 1))
             assert costs is not None  # _step_engine_reason checked the stretch terms
             r.on_ticks(costs)
+            if r.drafts is not None:
+                r.drafts.on_ticks(costs, times)
         plan.scheduler(r).serve()
         return r.result("continuous", {**plan.options, **_engine_options(why)})
 
@@ -621,6 +638,27 @@ class _ContinuousPlan:
         if self.chunked:
             return _Chunked(run, self.max_num_seqs, self.on_demand, self.chunk_budget)
         return _Continuous(run, self.max_num_seqs, self.on_demand, self.budget, self.name)
+
+
+def _check_speculative(speculative: Any, cost_model: Any, record_steps: Any, plan: _ContinuousPlan) -> None:
+    """Refuse by name what speculative decoding does not model (docs/conventions.md, "Speculative decoding in the
+    scheduler"); record it in the plan's options."""
+    if speculative is None:
+        return
+    if not isinstance(speculative, Speculation):
+        raise InvalidValueError("speculative", speculative, "expected a roofline.sim.Speculation or None")
+    if record_steps is True:
+        raise InvalidValueError("record_steps", True, "per-step records of speculative steps: not modelled yet "
+                                "(a record would be priced without the proposer)")
+    for field, why in (("layer_windows", "sliding-window layers"), ("state_bytes", "a hybrid's recurrent state"),
+                       ("per_sequence", "an engine profile's per-sequence time")):
+        if getattr(cost_model, field, None):
+            raise InvalidValueError("speculative", speculative.method, f"with {why}: not modelled yet (a "
+                                    "verification step has no decode row to carry it)")
+    rows = plan.max_num_seqs * (1 + speculative.num_speculative_tokens)
+    if plan.chunked and plan.chunk_budget < rows:
+        raise InvalidValueError("max_num_batched_tokens", plan.chunk_budget, f"must be >= max_num_seqs x (k + 1) = "
+                                f"{rows}: each running sequence verifies k + 1 tokens of the step's budget")
 
 
 def _check_transferred(requests: Any, prefill: Any, enable_prefix_caching: bool) -> None:

@@ -40,6 +40,7 @@ from .kv import KVPool, LayerWindows, held_kv, prompt_pairs
 from .prefix import PrefixCache
 from .requests import Request, check_requests
 from .results import RequestResult, SimResult, StepTable, summarize
+from .speculative import _Drafts
 from .stretch import StretchTable, TickCosts
 from .workloads import ClosedLoop, Workload
 
@@ -51,7 +52,8 @@ class _Run:
 
     def __init__(self, requests: Iterable[Request] | ClosedLoop, cost_model: Any, kv_pool: KVPool | None,
                  record_steps: bool, max_steps: int | None, *, max_model_len: int | None = None,
-                 max_batch: int = 1, streams: bool = True, prefix_caching: bool = False) -> None:
+                 max_batch: int = 1, streams: bool = True, prefix_caching: bool = False,
+                 speculative: Any = None) -> None:
         if isinstance(cost_model, type):
             raise InvalidValueError("cost_model", cost_model, "a class, not a cost model: pass an instance "
                                     "(RooflineCostModel.for_model(model, accelerator) or UnitCostModel())")
@@ -101,6 +103,9 @@ class _Run:
         self.pending_order: list[None] = []
         self.started = False
         self.max_model_len = max_model_len
+        #: speculative decoding (continuous batching with speculative=...): its state, or None
+        self.drafts = None if speculative is None else _Drafts(speculative, self.request_id)
+        self.slots = 0 if self.drafts is None else self.drafts.k  # KV slots a step's proposals hold beyond P + O - 1
         self.reason: list[str | None] = [None] * n
         if self.pool.capacity_blocks is not None or max_model_len is not None:
             refusal = self.refusal
@@ -147,6 +152,7 @@ class _Run:
         pool = self.pool
         if pool.capacity_blocks is None:
             return None
+        o += self.slots  # speculative decoding: the proposals of its last step are held too
         if not pool.layer_windows:  # pool.never_fits_reason, asked only of those that do not fit
             if -(-(p + o - 1) // pool.block_size) <= pool.capacity_blocks - pool.state_blocks:  # a hybrid's state
                 return None
@@ -179,6 +185,10 @@ class _Run:
             self.prefix.add(request)
         self.n = self.sent = i + 1
         return i
+
+    def request_id(self, i: int) -> int:
+        """Request i's id (a closed loop's requests are numbered in the order they are sent)."""
+        return self.requests[i].id if self.closed is None else i
 
     def held(self, context: int) -> int:
         """KV one sequence at ``context`` tokens holds: tokens, or token-layers with sliding windows."""
@@ -292,6 +302,8 @@ class _Run:
         """The run's :class:`~roofline.sim.SimResult` (one builder per clock, equal results)."""
         if self.prefix is not None:
             options = dict(options, prefix_cache=self.prefix.summary())
+        if self.drafts is not None:
+            options = dict(options, speculative=self.drafts.summary())
         self.requests = tuple(self.requests)
         if self.costs is not None:
             return tick_result(self, policy, options)

@@ -1,0 +1,228 @@
+"""Speculative decoding in continuous batching: the accepted tokens of each step and the proposer's cost.
+
+:class:`Speculation` states a run's speculative decoding (k proposed tokens per sequence per
+step, the acceptance rate alpha, how accepted counts are made, the proposer's cost model);
+:func:`roofline.sim.serve_continuous` takes it as ``speculative=``. The scheduler
+(:mod:`roofline.sim.continuous`) keeps each running sequence's own decode-step count d and
+asks the run's :class:`_Drafts` for A_i(d), the tokens its first d steps made (before the cut at
+its output length), and for the proposer's time of a step.
+
+Conventions: docs/conventions.md, "Speculative decoding in the scheduler": a step of B rows at
+context sum S is the mixed step of B chunks of k + 1 tokens after S - B cached ones plus the
+proposer's k decode steps at context sums S, S + B, .., S + (k - 1) B; accepted counts are
+seeded draws (the default) or the exact expectation tau = (1 - alpha^(k+1)) / (1 - alpha) per
+step carried in whole tokens (Leviathan, Kalman and Matias, ICML 2023).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import attrs
+import numpy as np
+
+from .. import formulas as f
+from .._checks import check_int, check_number
+from ..errors import InvalidValueError
+from .cost import CostModel, RooflineCostModel, stretch_terms
+
+__all__ = ["Speculation", "ACCEPTANCE_MODES"]
+
+#: how accepted counts are made: seeded draws (the default) or the exact expectation in whole tokens
+ACCEPTANCE_MODES = ("seeded", "expectation")
+#: the most proposed tokens per step modelled (as :data:`roofline.speculative.MAX_SPECULATIVE_TOKENS`)
+_MAX_K = 64
+
+
+def _alpha(value: Any) -> Fraction:
+    if isinstance(value, bool) or isinstance(value, np.ndarray):
+        raise InvalidValueError("acceptance_rate", value, "expected one number in [0, 1]")
+    check_number("acceptance_rate", value)
+    try:
+        alpha = Fraction(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidValueError("acceptance_rate", value, "expected one number in [0, 1]") from None
+    if not 0 <= alpha <= 1:
+        raise InvalidValueError("acceptance_rate", value, "expected a number in [0, 1] (alpha)")
+    return alpha
+
+
+@attrs.frozen
+class Speculation:
+    """A run's speculative decoding (docs/conventions.md, "Speculative decoding in the scheduler").
+
+    Parameters
+    ----------
+    num_speculative_tokens : int in 1 .. 64 [tokens] (k, vLLM's name)
+    acceptance_rate : number in [0, 1] (alpha; kept as an exact Fraction, a float by its binary value; 0: every
+        proposal rejected, one token per step)
+    proposer : CostModel or None
+        The draft model's cost model (its k decode steps per step are priced by its
+        ``decode_time``); None: a proposer that costs nothing (``ngram``).
+    mode : {"seeded", "expectation"}, default "seeded"
+        ``seeded``: each step's accepted tokens drawn from a generator seeded by (seed, request id);
+        ``expectation``: floor(d tau) tokens after d steps, tau the expected tokens per step.
+    seed : int >= 0, default 0 (used by ``seeded``)
+    method : str, default "draft_model" when a proposer is given, else "ngram" (reported only)
+    model : str or None (the draft model's name, reported only)
+
+    Raises
+    ------
+    InvalidValueError
+        Each bad field named: k not an integer in 1 .. 64, alpha outside (0, 1], an unknown mode,
+        a negative or non-integer seed, a proposer that is not a cost model.
+
+    Examples
+    --------
+    >>> s = Speculation(num_speculative_tokens=2, acceptance_rate=Fraction(1, 2), mode="expectation")
+    >>> s.tokens_per_step, s.method
+    (Fraction(7, 4), 'ngram')
+    """
+
+    num_speculative_tokens: int
+    acceptance_rate: Any = attrs.field(converter=_alpha)
+    proposer: Any = None
+    mode: str = "seeded"
+    seed: int = 0
+    method: str = attrs.field(default=attrs.Factory(lambda s: "ngram" if s.proposer is None else "draft_model",
+                                                    takes_self=True))
+    model: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        k = self.num_speculative_tokens
+        check_int("num_speculative_tokens", k, minimum=1)
+        if k > _MAX_K:
+            raise InvalidValueError("num_speculative_tokens", k, f"more than {_MAX_K} proposed tokens per step: "
+                                    "not modelled")
+        object.__setattr__(self, "num_speculative_tokens", int(k))
+        if not isinstance(self.mode, str) or self.mode not in ACCEPTANCE_MODES:
+            raise InvalidValueError("acceptance_mode", self.mode, f"expected one of {', '.join(ACCEPTANCE_MODES)}")
+        check_int("seed", self.seed, minimum=0)
+        if self.proposer is not None and (isinstance(self.proposer, type) or not isinstance(self.proposer, CostModel)):
+            raise InvalidValueError("proposer", self.proposer, "expected the draft model's cost model "
+                                    "(roofline.sim.RooflineCostModel) or None (ngram)")
+        if not isinstance(self.method, str):
+            raise InvalidValueError("method", self.method, "expected a string")
+        if self.model is not None and not isinstance(self.model, str):
+            raise InvalidValueError("model", self.model, "expected the draft model's name or None")
+
+    @classmethod
+    def from_config(cls, config: Any, accelerator: Any, *, acceptance_rate: Any, mode: str = "seeded",
+                    seed: int = 0, exact: bool = True, estimate: Any = None) -> Speculation:
+        """The speculation of vLLM's ``--speculative-config`` on ``accelerator``.
+
+        Parameters
+        ----------
+        config : roofline.speculative.SpeculativeConfig, or its JSON text
+        accelerator : Accelerator (the draft runs there, the bound: its ``RooflineCostModel.for_model``)
+        acceptance_rate, mode, seed : as the class
+        exact : bool, default True (the draft's cost model in Fractions; False: floats, for a float run)
+        estimate : str, EngineProfile or None (the draft priced as the target is: the bound, or this profile)
+
+        Returns
+        -------
+        Speculation
+
+        Raises
+        ------
+        InvalidValueError
+            As :meth:`roofline.speculative.SpeculativeConfig.parse` and the class.
+        """
+        from ..speculative import SpeculativeConfig
+
+        if not isinstance(config, SpeculativeConfig):
+            config = SpeculativeConfig.parse(config)
+        proposer = None
+        if config.draft is not None:
+            proposer = RooflineCostModel.for_model(config.draft, accelerator, exact=exact, estimate=estimate)
+        return cls(config.num_speculative_tokens, acceptance_rate, proposer, mode, seed, config.method,
+                   None if config.draft is None else config.draft.name)
+
+    @property
+    def tokens_per_step(self) -> Any:
+        """The expected tokens per step per sequence, (1 - alpha^(k+1)) / (1 - alpha) [tokens]
+        (:func:`roofline.formulas.speculative_tokens_per_step`; 1 at alpha = 0), an exact Fraction."""
+        return Fraction(f.speculative_tokens_per_step.unchecked(speculative_tokens=self.num_speculative_tokens,
+                                                                acceptance_rate=self.acceptance_rate))
+
+    def accepted(self, request_id: int, steps: int) -> list[int]:
+        """A_i(0 .. steps): the tokens request ``request_id``'s first d decode steps make, before the cut at its
+        output length [tokens]; A(0) = 0, each step adding 1 .. k + 1."""
+        k = self.num_speculative_tokens
+        if self.mode == "expectation":
+            tau = self.tokens_per_step
+            return [(d * tau.numerator) // tau.denominator for d in range(steps + 1)]
+        alpha = self.acceptance_rate
+        rng = np.random.default_rng([self.seed, request_id])
+        if alpha == 1:
+            made = np.full(steps, k + 1, dtype=np.int64)
+        else:
+            accept = rng.integers(0, alpha.denominator, size=(steps, k), dtype=np.int64) < alpha.numerator
+            made = 1 + np.cumprod(accept, axis=1).sum(axis=1)
+        return [0, *np.cumsum(made).tolist()]
+
+
+class _Drafts:
+    """A run's speculation state: each request's accepted-token sums, the proposer's clock, the counts reported."""
+
+    def __init__(self, spec: Speculation, ids: Any) -> None:
+        self.spec = spec
+        self.k = spec.num_speculative_tokens
+        self.ids = ids  # index -> request id (the seed's second part)
+        self.sums: dict[int, list[int]] = {}
+        self.proposer: Any = spec.proposer  # seconds; a _TickCostModel on the stretch clock
+        self.sequence_steps = 0  # rows verified
+        self.tokens = 0  # tokens those rows made (cut at each output length)
+
+    def constants(self) -> list[Any]:
+        """The proposer's exact terms [s], for the run's tick clock (it then covers the proposer's steps)."""
+        if self.proposer is None:
+            return []
+        terms = stretch_terms(self.proposer)
+        if isinstance(terms, str):
+            raise InvalidValueError("proposer", self.proposer, f"the stretch clock cannot price it: {terms}")
+        return list(terms.constants())
+
+    def on_ticks(self, costs: Any, times: list[Any]) -> None:
+        """Price the proposer in ticks of ``costs``'s clock (its terms were among the clock's values)."""
+        if self.proposer is None:
+            return
+        from .clock import _TickCostModel
+        from .stretch import TickCosts
+
+        own = TickCosts.build(self.proposer, [Fraction(1, costs.clock.denominator), *times])
+        assert own is not None and own.clock.denominator == costs.clock.denominator
+        self.proposer = _TickCostModel(self.spec.proposer, own)
+
+    def sums_of(self, i: int, output_tokens: int) -> list[int]:
+        """A_i(0 .. O - 1) of request index i (drawn once, up front: at most O - 1 decode steps)."""
+        sums = self.sums.get(i)
+        if sums is None:
+            sums = self.sums[i] = self.spec.accepted(self.ids(i), max(output_tokens - 1, 0))
+        return sums
+
+    def proposer_time(self, batch: int, context_sum: int) -> Any:
+        """The proposer's time for a step of ``batch`` rows at context sum S: k draft decode steps at S + j B."""
+        if self.proposer is None:
+            return 0
+        decode = self.proposer.decode_time
+        total = decode(batch, context_sum)
+        for j in range(1, self.k):
+            total = total + decode(batch, context_sum + j * batch)
+        return total
+
+    def summary(self) -> dict[str, Any]:
+        """``options["speculative"]`` (docs/conventions.md, "Speculative decoding in the scheduler")."""
+        spec, rows = self.spec, self.sequence_steps
+        accepted = self.tokens - rows
+        return {  # JSON-ready: the ratios as floats (the counts behind them are exact)
+            "method": spec.method, "model": spec.model, "num_speculative_tokens": self.k,
+            "acceptance_rate": float(spec.acceptance_rate),
+            "acceptance_mode": spec.mode, "seed": spec.seed if spec.mode == "seeded" else None,
+            "sequence_steps": rows, "tokens": self.tokens, "proposed_tokens": self.k * rows,
+            "accepted_tokens": accepted,
+            "tokens_per_step": self.tokens / rows if rows else None,
+            "achieved_acceptance": accepted / (self.k * rows) if rows else None,
+            "expected_tokens_per_step": float(spec.tokens_per_step),
+        }

@@ -1,0 +1,301 @@
+"""Speculative decoding in the reference scheduler (docs/conventions.md, "Speculative decoding in the scheduler").
+
+The formulas against the scheduler: a lone request's finish is its prefill plus the speculative steps of
+:func:`roofline.speculative.speculative_step` (an independent module) at its own contexts; tokens per step
+equal the formula exactly in expectation mode and converge to it under seeded draws; at acceptance 0 with
+n-gram lookup a run is a plain run (a unit cost model prices the verification as a step); tokens are
+conserved; the KV holds the proposals; the stretch clock equals the step clock with the feature on.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import roofline.formulas as f
+from roofline import Deployment
+from roofline.errors import InvalidValueError
+from roofline.hardware import get_accelerator
+from roofline.models import get_model
+from roofline.sim import KVPool, Request, RooflineCostModel, Speculation, UnitCostModel, serve_continuous
+from roofline.speculative import SpeculativeConfig, speculative_step
+from roofline.testing.compare import assert_same_results
+
+H100 = get_accelerator("h100-sxm")
+TARGET = get_model("llama-3.1-8b")
+COST = RooflineCostModel.for_model(TARGET, H100)
+DRAFT = '{"model": "llama-3.2-1b", "num_speculative_tokens": 4}'
+
+
+def _draft(k: int, alpha: Fraction, mode: str = "seeded", seed: int = 0) -> Speculation:
+    config = SpeculativeConfig.parse(f'{{"model": "llama-3.2-1b", "num_speculative_tokens": {k}}}')
+    return Speculation.from_config(config, H100, acceptance_rate=alpha, mode=mode, seed=seed)
+
+
+@pytest.mark.parametrize("method", ["ngram", "draft_model"])
+@pytest.mark.parametrize("mode", ["seeded", "expectation"])
+def test_a_lone_request_finishes_after_its_prefill_and_the_speculative_steps_at_its_contexts(method, mode):
+    """A lone request's finish is its prefill plus speculative_step(batch 1, its context).step_time per step.
+
+    Its contexts grow by the accepted tokens A(d) the Speculation draws (cut at O)."""
+    k, alpha, prompt, output = 3, Fraction(7, 10), 300, 40
+    spec = _draft(k, alpha, mode) if method == "draft_model" else Speculation(k, alpha, mode=mode)
+    result = serve_continuous([Request(id=5, arrival_s=0, prompt_tokens=prompt, output_tokens=output)], COST,
+                              speculative=spec)
+    config = SpeculativeConfig.parse('{"method": "ngram", "num_speculative_tokens": 3}' if method == "ngram"
+                                     else '{"model": "llama-3.2-1b", "num_speculative_tokens": 3}')
+    deployment = Deployment(TARGET, H100)
+    sums = spec.accepted(5, output - 1)
+    t = COST.prefill_time(prompt, prompt * (prompt + 1) // 2)
+    made, steps = 1, 0
+    while made < output:
+        t += speculative_step(deployment, config, batch=1, context=prompt + made, acceptance_rate=alpha).step_time
+        steps += 1
+        made = min(output, 1 + sums[steps])
+    r = result.requests[0]
+    assert r.finish_s == t and r.generated_tokens == output
+    sp = result.options["speculative"]
+    assert sp["sequence_steps"] == steps and sp["tokens"] == output - 1 and sp["method"] == method
+    # the proposals are held while verified: the last step holds its context + k
+    last_context = prompt + 1 + sums[steps - 1]
+    assert result.summary.peak_kv_tokens == last_context + k
+
+
+def test_expectation_mode_makes_exactly_the_formula_s_tokens_per_step():
+    """Expectation mode, k = 1, alpha = 1/2: tau = 3/2 tokens per step exactly over a batch of requests.
+
+    O - 1 = 3 n tokens take 2 n steps, each request its own floor(d tau)."""
+    tau = f.speculative_tokens_per_step(speculative_tokens=1, acceptance_rate=Fraction(1, 2))
+    assert tau == Fraction(3, 2)
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=10 + i, output_tokens=1 + 3 * (i + 1)) for i in range(6)]
+    result = serve_continuous(reqs, COST, speculative=Speculation(1, Fraction(1, 2), mode="expectation"))
+    sp = result.options["speculative"]
+    assert sp["tokens_per_step"] == tau == sp["expected_tokens_per_step"]
+    assert sp["sequence_steps"] == sum(2 * (i + 1) for i in range(6))
+    assert sp["seed"] is None and sp["acceptance_mode"] == "expectation"
+
+
+@pytest.mark.parametrize(("k", "alpha"), [(1, Fraction(1, 2)), (4, Fraction(7, 10)), (6, Fraction(9, 10))])
+def test_seeded_draws_converge_to_the_formula(k, alpha):
+    """Seeded tokens per step converge to (1 - alpha^(k+1)) / (1 - alpha): within 5 standard errors.
+
+    The variance from the distribution P(N >= i) = alpha^i; 20,000 draws, then 200 requests in the scheduler."""
+    tau = f.speculative_tokens_per_step(speculative_tokens=k, acceptance_rate=alpha)
+    spec = Speculation(k, alpha, seed=3)
+    steps = 20_000
+    made = np.diff(np.array(spec.accepted(11, steps)))
+    assert made.min() >= 1 and made.max() <= k + 1
+    p = [float(alpha) ** j * (1 - float(alpha)) for j in range(k)] + [float(alpha) ** k]
+    mean = sum((j + 1) * q for j, q in enumerate(p))
+    assert mean == pytest.approx(float(tau))
+    var = sum((j + 1) ** 2 * q for j, q in enumerate(p)) - mean ** 2
+    assert abs(made.mean() - mean) < 5 * (var / steps) ** 0.5
+    # and in the scheduler: 200 requests of 400 tokens
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=20, output_tokens=400) for i in range(200)]
+    sp = serve_continuous(reqs, UnitCostModel(), speculative=spec).options["speculative"]
+    achieved = sp["tokens_per_step"]
+    assert abs(float(achieved) - mean) < 5 * (var / sp["sequence_steps"]) ** 0.5 + float(k + 1) * 200 / sp[
+        "sequence_steps"]  # each request's last step is cut at O
+    assert sp["tokens"] == 200 * 399
+
+
+def test_the_draws_depend_on_the_seed_and_the_request_id_only():
+    spec = Speculation(4, Fraction(7, 10), seed=1)
+    reqs = [Request(id=i, arrival_s=i, prompt_tokens=30, output_tokens=60) for i in range(4)]
+    alone = serve_continuous(reqs[2:3], COST, speculative=spec)
+    together = serve_continuous(reqs, COST, speculative=spec)
+    sums = spec.accepted(2, 59)
+    steps = next(d for d, a in enumerate(sums) if 1 + a >= 60)
+    assert alone.options["speculative"]["sequence_steps"] == steps
+    assert spec.accepted(2, 59) != Speculation(4, Fraction(7, 10), seed=2).accepted(2, 59)
+    assert together.requests[2].generated_tokens == alone.requests[0].generated_tokens == 60
+
+
+@pytest.mark.parametrize("prefill", ["separate", "chunked"])
+def test_acceptance_zero_with_ngram_is_a_plain_run_but_for_the_verification(prefill):
+    """alpha = 0: every proposal rejected, one token per step. A unit cost model prices a verification like a
+    decode step (both 1), so the run equals the plain run field by field; the roofline's verification costs more."""
+    reqs = [Request(id=i, arrival_s=i // 3, prompt_tokens=5 + 2 * i, output_tokens=3 + 5 * i) for i in range(9)]
+    kw = dict(max_num_seqs=4, prefill=prefill)
+    if prefill == "chunked":  # a budget no step fills (a verification takes k + 1 of it, a decode row 1)
+        kw["max_num_batched_tokens"] = 1000
+    spec = Speculation(3, 0)
+    plain = serve_continuous(reqs, UnitCostModel(), **kw)
+    spec_run = serve_continuous(reqs, UnitCostModel(), speculative=spec, **kw)
+    assert spec_run.requests == plain.requests
+    assert spec_run.summary.steps == plain.summary.steps
+    assert spec_run.options["speculative"]["accepted_tokens"] == 0
+    roof_plain = serve_continuous(reqs, COST, **kw)
+    roof_spec = serve_continuous(reqs, COST, speculative=spec, **kw)
+    assert [r.generated_tokens for r in roof_spec.requests] == [r.generated_tokens for r in roof_plain.requests]
+    assert roof_spec.summary.steps == roof_plain.summary.steps
+    assert all(s.finish_s >= p.finish_s for s, p in zip(roof_spec.requests, roof_plain.requests, strict=True))
+    assert roof_spec.requests[-1].finish_s > roof_plain.requests[-1].finish_s
+
+
+def test_reserve_admission_reserves_the_proposals_of_the_last_step():
+    """A request (P, O) needs blocks_for(P + O - 1 + k) blocks: refused on arrival in a pool of one less."""
+    p, o, k, b = 20, 13, 4, 4
+    need = -(-(p + o - 1 + k) // b)
+    req = [Request(id=0, arrival_s=0, prompt_tokens=p, output_tokens=o)]
+    fits = serve_continuous(req, COST, kv_pool=KVPool.blocks(need, block_size=b), speculative=Speculation(k, 1))
+    assert fits.requests[0].finish_s is not None
+    short = serve_continuous(req, COST, kv_pool=KVPool.blocks(need - 1, block_size=b), speculative=Speculation(k, 1))
+    assert short.requests[0].rejected_reason is not None
+    plain = serve_continuous(req, COST, kv_pool=KVPool.blocks(need - 1, block_size=b))
+    assert plain.requests[0].finish_s is not None
+
+
+def test_refused_by_name_where_not_modelled():
+    reqs = [Request(id=0, arrival_s=0, prompt_tokens=8, output_tokens=4)]
+    spec = Speculation(4, Fraction(1, 2))
+    with pytest.raises(InvalidValueError, match="record_steps"):
+        serve_continuous(reqs, COST, speculative=spec, record_steps=True)
+    with pytest.raises(InvalidValueError, match="max_num_batched_tokens"):
+        serve_continuous(reqs, COST, speculative=spec, prefill="chunked", max_num_seqs=8, max_num_batched_tokens=39)
+    gemma = RooflineCostModel.for_model(get_model("gemma-3-27b"), H100)
+    with pytest.raises(InvalidValueError, match="sliding-window"):
+        serve_continuous(reqs, gemma, speculative=spec)
+    with pytest.raises(InvalidValueError, match="speculative"):
+        serve_continuous(reqs, COST, speculative={"num_speculative_tokens": 4})
+    for kw, field in (({"acceptance_rate": Fraction(3, 2)}, "acceptance_rate"), ({"mode": "mean"}, "acceptance_mode"),
+                      ({"num_speculative_tokens": 0}, "num_speculative_tokens"), ({"seed": -1}, "seed"),
+                      ({"proposer": UnitCostModel}, "proposer")):
+        args = {"num_speculative_tokens": 2, "acceptance_rate": Fraction(1, 2), **kw}
+        with pytest.raises(InvalidValueError) as error:
+            Speculation(**args)
+        assert error.value.field == field
+
+
+# --------------------------------------------------------------------------- both clocks, conservation
+
+
+@st.composite
+def _runs(draw):
+    reqs, t = [], 0
+    for i in range(draw(st.integers(1, 8))):
+        t += draw(st.integers(0, 3))
+        reqs.append(Request(id=i, arrival_s=Fraction(t, 1000), prompt_tokens=draw(st.integers(1, 40)),
+                            output_tokens=draw(st.integers(1, 40))))
+    k = draw(st.integers(1, 4))
+    alpha = draw(st.sampled_from([Fraction(0), Fraction(1, 3), Fraction(7, 10), Fraction(1)]))
+    mode = draw(st.sampled_from(["seeded", "expectation"]))
+    spec = _draft(k, alpha, mode, draw(st.integers(0, 3))) if draw(st.booleans()) else Speculation(k, alpha, mode=mode)
+    return reqs, spec
+
+
+@settings(settings.get_profile("simulation_oracle"))
+@given(run=_runs(), blocks=st.integers(12, 40), b=st.sampled_from([1, 4, 16]), chunked=st.booleans(),
+       on_demand=st.booleans(), seqs=st.integers(1, 5), caching=st.booleans())
+def test_the_stretch_clock_equals_the_step_clock_with_speculative_decoding(run, blocks, b, chunked, on_demand, seqs,
+                                                                          caching):
+    """A tight pool (preemptions under on-demand admission, refusals on arrival), both prefill modes, a draft or
+    n-gram: both clocks agree field by field and on the speculative counts; every token is made once."""
+    reqs, spec = run
+    k = spec.num_speculative_tokens
+    kw = dict(kv_pool=KVPool.blocks(blocks * 16 // b, block_size=b), max_num_seqs=seqs, speculative=spec,
+              admission="on_demand" if on_demand else "reserve", enable_prefix_caching=caching)
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=seqs * (k + 1) + 7)
+    step = serve_continuous(reqs, COST, engine="step", **kw)
+    event = serve_continuous(reqs, COST, engine="event", **kw)
+    assert event.options["engine"] == "event"
+    assert_same_results(event, step)
+    sp = step.options["speculative"]
+    assert event.options["speculative"] == sp
+    done = [r for r in step.requests if r.finish_s is not None]
+    # conservation: each token comes once, from a prefill (the first, and one per recompute) or a step
+    assert sum(r.generated_tokens for r in done) == sum(r.request.output_tokens for r in done)
+    if all(r.rejected_reason is None for r in step.requests):
+        prefill_tokens = sum(r.request.output_tokens for r in done) - sp["tokens"]
+        # the first prefill gives a token; so does each recompute after a preemption, but a chunked prompt
+        # preempted before its last chunk made none
+        assert len(done) <= prefill_tokens <= sum(1 + r.preemptions for r in done)
+        if not chunked:
+            assert prefill_tokens == sum(1 + r.preemptions for r in done)
+    assert sp["sequence_steps"] <= sp["tokens"] <= (k + 1) * sp["sequence_steps"]
+    assert sp["accepted_tokens"] == sp["tokens"] - sp["sequence_steps"]
+
+
+# --------------------------------------------------------------------------- the command line
+
+_SPEC = ["simulate", "--policy", "continuous", "--num-prompts", "6", "--random-input-len", "64",
+         "--random-output-len", "33", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 1}',
+         "--acceptance-rate", "0.5"]
+
+
+def _cli(argv, capsys):
+    from roofline.cli import main
+
+    try:
+        status = main(argv)
+    except SystemExit as exc:
+        status = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_simulate_says_speculation_was_on_with_its_mode_and_the_speed_up(capsys):
+    """Expectation mode, k = 1, alpha = 1/2: 32 tokens after the first in 2 x 32 / 3 -> 22 steps (floor(22 x 3/2) =
+    33 >= 32), so 32 / 22 tokens per step; the JSON keeps the plain run beside it."""
+    status, out, _ = _cli([*_SPEC, "--acceptance-mode", "expectation"], capsys)
+    assert status == 0
+    lines = out.splitlines()
+    on = next(line for line in lines if "speculative decoding on" in line)
+    assert on.endswith("ngram, k = 1, acceptance rate 0.5")
+    assert "  accepted tokens: the expectation, in whole tokens" in lines[lines.index(on) + 1]
+    assert any(f"{32 / 22:.3f} tokens per step (formula 1.500)" in line for line in lines)
+    assert any("without it: TPOT p50" in line and "speed-up: TPOT p50 x" in line for line in lines)
+    assert all(len(line) <= 100 for line in lines if "specul" in line or "without it" in line or "per step" in line
+               or "accepted tokens" in line)
+    status, out, _ = _cli([*_SPEC, "--speculative-seed", "7", "--json"], capsys)
+    import json
+
+    result = json.loads(out)["results"][0]
+    sp = result["options"]["speculative"]
+    assert status == 0 and sp["seed"] == 7 and sp["acceptance_mode"] == "seeded"
+    assert sp["tokens"] == 6 * 32 and result["without_speculative"]["steps"] > result["summary"]["steps"]
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["--policy", "all"], ["--speculative-config=", "--policy continuous"]),
+    (["--acceptance-mode", "expectation", "--speculative-seed", "1"], ["--speculative-seed=1"]),
+    (["--chunked-prefill", "--max-num-batched-tokens", "300"], ["--max-num-batched-tokens=300", "512"]),
+    (["--out", "{tmp}", "--steps"], ["--steps=", "not modelled yet"]),
+])
+def test_simulate_refuses_by_name_what_speculation_does_not_model(extra, words, capsys, tmp_path):
+    argv = [*_SPEC, *[str(tmp_path) if a == "{tmp}" else a for a in extra]]
+    status, _, err = _cli(argv, capsys)
+    assert status == 2 and len(err.splitlines()) == 1, err
+    for word in words:
+        assert word in err, (word, err)
+
+
+def test_simulate_needs_both_speculative_flags(capsys):
+    status, _, err = _cli(_SPEC[:-2], capsys)
+    assert status == 2 and "needs --acceptance-rate" in err
+    status, _, err = _cli([*_SPEC[:-4], "--acceptance-rate", "0.5"], capsys)
+    assert status == 2 and "--acceptance-rate=0.5" in err
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_closed_loop_clients_with_speculative_decoding_on_both_clocks(chunked):
+    """Closed-loop clients: the requests are numbered as they are sent, the draws seeded by that number; both
+    clocks agree, and every token is made once."""
+    from roofline.sim import ClosedLoop
+
+    loop = ClosedLoop(3, [(12 + i, 20 + 3 * i) for i in range(9)], think_time_s=Fraction(1, 50))
+    kw = dict(kv_pool=KVPool.blocks(24, block_size=4), admission="on_demand", max_num_seqs=3,
+              speculative=_draft(3, Fraction(3, 5)))
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=20)
+    step = serve_continuous(loop, COST, engine="step", **kw)
+    event = serve_continuous(loop, COST, engine="event", **kw)
+    assert event.options["engine"] == "event"
+    assert_same_results(event, step)
+    sp = step.options["speculative"]
+    assert sp["tokens"] + sum(1 + r.preemptions for r in step.requests) == sum(20 + 3 * i for i in range(9))
