@@ -408,6 +408,9 @@ class ModelConfig:
             raise InvalidValueError("num_moe_layers", self.num_moe_layers, f"exceeds the layers with an MLP "
                                     f"({self.mlp_layers})")
         if self.state_mixer is not None:
+            if self.state_mixer.parallel and self.state_mixer.layers > self.num_hidden_layers - self.mlp_only_layers:
+                raise InvalidValueError("state_mixer", self.state_mixer.layers, "a mixer parallel to attention needs "
+                                        f"a mixer layer each (num_hidden_layers={self.num_hidden_layers})")
             if self.layer_windows:
                 raise InvalidValueError("layer_windows", self.layer_windows, "sliding windows beside recurrent "
                                         "layers are not modelled")
@@ -445,8 +448,10 @@ class ModelConfig:
 
     @property
     def attention_layers(self) -> int:
-        """Layers holding a KV cache [layers]: every layer but the recurrent ones of a hybrid."""
-        recurrent = self.state_mixer.layers if self.state_mixer is not None else 0
+        """Layers holding a KV cache [layers]: every layer but the recurrent ones of a hybrid (a mixer
+        ``parallel`` to attention, Falcon-H1's, takes none away) and the MLP-only ones."""
+        mixer = self.state_mixer
+        recurrent = mixer.layers if mixer is not None and not mixer.parallel else 0
         return self.num_hidden_layers - recurrent - self.mlp_only_layers
 
     @property
