@@ -1132,9 +1132,10 @@ _LFM2_DEFAULTS = dict(vocab_size=65536, hidden_size=2560, intermediate_size=1228
 
 
 def _lfm2_mlp_width(cfg: dict[str, Any], source: str) -> int:
-    """Lfm2MLP's width: ``block_ff_dim`` (else ``intermediate_size``, else 12,288), x 2/3 when ``block_auto_adjust_ff_dim``
-    (default true), x ``block_ffn_dim_multiplier`` (default 1.0; null: none), rounded up to a multiple of
-    ``block_multiple_of`` (default 256), each step truncated to an integer as there."""
+    """Lfm2MLP's width: ``block_ff_dim`` (else ``intermediate_size``, else 12,288), x 2/3 when
+    ``block_auto_adjust_ff_dim`` (default true), x ``block_ffn_dim_multiplier`` (default 1.0; null: none),
+    rounded up to a multiple of ``block_multiple_of`` (default 256), each step truncated to an integer as
+    there."""
     width = field(cfg, _first(cfg, "block_ff_dim", "intermediate_size", source=source), source=source,
                   required=False, default=12288)
     if flag(cfg, "block_auto_adjust_ff_dim", True, source=source):

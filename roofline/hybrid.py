@@ -193,8 +193,8 @@ class StateMixer:
                     ("norms", "conv.conv", (inner * self.conv_kernel,), False),
                     ("projections", "conv.out_proj", (inner, h), True)]
             if self.conv_bias:
-                out += [("norms", "conv.in_proj.bias", (3 * inner,), False), ("norms", "conv.conv.bias", (inner,), False),
-                        ("norms", "conv.out_proj.bias", (h,), False)]
+                out += [("norms", "conv.in_proj.bias", (3 * inner,), False),
+                        ("norms", "conv.conv.bias", (inner,), False), ("norms", "conv.out_proj.bias", (h,), False)]
             return out
         if self.kind == "lightning":
             out += [("projections", "self_attn.qkv_proj", (h, 2 * self.key_heads * self.key_dim + inner), True),

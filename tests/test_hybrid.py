@@ -328,11 +328,11 @@ def test_jamba_1_5_mini_parameters_state_and_kv_by_hand():
     """AI21-Jamba-1.5-Mini (its config.json): 51,570,323,328 parameters (52B published), 12,110,311,296 active
     (12B); attention on layers 4, 12, 20, 28; MoE of 16 experts on the odd layers; 28 Mamba1 layers."""
     model = ModelConfig.from_hf_config(DATA / "ai21-jamba-1.5-mini.json")
-    h, V, inner, N, R, K, I = 4096, 65536, 8192, 16, 256, 4, 14336
+    h, V, inner, N, R, K, width = 4096, 65536, 8192, 16, 256, 4, 14336
     attention = 2 * h * 4096 + 2 * h * 1024
     mamba = (h * 2 * inner + inner * K + inner + inner * (R + 2 * N) + R * inner + inner + inner * N + inner
              + R + 2 * N + inner * h)  # in_proj, conv and bias, x_proj, dt_proj and bias, A_log, D, dt/B/C norms, out
-    mlp = 3 * h * I
+    mlp = 3 * h * width
     moe = 16 * mlp + h * 16
     total = 2 * V * h + 4 * attention + 28 * mamba + 16 * mlp + 16 * moe + 32 * 2 * h + h
     assert model.parameters == total == 51_570_323_328
