@@ -31,6 +31,7 @@ PRESETS = {  # name -> published total (exact int, or the rounded figure it must
     "llama-3.3-70b": 70_553_706_496, "llama-3.1-405b": 405_853_388_800, "mixtral-8x7b": 46_702_792_704,
     "qwen3-30b-a3b": "30.5B", "qwen3-235b-a22b": "235B", "deepseek-v3": "671B", "gemma-3-27b": "27.4B",
     "mistral-small-24b": "23.6B", "phi-4": "14.7B", "gpt-oss-120b": "116.83B",
+    "nemotron-h-56b": "56B", "jamba-1.5-mini": "52B",
 }
 
 

@@ -500,3 +500,26 @@ def test_minimax_defaults_are_transformers_own():
     assert ModelConfig.from_hf_config({"model_type": "minimax", "layer_types": types}).attention_layers == 1
     with pytest.raises(UnsupportedModelError, match="minimax_m1.*shared expert"):
         ModelConfig.from_hf_config({"model_type": "minimax_m1", "shared_intermediate_size": 1024})
+
+
+def test_nemotron_h_56b_preset_by_hand():
+    """Nemotron-H-56B-Base-8K: 54 Mamba2, 54 MLP and 10 attention blocks (the paper's), 56,324,350,464 parameters
+    (56B published); a sequence holds 912,605,184 B of state (float32 SSM) beside 40,960 B/token of KV."""
+    model = get_model("nemotron-h-56b")
+    h, V = 8192, 131072
+    mamba = h * (2 * 16384 + 2 * 8 * 256 + 256) + 20480 * 4 + 20480 + 3 * 256 + 16384 + 16384 * h + h
+    mlp, attention = 2 * h * 32768 + h, 2 * h * h + 2 * h * 1024 + h
+    assert model.parameters == 2 * V * h + h + 54 * mamba + 54 * mlp + 10 * attention == 56_324_350_464
+    assert _billions(model.parameters) == 56
+    state, kv = 54 * (3 * 20480 * 2 + 256 * 64 * 256 * 4), 10 * 2 * 8 * 128 * 2
+    assert (model.state_bytes_per_sequence, model.kv_bytes_per_token) == (state, kv) == (912_605_184, 40_960)
+    for context, held in ((1_000, 953_565_184), (32_768, 2_254_782_464)):
+        assert model.kv_bytes(context) + model.state_bytes_per_sequence == kv * context + state == held
+
+
+def test_jamba_preset_is_the_fixture():
+    """The jamba-1.5-mini preset is the corpus's config.json, found by its Hugging Face id."""
+    from roofline.models import load_model
+
+    assert load_model("ai21labs/AI21-Jamba-1.5-Mini").parameters == \
+        ModelConfig.from_hf_config(DATA / "ai21-jamba-1.5-mini.json").parameters == 51_570_323_328
