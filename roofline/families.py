@@ -454,6 +454,21 @@ def _read_deepseek(cfg: dict[str, Any], source: str, *, v3: bool) -> dict[str, A
     return _dense_without_moe_layers(kw)
 
 
+def _read_deepseek_v32(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """DeepSeek-V3.2 (``deepseek_v32``): DeepSeek-V3's MLA and MoE plus DeepSeek sparse attention, a lightning
+    indexer of ``index_n_heads`` heads of ``index_head_dim`` whose top ``index_topk`` cached tokens each query
+    reads. The three index fields are required (no transformers class gives them defaults); the MTP layer is
+    not counted, as for V3."""
+    kw = _read_deepseek(cfg, source, v3=True)
+    if kw.get("q_lora_rank") is None:
+        raise ConfigError(f"{source}: field 'q_lora_rank' is missing (the indexer's queries are read from q's "
+                          "latent)")
+    kw.update(index_n_heads=field(cfg, "index_n_heads", source=source),
+              index_head_dim=field(cfg, "index_head_dim", source=source),
+              index_topk=field(cfg, "index_topk", source=source))
+    return kw
+
+
 def _read_gpt_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw = _llama_like(cfg, source, tied=False)
     kw.update(_experts(cfg, source, "num_local_experts"))
@@ -1401,6 +1416,8 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("deepseek_v2", "MLA + MoE with shared experts, first_k_dense_replace dense layers", _deepseek_v2),
     Family("deepseek_v3", "MLA + MoE with shared experts and e_score_correction_bias; MTP layers not counted",
            _deepseek_v3),
+    Family("deepseek_v32", "DeepSeek-V3.2: DeepSeek-V3's MLA + MoE with sparse attention (a lightning indexer "
+           "picks the index_topk cached tokens each query reads)", _read_deepseek_v32),
     Family("gpt_oss", "MoE with expert and router biases, attention sinks, alternating 128-token windows",
            _read_gpt_oss),
     Family("qwen3_next", "hybrid: Gated DeltaNet layers (a fixed state per sequence) + gated attention every 4th "
