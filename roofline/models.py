@@ -1101,6 +1101,9 @@ class ModelConfig:
               in_proj_qkvz, in_proj_ba, the conv channels, dt_bias and A_log by columns and out_proj
               by rows, and each sequence's conv and recurrent states / T, as vLLM splits them
               (``MambaStateShapeCalculator.gated_delta_net_state_shape`` divides by the TP size);
+            - lightning attention layers (MiniMax): the heads / T, so qkv_proj, output_gate and the norm
+              by columns, out_proj by rows, and each sequence's H / T x d x d state
+              (``linear_attention_state_shape`` divides the heads by the TP size);
             - multi-head latent attention: the heads split (q_b_proj, kv_b_proj, o_proj); q_a_proj,
               kv_a_proj_with_mqa and the latent KV cache (kv_lora_rank + qk_rope_head_dim per token
               and layer) replicated on every GPU, as vLLM does (vllm/model_executor/models/deepseek_v2.py,
@@ -1116,7 +1119,8 @@ class ModelConfig:
             when T <= H_kv, or T not divisible by the KV heads when T > H_kv; an MLP or expert
             width not divisible by T (vLLM's ``divide`` refuses all of these); a model that is
             already one GPU's share; Gated DeltaNet key or value heads not divisible by T; a hybrid
-            with Mamba2 or MLP-only blocks at T > 1 (how those split is not modelled). The message
+            with Mamba2, Mamba1, short-convolution, parallel or MLP-only blocks at T > 1 (how those
+            split is not modelled). The message
             gives the numbers.
 
         Examples
@@ -1134,9 +1138,11 @@ class ModelConfig:
         if T == 1:
             return self
         mixer = self.state_mixer
-        if mixer is not None and (mixer.kind != "gated_deltanet" or self.mixer_only):
+        if mixer is not None and (mixer.kind not in ("gated_deltanet", "lightning") or self.mixer_only
+                                  or mixer.parallel):
             raise InvalidValueError("tensor_parallel_size", T, f"{self.name}: tensor parallelism of a hybrid model's "
-                                    f"{mixer.kind} blocks is not modelled (T = 1 only; Gated DeltaNet layers split)")
+                                    f"{mixer.kind} blocks is not modelled (T = 1 only; Gated DeltaNet and lightning "
+                                    "attention layers split)")
         if isinstance(self, ModelShare):
             raise InvalidValueError("tensor_parallel_size", T,
                                     f"{self.name} is already one GPU's share of {self.tensor_parallel_size}")
@@ -1169,8 +1175,10 @@ class ModelConfig:
         share: dict[str, Any] = {field: width // T for field, width in widths.items()}
         if "intermediate_size" not in share:
             share["intermediate_size"] = self.intermediate_size
-        if mixer is not None:  # Gated DeltaNet as vLLM splits it: key and value heads, channels and states / T
-            for name, heads in (("linear_num_key_heads", mixer.key_heads), ("linear_num_value_heads", mixer.heads)):
+        if mixer is not None:  # as vLLM splits them: key and value heads, channels and states / T
+            names = (("linear_num_key_heads", "linear_num_value_heads") if mixer.kind == "gated_deltanet"
+                     else ("num_attention_heads", "num_attention_heads"))  # lightning: every head, q, k and v
+            for name, heads in zip(names, (mixer.key_heads, mixer.heads)):
                 if heads % T:
                     raise InvalidValueError("tensor_parallel_size", T, f"{name}={heads} is not divisible by {T}")
             share["state_mixer"] = attrs.evolve(mixer, heads=mixer.heads // T, key_heads=mixer.key_heads // T)

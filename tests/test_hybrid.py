@@ -523,3 +523,16 @@ def test_jamba_preset_is_the_fixture():
 
     assert load_model("ai21labs/AI21-Jamba-1.5-Mini").parameters == \
         ModelConfig.from_hf_config(DATA / "ai21-jamba-1.5-mini.json").parameters == 51_570_323_328
+
+
+def test_tensor_parallel_lightning_attention_splits_the_heads():
+    """MiniMax-M1 at T = 8: each GPU holds 64 / 8 heads of 128 x 128 state in each of the 70 lightning layers and
+    one KV head of the 8 in each softmax layer; Mamba1 (Jamba) and parallel (Falcon-H1) layers are refused."""
+    model = ModelConfig.from_hf_config(DATA / "minimax-m1.json")
+    share = model.per_gpu(8)
+    assert share.state_bytes_per_sequence == 70 * 8 * 128 * 128 * 2 == 18_350_080
+    assert share.kv_bytes_per_token == 10 * 2 * 1 * 128 * 2 == 5_120
+    lightning = 6144 * 3 * 1024 + 6144 * 1024 + 1024 + 1024 * 6144  # qkv, output_gate, norm, out_proj: 8 heads
+    assert sum(g.numel * g.count for g in share.tensor_groups() if g.name.startswith("self_attn.")) == 70 * lightning
+    with pytest.raises(InvalidValueError, match="tensor_parallel_size.*mamba2 blocks"):
+        ModelConfig.from_hf_config(FALCON_H1_05B).per_gpu(2)
