@@ -1178,7 +1178,7 @@ class ModelConfig:
         if mixer is not None:  # as vLLM splits them: key and value heads, channels and states / T
             names = (("linear_num_key_heads", "linear_num_value_heads") if mixer.kind == "gated_deltanet"
                      else ("num_attention_heads", "num_attention_heads"))  # lightning: every head, q, k and v
-            for name, heads in zip(names, (mixer.key_heads, mixer.heads)):
+            for name, heads in zip(names, (mixer.key_heads, mixer.heads), strict=True):
                 if heads % T:
                     raise InvalidValueError("tensor_parallel_size", T, f"{name}={heads} is not divisible by {T}")
             share["state_mixer"] = attrs.evolve(mixer, heads=mixer.heads // T, key_heads=mixer.key_heads // T)
