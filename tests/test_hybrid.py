@@ -446,7 +446,8 @@ def test_granitemoehybrid_defaults_are_transformers_own():
 
 def test_lfm2_1_2b_parameters_state_and_kv_by_hand():
     """LFM2-1.2B (its shapes: 16 layers, attention at 2, 5, 8, 10, 12, 14; block_ff_dim 12,288 adjusted to
-    8,192): 1,170,340,608 parameters, the model card's; 10 short-conv layers hold 2 x 2,048 BF16 each."""
+    8,192): 1,170,340,608 parameters, the model card's (as public copies of its table quote it, search-tool file
+    ids 42798516307 and 60099840099); 10 short-conv layers hold 2 x 2,048 BF16 each."""
     cfg = {"model_type": "lfm2", "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32,
            "num_key_value_heads": 8, "block_ff_dim": 12288, "block_multiple_of": 256, "block_ffn_dim_multiplier": 1.0,
            "block_auto_adjust_ff_dim": True, "vocab_size": 65536, "conv_L_cache": 3, "conv_bias": False,
