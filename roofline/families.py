@@ -1224,7 +1224,7 @@ def _read_minimax(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     checkpoints) are refused. ``minimax_m1`` (MiniMax-M1, the same architecture under its remote-code
     class MiniMaxM1Config, read with ``attn_type_list``) takes the same reader and defaults.
     """
-    owner = str(cfg.get("model_type") or "minimax")
+    owner = str(cfg.get("model_type") or "minimax").strip().lower()
     if cfg.get("sliding_window") is not None:
         raise UnsupportedModelError(owner, "sliding_window beside lightning attention is not modelled")
     if _count(cfg, "shared_intermediate_size", source=source):

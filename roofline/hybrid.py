@@ -222,11 +222,12 @@ class StateMixer:
                     ("norms", "mixer.D", (self.heads,), False)]
             if self.norm:
                 out.append(("norms", "mixer.norm", (inner,), False))
+        prefix = "mamba." if self.kind == "mamba1" else "mixer."
         if self.conv_bias:
-            out.append(("norms", "mixer.conv1d.bias", (self.conv_dim,), False))
+            out.append(("norms", prefix + "conv1d.bias", (self.conv_dim,), False))
         if self.proj_bias:
-            out.append(("norms", "mixer.in_proj.bias", (width,), False))
-        out.append(("projections", "mixer.out_proj", (inner, h), True))
+            out.append(("norms", prefix + "in_proj.bias", (width,), False))
+        out.append(("projections", prefix + "out_proj", (inner, h), True))
         if self.proj_bias if self.out_bias is None else self.out_bias:
-            out.append(("norms", "mixer.out_proj.bias", (h,), False))
+            out.append(("norms", prefix + "out_proj.bias", (h,), False))
         return out

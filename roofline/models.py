@@ -1104,6 +1104,10 @@ class ModelConfig:
             - lightning attention layers (MiniMax): the heads / T, so qkv_proj, output_gate and the norm
               by columns, out_proj by rows, and each sequence's H / T x d x d state
               (``linear_attention_state_shape`` divides the heads by the TP size);
+            - Mamba1 (Jamba) and short-convolution (LFM2) layers: the channels / T, so in_proj, the conv,
+              dt_proj, A_log and D by columns, x_proj and out_proj by rows (the dt, B and C norms and
+              out_proj's bias replicated), and each sequence's conv and SSM states / T
+              (``mamba1_state_shape``, ``short_conv_state_shape`` divide the channels by the TP size);
             - multi-head latent attention: the heads split (q_b_proj, kv_b_proj, o_proj); q_a_proj,
               kv_a_proj_with_mqa and the latent KV cache (kv_lora_rank + qk_rope_head_dim per token
               and layer) replicated on every GPU, as vLLM does (vllm/model_executor/models/deepseek_v2.py,
@@ -1118,9 +1122,9 @@ class ModelConfig:
             T not an integer >= 1; query heads not divisible by T; KV heads not divisible by T
             when T <= H_kv, or T not divisible by the KV heads when T > H_kv; an MLP or expert
             width not divisible by T (vLLM's ``divide`` refuses all of these); a model that is
-            already one GPU's share; Gated DeltaNet key or value heads not divisible by T; a hybrid
-            with Mamba2, Mamba1, short-convolution, parallel or MLP-only blocks at T > 1 (how those
-            split is not modelled). The message
+            already one GPU's share; Gated DeltaNet key or value heads (lightning heads, Mamba1 or
+            short-convolution channels) not divisible by T; a hybrid with Mamba2, parallel or
+            MLP-only blocks at T > 1 (how those split is not modelled). The message
             gives the numbers.
 
         Examples
@@ -1138,11 +1142,10 @@ class ModelConfig:
         if T == 1:
             return self
         mixer = self.state_mixer
-        if mixer is not None and (mixer.kind not in ("gated_deltanet", "lightning") or self.mixer_only
-                                  or mixer.parallel):
+        if mixer is not None and (mixer.kind == "mamba2" or self.mixer_only or mixer.parallel):
             raise InvalidValueError("tensor_parallel_size", T, f"{self.name}: tensor parallelism of a hybrid model's "
-                                    f"{mixer.kind} blocks is not modelled (T = 1 only; Gated DeltaNet and lightning "
-                                    "attention layers split)")
+                                    f"{mixer.kind} blocks is not modelled (T = 1 only; Gated DeltaNet, lightning "
+                                    "attention, Mamba1 and short-convolution layers split)")
         if isinstance(self, ModelShare):
             raise InvalidValueError("tensor_parallel_size", T,
                                     f"{self.name} is already one GPU's share of {self.tensor_parallel_size}")
@@ -1175,13 +1178,19 @@ class ModelConfig:
         share: dict[str, Any] = {field: width // T for field, width in widths.items()}
         if "intermediate_size" not in share:
             share["intermediate_size"] = self.intermediate_size
-        if mixer is not None:  # as vLLM splits them: key and value heads, channels and states / T
-            names = (("linear_num_key_heads", "linear_num_value_heads") if mixer.kind == "gated_deltanet"
-                     else ("num_attention_heads", "num_attention_heads"))  # lightning: every head, q, k and v
-            for name, heads in zip(names, (mixer.key_heads, mixer.heads), strict=True):
-                if heads % T:
-                    raise InvalidValueError("tensor_parallel_size", T, f"{name}={heads} is not divisible by {T}")
-            share["state_mixer"] = attrs.evolve(mixer, heads=mixer.heads // T, key_heads=mixer.key_heads // T)
+        if mixer is not None:  # as vLLM splits them: heads (or channels) and each sequence's states / T
+            if mixer.kind in ("mamba1", "short_conv"):  # the channels split; dt rank and state size do not
+                name = "mamba intermediate size" if mixer.kind == "mamba1" else "hidden_size (conv channels)"
+                if mixer.heads % T:
+                    raise InvalidValueError("tensor_parallel_size", T, f"{name}={mixer.heads} is not divisible by {T}")
+                share["state_mixer"] = attrs.evolve(mixer, heads=mixer.heads // T)
+            else:
+                names = (("linear_num_key_heads", "linear_num_value_heads") if mixer.kind == "gated_deltanet"
+                         else ("num_attention_heads", "num_attention_heads"))  # lightning: every head, q, k and v
+                for name, heads in zip(names, (mixer.key_heads, mixer.heads), strict=True):
+                    if heads % T:
+                        raise InvalidValueError("tensor_parallel_size", T, f"{name}={heads} is not divisible by {T}")
+                share["state_mixer"] = attrs.evolve(mixer, heads=mixer.heads // T, key_heads=mixer.key_heads // T)
         fields = {a.name: getattr(self, a.name) for a in attrs.fields(ModelConfig)}
         fields.update(num_attention_heads=H // T, num_key_value_heads=kv_heads, vocab_size=-(-self.vocab_size // T),
                       published_parameters=None, **share)

@@ -159,8 +159,9 @@ def test_refusals_name_the_model_and_the_reason():
         ModelConfig.from_hf_config({"model_type": "falcon_h1", "mamba_n_heads": 24, "mamba_d_head": 64})
     with pytest.raises(ConfigError, match="attn_layer_offset'=8 must be below attn_layer_period=8"):
         ModelConfig.from_hf_config({"model_type": "jamba", "attn_layer_offset": 8})
-    with pytest.raises(InvalidValueError, match="tensor_parallel_size.*mamba1 blocks"):
-        ModelConfig.from_hf_config({"model_type": "jamba"}).per_gpu(2)
+    with pytest.raises(InvalidValueError, match="mamba intermediate size=8192 is not divisible by 3"):
+        ModelConfig.from_hf_config({"model_type": "jamba", "num_attention_heads": 3, "num_key_value_heads": 3,
+                                    "head_dim": 128, "intermediate_size": 14334}).per_gpu(3)
     with pytest.raises(UnsupportedModelError, match="nemotron_h.*mixture-of-experts blocks"):
         ModelConfig.from_hf_config({"model_type": "nemotron_h", "hybrid_override_pattern": "ME*-"})
     with pytest.raises(UnsupportedModelError, match="nemotron_h.*no attention block"):
@@ -537,3 +538,19 @@ def test_tensor_parallel_lightning_attention_splits_the_heads():
     assert sum(g.numel * g.count for g in share.tensor_groups() if g.name.startswith("self_attn.")) == 70 * lightning
     with pytest.raises(InvalidValueError, match="tensor_parallel_size.*mamba2 blocks"):
         ModelConfig.from_hf_config(FALCON_H1_05B).per_gpu(2)
+
+
+def test_tensor_parallel_mamba1_and_short_conv_split_the_channels():
+    """Jamba 1.5 Mini at T = 2: each GPU holds half of every Mamba1 layer's conv and SSM state (8,192 / 2 channels)
+    and its x_proj rows, the dt/B/C norms whole; LFM2-1.2B at T = 2 half of each conv state."""
+    model = ModelConfig.from_hf_config(DATA / "ai21-jamba-1.5-mini.json")
+    share = model.per_gpu(2)
+    assert share.state_bytes_per_sequence * 2 == model.state_bytes_per_sequence == 8_716_288
+    inner, h, N, R = 4096, 4096, 16, 256
+    mamba = (h * 2 * inner + inner * 4 + inner + inner * (R + 2 * N) + R * inner + inner + inner * N + inner
+             + R + 2 * N + inner * h)
+    assert sum(g.numel * g.count for g in share.tensor_groups() if g.name.startswith("mamba.")) == 28 * mamba
+    lfm = ModelConfig.from_hf_config({"model_type": "lfm2", "hidden_size": 2048, "num_hidden_layers": 16,
+                                      "num_attention_heads": 32, "num_key_value_heads": 8, "block_ff_dim": 12288,
+                                      "full_attn_idxs": [2, 5, 8, 10, 12, 14]})
+    assert lfm.per_gpu(2).state_bytes_per_sequence == 10 * 2 * 1024 * 2 == 40_960
