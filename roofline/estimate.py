@@ -77,8 +77,9 @@ def _model_terms(model: ModelConfig, flops: str, batch: Any = 1, context: Any = 
     terms = {name: Fraction(value) for name, value in model.step_terms(flops).items()}
     if model.is_moe:
         terms["weight_bytes"] = Fraction(model.decode_weight_bytes(batch))
-    if model.has_sliding_window and context:
-        terms["kv_bytes_per_token"] = Fraction(model.kv_bytes(context)) / context
+    if (model.has_sliding_window or model.is_sparse_attention) and context:
+        # sparse attention reads min(c, index_topk) latent tokens and all c indexer keys (kv_read_bytes)
+        terms["kv_bytes_per_token"] = Fraction(model.kv_read_bytes(context)) / context
         if terms["attention_flops_per_token"]:
             terms["attention_flops_per_token"] = Fraction(model.attention_flops(context)) / context
     return terms
@@ -430,6 +431,8 @@ def criticality(
             flops_convention=flops)
     if model.has_sliding_window:
         critical_ctx = _windowed_critical_context(model, full, hw)
+    elif model.is_sparse_attention:
+        critical_ctx = _sparse_critical_context(model, full, hw)
     else:
         critical_ctx = f.critical_context(
             kv_bytes_per_token=terms["kv_bytes_per_token"], flops_per_token=terms["flops_per_token"],
@@ -522,6 +525,32 @@ def _windowed_critical_context(model: ModelConfig, full: dict[str, Any], hw: dic
         done += w
         start = w
     return None  # pragma: no cover
+
+
+def _sparse_critical_context(model: ModelConfig, full: dict[str, Any], hw: dict[str, Any]) -> Any:
+    """c* under DeepSeek sparse attention: where the intensity limit (F + A(c)) / K(c) meets the ridge I*.
+
+    Per layer a query reads min(c, k) latent tokens of m bytes and c indexer keys of i bytes, and spends
+    min(c, k) x a_m + c x a_i attention FLOPs (docs/conventions.md, "Sparse attention"). Up to k tokens
+    the limit is F / (c L (m + i)) + (a_m + a_i) / (m + i), so c* = F / (L (I* (m + i) - a_m - a_i)) when
+    that is at most k; past k it is (F + L k (a_m - I* m)) / (L (I* i - a_i)), None when I* i <= a_i
+    (the indexer alone keeps the limit above the ridge).
+    """
+    ridge = hw["peak_flops"] / hw["bandwidth"]
+    L, k = model.attention_layers, Fraction(model.index_topk or 0)
+    m = Fraction(model.layer_kv_elements * model.kv_bytes_per_element)
+    i = Fraction(model.index_key_bytes)
+    exact = bool(full["attention_flops_per_token"])  # the 2p convention counts no attention FLOPs
+    am = Fraction(model._mla_attention_flops) if exact else Fraction(0)
+    ai = Fraction(model.index_flops_per_cached_token) if exact else Fraction(0)
+    F = full["flops_per_token"]
+    den = L * (ridge * (m + i) - am - ai)
+    if den > 0 and F / den <= k:
+        return F / den
+    den = L * (ridge * i - ai)
+    if den <= 0:
+        return None
+    return max((F + L * k * (am - ridge * m)) / den, k)
 
 
 @attrs.frozen

@@ -17,7 +17,10 @@ Families (MLP shape in brackets):
 * mixture of experts: mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v2 and
   deepseek_v3 (these two with multi-head latent attention)
 * hybrid (recurrent layers holding a fixed state, :mod:`roofline.hybrid`): qwen3_next
-  (Gated DeltaNet + gated attention, MoE), nemotron_h (Mamba2, attention and MLP blocks)
+  (Gated DeltaNet + gated attention, MoE), nemotron_h (Mamba2, attention and MLP blocks),
+  granitemoehybrid (Mamba2 or attention, MoE), falcon_h1 (Mamba2 beside attention in every
+  layer), jamba (Mamba1 and attention, MoE), lfm2 (short convolutions and attention), minimax
+  (lightning attention and softmax attention, MoE)
 * multimodal wrappers read through their ``text_config``: llava (CLIP vision tower),
   gemma3 (SigLIP vision tower), llama4 (its own vision encoder, pixel-shuffle adapter and
   projector); the tower and projector weights are counted as the "towers" tensor class
@@ -451,6 +454,21 @@ def _read_deepseek(cfg: dict[str, Any], source: str, *, v3: bool) -> dict[str, A
     return _dense_without_moe_layers(kw)
 
 
+def _read_deepseek_v32(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """DeepSeek-V3.2 (``deepseek_v32``): DeepSeek-V3's MLA and MoE plus DeepSeek sparse attention, a lightning
+    indexer of ``index_n_heads`` heads of ``index_head_dim`` whose top ``index_topk`` cached tokens each query
+    reads. The three index fields are required (no transformers class gives them defaults); the MTP layer is
+    not counted, as for V3."""
+    kw = _read_deepseek(cfg, source, v3=True)
+    if kw.get("q_lora_rank") is None:
+        raise ConfigError(f"{source}: field 'q_lora_rank' is missing (the indexer's queries are read from q's "
+                          "latent)")
+    kw.update(index_n_heads=field(cfg, "index_n_heads", source=source),
+              index_head_dim=field(cfg, "index_head_dim", source=source),
+              index_topk=field(cfg, "index_topk", source=source))
+    return kw
+
+
 def _read_gpt_oss(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw = _llama_like(cfg, source, tied=False)
     kw.update(_experts(cfg, source, "num_local_experts"))
@@ -840,18 +858,29 @@ def _read_ernie4_5_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- hybrid (recurrent) models
 
 
+def _layer_kinds(cfg: dict[str, Any], key: str, layers: int, source: str, names: dict[str, str],
+                 model_type: str) -> list[str] | None:
+    """Per-layer kinds ("recurrent" or "attention") from the list ``cfg[key]`` of type names (``names`` maps
+    each modelled name to its kind); None when the key is absent or null. Another name is refused by name."""
+    types = cfg.get(key)
+    if types is None:
+        return None
+    if not isinstance(types, list) or len(types) != layers:
+        raise ConfigError(f"{source}: field {key!r} must list one type per layer ({layers})")
+    for t in types:
+        if not isinstance(t, str) or t not in names:
+            raise UnsupportedModelError(model_type, f"layer type {t!r} (modelled: {', '.join(names)})")
+    return [names[t] for t in types]
+
+
 def _recurrent_layers(cfg: dict[str, Any], layers: int, source: str, *, recurrent: str, interval_key: str,
                       model_type: str) -> int:
     """How many layers are recurrent: ``layer_types`` (``recurrent`` or "full_attention" each), else every
     ``interval_key``-th layer full attention (transformers' default: 4), the others recurrent."""
-    types = cfg.get("layer_types")
-    if types is not None:
-        if not isinstance(types, list) or len(types) != layers:
-            raise ConfigError(f"{source}: field 'layer_types' must list one type per layer ({layers})")
-        for t in types:
-            if t not in (recurrent, "full_attention"):
-                raise UnsupportedModelError(model_type, f"layer type {t!r} (modelled: {recurrent}, full_attention)")
-        return sum(1 for t in types if t == recurrent)
+    kinds = _layer_kinds(cfg, "layer_types", layers, source,
+                         {recurrent: "recurrent", "full_attention": "attention"}, model_type)
+    if kinds is not None:
+        return kinds.count("recurrent")
     interval = field(cfg, interval_key, source=source, required=False, default=4)
     return sum(1 for i in range(layers) if (i + 1) % interval)
 
@@ -963,6 +992,261 @@ def _read_nemotron_h(cfg: dict[str, Any], source: str) -> dict[str, Any]:
                               required=False, default=4),
             conv_bias=flag(cfg, _first(cfg, "use_conv_bias", "mamba_conv_bias", source=source), True, source=source),
             proj_bias=flag(cfg, "mamba_proj_bias", flag(cfg, "use_bias", False, source=source), source=source))
+    return kw
+
+
+def _need_attention(model_type: str, recurrent: int, layers: int) -> None:
+    if recurrent >= layers:
+        raise UnsupportedModelError(model_type, "no attention layer (a pure recurrent stack holds no KV cache and "
+                                    "is not modelled)")
+
+
+def _mamba2_mixer(cfg: dict[str, Any], source: str, *, layers: int, hidden: int, heads: int, state: int,
+                  inner: int | None = None, **extra: Any) -> dict[str, Any]:
+    """A Mamba2 mixer from the ``mamba_*`` fields Granite 4.0-H and Falcon-H1 share: ``mamba_n_heads`` heads
+    of ``mamba_d_head`` ("auto": inner / heads), ``mamba_n_groups`` groups (default 1) of ``mamba_d_state``,
+    kernel ``mamba_d_conv`` (default 4), inner ``mamba_expand`` x hidden (default 2) unless given."""
+    if inner is None:
+        inner = field(cfg, "mamba_expand", source=source, required=False, default=2) * hidden
+    n_heads = field(cfg, "mamba_n_heads", source=source, required=False, default=heads)
+    d_head = cfg.get("mamba_d_head", "auto")
+    d_head = inner // n_heads if d_head in (None, "auto") else field(cfg, "mamba_d_head", source=source)
+    if n_heads * d_head != inner:
+        raise ConfigError(f"{source}: fields 'mamba_n_heads'={n_heads} x 'mamba_d_head'={d_head} must equal the "
+                          f"Mamba intermediate size {inner}")
+    return dict(kind="mamba2", layers=layers, heads=n_heads, head_dim=d_head,
+                key_heads=field(cfg, "mamba_n_groups", source=source, required=False, default=1),
+                key_dim=field(cfg, "mamba_d_state", source=source, required=False, default=state),
+                conv_kernel=field(cfg, "mamba_d_conv", source=source, required=False, default=4),
+                conv_bias=flag(cfg, "mamba_conv_bias", True, source=source),
+                proj_bias=flag(cfg, "mamba_proj_bias", False, source=source), **extra)
+
+
+#: transformers' GraniteMoeHybridConfig defaults (configuration_granitemoehybrid.py).
+_GRANITE_HYBRID_DEFAULTS = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                                num_attention_heads=32, max_position_embeddings=2048, num_local_experts=8,
+                                num_experts_per_tok=2, shared_intermediate_size=1024)
+
+
+def _read_granitemoehybrid(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Granite 4.0-H (GraniteMoeHybridConfig): Mamba2 or attention layers by ``layer_types`` ("mamba",
+    "attention"; default every layer Mamba2, refused: no attention), each layer with a shared MLP of
+    ``shared_intermediate_size`` and, when ``num_local_experts`` > 0, a MoE of that many gated experts of
+    ``intermediate_size`` (bias-free router); two RMSNorms per layer.
+
+    Defaults as the class (vocabulary 32,000, hidden 4,096, 32 layers and heads, 8 experts top 2, shared
+    1,024; Mamba2: 128 heads of "auto" width, 1 group, state 256, kernel 4 with a conv bias, expand 2).
+    """
+    cfg = _with_defaults(cfg, _GRANITE_HYBRID_DEFAULTS)
+    kw = _llama_like(cfg, source, tied=False)
+    layers, hidden = kw["num_hidden_layers"], kw["hidden_size"]
+    kinds = _layer_kinds(cfg, "layer_types", layers, source, {"mamba": "recurrent", "attention": "attention"},
+                         "granitemoehybrid") or ["recurrent"] * layers
+    recurrent = kinds.count("recurrent")
+    _need_attention("granitemoehybrid", recurrent, layers)
+    shared = field(cfg, "shared_intermediate_size", source=source)
+    experts = _count(cfg, "num_local_experts", source=source, default=8)
+    if experts:
+        kw.update(_experts(cfg, source, "num_local_experts"), moe_intermediate_size=kw["intermediate_size"],
+                  num_moe_layers=layers, shared_expert_intermediate_size=shared, num_shared_experts=1)
+    else:  # no experts: the shared MLP is each layer's dense MLP
+        kw["intermediate_size"] = shared
+    if recurrent:
+        kw["state_mixer"] = _mamba2_mixer(cfg, source, layers=recurrent, hidden=hidden, heads=128, state=256)
+    return kw
+
+
+#: transformers' FalconH1Config defaults (configuration_falcon_h1.py).
+_FALCON_H1_DEFAULTS = dict(vocab_size=128000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                           num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192)
+
+
+def _read_falcon_h1(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Falcon-H1 (FalconH1Config): every layer runs attention and a Mamba2 mixer in parallel on the same
+    input, then a gated MLP; two RMSNorms per layer. The attention layers keep KV and the Mamba2 layers a
+    state, in every layer (:attr:`roofline.hybrid.StateMixer.parallel`).
+
+    Defaults as the class (vocabulary 128,000, hidden 4,096, MLP 14,336, 32 layers, 32 heads, 8 KV heads;
+    Mamba2 ``mamba_d_ssm`` 1,024 wide, an explicit null meaning ``mamba_expand`` x hidden as there, 128
+    heads of "auto", 1 group, state 256, kernel 4 with a conv bias, no gated RMSNorm unless
+    ``mamba_rms_norm``, ``projectors_bias`` on out_proj). The multipliers (µP) hold no parameters.
+    ``attn_layer_indices`` other than null and ``mamba_use_mlp`` false are refused by name.
+    """
+    if cfg.get("attn_layer_indices") is not None:
+        raise UnsupportedModelError("falcon_h1", "attn_layer_indices (attention in some layers only) is not read")
+    if not flag(cfg, "mamba_use_mlp", True, source=source):
+        raise UnsupportedModelError("falcon_h1", "mamba_use_mlp false (layers without an MLP) is not read")
+    ssm = cfg.get("mamba_d_ssm", 1024)  # an explicit null: mamba_expand x hidden, as FalconH1Config reads it
+    cfg = _with_defaults(cfg, _FALCON_H1_DEFAULTS)
+    kw = _llama_like(cfg, source, tied=False)
+    inner = None if ssm is None else field({"mamba_d_ssm": ssm}, "mamba_d_ssm", source=source)
+    kw["state_mixer"] = _mamba2_mixer(cfg, source, layers=kw["num_hidden_layers"], hidden=kw["hidden_size"],
+                                      heads=128, state=256, inner=inner, parallel=True,
+                                      norm=flag(cfg, "mamba_rms_norm", False, source=source),
+                                      out_bias=flag(cfg, "projectors_bias", False, source=source))
+    return kw
+
+
+#: transformers' JambaConfig defaults (configuration_jamba.py).
+_JAMBA_DEFAULTS = dict(vocab_size=65536, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=262144)
+
+
+def _period(cfg: dict[str, Any], what: str, period: int, offset: int, source: str) -> tuple[int, int]:
+    p = field(cfg, f"{what}_layer_period", source=source, required=False, default=period)
+    o = _count(cfg, f"{what}_layer_offset", source=source, default=offset)
+    if o >= p:
+        raise ConfigError(f"{source}: field '{what}_layer_offset'={o} must be below {what}_layer_period={p}")
+    return p, o
+
+
+def _read_jamba(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """Jamba (JambaConfig): layer i is attention when i % ``attn_layer_period`` == ``attn_layer_offset``
+    (defaults 8 and 4), else Mamba1; its MLP is a MoE of ``num_experts`` (16) experts of
+    ``intermediate_size``, top ``num_experts_per_tok`` (2), when i % ``expert_layer_period`` ==
+    ``expert_layer_offset`` (2 and 1), else a dense MLP of that width; two RMSNorms per layer.
+
+    Mamba1 as ``JambaMambaMixer``: intermediate ``mamba_expand`` (2) x hidden, state ``mamba_d_state``
+    (16), kernel ``mamba_d_conv`` (4) with a bias (``mamba_conv_bias``), dt rank ``mamba_dt_rank``
+    ("auto": ceil(hidden / 16)), the dt, B and C RMSNorms. Other defaults as the class (vocabulary 65,536,
+    hidden 4,096, MLP 14,336, 32 layers, 32 heads, 8 KV heads, untied). ``sliding_window`` is refused.
+    """
+    if cfg.get("sliding_window") is not None:
+        raise UnsupportedModelError("jamba", "sliding_window beside Mamba layers is not modelled")
+    cfg = _with_defaults(cfg, _JAMBA_DEFAULTS)
+    kw = _llama_like(cfg, source, tied=False)
+    layers, hidden = kw["num_hidden_layers"], kw["hidden_size"]
+    ap, ao = _period(cfg, "attn", 8, 4, source)
+    ep, eo = _period(cfg, "expert", 2, 1, source)
+    recurrent = sum(1 for i in range(layers) if i % ap != ao)
+    _need_attention("jamba", recurrent, layers)
+    experts = field(cfg, "num_experts", source=source, required=False, default=16)
+    moe = sum(1 for i in range(layers) if i % ep == eo)
+    if experts > 1 and moe:
+        cfg_k = {**cfg, "num_experts": experts}
+        cfg_k.setdefault("num_experts_per_tok", 2)
+        kw.update(_experts(cfg_k, source, "num_experts"), moe_intermediate_size=kw["intermediate_size"],
+                  num_moe_layers=moe)
+    rank = cfg.get("mamba_dt_rank", "auto")
+    rank = math.ceil(hidden / 16) if rank == "auto" else field(cfg, "mamba_dt_rank", source=source)
+    if recurrent:
+        kw["state_mixer"] = dict(
+            kind="mamba1", layers=recurrent,
+            heads=field(cfg, "mamba_expand", source=source, required=False, default=2) * hidden, head_dim=1,
+            key_heads=rank, key_dim=field(cfg, "mamba_d_state", source=source, required=False, default=16),
+            conv_kernel=field(cfg, "mamba_d_conv", source=source, required=False, default=4),
+            conv_bias=flag(cfg, "mamba_conv_bias", True, source=source),
+            proj_bias=flag(cfg, "mamba_proj_bias", False, source=source))
+    return kw
+
+
+#: transformers' Lfm2Config defaults (configuration_lfm2.py).
+_LFM2_DEFAULTS = dict(vocab_size=65536, hidden_size=2560, intermediate_size=12288, num_hidden_layers=32,
+                      num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=128_000,
+                      tie_word_embeddings=True)
+
+
+def _lfm2_mlp_width(cfg: dict[str, Any], source: str) -> int:
+    """Lfm2MLP's width: ``block_ff_dim`` (else ``intermediate_size``, else 12,288), x 2/3 when
+    ``block_auto_adjust_ff_dim`` (default true), x ``block_ffn_dim_multiplier`` (default 1.0; null: none),
+    rounded up to a multiple of ``block_multiple_of`` (default 256), each step truncated to an integer as
+    there."""
+    width = field(cfg, _first(cfg, "block_ff_dim", "intermediate_size", source=source), source=source,
+                  required=False, default=12288)
+    if flag(cfg, "block_auto_adjust_ff_dim", True, source=source):
+        width = int(2 * width / 3)
+        mult = cfg.get("block_ffn_dim_multiplier", 1.0)
+        if mult is not None:
+            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult < 1e6:
+                raise ConfigError(f"{source}: field 'block_ffn_dim_multiplier'={shown(mult)} must be a positive "
+                                  "number")
+            width = int(mult * width)
+        multiple = field(cfg, "block_multiple_of", source=source, required=False, default=256)
+        width = multiple * ((width + multiple - 1) // multiple)
+    if width <= 0:
+        raise ConfigError(f"{source}: field 'block_ff_dim' leaves an MLP of width {width}")
+    return width
+
+
+def _read_lfm2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """LFM2 (Lfm2Config): short-convolution layers ("conv") and GQA attention layers with per-head q/k
+    RMSNorms ("full_attention"), by ``layer_types``, else ``full_attn_idxs`` (default: every layer
+    attention); every layer a gated MLP (:func:`_lfm2_mlp_width`) and two RMSNorms; tied embeddings.
+
+    The short convolution (``Lfm2ShortConv``): in_proj h x 3h, a depthwise conv of ``conv_L_cache``
+    (3) over h channels, out_proj h x h, biases with ``conv_bias`` (false); its state is the last
+    ``conv_L_cache`` - 1 inputs of the h channels. Other defaults as the class (vocabulary 65,536, hidden
+    2,560, 32 layers, 32 heads, 8 KV heads, tied; ``tie_embedding``, the original key, wins as there).
+    """
+    if cfg.get("tie_embedding") is not None:  # the original checkpoints' key, read by Lfm2Config first
+        cfg = {**cfg, "tie_word_embeddings": cfg["tie_embedding"]}
+    width = _lfm2_mlp_width(cfg, source)  # before the defaults: block_ff_dim, else intermediate_size, else 12,288
+    cfg = _with_defaults(cfg, _LFM2_DEFAULTS)
+    base = {**cfg, "intermediate_size": width}
+    base.pop("block_ff_dim", None)
+    kw = _llama_like(base, source, tied=True)
+    kw.update(qkv_bias=False, o_bias=False, mlp_bias=False, qk_norm=True)
+    layers, hidden = kw["num_hidden_layers"], kw["hidden_size"]
+    kinds = _layer_kinds(cfg, "layer_types", layers, source, {"conv": "recurrent", "full_attention": "attention"},
+                         "lfm2")
+    if kinds is None:
+        idxs = list(range(layers)) if cfg.get("full_attn_idxs") is None else _layer_list(cfg, "full_attn_idxs",
+                                                                                         layers, source)
+        kinds = ["attention" if i in idxs else "recurrent" for i in range(layers)]
+    recurrent = kinds.count("recurrent")
+    _need_attention("lfm2", recurrent, layers)
+    if recurrent:
+        kw["state_mixer"] = dict(kind="short_conv", layers=recurrent, heads=hidden, head_dim=1, key_heads=1,
+                                 key_dim=1, conv_kernel=field(cfg, "conv_L_cache", source=source, required=False,
+                                                              default=3),
+                                 conv_bias=flag(cfg, "conv_bias", False, source=source))
+    return kw
+
+
+#: transformers' MiniMaxConfig defaults (configuration_minimax.py).
+_MINIMAX_DEFAULTS = dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                         num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=4096 * 32,
+                         num_local_experts=8, num_experts_per_tok=2)
+
+
+def _read_minimax(cfg: dict[str, Any], source: str) -> dict[str, Any]:
+    """MiniMax-Text-01 (MiniMaxConfig): lightning (linear) attention layers and softmax GQA attention layers
+    by ``layer_types`` ("linear_attention", "full_attention"), else the original checkpoint's
+    ``attn_type_list`` (1: softmax, 0: lightning), else the class's default (every even layer softmax);
+    every layer a Mixtral MoE of ``num_local_experts`` experts of ``intermediate_size``; two RMSNorms
+    per layer.
+
+    Lightning attention (``MiniMaxLightningAttention``): qkv_proj h x 3 H d, output_gate h x H d, a
+    RMSNorm of H d, out_proj H d x h, on all ``num_attention_heads`` heads; its state is H x d x d per
+    sequence (vLLM's ``linear_attention_state_shape``), no conv state. Other defaults as the class
+    (vocabulary 32,000, hidden 4,096, MLP 14,336, 32 layers, 32 heads, 8 KV heads, 8 experts top 2).
+    ``sliding_window`` and a shared expert (MiniMax-M1's remote ``shared_intermediate_size``, 0 in its
+    checkpoints) are refused. ``minimax_m1`` (MiniMax-M1, the same architecture under its remote-code
+    class MiniMaxM1Config, read with ``attn_type_list``) takes the same reader and defaults.
+    """
+    owner = str(cfg.get("model_type") or "minimax").strip().lower()
+    if cfg.get("sliding_window") is not None:
+        raise UnsupportedModelError(owner, "sliding_window beside lightning attention is not modelled")
+    if _count(cfg, "shared_intermediate_size", source=source):
+        raise UnsupportedModelError(owner, "a shared expert (shared_intermediate_size > 0) is not read")
+    cfg = _with_defaults(cfg, _MINIMAX_DEFAULTS)
+    kw = _llama_like(cfg, source, tied=False)
+    layers, heads, d = kw["num_hidden_layers"], kw["num_attention_heads"], kw["head_dim"]
+    names = {"linear_attention": "recurrent", "full_attention": "attention"}
+    kinds = _layer_kinds(cfg, "layer_types", layers, source, names, owner)
+    if kinds is None and cfg.get("attn_type_list") is not None:
+        kinds = _layer_kinds({"attn_type_list": [str(t) for t in cfg["attn_type_list"]]}
+                             if isinstance(cfg["attn_type_list"], list) else cfg, "attn_type_list", layers, source,
+                             {"0": "recurrent", "1": "attention"}, owner)
+    if kinds is None:
+        kinds = ["attention" if (i + 1) % 2 else "recurrent" for i in range(layers)]
+    recurrent = kinds.count("recurrent")
+    _need_attention(owner, recurrent, layers)
+    kw.update(_experts(cfg, source, "num_local_experts"), moe_intermediate_size=kw["intermediate_size"],
+              num_moe_layers=layers)
+    if recurrent:
+        kw["state_mixer"] = dict(kind="lightning", layers=recurrent, heads=heads, head_dim=d, key_heads=heads,
+                                 key_dim=d, conv_kernel=1)
     return kw
 
 
@@ -1132,12 +1416,25 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("deepseek_v2", "MLA + MoE with shared experts, first_k_dense_replace dense layers", _deepseek_v2),
     Family("deepseek_v3", "MLA + MoE with shared experts and e_score_correction_bias; MTP layers not counted",
            _deepseek_v3),
+    Family("deepseek_v32", "DeepSeek-V3.2: DeepSeek-V3's MLA + MoE with sparse attention (a lightning indexer "
+           "picks the index_topk cached tokens each query reads)", _read_deepseek_v32),
     Family("gpt_oss", "MoE with expert and router biases, attention sinks, alternating 128-token windows",
            _read_gpt_oss),
     Family("qwen3_next", "hybrid: Gated DeltaNet layers (a fixed state per sequence) + gated attention every 4th "
            "layer; MoE with a gated shared expert", _read_qwen3_next),
     Family("nemotron_h", "hybrid: Mamba2 blocks (a fixed state per sequence), attention blocks and squared-ReLU "
            "MLP blocks (hybrid_override_pattern)", _read_nemotron_h),
+    Family("granitemoehybrid", "hybrid: Granite 4.0-H, Mamba2 or attention layers by layer_types, each with a MoE "
+           "and a shared MLP (dense with num_local_experts 0)", _read_granitemoehybrid),
+    Family("falcon_h1", "hybrid: Falcon-H1, attention and Mamba2 in parallel in every layer, gated MLP",
+           _read_falcon_h1),
+    Family("jamba", "hybrid: Jamba, attention every attn_layer_period-th layer, Mamba1 elsewhere, MoE every "
+           "expert_layer_period-th", _read_jamba),
+    Family("lfm2", "hybrid: LFM2, short-convolution layers and GQA attention by layer_types / full_attn_idxs",
+           _read_lfm2),
+    Family("minimax", "hybrid: MiniMax-Text-01, lightning attention layers (an H x d x d state) and softmax "
+           "attention, MoE on every layer", _read_minimax),
+    Family("minimax_m1", "hybrid: MiniMax-M1, MiniMax-Text-01's architecture (attn_type_list)", _read_minimax),
     Family("llava", "multimodal wrapper: text_config (llama by default) + CLIP vision tower and projector",
            _read_llava, wrapper=True),
     # ---- this year's ordinary attention families (issue 23), kept together
@@ -1181,8 +1478,6 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
 _ENCODER = "encoder-only model: it has no autoregressive decode step to price"
 _SEQ2SEQ = "encoder-decoder model: decode attends to an encoder's output through cross-attention, not modelled"
 _SSM = "state-space or hybrid model: its recurrent layers hold a fixed state, not a KV cache; not modelled"
-_HYBRID_LATER = ("hybrid model whose recurrent layers' state is modelled (roofline.hybrid: Mamba2 and Gated "
-                 "DeltaNet) but whose layer layout is not read yet (qwen3_next and nemotron_h are); not priced")
 _TOWER = ("multimodal model whose vision tower is not modelled (only llava with CLIP and gemma3 with SigLIP are); "
           "its other towers' weights could not be counted")
 _XATTN = "cross-attention decoder: its cross-attention layers to image features are not modelled"
@@ -1193,9 +1488,8 @@ REFUSED: dict[str, str] = {
                      "modernbert", "camembert", "mpnet", "nomic_bert"), _ENCODER),
     **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "marian", "whisper", "led",
                      "prophetnet", "switch_transformers", "m2m_100", "nllb-moe", "blenderbot"), _SEQ2SEQ),
-    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "rwkv", "rwkv5", "rwkv6",
-                     "recurrent_gemma", "bamba", "plamo2", "minimax", "minimax_m1"), _SSM),
-    **dict.fromkeys(("granitemoehybrid", "falcon_h1", "lfm2"), _HYBRID_LATER),
+    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "zamba", "zamba2", "rwkv", "rwkv5", "rwkv6",
+                     "recurrent_gemma", "bamba", "plamo2"), _SSM),
     **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "mistral3", "pixtral", "llava_next", "idefics3",
                      "paligemma", "internvl"), _TOWER),
     **dict.fromkeys(("mllama", "idefics", "flamingo"), _XATTN),

@@ -460,7 +460,7 @@ def operator_breakdown(deployment: Deployment, *, batch: int = 1, context: int) 
         weights[op] += held
         if g.matmul:
             flops[_operator_of(g)] += 2 * g.numel * g.active * batch
-    kv = Fraction(batch * share.kv_bytes(context))
+    kv = Fraction(batch * share.kv_read_bytes(context))  # what the step reads (sparse attention: its top-k)
     flops["attention"] += batch * share.attention_flops(context)
     present = {"embedding", "attention", "norms", "lm_head"}
     if share.num_moe_layers < share.num_hidden_layers:

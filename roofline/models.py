@@ -307,6 +307,11 @@ class ModelConfig:
     attention_output_gate : bool
         A sigmoid output gate on each attention head, computed by q_proj (Qwen3-Next): q_proj
         is H x d x 2 wide.
+    index_n_heads, index_head_dim, index_topk : int or None
+        DeepSeek sparse attention (DeepSeek-V3.2, ``deepseek_v32``; all three or none, on MLA with a
+        q_lora_rank): a lightning indexer of ``index_n_heads`` heads of ``index_head_dim`` scores every
+        cached token and each query reads the ``index_topk`` best of the MLA cache
+        (docs/conventions.md, "Sparse attention").
     published_parameters : int or None
         The total published with the checkpoint, for checking; never used in a formula.
     source : str
@@ -371,6 +376,9 @@ class ModelConfig:
     conv_state_dtype: str = attrs.field(default="bfloat16", validator=_dtype)
     mlp_only_layers: int = attrs.field(default=0, validator=_nonneg_int)
     mixer_only: bool = attrs.field(default=False, validator=_bool)
+    index_n_heads: int | None = attrs.field(default=None, validator=_optional_pos_int)
+    index_head_dim: int | None = attrs.field(default=None, validator=_optional_pos_int)
+    index_topk: int | None = attrs.field(default=None, validator=_optional_pos_int)
 
     def __attrs_post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -400,6 +408,17 @@ class ModelConfig:
             for field in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
                 if getattr(self, field) is None:
                     raise InvalidValueError(field, None, "multi-head latent attention (kv_lora_rank) needs it")
+        dsa = (self.index_n_heads, self.index_head_dim, self.index_topk)
+        if any(v is not None for v in dsa):
+            if any(v is None for v in dsa):
+                raise InvalidValueError("index_topk", self.index_topk, "DeepSeek sparse attention needs index_n_heads, "
+                                        "index_head_dim and index_topk together")
+            if self.kv_lora_rank is None or self.q_lora_rank is None:
+                raise InvalidValueError("index_topk", self.index_topk, "DeepSeek sparse attention is modelled on "
+                                        "multi-head latent attention with a q_lora_rank (its indexer reads q's latent)")
+            if self.state_mixer is not None or self.layer_windows:
+                raise InvalidValueError("index_topk", self.index_topk, "sparse attention beside recurrent or "
+                                        "sliding-window layers is not modelled")
         if self.attention_layers < 1:
             raise InvalidValueError("state_mixer", self.num_hidden_layers - self.attention_layers,
                                     "recurrent and MLP-only layers must leave at least one attention layer of "
@@ -408,6 +427,9 @@ class ModelConfig:
             raise InvalidValueError("num_moe_layers", self.num_moe_layers, f"exceeds the layers with an MLP "
                                     f"({self.mlp_layers})")
         if self.state_mixer is not None:
+            if self.state_mixer.parallel and self.state_mixer.layers > self.num_hidden_layers - self.mlp_only_layers:
+                raise InvalidValueError("state_mixer", self.state_mixer.layers, "a mixer parallel to attention needs "
+                                        f"a mixer layer each (num_hidden_layers={self.num_hidden_layers})")
             if self.layer_windows:
                 raise InvalidValueError("layer_windows", self.layer_windows, "sliding windows beside recurrent "
                                         "layers are not modelled")
@@ -445,8 +467,10 @@ class ModelConfig:
 
     @property
     def attention_layers(self) -> int:
-        """Layers holding a KV cache [layers]: every layer but the recurrent ones of a hybrid."""
-        recurrent = self.state_mixer.layers if self.state_mixer is not None else 0
+        """Layers holding a KV cache [layers]: every layer but the recurrent ones of a hybrid (a mixer
+        ``parallel`` to attention, Falcon-H1's, takes none away) and the MLP-only ones."""
+        mixer = self.state_mixer
+        recurrent = mixer.layers if mixer is not None and not mixer.parallel else 0
         return self.num_hidden_layers - recurrent - self.mlp_only_layers
 
     @property
@@ -483,6 +507,14 @@ class ModelConfig:
                     ("projections", "kv_b_proj", (self.kv_lora_rank, H * (self.qk_nope_head_dim + self.v_head_dim)),
                      True),
                     ("projections", "o_proj", (H * self.v_head_dim, h), True)]
+            if self.index_topk is not None:  # the lightning indexer (DeepSeek-V3.2's Indexer)
+                assert self.index_n_heads is not None and self.index_head_dim is not None
+                assert self.q_lora_rank is not None
+                hi, di = self.index_n_heads, self.index_head_dim
+                out += [("projections", "indexer.wq_b", (self.q_lora_rank, hi * di), True),
+                        ("projections", "indexer.wk", (h, di), True),
+                        ("norms", "indexer.k_norm", (2 * di,), False),
+                        ("projections", "indexer.weights_proj", (h, hi), True)]
             return out
         q, kv = self.q_width, self.kv_width
         q_out = 2 * q if self.attention_output_gate else q  # Qwen3-Next: q_proj computes the query and its gate
@@ -808,12 +840,26 @@ class ModelConfig:
         return self.two_p_flops_per_token
 
     @property
+    def _mla_attention_flops(self) -> int:
+        assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
+        return self.num_attention_heads * (2 * (self.kv_lora_rank + self.qk_rope_head_dim) + 2 * self.kv_lora_rank)
+
+    @property
+    def index_flops_per_cached_token(self) -> int:
+        """FLOPs one query's indexer spends on one cached token in one layer [FLOP]: 2 x index_n_heads x
+        index_head_dim (the q . k products; the ReLU, the per-head weights and the top-k selection are not
+        counted, as softmax is not); 0 without sparse attention."""
+        if self.index_n_heads is None or self.index_head_dim is None:
+            return 0
+        return 2 * self.index_n_heads * self.index_head_dim
+
+    @property
     def layer_attention_flops(self) -> int:
         """Decode attention FLOPs of one layer per context token [FLOP]: 4 H d; MLA absorbed:
-        H (2 (kv_lora_rank + qk_rope_head_dim) + 2 kv_lora_rank)."""
+        H (2 (kv_lora_rank + qk_rope_head_dim) + 2 kv_lora_rank); sparse attention adds the indexer's
+        :attr:`index_flops_per_cached_token` (the rate up to index_topk tokens: :meth:`attention_flops`)."""
         if self.is_mla:
-            assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
-            return self.num_attention_heads * (2 * (self.kv_lora_rank + self.qk_rope_head_dim) + 2 * self.kv_lora_rank)
+            return self._mla_attention_flops + self.index_flops_per_cached_token
         return 4 * self.num_attention_heads * self.head_dim
 
     @property
@@ -826,10 +872,42 @@ class ModelConfig:
         return self.attention_layers * self.layer_attention_flops
 
     @property
+    def is_sparse_attention(self) -> bool:
+        """Whether each query reads only the ``index_topk`` cached tokens an indexer selects (DeepSeek-V3.2)."""
+        return self.index_topk is not None
+
+    @property
+    def index_key_bytes(self) -> int:
+        """Bytes of one token's indexer key in one layer [bytes]: index_head_dim FP8 values and one float32
+        scale per 128 of them (vLLM's ``DeepseekV32IndexerCache``: head_dim + head_dim // 128 x 4), whatever
+        the KV dtype; 0 without sparse attention."""
+        if self.index_head_dim is None:
+            return 0
+        return self.index_head_dim + -(-self.index_head_dim // 128) * 4
+
+    @property
     def kv_bytes_per_token(self) -> int | Fraction:
-        """KV-cache bytes per token at full attention [bytes]: 2 x L x H_kv x d x kv bytes (MLA:
-        L x (kv_lora_rank + qk_rope_head_dim) x kv bytes). Windowed layers: :meth:`kv_bytes`."""
-        return self.attention_layers * self.layer_kv_elements * self.kv_bytes_per_element
+        """KV-cache bytes each token holds at full attention [bytes]: 2 x L x H_kv x d x kv bytes (MLA:
+        L x (kv_lora_rank + qk_rope_head_dim) x kv bytes; sparse attention adds each layer's indexer key,
+        :attr:`index_key_bytes`). Windowed layers: :meth:`kv_bytes`."""
+        return self.attention_layers * (self.layer_kv_elements * self.kv_bytes_per_element + self.index_key_bytes)
+
+    def kv_read_bytes(self, context: Any) -> Any:
+        """KV bytes one decode query reads at ``context`` tokens [bytes]: :meth:`kv_bytes` (what the
+        sequence holds), except under sparse attention, where each layer reads min(c, index_topk) tokens of
+        the MLA cache and the indexer keys of all c tokens: L x (min(c, k) x latent bytes + c x
+        :attr:`index_key_bytes`) (docs/conventions.md, "Sparse attention").
+
+        Raises
+        ------
+        InvalidValueError
+            A negative or non-integer context.
+        """
+        if self.index_topk is None:
+            return self.kv_bytes(context)
+        _check_context(context)
+        latent = self.layer_kv_elements * self.kv_bytes_per_element
+        return self.attention_layers * (_minimum(context, self.index_topk) * latent + context * self.index_key_bytes)
 
     @property
     def state_bytes_per_sequence(self) -> int | Fraction:
@@ -900,6 +978,9 @@ class ModelConfig:
             A negative or non-integer context.
         """
         _check_context(context)
+        if self.index_topk is not None:  # the attention over min(c, k) tokens, the indexer over all c
+            return self.attention_layers * (_minimum(context, self.index_topk) * self._mla_attention_flops
+                                            + context * self.index_flops_per_cached_token)
         if not self.layer_windows:
             return self.attention_flops_per_token * context
         return self._held(context) * self.layer_attention_flops
@@ -915,9 +996,10 @@ class ModelConfig:
 
         Returns
         -------
-        decode_weight_bytes(batch) + sum_i kv_bytes(c_i) (docs/conventions.md, "One step"
-        and "Architectures"), + 2 x batch x :attr:`state_bytes_per_sequence` for a hybrid (each
-        sequence's recurrent state read and written back; "Hybrid models").
+        decode_weight_bytes(batch) + sum_i kv_read_bytes(c_i) (:meth:`kv_bytes`, but for sparse
+        attention; docs/conventions.md, "One step" and "Architectures"), + 2 x batch x
+        :attr:`state_bytes_per_sequence` for a hybrid (each sequence's recurrent state read and
+        written back; "Hybrid models").
 
         Raises
         ------
@@ -929,11 +1011,11 @@ class ModelConfig:
 
     def _kv_sum(self, batch: int, contexts: Any) -> Any:
         if isinstance(contexts, (int, Fraction)):
-            return batch * self.kv_bytes(contexts)
+            return batch * self.kv_read_bytes(contexts)
         contexts = list(contexts)
         if len(contexts) != batch:
             raise InvalidValueError("contexts", len(contexts), f"expected one context per sequence ({batch})")
-        return sum((self.kv_bytes(c) for c in contexts), 0)
+        return sum((self.kv_read_bytes(c) for c in contexts), 0)
 
     def flops_per_token(self, convention: str = "exact") -> tuple[int, int]:
         """(matmul FLOPs per token, attention FLOPs per token per context token at full attention).
@@ -1019,6 +1101,13 @@ class ModelConfig:
               in_proj_qkvz, in_proj_ba, the conv channels, dt_bias and A_log by columns and out_proj
               by rows, and each sequence's conv and recurrent states / T, as vLLM splits them
               (``MambaStateShapeCalculator.gated_delta_net_state_shape`` divides by the TP size);
+            - lightning attention layers (MiniMax): the heads / T, so qkv_proj, output_gate and the norm
+              by columns, out_proj by rows, and each sequence's H / T x d x d state
+              (``linear_attention_state_shape`` divides the heads by the TP size);
+            - Mamba1 (Jamba) and short-convolution (LFM2) layers: the channels / T, so in_proj, the conv,
+              dt_proj, A_log and D by columns, x_proj and out_proj by rows (the dt, B and C norms and
+              out_proj's bias replicated), and each sequence's conv and SSM states / T
+              (``mamba1_state_shape``, ``short_conv_state_shape`` divide the channels by the TP size);
             - multi-head latent attention: the heads split (q_b_proj, kv_b_proj, o_proj); q_a_proj,
               kv_a_proj_with_mqa and the latent KV cache (kv_lora_rank + qk_rope_head_dim per token
               and layer) replicated on every GPU, as vLLM does (vllm/model_executor/models/deepseek_v2.py,
@@ -1033,8 +1122,9 @@ class ModelConfig:
             T not an integer >= 1; query heads not divisible by T; KV heads not divisible by T
             when T <= H_kv, or T not divisible by the KV heads when T > H_kv; an MLP or expert
             width not divisible by T (vLLM's ``divide`` refuses all of these); a model that is
-            already one GPU's share; Gated DeltaNet key or value heads not divisible by T; a hybrid
-            with Mamba2 or MLP-only blocks at T > 1 (how those split is not modelled). The message
+            already one GPU's share; Gated DeltaNet key or value heads (lightning heads, Mamba1 or
+            short-convolution channels) not divisible by T; a hybrid with Mamba2, parallel or
+            MLP-only blocks at T > 1 (how those split is not modelled). The message
             gives the numbers.
 
         Examples
@@ -1052,9 +1142,10 @@ class ModelConfig:
         if T == 1:
             return self
         mixer = self.state_mixer
-        if mixer is not None and (mixer.kind != "gated_deltanet" or self.mixer_only):
+        if mixer is not None and (mixer.kind == "mamba2" or self.mixer_only or mixer.parallel):
             raise InvalidValueError("tensor_parallel_size", T, f"{self.name}: tensor parallelism of a hybrid model's "
-                                    f"{mixer.kind} blocks is not modelled (T = 1 only; Gated DeltaNet layers split)")
+                                    f"{mixer.kind} blocks is not modelled (T = 1 only; Gated DeltaNet, lightning "
+                                    "attention, Mamba1 and short-convolution layers split)")
         if isinstance(self, ModelShare):
             raise InvalidValueError("tensor_parallel_size", T,
                                     f"{self.name} is already one GPU's share of {self.tensor_parallel_size}")
@@ -1087,11 +1178,19 @@ class ModelConfig:
         share: dict[str, Any] = {field: width // T for field, width in widths.items()}
         if "intermediate_size" not in share:
             share["intermediate_size"] = self.intermediate_size
-        if mixer is not None:  # Gated DeltaNet as vLLM splits it: key and value heads, channels and states / T
-            for name, heads in (("linear_num_key_heads", mixer.key_heads), ("linear_num_value_heads", mixer.heads)):
-                if heads % T:
-                    raise InvalidValueError("tensor_parallel_size", T, f"{name}={heads} is not divisible by {T}")
-            share["state_mixer"] = attrs.evolve(mixer, heads=mixer.heads // T, key_heads=mixer.key_heads // T)
+        if mixer is not None:  # as vLLM splits them: heads (or channels) and each sequence's states / T
+            if mixer.kind in ("mamba1", "short_conv"):  # the channels split; dt rank and state size do not
+                name = "mamba intermediate size" if mixer.kind == "mamba1" else "hidden_size (conv channels)"
+                if mixer.heads % T:
+                    raise InvalidValueError("tensor_parallel_size", T, f"{name}={mixer.heads} is not divisible by {T}")
+                share["state_mixer"] = attrs.evolve(mixer, heads=mixer.heads // T)
+            else:
+                names = (("linear_num_key_heads", "linear_num_value_heads") if mixer.kind == "gated_deltanet"
+                         else ("num_attention_heads", "num_attention_heads"))  # lightning: every head, q, k and v
+                for name, heads in zip(names, (mixer.key_heads, mixer.heads), strict=True):
+                    if heads % T:
+                        raise InvalidValueError("tensor_parallel_size", T, f"{name}={heads} is not divisible by {T}")
+                share["state_mixer"] = attrs.evolve(mixer, heads=mixer.heads // T, key_heads=mixer.key_heads // T)
         fields = {a.name: getattr(self, a.name) for a in attrs.fields(ModelConfig)}
         fields.update(num_attention_heads=H // T, num_key_value_heads=kv_heads, vocab_size=-(-self.vocab_size // T),
                       published_parameters=None, **share)

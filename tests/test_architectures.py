@@ -31,6 +31,7 @@ PRESETS = {  # name -> published total (exact int, or the rounded figure it must
     "llama-3.3-70b": 70_553_706_496, "llama-3.1-405b": 405_853_388_800, "mixtral-8x7b": 46_702_792_704,
     "qwen3-30b-a3b": "30.5B", "qwen3-235b-a22b": "235B", "deepseek-v3": "671B", "gemma-3-27b": "27.4B",
     "mistral-small-24b": "23.6B", "phi-4": "14.7B", "gpt-oss-120b": "116.83B",
+    "nemotron-h-56b": "56B", "jamba-1.5-mini": "52B",
 }
 
 
@@ -266,9 +267,9 @@ def test_family_table_lists_the_supported_and_refused_types():
     """The one table holds the families the issue names; refused types carry a reason."""
     for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3",
               "gemma3_text", "phi3", "gpt2", "gpt_neox", "opt", "falcon", "deepseek_v2", "deepseek_v3", "gpt_oss",
-              "llava"):
+              "llava", "jamba", "falcon_h1", "granitemoehybrid", "lfm2", "minimax"):
         assert t in FAMILIES
-    assert {"bert", "t5", "bart", "mamba", "jamba", "mllama"} <= set(REFUSED)
+    assert {"bert", "t5", "bart", "mamba", "zamba", "mllama"} <= set(REFUSED)
 
 
 BASE = {"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,

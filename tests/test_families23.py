@@ -423,3 +423,75 @@ def test_refused_families_name_the_reason(model_type, reason):
     with pytest.raises(UnsupportedModelError, match=reason) as info:
         ModelConfig.from_hf_config({"model_type": model_type, "hidden_size": 64})
     assert info.value.model_type == model_type and "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------------ DeepSeek-V3.2 sparse attention (deepseek_v32)
+
+
+def test_deepseek_v32_parameters_are_v3_plus_61_indexers():
+    """DeepSeek-V3.2: V3's 671B plus one lightning indexer per layer, by hand: wq_b (1,536 x 64 x 128), wk
+    (7,168 x 128), k_norm (weight and bias, 128 each), weights_proj (7,168 x 64); 685B published with the 14B
+    MTP module, which is not counted (as V3's 671B leaves its 14B out)."""
+    v32, v3 = get_model("deepseek-v3.2"), get_model("deepseek-v3")
+    indexer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert v32.parameters - v3.parameters == 61 * indexer == 851_524_864
+    assert v32.parameters == 671_877_944_064
+    assert v32.active_parameters - v3.active_parameters == 61 * indexer
+
+
+def test_deepseek_v32_kv_holds_every_token_and_reads_the_top_k():
+    """Each token holds 61 x (576 x 2 B of MLA latent + 132 B of FP8 indexer key: 128 + one float32 scale) =
+    78,324 B; a query at c reads 61 x (min(c, 2,048) x 1,152 + c x 132) B: all of it at 1,000 tokens, 6.3x
+    less than held at 32,768; its FLOPs the same way (absorbed MLA on the top-k, 2 x 64 x 128 per key)."""
+    model = get_model("deepseek-v3.2")
+    assert model.index_key_bytes == 132 and model.kv_bytes_per_token == 61 * (1152 + 132) == 78_324
+    for context, held, read in ((1_000, 78_324_000, 78_324_000), (32_768, 2_566_520_832, 407_764_992)):
+        assert model.kv_bytes(context) == 78_324 * context == held
+        assert model.kv_read_bytes(context) == 61 * (min(context, 2048) * 1152 + context * 132) == read
+    mla = 128 * (2 * 576 + 2 * 512)
+    assert model.attention_flops(32_768) == 61 * (2048 * mla + 32_768 * 2 * 64 * 128)
+    assert model.decode_bytes(2, [1_000, 32_768]) == model.decode_weight_bytes(2) + 78_324_000 + 407_764_992
+
+
+def _crosses_the_ridge(model, gpu, c_star):
+    """The intensity limit (F + attention_flops(c)) / kv_read_bytes(c), from the model's own methods, is above
+    the ridge just below c* and below it just above (c* is where it meets it)."""
+    from fractions import Fraction
+
+    ridge = Fraction(gpu.peak(model.compute_dtype)) / Fraction(gpu.bandwidth)
+    F = model.flops_per_token("exact")[0]
+    limit = lambda c: Fraction(F + model.attention_flops(c), model.kv_read_bytes(c))  # noqa: E731
+    below, above = int(c_star), int(c_star) + 1
+    assert limit(below) >= ridge > limit(above) or (below == c_star and limit(below) == ridge)
+
+
+def test_deepseek_v32_estimate_prices_the_reads_and_the_scheduler_refuses_it():
+    """decode_step reads weights + the top-k reads; c* solves the piecewise limit (below 2,048 tokens for V3.2 on
+    B200, past the top-k for a tiny model); the scheduler (both clocks) refuses sparse attention by name; the
+    index fields are required."""
+    from roofline import get_accelerator
+    from roofline.estimate import criticality, decode_step
+    from roofline.sim import RooflineCostModel
+
+    model, gpu = get_model("deepseek-v3.2"), get_accelerator("b200")
+    step = decode_step(model, gpu, batch=4, context=32_768, tensor_parallel_size=8)
+    share = model.per_gpu(8)
+    assert step.bytes == share.decode_weight_bytes(4) + 4 * share.kv_read_bytes(32_768)
+    c = criticality(model, gpu, context=32_768, tensor_parallel_size=8)
+    _crosses_the_ridge(share, gpu, c.critical_context)
+    assert c.critical_context < 2048  # FP8 on B200: the limit meets the ridge before the top-k caps the reads
+    tiny = ModelConfig(name="tiny-dsa", num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                       num_attention_heads=4, num_key_value_heads=4, head_dim=24, vocab_size=100, q_lora_rank=16,
+                       kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, index_n_heads=2,
+                       index_head_dim=16, index_topk=4)
+    small = criticality(tiny, get_accelerator("h100-sxm"), context=100)
+    assert small.critical_context > 4  # past the top-k: the indexer's keys alone set it
+    _crosses_the_ridge(tiny, get_accelerator("h100-sxm"), small.critical_context)
+    with pytest.raises(UnsupportedModelError, match="deepseek_v32.*sparse attention in the scheduler"):
+        RooflineCostModel.for_model(model, gpu, tensor_parallel_size=8)
+    cfg = {k2: v for k2, v in json.loads(
+        (Path(__file__).parents[1] / "roofline/data/models/deepseek-v3.2.json").read_text()).items()
+        if not k2.startswith("_")}
+    with pytest.raises(ConfigError, match="index_topk"):
+        ModelConfig.from_hf_config({k2: v for k2, v in cfg.items() if k2 != "index_topk"})
+    assert ModelConfig.from_hf_config(cfg).parameters == model.parameters

@@ -49,7 +49,7 @@ import numpy as np
 from .. import formulas as f
 from .._checks import check_int, check_nonnegative, check_positive, check_scalar
 from ..deployment import Deployment, as_deployment, profile
-from ..errors import InvalidValueError
+from ..errors import InvalidValueError, UnsupportedModelError
 from ..hardware import Accelerator
 from ..models import ModelConfig
 from .kv import _windows
@@ -718,6 +718,8 @@ class RooflineCostModel:
         InvalidValueError
             ``deployment`` not a Deployment, ``exact`` not a bool, a bad overhead (an array, or
             negative), or a group the accelerator's links cannot hold; each naming its field.
+        UnsupportedModelError
+            A model with sparse attention (DeepSeek-V3.2), refused by name.
 
         Examples
         --------
@@ -728,6 +730,11 @@ class RooflineCostModel:
         """
         if not isinstance(deployment, Deployment):
             raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment")
+        if deployment.model.is_sparse_attention:  # docs/conventions.md, "Sparse attention"
+            raise UnsupportedModelError(deployment.model.model_type, "sparse attention in the scheduler (a decode "
+                                        "row reads min(c, index_topk) tokens of a cache that keeps all c: the "
+                                        "cost model's one KV rate per token cannot carry it); its decode steps are "
+                                        "priced by roofline.estimate (report, estimate)")
         if not isinstance(exact, bool):
             raise InvalidValueError("exact", exact, "must be True or False")
         return cls(**deployment.cost_terms(overhead=overhead), exact=exact)
