@@ -324,7 +324,7 @@ def test_round_robin_replicas_are_the_parts_served_alone() -> None:
     (record,) = result.records
     setup = P._setup(result.context, record["config"])
     assert not isinstance(setup, tuple)
-    done = []
+    done: list[Any] = []
     for part in (REQUESTS[0::2], REQUESTS[1::2]):
         done += serve_continuous(part, setup.cost, kv_pool=setup.pool, prefill="chunked",
                                  max_num_batched_tokens=2048, max_model_len=setup.max_model_len).requests
