@@ -8,8 +8,10 @@ prefill, reserve admission, on Llama 3.1 8B (``--model``), SLO p99 TTFT <= 200 m
 (bracketing to 5 %). It is run on ``-j 2`` local worker processes and on a
 two-worker local Dask cluster (``--cluster local:2``), wall-clock time each (the targets: at most
 2 minutes for local processes, Dask within 1.25x of that), and prints how many configurations
-the bound pruned, by rule, and how many rate-search runs were simulated. The two answers must be
-identical (checked).
+the bound pruned, by rule, and how many runs were simulated. The two answers must be identical
+(checked). Then one run's cost: the plan's wall time x workers / runs, and one simulation of the
+first 500 requests against one of the whole trace (19,366 requests), with what the whole trace
+would cost this grid.
 
 Run from the repository root::
 
@@ -29,8 +31,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from roofline import get_model, plan  # noqa: E402  (the checkout's, after the path above)
 
 AXES: dict[str, Any] = {
     "accelerator": ["a100-80gb", "h100-sxm", "h200", "b200", "mi300x"],
@@ -40,8 +46,25 @@ AXES: dict[str, Any] = {
 }
 
 
+def _one_run(model: Any, requests: list[Any]) -> float:
+    """Seconds of one simulation of the workload on one H100 (T = 1, 256 sequences, 2,048-token steps), the
+    median of three (its pruning and its set-up excluded)."""
+    import importlib
+
+    P = importlib.import_module("roofline.plan")
+    context = plan(model, requests[:2], axes={"tensor_parallel_size": [1]}, slo_ttft_s=1).context
+    context = attrs.evolve(context, requests=tuple(requests))
+    config = P._grid({"tensor_parallel_size": [1], "max_num_batched_tokens": [2048]}, {})[0]
+    setup = P._setup(context, config)
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        P._simulate(context, setup, context.requests)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[1]
+
+
 def main() -> int:
-    from roofline import get_model, plan
     from roofline.sim import load_trace, shipped_trace
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -49,30 +72,42 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=500)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--skip-dask", action="store_true")
+    parser.add_argument("--skip-plan", action="store_true", help="only the one-run timings (500 vs full trace)")
     args = parser.parse_args()
-    requests = load_trace(shipped_trace("conv"))[: args.limit]
+    trace = load_trace(shipped_trace("conv"))
+    requests = trace[: args.limit]
     kw: dict[str, Any] = dict(axes=AXES, slo_ttft_s=Fraction(1, 5), slo_tpot_s=Fraction(4, 1000), search_rate=True)
     model = get_model(args.model)
     answers = {}
     times = {}
+    runs = 0
     for label, extra in (("local", {"jobs": args.jobs}), ("dask", {"cluster": f"local:{args.jobs}"})):
-        if label == "dask" and args.skip_dask:
+        if args.skip_plan or (label == "dask" and args.skip_dask):
             continue
         start = time.perf_counter()
         result = plan(model, requests, **kw, **extra)
         times[label] = time.perf_counter() - start
         answers[label] = json.dumps(result.to_dict(), sort_keys=True)
-        runs = sum((r.get("max_rate") or {}).get("runs", 0) for r in result.records)
+        runs = result.simulated + sum((r.get("max_rate") or {}).get("runs", 0) for r in result.records)
         n = len(result.records)
         pruned = sum(result.pruned.values())
         print(f"{label:<6} {n} configurations, {times[label]:6.1f} s wall; pruned by the bound {pruned} "
               f"({100 * pruned / n:.0f} %: {result.pruned}); {result.simulated} simulated at the given rate, "
-              f"{runs} rate-search runs; winner {None if result.winner is None else result.winner['key']}")
+              f"{runs} runs in all; winner {None if result.winner is None else result.winner['key']}")
     if "dask" in times:
         print(f"dask / local = {times['dask'] / times['local']:.2f} (target <= 1.25); answers identical: "
               f"{answers['dask'] == answers['local']}")
         if answers["dask"] != answers["local"]:
             return 1
+    if "local" in times and runs:
+        print(f"one run: {times['local'] * args.jobs / runs:.3f} s of a worker on average ({runs} runs, "
+              f"{args.jobs} workers, {args.limit} requests)")
+    short, full = _one_run(model, trace[:500]), _one_run(model, trace)
+    print(f"one run on one H100 (T = 1): the first 500 requests {short:.3f} s, the whole trace ({len(trace):,}) "
+          f"{full:.2f} s = {full / short:.0f}x for {len(trace) / 500:.0f}x the requests")
+    if runs:
+        print(f"the whole trace, this grid: about {full * runs / args.jobs / 60:.0f} min on {args.jobs} workers "
+              f"({runs} runs x {full:.2f} s / {args.jobs}), against {times.get('local', 0):.0f} s on 500 requests")
     return 0
 
 

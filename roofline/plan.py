@@ -29,8 +29,7 @@ from ._checks import check_nonnegative, check_scalar
 from .errors import InvalidValueError, RooflineError
 
 __all__ = ["AXES", "Axis", "PlanResult", "plan", "evaluate", "prune", "interpolated_percentile", "percentile_exceeds",
-           "RULES",
-           "pareto_front", "vllm_serve_command"]
+           "RULES", "KV_TRANSFER_CONFIG", "pareto_front", "vllm_serve_command"]
 
 #: The pruning rules, in the order they are tried (docs/conventions.md, "Deployment search").
 RULES = ("fit", "tpot", "ttft", "rate")
@@ -73,6 +72,18 @@ def _choice(flag: str, choices: tuple[str, ...]) -> Callable[[str], str]:
     return parse
 
 
+def _split(flag: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        key = text.strip().lower()
+        if key in ("off", "colocated", "none"):
+            return "off"
+        a, sep, b = key.partition(":")
+        if sep and a.isdigit() and b.isdigit() and int(a) >= 1 and int(b) >= 1:
+            return f"{int(a)}:{int(b)}"
+        raise InvalidValueError(flag, text, "expected NP:ND (prefill and decode instances, each >= 1) or off")
+    return parse
+
+
 def _text(flag: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if not text.strip():
@@ -110,22 +121,30 @@ def _set(key: str) -> Callable[[Any, dict[str, Any]], None]:
     return into
 
 
-def _tensor(value: Any, parts: dict[str, Any]) -> None:
-    parts["parallelism"]["tensor"] = value
+def _parallel(key: str) -> Callable[[Any, dict[str, Any]], None]:
+    def into(value: Any, parts: dict[str, Any]) -> None:
+        parts["parallelism"][key] = value
+    return into
 
 
-def _expert(value: Any, parts: dict[str, Any]) -> None:
-    parts["parallelism"]["expert"] = value
-
-
-#: The axes, in key order. A later axis (pipeline, expert, data parallelism, pools) is one more row.
+#: The axes, in key order (docs/conventions.md, "Deployment search"); a new axis is one more row.
 AXES: tuple[Axis, ...] = (
     Axis("accelerator", "--accelerator", ("h100-sxm",), _text("--accelerator"), str, _set("accelerator"),
          "accelerator preset (default: the priced ones, else h100-sxm)"),
     Axis("tensor_parallel_size", "--tensor-parallel-size", (1, 2, 4, 8), _count("--tensor-parallel-size"),
-         lambda v: f"tp{v}", _tensor, "T, GPUs of the tensor-parallel group (default: 1 2 4 8)"),
+         lambda v: f"tp{v}", _parallel("tensor"), "T, GPUs of the tensor-parallel group (default: 1 2 4 8)"),
+    Axis("pipeline_parallel_size", "--pipeline-parallel-size", (1,), _count("--pipeline-parallel-size"),
+         lambda v: f"pp{v}", _parallel("pipeline"),
+         "P, pipeline stages of T GPUs each, served as P virtual engines (default: 1)"),
+    Axis("data_parallel_size", "--data-parallel-size", (1,), _count("--data-parallel-size"),
+         lambda v: f"dp{v}", _parallel("data"),
+         "D, replicas behind a round-robin router, each its own KV pool and scheduler (default: 1)"),
+    Axis("prefill_decode", "--prefill-decode", ("off",), _split("--prefill-decode"),
+         lambda v: "colocated" if v == "off" else f"pd{v}", _set("split"),
+         "NP:ND, a disaggregated split: NP prefill and ND decode instances of T GPUs, or off "
+         "(default: off, prefill and decode on the same GPUs)"),
     Axis("enable_expert_parallel", "--enable-expert-parallel", (False,), _on_off("--enable-expert-parallel"),
-         lambda v: "ep" if v else "noep", _expert,
+         lambda v: "ep" if v else "noep", _parallel("expert"),
          "on or off: a MoE model's experts spread whole over the T GPUs (default: off; a dense model with it on "
          "is dropped by the fit rule, named)"),
     Axis("max_num_seqs", "--max-num-seqs", (256,), _count("--max-num-seqs"), lambda v: f"seqs{v}",
@@ -229,12 +248,13 @@ def _scaled(requests: Sequence[Any], scale: Any) -> list[Any]:
     return [attrs.evolve(r, arrival_s=Fraction(r.arrival_s) / scale) for r in requests]
 
 
-def _build(context: Context, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """(Deployment, serve keywords) of a configuration: each axis's value where the table says it enters."""
+def _build(context: Context, config: dict[str, Any]) -> tuple[Any, dict[str, Any], str]:
+    """(Deployment, serve keywords, split) of a configuration: each axis's value where the table says it enters
+    (``split``: ``"off"`` or ``"NP:ND"``)."""
     from .deployment import Deployment, Parallelism
     from .hardware import get_accelerator
 
-    parts: dict[str, Any] = {"accelerator": None, "parallelism": {}, "kv_dtype": "auto", "serve": {}}
+    parts: dict[str, Any] = {"accelerator": None, "parallelism": {}, "kv_dtype": "auto", "split": "off", "serve": {}}
     for axis in AXES:
         axis.into(config[axis.name], parts)
     model = context.model
@@ -244,7 +264,7 @@ def _build(context: Context, config: dict[str, Any]) -> tuple[Any, dict[str, Any
                             flops=context.flops, estimate=context.estimate)
     serve = dict(parts["serve"])
     serve["admission"] = serve.get("admission", "reserve").replace("-", "_")
-    return deployment, serve
+    return deployment, serve, parts["split"]
 
 
 def _floor_time(cost: Any) -> Any:
@@ -254,34 +274,85 @@ def _floor_time(cost: Any) -> Any:
 
 @attrs.frozen
 class _Setup:
+    """A configuration's simulation parts: the Deployment (one replica's, one instance's in a split), the serve
+    keywords, one scheduler's KV pool and cost model, max_model_len, the GPUs of the whole, the schedulers that
+    serve the workload (1; D replicas; P virtual engines; a split's prefill instances) and their router, and a
+    split's (prefill Pool, decode Pool, TransferLink) or None."""
+
     deployment: Any
     serve: dict[str, Any]
     pool: Any
     cost: Any
     max_model_len: Any
+    gpus: int = 0
+    schedulers: int = 1
+    router: str | None = None
+    split: tuple[Any, Any, Any] | None = None
+
+
+def _not_modelled(deployment: Any, serve: dict[str, Any], split: str) -> str | None:
+    """Why the package cannot serve the combination (docs/conventions.md, "Deployment search"), or None."""
+    P, D = deployment.pipeline_parallel_size, deployment.parallelism.data
+    if P > 1 and D > 1:
+        return "pipeline stages beside data-parallel replicas are not modelled (roofline simulate refuses them)"
+    if split != "off" and (P > 1 or D > 1):
+        return "a disaggregated split of pipeline stages or data-parallel replicas is not modelled"
+    if split != "off" and serve.get("enable_prefix_caching"):
+        return "prefix caching in disaggregated pools is not modelled (serve_disaggregated has none)"
+    return None
 
 
 def _setup(context: Context, config: dict[str, Any]) -> _Setup | tuple[str, str]:
-    """The simulation's parts of a configuration, or ("fit", why) when it cannot be built."""
+    """The simulation's parts of a configuration, or ("fit", why) when it cannot be built, or ("skip", why)
+    when the package does not model it."""
     from .estimate import kv_budget_for
-    from .sim import KVPool, RooflineCostModel
+    from .sim import KVPool, Pool, RooflineCostModel, TransferLink
 
     try:
-        deployment, serve = _build(context, config)
-        budget = kv_budget_for(deployment, utilization=context.utilization)
-        if budget <= 0:
-            return ("fit", f"the weights leave no KV budget ({float(budget) / 1e9:.2f} GB)")
-        pool = KVPool.for_model(deployment.share, budget=budget, block_size=context.block_size)
+        deployment, serve, split = _build(context, config)
+        why = _not_modelled(deployment, serve, split)
+        if why is not None:
+            return ("skip", why)
+        P = deployment.pipeline_parallel_size
+        if P > 1:  # one virtual engine's blocks: the least over the stages, // P (vLLM V0)
+            blocks = deployment.virtual_engine_kv_blocks(block_size=context.block_size,
+                                                         utilization=context.utilization)
+            if blocks <= 0:
+                return ("fit", f"the stages' weights leave no KV blocks for one of {P} virtual engines")
+            pool = KVPool.blocks(blocks, block_size=context.block_size)
+        else:
+            budget = kv_budget_for(deployment, utilization=context.utilization)
+            if budget <= 0:
+                return ("fit", f"the weights leave no KV budget ({float(budget) / 1e9:.2f} GB)")
+            pool = KVPool.for_model(deployment.share, budget=budget, block_size=context.block_size)
         cost = RooflineCostModel.for_deployment(deployment)
         _floor_time(cost)  # the links of the group priced here: a group they cannot hold is refused
     except RooflineError as err:
-        return ("fit", str(err))
-    return _Setup(deployment, serve, pool, cost, deployment.share.max_position_embeddings)
+        return ("skip" if "not modelled" in str(err) else "fit", str(err))
+    max_model_len = deployment.share.max_position_embeddings
+    if split == "off":
+        D = deployment.parallelism.data
+        schedulers, router = (D, "round-robin") if D > 1 else (P, "least-requests") if P > 1 else (1, None)
+        return _Setup(deployment, serve, pool, cost, max_model_len, deployment.gpus, schedulers, router)
+    prefill_n, decode_n = (int(x) for x in split.split(":"))
+    common = dict(utilization=context.utilization, block_size=context.block_size,
+                  max_num_seqs=serve["max_num_seqs"], admission=serve["admission"])
+    try:
+        prefill = Pool.for_deployment(deployment, instances=prefill_n, **common,
+                                      prefill="chunked" if serve["chunked"] else "separate",
+                                      max_num_batched_tokens=serve["max_num_batched_tokens"])
+        decode = Pool.for_deployment(deployment, instances=decode_n, **common)
+        link = TransferLink.between(deployment.accelerator, deployment.accelerator)
+    except RooflineError as err:  # a model whose transfer is not modelled, an accelerator without a NIC
+        return ("skip", str(err))
+    return _Setup(deployment, serve, pool, cost, max_model_len, (prefill_n + decode_n) * deployment.gpus,
+                  prefill_n, "round-robin", (prefill, decode, link))
 
 
 def prune(context: Context, setup: _Setup, requests: Sequence[Any]) -> tuple[str, str] | None:
     """The first rule of :data:`RULES` that proves the configuration fails the SLO on ``requests``, as
-    (rule, reason), or None (docs/conventions.md, "Deployment search": each rule and why it is sound).
+    (rule, reason), or None (docs/conventions.md, "Deployment search": each rule and why it is sound, with one
+    scheduler or several).
 
     Raises nothing a valid setup can raise.
     """
@@ -308,17 +379,7 @@ def prune(context: Context, setup: _Setup, requests: Sequence[Any]) -> tuple[str
         return None
     prefix = serve.get("enable_prefix_caching", False)
     first = [floor if prefix else cost.prefill_time(r.prompt_tokens, 0) for r in requests]
-    running = S
-    if serve["admission"] == "reserve" and not prefix and pool.capacity_blocks is not None:
-        # each running request holds its lifetime blocks (reserved, never shared without prefix caching): at
-        # most as many run as the smallest lifetimes that fit together
-        held, running = 0, 0
-        for blocks in sorted(pool.lifetime_blocks(r.prompt_tokens, r.output_tokens) for r in requests):
-            if held + blocks > pool.capacity_blocks or running == S:
-                break
-            held, running = held + blocks, running + 1
-        running = max(1, running)
-    queued = _queue_bounds(requests, running, floor) if serve["admission"] == "reserve" else [0] * len(requests)
+    queued = _queue_term(setup, requests, floor)
     ttft = [max(a, b) for a, b in zip(first, queued, strict=True)]
     if context.ttft_s is not None and percentile_exceeds(ttft, q, context.ttft_s):
         rule = "ttft" if percentile_exceeds(first, q, context.ttft_s) else "rate"
@@ -328,6 +389,34 @@ def prune(context: Context, setup: _Setup, requests: Sequence[Any]) -> tuple[str
         if percentile_exceeds(e2e, q, context.e2e_s):
             return ("rate", f"E2E p{float(q):g} of the lower bounds > limit {float(context.e2e_s) * 1e3:g} ms")
     return None
+
+
+def _queue_term(setup: _Setup, requests: Sequence[Any], floor: Any) -> list[Any]:
+    """The queue's lower bound on each request's TTFT [s] (0 where none holds): per first-come-first-served part
+    of a round-robin router (the whole with one scheduler; a split's prefill instances, each request there of
+    one output token), none for P virtual engines routed least-requests or without reserve admission."""
+    n = len(requests)
+    serve, pool = setup.serve, setup.pool
+    if serve["admission"] != "reserve" or (setup.schedulers > 1 and setup.router != "round-robin"):
+        return [0] * n
+    if setup.split is not None:  # the prefill side: each request as its prompt and one output token
+        requests = [attrs.evolve(r, output_tokens=1) for r in requests]
+    running = S = serve["max_num_seqs"]
+    if not serve.get("enable_prefix_caching", False) and pool.capacity_blocks is not None:
+        # each running request holds its lifetime blocks (reserved, never shared without prefix caching): at
+        # most as many run as the smallest lifetimes of the workload that fit together (>= any part's own cap)
+        held, running = 0, 0
+        for blocks in sorted(pool.lifetime_blocks(r.prompt_tokens, r.output_tokens) for r in requests):
+            if held + blocks > pool.capacity_blocks or running == S:
+                break
+            held, running = held + blocks, running + 1
+        running = max(1, running)
+    out: list[Any] = [0] * n
+    parts = setup.schedulers
+    for k in range(parts):
+        for i, bound in zip(range(k, n, parts), _queue_bounds(requests[k::parts], running, floor), strict=True):
+            out[i] = bound
+    return out
 
 
 def _queue_bounds(requests: Sequence[Any], S: int, floor: Any) -> list[Any]:
@@ -356,17 +445,27 @@ def _queue_bounds(requests: Sequence[Any], S: int, floor: Any) -> list[Any]:
 
 
 def _simulate(context: Context, setup: _Setup, requests: Sequence[Any]) -> dict[str, Any]:
-    """Serve ``requests`` with the setup; the SLO metrics at the percentile [s] and whether it met them."""
-    from .sim import serve_continuous
+    """Serve ``requests`` with the setup (one scheduler, D replicas or P virtual engines behind their router, or a
+    disaggregated split); the SLO metrics at the percentile [s] over all requests and whether it met them."""
+    from .sim import serve_continuous, serve_disaggregated, serve_replicas
 
     serve = setup.serve
-    kw = dict(max_num_seqs=serve["max_num_seqs"], admission=serve["admission"], kv_pool=setup.pool,
-              max_model_len=setup.max_model_len, enable_prefix_caching=serve["enable_prefix_caching"])
-    if serve["chunked"]:
-        kw.update(prefill="chunked", max_num_batched_tokens=serve["max_num_batched_tokens"])
+    if setup.split is not None:
+        prefill, decode, link = setup.split
+        result = serve_disaggregated(requests, prefill, decode, link=link, max_model_len=setup.max_model_len)
     else:
-        kw.update(max_prefill_tokens=serve["max_num_batched_tokens"])
-    result = serve_continuous(requests, setup.cost, **kw)
+        kw = dict(max_num_seqs=serve["max_num_seqs"], admission=serve["admission"], kv_pool=setup.pool,
+                  max_model_len=setup.max_model_len, enable_prefix_caching=serve["enable_prefix_caching"])
+        if serve["chunked"]:
+            kw.update(prefill="chunked", max_num_batched_tokens=serve["max_num_batched_tokens"])
+        else:
+            kw.update(max_prefill_tokens=serve["max_num_batched_tokens"])
+        if setup.schedulers > 1:
+            result = serve_replicas(requests, setup.cost, router=setup.router or "round-robin",
+                                    data_parallel_size=setup.schedulers,
+                                    gpus_per_replica=setup.deployment.tensor_parallel_size, **kw).whole
+        else:
+            result = serve_continuous(requests, setup.cost, **kw)
     done = [r for r in result.requests if r.handed_back_s is not None]
     q = context.percentile
     stats: dict[str, Any] = {"rejected": len(result.requests) - len(done)}
@@ -432,17 +531,21 @@ def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool)
 
 
 def evaluate(context: Context, config: dict[str, Any]) -> dict[str, Any]:
-    """One configuration's result (JSON-ready): pruned with its rule, or simulated at the given rate
-    (and, with the rate search, its highest rate). Pure: the same inputs give the same record.
+    """One configuration's result (JSON-ready): skipped (not modelled, with its reason), pruned with its rule, or
+    simulated at the given rate (and, with the rate search, its highest rate). Pure: the same inputs give the same
+    record.
 
     Raises nothing a configuration can cause: a refusal is the ``fit`` rule.
     """
     record: dict[str, Any] = {"key": key_of(config), "config": config}
     setup = _setup(context, config)
     if isinstance(setup, tuple):
-        record.update(status="pruned", rule=setup[0], reason=setup[1], gpus=None)
+        if setup[0] == "skip":
+            record.update(status="skipped", rule=None, reason=setup[1], gpus=None)
+        else:
+            record.update(status="pruned", rule=setup[0], reason=setup[1], gpus=None)
         return record
-    record["gpus"] = setup.deployment.gpus
+    record["gpus"] = setup.gpus
     requests = _scaled(context.requests, context.rate_scale)
     why = prune(context, setup, requests)
     if why is not None:
@@ -490,6 +593,15 @@ def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> It
             raise
 
 
+#: What a local Dask cluster's workers are started with (docs/conventions.md, "Deployment search"): the
+#: statistical profiler off (it samples the running task's stack every 10 ms; on this pure-Python work it cost
+#: about 40 % more CPU per task), forked as the local executor's workers are (no fresh interpreter re-importing
+#: the package: 0.7 s to start two instead of 4.9 s). Workers of a ``tcp://`` cluster are the user's: start them
+#: with ``DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False`` for the same.
+_DASK_WORKER_SETTINGS = {"distributed.worker.profile.enabled": False, "distributed.worker.profile.interval": "10s",
+                         "distributed.worker.profile.cycle": "100s"}
+
+
 def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> Iterable[dict[str, Any]]:
     try:
         from distributed import Client, LocalCluster, as_completed
@@ -503,7 +615,15 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
             n = 0
         if n < 1:
             raise InvalidValueError("cluster", cluster, "expected local:N with N >= 1 workers")
-        local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        import multiprocessing
+
+        import dask
+
+        settings = dict(_DASK_WORKER_SETTINGS)
+        if "fork" in multiprocessing.get_all_start_methods():
+            settings["distributed.worker.multiprocessing-method"] = "fork"
+        with dask.config.set(settings):
+            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
         client = Client(local)
     elif cluster.startswith("tcp://"):
         try:
@@ -536,6 +656,7 @@ class PlanResult:
     winner : dict or None, the cheapest record that meets the SLO at the given rate
     front : tuple of str, the keys on the Pareto front (docs/conventions.md, "Deployment search")
     pruned : dict, rule -> configurations it removed
+    skipped : int, configurations the package does not model (each record says why), neither pruned nor simulated
     simulated : int, configurations simulated at the given rate
     resumed : int, records read back from ``out`` (not recomputed)
     prices : dict, accelerator -> USD per GPU-hour (the user's), or empty
@@ -545,6 +666,7 @@ class PlanResult:
     winner: dict[str, Any] | None
     front: tuple[str, ...]
     pruned: dict[str, int]
+    skipped: int
     simulated: int
     resumed: int
     prices: dict[str, Any]
@@ -558,7 +680,7 @@ class PlanResult:
                 "prices_usd_per_gpu_hour": {k: float(v) for k, v in self.prices.items()},
                 "objective": "cost" if self.prices else "gpus",
                 "rate_scale": _f(c.rate_scale), "configurations": len(self.records), "pruned": self.pruned,
-                "simulated": self.simulated, "resumed": self.resumed,
+                "skipped": self.skipped, "simulated": self.simulated, "resumed": self.resumed,
                 "winner": None if self.winner is None else self.winner["key"],
                 "vllm_serve": None if self.winner is None else vllm_serve_command(c.model, self.winner),
                 "front": list(self.front), "results": list(self.records)}
@@ -603,23 +725,38 @@ def pareto_front(records: Iterable[dict[str, Any]]) -> tuple[str, ...]:
     return tuple(sorted(front))
 
 
+#: vLLM's KV connector flag for a disaggregated pool (NIXL, both roles: the prefill instance sends, the decode
+#: instance pulls), as vLLM's NixlConnector usage guide (docs.vllm.ai, features/nixl_connector_usage) starts them.
+KV_TRANSFER_CONFIG = """--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
+
+
 def vllm_serve_command(model: Any, record: dict[str, Any]) -> str:
-    """The ``vllm serve`` command line of a configuration (admission has no vLLM flag: vLLM allocates on
-    demand and preempts, and is left out)."""
+    """The ``vllm serve`` command line of a configuration: one line, or with a disaggregated split one line per
+    pool, each ``# prefill pool: NP instances`` above its command (every instance of the pool runs it), with
+    :data:`KV_TRANSFER_CONFIG`. ``--pipeline-parallel-size`` and ``--data-parallel-size`` appear above 1;
+    admission has no vLLM flag (vLLM allocates on demand and preempts) and is left out. The decode pool's line
+    keeps the prefill flags of the configuration (vLLM takes them; a decode instance prefills only what it
+    recomputes). Raises KeyError for a record without a configuration."""
     c = record["config"]
-    name = _hf_name(model)
-    parts = [f"vllm serve {name}", f"--tensor-parallel-size {c['tensor_parallel_size']}",
-             f"--max-num-seqs {c['max_num_seqs']}", f"--max-num-batched-tokens {c['max_num_batched_tokens']}",
-             "--enable-chunked-prefill" if c["chunked_prefill"] else "--no-enable-chunked-prefill"]
-    if c["enable_prefix_caching"]:
-        parts.append("--enable-prefix-caching")
-    else:
-        parts.append("--no-enable-prefix-caching")
+    parts = [f"vllm serve {_hf_name(model)}", f"--tensor-parallel-size {c['tensor_parallel_size']}"]
+    for key, flag in (("pipeline_parallel_size", "--pipeline-parallel-size"),
+                      ("data_parallel_size", "--data-parallel-size")):
+        if c.get(key, 1) > 1:
+            parts.append(f"{flag} {c[key]}")
+    parts += [f"--max-num-seqs {c['max_num_seqs']}", f"--max-num-batched-tokens {c['max_num_batched_tokens']}",
+              "--enable-chunked-prefill" if c["chunked_prefill"] else "--no-enable-chunked-prefill",
+              "--enable-prefix-caching" if c["enable_prefix_caching"] else "--no-enable-prefix-caching"]
     if c.get("enable_expert_parallel"):
         parts.append("--enable-expert-parallel")
     if c["kv_cache_dtype"] != "auto":
         parts.append(f"--kv-cache-dtype {c['kv_cache_dtype']}")
-    return " ".join(parts)
+    line = " ".join(parts)
+    split = c.get("prefill_decode", "off")
+    if split == "off":
+        return line
+    counts = [int(x) for x in split.split(":")]
+    return "\n".join(f"# {side} pool: {n} instance{'s' if n > 1 else ''}\n{line} {KV_TRANSFER_CONFIG}"
+                     for side, n in zip(("prefill", "decode"), counts, strict=True))
 
 
 def _hf_name(model: Any) -> str:
@@ -822,7 +959,9 @@ def plan(
     winner = next((r for r in records if (r.get("at_rate") or {}).get("meets")), None)
     pruned = {rule: sum(1 for r in records if r.get("rule") == rule) for rule in RULES}
     simulated = sum(1 for r in records if r["status"] == "simulated")
-    return PlanResult(tuple(records), winner, pareto_front(records), pruned, simulated, resumed, prices, context)
+    skipped = sum(1 for r in records if r["status"] == "skipped")
+    return PlanResult(tuple(records), winner, pareto_front(records), pruned, skipped, simulated, resumed, prices,
+                      context)
 
 
 def _frac(x: Any) -> Any:

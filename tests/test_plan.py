@@ -169,11 +169,11 @@ def test_winner_hand_checked_and_prices_change_it() -> None:
     grid = {"tensor_parallel_size": [1, 2]}
     easy = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(40, 1000))
     assert easy.winner is not None
-    assert easy.winner["key"] == "h100-sxm/tp1/noep/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
+    assert easy.winner["key"] == "h100-sxm/tp1/pp1/dp1/colocated/noep/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
     assert easy.winner["at_rate"]["tpot_s"] == pytest.approx(0.0322, abs=5e-4)
     hard = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(20, 1000))
     assert hard.winner is not None
-    assert hard.winner["key"] == "h100-sxm/tp2/noep/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
+    assert hard.winner["key"] == "h100-sxm/tp2/pp1/dp1/colocated/noep/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
     one = next(r for r in hard.records if r["config"]["tensor_parallel_size"] == 1)
     floor = P._floor_time(P._setup(hard.context, one["config"]).cost)
     assert float(floor) == pytest.approx(MODEL.weight_bytes / 3.35e12, rel=2e-3)
@@ -218,6 +218,153 @@ def test_rate_search_brackets_to_its_tolerance() -> None:
     context, setup = result.context, P._setup(result.context, record["config"])
     assert P._meets_at(context, setup, Fraction(mr["scale"]), [0])
     assert not P._meets_at(context, setup, Fraction(mr["bracket_high"]), [0])
+
+
+# --------------------------------------------------------------------------- more than one scheduler
+
+
+#: D replicas, P virtual engines and disaggregated splits (with the combinations not modelled, skipped by name).
+MULTI: dict[str, Any] = {"tensor_parallel_size": [1, 2], "pipeline_parallel_size": [1, 2],
+                         "data_parallel_size": [1, 2], "prefill_decode": ["off", "1:1", "2:1"],
+                         "max_num_seqs": [2, 64], "chunked_prefill": [True, False]}
+
+
+def _kind(config: dict[str, Any]) -> str:
+    if config["prefill_decode"] != "off":
+        return "split"
+    return "dp" if config["data_parallel_size"] > 1 else "pp" if config["pipeline_parallel_size"] > 1 else "one"
+
+
+@pytest.mark.parametrize("slo", SLOS, ids=lambda s: "+".join(s))
+def test_pruning_stays_sound_with_more_than_one_scheduler(slo: dict[str, Any]) -> None:
+    """Every configuration of the replica, pipeline and split axes a rule drops, simulated anyway (serve_replicas,
+    serve_disaggregated), misses the SLO; the plan equals brute force over the same grid."""
+    result = plan(MODEL, REQUESTS, axes=MULTI, **slo)
+    assert result.skipped == 112  # of 192: P = 2 beside D = 2 (48), a split beside P or D > 1 (64)
+    for record in result.records:
+        if record["status"] == "pruned":
+            sim = _simulated_anyway(result.context, record)
+            assert sim is None or not sim["meets"], (record["key"], record["rule"], sim)
+    winner, front = _brute_force(result)
+    assert (None if result.winner is None else result.winner["key"]) == winner
+    assert result.front == front
+
+
+def test_every_rule_fires_on_the_multi_scheduler_axes() -> None:
+    """The grid above exercises the rules where more than one scheduler serves: fit, tpot and ttft on replicas,
+    virtual engines and splits, the queue term (rate) on round-robin replicas."""
+    fired: dict[str, set[str]] = {}
+    for slo in SLOS:
+        for record in plan(MODEL, REQUESTS, axes=MULTI, **slo).records:
+            if record["status"] == "pruned":
+                fired.setdefault(_kind(record["config"]), set()).add(record["rule"])
+    assert fired["dp"] == set(P.RULES)
+    assert fired["pp"] >= {"fit", "tpot", "ttft"} and fired["split"] >= {"fit", "tpot", "ttft"}
+
+
+@pytest.mark.parametrize("axes", [{"data_parallel_size": [2]}, {"prefill_decode": ["1:1"]}], ids=["dp2", "pd1:1"])
+def test_the_queue_term_per_scheduler_is_sound(axes: dict[str, Any]) -> None:
+    """40 requests (P = 100, O = 200) at t = 0, a pool of 38 blocks of 16 per scheduler (utilization 0.1898). Two
+    round-robin replicas: each serves 20 of them, two at a time (19 blocks each), so its last waits for
+    18 x 200 / 2 tokens of steps >= 4.79 ms (8.6 s > 1 s). A 1:1 split: the prefill instance serves all 40 as
+    one-token requests, five at a time (7 blocks each), so request 39 waits (35 / 5 + 1) x 4.79 ms = 38 ms
+    > 30 ms. Both pruned by the queue term (rule rate); each, simulated anyway, fails."""
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=100, output_tokens=200) for i in range(40)]
+    limit = Fraction(3, 100) if "prefill_decode" in axes else Fraction(1)
+    result = plan(MODEL, reqs, axes={"tensor_parallel_size": [1], "max_num_batched_tokens": [2048], **axes},
+                  slo_ttft_s=limit, utilization=Fraction(1898, 10000))
+    (record,) = result.records
+    setup = P._setup(result.context, record["config"])
+    assert not isinstance(setup, tuple) and setup.pool.capacity_blocks == 38
+    floor = P._floor_time(setup.cost)
+    last = P._queue_term(setup, reqs, floor)[-1]
+    assert last == (floor * (18 * 200 / Fraction(2) + 1) if "data_parallel_size" in axes else floor * 8)
+    assert record["rule"] == "rate"
+    sim = _simulated_anyway(result.context, record)
+    assert sim is not None and not sim["meets"]
+
+
+def test_virtual_engines_have_no_queue_term() -> None:
+    """P = 2 virtual engines are routed least-requests, which depends on the run: the queue term is 0."""
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=100, output_tokens=200) for i in range(40)]
+    result = plan(MODEL, reqs, axes={"tensor_parallel_size": [1], "pipeline_parallel_size": [2],
+                                     "max_num_batched_tokens": [2048]}, slo_ttft_s=Fraction(1))
+    setup = P._setup(result.context, result.records[0]["config"])
+    assert not isinstance(setup, tuple) and (setup.schedulers, setup.router) == (2, "least-requests")
+    assert P._queue_term(setup, reqs, P._floor_time(setup.cost)) == [0] * 40
+
+
+def test_replicas_pipeline_and_split_count_every_gpu_and_skip_by_name() -> None:
+    """GPUs = T x P x D, or (NP + ND) x T; the combinations not modelled are skipped with their reason."""
+    result = plan(MODEL, REQUESTS[:10], axes={"tensor_parallel_size": [2], "pipeline_parallel_size": [1, 2],
+                                              "data_parallel_size": [1, 3], "prefill_decode": ["off", "1:2"],
+                                              "max_num_batched_tokens": [2048]},
+                  slo_tpot_s=Fraction(1))
+    by = {(r["config"]["pipeline_parallel_size"], r["config"]["data_parallel_size"], r["config"]["prefill_decode"]): r
+          for r in result.records}
+    assert {k: r["gpus"] for k, r in by.items() if r["status"] == "simulated"} == {
+        (1, 1, "off"): 2, (2, 1, "off"): 4, (1, 3, "off"): 6, (1, 1, "1:2"): 6}
+    skipped = {k: r["reason"] for k, r in by.items() if r["status"] == "skipped"}
+    assert sorted(skipped) == [(1, 3, "1:2"), (2, 1, "1:2"), (2, 3, "1:2"), (2, 3, "off")]
+    assert all("not modelled" in why for why in skipped.values()) and result.skipped == 4
+    assert "beside data-parallel replicas" in skipped[(2, 3, "off")]
+    prefix = plan(MODEL, REQUESTS[:10], axes={"tensor_parallel_size": [2], "prefill_decode": ["1:1"],
+                                              "enable_prefix_caching": [True]}, slo_tpot_s=Fraction(1))
+    assert prefix.records[0]["status"] == "skipped" and "prefix caching" in prefix.records[0]["reason"]
+    assert prefix.winner is None
+
+
+def test_round_robin_replicas_are_the_parts_served_alone() -> None:
+    """D = 2 round robin: the TTFT and TPOT percentiles over the two halves j mod 2, each served alone by
+    serve_continuous on one replica's pool (docs/conventions.md, "Data-parallel replicas")."""
+    from roofline.sim import serve_continuous
+
+    result = plan(MODEL, REQUESTS, axes={"tensor_parallel_size": [1], "data_parallel_size": [2],
+                                         "max_num_batched_tokens": [2048]}, slo_ttft_s=Fraction(1))
+    (record,) = result.records
+    setup = P._setup(result.context, record["config"])
+    assert not isinstance(setup, tuple)
+    done: list[Any] = []
+    for part in (REQUESTS[0::2], REQUESTS[1::2]):
+        done += serve_continuous(part, setup.cost, kv_pool=setup.pool, prefill="chunked",
+                                 max_num_batched_tokens=2048, max_model_len=setup.max_model_len).requests
+    assert record["at_rate"]["ttft_s"] == float(P.interpolated_percentile([r.ttft_s for r in done], 99))
+    assert record["at_rate"]["tpot_s"] == float(P.interpolated_percentile([r.tpot_s for r in done], 99))
+
+
+def test_a_split_is_served_by_serve_disaggregated_on_the_nics() -> None:
+    """A 1:2 split of T = 2 on H100 SXM: the pools as roofline simulate builds them (Pool.for_deployment, the
+    NICs' link), the same TTFT percentile; the winner prints one vllm serve line per pool."""
+    from roofline import Deployment, Parallelism, get_accelerator
+    from roofline.sim import Pool, TransferLink, serve_disaggregated
+
+    result = plan(MODEL, REQUESTS, axes={"tensor_parallel_size": [2], "prefill_decode": ["1:2"],
+                                         "max_num_batched_tokens": [2048]}, slo_ttft_s=Fraction(1))
+    (record,) = result.records
+    h100 = get_accelerator("h100-sxm")
+    d = Deployment(MODEL, h100, Parallelism(tensor=2))
+    prefill = Pool.for_deployment(d, instances=1, prefill="chunked", max_num_batched_tokens=2048)
+    decode = Pool.for_deployment(d, instances=2)
+    sim = serve_disaggregated(REQUESTS, prefill, decode, link=TransferLink.between(h100, h100),
+                              max_model_len=MODEL.max_position_embeddings)
+    assert record["at_rate"]["ttft_s"] == float(P.interpolated_percentile([r.ttft_s for r in sim.requests], 99))
+    assert record["gpus"] == 6 and result.winner is record
+    line = ("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 --max-num-seqs 256 "
+            "--max-num-batched-tokens 2048 --enable-chunked-prefill --no-enable-prefix-caching "
+            """--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'""")
+    assert P.vllm_serve_command(MODEL, record).splitlines() == [
+        "# prefill pool: 1 instance", line, "# decode pool: 2 instances", line]
+
+
+def test_cli_prints_the_parallel_flags_of_the_winner(capsys: pytest.CaptureFixture) -> None:
+    args = ["plan", "--limit", "40", "--slo-tpot", "3", "--tensor-parallel-size", "2", "--data-parallel-size", "1",
+            "--data-parallel-size", "2", "--pipeline-parallel-size", "1", "--pipeline-parallel-size", "2",
+            "--max-num-batched-tokens", "2048"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 100
+    assert "4 configurations: 0 pruned by the bound (none), 3 simulated, 1 skipped (not modelled)" in out
+    assert "--tensor-parallel-size 2 --data-parallel-size 2" in out or "--pipeline-parallel-size 2" in out
 
 
 # --------------------------------------------------------------------------- executors and resume
@@ -292,7 +439,7 @@ def test_cli_table_json_csv_plot(tmp_path: Path, capsys: pytest.CaptureFixture) 
     csv_path, png = tmp_path / "r.csv", tmp_path / "front.png"
     assert main([*args, "--json", "--csv", str(csv_path), "--plot", str(png)]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["winner"] == "h100-sxm/tp1/noep/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
+    assert d["winner"] == "h100-sxm/tp1/pp1/dp1/colocated/noep/seqs256/mbt2048/chunked/noprefix/kvauto/reserve"
     assert d["pruned"] == {"fit": 1, "tpot": 0, "ttft": 0, "rate": 0} and d["objective"] == "gpus"
     assert csv_path.read_text().splitlines()[1].startswith("1,h100-sxm/tp1/")
     assert png.read_bytes()[:4] == b"\x89PNG"
@@ -307,7 +454,11 @@ def _status(argv: list[str]) -> int:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--pipeline-parallel-size", "2"], "unrecognized arguments: --pipeline-parallel-size"),
+    (["--pipeline-parallel-size", "0"], "--pipeline-parallel-size='0': expected an integer >= 1"),
+    (["--data-parallel-size", "two"], "--data-parallel-size='two': expected an integer >= 1"),
+    (["--prefill-decode", "1:0"], "--prefill-decode='1:0': expected NP:ND"),
+    (["--prefill-decode", "3"], "--prefill-decode='3': expected NP:ND"),
+    (["--router", "least-kv"], "unrecognized arguments: --router"),
     (["--accelerator", "h100-sxm", "--price", "b200=3"], "--price='b200': is not an accelerator searched"),
     (["--accelerator", "h100-sxm", "--accelerator", "h200", "--price", "h200=3"], "no price given"),
     (["--slo-ttft", "0"], "--slo-ttft='0': must be > 0"),
@@ -332,7 +483,7 @@ def test_no_slo_and_an_empty_grid_are_refused(capsys: pytest.CaptureFixture) -> 
     with pytest.raises(InvalidValueError, match="empty grid"):
         plan(MODEL, REQUESTS, axes={"tensor_parallel_size": []}, slo_ttft_s=1)
     with pytest.raises(InvalidValueError, match="unknown axis"):
-        plan(MODEL, REQUESTS, axes={"pipeline_parallel_size": [2]}, slo_ttft_s=1)
+        plan(MODEL, REQUESTS, axes={"pipeline_stages": [2]}, slo_ttft_s=1)
 
 
 def test_out_never_overwrites_an_input(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -1,8 +1,10 @@
 """``roofline plan``: the cheapest deployment that meets a latency SLO on a workload.
 
 Searches a grid of configurations (the axes: ``--accelerator``, ``--tensor-parallel-size``,
-``--max-num-seqs``, ``--max-num-batched-tokens``, ``--enable-chunked-prefill on|off``,
-``--enable-prefix-caching on|off``, ``--kv-cache-dtype``, ``--admission``; repeat a flag to
+``--pipeline-parallel-size``, ``--data-parallel-size``, ``--prefill-decode NP:ND|off`` (a
+disaggregated split), ``--enable-expert-parallel on|off``, ``--max-num-seqs``,
+``--max-num-batched-tokens``, ``--enable-chunked-prefill on|off``, ``--enable-prefix-caching
+on|off``, ``--kv-cache-dtype``, ``--admission``; repeat a flag to
 search several values) for the cheapest one whose TTFT, TPOT and E2E at ``--slo-percentile``
 (default 99, interpolated as ``vllm bench serve`` reports it) are within ``--slo-ttft``,
 ``--slo-tpot`` and ``--slo-e2e`` (ms) with every request served. Cheapest: GPUs x
@@ -185,21 +187,23 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
 
 
 class _Progress:
-    """A tqdm bar on stderr (a terminal only): configurations done, pruned, failing the SLO."""
+    """A tqdm bar on stderr (a terminal only): configurations done, pruned, skipped, failing the SLO."""
 
     def __init__(self) -> None:
         from tqdm import tqdm
 
         self.bar = tqdm(desc="plan", unit="config", disable=not _isatty(), leave=False, file=sys.stderr)
-        self.pruned = self.failing = 0
+        self.pruned = self.skipped = self.failing = 0
 
     def __call__(self, record: dict[str, Any]) -> None:
         if record["status"] == "pruned":
             self.pruned += 1
+        elif record["status"] == "skipped":
+            self.skipped += 1
         elif not record["at_rate"]["meets"]:
             self.failing += 1
         self.bar.update(1)
-        self.bar.set_postfix_str(f"pruned {self.pruned}, failing SLO {self.failing}")
+        self.bar.set_postfix_str(f"pruned {self.pruned}, skipped {self.skipped}, failing SLO {self.failing}")
 
     def close(self) -> None:
         self.bar.close()
@@ -217,7 +221,10 @@ def _ms(x: Any) -> str:
 
 
 def _short(key: str) -> str:
-    return key.replace("/noprefix", "").replace("/kvauto", "").replace("/reserve", "")
+    """The key without the default values' labels (``pp1``, ``dp1``, ``colocated``, ``noprefix``...)."""
+    for default in ("/pp1/", "/dp1/", "/colocated/", "/noep/", "/chunked/", "/noprefix/", "/kvauto/"):
+        key = key.replace(default, "/")
+    return key.removesuffix("/reserve")
 
 
 def format_table(result: PlanResult, top: int) -> str:
@@ -233,21 +240,24 @@ def format_table(result: PlanResult, top: int) -> str:
              f"SLO {limits}, every request served",
              f"  {n} configurations: {pruned} pruned by the "
              f"{'bound' if c.estimate is None else 'estimate'} ({rules or 'none'}), {result.simulated} simulated"
+             + (f", {result.skipped} skipped (not modelled)" if result.skipped else "")
              + (f", {result.resumed} read back from --out" if result.resumed else ""),
              "  objective: " + ("cost = GPUs x your price per GPU-hour (" + ", ".join(
                  f"{k} ${float(v):g}" for k, v in result.prices.items()) + ")" if result.prices else "fewest GPUs"),
              ""]
-    head = f"{'#':>3}  {'configuration':<38} {'GPUs':>4} {'cost':>7} {'TTFT':>8} {'TPOT':>7} {'tok/s/GPU':>9}"
+    shown = [r for r in result.records if r["status"] != "skipped"][:top]  # skipped: counted above, in --json
+    width = max([13, *(len(_short(r["key"])) for r in shown)])
+    head = f"{'#':>3}  {'configuration':<{width}} {'GPUs':>4} {'cost':>7} {'TTFT':>8} {'TPOT':>7} {'tok/s/GPU':>9}"
     if c.search_rate:
         head += f" {'max req/s':>9}"
     lines.append(head)
-    for i, r in enumerate(result.records[:top], 1):
+    for i, r in enumerate(shown, 1):
         at = r.get("at_rate") or {}
         cost = "-" if r.get("cost") is None else (f"${r['cost']:,.2f}" if result.prices else f"{r['cost']}")
         tps = at.get("output_tokens_per_s")
         per_gpu = "-" if tps is None else f"{tps / r['gpus']:,.0f}"
         gpus = r["gpus"] or "-"
-        row = (f"{i:>3}  {_short(r['key']):<38} {gpus:>4} {cost:>7} {_ms(at.get('ttft_s')):>8} "
+        row = (f"{i:>3}  {_short(r['key']):<{width}} {gpus:>4} {cost:>7} {_ms(at.get('ttft_s')):>8} "
                f"{_ms(at.get('tpot_s')):>7} {per_gpu:>9}")
         if c.search_rate:
             m = (r.get("max_rate") or {}).get("requests_per_s")
@@ -255,8 +265,8 @@ def format_table(result: PlanResult, top: int) -> str:
             row += f" {rate:>9}"
         mark = "meets" if at.get("meets") else (f"x {r['rule']}" if r["status"] == "pruned" else "fails")
         lines.append(f"{row}  {mark}")
-    if n > top:
-        lines.append(f"     ... {n - top} more (--top, --json, --csv)")
+    if n - result.skipped > len(shown):
+        lines.append(f"     ... {n - result.skipped - len(shown)} more (--top, --json, --csv)")
     lines += ["", f"  Pareto front (tok/s/GPU up, TTFT and TPOT down): {len(result.front)} configurations"]
     lines += [f"    {_short(k)}" for k in result.front[:top]]
     w = result.winner
@@ -266,11 +276,14 @@ def format_table(result: PlanResult, top: int) -> str:
     else:
         from ..plan import vllm_serve_command
 
-        lines += [f"  winner: {w['key']}", f"    {vllm_serve_command(c.model, w)}",
+        lines += [f"  winner: {w['key']}", *(f"    {x}" for x in vllm_serve_command(c.model, w).splitlines()),
                   "    (--gpu-memory-utilization " + f"{float(c.utilization):g}; admission {w['config']['admission']} "
                   "is the scheduler's model: vLLM allocates on demand)"]
     lines += [f"  cost per hour; TTFT, TPOT: ms at {q} (numpy linear, as vllm bench serve); x RULE: pruned by the",
-              "  rule (fit, tpot, ttft, rate: docs/conventions.md, \"Deployment search\"); fails: simulated, missed it"]
+              "  rule (fit, tpot, ttft, rate: docs/conventions.md, \"Deployment search\");",
+              "  fails: simulated, missed it"]
+    if result.skipped:
+        lines.append("  skipped: not modelled, counted above and left out of the table (--json gives each reason)")
     from ..units import fit_width
 
     return fit_width("\n".join(lines))

@@ -13,8 +13,9 @@ lower bound on each request's TTFT, TPOT or E2E bounds the percentile. First com
 with at most S running gives the queue bound: request i starts only after i - S + 1 earlier
 requests finished, whose tokens took steps of at most S tokens each: on three requests of 3, 1
 and 2 output tokens, S = 1, unit steps, all at t = 0, the scheduler's TTFTs are 1, 4 and 5, the
-bound's. Hence rules fit, tpot, ttft and rate (docs/conventions.md, "Deployment search") drop
-only configurations that fail the SLO.
+bound's; D round-robin replicas serve each part j mod D so, and meet the bound per part (TTFTs
+1, 1 and 4 on two replicas). Hence rules fit, tpot, ttft and rate (docs/conventions.md,
+"Deployment search") drop only configurations that fail the SLO.
 
 Assumptions
 -----------
@@ -49,7 +50,7 @@ def derive(p: Proof) -> None:
     from ..hardware import get_accelerator
     from ..models import get_model
     from ..plan import _floor_time, _queue_bounds, interpolated_percentile
-    from ..sim import KVPool, Request, RooflineCostModel, UnitCostModel, serve_continuous
+    from ..sim import KVPool, Request, RooflineCostModel, UnitCostModel, serve_continuous, serve_replicas
     from ..symbolic import step_time as st
 
     p.title("p23 plan pruning: the rules of roofline plan follow from the bound")
@@ -148,8 +149,27 @@ def derive(p: Proof) -> None:
         lows = _queue_bounds(wide, s, 1)
         p.holds(f"12 requests arriving every 1/3 step, S = {s}: every TTFT >= its bound",
                 all(r.ttft_s >= low for r, low in zip(run.requests, lows, strict=True)))
+
+    p.section("More than one scheduler: round-robin replicas serve their parts first come first served")
+    two = serve_replicas(reqs, UnitCostModel(), data_parallel_size=2, max_num_seqs=1,
+                         kv_pool=KVPool.blocks(10, block_size=2))
+    p.equal("D = 2, S = 1, outputs 3, 1, 2: requests 0 and 2 to replica 0, request 1 to replica 1",
+            two.assignment, (0, 1, 0))
+    per_part = _queue_bounds(reqs[0::2], 1, 1) + _queue_bounds(reqs[1::2], 1, 1)
+    p.equal("the bound per part (0, 2) and (1): 1, 4 and 1", per_part, [1, 4, 1])
+    p.equal("the replicas' TTFTs meet it exactly", [two.whole.requests[i].ttft_s for i in (0, 2, 1)], per_part,
+            value="TTFTs 1, 4 and 1 of requests 0, 2 and 1")
+    for s in (1, 2):
+        for d in (2, 3):
+            run = serve_replicas(wide, UnitCostModel(), data_parallel_size=d, max_num_seqs=s).whole
+            lows = [0] * len(wide)
+            for k in range(d):
+                for i, low in zip(range(k, len(wide), d), _queue_bounds(wide[k::d], s, 1), strict=True):
+                    lows[i] = low
+            p.holds(f"12 requests every 1/3 step, D = {d} round robin, S = {s}: every TTFT >= its part's bound",
+                    all(r.ttft_s >= low for r, low in zip(run.requests, lows, strict=True)))
     p.conclude(f"t_floor {float(floor) * 1e3:.3f} ms on Llama 3.1 8B, H100 SXM; chunks >= the whole prefill; "
-               "percentiles monotone; queue bound met exactly (TTFTs 1, 4 and 5)")
+               "percentiles monotone; queue bound met exactly (TTFTs 1, 4 and 5), per round-robin replica too")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
