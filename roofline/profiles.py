@@ -586,6 +586,13 @@ def _versions() -> tuple[dict[str, Any], ...]:
     return tuple(doc["versions"])
 
 
+def engine_of(key: str) -> str:
+    """The engine an ``--estimate`` key belongs to: ``"vllm"`` for ``"vllm-v0"`` and ``"vllm"``; a key that is
+    no engine version (a fitted profile's own key) is its own engine. Never raises for a string."""
+    wanted = key.strip().lower()
+    return next((r["engine"] for r in _versions() if wanted in (r["key"], r["engine"])), wanted)
+
+
 def _scheduler(row: dict[str, Any]) -> SchedulerDefaults:
     settings = []
     for name, item in row["scheduler"].items():
