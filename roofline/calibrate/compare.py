@@ -589,6 +589,8 @@ def estimate_step(measurement: Measurement, profile: Any, *, flops: str = "exact
     """
     if measurement.spec is None:
         raise InvalidValueError("spec", None, f"row {measurement.id!r} has no datasheet constants to scale")
-    t, _ = predict(measurement, profile.scaled(measurement.spec), flops=flops)
+    from ..profiles import scaled_for
+
+    t, _ = predict(measurement, scaled_for(profile, measurement.spec, measurement.model), flops=flops)
     return t + float(profile.overhead(measurement.model.num_hidden_layers)
                      + measurement.batch * per_sequence_time(profile))

@@ -331,6 +331,12 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
                 lines.append(f"    eta_bw on {acc}: {float(v.value):.4f} [{v.source.kind}"
                              f"{': ' + v.source.citation if verbose else ''}]; "
                              f"other accelerators: the profile default {float(p.eta_bw.value):.4f}")
+            if p.eta_bw_by_weight_dtype:
+                per = ", ".join(f"{d} {float(v.value):.4f}" for d, v in p.eta_bw_by_weight_dtype)
+                lines.append(f"    eta_bw by weight dtype [fitted, the profile's times held]: {per}; other dtypes: "
+                             f"the accelerator's or the profile default {float(p.eta_bw.value):.4f}")
+                if verbose:
+                    lines += [f"      {d}: {v.source.citation}" for d, v in p.eta_bw_by_weight_dtype]
             if not verbose:
                 continue
             for name, v in p.sources().items():
