@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -334,3 +335,31 @@ def test_measured_constants_of_an_unmeasured_device_say_they_are_its_datasheet(c
     assert "  measured h200-sxm (none published: its datasheet): 4,800 GB/s [datasheet: " in out
     assert "  measured l40s (none published: its datasheet): 864 GB/s [datasheet: " in out
     assert "  measured a100-80gb: 1,700 GB/s [measured: " in out
+
+
+def test_cli_validate_prints_serving_medians_per_engine_within_100_columns(run_cli, capsys) -> None:
+    """The serving section: per engine, the median |error| of each metric over its held-out priced points (the
+    medians taken here from the simulated rows), the points recorded with their engines and accelerators, SGLang's
+    points listed as not priced, the TPOT target; the default text keeps within 100 columns; --json carries the
+    same summary and every point's workload kind."""
+    from roofline.calibrate.serving import validate_serving
+
+    assert run_cli(["validate"]) == 0
+    text = capsys.readouterr().out
+    assert all(len(line) <= 100 for line in text.splitlines())
+    out = re.sub(r"\n {8}(?=\S)", " ", unwrapped(text))  # a wrapped four-space line continues at 8 spaces
+    rows = [r for r in validate_serving() if r.point.held_out and r.refused is None]
+    lm = [r for r in rows if r.point.engine == "lmdeploy"]
+    med = {k: statistics.median(abs(r.errors[k]) for r in lm) for k in ("ttft_ms", "itl_ms", "output_tokens_per_s")}
+    assert (f"    lmdeploy ({len(lm)} points): TTFT {med['ttft_ms']:.1%} ({len(lm)}), ITL {med['itl_ms']:.1%} "
+            f"({len(lm)}), tokens/s {med['output_tokens_per_s']:.1%} ({len(lm)})\n") in out
+    assert "points recorded (engines gpt-fast, lmdeploy, nim, sglang, trtllm, vllm; accelerators a100-80gb, " \
+        "h100-sxm, l40s, mi300x)" in out
+    assert "    not priced (6, no constants for their profile): serving-sglang-llama-3.1-8b-sharegpt-rps4-a100," in out
+    tpot = statistics.median(abs(r.errors.get("tpot_ms", r.errors.get("itl_ms"))) for r in rows
+                             if "tpot_ms" in r.errors or "itl_ms" in r.errors)
+    assert f"<= 15%: {tpot:.1%} (" in out
+    assert run_cli(["validate", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["serving"]
+    assert doc["summary"]["points"] == len(rows) and doc["summary"]["by_engine"]["lmdeploy"]["points"] == len(lm)
+    assert {r["kind"] for r in doc["rows"]} == {"closed_loop", "burst", "poisson"}
