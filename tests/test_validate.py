@@ -363,3 +363,25 @@ def test_cli_validate_prints_serving_medians_per_engine_within_100_columns(run_c
     doc = json.loads(capsys.readouterr().out)["serving"]
     assert doc["summary"]["points"] == len(rows) and doc["summary"]["by_engine"]["lmdeploy"]["points"] == len(lm)
     assert {r["kind"] for r in doc["rows"]} == {"closed_loop", "burst", "poisson"}
+
+
+def test_a_missed_target_names_the_rows_beyond_it_and_the_term_the_estimate_lacks(run_cli, capsys) -> None:
+    """The batch-1 target (median |error| <= 5 % on the validation subset's batch-1 rows) is missed: the target lists
+    exactly the batch-1 validation rows beyond 5 %, largest first, with estimate - measured, and the term the
+    estimate lacks; the text prints them under the verdict."""
+    from roofline.calibrate.fit import validate_with_estimates
+
+    report = validate_with_estimates()
+    t = next(x for x in report.targets() if "batch 1" in x["target"])
+    rows = [r for r in report.accelerator_rows if r.measurement.split == "validation" and r.measurement.batch == 1]
+    want = sorted(((r.measurement.id, r.error_estimate) for r in rows if abs(r.error_estimate) > 0.05),
+                  key=lambda x: -abs(x[1]))
+    assert t["met"] is False and [(i, e) for i, e, _ in t["beyond"]] == want
+    assert t["beyond"][0][0] == "gpt-fast-llama-2-70b-int4-a100-330w"
+    r = next(x for x in rows if x.measurement.id == t["beyond"][0][0])
+    assert t["beyond"][0][2] == pytest.approx(r.estimate_s - r.measurement.measured_s)
+    assert "dequantisation" in t["lacks"]
+    assert run_cli(["validate"]) == 0
+    out = re.sub(r"\n {8}(?=\S)", " ", unwrapped(capsys.readouterr().out))  # four-space lines continue at 8
+    assert "\n    beyond the limit: gpt-fast-llama-2-70b-int4-a100-330w -23.7% (-9.38 ms), " in out
+    assert "\n    the estimate lacks: a cost of quantised kernels" in out

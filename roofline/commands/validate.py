@@ -484,6 +484,11 @@ def _subset_lines(report: Report) -> list[str]:
     for t in report.targets():
         verdict = "no estimate" if t["met"] is None else ("met" if t["met"] else "MISSED")
         lines.append(f"  target: {t['target']}: {_pct(t['value'], signed=False)}, {verdict}")
+        if t["met"] is False and t["beyond"]:  # the rows that miss it, by how much (docs/conventions.md)
+            lines.append("    beyond the limit: " + ", ".join(
+                f"{i} {_pct(e)} ({d * 1e3:+,.2f} ms)" for i, e, d in t["beyond"]))
+            if t["lacks"]:
+                lines.append(f"    the estimate lacks: {t['lacks']}")
     return lines
 
 
