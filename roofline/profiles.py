@@ -349,14 +349,19 @@ class EngineProfile:
         dtype's own where the profile's rows fit one for it (``"fitted on int4's own rows"``), else the
         accelerator's own (``"fitted on h200-sxm's own rows"``), else ``"profile default"``
         (docs/conventions.md, "Bound and estimate")."""
+        value, how = self.eta_bw_sourced(accelerator, weight_dtype)
+        return Fraction(value.value), how
+
+    def eta_bw_sourced(self, accelerator: Any, weight_dtype: str | None = None) -> tuple[Sourced, str]:
+        """The stored eta_bw :meth:`eta_bw_for` takes (with its source) and how it was obtained."""
         for dtype, value in self.eta_bw_by_weight_dtype:
             if dtype == weight_dtype:
-                return Fraction(value.value), f"{value.source.kind} on {dtype}'s own rows"
+                return value, f"{value.source.kind} on {dtype}'s own rows"
         key = str(getattr(accelerator, "key", "")).split(":")[0]
         for acc, value in self.eta_bw_by_accelerator:
             if acc == key:
-                return Fraction(value.value), f"{value.source.kind} on {acc}'s own rows"
-        return Fraction(self.eta_bw.value), "profile default"
+                return value, f"{value.source.kind} on {acc}'s own rows"
+        return self.eta_bw, "profile default"
 
     def outside(self, model: Any, accelerator: Any, batch: int | None = None) -> tuple[str, ...]:
         """Why a request lies outside the fitted rows (:meth:`FittedRange.outside`; empty: inside)."""
