@@ -323,7 +323,9 @@ class Deployment:
             if isinstance(extra, bool) or not isinstance(extra, (int, float, Fraction, np.integer, np.floating)):
                 raise InvalidValueError("estimate", self.estimate, f"overhead(L) returned {extra!r}: expected seconds")
             overhead = overhead + extra
-            accelerator = self.estimate.scaled(accelerator)
+            from .profiles import scaled_for
+
+            accelerator = scaled_for(self.estimate, accelerator, self.model)
             if not isinstance(accelerator, Accelerator):
                 raise InvalidValueError("estimate", self.estimate, f"scaled(accelerator) returned {accelerator!r}: "
                                         "expected an Accelerator")

@@ -102,9 +102,14 @@ def _expert_parallel(d: Deployment, batch: Any, terms: dict[str, Any]) -> dict[s
     return dict(ep, num_experts=share.num_experts, experts_per_token=share.num_experts_per_tok)
 
 
-def _profile_constants(profile: Any, accelerator: Accelerator) -> dict[str, Any]:
-    """A profile's constants on ``accelerator`` (its own eta_bw where fitted); a profile object whose
-    ``constants()`` takes no accelerator gives its one set."""
+def _profile_constants(profile: Any, accelerator: Accelerator, model: Any = None) -> dict[str, Any]:
+    """A profile's constants on ``accelerator`` for ``model``'s weight dtype (the eta_bw of
+    :meth:`roofline.profiles.EngineProfile.eta_bw_for`); a profile object whose ``constants()`` takes no
+    accelerator gives its one set."""
+    from .profiles import EngineProfile
+
+    if isinstance(profile, EngineProfile):
+        return dict(profile.constants(accelerator, getattr(model, "weight_dtype", None)))
     try:
         return dict(profile.constants(accelerator))
     except TypeError:
@@ -268,10 +273,13 @@ def decode_step(
         profile = d.estimate
         f.estimated_step_time(  # checks the constants and the arguments, naming a bad one
             **terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
-            num_hidden_layers=model.num_hidden_layers, **{"t_seq": 0, **_profile_constants(profile, accelerator)})
+            num_hidden_layers=model.num_hidden_layers,
+            **{"t_seq": 0, **_profile_constants(profile, accelerator, model)})
         overhead = (Fraction(overhead) + profile.overhead(model.num_hidden_layers)
                     + batch * Fraction(per_sequence_time(profile)))
-        accelerator = profile.scaled(accelerator)
+        from .profiles import scaled_for
+
+        accelerator = scaled_for(profile, accelerator, model)
     kw = dict(terms, **_hardware_terms(accelerator, model), batch=batch, context_sum=batch * context,
               overhead=overhead)
     step = f.step_time(**kw)

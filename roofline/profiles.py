@@ -316,6 +316,10 @@ class EngineProfile:
         eta_bw fitted on one accelerator's own calibration rows, where the profile's rows span several
         accelerators and one has at least two rows (:meth:`eta_bw_for`); every other accelerator takes
         ``eta_bw``, the profile default, named so.
+    eta_bw_by_weight_dtype : tuple of (weight dtype, Sourced [1])
+        eta_bw fitted on the calibration rows of one weight dtype (``"int4"``, ``"bfloat16"``), where the
+        profile's rows span several weight dtypes: one value for each dtype with a row; it comes before the
+        accelerator's own (:meth:`eta_bw_for`), every other dtype takes the accelerator's or the default.
 
     Notes
     -----
@@ -338,15 +342,26 @@ class EngineProfile:
     version: str = ""
     scheduler: SchedulerDefaults | None = None
     eta_bw_by_accelerator: tuple[tuple[str, Sourced], ...] = ()
+    eta_bw_by_weight_dtype: tuple[tuple[str, Sourced], ...] = ()
 
-    def eta_bw_for(self, accelerator: Any) -> tuple[Fraction, str]:
-        """eta_bw [1] on ``accelerator`` and how it was obtained: the accelerator's own where the profile's rows
-        fit one for it (``"fitted on h200-sxm's rows"``), else the profile's ``"profile default"``."""
+    def eta_bw_for(self, accelerator: Any, weight_dtype: str | None = None) -> tuple[Fraction, str]:
+        """eta_bw [1] on ``accelerator`` for weights of ``weight_dtype`` and how it was obtained: the weight
+        dtype's own where the profile's rows fit one for it (``"fitted on int4's own rows"``), else the
+        accelerator's own (``"fitted on h200-sxm's own rows"``), else ``"profile default"``
+        (docs/conventions.md, "Bound and estimate")."""
+        value, how = self.eta_bw_sourced(accelerator, weight_dtype)
+        return Fraction(value.value), how
+
+    def eta_bw_sourced(self, accelerator: Any, weight_dtype: str | None = None) -> tuple[Sourced, str]:
+        """The stored eta_bw :meth:`eta_bw_for` takes (with its source) and how it was obtained."""
+        for dtype, value in self.eta_bw_by_weight_dtype:
+            if dtype == weight_dtype:
+                return value, f"{value.source.kind} on {dtype}'s own rows"
         key = str(getattr(accelerator, "key", "")).split(":")[0]
         for acc, value in self.eta_bw_by_accelerator:
             if acc == key:
-                return Fraction(value.value), f"{value.source.kind} on {acc}'s own rows"
-        return Fraction(self.eta_bw.value), "profile default"
+                return value, f"{value.source.kind} on {acc}'s own rows"
+        return self.eta_bw, "profile default"
 
     def outside(self, model: Any, accelerator: Any, batch: int | None = None) -> tuple[str, ...]:
         """Why a request lies outside the fitted rows (:meth:`FittedRange.outside`; empty: inside)."""
@@ -368,15 +383,16 @@ class EngineProfile:
         why = self.outside(model, accelerator, batch)
         return band + (f"; {OUTSIDE_FITTED_RANGE}: {'; '.join(why)}" if why else "; inside the fitted range")
 
-    def constants(self, accelerator: Any = None) -> dict[str, Fraction]:
+    def constants(self, accelerator: Any = None, weight_dtype: str | None = None) -> dict[str, Fraction]:
         """``eta_bw``, ``eta_mm``, ``t_step`` [s], ``t_layer`` [s], ``t_seq`` [s] as exact Fractions (0 for
-        an absent time); with ``accelerator``, its own eta_bw where fitted (:meth:`eta_bw_for`).
+        an absent time); with ``accelerator`` (and ``weight_dtype``), the eta_bw of :meth:`eta_bw_for`.
 
         Pass them with ``**`` to :func:`roofline.formulas.estimated_step_time` and
         :func:`~roofline.formulas.estimated_throughput` (a prefill step takes all but ``t_seq``).
         """
         return {
-            "eta_bw": Fraction(self.eta_bw.value) if accelerator is None else self.eta_bw_for(accelerator)[0],
+            "eta_bw": (Fraction(self.eta_bw.value) if accelerator is None and weight_dtype is None
+                       else self.eta_bw_for(accelerator, weight_dtype)[0]),
             "eta_mm": Fraction(self.eta_mm.value),
             "t_step": Fraction(self.t_step.value) if self.t_step is not None else Fraction(0),
             "t_layer": Fraction(self.t_layer.value) if self.t_layer is not None else Fraction(0),
@@ -396,14 +412,15 @@ class EngineProfile:
         """Every stored constant by name (absent times left out)."""
         return {n: v for n in _CONSTANTS if (v := getattr(self, n)) is not None}
 
-    def scaled(self, accelerator: Accelerator) -> Accelerator:
+    def scaled(self, accelerator: Accelerator, weight_dtype: str | None = None) -> Accelerator:
         """``accelerator`` with its bandwidth times eta_bw and its peaks times eta_mm (sources ``"derived"``).
 
         The roofline of the returned accelerator is the estimate's max(bytes / (eta_bw BW),
-        FLOPs / (eta_mm peak)), eta_bw the accelerator's own where fitted (:meth:`eta_bw_for`); links
-        (tensor parallelism) are kept as they are.
+        FLOPs / (eta_mm peak)), eta_bw the weight dtype's or the accelerator's own where fitted
+        (:meth:`eta_bw_for`); links (tensor parallelism) are kept as they are.
         """
-        return _scaled(accelerator, self.eta_bw_for(accelerator)[0], Fraction(self.eta_mm.value), self.name)
+        eta = self.eta_bw_for(accelerator, weight_dtype)[0]
+        return _scaled(accelerator, eta, Fraction(self.eta_mm.value), self.name)
 
     def kind(self, name: str) -> str:
         """How constant ``name`` was obtained, one wording for every command.
@@ -525,6 +542,7 @@ def profiles_document(fits: dict[str, tuple[dict[str, EngineProfile], dict[str, 
             row.update({n: _sourced_json(getattr(p, n)) for n in _CONSTANTS})
             row.update(calibration=list(p.calibration), fixed=list(p.fixed), left_out=list(p.left_out))
             row.update(eta_bw_by_accelerator=[[k, _sourced_json(v)] for k, v in p.eta_bw_by_accelerator])
+            row.update(eta_bw_by_weight_dtype=[[k, _sourced_json(v)] for k, v in p.eta_bw_by_weight_dtype])
             row.update(band=None if p.band is None else attrs.asdict(p.band),
                        fitted_range=None if p.fitted_range is None
                        else attrs.asdict(p.fitted_range))
@@ -568,7 +586,9 @@ def _shipped(flops: str) -> tuple[dict[str, EngineProfile], dict[str, str]]:
             calibration=tuple(row["calibration"]), fixed=tuple(row["fixed"]), left_out=tuple(row["left_out"]),
             band=_record(ErrorBand, row.get("band")), fitted_range=_record(FittedRange, row.get("fitted_range")),
             eta_bw_by_accelerator=tuple((k, _sourced_json_required(v))
-                                        for k, v in row.get("eta_bw_by_accelerator", ())))
+                                        for k, v in row.get("eta_bw_by_accelerator", ())),
+            eta_bw_by_weight_dtype=tuple((k, _sourced_json_required(v))
+                                         for k, v in row.get("eta_bw_by_weight_dtype", ())))
     return profiles, dict(part["unavailable"])
 
 
@@ -584,6 +604,21 @@ def _versions() -> tuple[dict[str, Any], ...]:
     if not isinstance(doc, dict) or doc.get("kind") != _VERSIONS_KIND or doc.get("schema") != 1:
         raise InvalidValueError("engine_versions", VERSIONS_FILE, f"is not a schema-1 {_VERSIONS_KIND} file")
     return tuple(doc["versions"])
+
+
+def scaled_for(profile: Any, accelerator: Accelerator, model: Any) -> Accelerator:
+    """``profile.scaled(accelerator)`` with ``model``'s weight dtype where the profile is an :class:`EngineProfile`
+    (its per-dtype eta_bw, :meth:`EngineProfile.eta_bw_for`); any other estimate object's ``scaled(accelerator)``."""
+    if isinstance(profile, EngineProfile):
+        return profile.scaled(accelerator, getattr(model, "weight_dtype", None))
+    return profile.scaled(accelerator)  # type: ignore[no-any-return]
+
+
+def engine_of(key: str) -> str:
+    """The engine an ``--estimate`` key belongs to: ``"vllm"`` for ``"vllm-v0"`` and ``"vllm"``; a key that is
+    no engine version (a fitted profile's own key) is its own engine. Never raises for a string."""
+    wanted = key.strip().lower()
+    return next((r["engine"] for r in _versions() if wanted in (r["key"], r["engine"])), wanted)
 
 
 def _scheduler(row: dict[str, Any]) -> SchedulerDefaults:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -205,7 +206,8 @@ def test_cli_validate_prints_the_table(run_cli, capsys: pytest.CaptureFixture) -
     out = capsys.readouterr().out
     lines = out.splitlines()
     g = next(x for x in lines if x.startswith(GPT_FAST))
-    assert g.split()[1:7] == ["9.533", "6.637", "-30.4%", "7.960", "-16.5%", "10.639"]  # [ms] in the header
+    # the estimate: 13.532 GB / (0.9426 x 2,039 GB/s) + 455.8 us + 32 x 69.5 us = 9.720 ms (gpt-fast's BF16 eta_bw)
+    assert g.split()[1:7] == ["9.533", "6.637", "-30.4%", "7.960", "-16.5%", "9.720"]  # [ms] in the header
     v = next(x for x in lines if x.startswith(VLLM))
     assert v.split()[1:7] == ["7.558", "4.885", "-35.4%", "5.454", "-27.8%", "8.524"]
     report = validate(load_published())
@@ -333,3 +335,53 @@ def test_measured_constants_of_an_unmeasured_device_say_they_are_its_datasheet(c
     assert "  measured h200-sxm (none published: its datasheet): 4,800 GB/s [datasheet: " in out
     assert "  measured l40s (none published: its datasheet): 864 GB/s [datasheet: " in out
     assert "  measured a100-80gb: 1,700 GB/s [measured: " in out
+
+
+def test_cli_validate_prints_serving_medians_per_engine_within_100_columns(run_cli, capsys) -> None:
+    """The serving section: per engine, the median |error| of each metric over its held-out priced points (the
+    medians taken here from the simulated rows), the points recorded with their engines and accelerators, SGLang's
+    points listed as not priced, the TPOT target; the default text keeps within 100 columns; --json carries the
+    same summary and every point's workload kind."""
+    from roofline.calibrate.serving import validate_serving
+
+    assert run_cli(["validate"]) == 0
+    text = capsys.readouterr().out
+    assert all(len(line) <= 100 for line in text.splitlines())
+    out = re.sub(r"\n {8}(?=\S)", " ", unwrapped(text))  # a wrapped four-space line continues at 8 spaces
+    rows = [r for r in validate_serving() if r.point.held_out and r.refused is None]
+    lm = [r for r in rows if r.point.engine == "lmdeploy"]
+    med = {k: statistics.median(abs(r.errors[k]) for r in lm) for k in ("ttft_ms", "itl_ms", "output_tokens_per_s")}
+    assert (f"    lmdeploy ({len(lm)} points): TTFT {med['ttft_ms']:.1%} ({len(lm)}), ITL {med['itl_ms']:.1%} "
+            f"({len(lm)}), tokens/s {med['output_tokens_per_s']:.1%} ({len(lm)})\n") in out
+    assert "points recorded (engines gpt-fast, lmdeploy, nim, sglang, trtllm, vllm; accelerators a100-80gb, " \
+        "h100-sxm, l40s, mi300x)" in out
+    assert "    not priced (6, no constants for their profile): serving-sglang-llama-3.1-8b-sharegpt-rps4-a100," in out
+    tpot = statistics.median(abs(r.errors.get("tpot_ms", r.errors.get("itl_ms"))) for r in rows
+                             if "tpot_ms" in r.errors or "itl_ms" in r.errors)
+    assert f"<= 15%: {tpot:.1%} (" in out
+    assert run_cli(["validate", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["serving"]
+    assert doc["summary"]["points"] == len(rows) and doc["summary"]["by_engine"]["lmdeploy"]["points"] == len(lm)
+    assert {r["kind"] for r in doc["rows"]} == {"closed_loop", "burst", "poisson"}
+
+
+def test_a_missed_target_names_the_rows_beyond_it_and_the_term_the_estimate_lacks(run_cli, capsys) -> None:
+    """The batch-1 target (median |error| <= 5 % on the validation subset's batch-1 rows) is missed: the target lists
+    exactly the batch-1 validation rows beyond 5 %, largest first, with estimate - measured, and the term the
+    estimate lacks; the text prints them under the verdict."""
+    from roofline.calibrate.fit import validate_with_estimates
+
+    report = validate_with_estimates()
+    t = next(x for x in report.targets() if "batch 1" in x["target"])
+    rows = [r for r in report.accelerator_rows if r.measurement.split == "validation" and r.measurement.batch == 1]
+    want = sorted(((r.measurement.id, r.error_estimate) for r in rows if abs(r.error_estimate) > 0.05),
+                  key=lambda x: -abs(x[1]))
+    assert t["met"] is False and [(i, e) for i, e, _ in t["beyond"]] == want
+    assert t["beyond"][0][0] == "gpt-fast-llama-2-70b-int4-a100-330w"
+    r = next(x for x in rows if x.measurement.id == t["beyond"][0][0])
+    assert t["beyond"][0][2] == pytest.approx(r.estimate_s - r.measurement.measured_s)
+    assert "dequantisation" in t["lacks"]
+    assert run_cli(["validate"]) == 0
+    out = re.sub(r"\n {8}(?=\S)", " ", unwrapped(capsys.readouterr().out))  # four-space lines continue at 8
+    assert "\n    beyond the limit: gpt-fast-llama-2-70b-int4-a100-330w -23.7% (-9.38 ms), " in out
+    assert "\n    the estimate lacks: a cost of quantised kernels" in out

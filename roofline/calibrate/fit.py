@@ -54,7 +54,7 @@ Same rows in, same constants out; tests check it, and that no validation row ent
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import attrs
@@ -330,33 +330,46 @@ def fit_profile(name: str, rows: Sequence[Measurement], *, flops: str = "exact")
         fixed=tuple(fixed),
         left_out=tuple(left_out),
         fitted_range=_fitted_range(used),
-        eta_bw_by_accelerator=_per_accelerator(name, used, parts, measured, values),
+        eta_bw_by_accelerator=_per_group(name, used, parts, measured, values, group=_accelerator_key,
+                                         what="on", min_rows=2),
+        eta_bw_by_weight_dtype=_per_group(name, used, parts, measured, values, group=_weight_dtype,
+                                          what="with weights in", min_rows=1),
     )
 
 
-def _per_accelerator(name: str, used: Sequence[Measurement], parts: Sequence[tuple[Fraction, Fraction]],
-                     measured: Sequence[Fraction], times: dict[str, Fraction]) -> tuple[tuple[str, Sourced], ...]:
-    """eta_bw of each accelerator with two or more of the rows, when the rows span several accelerators.
+def _accelerator_key(m: Measurement) -> str:
+    return "" if m.spec is None else m.spec.key
+
+
+def _weight_dtype(m: Measurement) -> str:
+    return m.model.weight_dtype
+
+
+def _per_group(name: str, used: Sequence[Measurement], parts: Sequence[tuple[Fraction, Fraction]],
+               measured: Sequence[Fraction], times: dict[str, Fraction], *, group: Callable[[Measurement], str],
+               what: str, min_rows: int) -> tuple[tuple[str, Sourced], ...]:
+    """eta_bw of each group of the rows (an accelerator, a weight dtype) with ``min_rows`` or more rows, when the
+    rows span several groups.
 
     The profile's times (t_step, t_layer, t_seq, as fitted and rounded) stay; x = 1 / eta_bw alone minimises the
-    same relative least squares over that accelerator's rows: x = sum c_i y_i / sum c_i^2 with c_i = M_i / m_i,
+    same relative least squares over that group's rows: x = sum c_i y_i / sum c_i^2 with c_i = M_i / m_i,
     y_i = (m_i - A_i - t_i) / m_i, and x >= 1 (eta_bw <= 1). Rounded as the profile's eta_bw.
     """
-    keys = sorted({m.spec.key for m in used if m.spec is not None})
+    keys = sorted({group(m) for m in used})
     if len(keys) < 2:
         return ()
     out = []
     for key in keys:
-        idx = [i for i, m in enumerate(used) if m.spec is not None and m.spec.key == key]
-        if len(idx) < 2:
+        idx = [i for i, m in enumerate(used) if group(m) == key]
+        if len(idx) < min_rows:
             continue
         c = [parts[i][0] / measured[i] for i in idx]
         y = [(measured[i] - parts[i][1] - times["t_step"] - used[i].model.num_hidden_layers * times["t_layer"]
               - used[i].batch * times["t_seq"]) / measured[i] for i in idx]
         x = max(Fraction(1), sum((a * b for a, b in zip(c, y, strict=True)), Fraction(0)) / sum(a * a for a in c))
         ids = ", ".join(used[i].id for i in idx)
-        citation = (f"fitted on the {len(idx)} calibration row(s) of profile {name!r} on {key}: {ids} (the profile's "
-                    "times held)")
+        citation = (f"fitted on the {len(idx)} calibration row(s) of profile {name!r} {what} {key}: {ids} (the "
+                    "profile's times held)")
         out.append((key, Sourced(Fraction(round(_ETA_DIGITS / x), _ETA_DIGITS), "1",
                                  Source("fitted", citation, FIT_DATE, FIT_METHOD))))
     return tuple(out)

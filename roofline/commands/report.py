@@ -37,7 +37,7 @@ from ..deployment import FROM_DEPLOYMENT, Deployment, as_deployment, profile
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
-from ..profiles import OUTSIDE_FITTED_RANGE, version_note
+from ..profiles import OUTSIDE_FITTED_RANGE, EngineProfile, version_note
 from ..units import GB, fit_width, format_time
 from ._answers import add_answer_options, answer_context, answers, format_answers
 from ._args import (
@@ -497,8 +497,12 @@ def _estimate_json(deployment: Deployment, context: int, batches: list[int], ste
         return step_json(estimate_mod.decode_step(deployment, batch=batch, context=ctx))
 
     constants = {}
-    for name, value in profile.constants().items():
-        src = getattr(profile, name)
+    values, eta_src = profile.constants(), None
+    if isinstance(profile, EngineProfile):  # the eta_bw the steps below are priced at: the dtype's or accelerator's own
+        values = profile.constants(deployment.accelerator, deployment.model.weight_dtype)
+        eta_src = profile.eta_bw_sourced(deployment.accelerator, deployment.model.weight_dtype)[0]
+    for name, value in values.items():
+        src = eta_src if name == "eta_bw" and eta_src is not None else getattr(profile, name)
         constants[name] = {"value": float(value), "unit": "s" if name.startswith("t_") else "1",
                            "kind": profile.kind(name),
                            "citation": None if src is None else src.source.citation}

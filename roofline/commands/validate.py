@@ -91,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
                  "concurrency": r.point.concurrency, "input_len": r.point.input_len, "output_len": r.point.output_len,
                  "requests": r.requests, "measured": r.point.measured, "simulated": r.simulated, "errors": r.errors,
                  "statistic": r.point.statistic, "split": r.point.split, "source": r.point.source,
-                 "engine": r.options.get("engine")} for r in serving]}
+                 "kind": r.point.kind, "rate": None if r.point.rate is None else float(r.point.rate),
+                 "refused": r.refused, "engine": r.point.engine, "sim_engine": r.options.get("engine")}
+                for r in serving]}
         print(json.dumps(doc, indent=1, allow_nan=False))
     else:
         keys = _SourceKeys()  # one key a source across both sections, listed once at the end (--verbose)
@@ -137,22 +139,21 @@ def format_serving(rows: Sequence[Any], *, verbose: bool = True, sources: _Sourc
     from ..calibrate.serving import serving_summary
 
     keys = _SourceKeys() if sources is None else sources
-    names = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("tpot_ms", "TPOT"), ("output_tokens_per_s", "tokens/s"))
-    shown = [(key, label) for key, label in names if any(key in r.point.measured for r in rows)]
+    shown = [(key, label) for key, label in _NAMES if any(key in r.point.measured for r in rows)]
     lines = ["", "Serving level: published runs under load, each simulated as it was run (a closed loop at its "
              "concurrency, or a burst sent at t = 0; its lengths; the estimate and scheduler defaults of its "
              "profile; no constant fitted on these points, all validation); error = (simulated - measured) / "
              "measured, the statistic the source reports"]
-    head = ("", *(label + ("" if key == "output_tokens_per_s" else " [ms]") for key, label in shown))
+    head = ("", *(label + (" [ms]" if key.endswith("_ms") else "") for key, label in shown))
     for r in rows:
         p = r.point
         held = "" if p.held_out else f" [not held out: its step row {p.step_row} is a calibration row]"
         lines.append(f"  {p.id} [{keys.key(_serving_source(p.source))}]{held}: "
-                     f"--estimate {p.profile}, {p.accelerator.key} x {p.tensor_parallel}, "
-                     + (f"{len(p.lengths)} requests sent at t = 0 (burst), mean {p.input_len} in / {p.output_len} out "
-                        if p.lengths else f"{p.concurrency} client(s), {p.input_len} in / {p.output_len} out, "
-                        f"{r.requests} requests ")
-                     + f"({r.options.get('engine', 'step')} engine)")
+                     f"--estimate {p.profile}, {p.accelerator.key} x {p.tensor_parallel}, {_workload(p, r.requests)}"
+                     + ("" if r.refused else f" ({r.options.get('engine', 'step')} engine)"))
+        if r.refused:
+            lines.append(f"    not priced: {r.refused}")
+            continue
         table = [head]
         for what in ("measured", "simulated", "error"):
             cells = []
@@ -169,20 +170,53 @@ def format_serving(rows: Sequence[Any], *, verbose: bool = True, sources: _Sourc
             lines.append(f"    statistic: {p.statistic}")
             lines += [f"    quote: {q}" for q in p.source.get("quote", ())]
     s = serving_summary(rows)
-    med = [f"{label} {s[key]['median_abs_error']:.1%} ({s[key]['rows']} rows)" for key, label in names
-           if s[key]["rows"]]
-    lines.append(f"  median |error| over the held-out points: {', '.join(med)}; {s['points']} points, engines "
-                 f"{', '.join(s['engines'])}, accelerators {', '.join(s['accelerators'])}"
-                 + (f" (not held out: {', '.join(s['not_held_out'])})" if s["not_held_out"] else ""))
-    t = s["tpot_target"]
-    verdict = "no rows" if t["met"] is None else ("met" if t["met"] else "MISSED")
-    lines.append(f"  target: {t['target']}: " + ("-" if t["value"] is None else f"{t['value']:.1%}") + f", {verdict}")
+    lines += _serving_medians(s)
     if verbose:
         if sources is None:
             lines += keys.listing()
         return "\n".join(lines)
     lines.append("  sources, statistics and quotes: roofline validate --verbose")
     return fit_width("\n".join(lines))
+
+
+_NAMES = (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("tpot_ms", "TPOT"), ("output_tokens_per_s", "tokens/s"),
+          ("output_tokens_per_s_per_gpu", "tokens/s/GPU"))
+
+
+def _workload(p: Any, requests: int) -> str:
+    """A serving point's workload in words: clients or requests, lengths, rate."""
+    if p.lengths:
+        return f"{len(p.lengths)} requests sent at t = 0 (burst), mean {p.input_len} in / {p.output_len} out"
+    if p.kind == "burst":
+        return f"{p.concurrency} requests sent at t = 0 (burst), {p.input_len} in / {p.output_len} out"
+    if p.kind == "poisson":
+        return (f"{p.concurrency} requests, Poisson at {float(p.rate):g}/s (seed {p.seed}), "
+                f"{p.input_len} in / {p.output_len} out")
+    return f"{p.concurrency} client(s), {p.input_len} in / {p.output_len} out, {requests} requests"
+
+
+def _serving_medians(s: dict[str, Any]) -> list[str]:
+    """The serving medians: overall, per engine, the points left out, the TPOT target."""
+    def med(m: dict[str, Any]) -> str:
+        parts = [f"{label} {m[key]['median_abs_error']:.1%} ({m[key]['rows']})" for key, label in _NAMES
+                 if m[key]["rows"]]
+        return ", ".join(parts) if parts else "no rows"
+
+    lines = [f"  median |error| (rows) over the {s['points']} held-out priced points: {med(s)}",
+             f"    engines {', '.join(s['engines'])}; accelerators {', '.join(s['accelerators'])}; "
+             f"{s['recorded']} points recorded (engines {', '.join(s['recorded_engines'])}; accelerators "
+             f"{', '.join(s['recorded_accelerators'])})"]
+    for engine, m in s["by_engine"].items():
+        lines.append(f"    {engine} ({m['points']} points): {med(m)}")
+    if s["not_held_out"]:
+        lines.append(f"    not held out (their step row fitted the constants): {', '.join(s['not_held_out'])}")
+    if s["refused"]:
+        lines.append(f"    not priced ({len(s['refused'])}, no constants for their profile): {', '.join(s['refused'])}")
+    t = s["tpot_target"]
+    verdict = "no rows" if t["met"] is None else ("met" if t["met"] else "MISSED")
+    lines.append(f"  target: {t['target']}: " + ("-" if t["value"] is None else f"{t['value']:.1%}")
+                 + f" ({t['rows']} rows), {verdict}")
+    return lines
 
 
 def _serving_source(src: dict[str, Any]) -> str:
@@ -297,6 +331,12 @@ def format_report(report: Report, *, pending: Sequence[PendingPoint] = (), verbo
                 lines.append(f"    eta_bw on {acc}: {float(v.value):.4f} [{v.source.kind}"
                              f"{': ' + v.source.citation if verbose else ''}]; "
                              f"other accelerators: the profile default {float(p.eta_bw.value):.4f}")
+            if p.eta_bw_by_weight_dtype:
+                per = ", ".join(f"{d} {float(v.value):.4f}" for d, v in p.eta_bw_by_weight_dtype)
+                lines.append(f"    eta_bw by weight dtype [fitted, the profile's times held]: {per}; other dtypes: "
+                             f"the accelerator's or the profile default {float(p.eta_bw.value):.4f}")
+                if verbose:
+                    lines += [f"      {d}: {v.source.citation}" for d, v in p.eta_bw_by_weight_dtype]
             if not verbose:
                 continue
             for name, v in p.sources().items():
@@ -444,6 +484,11 @@ def _subset_lines(report: Report) -> list[str]:
     for t in report.targets():
         verdict = "no estimate" if t["met"] is None else ("met" if t["met"] else "MISSED")
         lines.append(f"  target: {t['target']}: {_pct(t['value'], signed=False)}, {verdict}")
+        if t["met"] is False and t["beyond"]:  # the rows that miss it, by how much (docs/conventions.md)
+            lines.append("    beyond the limit: " + ", ".join(
+                f"{i} {_pct(e)} ({d * 1e3:+,.2f} ms)" for i, e, d in t["beyond"]))
+            if t["lacks"]:
+                lines.append(f"    the estimate lacks: {t['lacks']}")
     return lines
 
 
