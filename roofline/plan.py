@@ -623,7 +623,8 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
         if "fork" in multiprocessing.get_all_start_methods():
             settings["distributed.worker.multiprocessing-method"] = "fork"
         with dask.config.set(settings):
-            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            # a random port for its HTTP server: the default 8787 warns (an error under pytest) when taken
+            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
         client = Client(local)
     elif cluster.startswith("tcp://"):
         try:

@@ -389,6 +389,31 @@ def test_local_processes_and_dask_agree() -> None:
     assert _answer(local) == _answer(dask) == _answer(here)
 
 
+def test_a_local_dask_cluster_starts_when_its_default_dashboard_port_is_taken() -> None:
+    """Port 8787 held by another process (another cluster, a notebook): the plan still runs, with no warning
+    (the fault: Dask's fallback warning failed the run under pytest's warnings-as-errors)."""
+    pytest.importorskip("distributed")  # the test extra installs it: this never skips under the README's command
+    import socket
+    import warnings
+
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        holder.bind(("", 8787))
+    except OSError:
+        pass  # already held by someone else: the condition under test holds either way
+    else:
+        holder.listen()
+    try:
+        kw: dict[str, Any] = dict(axes=SMALL, slo_ttft_s=Fraction(1, 5), slo_tpot_s=Fraction(1, 100))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            dask = plan(MODEL, REQUESTS[:10], cluster="local:1", **kw)
+        assert _answer(dask) == _answer(plan(MODEL, REQUESTS[:10], **kw))
+    finally:
+        holder.close()
+
+
 def test_an_interrupted_search_resumes_without_recomputing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "plan.jsonl"
     kw: dict[str, Any] = dict(axes=SMALL, slo_ttft_s=Fraction(1, 5), out=out)
