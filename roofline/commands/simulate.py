@@ -92,6 +92,7 @@ from ..sim import (
     shipped_trace,
     synthetic_workload,
 )
+from ..sim.workloads import DEFAULT_HASH_BLOCK, DEFAULT_TURN_GAP_S
 from ..units import GB, format_time
 from . import _disaggregated
 from ._args import (
@@ -276,6 +277,17 @@ def add_workload_options(p: argparse.ArgumentParser) -> None:
     w.add_argument("--len-sigma", type=number_arg("--len-sigma", positive=True), default=Fraction(1),
                    help="lognormal lengths: standard deviation of log(length) (default: 1)")
     w.add_argument("--seed", type=int_arg("--seed", 0), default=0, help="seed of the generated workload (default: 0)")
+    w.add_argument("--prefix-len", type=int_arg("--prefix-len", 0), default=0, metavar="S",
+                   help="a shared system prompt of S tokens before every first turn's drawn length (vLLM's "
+                        "--random-prefix-len; default: 0)")
+    w.add_argument("--num-prefixes", type=int_arg("--num-prefixes", 1), default=1, metavar="N",
+                   help="N distinct prefixes of --prefix-len tokens, each conversation drawing one uniformly "
+                        "(default: 1)")
+    w.add_argument("--num-turns", type=int_arg("--num-turns", 1), default=1, metavar="T",
+                   help="turns per conversation: each prompt extends the previous turn's prompt and output by "
+                        "a drawn input length; --num-prompts counts conversations (default: 1)")
+    w.add_argument("--turn-gap", type=number_arg("--turn-gap"), default=Fraction(DEFAULT_TURN_GAP_S), metavar="S",
+                   help=f"seconds from one turn's arrival to the next (default: {DEFAULT_TURN_GAP_S})")
 
 
 #: Each option string of the parser -> its dest (filled by :func:`register`).
@@ -308,6 +320,7 @@ class _Plan:
     dists: tuple[str, ...] = ()
     rate: bool = False
     replicas: int = 1
+    turns: int = 1
 
     def text(self, policy: str) -> str:
         workload = {"trace": "a trace", "open": "generated arrivals " + ("at a rate" if self.rate else "all at t = 0"),
@@ -345,6 +358,12 @@ _USES: tuple[tuple[str, Any, str], ...] = (
     ("output_len_cap", lambda p: p.dists[1:] in (("exponential",), ("lognormal",)),
      "exponential or lognormal output lengths"),
     ("len_sigma", lambda p: "lognormal" in p.dists, "lognormal lengths"),
+    ("prefix_len", lambda p: p.kind == "open", "generated open-loop requests (--num-prompts without "
+                                              "--max-concurrency: closed-loop clients send lengths only)"),
+    ("num_prefixes", lambda p: p.kind == "open", "generated open-loop requests with a --prefix-len"),
+    ("num_turns", lambda p: p.kind == "open", "generated open-loop conversations (--num-prompts without "
+                                             "--max-concurrency)"),
+    ("turn_gap", lambda p: p.kind == "open" and p.turns > 1, "generated conversations of --num-turns above 1"),
     ("router", lambda p: p.replicas > 1, "data-parallel replicas (--data-parallel-size above 1)"),
     ("batch_size", lambda p: "static" in p.names, "static batching"),
     ("max_wait", lambda p: "static" in p.names, "static batching"),
@@ -404,7 +423,7 @@ def plan_run(args: argparse.Namespace) -> _Plan:
         names = [CHUNKED]
     else:
         names = [args.policy]
-    plan = _Plan(tuple(names), kind, dists, args.request_rate is not None, replicas)
+    plan = _Plan(tuple(names), kind, dists, args.request_rate is not None, replicas, args.num_turns)
     for dest, uses, what in _USES:
         if dest in given and not uses(plan):
             raise InvalidValueError(given[dest], _given_value(args, dest), f"applies to {what}, which this run "
@@ -424,7 +443,8 @@ _FLAG_OF_FIELD = {
     "max_prefill_tokens": "--max-prefill-tokens", "batch_size": "--batch-size", "max_wait": "--max-wait",
     "admission": "--admission", "engine": "--engine", "max_model_len": "--max-model-len",
     "block_size": "--block-size", "overhead": "--overhead", "router": "--router",
-    "data_parallel_size": "--data-parallel-size",
+    "data_parallel_size": "--data-parallel-size", "prefix_len": "--prefix-len", "num_prefixes": "--num-prefixes",
+    "num_turns": "--num-turns", "turn_gap_s": "--turn-gap", "hash_block_size": "--block-size",
 }
 
 
@@ -503,6 +523,8 @@ def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             input_len=args.input_len, output_len=args.output_len, input_distribution=in_dist,
             output_distribution=out_dist, range_ratio=args.random_range_ratio, input_cap=args.input_len_cap,
             output_cap=args.output_len_cap, sigma=args.len_sigma, trace=trace, seed=args.seed,
+            prefix_len=args.prefix_len, num_prefixes=args.num_prefixes, num_turns=args.num_turns,
+            turn_gap_s=args.turn_gap, hash_block_size=getattr(args, "block_size", DEFAULT_HASH_BLOCK),
         )
         if args.max_concurrency is not None:
             closed = ClosedLoop(clients=args.max_concurrency, lengths=work.requests, think_time_s=args.think_time,
@@ -660,6 +682,11 @@ def _describe(workload: dict[str, Any]) -> str:
     cap = workload.get("output_cap")
     if cap is not None:
         lengths += f" (cap {cap})"
+    if workload.get("prefix_len"):
+        n = workload["num_prefixes"]
+        lengths += f", after {'a shared prefix' if n == 1 else f'one of {n:,} prefixes'} of {workload['prefix_len']:,}"
+    if workload.get("num_turns", 1) > 1:
+        lengths += f"; {workload['num_turns']} turns each, {workload['turn_gap_s']:g} s apart"
     if workload["kind"] == "closed_loop":
         return (f"{workload['clients']} closed-loop clients, think time {workload['think_time_s']} s, {lengths}, "
                 f"seed {workload['seed']}")
