@@ -250,6 +250,7 @@ _PAIRS: dict[str, tuple[str | None, str | None]] = {
     "prefill_tensor_parallel_size": ("1", "2"), "decode_tensor_parallel_size": ("1", "2"),
     "prefill_accelerator": ("h100-sxm", "h200"), "decode_accelerator": ("h100-sxm", "h200"),
     "kv_transfer_bandwidth": ("10", "50"), "kv_transfer_latency": ("1", "5"),
+    "prefix_len": ("0", "4"), "num_prefixes": ("1", "2"), "num_turns": ("1", "2"), "turn_gap": ("1", "2"),
 }
 _SIM_OPTIONS = {a.dest: a for a in _options(_SIM) if a.dest not in _OUTPUT_FLAGS}
 _SIM_FLAGS = [flag for a in _options(_SIM) for flag in a.option_strings]

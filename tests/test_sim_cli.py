@@ -365,3 +365,43 @@ def test_simulate_says_which_engine_ran_and_refuses_event_by_flag(trace: Path, c
     err = capsys.readouterr().err
     assert err.startswith("roofline simulate: error: --engine='event': serial: the stretch clock cannot run this: "
                           "float mode") and err.count("\n") == 1
+
+
+def test_a_generated_shared_prefix_and_conversation_from_the_command_line(capsys: pytest.CaptureFixture) -> None:
+    """4 prompts of 32 shared + 16 drawn tokens at t = 0, 16-token blocks: the last three hit the 2 prefix blocks
+    (floor(47 / 16) = 2 full blocks below the last token): 96 tokens of 192; 2 conversations of 2 turns without a
+    prefix: turn 2 (16 + 4 + 16 = 36 tokens) hits turn 1's one full block, 2 x 16 tokens of 104."""
+    base = ["simulate", "--random-input-len", "16", "--random-output-len", "4", "--policy", "continuous",
+            "--enable-prefix-caching", "--json"]
+    assert main([*base, "--num-prompts", "4", "--prefix-len", "32"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    cache = data["results"][0]["options"]["prefix_cache"]
+    assert (cache["hit_tokens"], cache["queried_tokens"]) == (96, 192)
+    assert data["workload"]["prefix_len"] == 32 and data["workload"]["hash_block_size"] == 16
+    assert main([*base, "--num-prompts", "2", "--num-turns", "2", "--turn-gap", "100"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    cache = data["results"][0]["options"]["prefix_cache"]
+    assert (cache["hit_tokens"], cache["queried_tokens"]) == (32, 104)
+    assert data["workload"]["num_turns"] == 2 and data["workload"]["turn_gap_s"] == 100
+    assert data["results"][0]["summary"]["requests"] == 4
+    assert main(base[:-1] + ["--num-prompts", "2", "--prefix-len", "32", "--num-prefixes", "2", "--num-turns", "2"]) == 0
+    assert "after one of 2 prefixes of 32; 2 turns each, 10 s apart" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--turn-gap", "5"], "--turn-gap=5: applies to generated conversations of --num-turns above 1"),
+    (["--num-prefixes", "2"], "--num-prefixes=2: distinct prefixes need a prefix_len above 0"),
+    (["--max-concurrency", "2", "--prefix-len", "8"], "--prefix-len=8: applies to generated open-loop requests"),
+    (["--num-turns", "0"], "--num-turns"), (["--prefix-len", "-1"], "--prefix-len"),
+    (["--num-turns", "3", "--turn-gap", "-1"], "--turn-gap"),
+])
+def test_bad_prefix_and_turn_flags_are_refused_by_name(args: list[str], needle: str,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    """One line on stderr naming the flag, exit 2 (argparse's own range checks exit through SystemExit)."""
+    try:
+        status = main(["simulate", "--num-prompts", "3", "--policy", "continuous", *args])
+    except SystemExit as stop:
+        status = stop.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err
