@@ -225,7 +225,7 @@ def test_each_listed_fault_is_one_line_and_status_2(files: dict[str, list[str]],
 
 _SIM = COMMANDS["simulate"]
 #: Options about where and how the output is written, not about the run.
-_OUTPUT_FLAGS = {"json", "out", "steps", "float_mode"}
+_OUTPUT_FLAGS = {"json", "out", "steps", "float_mode", "verbose"}
 #: Two valid values of every other simulate option (None: not given; "": a switch given). A new option
 #: fails test_every_simulate_option_has_two_values until it is given its two values here.
 _PAIRS: dict[str, tuple[str | None, str | None]] = {

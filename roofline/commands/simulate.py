@@ -93,7 +93,7 @@ from ..sim import (
     synthetic_workload,
 )
 from ..sim.workloads import DEFAULT_HASH_BLOCK, DEFAULT_TURN_GAP_S
-from ..units import GB, format_time
+from ..units import GB, fit_width, format_time
 from . import _disaggregated
 from ._args import (
     add_data_parallel_option,
@@ -213,6 +213,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="KV budget in GB (1e9 bytes), instead of the one --utilization gives")
     _disaggregated.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the table")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print every latency's p50 / p90 / p99 (queue wait included)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write DIR/<policy>-requests.csv (one row per request); never over the trace or "
                         "config read")
@@ -654,6 +656,11 @@ def _t(seconds: Any) -> str:
     return format_time(seconds, decimals=(2, 1, 0), whole_from=100, none="-")
 
 
+def _secs(seconds: Any) -> str:
+    """Seconds as a number of an s column, thousands separated."""
+    return "-" if seconds is None else f"{float(seconds):,.2f}"
+
+
 def _p(stats: Any, q: str) -> str:
     return "-" if stats is None else _t(getattr(stats, q))
 
@@ -662,11 +669,33 @@ def _share(x: Any) -> str:
     return "-" if x is None else f"{100 * float(x):.1f}%"
 
 
+def _pct(x: Any) -> str:
+    """A share as a number of a % column (the unit in the header)."""
+    return "-" if x is None else f"{100 * float(x):.1f}"
+
+
+def _ms(seconds: Any) -> str:
+    """A latency in ms with thousands separators: 0.1 ms below 10 s, whole ms from there."""
+    if seconds is None:
+        return "-"
+    ms = float(seconds) * 1e3
+    return f"{ms:,.1f}" if ms < 1e4 else f"{ms:,.0f}"
+
+
+def _pms(stats: Any, q: str) -> str:
+    return "-" if stats is None else _ms(getattr(stats, q))
+
+
+#: The run table (docs/conventions.md, "Text that fits a terminal"): (header, unit, width); one unit per
+#: column, named on the header's second line. With the latency table below it, within 100 columns.
 COLUMNS = (
-    ("policy", 18), ("done", 7), ("rejected", 8), ("steps", 10), ("makespan", 10), ("tokens/s", 9),
-    ("LR useful", 9), ("slots", 6), ("TTFT p50", 9), ("TTFT p99", 9), ("TPOT p50", 9), ("TPOT p99", 9),
-    ("ITL p99", 9), ("E2E p50", 9), ("E2E p99", 9), ("peak KV", 8), ("preempt", 8),
+    ("policy", "", 18), ("done", "", 6), ("rejected", "", 8), ("steps", "", 9), ("makespan", "s", 8),
+    ("tokens/s", "", 8), ("useful", "%", 6), ("slots", "%", 5), ("peak KV", "%", 7), ("preempt", "", 7),
 )
+#: The latency table: each a (header, summary field, percentile) in ms.
+LATENCY_COLUMNS = (("TTFT p50", "ttft", "p50"), ("TTFT p99", "ttft", "p99"), ("TPOT p50", "tpot", "p50"),
+                   ("TPOT p99", "tpot", "p99"), ("ITL p99", "itl", "p99"), ("E2E p50", "e2e", "p50"),
+                   ("E2E p99", "e2e", "p99"))
 LATENCY = ("queue wait", "ttft", "tpot", "itl", "e2e")
 
 
@@ -677,8 +706,8 @@ def _row(cells: tuple[str, ...], widths: list[int]) -> str:
 def _describe(workload: dict[str, Any]) -> str:
     if workload["kind"] == "trace":
         return os.path.basename(workload["path"])
-    lengths = (f"prompts {workload['input_distribution']} {workload['input_len']}, outputs "
-               f"{workload['output_distribution']} {workload['output_len']}")
+    lengths = (f"prompts {workload['input_distribution']} {workload['input_len']:,}, outputs "
+               f"{workload['output_distribution']} {workload['output_len']:,}")
     cap = workload.get("output_cap")
     if cap is not None:
         lengths += f" (cap {cap})"
@@ -731,8 +760,14 @@ def _engines_text(labels: list[str], results: list[Any]) -> str:
                      for label, (kind, why) in kinds.items())
 
 
-def format_table(run: dict[str, Any], trace: str | None = None) -> str:
-    """The comparison as text: one row per policy, then latency percentiles and goodput."""
+def format_table(run: dict[str, Any], trace: str | None = None, *, verbose: bool = False) -> str:
+    """The comparison as text within 100 columns (docs/conventions.md, "Text that fits a terminal").
+
+    One row per policy in two tables sharing the policy column (the run: counts, makespan [s],
+    output tokens/s, shares and peak KV [%]; latencies [ms]), then goodput and notes, every longer
+    line wrapped by :func:`roofline.units.fit_width`; ``verbose`` adds every latency's p50 / p90 /
+    p99 (queue wait included), one row per policy and latency.
+    """
     pool, model = run["pool"], run["model"]
     reqs = run["results"][0].requests if run["results"] else ()
     last = float(run["results"][0].last_arrival_s()) if run["results"] else 0.0
@@ -754,19 +789,22 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
         f"  simulation engine: {_engines_text(run['labels'], run['results'])}",
         "",
     ]
-    widths = [w for _, w in COLUMNS]
-    lines.append(_row(tuple(name for name, _ in COLUMNS), widths))
+    widths = [w for _, _, w in COLUMNS]
+    lines += [_row(tuple(name for name, _, _ in COLUMNS), widths), _row(tuple(u for _, u, _ in COLUMNS), widths)]
     for label, r in zip(run["labels"], run["results"], strict=True):
         s = r.summary
-        peak = "-" if not pool.capacity_blocks else f"{100 * s.peak_kv_blocks / pool.capacity_blocks:.1f}%"
+        peak = "-" if not pool.capacity_blocks else f"{100 * s.peak_kv_blocks / pool.capacity_blocks:.1f}"
         cells = (
-            label, f"{s.completed:,}", f"{s.rejected:,}", f"{s.steps:,}", _t(s.makespan_s),
+            label, f"{s.completed:,}", f"{s.rejected:,}", f"{s.steps:,}", _secs(s.makespan_s),
             "-" if s.output_tokens_per_s is None else f"{float(s.output_tokens_per_s):,.0f}",
-            _share(s.long_run_useful_share), _share(s.slot_occupancy),
-            _p(s.ttft, "p50"), _p(s.ttft, "p99"), _p(s.tpot, "p50"), _p(s.tpot, "p99"), _p(s.itl, "p99"),
-            _p(s.e2e, "p50"), _p(s.e2e, "p99"), peak, f"{s.preemptions:,}",
+            _pct(s.long_run_useful_share), _pct(s.slot_occupancy), peak, f"{s.preemptions:,}",
         )
         lines.append(_row(cells, widths))
+    lat_widths = [18] + [9] * len(LATENCY_COLUMNS)
+    lines += ["", _row(("policy", *(h for h, _, _ in LATENCY_COLUMNS)), lat_widths),
+              _row(("", *("ms" for _ in LATENCY_COLUMNS)), lat_widths)]
+    for label, r in zip(run["labels"], run["results"], strict=True):
+        lines.append(_row((label, *(_pms(getattr(r.summary, f), q) for _, f, q in LATENCY_COLUMNS)), lat_widths))
     for label, r in zip(run["labels"], run["results"], strict=True):  # why requests were rejected, one line each
         rejected = r.rejections()
         if rejected:
@@ -775,14 +813,16 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     for label, rep in zip(run["labels"], run.get("replicas") or [None] * len(run["labels"]), strict=True):
         if rep is not None:
             lines += ["", *_replica_table(label, rep, pool, run["deployment"].pipeline_parallel_size > 1)]
-    lines += ["", "  latency p50 / p90 / p99:"]
-    lat_widths = [18] + [28] * len(LATENCY)
-    lines.append(_row(("policy", *LATENCY), lat_widths))
-    for label, r in zip(run["labels"], run["results"], strict=True):
-        s = r.summary
-        stats = (s.queue_wait, s.ttft, s.tpot, s.itl, s.e2e)
-        lines.append(_row((label, *(" / ".join(_p(x, q) for q in ("p50", "p90", "p99")) for x in stats)),
-                          lat_widths))
+    if verbose:  # every latency's p50 / p90 / p99, one row per policy and latency
+        lines += ["", "  latency p50 / p90 / p99 (--verbose):"]
+        full_widths = [18, 10, 11, 11, 11]
+        lines += ["  " + _row(("policy", "latency", "p50", "p90", "p99"), full_widths),
+                  "  " + _row(("", "", "ms", "ms", "ms"), full_widths)]
+        for label, r in zip(run["labels"], run["results"], strict=True):
+            s = r.summary
+            for name, stats in zip(LATENCY, (s.queue_wait, s.ttft, s.tpot, s.itl, s.e2e), strict=True):
+                lines.append("  " + _row((label, name, *(_pms(stats, q) for q in ("p50", "p90", "p99"))),
+                                         full_widths))
     if run["slo"] is not None:
         limits = ", ".join(f"{k[:-2].upper()} <= {float(v) * 1e3:g} ms" for k, v in run["slo"].items() if v is not None)
         lines += ["", f"  goodput ({limits}):"]
@@ -816,16 +856,17 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
                          f"{cache['evictions']:,} blocks evicted")
             notes.append(text)
     lines += ["", *(f"  {n}" for n in notes),
-              "  LR useful = long-run useful share: rows producing a token / occupied rows over all steps; slots = "
-              "slot occupancy: sequences holding a slot / (max batch x steps).",
+              "  tokens/s = output tokens per second; useful = long-run useful share: rows producing a token / "
+              "occupied rows over all steps; slots = slot occupancy: sequences holding a slot / (max batch x "
+              "steps); peak KV = the pool's peak use; preempt = preemptions.",
               "  TTFT includes queueing; TPOT = (E2E - TTFT) / (O - 1); ITL = gaps between a request's streamed "
               "tokens (none for static batching, which hands all tokens back at once); E2E ends when the result is "
               "handed back; percentiles are interpolated (numpy.percentile's default, as vllm bench serve), over the "
-              "requests handed back."]
+              "requests handed back" + ("." if verbose else "; queue wait and p90s: --verbose.")]
     if run["workload"]["kind"] == "closed_loop":
         lines.append("  closed-loop clients are served by continuous batching only (serial and static batching "
                      "need their arrivals up front).")
-    return "\n".join(lines)
+    return fit_width("\n".join(lines))
 
 
 REPLICA_COLUMNS = (("replica", 9), ("requests", 9), ("done", 8), ("rejected", 8), ("prompt tok", 11),
@@ -1087,7 +1128,7 @@ def run(args: argparse.Namespace) -> int:
                                   default_utilization=DEFAULT_UTILIZATION)
     _disaggregated.check_unused(args)
     result = simulate_trace(args)
-    print(to_json(result) if args.json else format_table(result))
+    print(to_json(result) if args.json else format_table(result, verbose=args.verbose))
     if args.out is not None:
         _write_out(result["results"], result["labels"], args.out)
     return 0
