@@ -866,7 +866,7 @@ def format_table(run: dict[str, Any], trace: str | None = None, *, verbose: bool
     if run["workload"]["kind"] == "closed_loop":
         lines.append("  closed-loop clients are served by continuous batching only (serial and static batching "
                      "need their arrivals up front).")
-    return fit_width("\n".join(lines))
+    return fit_width("\n".join(line.rstrip() for line in lines))
 
 
 REPLICA_COLUMNS = (("replica", 9), ("requests", 9), ("done", 8), ("rejected", 8), ("prompt tok", 11),
