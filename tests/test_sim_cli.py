@@ -407,3 +407,29 @@ def test_bad_prefix_and_turn_flags_are_refused_by_name(args: list[str], needle: 
     assert status == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err
+
+
+@pytest.mark.parametrize("model", ["qwen3-next-80b-a3b", "llama-3.1-70b"])
+def test_simulate_picks_the_smallest_tensor_parallel_size_that_fits_as_report_does(
+        model: str, capsys: pytest.CaptureFixture) -> None:
+    """A model that does not fit one H100 (a hybrid one included) runs on the smallest T that fits,
+    roofline.estimate.smallest_tensor_parallel_size at vLLM's 0.9, said in a line within 100 columns, as
+    report says it; a given --tensor-parallel-size is kept."""
+    from roofline.estimate import smallest_tensor_parallel_size
+
+    expected = smallest_tensor_parallel_size(get_model(model), get_accelerator("h100-sxm"), utilization=Fraction(9, 10))
+    assert expected is not None and expected > 1
+    args = ["simulate", "--model", model, "--num-prompts", "4", "--policy", "continuous"]
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["tensor_parallel_size"] == expected and data["tensor_parallel_chosen"] == "smallest that fits"
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"the run below is for --tensor-parallel-size {expected}" in unwrapped(" ".join(out.split("\n    ")))
+    assert all(len(line) <= 100 for line in out.splitlines())
+    assert main(["report", "--model", model]) == 0
+    assert f"the report below is for --tensor-parallel-size {expected}" in " ".join(
+        capsys.readouterr().out.split("\n    "))
+    assert main([*args, "--tensor-parallel-size", "8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["tensor_parallel_size"] == 8 and "tensor_parallel_chosen" not in data

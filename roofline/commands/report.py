@@ -46,6 +46,7 @@ from ._args import (
     add_model_options,
     add_pipeline_parallel_option,
     add_tensor_parallel_option,
+    chosen_tensor_parallel_note,
     citation_url,
     deployment_from_args,
     int_arg,
@@ -778,9 +779,7 @@ def run(args: argparse.Namespace) -> int:
     deployment, chosen = deployment_from_args(args, utilization=args.utilization)
     model, accelerator, tp, note = deployment.model, deployment.accelerator, deployment.tensor_parallel_size, None
     if chosen:
-        note = (f"{model.name} does not fit one {accelerator.name} (weights {float(model.weight_bytes) / 1e9:.2f} "
-                f"GB); the smallest tensor-parallel size that fits is {tp}: the report below is for "
-                f"--tensor-parallel-size {tp}")
+        note = chosen_tensor_parallel_note(deployment)
     given = args.kv_budget_gb is not None
     context = answer_context(args)
     if deployment.pipeline_parallel_size > 1:  # the pipeline's own report (docs/conventions.md, "Pipeline parallelism")

@@ -103,6 +103,7 @@ from ._args import (
     add_model_options,
     add_pipeline_parallel_option,
     add_tensor_parallel_option,
+    chosen_tensor_parallel_note,
     deployment_from_args,
     int_arg,
     number_arg,
@@ -146,7 +147,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_options(p)
     add_flops_option(p, default="exact")
     add_estimate_option(p, instead=True)
-    add_tensor_parallel_option(p)
+    add_tensor_parallel_option(p, default=None, budgets="the KV pool")
     add_pipeline_parallel_option(p)
     add_data_parallel_option(p)
     p.add_argument("--router", choices=ROUTERS, default="round-robin",
@@ -561,7 +562,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     if args.kv_budget_gb is not None and args.utilization is not None:
         raise InvalidValueError("--utilization", float(args.utilization), "the KV budget given by --kv-budget-gb "
                                 "replaces the one --utilization gives; give one of them")
-    deployment, _ = deployment_from_args(args)
+    deployment, chosen = deployment_from_args(args, utilization=args.utilization)  # T as report chooses it
+    tp_note = chosen_tensor_parallel_note(deployment, "run") if chosen else None
     stages = deployment.pipeline_parallel_size
     if stages > 1 and args.kv_budget_gb is not None:  # each stage's GPU has its own budget
         raise InvalidValueError("--kv-budget-gb", float(args.kv_budget_gb), "with --pipeline-parallel-size above 1 "
@@ -649,7 +651,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                 pool=pool, budget=budget,
                 budget_basis=budget_basis, results=results, labels=names, replicas=replicas,
                 slo=slo if any(v is not None for v in slo.values()) else None,
-                time_kind=time_kind, band=_band_line(deployment), scheduler_note=scheduler_note)
+                time_kind=time_kind, band=_band_line(deployment), scheduler_note=scheduler_note, tp_note=tp_note)
 
 
 def _t(seconds: Any) -> str:
@@ -772,6 +774,7 @@ def format_table(run: dict[str, Any], trace: str | None = None, *, verbose: bool
     reqs = run["results"][0].requests if run["results"] else ()
     last = float(run["results"][0].last_arrival_s()) if run["results"] else 0.0
     lines = [
+        *([run["tp_note"]] if run.get("tp_note") else []),
         f"roofline simulate: {len(reqs):,} requests from {_describe(run['workload'])} (arrivals over {last:,.1f} s)",
         f"  {model.name} (weights {model.weight_format}, KV {model.kv_dtype}) on {_on(run['deployment'])}; "
         f"KV pool {pool.capacity_blocks:,} {pool.unit} x {pool.block_size} tokens = {pool.capacity_tokens:,} "
@@ -964,6 +967,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
                   "kv_dtype": model.kv_dtype},
         "accelerator": {"key": acc.key, "name": acc.name},
         **({"tensor_parallel_size": T} if (T := run["deployment"].tensor_parallel_size) > 1 else {}),
+        **({"tensor_parallel_chosen": "smallest that fits"} if run.get("tp_note") else {}),
         **({"data_parallel_size": D} if (D := run["deployment"].parallelism.data) > 1 else {}),
         **({"enable_expert_parallel": True} if run["deployment"].expert_parallel_size > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
