@@ -386,7 +386,8 @@ def test_a_generated_shared_prefix_and_conversation_from_the_command_line(capsys
     assert (cache["hit_tokens"], cache["queried_tokens"]) == (32, 104)
     assert data["workload"]["num_turns"] == 2 and data["workload"]["turn_gap_s"] == 100
     assert data["results"][0]["summary"]["requests"] == 4
-    assert main(base[:-1] + ["--num-prompts", "2", "--prefix-len", "32", "--num-prefixes", "2", "--num-turns", "2"]) == 0
+    assert main([*base[:-1], "--num-prompts", "2", "--prefix-len", "32", "--num-prefixes", "2",
+                 "--num-turns", "2"]) == 0
     assert "after one of 2 prefixes of 32; 2 turns each, 10 s apart" in " ".join(capsys.readouterr().out.split())
 
 

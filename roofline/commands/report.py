@@ -777,7 +777,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the report for the parsed arguments; return 0."""
     # not given: one GPU, or the smallest group that fits, said so
     deployment, chosen = deployment_from_args(args, utilization=args.utilization)
-    model, accelerator, tp, note = deployment.model, deployment.accelerator, deployment.tensor_parallel_size, None
+    note = None
     if chosen:
         note = chosen_tensor_parallel_note(deployment)
     given = args.kv_budget_gb is not None
