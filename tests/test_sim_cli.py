@@ -136,7 +136,7 @@ def test_simulate_shipped_name_that_is_also_a_file_is_refused(
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (["--utilization", "0.1"], "leave no KV budget"),
+    (["--utilization", "0.1", "--tensor-parallel-size", "1"], "leave no KV budget"),  # T given: not chosen
     (["--model", "gpt-17"], "unknown model 'gpt-17'"),
     (["--accelerator", "tpu"], "unknown accelerator 'tpu'"),
     (["--format", "jsonl"], "trace.csv:1: field 'row': not valid JSON"),
