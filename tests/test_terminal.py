@@ -206,3 +206,16 @@ def test_simulate_text_fits_100_columns(variant, capsys, tmp_path):
         assert "queue wait" in out and "p90" in out
     else:
         assert "queue wait and p90s: --verbose" in out or variant == "disaggregated"
+
+
+def test_fit_names_each_link_by_a_key_listed_once(capsys):
+    """fit's times table names a group's link by a key (L1...) listed once below it, the link of
+    roofline.hardware's accelerator; a row that does not fit says why by a key listed below the sizes table."""
+    from roofline.hardware import get_accelerator
+
+    assert main(["fit", "--model", "llama-3.1-70b", "--accelerator", "h100-sxm", "--tp", "1", "2", "8", "-pp", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines.count(f"  L1: {get_accelerator('h100-sxm').link(8).name}") == 1
+    rows = [x for x in lines if x.startswith(("   1 ", "   2 ", "   8 "))]
+    assert [x.split()[-1] for x in rows[3:]] == ["-", "L1", "L1"]
+    assert rows[0].endswith("(a)") and "  (a) the weights per GPU leave no KV budget" in lines
