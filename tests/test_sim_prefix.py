@@ -11,6 +11,7 @@ import json
 from fractions import Fraction
 
 import pytest
+from _text import unwrapped
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -190,7 +191,7 @@ def test_simulate_says_whether_prefix_caching_was_on_and_static_refuses_it(tmp_p
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cmd = ["simulate", "--trace", str(trace), "--policy", "continuous"]
     assert cli_main([*cmd, "--enable-prefix-caching"]) == 0
-    on = capsys.readouterr().out
+    on = unwrapped(capsys.readouterr().out)
     assert "prefix caching on: hit rate 56.9% of prompt tokens, 57.3% of blocks; 5,120 prefill tokens saved" in on
     assert cli_main(cmd) == 0
     assert "prefix caching off" in capsys.readouterr().out

@@ -313,7 +313,8 @@ def test_prefixes_are_drawn_on_their_own_stream_and_uniformly():
     ({"num_turns": 0}, "num_turns"), ({"num_turns": True}, "num_turns"), ({"num_turns": 10**7}, "num_turns"),
     ({"num_turns": 2, "turn_gap_s": -1}, "turn_gap_s"), ({"num_turns": 2, "turn_gap_s": "1"}, "turn_gap_s"),
     ({"num_turns": 3, "turn_gap_s": 10**15}, "turn_gap_s"), ({"hash_block_size": 0}, "hash_block_size"),
-    ({"num_turns": 3, "input_len": 10**15 // 2}, "num_turns"),
+    ({"num_turns": 3, "input_len": 10**15 // 2}, "num_turns"), ({"num_turns": 2, "input_len": 10**12}, "num_turns"),
+    ({"prefix_len": 10**12}, "prefix_len"),
 ])
 def test_bad_prefix_and_turn_arguments_raise_naming_the_field(kwargs, field):
     with pytest.raises(InvalidValueError) as err:

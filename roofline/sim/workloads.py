@@ -40,6 +40,7 @@ __all__ = [
     "ANYSCALE_CAPS",
     "DEFAULT_TURN_GAP_S",
     "DEFAULT_HASH_BLOCK",
+    "MAX_HASHED_BLOCKS",
 ]
 
 
@@ -142,6 +143,9 @@ MIN_KEPT_SHARE = 0.01
 DEFAULT_TURN_GAP_S = 10
 #: Tokens per hashed block of a generated workload (vLLM's default ``--block-size``, 16).
 DEFAULT_HASH_BLOCK = 16
+#: Most block hashes a generated workload holds (10^8, about 3 GB of Python ints; the shipped Mooncake
+#: conversation trace has 0.3 million): more is refused before any is made, not left to fill memory.
+MAX_HASHED_BLOCKS = 10**8
 
 #: The caps of the Anyscale benchmark's output lengths [tokens].
 ANYSCALE_CAPS = (32, 128, 512, 1536)
@@ -433,7 +437,8 @@ def synthetic_workload(
         for an element of ``trace`` that is not a Request; ``range_ratio`` and ``sigma`` whatever the
         distributions, as the spec records them), or "trace" without a trace (or for only one of the two
         lengths); ``num_prefixes`` above 1 without a ``prefix_len``; ``num_turns`` whose requests pass
-        :data:`MAX_PROMPTS` or whose prompts grow past MAX_TOKENS; ``turn_gap_s`` whose last turn
+        :data:`MAX_PROMPTS` or whose prompts grow past MAX_TOKENS; ``num_turns`` (or ``prefix_len``, single
+        turns) whose block hashes would pass :data:`MAX_HASHED_BLOCKS`; ``turn_gap_s`` whose last turn
         arrives past MAX_ARRIVAL_S.
 
     Notes
@@ -558,13 +563,19 @@ def _conversations(times: Sequence[Fraction], drawn_in: Sequence[int], drawn_out
             if prompt > MAX_TOKENS:
                 raise InvalidValueError("num_turns", num_turns, f"turn {t + 1}'s prompt of {prompt:.3e} tokens "
                                         f"passes MAX_TOKENS = {MAX_TOKENS:.0e}")
-            full = prompt // block if num_turns > 1 else min(prompt, prefix_len) // block
-            hashes = tuple(ids.setdefault((0, k, j) if (j + 1) * block <= prefix_len else (1, c, j), len(ids))
-                           for j in range(full)) if hashed else ()
             if start + t * gap > MAX_ARRIVAL_S:
                 raise InvalidValueError("turn_gap_s", float(gap), f"turn {t + 1} would arrive past MAX_ARRIVAL_S = "
                                         f"{MAX_ARRIVAL_S:.0e} s")
-            made.append((start + t * gap, c, t, prompt, drawn_out[d], hashes))
+            full = 0 if not hashed else prompt // block if num_turns > 1 else min(prompt, prefix_len) // block
+            made.append((start + t * gap, c, t, prompt, drawn_out[d], (k, full)))
+    total = sum(full for *_, (_, full) in made)
+    if total > MAX_HASHED_BLOCKS:  # each hashed block is a Python int held by its request
+        field, value = ("num_turns", num_turns) if num_turns > 1 else ("prefix_len", prefix_len)
+        raise InvalidValueError(field, value, f"the prompts need {total:.3e} block hashes of {block} tokens, more "
+                                f"than MAX_HASHED_BLOCKS = {MAX_HASHED_BLOCKS:,}: give a larger hash_block_size "
+                                "or shorter prompts")
+    made = [(a, c, t, p, o, tuple(ids.setdefault((0, k, j) if (j + 1) * block <= prefix_len else (1, c, j), len(ids))
+                                  for j in range(full))) for a, c, t, p, o, (k, full) in made]
     made.sort(key=lambda x: (x[0], x[1], x[2]))
     return tuple(Request(id=i, arrival_s=a, prompt_tokens=p, output_tokens=o, block_hashes=h,
                          hash_block_size=block if h else None) for i, (a, _, _, p, o, h) in enumerate(made))
