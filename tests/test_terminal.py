@@ -213,7 +213,8 @@ def test_fit_names_each_link_by_a_key_listed_once(capsys):
     roofline.hardware's accelerator; a row that does not fit says why by a key listed below the sizes table."""
     from roofline.hardware import get_accelerator
 
-    assert main(["fit", "--model", "llama-3.1-70b", "--accelerator", "h100-sxm", "--tp", "1", "2", "8", "-pp", "1"]) == 0
+    argv = ["fit", "--model", "llama-3.1-70b", "--accelerator", "h100-sxm", "--tp", "1", "2", "8", "-pp", "1"]
+    assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines.count(f"  L1: {get_accelerator('h100-sxm').link(8).name}") == 1
     rows = [x for x in lines if x.startswith(("   1 ", "   2 ", "   8 "))]

@@ -574,11 +574,14 @@ def _conversations(times: Sequence[Fraction], drawn_in: Sequence[int], drawn_out
         raise InvalidValueError(field, value, f"the prompts need {total:.3e} block hashes of {block} tokens, more "
                                 f"than MAX_HASHED_BLOCKS = {MAX_HASHED_BLOCKS:,}: give a larger hash_block_size "
                                 "or shorter prompts")
-    made = [(a, c, t, p, o, tuple(ids.setdefault((0, k, j) if (j + 1) * block <= prefix_len else (1, c, j), len(ids))
-                                  for j in range(full))) for a, c, t, p, o, (k, full) in made]
     made.sort(key=lambda x: (x[0], x[1], x[2]))
-    return tuple(Request(id=i, arrival_s=a, prompt_tokens=p, output_tokens=o, block_hashes=h,
-                         hash_block_size=block if h else None) for i, (a, _, _, p, o, h) in enumerate(made))
+    out = []
+    for i, (a, c, _, p, o, (k, full)) in enumerate(made):
+        h = tuple(ids.setdefault((0, k, j) if (j + 1) * block <= prefix_len else (1, c, j), len(ids))
+                  for j in range(full))
+        out.append(Request(id=i, arrival_s=a, prompt_tokens=p, output_tokens=o, block_hashes=h,
+                           hash_block_size=block if h else None))
+    return tuple(out)
 
 
 def anyscale_workload(cap: int, *, seed: int = 0, num_prompts: int = 1000) -> Workload:
