@@ -225,7 +225,7 @@ def test_each_listed_fault_is_one_line_and_status_2(files: dict[str, list[str]],
 
 _SIM = COMMANDS["simulate"]
 #: Options about where and how the output is written, not about the run.
-_OUTPUT_FLAGS = {"json", "out", "steps", "float_mode"}
+_OUTPUT_FLAGS = {"json", "out", "steps", "float_mode", "verbose"}
 #: Two valid values of every other simulate option (None: not given; "": a switch given). A new option
 #: fails test_every_simulate_option_has_two_values until it is given its two values here.
 _PAIRS: dict[str, tuple[str | None, str | None]] = {
@@ -252,6 +252,7 @@ _PAIRS: dict[str, tuple[str | None, str | None]] = {
     "kv_transfer_bandwidth": ("10", "50"), "kv_transfer_latency": ("1", "5"),
     "speculative_config": (None, '{"method": "ngram", "num_speculative_tokens": 2}'),
     "acceptance_rate": ("0.5", "0.9"), "acceptance_mode": ("seeded", "expectation"), "speculative_seed": ("0", "1"),
+    "prefix_len": ("0", "4"), "num_prefixes": ("1", "2"), "num_turns": ("1", "2"), "turn_gap": ("1", "2"),
 }
 _SIM_OPTIONS = {a.dest: a for a in _options(_SIM) if a.dest not in _OUTPUT_FLAGS}
 _SIM_FLAGS = [flag for a in _options(_SIM) for flag in a.option_strings]

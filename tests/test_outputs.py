@@ -355,7 +355,7 @@ def test_report_counts_carry_thousands_separators(capsys: pytest.CaptureFixture)
     assert "   4,119 |   62.486 ms    65,919 3,849.4  compute |" in text
     assert cli.main(["fit"]) == 0
     text = capsys.readouterr().out
-    assert "     65,536  1,037\n" in text and "|    1,037    43,264   21,632  NVLink" in text
+    assert "     65,536  1,037\n" in text and "|    1,037    43,264   21,632  L1\n" in text and "  L1: NVLink" in text
 
 
 # --------------------------------------------------------------------------- the command line as a whole

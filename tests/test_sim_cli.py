@@ -7,6 +7,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from _text import unwrapped
 
 from roofline import get_accelerator, get_model
 from roofline.cli import main
@@ -45,14 +46,14 @@ def test_simulate_prints_one_row_per_policy_matching_the_library(trace: Path, ca
     assert list(rows) == ["serial", "static", "continuous"]
     model, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
     pool = KVPool.from_budget(budget=kv_budget_for(model, acc), kv_bytes_per_token=model.kv_bytes_per_token)
-    assert "28,837 blocks x 16 tokens" in out and pool.capacity_blocks == 28_837
+    assert "28,837 blocks x 16 tokens" in unwrapped(out) and pool.capacity_blocks == 28_837
     cost = RooflineCostModel.for_model(model, acc)
     reqs = load_trace(trace)
     for name, r in (("serial", serve_serial(reqs, cost, kv_pool=pool, record_steps=True)),
                     ("static", serve_static(reqs, cost, batch_size=8, kv_pool=pool, record_steps=True)),
                     ("continuous", serve_continuous(reqs, cost, max_num_seqs=256, kv_pool=pool, record_steps=True))):
         assert rows[name][1:4] == [f"{r.summary.completed:,}", "0", f"{r.summary.steps:,}"]
-        assert f" {100 * float(r.summary.long_run_useful_share):.1f}% " in " ".join(rows[name])
+        assert f" {100 * float(r.summary.long_run_useful_share):.1f} " in " ".join(rows[name])  # a % column
 
 
 def test_simulate_json_holds_each_policy_summary(trace: Path, capsys: pytest.CaptureFixture) -> None:
@@ -135,7 +136,7 @@ def test_simulate_shipped_name_that_is_also_a_file_is_refused(
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (["--utilization", "0.1"], "leave no KV budget"),
+    (["--utilization", "0.1", "--tensor-parallel-size", "1"], "leave no KV budget"),  # T given: not chosen
     (["--model", "gpt-17"], "unknown model 'gpt-17'"),
     (["--accelerator", "tpu"], "unknown accelerator 'tpu'"),
     (["--format", "jsonl"], "trace.csv:1: field 'row': not valid JSON"),
@@ -217,7 +218,8 @@ def test_simulate_chunked_prefill_adds_a_row_matching_the_library(trace: Path, c
     assert chunked["goodput"] == goodput and 0 < goodput["met"] <= 40
     assert main(args[:-5]) == 0
     out = capsys.readouterr().out
-    assert "continuous-chunked" in out and "LR useful = long-run useful share" in out and "per-batch useful" in out
+    out = unwrapped(out)
+    assert "continuous-chunked" in out and "useful = long-run useful share" in out and "per-batch useful" in out
 
 
 def test_simulate_closed_loop_clients(capsys: pytest.CaptureFixture) -> None:
@@ -295,7 +297,7 @@ def test_simulate_says_why_requests_were_rejected_and_the_budget_basis(capsys: p
     report's real budget (60.48 GB - 3.05 GiB = 57.20 GB); gpt-oss-120b's weights are mxfp4/bfloat16, not bfloat16."""
     assert main(["simulate", "--num-prompts", "50", "--input-len", "4096", "--output-len", "64",
                  "--max-num-batched-tokens", "2048"]) == 0
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert "  static: 50 rejected; the first, request 0: prompt of 4096 tokens exceeds max_num_batched_tokens=2048" \
         in out
     assert "  continuous: 50 rejected; the first, request 0: prompt of 4096 tokens exceeds max_prefill_tokens=2048" \
@@ -319,7 +321,7 @@ def test_simulate_defaults_max_model_len_to_the_models_positions(capsys: pytest.
     assert data["options"]["max_model_len"] == 4096 and data["summary"]["rejected"] == 2
     assert main(args) == 0
     assert ("  serial: 2 rejected; the first, request 0: prompt + output of 4200 tokens (4000 + 200) exceeds "
-            "max_model_len=4096") in capsys.readouterr().out
+            "max_model_len=4096") in unwrapped(capsys.readouterr().out)
     assert main([*args, "--max-model-len", "4200", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["results"][0]["summary"]["completed"] == 2
 
@@ -365,3 +367,70 @@ def test_simulate_says_which_engine_ran_and_refuses_event_by_flag(trace: Path, c
     err = capsys.readouterr().err
     assert err.startswith("roofline simulate: error: --engine='event': serial: the stretch clock cannot run this: "
                           "float mode") and err.count("\n") == 1
+
+
+def test_a_generated_shared_prefix_and_conversation_from_the_command_line(capsys: pytest.CaptureFixture) -> None:
+    """4 prompts of 32 shared + 16 drawn tokens at t = 0, 16-token blocks: the last three hit the 2 prefix blocks
+    (floor(47 / 16) = 2 full blocks below the last token): 96 tokens of 192; 2 conversations of 2 turns without a
+    prefix: turn 2 (16 + 4 + 16 = 36 tokens) hits turn 1's one full block, 2 x 16 tokens of 104."""
+    base = ["simulate", "--random-input-len", "16", "--random-output-len", "4", "--policy", "continuous",
+            "--enable-prefix-caching", "--json"]
+    assert main([*base, "--num-prompts", "4", "--prefix-len", "32"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    cache = data["results"][0]["options"]["prefix_cache"]
+    assert (cache["hit_tokens"], cache["queried_tokens"]) == (96, 192)
+    assert data["workload"]["prefix_len"] == 32 and data["workload"]["hash_block_size"] == 16
+    assert main([*base, "--num-prompts", "2", "--num-turns", "2", "--turn-gap", "100"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    cache = data["results"][0]["options"]["prefix_cache"]
+    assert (cache["hit_tokens"], cache["queried_tokens"]) == (32, 104)
+    assert data["workload"]["num_turns"] == 2 and data["workload"]["turn_gap_s"] == 100
+    assert data["results"][0]["summary"]["requests"] == 4
+    assert main([*base[:-1], "--num-prompts", "2", "--prefix-len", "32", "--num-prefixes", "2",
+                 "--num-turns", "2"]) == 0
+    assert "after one of 2 prefixes of 32; 2 turns each, 10 s apart" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--turn-gap", "5"], "--turn-gap=5: applies to generated conversations of --num-turns above 1"),
+    (["--num-prefixes", "2"], "--num-prefixes=2: distinct prefixes need a prefix_len above 0"),
+    (["--max-concurrency", "2", "--prefix-len", "8"], "--prefix-len=8: applies to generated open-loop requests"),
+    (["--num-turns", "0"], "--num-turns"), (["--prefix-len", "-1"], "--prefix-len"),
+    (["--num-turns", "3", "--turn-gap", "-1"], "--turn-gap"),
+])
+def test_bad_prefix_and_turn_flags_are_refused_by_name(args: list[str], needle: str,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    """One line on stderr naming the flag, exit 2 (argparse's own range checks exit through SystemExit)."""
+    try:
+        status = main(["simulate", "--num-prompts", "3", "--policy", "continuous", *args])
+    except SystemExit as stop:
+        status = stop.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err
+
+
+@pytest.mark.parametrize("model", ["qwen3-next-80b-a3b", "llama-3.1-70b"])
+def test_simulate_picks_the_smallest_tensor_parallel_size_that_fits_as_report_does(
+        model: str, capsys: pytest.CaptureFixture) -> None:
+    """A model that does not fit one H100 (a hybrid one included) runs on the smallest T that fits,
+    roofline.estimate.smallest_tensor_parallel_size at vLLM's 0.9, said in a line within 100 columns, as
+    report says it; a given --tensor-parallel-size is kept."""
+    from roofline.estimate import smallest_tensor_parallel_size
+
+    expected = smallest_tensor_parallel_size(get_model(model), get_accelerator("h100-sxm"), utilization=Fraction(9, 10))
+    assert expected is not None and expected > 1
+    args = ["simulate", "--model", model, "--num-prompts", "4", "--policy", "continuous"]
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["tensor_parallel_size"] == expected and data["tensor_parallel_chosen"] == "smallest that fits"
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"the run below is for --tensor-parallel-size {expected}" in unwrapped(" ".join(out.split("\n    ")))
+    assert all(len(line) <= 100 for line in out.splitlines())
+    assert main(["report", "--model", model]) == 0
+    assert f"the report below is for --tensor-parallel-size {expected}" in " ".join(
+        capsys.readouterr().out.split("\n    "))
+    assert main([*args, "--tensor-parallel-size", "8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["tensor_parallel_size"] == 8 and "tensor_parallel_chosen" not in data

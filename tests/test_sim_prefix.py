@@ -11,6 +11,7 @@ import json
 from fractions import Fraction
 
 import pytest
+from _text import unwrapped
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,7 @@ from roofline.cli import main as cli_main
 from roofline.errors import InvalidValueError, TraceError
 from roofline.hardware import get_accelerator
 from roofline.models import get_model
-from roofline.sim import KVPool, Request, RooflineCostModel, UnitCostModel, serve_continuous
+from roofline.sim import KVPool, Request, RooflineCostModel, UnitCostModel, serve_continuous, synthetic_workload
 from roofline.sim.requests import MOONCAKE_BLOCK_TOKENS, load_trace, parse_trace, shipped_trace
 
 COST = RooflineCostModel.for_model(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
@@ -190,7 +191,7 @@ def test_simulate_says_whether_prefix_caching_was_on_and_static_refuses_it(tmp_p
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cmd = ["simulate", "--trace", str(trace), "--policy", "continuous"]
     assert cli_main([*cmd, "--enable-prefix-caching"]) == 0
-    on = capsys.readouterr().out
+    on = unwrapped(capsys.readouterr().out)
     assert "prefix caching on: hit rate 56.9% of prompt tokens, 57.3% of blocks; 5,120 prefill tokens saved" in on
     assert cli_main(cmd) == 0
     assert "prefix caching off" in capsys.readouterr().out
@@ -229,3 +230,71 @@ def test_the_stretch_clock_equals_the_step_clock_with_prefix_caching(work, block
     assert event.options["engine"] == "event"
     assert event.requests == step.requests and event.summary == step.summary
     assert event.options["prefix_cache"] == step.options["prefix_cache"]
+
+
+# --------------------------------------------------------------------------- generated prefix workloads
+
+@settings(max_examples=25)
+@given(n=st.integers(1, 6), prefix=st.integers(0, 64), drawn=st.integers(1, 40), output=st.integers(1, 6),
+       prefixes=st.integers(1, 3), b=st.sampled_from([1, 4, 16]), chunked=st.booleans(), on_demand=st.booleans(),
+       seed=st.integers(0, 5))
+def test_a_generated_shared_prefix_saves_the_formulas_work_and_peaks_at_its_blocks(n, prefix, drawn, output,
+                                                                                  prefixes, b, chunked, on_demand,
+                                                                                  seed):
+    """n requests at t = 0 of P = S + u tokens, each after one of N prefixes of S tokens (synthetic_workload,
+    hashes at the engine's block), unlimited pool: the n_k requests of prefix k save (n_k - 1) h with
+    h = prefix_cached_tokens(P, floor(S / b), b), and the pool peaks at the sum over k of
+    shared_prefix_blocks(n_k, P + O - 1, S, b); the event clock gives the same result and cache counts."""
+    prefixes = prefixes if prefix else 1
+    w = synthetic_workload(n, arrival="burst", input_len=drawn, output_len=output, prefix_len=prefix,
+                           num_prefixes=prefixes, hash_block_size=b, seed=seed)
+    p = prefix + drawn
+    groups: dict[tuple[int, ...], int] = {}
+    for r in w:
+        groups[r.block_hashes] = groups.get(r.block_hashes, 0) + 1
+    if prefix >= b:  # below one block no hash names the prefix: every request is its own group
+        assert len(groups) <= prefixes
+    h = f.prefix_cached_tokens(prompt_tokens=p, matched_blocks=prefix // b, block_size=b)
+    kw = dict(kv_pool=KVPool.unlimited(block_size=b), max_num_seqs=n, admission="on_demand" if on_demand else "reserve",
+              enable_prefix_caching=True, record_steps=False)
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=n * p + n)
+    step = serve_continuous(w, COST, engine="step", **kw)
+    cache = step.options["prefix_cache"]
+    assert cache["prefill_tokens_saved"] == sum(k - 1 for k in groups.values()) * h
+    assert cache["prefill_tokens_saved"] == n * p - sum(r.prefill_tokens for r in step.requests)
+    assert cache["evictions"] == 0
+    assert step.summary.peak_kv_blocks == sum(f.shared_prefix_blocks(batch=k, context=p + output - 1,
+                                                                     shared_prefix_tokens=prefix, block_size=b)
+                                              for k in groups.values())
+    event = serve_continuous(w, COST, engine="event", **kw)
+    assert event.summary == step.summary and event.options["prefix_cache"] == cache
+
+
+@settings(max_examples=25)
+@given(n=st.integers(1, 4), prefix=st.integers(0, 40), drawn=st.integers(1, 30), output=st.integers(1, 20),
+       turns=st.integers(2, 4), b=st.sampled_from([1, 4, 16]), chunked=st.booleans())
+def test_each_turn_of_a_generated_conversation_hits_the_previous_turns_prompt(n, prefix, drawn, output, turns, b,
+                                                                            chunked):
+    """n conversations of T turns, fixed lengths, turns 1,000 s apart (each answered before the next), unlimited
+    pool: turn 1 hits the shared prefix (all but the first conversation), turn t + 1 hits the full blocks of turn
+    t's prompt (the scheduler caches prompt blocks: turn t's output is computed again by turn t + 1), so the
+    saved tokens are (n - 1) h(P1, S) + n sum_t prefix_cached_tokens(P(t + 1), floor(P(t) / b), b), with
+    P(1) = S + u and P(t + 1) = P(t) + O + u; both clocks agree."""
+    w = synthetic_workload(n, arrival="burst", input_len=drawn, output_len=output, prefix_len=prefix,
+                           num_turns=turns, turn_gap_s=1000, hash_block_size=b)
+    prompts = [prefix + drawn]
+    for _ in range(turns - 1):
+        prompts.append(prompts[-1] + output + drawn)
+    assert sorted({r.prompt_tokens for r in w}) == prompts
+    saved = (n - 1) * f.prefix_cached_tokens(prompt_tokens=prompts[0], matched_blocks=prefix // b, block_size=b)
+    saved += n * sum(f.prefix_cached_tokens(prompt_tokens=later, matched_blocks=earlier // b, block_size=b)
+                     for earlier, later in zip(prompts, prompts[1:], strict=False))
+    kw = dict(kv_pool=KVPool.unlimited(block_size=b), max_num_seqs=n, enable_prefix_caching=True)
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=n * prompts[-1] + n)
+    step = serve_continuous(w, COST, engine="step", **kw)
+    assert step.summary.completed == n * turns
+    assert step.options["prefix_cache"]["prefill_tokens_saved"] == saved
+    event = serve_continuous(w, COST, engine="event", **kw)
+    assert event.summary == step.summary and event.options["prefix_cache"] == step.options["prefix_cache"]

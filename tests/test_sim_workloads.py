@@ -233,3 +233,90 @@ def test_generated_workload_runs_under_every_policy_with_a_pool():
               serve_continuous(w, UnitCostModel(), kv_pool=pool, admission="on_demand", prefill="chunked",
                                max_num_batched_tokens=256, record_steps=True)):
         assert r.summary.completed + r.summary.rejected == 40
+
+
+# --------------------------------------------------------------------------- shared prefixes and conversations
+
+def _contents(w: Any, prefix_len: int, turns: int, prefix_of: dict[int, int]) -> list[list[tuple[Any, ...]]]:
+    """Each request's prompt as named tokens, built turn by turn from the spec's rule (docs/conventions.md,
+    "Workloads"): prefix k's tokens, then per turn the new message and the previous turn's output, so that
+    equal lists mean equal content. Conversations are recovered by arrival order (burst: conversation-major)."""
+    out = []
+    for c in range(len(w) // turns):
+        reqs = [r for r in w.requests if r.id in range(c, len(w), len(w) // turns)] if turns > 1 else [w[c]]
+        tokens: list[tuple[Any, ...]] = [("p", prefix_of[c], i) for i in range(prefix_len)]
+        prev_out = 0
+        for t, r in enumerate(reqs):
+            if t:
+                tokens = tokens + [("o", c, t - 1, i) for i in range(prev_out)]
+            tokens = tokens + [("u", c, t, i) for i in range(r.prompt_tokens - len(tokens))]
+            assert len(tokens) == r.prompt_tokens
+            out.append(tokens)
+            prev_out = r.output_tokens
+    return out
+
+
+@given(n=st.integers(1, 4), prefix_len=st.integers(0, 40), prefixes=st.integers(1, 3), turns=st.integers(1, 3),
+       block=st.sampled_from([1, 4, 16]), dist=st.sampled_from(["fixed", "uniform"]), seed=st.integers(0, 3))
+def test_generated_hashes_are_equal_exactly_where_the_content_is(n, prefix_len, prefixes, turns, block, dist, seed):
+    """Every pair of generated prompts (bursts: turns t of every conversation at t x gap) has equal hashes for
+    its full block j iff its tokens up to that block's end are equal, by an independent token-by-token model;
+    turn t + 1's prompt is turn t's prompt + output + a new message; the prefix is prepended to the drawn length."""
+    if prefix_len == 0:
+        prefixes = 1
+    kw = dict(arrival="burst", input_len=12, output_len=5, input_distribution=dist, output_distribution=dist,
+              range_ratio=0.5, seed=seed, num_turns=turns, turn_gap_s=7, hash_block_size=block)
+    w = synthetic_workload(n, prefix_len=prefix_len, num_prefixes=prefixes, **kw)
+    plain = synthetic_workload(n * turns, **{**kw, "num_turns": 1})  # the same draws, one per turn
+    assert len(w) == n * turns and [r.id for r in w] == list(range(n * turns))
+    assert [r.arrival_s for r in w] == [Fraction(7 * t) for t in range(turns) for _ in range(n)]
+    first = [r.prompt_tokens for r in w][:n]
+    assert first == [prefix_len + plain[c * turns].prompt_tokens for c in range(n)]
+    prefix_of = {}
+    for c in range(n):  # which prefix: the block hashes of the shared part name it (the first conversation's)
+        prefix_of[c] = w[c].block_hashes[:prefix_len // block] if prefix_len >= block else 0
+    names = {key: k for k, key in enumerate(dict.fromkeys(prefix_of.values()))}
+    tokens = _contents(w, prefix_len, turns, {c: names[prefix_of[c]] for c in range(n)})
+    order = [r for c in range(n) for r in (w.requests[c::n] if turns > 1 else [w[c]])]
+    for (a, ta), (b, tb) in ((x, y) for x in zip(order, tokens, strict=True) for y in zip(order, tokens, strict=True)):
+        for j in range(min(len(a.block_hashes), len(b.block_hashes))):
+            end = (j + 1) * block
+            assert (a.block_hashes[j] == b.block_hashes[j]) == (ta[:end] == tb[:end])
+    for r in w:
+        full = r.prompt_tokens // block if turns > 1 else min(r.prompt_tokens, prefix_len) // block
+        assert len(r.block_hashes) == full and (r.hash_block_size == block if full else not r.block_hashes)
+
+
+def test_prefixes_are_drawn_on_their_own_stream_and_uniformly():
+    """Changing the number of prefixes changes no arrival or length; 3 prefixes over 30,000 conversations are
+    drawn about a third each; a workload without a prefix or turns has no hashes, as before."""
+    kw = dict(rate=5, input_len=100, output_len=20, input_distribution="uniform", range_ratio=0.5, seed=11)
+    one = synthetic_workload(30_000, prefix_len=32, **kw)
+    three = synthetic_workload(30_000, prefix_len=32, num_prefixes=3, **kw)
+    none = synthetic_workload(30_000, **kw)
+    assert [(r.arrival_s, r.prompt_tokens) for r in one] == [(r.arrival_s, r.prompt_tokens) for r in three]
+    assert [r.prompt_tokens - 32 for r in one] == [r.prompt_tokens for r in none]
+    assert all(not r.block_hashes for r in none) and {r.block_hashes for r in one} == {(0, 1)}
+    counts: dict[tuple[int, ...], int] = {}
+    for r in three:
+        counts[r.block_hashes] = counts.get(r.block_hashes, 0) + 1
+    assert len(counts) == 3 and all(abs(c / 30_000 - 1 / 3) < 0.01 for c in counts.values())
+    assert three.spec["num_prefixes"] == 3 and three.spec["prefix_len"] == 32 and three.spec["hash_block_size"] == 16
+    assert none.spec["hash_block_size"] is None and none.spec["turn_gap_s"] is None
+    again = synthetic_workload(30_000, prefix_len=32, num_prefixes=3, **kw)
+    assert again == three
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"prefix_len": -1}, "prefix_len"), ({"prefix_len": 1.5}, "prefix_len"), ({"prefix_len": 10**16}, "prefix_len"),
+    ({"num_prefixes": 0}, "num_prefixes"), ({"num_prefixes": 2}, "num_prefixes"),
+    ({"num_turns": 0}, "num_turns"), ({"num_turns": True}, "num_turns"), ({"num_turns": 10**7}, "num_turns"),
+    ({"num_turns": 2, "turn_gap_s": -1}, "turn_gap_s"), ({"num_turns": 2, "turn_gap_s": "1"}, "turn_gap_s"),
+    ({"num_turns": 3, "turn_gap_s": 10**15}, "turn_gap_s"), ({"hash_block_size": 0}, "hash_block_size"),
+    ({"num_turns": 3, "input_len": 10**15 // 2}, "num_turns"), ({"num_turns": 2, "input_len": 10**12}, "num_turns"),
+    ({"prefix_len": 10**12}, "prefix_len"),
+])
+def test_bad_prefix_and_turn_arguments_raise_naming_the_field(kwargs, field):
+    with pytest.raises(InvalidValueError) as err:
+        synthetic_workload(2, arrival="burst", **{"input_len": 8, "output_len": 4, **kwargs})
+    assert err.value.field == field

@@ -163,3 +163,62 @@ def test_readme_samples_are_the_commands_output(command, shown, capsys):
         if part:
             at = out.index(part, at) + len(part)  # ValueError: the README shows what the command no longer prints
     assert len(_readme_samples()) >= 2
+
+
+_GEN = ["--num-prompts", "40", "--request-rate", "4", "--random-input-len", "1000", "--random-output-len", "50"]
+#: simulate's variants: every policy, chunked prefill, prefix caching on a shared prefix and on conversations,
+#: goodput, closed loop, data-parallel replicas, pipeline stages, tensor parallel, disaggregated, an estimate,
+#: a hybrid and a windowed model, the shipped trace (its first 200 requests), --out with --steps, --verbose.
+_SIMULATE = {
+    "all policies": [*_GEN, "--chunked-prefill"],
+    "prefix caching": [*_GEN, "--policy", "continuous", "--enable-prefix-caching", "--prefix-len", "2048",
+                       "--num-prefixes", "3"],
+    "conversations": [*_GEN, "--chunked-prefill", "--policy", "continuous", "--enable-prefix-caching",
+                      "--num-turns", "3", "--turn-gap", "5"],
+    "goodput": [*_GEN, "--slo-ttft", "100", "--slo-tpot", "20", "--slo-e2e", "2000"],
+    "closed loop": ["--max-concurrency", "4", "--num-prompts", "20", "--think-time", "1"],
+    "data parallel": [*_GEN, "--policy", "continuous", "--data-parallel-size", "2"],
+    "pipeline": [*_GEN, "--policy", "continuous", "--pipeline-parallel-size", "2"],
+    "tensor parallel": [*_GEN, "--model", "llama-3.1-70b", "--tensor-parallel-size", "4"],
+    "disaggregated": [*_GEN, "--num-prefill-instances", "1", "--num-decode-instances", "2"],
+    "estimate": [*_GEN, "--estimate", "vllm"],
+    "hybrid": [*_GEN, "--model", "qwen3-next-80b-a3b", "--tensor-parallel-size", "4", "--policy", "continuous"],
+    "windowed": [*_GEN, "--model", "gemma-3-27b", "--policy", "continuous"],
+    "trace": ["--trace", "mooncake-conv", "--limit", "200", "--policy", "continuous", "--enable-prefix-caching"],
+    "verbose": [*_GEN, "--verbose", "--policy", "static"],
+}
+
+
+@pytest.mark.parametrize("variant", sorted(_SIMULATE))
+def test_simulate_text_fits_100_columns(variant, capsys, tmp_path):
+    """Every variant of simulate's default text: no line over 100 columns; latencies in ms (the tables name the
+    unit once, on the header's second line), counts with thousands separators."""
+    argv = ["simulate", *_SIMULATE[variant]]
+    if variant == "all policies":
+        argv += ["--out", str(tmp_path), "--steps"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) > 8 and [x for x in lines if len(x) > 100] == []
+    if variant != "disaggregated":
+        header = next(i for i, x in enumerate(lines) if x.startswith("policy") and "TTFT p50" in x)
+        assert lines[header + 1].split() == ["ms"] * 7
+        assert " ms" not in "\n".join(lines[header + 2:header + 6])  # the unit is in the header, not the cells
+    if variant == "verbose":
+        assert "queue wait" in out and "p90" in out
+    else:
+        assert "queue wait and p90s: --verbose" in out or variant == "disaggregated"
+
+
+def test_fit_names_each_link_by_a_key_listed_once(capsys):
+    """fit's times table names a group's link by a key (L1...) listed once below it, the link of
+    roofline.hardware's accelerator; a row that does not fit says why by a key listed below the sizes table."""
+    from roofline.hardware import get_accelerator
+
+    argv = ["fit", "--model", "llama-3.1-70b", "--accelerator", "h100-sxm", "--tp", "1", "2", "8", "-pp", "1"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines.count(f"  L1: {get_accelerator('h100-sxm').link(8).name}") == 1
+    rows = [x for x in lines if x.startswith(("   1 ", "   2 ", "   8 "))]
+    assert [x.split()[-1] for x in rows[3:]] == ["-", "L1", "L1"]
+    assert rows[0].endswith("(a)") and "  (a) the weights per GPU leave no KV budget" in lines

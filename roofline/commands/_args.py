@@ -242,6 +242,17 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
                       estimate=by_flag("--estimate", profile, getattr(args, "estimate", None))), chosen
 
 
+def chosen_tensor_parallel_note(deployment: Deployment, command: str = "report") -> str:
+    """The line a command prints when :func:`deployment_from_args` chose T (the model does not fit one GPU).
+
+    ``command`` names what follows ("report": the report below; "run": the run below). Raises nothing.
+    """
+    model, accelerator, tp = deployment.model, deployment.accelerator, deployment.tensor_parallel_size
+    return (f"{model.name} does not fit one {accelerator.name} (weights {float(model.weight_bytes) / 1e9:.2f} "
+            f"GB); the smallest tensor-parallel size that fits is {tp}: the {command} below is for "
+            f"--tensor-parallel-size {tp}")
+
+
 def _pipeline_fits(model: Any, accelerator: Any, T: int, P: int, utilization: Any) -> bool:
     """Whether T x P GPUs of ``accelerator`` hold ``model`` with KV room on every stage (False where refused)."""
     try:

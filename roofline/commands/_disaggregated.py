@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import InvalidValueError
 from ..sim import Pool, TransferLink, serve_disaggregated
-from ..units import GB, format_time
+from ..units import GB, fit_width, format_time
 from ._args import deployment_from_args, int_arg, number_arg
 
 __all__ = ["add_arguments", "wanted", "check_unused", "run"]
@@ -213,7 +213,7 @@ def format_text(run: dict[str, Any], describe: Any) -> str:
         lines.append(f"  {len(rejected):,} rejected; the first, request {request.id}: {why}")
     lines += ["  TTFT ends when the KV has reached the decode pool (the transfer included); TPOT = (E2E - TTFT) /",
               "  (O - 1); the prefill pool's KV is freed at the end of its prefill (no backpressure modelled)."]
-    return "\n".join(lines)
+    return fit_width("\n".join(lines))
 
 
 def to_json(run: dict[str, Any]) -> str:

@@ -322,6 +322,8 @@ def format_fit(r: dict[str, Any]) -> str:
     ]
     times = [f"  {_tp_head()} | {'batch-1 step':>12} {'all-reduce':>10} {'(latency)':>10} {'sends':>9} | "
              f"{'KV limit':>8} {'tokens/s':>9} {'per GPU':>8}  link"]
+    links: dict[str, str] = {}  # each link's name -> its key (L1, L2... in order of first use), listed once below
+    remarks: dict[str, str] = {}  # each reason a row does not fit -> its key ((a), (b)...)
     for row in r["rows"]:
         T = _tp(row)
         if row["status"] == "refused":
@@ -341,10 +343,12 @@ def format_fit(r: dict[str, Any]) -> str:
         out.append(
             f"  {T} | {row['weight_bytes_per_gpu'] / 1e9:>8.2f} GB {budget / 1e9:>9.2f} GB{mark} {heads:>8} "
             f"{row['kv_bytes_per_token_per_gpu']:>10,.0f} {row['sequences_blocks']:>6,}"
-            + ("" if row["status"] == "fits" else f"  ({row['reason']})"))
-        times.append(f"  {T} | {_t(b1['step_time_s']):>12} {ar:>10} {lat:>10} {sends:>9} | {tail}  "
-                     f"{row['link'] or '-'}")
-    out += ["", *times]
+            + ("" if row["status"] == "fits" else
+               f"  {remarks.setdefault(row['reason'], '(' + chr(ord('a') + len(remarks)) + ')')}"))
+        link = "-" if not row["link"] else links.setdefault(row["link"], f"L{len(links) + 1}")
+        times.append(f"  {T} | {_t(b1['step_time_s']):>12} {ar:>10} {lat:>10} {sends:>9} | {tail}  {link}")
+    out += [*(f"  {key} {reason}" for reason, key in remarks.items()), "", *times,
+            *(f"  {key}: {name}" for name, key in links.items())]
     smallest = r["smallest_fitting"]
     out += [
         "",

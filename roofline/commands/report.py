@@ -47,6 +47,7 @@ from ._args import (
     add_pipeline_parallel_option,
     add_speculative_options,
     add_tensor_parallel_option,
+    chosen_tensor_parallel_note,
     citation_url,
     deployment_from_args,
     int_arg,
@@ -797,11 +798,9 @@ def run(args: argparse.Namespace) -> int:
     """Print the report for the parsed arguments; return 0."""
     # not given: one GPU, or the smallest group that fits, said so
     deployment, chosen = deployment_from_args(args, utilization=args.utilization)
-    model, accelerator, tp, note = deployment.model, deployment.accelerator, deployment.tensor_parallel_size, None
+    note = None
     if chosen:
-        note = (f"{model.name} does not fit one {accelerator.name} (weights {float(model.weight_bytes) / 1e9:.2f} "
-                f"GB); the smallest tensor-parallel size that fits is {tp}: the report below is for "
-                f"--tensor-parallel-size {tp}")
+        note = chosen_tensor_parallel_note(deployment)
     given = args.kv_budget_gb is not None
     context = answer_context(args)
     pipe = None

@@ -95,7 +95,8 @@ from ..sim import (
     shipped_trace,
     synthetic_workload,
 )
-from ..units import GB, format_time
+from ..sim.workloads import DEFAULT_HASH_BLOCK, DEFAULT_TURN_GAP_S
+from ..units import GB, fit_width, format_time
 from . import _disaggregated
 from ._args import (
     add_data_parallel_option,
@@ -106,6 +107,7 @@ from ._args import (
     add_pipeline_parallel_option,
     add_speculative_options,
     add_tensor_parallel_option,
+    chosen_tensor_parallel_note,
     deployment_from_args,
     int_arg,
     number_arg,
@@ -149,7 +151,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_options(p)
     add_flops_option(p, default="exact")
     add_estimate_option(p, instead=True)
-    add_tensor_parallel_option(p)
+    add_tensor_parallel_option(p, default=None, budgets="the KV pool")
     add_pipeline_parallel_option(p)
     add_data_parallel_option(p)
     p.add_argument("--router", choices=ROUTERS, default="round-robin",
@@ -218,6 +220,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="KV budget in GB (1e9 bytes), instead of the one --utilization gives")
     _disaggregated.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the table")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print every latency's p50 / p90 / p99 (queue wait included)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write DIR/<policy>-requests.csv (one row per request); never over the trace or "
                         "config read")
@@ -282,6 +286,17 @@ def add_workload_options(p: argparse.ArgumentParser) -> None:
     w.add_argument("--len-sigma", type=number_arg("--len-sigma", positive=True), default=Fraction(1),
                    help="lognormal lengths: standard deviation of log(length) (default: 1)")
     w.add_argument("--seed", type=int_arg("--seed", 0), default=0, help="seed of the generated workload (default: 0)")
+    w.add_argument("--prefix-len", type=int_arg("--prefix-len", 0), default=0, metavar="S",
+                   help="a shared system prompt of S tokens before every first turn's drawn length (vLLM's "
+                        "--random-prefix-len; default: 0)")
+    w.add_argument("--num-prefixes", type=int_arg("--num-prefixes", 1), default=1, metavar="N",
+                   help="N distinct prefixes of --prefix-len tokens, each conversation drawing one uniformly "
+                        "(default: 1)")
+    w.add_argument("--num-turns", type=int_arg("--num-turns", 1), default=1, metavar="T",
+                   help="turns per conversation: each prompt extends the previous turn's prompt and output by "
+                        "a drawn input length; --num-prompts counts conversations (default: 1)")
+    w.add_argument("--turn-gap", type=number_arg("--turn-gap"), default=Fraction(DEFAULT_TURN_GAP_S), metavar="S",
+                   help=f"seconds from one turn's arrival to the next (default: {DEFAULT_TURN_GAP_S})")
 
 
 #: Each option string of the parser -> its dest (filled by :func:`register`).
@@ -315,6 +330,7 @@ class _Plan:
     rate: bool = False
     replicas: int = 1
     speculative: str | None = None  # --acceptance-mode with --speculative-config, else None
+    turns: int = 1
 
     def text(self, policy: str) -> str:
         workload = {"trace": "a trace", "open": "generated arrivals " + ("at a rate" if self.rate else "all at t = 0"),
@@ -352,6 +368,12 @@ _USES: tuple[tuple[str, Any, str], ...] = (
     ("output_len_cap", lambda p: p.dists[1:] in (("exponential",), ("lognormal",)),
      "exponential or lognormal output lengths"),
     ("len_sigma", lambda p: "lognormal" in p.dists, "lognormal lengths"),
+    ("prefix_len", lambda p: p.kind == "open", "generated open-loop requests (--num-prompts without "
+                                              "--max-concurrency: closed-loop clients send lengths only)"),
+    ("num_prefixes", lambda p: p.kind == "open", "generated open-loop requests with a --prefix-len"),
+    ("num_turns", lambda p: p.kind == "open", "generated open-loop conversations (--num-prompts without "
+                                             "--max-concurrency)"),
+    ("turn_gap", lambda p: p.kind == "open" and p.turns > 1, "generated conversations of --num-turns above 1"),
     ("router", lambda p: p.replicas > 1, "data-parallel replicas (--data-parallel-size above 1)"),
     ("batch_size", lambda p: "static" in p.names, "static batching"),
     ("max_wait", lambda p: "static" in p.names, "static batching"),
@@ -418,7 +440,7 @@ def plan_run(args: argparse.Namespace) -> _Plan:
     else:
         names = [args.policy]
     speculative = args.acceptance_mode if getattr(args, "speculative_config", None) is not None else None
-    plan = _Plan(tuple(names), kind, dists, args.request_rate is not None, replicas, speculative)
+    plan = _Plan(tuple(names), kind, dists, args.request_rate is not None, replicas, speculative, args.num_turns)
     for dest, uses, what in _USES:
         if dest in given and not uses(plan):
             raise InvalidValueError(given[dest], _given_value(args, dest), f"applies to {what}, which this run "
@@ -440,6 +462,8 @@ _FLAG_OF_FIELD = {
     "block_size": "--block-size", "overhead": "--overhead", "router": "--router",
     "data_parallel_size": "--data-parallel-size",
     "speculative": "--speculative-config", "acceptance_rate": "--acceptance-rate",
+    "prefix_len": "--prefix-len", "num_prefixes": "--num-prefixes",
+    "num_turns": "--num-turns", "turn_gap_s": "--turn-gap", "hash_block_size": "--block-size",
 }
 
 
@@ -518,6 +542,8 @@ def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             input_len=args.input_len, output_len=args.output_len, input_distribution=in_dist,
             output_distribution=out_dist, range_ratio=args.random_range_ratio, input_cap=args.input_len_cap,
             output_cap=args.output_len_cap, sigma=args.len_sigma, trace=trace, seed=args.seed,
+            prefix_len=args.prefix_len, num_prefixes=args.num_prefixes, num_turns=args.num_turns,
+            turn_gap_s=args.turn_gap, hash_block_size=getattr(args, "block_size", DEFAULT_HASH_BLOCK),
         )
         if args.max_concurrency is not None:
             closed = ClosedLoop(clients=args.max_concurrency, lengths=work.requests, think_time_s=args.think_time,
@@ -552,7 +578,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     if args.kv_budget_gb is not None and args.utilization is not None:
         raise InvalidValueError("--utilization", float(args.utilization), "the KV budget given by --kv-budget-gb "
                                 "replaces the one --utilization gives; give one of them")
-    deployment, _ = deployment_from_args(args)
+    deployment, chosen = deployment_from_args(args, utilization=args.utilization)  # T as report chooses it
+    tp_note = chosen_tensor_parallel_note(deployment, "run") if chosen else None
     stages = deployment.pipeline_parallel_size
     if stages > 1 and args.kv_budget_gb is not None:  # each stage's GPU has its own budget
         raise InvalidValueError("--kv-budget-gb", float(args.kv_budget_gb), "with --pipeline-parallel-size above 1 "
@@ -651,7 +678,8 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                 pool=pool, budget=budget,
                 budget_basis=budget_basis, results=results, labels=names, replicas=replicas,
                 slo=slo if any(v is not None for v in slo.values()) else None,
-                time_kind=time_kind, band=_band_line(deployment), scheduler_note=scheduler_note, plain=plain)
+                time_kind=time_kind, band=_band_line(deployment), scheduler_note=scheduler_note, plain=plain,
+                tp_note=tp_note)
 
 
 def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any) -> Speculation | None:
@@ -707,6 +735,11 @@ def _t(seconds: Any) -> str:
     return format_time(seconds, decimals=(2, 1, 0), whole_from=100, none="-")
 
 
+def _secs(seconds: Any) -> str:
+    """Seconds as a number of an s column, thousands separated."""
+    return "-" if seconds is None else f"{float(seconds):,.2f}"
+
+
 def _p(stats: Any, q: str) -> str:
     return "-" if stats is None else _t(getattr(stats, q))
 
@@ -715,11 +748,33 @@ def _share(x: Any) -> str:
     return "-" if x is None else f"{100 * float(x):.1f}%"
 
 
+def _pct(x: Any) -> str:
+    """A share as a number of a % column (the unit in the header)."""
+    return "-" if x is None else f"{100 * float(x):.1f}"
+
+
+def _ms(seconds: Any) -> str:
+    """A latency in ms with thousands separators: 0.1 ms below 10 s, whole ms from there."""
+    if seconds is None:
+        return "-"
+    ms = float(seconds) * 1e3
+    return f"{ms:,.1f}" if ms < 1e4 else f"{ms:,.0f}"
+
+
+def _pms(stats: Any, q: str) -> str:
+    return "-" if stats is None else _ms(getattr(stats, q))
+
+
+#: The run table (docs/conventions.md, "Text that fits a terminal"): (header, unit, width); one unit per
+#: column, named on the header's second line. With the latency table below it, within 100 columns.
 COLUMNS = (
-    ("policy", 18), ("done", 7), ("rejected", 8), ("steps", 10), ("makespan", 10), ("tokens/s", 9),
-    ("LR useful", 9), ("slots", 6), ("TTFT p50", 9), ("TTFT p99", 9), ("TPOT p50", 9), ("TPOT p99", 9),
-    ("ITL p99", 9), ("E2E p50", 9), ("E2E p99", 9), ("peak KV", 8), ("preempt", 8),
+    ("policy", "", 18), ("done", "", 6), ("rejected", "", 8), ("steps", "", 9), ("makespan", "s", 8),
+    ("tokens/s", "", 8), ("useful", "%", 6), ("slots", "%", 5), ("peak KV", "%", 7), ("preempt", "", 7),
 )
+#: The latency table: each a (header, summary field, percentile) in ms.
+LATENCY_COLUMNS = (("TTFT p50", "ttft", "p50"), ("TTFT p99", "ttft", "p99"), ("TPOT p50", "tpot", "p50"),
+                   ("TPOT p99", "tpot", "p99"), ("ITL p99", "itl", "p99"), ("E2E p50", "e2e", "p50"),
+                   ("E2E p99", "e2e", "p99"))
 LATENCY = ("queue wait", "ttft", "tpot", "itl", "e2e")
 
 
@@ -730,11 +785,16 @@ def _row(cells: tuple[str, ...], widths: list[int]) -> str:
 def _describe(workload: dict[str, Any]) -> str:
     if workload["kind"] == "trace":
         return os.path.basename(workload["path"])
-    lengths = (f"prompts {workload['input_distribution']} {workload['input_len']}, outputs "
-               f"{workload['output_distribution']} {workload['output_len']}")
+    lengths = (f"prompts {workload['input_distribution']} {workload['input_len']:,}, outputs "
+               f"{workload['output_distribution']} {workload['output_len']:,}")
     cap = workload.get("output_cap")
     if cap is not None:
         lengths += f" (cap {cap})"
+    if workload.get("prefix_len"):
+        n = workload["num_prefixes"]
+        lengths += f", after {'a shared prefix' if n == 1 else f'one of {n:,} prefixes'} of {workload['prefix_len']:,}"
+    if workload.get("num_turns", 1) > 1:
+        lengths += f"; {workload['num_turns']} turns each, {workload['turn_gap_s']:g} s apart"
     if workload["kind"] == "closed_loop":
         return (f"{workload['clients']} closed-loop clients, think time {workload['think_time_s']} s, {lengths}, "
                 f"seed {workload['seed']}")
@@ -779,12 +839,19 @@ def _engines_text(labels: list[str], results: list[Any]) -> str:
                      for label, (kind, why) in kinds.items())
 
 
-def format_table(run: dict[str, Any], trace: str | None = None) -> str:
-    """The comparison as text: one row per policy, then latency percentiles and goodput."""
+def format_table(run: dict[str, Any], trace: str | None = None, *, verbose: bool = False) -> str:
+    """The comparison as text within 100 columns (docs/conventions.md, "Text that fits a terminal").
+
+    One row per policy in two tables sharing the policy column (the run: counts, makespan [s],
+    output tokens/s, shares and peak KV [%]; latencies [ms]), then goodput and notes, every longer
+    line wrapped by :func:`roofline.units.fit_width`; ``verbose`` adds every latency's p50 / p90 /
+    p99 (queue wait included), one row per policy and latency.
+    """
     pool, model = run["pool"], run["model"]
     reqs = run["results"][0].requests if run["results"] else ()
     last = float(run["results"][0].last_arrival_s()) if run["results"] else 0.0
     lines = [
+        *([run["tp_note"]] if run.get("tp_note") else []),
         f"roofline simulate: {len(reqs):,} requests from {_describe(run['workload'])} (arrivals over {last:,.1f} s)",
         f"  {model.name} (weights {model.weight_format}, KV {model.kv_dtype}) on {_on(run['deployment'])}; "
         f"KV pool {pool.capacity_blocks:,} {pool.unit} x {pool.block_size} tokens = {pool.capacity_tokens:,} "
@@ -802,19 +869,22 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
         f"  simulation engine: {_engines_text(run['labels'], run['results'])}",
         "",
     ]
-    widths = [w for _, w in COLUMNS]
-    lines.append(_row(tuple(name for name, _ in COLUMNS), widths))
+    widths = [w for _, _, w in COLUMNS]
+    lines += [_row(tuple(name for name, _, _ in COLUMNS), widths), _row(tuple(u for _, u, _ in COLUMNS), widths)]
     for label, r in zip(run["labels"], run["results"], strict=True):
         s = r.summary
-        peak = "-" if not pool.capacity_blocks else f"{100 * s.peak_kv_blocks / pool.capacity_blocks:.1f}%"
+        peak = "-" if not pool.capacity_blocks else f"{100 * s.peak_kv_blocks / pool.capacity_blocks:.1f}"
         cells = (
-            label, f"{s.completed:,}", f"{s.rejected:,}", f"{s.steps:,}", _t(s.makespan_s),
+            label, f"{s.completed:,}", f"{s.rejected:,}", f"{s.steps:,}", _secs(s.makespan_s),
             "-" if s.output_tokens_per_s is None else f"{float(s.output_tokens_per_s):,.0f}",
-            _share(s.long_run_useful_share), _share(s.slot_occupancy),
-            _p(s.ttft, "p50"), _p(s.ttft, "p99"), _p(s.tpot, "p50"), _p(s.tpot, "p99"), _p(s.itl, "p99"),
-            _p(s.e2e, "p50"), _p(s.e2e, "p99"), peak, f"{s.preemptions:,}",
+            _pct(s.long_run_useful_share), _pct(s.slot_occupancy), peak, f"{s.preemptions:,}",
         )
         lines.append(_row(cells, widths))
+    lat_widths = [18] + [9] * len(LATENCY_COLUMNS)
+    lines += ["", _row(("policy", *(h for h, _, _ in LATENCY_COLUMNS)), lat_widths),
+              _row(("", *("ms" for _ in LATENCY_COLUMNS)), lat_widths)]
+    for label, r in zip(run["labels"], run["results"], strict=True):
+        lines.append(_row((label, *(_pms(getattr(r.summary, f), q) for _, f, q in LATENCY_COLUMNS)), lat_widths))
     for label, r in zip(run["labels"], run["results"], strict=True):  # why requests were rejected, one line each
         rejected = r.rejections()
         if rejected:
@@ -823,14 +893,16 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
     for label, rep in zip(run["labels"], run.get("replicas") or [None] * len(run["labels"]), strict=True):
         if rep is not None:
             lines += ["", *_replica_table(label, rep, pool, run["deployment"].pipeline_parallel_size > 1)]
-    lines += ["", "  latency p50 / p90 / p99:"]
-    lat_widths = [18] + [28] * len(LATENCY)
-    lines.append(_row(("policy", *LATENCY), lat_widths))
-    for label, r in zip(run["labels"], run["results"], strict=True):
-        s = r.summary
-        stats = (s.queue_wait, s.ttft, s.tpot, s.itl, s.e2e)
-        lines.append(_row((label, *(" / ".join(_p(x, q) for q in ("p50", "p90", "p99")) for x in stats)),
-                          lat_widths))
+    if verbose:  # every latency's p50 / p90 / p99, one row per policy and latency
+        lines += ["", "  latency p50 / p90 / p99 (--verbose):"]
+        full_widths = [18, 10, 11, 11, 11]
+        lines += ["  " + _row(("policy", "latency", "p50", "p90", "p99"), full_widths),
+                  "  " + _row(("", "", "ms", "ms", "ms"), full_widths)]
+        for label, r in zip(run["labels"], run["results"], strict=True):
+            s = r.summary
+            for name, stats in zip(LATENCY, (s.queue_wait, s.ttft, s.tpot, s.itl, s.e2e), strict=True):
+                lines.append("  " + _row((label, name, *(_pms(stats, q) for q in ("p50", "p90", "p99"))),
+                                         full_widths))
     if run["slo"] is not None:
         limits = ", ".join(f"{k[:-2].upper()} <= {float(v) * 1e3:g} ms" for k, v in run["slo"].items() if v is not None)
         lines += ["", f"  goodput ({limits}):"]
@@ -865,16 +937,17 @@ def format_table(run: dict[str, Any], trace: str | None = None) -> str:
             notes.append(text)
     notes += _speculative_lines(run)
     lines += ["", *(f"  {n}" for n in notes),
-              "  LR useful = long-run useful share: rows producing a token / occupied rows over all steps; slots = "
-              "slot occupancy: sequences holding a slot / (max batch x steps).",
+              "  tokens/s = output tokens per second; useful = long-run useful share: rows producing a token / "
+              "occupied rows over all steps; slots = slot occupancy: sequences holding a slot / (max batch x "
+              "steps); peak KV = the pool's peak use; preempt = preemptions.",
               "  TTFT includes queueing; TPOT = (E2E - TTFT) / (O - 1); ITL = gaps between a request's streamed "
               "tokens (none for static batching, which hands all tokens back at once); E2E ends when the result is "
               "handed back; percentiles are interpolated (numpy.percentile's default, as vllm bench serve), over the "
-              "requests handed back."]
+              "requests handed back" + ("." if verbose else "; queue wait and p90s: --verbose.")]
     if run["workload"]["kind"] == "closed_loop":
         lines.append("  closed-loop clients are served by continuous batching only (serial and static batching "
                      "need their arrivals up front).")
-    return "\n".join(lines)
+    return fit_width("\n".join(line.rstrip() for line in lines))
 
 
 REPLICA_COLUMNS = (("replica", 9), ("requests", 9), ("done", 8), ("rejected", 8), ("prompt tok", 11),
@@ -974,6 +1047,7 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
                   "kv_dtype": model.kv_dtype},
         "accelerator": {"key": acc.key, "name": acc.name},
         **({"tensor_parallel_size": T} if (T := run["deployment"].tensor_parallel_size) > 1 else {}),
+        **({"tensor_parallel_chosen": "smallest that fits"} if run.get("tp_note") else {}),
         **({"data_parallel_size": D} if (D := run["deployment"].parallelism.data) > 1 else {}),
         **({"enable_expert_parallel": True} if run["deployment"].expert_parallel_size > 1 else {}),
         "time_kind": run.get("time_kind", "bound"),
@@ -1138,7 +1212,7 @@ def run(args: argparse.Namespace) -> int:
                                   default_utilization=DEFAULT_UTILIZATION)
     _disaggregated.check_unused(args)
     result = simulate_trace(args)
-    print(to_json(result) if args.json else format_table(result))
+    print(to_json(result) if args.json else format_table(result, verbose=args.verbose))
     if args.out is not None:
         _write_out(result["results"], result["labels"], args.out)
     return 0

@@ -7,7 +7,9 @@
   arrival times (:func:`arrival_times`: Poisson at a rate, gamma with a coefficient of
   variation, or a burst at t = 0) and lengths (:func:`lengths`: fixed, uniform, capped
   exponential, lognormal, or resampled from a trace); :func:`synthetic_workload` combines
-  them, :func:`anyscale_workload` is the Anyscale continuous-batching benchmark's.
+  them (with shared system prompts and multi-turn conversations whose block hashes name
+  shared content, for prefix caching), :func:`anyscale_workload` is the Anyscale
+  continuous-batching benchmark's.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ __all__ = [
     "synthetic_workload",
     "anyscale_workload",
     "ANYSCALE_CAPS",
+    "DEFAULT_TURN_GAP_S",
+    "DEFAULT_HASH_BLOCK",
+    "MAX_HASHED_BLOCKS",
 ]
 
 
@@ -133,6 +138,14 @@ MAX_PROMPTS = 10**7
 #: Least share of draws a length cap may keep (exponential, lognormal lengths are redrawn until <= cap):
 #: below it, :func:`lengths` refuses the cap instead of drawing for ever (1% is 100 draws per length).
 MIN_KEPT_SHARE = 0.01
+
+#: Seconds from one turn of a generated conversation to the next (:func:`synthetic_workload`'s ``turn_gap_s``).
+DEFAULT_TURN_GAP_S = 10
+#: Tokens per hashed block of a generated workload (vLLM's default ``--block-size``, 16).
+DEFAULT_HASH_BLOCK = 16
+#: Most block hashes a generated workload holds (10^8, about 3 GB of Python ints; the shipped Mooncake
+#: conversation trace has 0.3 million): more is refused before any is made, not left to fill memory.
+MAX_HASHED_BLOCKS = 10**8
 
 #: The caps of the Anyscale benchmark's output lengths [tokens].
 ANYSCALE_CAPS = (32, 128, 512, 1536)
@@ -375,6 +388,11 @@ def synthetic_workload(
     sigma: Any = 1,
     trace: Sequence[Request] | None = None,
     seed: int = 0,
+    prefix_len: int = 0,
+    num_prefixes: int = 1,
+    num_turns: int = 1,
+    turn_gap_s: Any = DEFAULT_TURN_GAP_S,
+    hash_block_size: int = DEFAULT_HASH_BLOCK,
 ) -> Workload:
     """A seeded open-loop workload: arrivals from :func:`arrival_times`, lengths from :func:`lengths`.
 
@@ -390,12 +408,27 @@ def synthetic_workload(
     range_ratio, sigma : as :func:`lengths`; input_cap, output_cap : its ``cap``
     trace : sequence of Request or None
     seed : int >= 0
-        The arrivals, prompts and outputs use seeds derived from it (numpy's SeedSequence),
-        so changing one distribution does not change the others' draws.
+        The arrivals, prompts, outputs and prefix choices use seeds derived from it (numpy's
+        SeedSequence), so changing one distribution does not change the others' draws.
+    prefix_len : int >= 0 [tokens], default 0
+        S: a shared system prompt prepended to every first turn's drawn input length (vLLM's
+        ``--random-prefix-len``).
+    num_prefixes : int >= 1, default 1
+        N distinct prefixes of S tokens; each conversation draws one uniformly (> 1 needs S > 0).
+    num_turns : int >= 1, default 1
+        T turns per conversation: turn t + 1's prompt is turn t's prompt, its output, then a new
+        user message of a drawn input length. ``num_prompts`` counts conversations (T x
+        ``num_prompts`` requests).
+    turn_gap_s : [s] >= 0, default 10 (:data:`DEFAULT_TURN_GAP_S`)
+        Turn t + 1 arrives this long after turn t (open loop), on the :data:`TIME_RESOLUTION` grid.
+    hash_block_size : int >= 1 [tokens/block], default 16 (:data:`DEFAULT_HASH_BLOCK`, vLLM's block size)
+        The block of the requests' ``block_hashes``; equal content up to a block gives equal hashes.
 
     Returns
     -------
-    Workload (ids 0, 1, ...; ``spec`` records every parameter and the seed)
+    Workload (ids 0, 1, ... in arrival order, ties by conversation then turn; ``spec`` records
+    every parameter and the seed). With S > 0 or T > 1 each request carries ``block_hashes`` of
+    its full blocks (single-turn: of its shared-prefix blocks only).
 
     Raises
     ------
@@ -403,7 +436,14 @@ def synthetic_workload(
         Any bad parameter, named by its field (``arrival``, not arrival_times' ``process``; ``trace[i]``
         for an element of ``trace`` that is not a Request; ``range_ratio`` and ``sigma`` whatever the
         distributions, as the spec records them), or "trace" without a trace (or for only one of the two
-        lengths).
+        lengths); ``num_prefixes`` above 1 without a ``prefix_len``; ``num_turns`` whose requests pass
+        :data:`MAX_PROMPTS` or whose prompts grow past MAX_TOKENS; ``num_turns`` (or ``prefix_len``, single
+        turns) whose block hashes would pass :data:`MAX_HASHED_BLOCKS`; ``turn_gap_s`` whose last turn
+        arrives past MAX_ARRIVAL_S.
+
+    Notes
+    -----
+    docs/conventions.md, "Workloads" (shared prefixes and conversations).
 
     Examples
     --------
@@ -438,15 +478,19 @@ def synthetic_workload(
             check_count(field, mean, minimum=1)
             if mean > MAX_TOKENS:
                 raise InvalidValueError(field, mean, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS)")
-    arrival_seed, input_seed, output_seed = (int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(3))
+    gap = _check_turns(num_prompts, prefix_len, num_prefixes, num_turns, turn_gap_s, hash_block_size)
+    # spawn(4)'s first three children are spawn(3)'s: the prefix draws add a stream, changing no other draw
+    arrival_seed, input_seed, output_seed, prefix_seed = (int(s.generate_state(1)[0])
+                                                          for s in np.random.SeedSequence(seed).spawn(4))
     times = arrival_times(num_prompts, process=arrival, rate=rate, cv=cv, seed=arrival_seed)
+    count = num_prompts * num_turns  # one drawn (input, output) pair per turn: conversation c's turn t is c T + t
     if "trace" in (input_distribution, output_distribution):
         if input_distribution != output_distribution:
             raise InvalidValueError("input_distribution", input_distribution,
                                     "resampling a trace draws (prompt, output) pairs: give 'trace' for both")
         if not trace:
             raise InvalidValueError("trace", trace, "resampling needs a non-empty trace")
-        picks = np.random.default_rng(input_seed).integers(0, len(trace), num_prompts)
+        picks = np.random.default_rng(input_seed).integers(0, len(trace), count)
         prompts = [trace[int(k)].prompt_tokens for k in picks]
         outputs = [trace[int(k)].output_tokens for k in picks]
     else:
@@ -454,7 +498,7 @@ def synthetic_workload(
         for which, dist, mean, cap, stream in (("input", input_distribution, input_len, input_cap, input_seed),
                                                ("output", output_distribution, output_len, output_cap, output_seed)):
             try:
-                drawn.append(lengths(num_prompts, distribution=dist, mean=mean, range_ratio=range_ratio, cap=cap,
+                drawn.append(lengths(count, distribution=dist, mean=mean, range_ratio=range_ratio, cap=cap,
                                      sigma=sigma, seed=stream))
             except InvalidValueError as err:  # name this workload's field: input_cap, output_distribution...
                 ours = {"cap": f"{which}_cap", "distribution": f"{which}_distribution",
@@ -463,15 +507,81 @@ def synthetic_workload(
                     raise
                 raise InvalidValueError(ours, err.value, err.reason) from None
         prompts, outputs = drawn
-    requests = tuple(Request(id=i, arrival_s=t, prompt_tokens=p, output_tokens=o)
-                     for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True)))
+    requests = _conversations(times, prompts, outputs, prefix_len, num_prefixes, num_turns, gap, hash_block_size,
+                              prefix_seed)
     spec = {"kind": "open_loop", "num_prompts": num_prompts, "arrival": arrival,
             "rate": None if rate is None or arrival == "burst" else float(rate),
             "cv": float(cv) if arrival == "gamma" else None, "input_len": input_len, "output_len": output_len,
             "input_distribution": input_distribution, "output_distribution": output_distribution,
             "range_ratio": float(range_ratio), "input_cap": input_cap, "output_cap": output_cap,
-            "sigma": float(sigma), "seed": seed}
+            "sigma": float(sigma), "seed": seed, "prefix_len": prefix_len, "num_prefixes": num_prefixes,
+            "num_turns": num_turns, "turn_gap_s": float(gap) if num_turns > 1 else None,
+            "hash_block_size": hash_block_size if prefix_len or num_turns > 1 else None}
     return Workload(requests, spec)
+
+
+def _check_turns(num_prompts: int, prefix_len: Any, num_prefixes: Any, num_turns: Any, turn_gap_s: Any,
+                 hash_block_size: Any) -> Fraction:
+    """The prefix and conversation parameters checked (docs/conventions.md, "Workloads"); the gap [s] on the grid."""
+    check_count("prefix_len", prefix_len, minimum=0)
+    if prefix_len > MAX_TOKENS:
+        raise InvalidValueError("prefix_len", prefix_len, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS)")
+    check_count("num_prefixes", num_prefixes, minimum=1)
+    if num_prefixes > 1 and not prefix_len:
+        raise InvalidValueError("num_prefixes", num_prefixes, "distinct prefixes need a prefix_len above 0")
+    if num_prefixes > MAX_PROMPTS:
+        raise InvalidValueError("num_prefixes", num_prefixes, f"must be <= {MAX_PROMPTS:,} (MAX_PROMPTS)")
+    check_count("num_turns", num_turns, minimum=1)
+    if num_prompts * num_turns > MAX_PROMPTS:
+        raise InvalidValueError("num_turns", num_turns, f"{num_prompts:,} conversations of {num_turns:,} turns "
+                                f"pass MAX_PROMPTS = {MAX_PROMPTS:,} requests")
+    check_count("hash_block_size", hash_block_size, minimum=1)
+    if hash_block_size > MAX_TOKENS:
+        raise InvalidValueError("hash_block_size", hash_block_size, f"must be <= {MAX_TOKENS:.0e} (MAX_TOKENS)")
+    check_scalar("turn_gap_s", turn_gap_s)
+    check_nonnegative("turn_gap_s", turn_gap_s)
+    if turn_gap_s * (num_turns - 1) > MAX_ARRIVAL_S or turn_gap_s > MAX_ARRIVAL_S:
+        raise InvalidValueError("turn_gap_s", turn_gap_s, f"the last turn would arrive past MAX_ARRIVAL_S = "
+                                f"{MAX_ARRIVAL_S:.0e} s")
+    return round(Fraction(turn_gap_s) / TIME_RESOLUTION) * TIME_RESOLUTION
+
+
+def _conversations(times: Sequence[Fraction], drawn_in: Sequence[int], drawn_out: Sequence[int], prefix_len: int,
+                   num_prefixes: int, num_turns: int, gap: Fraction, block: int, seed: int) -> tuple[Request, ...]:
+    """The requests of :func:`synthetic_workload`: conversation c's turn t from draw c T + t, its prefix drawn
+    uniformly, its hashes naming its content block by block (docs/conventions.md, "Workloads")."""
+    prefix_of = np.random.default_rng(seed).integers(0, num_prefixes, len(times)) if num_prefixes > 1 else None
+    hashed = prefix_len > 0 or num_turns > 1
+    ids: dict[tuple[int, int, int], int] = {}  # (0, prefix, j) or (1, conversation, j) -> its hash id
+    made = []
+    for c, start in enumerate(times):
+        k = 0 if prefix_of is None else int(prefix_of[c])
+        prompt = prefix_len
+        for t in range(num_turns):
+            d = c * num_turns + t
+            prompt += drawn_in[d] if t == 0 else drawn_out[d - 1] + drawn_in[d]
+            if prompt > MAX_TOKENS:
+                raise InvalidValueError("num_turns", num_turns, f"turn {t + 1}'s prompt of {prompt:.3e} tokens "
+                                        f"passes MAX_TOKENS = {MAX_TOKENS:.0e}")
+            if start + t * gap > MAX_ARRIVAL_S:
+                raise InvalidValueError("turn_gap_s", float(gap), f"turn {t + 1} would arrive past MAX_ARRIVAL_S = "
+                                        f"{MAX_ARRIVAL_S:.0e} s")
+            full = 0 if not hashed else prompt // block if num_turns > 1 else min(prompt, prefix_len) // block
+            made.append((start + t * gap, c, t, prompt, drawn_out[d], (k, full)))
+    total = sum(full for *_, (_, full) in made)
+    if total > MAX_HASHED_BLOCKS:  # each hashed block is a Python int held by its request
+        field, value = ("num_turns", num_turns) if num_turns > 1 else ("prefix_len", prefix_len)
+        raise InvalidValueError(field, value, f"the prompts need {total:.3e} block hashes of {block} tokens, more "
+                                f"than MAX_HASHED_BLOCKS = {MAX_HASHED_BLOCKS:,}: give a larger hash_block_size "
+                                "or shorter prompts")
+    made.sort(key=lambda x: (x[0], x[1], x[2]))
+    out = []
+    for i, (a, c, _, p, o, (k, full)) in enumerate(made):
+        h = tuple(ids.setdefault((0, k, j) if (j + 1) * block <= prefix_len else (1, c, j), len(ids))
+                  for j in range(full))
+        out.append(Request(id=i, arrival_s=a, prompt_tokens=p, output_tokens=o, block_hashes=h,
+                           hash_block_size=block if h else None))
+    return tuple(out)
 
 
 def anyscale_workload(cap: int, *, seed: int = 0, num_prompts: int = 1000) -> Workload:
