@@ -168,7 +168,8 @@ def test_readme_samples_are_the_commands_output(command, shown, capsys):
 _GEN = ["--num-prompts", "40", "--request-rate", "4", "--random-input-len", "1000", "--random-output-len", "50"]
 #: simulate's variants: every policy, chunked prefill, prefix caching on a shared prefix and on conversations,
 #: goodput, closed loop, data-parallel replicas, pipeline stages, tensor parallel, disaggregated, an estimate,
-#: a hybrid and a windowed model, the shipped trace (its first 200 requests), --out with --steps, --verbose.
+#: a hybrid and a windowed model, the shipped trace (its first 200 requests), --out with --steps, --verbose,
+#: speculative decoding with a draft model.
 _SIMULATE = {
     "all policies": [*_GEN, "--chunked-prefill"],
     "prefix caching": [*_GEN, "--policy", "continuous", "--enable-prefix-caching", "--prefix-len", "2048",
@@ -186,6 +187,9 @@ _SIMULATE = {
     "windowed": [*_GEN, "--model", "gemma-3-27b", "--policy", "continuous"],
     "trace": ["--trace", "mooncake-conv", "--limit", "200", "--policy", "continuous", "--enable-prefix-caching"],
     "verbose": [*_GEN, "--verbose", "--policy", "static"],
+    "speculative": [*_GEN, "--policy", "continuous", "--speculative-config",
+                    '{"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 4}',
+                    "--acceptance-rate", "0.7"],
 }
 
 
