@@ -66,6 +66,7 @@ PROFILE_KEYS: dict[str, str] = {
     "vLLM with CUDA graphs": "vllm",
     "TensorRT-LLM static batch": "trtllm",
     "NVIDIA NIM (backend not stated)": "nim",
+    "SGLang": "sglang",
 }
 
 def _share(instance: object, attribute: attrs.Attribute, value: Sourced) -> None:

@@ -248,7 +248,7 @@ def test_estimate_help_names_every_shipped_profile_and_what_each_command_does():
     report_help = {a.dest: a.help for a in _subparser("report")._actions}["estimate"]
     simulate_help = {a.dest: a.help for a in _subparser("simulate")._actions}["estimate"]
     assert report_help.startswith("also print an engine profile's estimate beside the bound: vllm, gpt-fast, "
-                                  "lmdeploy, trtllm or nim")
+                                  "lmdeploy, trtllm, nim or sglang")
     assert simulate_help.startswith("price every step with an engine profile's estimate instead of the bound")
 
 

@@ -340,7 +340,7 @@ def test_measured_constants_of_an_unmeasured_device_say_they_are_its_datasheet(c
 def test_cli_validate_prints_serving_medians_per_engine_within_100_columns(run_cli, capsys) -> None:
     """The serving section: per engine, the median |error| of each metric over its held-out priced points (the
     medians taken here from the simulated rows), the points recorded with their engines and accelerators, SGLang's
-    points listed as not priced, the TPOT target; the default text keeps within 100 columns; --json carries the
+    points priced with its own profile, the TPOT target; the default text keeps within 100 columns; --json carries the
     same summary and every point's workload kind."""
     from roofline.calibrate.serving import validate_serving
 
@@ -355,7 +355,10 @@ def test_cli_validate_prints_serving_medians_per_engine_within_100_columns(run_c
             f"({len(lm)}), tokens/s {med['output_tokens_per_s']:.1%} ({len(lm)})\n") in out
     assert "points recorded (engines gpt-fast, lmdeploy, nim, sglang, trtllm, vllm; accelerators a100-80gb, " \
         "h100-sxm, l40s, mi300x)" in out
-    assert "    not priced (6, no constants for their profile): serving-sglang-llama-3.1-8b-sharegpt-rps4-a100," in out
+    assert "not priced (" not in out  # SGLang has its own constants: every engine is compared
+    sg = [r for r in rows if r.point.engine == "sglang"]
+    sg_tpot = statistics.median(abs(r.errors["tpot_ms"]) for r in sg if "tpot_ms" in r.errors)
+    assert f"    sglang ({len(sg)} points): TTFT " in out and f"TPOT {sg_tpot:.1%} (4)" in out and len(sg) == 6
     tpot = statistics.median(abs(r.errors.get("tpot_ms", r.errors.get("itl_ms"))) for r in rows
                              if "tpot_ms" in r.errors or "itl_ms" in r.errors)
     assert f"<= 15%: {tpot:.1%} (" in out
@@ -365,10 +368,11 @@ def test_cli_validate_prints_serving_medians_per_engine_within_100_columns(run_c
     assert {r["kind"] for r in doc["rows"]} == {"closed_loop", "burst", "poisson"}
 
 
-def test_a_missed_target_names_the_rows_beyond_it_and_the_term_the_estimate_lacks(run_cli, capsys) -> None:
-    """The batch-1 target (median |error| <= 5 % on the validation subset's batch-1 rows) is missed: the target lists
-    exactly the batch-1 validation rows beyond 5 %, largest first, with estimate - measured, and the term the
-    estimate lacks; the text prints them under the verdict."""
+def test_the_batch1_target_is_met_and_its_rows_beyond_the_limit_are_still_named(run_cli, capsys) -> None:
+    """The batch-1 target (median |error| <= 5 % on the validation subset's batch-1 rows) is met since SGLang's and
+    LMDeploy's t_seq rows entered the fit: its value is the median taken here from the rows (10 rows, 4.8 %);
+    ``beyond`` still lists the batch-1 rows over 5 %, largest first, with estimate - measured, and the term the
+    estimate lacks there; the text prints the verdict and, the target being met, neither list."""
     from roofline.calibrate.fit import validate_with_estimates
 
     report = validate_with_estimates()
@@ -376,12 +380,14 @@ def test_a_missed_target_names_the_rows_beyond_it_and_the_term_the_estimate_lack
     rows = [r for r in report.accelerator_rows if r.measurement.split == "validation" and r.measurement.batch == 1]
     want = sorted(((r.measurement.id, r.error_estimate) for r in rows if abs(r.error_estimate) > 0.05),
                   key=lambda x: -abs(x[1]))
-    assert t["met"] is False and [(i, e) for i, e, _ in t["beyond"]] == want
+    median = statistics.median(abs(r.error_estimate) for r in rows)
+    assert len(rows) == 10 and t["value"] == pytest.approx(median) and 0.045 < median <= 0.05
+    assert t["met"] is True and [(i, e) for i, e, _ in t["beyond"]] == want
     assert t["beyond"][0][0] == "gpt-fast-llama-2-70b-int4-a100-330w"
     r = next(x for x in rows if x.measurement.id == t["beyond"][0][0])
     assert t["beyond"][0][2] == pytest.approx(r.estimate_s - r.measurement.measured_s)
-    assert "dequantisation" in t["lacks"]
+    assert "dequantisation" in t["lacks"] and "-45.7 us per layer" in t["lacks"]
     assert run_cli(["validate"]) == 0
     out = re.sub(r"\n {8}(?=\S)", " ", unwrapped(capsys.readouterr().out))  # four-space lines continue at 8
-    assert "\n    beyond the limit: gpt-fast-llama-2-70b-int4-a100-330w -23.7% (-9.38 ms), " in out
-    assert "\n    the estimate lacks: a cost of quantised kernels" in out
+    assert f"target: median |error| of the estimate, validation subset, batch 1 <= 5%: {median:.1%}, met\n" in out
+    assert "beyond the limit" not in out and "the estimate lacks" not in out

@@ -112,7 +112,7 @@ def _flops(text: str) -> str:
 
 
 #: The shipped engine profiles' keys (roofline.calibrate.fit.profile_names(); a test keeps them equal).
-ENGINE_PROFILES = ("vllm", "gpt-fast", "lmdeploy", "trtllm", "nim")
+ENGINE_PROFILES = ("vllm", "gpt-fast", "lmdeploy", "trtllm", "nim", "sglang")
 
 
 def add_estimate_option(p: argparse.ArgumentParser, *, instead: bool = False) -> None:
