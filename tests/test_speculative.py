@@ -109,8 +109,10 @@ def test_break_even_batch_is_the_first_batch_not_faster():
     ("{bad", "speculative_config"),
     ("[1, 2]", "speculative_config"),
     ('{"num_speculative_tokens": 2}', "speculative_config.method"),
-    ('{"method": "eagle", "model": "x", "num_speculative_tokens": 2}', "speculative_config.method"),
-    ('{"method": "deepseek_mtp", "num_speculative_tokens": 1}', "speculative_config.method"),
+    ('{"method": "medusa", "model": "x", "num_speculative_tokens": 2}', "speculative_config.method"),
+    ('{"method": "mlp_speculator", "model": "x", "num_speculative_tokens": 2}', "speculative_config.method"),
+    ('{"method": "eagle", "num_speculative_tokens": 2}', "speculative_config.model"),
+    ('{"method": "eagle3", "model": 3, "num_speculative_tokens": 2}', "speculative_config.model"),
     ('{"method": "ngram"}', "speculative_config.num_speculative_tokens"),
     ('{"method": "ngram", "num_speculative_tokens": 0}', "speculative_config.num_speculative_tokens"),
     ('{"method": "ngram", "num_speculative_tokens": 2.5}', "speculative_config.num_speculative_tokens"),
@@ -128,13 +130,18 @@ def test_bad_speculative_configs_are_refused_by_field(text, field):
 
 
 def test_what_is_not_modelled_is_refused_by_name():
-    """T > 1, an estimate, a mixture of experts and sliding windows (target or draft) are refused, not priced."""
+    """An estimate, sliding windows, recurrent layers, sparse attention (target or draft), MTP on a target
+    without MTP modules and an EAGLE head derived from a MoE target are refused, not priced."""
     alpha = Fraction(7, 10)
+    mtp = SpeculativeConfig.parse('{"method": "mtp", "num_speculative_tokens": 1}')
+    eagle = SpeculativeConfig.parse('{"method": "eagle", "model": "org/no-such-head", "num_speculative_tokens": 2}')
     cases = [
-        (Deployment(get_model("llama-3.1-70b"), H100, 4), NGRAM3, "tensor_parallel_size"),
         (Deployment(get_model("llama-3.1-8b"), H100, estimate=get_engine_profile("vllm")), NGRAM3, "estimate"),
-        (Deployment(get_model("qwen3-30b-a3b"), H100), NGRAM3, "model"),
         (Deployment(get_model("gemma-3-27b"), get_accelerator("h200")), NGRAM3, "model"),
+        (Deployment(get_model("qwen3-next-80b-a3b"), get_accelerator("h200")), NGRAM3, "model"),
+        (Deployment(get_model("deepseek-v3.2"), get_accelerator("h200"), 8), NGRAM3, "model"),
+        (LLAMA, mtp, "speculative_config.method"),
+        (Deployment(get_model("qwen3-30b-a3b"), H100), eagle, "speculative_config.model"),
         (LLAMA, SpeculativeConfig.parse('{"model": "gemma-3-27b", "num_speculative_tokens": 2}'),
          "speculative_config.model"),
     ]
@@ -142,7 +149,7 @@ def test_what_is_not_modelled_is_refused_by_name():
         with pytest.raises(InvalidValueError) as info:
             speculative_step(deployment, config, batch=1, context=100, acceptance_rate=alpha)
         assert info.value.field == field
-        assert "not modelled" in str(info.value)
+        assert "not modelled" in str(info.value) or "no MTP module" in str(info.value)
 
 
 def test_report_prints_the_speculative_section(capsys):
@@ -169,7 +176,9 @@ def test_report_prints_the_speculative_section(capsys):
 @pytest.mark.parametrize(("args", "message"), [
     (["--speculative-config", "{bad", "--acceptance-rate", "0.7"], "speculative_config="),
     (["--speculative-config", '{"method": "eagle", "num_speculative_tokens": 2}', "--acceptance-rate", "0.7"],
-     "speculative_config.method='eagle'"),
+     "speculative_config.model=None: eagle needs a preset name"),
+    (["--speculative-config", '{"method": "medusa", "model": "x", "num_speculative_tokens": 2}',
+      "--acceptance-rate", "0.7"], "speculative_config.method='medusa'"),
     (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}'], "needs --acceptance-rate"),
     (["--acceptance-rate", "0.7"], "acceptance_rate=0.7: given without --speculative-config"),
     (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}', "--acceptance-rate", "1.5"],
