@@ -282,9 +282,9 @@ def test_break_even_and_critical_batch_of_a_moe_target_are_found_by_scanning():
 def test_an_eagle_head_derived_from_the_target_is_one_layer_and_its_fc():
     """EAGLE on Llama 3.1 8B (a Hugging Face id, not a preset): one decoder layer of the target's shape, the
     shared lm_head; fc 2h x h + h (EAGLE), or 3h x h plus q, k, v over 2h (EAGLE-3), all memory-bound at batch 1."""
-    from roofline.estimate import decode_step
-
     import attrs
+
+    from roofline.estimate import decode_step
 
     target = get_model("llama-3.1-8b")
     layer = attrs.evolve(target, num_hidden_layers=1, published_parameters=None)

@@ -225,7 +225,8 @@ def _mtp(p: Proof) -> Any:
     p.section(f"A head on the target: DeepSeek-V3's MTP module, k = 1, alpha = 0.85, on {T} H200 (TP = {T})")
     p.equal("DeepSeek-V3's config: num_nextn_predict_layers = 1", v3.num_nextn_predict_layers, 1)
     total = v3.parameters + v3.mtp_parameters
-    p.holds("671,026,419,200 + the MTP module (MoE layer, eh_proj, embedding, lm_head) ~ 685B", abs(total - 685 * 10**9) < 685 * 10**6,
+    p.holds("671,026,419,200 + the MTP module (MoE layer, eh_proj, embedding, lm_head) ~ 685B",
+            abs(total - 685 * 10**9) < 685 * 10**6,
             f"{total / 1e9:.2f}B")
     glm = get_model("glm-4.5")
     p.equal("GLM-4.5's MTP layer 92: the checkpoint's 5,539,962,272 parameters", glm.mtp_parameters, 5_539_962_272)
