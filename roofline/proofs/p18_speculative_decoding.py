@@ -138,6 +138,9 @@ def derive(p: Proof) -> None:
     p.equal("the plain decode step", one.plain_step_time, plain, value=f"{float(plain) * 1e3:.3f} ms")
     p.equal("speed-up = tokens x plain / step", one.speedup, tokens * plain / (draft_steps + verify),
             value=f"{float(one.speedup):.2f}x")
+    p.equal("the registered speed-up formula gives it", f.speculative_speedup(
+        **terms, **hw, batch=1, context=CONTEXT, speculative_tokens=K, overhead=0, proposer_time=draft_steps,
+        acceptance_rate=ALPHA), tokens * plain / (draft_steps + verify))
     p.holds("above 1: speculation pays at batch 1", one.speedup > 1)
 
     p.section("Intensity, ridge and critical batch")
@@ -212,11 +215,23 @@ def derive(p: Proof) -> None:
                f"H200: {float(mtp_speedup):.2f}x at batch 1")
 
 
+def _touched(model: Any, tokens: int) -> Any:
+    """E (1 - (1 - k / E)^n): the expected distinct routed experts n tokens touch, uniform routing."""
+    E, k = model.num_experts, model.num_experts_per_tok
+    return E * (1 - (1 - Fraction(k, E)) ** tokens)
+
+
+def _ring(ar: dict[str, Any], layers: int, rows: int) -> Any:
+    """2 L ring all-reduces of rows x h x e bytes over T GPUs: 2 (T - 1) / T x M / beta + 2 (T - 1) alpha each."""
+    T = ar["tensor_parallel_size"]
+    message = rows * ar["hidden_size"] * ar["activation_bytes"]
+    return 2 * layers * (Fraction(2 * (T - 1), T) * message / ar["link_bandwidth"] + 2 * (T - 1) * ar["link_latency"])
+
+
 def _mtp(p: Proof) -> Any:
     """DeepSeek-V3's MTP module on 8 H200 (TP = 8): its parameters, its step, the MoE verification."""
-    from .. import formulas as f
     from ..deployment import allreduce_terms, as_deployment
-    from ..estimate import _hardware_terms, _model_terms, decode_step
+    from ..estimate import _hardware_terms, _model_terms
     from ..hardware import get_accelerator
     from ..models import get_model
     from ..speculative import SpeculativeConfig, break_even_batch, speculative_step
@@ -226,8 +241,7 @@ def _mtp(p: Proof) -> Any:
     p.equal("DeepSeek-V3's config: num_nextn_predict_layers = 1", v3.num_nextn_predict_layers, 1)
     total = v3.parameters + v3.mtp_parameters
     p.holds("671,026,419,200 + the MTP module (MoE layer, eh_proj, embedding, lm_head) ~ 685B",
-            abs(total - 685 * 10**9) < 685 * 10**6,
-            f"{total / 1e9:.2f}B")
+            abs(total - 685 * 10**9) < 685 * 10**6, f"{total / 1e9:.2f}B")
     glm = get_model("glm-4.5")
     p.equal("GLM-4.5's MTP layer 92: the checkpoint's 5,539,962,272 parameters", glm.mtp_parameters, 5_539_962_272)
     d = as_deployment(v3, gpu, tensor_parallel_size=T)
@@ -236,21 +250,29 @@ def _mtp(p: Proof) -> Any:
     head = v3.mtp_module
     assert head is not None
     hw = _hardware_terms(gpu, v3)
-    extra = Fraction(v3.mtp_projection_parameters * v3.weight_bytes_per_parameter) / hw["bandwidth"]
-    p.equal("the proposer: a decode step of the module (its all-reduces) + eh_proj's read",
-            one.proposer_time, decode_step(head, gpu, batch=1, context=c, tensor_parallel_size=T).step_time + extra,
-            value=f"{float(one.proposer_time) * 1e6:.1f} us")
-    p.equal("the plain step: DeepSeek-V3's decode step on 8 GPUs", one.plain_step_time,
-            decode_step(v3, gpu, batch=1, context=c, tensor_parallel_size=T).step_time,
-            value=f"{float(one.plain_step_time) * 1e3:.3f} ms")
-    share = v3.per_gpu(T)
-    terms = dict(_model_terms(share, "exact"), weight_bytes=Fraction(share.decode_weight_bytes(2)))
-    ar = f.decode_allreduce_time(**allreduce_terms(share, gpu, T), batch=2)
-    p.equal("verifying 2 positions: experts 2 tokens touch, their all-reduces",
-            one.step_time - one.proposer_time, _step(terms, hw, 1, range(c, c + 2))[0] + ar,
-            value=f"verification {float(one.step_time - one.proposer_time) * 1e3:.3f} ms")
+    ar = allreduce_terms(v3.per_gpu(T), gpu, T)
+
+    def moe_terms(model: Any, tokens: int, extra: int = 0) -> dict[str, Any]:
+        """One GPU's terms, the weights those tokens read (shared + one expert's bytes x the experts touched)."""
+        share = model.per_gpu(T)
+        terms = _model_terms(share, "exact")
+        weights = share.shared_weight_bytes + share.routed_expert_bytes * _touched(share, tokens)
+        return dict(terms, weight_bytes=weights + extra * model.weight_bytes_per_parameter,
+                    flops_per_token=terms["flops_per_token"] + 2 * extra)
+
+    head_terms = moe_terms(head, 1, v3.mtp_projection_parameters)
+    proposer = _step(head_terms, hw, 1, [c])[0] + _ring(ar, 1, 1)
+    p.equal("the proposer: a decode step of the module (its all-reduces) + eh_proj's read", one.proposer_time,
+            proposer, value=f"{float(one.proposer_time) * 1e6:.1f} us")
+    plain = _step(moe_terms(v3, 1), hw, 1, [c])[0] + _ring(ar, v3.num_hidden_layers, 1)
+    p.equal("the plain step: 8 of 256 experts, 2 L all-reduces of one row", one.plain_step_time, plain,
+            value=f"{float(plain) * 1e3:.3f} ms")
+    verify = _step(moe_terms(v3, 2), hw, 1, range(c, c + 2))[0] + _ring(ar, v3.num_hidden_layers, 2)
+    p.equal("verifying 2 positions: experts 2 tokens touch, their all-reduces", one.step_time - one.proposer_time,
+            verify, value=f"verification {float(verify) * 1e3:.3f} ms")
     p.equal("tokens per step 1 + alpha", one.tokens_per_step, 1 + alpha, value="1.85 tokens")
-    p.holds("speed-up above 1 at batch 1", one.speedup > 1, f"MTP speed-up {float(one.speedup):.3f}x")
+    p.equal("speed-up = tokens x plain / (proposer + verification)", one.speedup,
+            (1 + alpha) * plain / (proposer + verify), value=f"MTP speed-up {float(one.speedup):.3f}x")
     be = break_even_batch(d, config, context=c, acceptance_rate=alpha)
     p.holds(f"KV-bound at {c:,} tokens: no break-even up to batch 4,096",
             be is None and one.critical_batch is None, "MTP break-even: none")
