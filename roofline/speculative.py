@@ -12,10 +12,14 @@ Matias, ICML 2023). The proposer is vLLM's ``speculative_config`` (its JSON spel
   accelerator, whose k decode steps of the batch, at contexts c .. c + k - 1, are priced by
   :func:`roofline.formulas.stretch_time`;
 * ``ngram`` (prompt lookup): costs nothing;
-* ``eagle``, ``eagle3``, ``medusa``, ``mlp_speculator``, ``mtp``, ``deepseek_mtp``: a head on the target,
-  refused by name (not modelled yet).
+* ``mtp`` / ``deepseek_mtp``: the target's own MTP module (``num_nextn_predict_layers``), one decode step
+  of it per proposed token, and ``eagle`` / ``eagle3``: an EAGLE head, a one-layer decoder sharing the
+  target's lm_head (:func:`proposer_model`);
+* ``medusa``, ``mlp_speculator``: refused by name (not modelled yet).
 
-All numbers are the roofline bound (no overhead) in SI units, exact Fractions for the presets.
+A MoE target's verification reads the experts its B (k + 1) tokens touch; under tensor parallelism
+every number is one GPU's share and each step adds its all-reduces. All numbers are the roofline
+bound (no overhead) in SI units, exact Fractions for the presets.
 """
 
 from __future__ import annotations

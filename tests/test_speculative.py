@@ -323,3 +323,11 @@ def test_the_scheduler_refuses_heads_by_name():
             Speculation.from_config(f'{{"method": "{method}", "model": "x/y", "num_speculative_tokens": 1}}', H100,
                                     acceptance_rate=Fraction(1, 2))
         assert info.value.field == "speculative_config.method" and "not modelled" in str(info.value)
+
+
+def test_simulate_refuses_a_head_in_one_line(capsys):
+    assert main(["simulate", "--policy", "continuous", "--num-prompts", "2", "--random-input-len", "16",
+                 "--random-output-len", "4", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}',
+                 "--acceptance-rate", "0.8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "speculative_config.method: a head on the target" in err
