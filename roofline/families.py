@@ -1361,12 +1361,17 @@ class Family:
         ``reader(config dict, source) -> ModelConfig keyword arguments``.
     wrapper : bool
         A multimodal wrapper read through its ``text_config``.
+    mtp_field : str or None
+        The config field that counts the model's multi-token-prediction modules (DeepSeek-V3's
+        ``num_nextn_predict_layers``), read into ``ModelConfig.num_nextn_predict_layers`` (absent: 0);
+        None: the family has none (docs/conventions.md, "Speculative decoding": MTP heads).
     """
 
     model_type: str
     description: str
     reader: Callable[[dict[str, Any], str], dict[str, Any]]
     wrapper: bool = False
+    mtp_field: str | None = None
 
 
 def _deepseek_moe(cfg: dict[str, Any], source: str) -> dict[str, Any]:
@@ -1389,6 +1394,9 @@ def _deepseek_v2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 def _deepseek_v3(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     return _read_deepseek(cfg, source, v3=True)
 
+
+#: the field counting DeepSeek-V3's (and GLM-4.5's, MiMo's) multi-token-prediction modules
+_NEXTN = "num_nextn_predict_layers"
 
 #: Supported families, by ``model_type``.
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (
@@ -1415,9 +1423,9 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("deepseek", "DeepSeekMoE: Llama attention + MoE with shared experts, first_k_dense_replace", _deepseek_moe),
     Family("deepseek_v2", "MLA + MoE with shared experts, first_k_dense_replace dense layers", _deepseek_v2),
     Family("deepseek_v3", "MLA + MoE with shared experts and e_score_correction_bias; MTP layers not counted",
-           _deepseek_v3),
+           _deepseek_v3, mtp_field=_NEXTN),
     Family("deepseek_v32", "DeepSeek-V3.2: DeepSeek-V3's MLA + MoE with sparse attention (a lightning indexer "
-           "picks the index_topk cached tokens each query reads)", _read_deepseek_v32),
+           "picks the index_topk cached tokens each query reads)", _read_deepseek_v32, mtp_field=_NEXTN),
     Family("gpt_oss", "MoE with expert and router biases, attention sinks, alternating 128-token windows",
            _read_gpt_oss),
     Family("qwen3_next", "hybrid: Gated DeltaNet layers (a fixed state per sequence) + gated attention every 4th "
@@ -1443,7 +1451,8 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("llama4", "multimodal wrapper: llama4_text + Llama 4 vision encoder, pixel-shuffle adapter, projector",
            _read_llama4, wrapper=True),
     Family("glm4_moe", "GLM-4.5/4.6/4.7: q/k/v biases, optional q/k norms, DeepSeek-V3 MoE with shared experts from "
-           "first_k_dense_replace; MTP layer not counted", _read_glm4_moe),
+           "first_k_dense_replace; MTP layer not counted", _read_glm4_moe,
+           mtp_field=_NEXTN),
     Family("kimi_k2", "Kimi K2: the DeepSeek-V3 architecture (MLA + MoE) under its own model_type", _deepseek_v3),
     Family("minimax_m2", "MiniMax-M2: full attention with whole-projection q/k norms, 256-expert MoE on every layer",
            _read_minimax_m2),
@@ -1462,7 +1471,7 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (
     Family("internlm2", "InternLM2: fused wqkv and w1/w3 (Llama's parameters), bias on wqkv and wo",
            _read_internlm2),
     Family("ernie4_5", "ERNIE 4.5 dense: Llama with use_bias, tied, head_dim 128", _read_ernie4_5),
-    Family("mimo", "MiMo: Qwen2's shapes; MTP layers not counted", _read_mimo),
+    Family("mimo", "MiMo: Qwen2's shapes; MTP layers not counted", _read_mimo, mtp_field=_NEXTN),
     Family("exaone4", "EXAONE 4.0: post-attention and post-MLP norms, q/k norms, LLLG local/global layers",
            _read_exaone4),
     Family("phimoe", "Phi-3.5-MoE: biases on attention and lm_head, LayerNorm, 16-expert MoE", _read_phimoe),
@@ -1573,6 +1582,9 @@ def read_config(cfg: dict[str, Any], *, source: str) -> dict[str, Any]:
     model_type = identify(cfg, source=source)
     kw = FAMILIES[model_type].reader(cfg, source)
     kw.setdefault("model_type", model_type)
+    mtp = FAMILIES[model_type].mtp_field
+    if mtp is not None and cfg.get(mtp) is not None:  # absent or null: no MTP module
+        kw["num_nextn_predict_layers"] = _count(cfg, mtp, source=source)
     text = cfg.get("text_config") if FAMILIES[model_type].wrapper else None
     quant = cfg.get("quantization_config")
     if quant is None and isinstance(text, dict) and text.get("quantization_config") is not None:

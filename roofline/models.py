@@ -379,6 +379,7 @@ class ModelConfig:
     index_n_heads: int | None = attrs.field(default=None, validator=_optional_pos_int)
     index_head_dim: int | None = attrs.field(default=None, validator=_optional_pos_int)
     index_topk: int | None = attrs.field(default=None, validator=_optional_pos_int)
+    num_nextn_predict_layers: int = attrs.field(default=0, validator=_nonneg_int)
 
     def __attrs_post_init__(self) -> None:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -649,6 +650,40 @@ class ModelConfig:
         (+ for MoE: E routed experts, shared experts and router per MoE layer).
         """
         return sum(g.numel * g.count for g in self.tensor_groups())
+
+    @property
+    def mtp_module(self) -> ModelConfig | None:
+        """One multi-token-prediction module's decoder, as a one-layer model (None without MTP modules).
+
+        DeepSeek-V3's MTP module (its technical report, section 2.2; vLLM's ``DeepSeekMultiTokenPredictorLayer``):
+        enorm and hnorm (h each), eh_proj (2h x h, :attr:`mtp_projection_parameters`), one decoder layer of the
+        model's last-layer shape (MoE where the model has MoE layers), its final norm, and the embedding and
+        lm_head it shares with the model. The one-layer model holds the layer, the final norm, the embedding and
+        the lm_head; docs/conventions.md, "Speculative decoding".
+        """
+        if not self.num_nextn_predict_layers:
+            return None
+        return attrs.evolve(self, name=f"{self.name} MTP module", num_hidden_layers=1,
+                            num_moe_layers=1 if self.is_moe else 0, mlp_only_layers=0, layer_windows=(),
+                            published_parameters=None, num_nextn_predict_layers=0, tower_parameters=0)
+
+    @property
+    def mtp_projection_parameters(self) -> int:
+        """One MTP module's parameters beside its one-layer model: eh_proj (2h x h) + enorm + hnorm (h each)."""
+        h = self.hidden_size
+        return 2 * h * h + 2 * h
+
+    @property
+    def mtp_parameters(self) -> int:
+        """Parameters of the ``num_nextn_predict_layers`` MTP modules, each counted whole as the checkpoint
+        holds it (its copies of the embedding and lm_head included; 0 without MTP) [parameters].
+
+        DeepSeek-V3: 14B beside the main model's 671B, 685B published (its README).
+        """
+        head = self.mtp_module
+        if head is None:
+            return 0
+        return self.num_nextn_predict_layers * (head.parameters + self.mtp_projection_parameters)
 
     @property
     def text_parameters(self) -> int:

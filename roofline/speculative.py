@@ -12,15 +12,20 @@ Matias, ICML 2023). The proposer is vLLM's ``speculative_config`` (its JSON spel
   accelerator, whose k decode steps of the batch, at contexts c .. c + k - 1, are priced by
   :func:`roofline.formulas.stretch_time`;
 * ``ngram`` (prompt lookup): costs nothing;
-* ``eagle``, ``eagle3``, ``medusa``, ``mlp_speculator``, ``mtp``, ``deepseek_mtp``: a head on the target,
-  refused by name (not modelled yet).
+* ``mtp`` / ``deepseek_mtp``: the target's own MTP module (``num_nextn_predict_layers``), one decode step
+  of it per proposed token, and ``eagle`` / ``eagle3``: an EAGLE head, a one-layer decoder sharing the
+  target's lm_head (:func:`proposer_model`);
+* ``medusa``, ``mlp_speculator``: refused by name (not modelled yet).
 
-All numbers are the roofline bound (no overhead) in SI units, exact Fractions for the presets.
+A MoE target's verification reads the experts its B (k + 1) tokens touch; under tensor parallelism
+every number is one GPU's share and each step adds its all-reduces. All numbers are the roofline
+bound (no overhead) in SI units, exact Fractions for the presets.
 """
 
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -28,18 +33,22 @@ import numpy as np
 
 from . import formulas as f
 from ._checks import check_int
-from .deployment import Deployment
-from .errors import InvalidValueError
+from .deployment import Deployment, allreduce_terms
+from .errors import ConfigError, InvalidValueError, UnknownPresetError
 from .estimate import _hardware_terms, _model_terms
 from .models import ModelConfig, load_model
 
-__all__ = ["SpeculativeConfig", "SpeculativeStep", "speculative_step", "break_even_batch",
-           "best_speculative_tokens", "METHODS", "HEAD_METHODS", "MAX_SPECULATIVE_TOKENS", "MAX_BREAK_EVEN_BATCH"]
+__all__ = ["SpeculativeConfig", "SpeculativeStep", "speculative_step", "break_even_batch", "proposer_model",
+           "best_speculative_tokens", "METHODS", "HEAD_METHODS", "REFUSED_METHODS", "MAX_SPECULATIVE_TOKENS",
+           "MAX_BREAK_EVEN_BATCH"]
 
-#: methods modelled: a draft model's own decode steps, or n-gram lookup at no cost
-METHODS = ("draft_model", "ngram")
-#: vLLM's methods that put a head on the target (EAGLE, Medusa, MTP): refused by name, not modelled yet
-HEAD_METHODS = ("eagle", "eagle3", "medusa", "mlp_speculator", "mtp", "deepseek_mtp")
+#: methods modelled: a draft model's own decode steps, n-gram lookup at no cost, the target's MTP module(s), an
+#: EAGLE / EAGLE-3 head (vLLM's names)
+METHODS = ("draft_model", "ngram", "mtp", "deepseek_mtp", "eagle", "eagle3")
+#: the methods whose proposer is a head on the target (its lm_head shared)
+HEAD_METHODS = ("mtp", "deepseek_mtp", "eagle", "eagle3")
+#: vLLM's methods refused by name: not modelled yet
+REFUSED_METHODS = ("medusa", "mlp_speculator")
 _FIELDS = ("method", "model", "num_speculative_tokens")
 #: the most proposed tokens per step modelled (vLLM sets none; EAGLE and draft models use 1 to about 10)
 MAX_SPECULATIVE_TOKENS = 64
@@ -55,14 +64,17 @@ class SpeculativeConfig:
 
     Attributes
     ----------
-    method : "draft_model" or "ngram"
+    method : one of :data:`METHODS`
     num_speculative_tokens : int in 1 .. 64 [tokens] (k, proposed per sequence per step)
-    draft : ModelConfig or None (the draft model for ``draft_model``; None for ``ngram``)
+    draft : ModelConfig or None (the draft model for ``draft_model``; the head's own config for ``eagle`` /
+        ``eagle3`` when ``model`` is a preset or a config.json; None for ``ngram``, ``mtp`` and a derived head)
+    model : str or None (``model`` as given: the draft's or the head's name, reported)
     """
 
     method: str
     num_speculative_tokens: int
     draft: ModelConfig | None = None
+    model: str | None = None
 
     @classmethod
     def parse(cls, value: str | dict[str, Any]) -> SpeculativeConfig:
@@ -73,7 +85,11 @@ class SpeculativeConfig:
         value : str or dict
             ``{"method": ..., "model": ..., "num_speculative_tokens": k}``; ``method`` defaults to
             ``draft_model`` when ``model`` is given (vLLM's rule), ``model`` is a preset name or a
-            config.json path (:func:`roofline.load_model`).
+            config.json path (:func:`roofline.load_model`). ``mtp`` / ``deepseek_mtp``: the target's own
+            MTP module(s), no ``model`` needed (a ``model`` given is the target's own checkpoint and is only
+            reported). ``eagle`` / ``eagle3``: ``model`` the head's checkpoint: a preset or a config.json
+            is used as it is; any other name (a Hugging Face id such as ``yuhuili/EAGLE3-LLaMA3.1-Instruct-8B``)
+            is taken as a head derived from the target (:func:`proposer_model`).
 
         Returns
         -------
@@ -83,8 +99,9 @@ class SpeculativeConfig:
         ------
         InvalidValueError
             Text that is not a JSON object, a field vLLM has that is not modelled here or one it does
-            not have, a method unknown or not modelled (each named: ``speculative_config.<field>``),
-            k not an integer in 1 .. 64, a draft model missing for ``draft_model`` or given for ``ngram``.
+            not have, a method unknown or not modelled (``medusa``, ``mlp_speculator``; each named:
+            ``speculative_config.<field>``), k not an integer in 1 .. 64, a draft model missing for
+            ``draft_model`` or ``eagle`` / ``eagle3``, or given for ``ngram``.
         UnknownPresetError, ConfigError
             A draft model that is neither a preset nor a readable config.
 
@@ -93,6 +110,8 @@ class SpeculativeConfig:
         >>> c = SpeculativeConfig.parse('{"model": "llama-3.2-1b", "num_speculative_tokens": 4}')
         >>> c.method, c.num_speculative_tokens, c.draft.name
         ('draft_model', 4, 'llama-3.2-1b')
+        >>> SpeculativeConfig.parse('{"method": "mtp", "num_speculative_tokens": 1}').method
+        'mtp'
         """
         if isinstance(value, str):
             try:
@@ -109,9 +128,9 @@ class SpeculativeConfig:
                                         f"not modelled (the fields modelled are {', '.join(_FIELDS)})")
         model = value.get("model")
         method = value.get("method", "draft_model" if model is not None else None)
-        if method in HEAD_METHODS:
-            raise InvalidValueError("speculative_config.method", method, "a head on the target (EAGLE, Medusa, "
-                                    "MTP): not modelled yet; modelled: " + ", ".join(METHODS))
+        if method in REFUSED_METHODS:
+            raise InvalidValueError("speculative_config.method", method, "Medusa heads and MLP speculators: not "
+                                    "modelled yet; modelled: " + ", ".join(METHODS))
         if method not in METHODS:
             raise InvalidValueError("speculative_config.method", method, "expected one of " + ", ".join(METHODS))
         if "num_speculative_tokens" not in value:
@@ -121,14 +140,93 @@ class SpeculativeConfig:
         if k > MAX_SPECULATIVE_TOKENS:
             raise InvalidValueError("speculative_config.num_speculative_tokens", k,
                                     f"more than {MAX_SPECULATIVE_TOKENS} proposed tokens per step: not modelled")
+        if model is not None and (not isinstance(model, str) or not model):
+            raise InvalidValueError("speculative_config.model", model, "expected a preset name or a config.json path")
         if method == "ngram":
             if model is not None:
                 raise InvalidValueError("speculative_config.model", model, "ngram lookup has no draft model")
             return cls("ngram", k)
-        if not isinstance(model, str) or not model:
-            raise InvalidValueError("speculative_config.model", model, "draft_model needs a preset name or a "
-                                    "config.json path")
-        return cls("draft_model", k, load_model(model))
+        if method in ("mtp", "deepseek_mtp"):
+            return cls(method, k, None, model)
+        if model is None:
+            raise InvalidValueError("speculative_config.model", model, f"{method} needs a preset name or a "
+                                    "config.json path" + (" (the head's checkpoint)" if method != "draft_model"
+                                                          else ""))
+        if method == "draft_model":
+            return cls("draft_model", k, load_model(model), model)
+        try:  # an EAGLE head: its own config where the package can read one, else derived from the target
+            return cls(method, k, load_model(model), model)
+        except (UnknownPresetError, ConfigError, OSError):
+            return cls(method, k, None, model)
+
+    def describe(self) -> str:
+        """The proposer in words, for the report (one line)."""
+        if self.method == "ngram":
+            return "n-gram lookup (no cost)"
+        if self.method == "draft_model":
+            return f"draft model {self.model}"
+        if self.method in ("mtp", "deepseek_mtp"):
+            return "the target's MTP module, run k times"
+        kind = "EAGLE-3" if self.method == "eagle3" else "EAGLE"
+        shape = f"{self.draft.name}'s config" if self.draft is not None else "one layer derived from the target"
+        return f"{kind} head {self.model} ({shape})"
+
+
+def proposer_model(target: ModelConfig, config: SpeculativeConfig) -> tuple[ModelConfig, int] | None:
+    """The model one proposal step runs, and its replicated extra matmul parameters [parameters].
+
+    Parameters
+    ----------
+    target : ModelConfig (the whole target)
+    config : SpeculativeConfig
+
+    Returns
+    -------
+    None for ``ngram``; else (model, extra): each of the k proposal steps is one decode step of ``model``
+    (its own weights, KV and attention; a head's model holds the target's embedding and lm_head, read
+    each step as the package's decode step reads a model's) plus ``extra`` parameters of matmul that are
+    replicated on every GPU (vLLM builds them as plain ``nn.Linear``), at the target's unquantized weight
+    dtype (docs/conventions.md, "Speculative decoding"):
+
+    * ``draft_model``: the draft, extra 0;
+    * ``mtp`` / ``deepseek_mtp``: :attr:`roofline.ModelConfig.mtp_module` (one decoder layer of the target's
+      last-layer shape, MoE where it has MoE layers), extra eh_proj 2h x h and enorm, hnorm
+      (:attr:`roofline.ModelConfig.mtp_projection_parameters`). vLLM runs the module k times when k exceeds
+      ``num_nextn_predict_layers``; with more modules than one, step j runs module j (same shape);
+    * ``eagle``: the head's config when given, else one decoder layer of the target's dense shape (its
+      attention, its ``intermediate_size``); extra fc 2h x h + h (EAGLE's fc over [embedding, feature],
+      with its bias); ``eagle3``: extra fc 3h x h (the fused hidden states of 3 target layers) and the
+      wider q, k, v inputs of its layer (2h: [embedding, fused feature]), h (q + 2 kv) more.
+
+    Raises
+    ------
+    InvalidValueError
+        ``mtp`` on a target without ``num_nextn_predict_layers``; an EAGLE head derived from a MoE,
+        hybrid or sliding-window target (give the head's config), each named.
+    """
+    if config.method == "ngram":
+        return None
+    h = target.hidden_size
+    if config.method in ("mtp", "deepseek_mtp"):
+        head = target.mtp_module
+        if head is None:
+            raise InvalidValueError("speculative_config.method", config.method, f"{target.name} has no MTP "
+                                    "module (its config's num_nextn_predict_layers is 0 or absent)")
+        return head, target.mtp_projection_parameters
+    if config.method == "draft_model":
+        assert config.draft is not None
+        return config.draft, 0
+    head = config.draft
+    if head is None:
+        if target.is_moe or target.is_hybrid or target.has_sliding_window or target.is_sparse_attention:
+            raise InvalidValueError("speculative_config.model", config.model, f"an {config.method} head derived "
+                                    f"from {target.name} (MoE, hybrid, sliding-window or sparse attention): not "
+                                    "modelled; give the head's config.json")
+        head = attrs.evolve(target, name=f"{config.method} head for {target.name}", num_hidden_layers=1,
+                            published_parameters=None, tower_parameters=0, num_nextn_predict_layers=0)
+    if config.method == "eagle":
+        return head, 2 * h * h + h
+    return head, 3 * h * h + h * (head.q_width + 2 * head.kv_width)
 
 
 @attrs.frozen
@@ -166,36 +264,130 @@ class SpeculativeStep:
 def _check_deployment(deployment: Any) -> None:
     if not isinstance(deployment, Deployment):
         raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment")
-    if deployment.tensor_parallel_size != 1:
-        raise InvalidValueError("tensor_parallel_size", deployment.tensor_parallel_size,
-                                "speculative decoding under tensor parallelism: not modelled yet")
+    if deployment.pipeline_parallel_size != 1:
+        raise InvalidValueError("pipeline_parallel_size", deployment.pipeline_parallel_size,
+                                "speculative decoding through pipeline stages: not modelled yet")
+    if deployment.expert_parallel_size != 1:
+        raise InvalidValueError("enable_expert_parallel", True, "speculative decoding with expert parallelism (the "
+                                "all-to-alls of B (k + 1) tokens): not modelled yet")
     if deployment.estimate is not None:
         raise InvalidValueError("estimate", deployment.estimate.name,
                                 "speculative decoding is priced with the bound only: not modelled yet")
-    _check_dense(deployment.model, "model")
+    _check_model(deployment.model, "model")
 
 
-def _check_dense(model: ModelConfig, field: str) -> None:
-    if model.is_moe:
-        raise InvalidValueError(field, model.name, "speculative decoding of a mixture of experts (the experts a "
-                                "step of B (k + 1) tokens touches): not modelled yet")
+def _check_model(model: ModelConfig, field: str) -> None:
+    """Refuse, by name, what the verification step and the proposer's steps do not model."""
     if model.has_sliding_window:
         raise InvalidValueError(field, model.name, "speculative decoding with sliding-window layers: not "
                                 "modelled yet")
+    if model.is_hybrid:
+        raise InvalidValueError(field, model.name, "speculative decoding of a hybrid model (its recurrent state "
+                                "over k + 1 positions): not modelled yet")
+    if model.is_sparse_attention:
+        raise InvalidValueError(field, model.name, "speculative decoding with sparse attention (index_topk): not "
+                                "modelled yet")
 
 
-def _proposer_time(d: Deployment, config: SpeculativeConfig, batch: Any, context: int, k: int) -> Any:
-    """The proposer's time for the batch's k proposals [s]: 0 for n-gram, else the draft's k decode steps."""
-    if config.method == "ngram":
+def _as_float(terms: dict[str, Any]) -> dict[str, Any]:
+    return {n: float(v) for n, v in terms.items()}
+
+
+def _weights_terms(model: ModelConfig, flops: str, tokens: Any) -> dict[str, Any]:
+    """The step formulas' model terms of ``model`` (one GPU's share) for a step of ``tokens`` rows: a MoE
+    model's weight bytes are its shared weights plus the experts those tokens touch
+    (:func:`roofline.formulas.moe_decode_weight_bytes`, uniform routing). Floats where ``tokens`` is an array."""
+    terms: dict[str, Any] = _model_terms(model, flops)
+    if isinstance(tokens, np.ndarray):
+        terms = _as_float(terms)
+    if model.is_moe:
+        shared, routed = Fraction(model.shared_weight_bytes), Fraction(model.routed_expert_bytes)
+        if isinstance(tokens, np.ndarray):
+            shared, routed = float(shared), float(routed)  # type: ignore[assignment]
+        terms["weight_bytes"] = f.moe_decode_weight_bytes(
+            shared_weight_bytes=shared, routed_expert_bytes=routed, num_experts=model.num_experts,
+            experts_per_token=model.num_experts_per_tok, batch=tokens)
+    return terms
+
+
+def _allreduce(model: ModelConfig, d: Deployment, tokens: Any) -> Any:
+    """The tensor-parallel all-reduces of a step of ``tokens`` rows through ``model``'s layers [s] (0 at T = 1)."""
+    T = d.tensor_parallel_size
+    if T == 1:
         return 0
-    assert config.draft is not None
-    _check_dense(config.draft, "speculative_config.model")
-    terms: dict[str, Any] = _model_terms(config.draft, d.flops)
-    hw: dict[str, Any] = _hardware_terms(d.accelerator, config.draft)
+    ar = allreduce_terms(model.per_gpu(T), d.accelerator, T)
+    if isinstance(tokens, np.ndarray):
+        ar = {n: float(v) if isinstance(v, Fraction) else v for n, v in ar.items()}
+    return f.decode_allreduce_time(**ar, batch=tokens)
+
+
+@attrs.frozen
+class _Priced:
+    plain: Any
+    proposer: Any
+    step: Any
+    verify_terms: dict[str, Any]
+    plain_terms: dict[str, Any]
+    hw: dict[str, Any]
+
+
+def _price(d: Deployment, config: SpeculativeConfig, batch: Any, context: int, k: int) -> _Priced:
+    """The plain step, the proposer's k steps and the speculative step of ``batch`` sequences at ``context`` [s].
+
+    One GPU's share of T (the target's and the proposer's, vLLM's ``draft_tensor_parallel_size`` defaulting
+    to the target's), each step adding its all-reduces; exact Fractions for an int batch, floats for an array.
+    """
+    T, flops = d.tensor_parallel_size, d.flops
+    share = d.share
+    hw: dict[str, Any] = _hardware_terms(d.accelerator, d.model)
     if isinstance(batch, np.ndarray):
-        terms, hw = {n: float(v) for n, v in terms.items()}, {n: float(v) for n, v in hw.items()}
-    return f.stretch_time(steps=k, batch=batch, context_sum=batch * context, overhead=0,
-                          **terms, **hw)
+        hw = _as_float(hw)
+    verify_terms = _weights_terms(share, flops, batch * (k + 1))
+    plain_terms = _weights_terms(share, flops, batch)
+    proposer: Any = 0
+    found = proposer_model(d.model, config)
+    if found is not None and k:
+        model, extra = found
+        _check_model(model, "speculative_config.model")
+        terms = _weights_terms(model.per_gpu(T), flops, batch)
+        bpp = model.weight_bytes_per_parameter
+        terms["weight_bytes"] = terms["weight_bytes"] + extra * (float(bpp) if isinstance(batch, np.ndarray)
+                                                                   else Fraction(bpp))
+        terms["flops_per_token"] = terms["flops_per_token"] + 2 * extra
+        own_hw: dict[str, Any] = _hardware_terms(d.accelerator, model)
+        if isinstance(batch, np.ndarray):
+            own_hw = _as_float(own_hw)
+        proposer = f.stretch_time(steps=k, batch=batch, context_sum=batch * context,
+                                  overhead=_allreduce(model, d, batch), **terms, **own_hw)
+    step = f.speculative_step_time(**verify_terms, **hw, batch=batch, context=context, speculative_tokens=k,
+                                   overhead=_allreduce(d.model, d, batch * (k + 1)), proposer_time=proposer)
+    plain = f.step_time(**plain_terms, **hw, batch=batch, context_sum=batch * context,
+                        overhead=_allreduce(d.model, d, batch))
+    return _Priced(plain, proposer, step, verify_terms, plain_terms, hw)
+
+
+_INTENSITY = ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token")
+
+
+def _critical(d: Deployment, context: int, k: int) -> Any:
+    """The smallest batch whose step of k + 1 positions per sequence is compute-bound on one GPU [sequences].
+
+    Dense: :func:`roofline.formulas.speculative_critical_batch` (k = 0: the plain critical batch). MoE: the
+    weights read grow with the batch (the experts touched), so every batch 1 .. 4,096 is compared in floats,
+    its intensity (:func:`roofline.formulas.speculative_intensity`) against the ridge peak / BW; None where none is.
+    """
+    hw = _hardware_terms(d.accelerator, d.model)
+    if not d.model.is_moe:
+        terms = _model_terms(d.share, d.flops)
+        return f.speculative_critical_batch(**{n: terms[n] for n in _INTENSITY}, context=context,
+                                            speculative_tokens=k, peak_flops=hw["peak_flops"],
+                                            bandwidth=hw["bandwidth"])
+    batches = np.arange(1, MAX_BREAK_EVEN_BATCH + 1, dtype=np.int64)
+    terms = _weights_terms(d.share, d.flops, batches * (k + 1))
+    intensity = f.speculative_intensity(**{n: terms[n] for n in _INTENSITY}, batch=batches, context=context,
+                                        speculative_tokens=k)
+    bound = np.flatnonzero(intensity >= float(hw["peak_flops"] / hw["bandwidth"]))
+    return int(bound[0]) + 1 if bound.size else None
 
 
 def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch: int, context: int,
@@ -204,7 +396,8 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
 
     Parameters
     ----------
-    deployment : Deployment (one GPU, the bound; a dense target without sliding windows)
+    deployment : Deployment (the bound; T GPUs of tensor parallelism, no pipeline or expert parallelism;
+        a dense or MoE target without sliding windows, recurrent layers or sparse attention)
     config : SpeculativeConfig (its proposer; its k unless ``speculative_tokens`` is given)
     batch : int >= 1 [sequences]
     context : int >= 1 [tokens] (each sequence's context for its first new token)
@@ -213,13 +406,17 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
 
     Returns
     -------
-    SpeculativeStep
+    SpeculativeStep: one GPU's share at T > 1 (its bytes and FLOPs; the steps add the all-reduces of the
+    B (k + 1) verified rows, of the B plain rows, of the proposer's B rows per proposal step). A MoE
+    target's verification reads the experts B (k + 1) tokens touch, its plain step those B tokens touch
+    (docs/conventions.md, "Speculative decoding"); the speed-up is tokens per step x plain step / step.
 
     Raises
     ------
     InvalidValueError
-        Each bad argument named; T > 1, an estimate, a mixture of experts or sliding windows
-        (target or draft): not modelled yet, refused by name.
+        Each bad argument named; pipeline or expert parallelism, an estimate, sliding windows, recurrent
+        layers or sparse attention (target or proposer), ``mtp`` on a target without MTP modules: not
+        modelled, refused by name.
 
     Examples
     --------
@@ -239,25 +436,18 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
     if k > MAX_SPECULATIVE_TOKENS:
         raise InvalidValueError("speculative_tokens", k, f"more than {MAX_SPECULATIVE_TOKENS}: not modelled")
     d = deployment
-    terms = _model_terms(d.model, d.flops)
-    hw = _hardware_terms(d.accelerator, d.model)
-    proposer = _proposer_time(d, config, batch, context, k)
-    kw = dict(terms, **hw, batch=batch, context=context, speculative_tokens=k, overhead=0, proposer_time=proposer)
+    priced = _price(d, config, batch, context, k)
     tokens = f.speculative_tokens_per_step(speculative_tokens=k, acceptance_rate=acceptance_rate)
-    step = f.speculative_step_time(**kw)
-    plain = f.step_time(**terms, **hw, batch=batch, context_sum=batch * context, overhead=0)
-    model_kw = {n: terms[n] for n in ("weight_bytes", "kv_bytes_per_token", "flops_per_token",
-                                      "attention_flops_per_token")}
-    crit = dict(model_kw, context=context, peak_flops=hw["peak_flops"], bandwidth=hw["bandwidth"])
+    vt, pt = priced.verify_terms, priced.plain_terms
     return SpeculativeStep(
         batch=batch, context=context, speculative_tokens=k, acceptance_rate=acceptance_rate, method=config.method,
-        plain_step_time=plain, proposer_time=proposer, step_time=step, tokens_per_step=tokens,
-        speedup=f.speculative_speedup(**kw, acceptance_rate=acceptance_rate),
-        throughput=batch * tokens / step, plain_throughput=batch / plain,
-        intensity=f.speculative_intensity(**model_kw, batch=batch, context=context, speculative_tokens=k),
-        plain_intensity=f.arithmetic_intensity(**model_kw, batch=batch, context=context),
-        critical_batch=f.speculative_critical_batch(**crit, speculative_tokens=k),
-        plain_critical_batch=f.critical_batch(**crit),
+        plain_step_time=priced.plain, proposer_time=priced.proposer, step_time=priced.step, tokens_per_step=tokens,
+        speedup=tokens * priced.plain / priced.step,
+        throughput=batch * tokens / priced.step, plain_throughput=batch / priced.plain,
+        intensity=f.speculative_intensity(**{n: vt[n] for n in _INTENSITY}, batch=batch, context=context,
+                                          speculative_tokens=k),
+        plain_intensity=f.arithmetic_intensity(**{n: pt[n] for n in _INTENSITY}, batch=batch, context=context),
+        critical_batch=_critical(d, context, k), plain_critical_batch=_critical(d, context, 0),
     )
 
 
@@ -300,13 +490,11 @@ def break_even_batch(deployment: Deployment, config: SpeculativeConfig, *, conte
     if exact.speedup <= 1:
         return 1
     # every batch at once in floats, then each batch the floats cannot tell from 1 decided exactly
-    batches = np.arange(1, max_batch + 1, dtype=float)
-    k, d = config.num_speculative_tokens, deployment
-    terms = {n: float(v) for n, v in _model_terms(d.model, d.flops).items()}
-    hw = {n: float(v) for n, v in _hardware_terms(d.accelerator, d.model).items()}
-    proposer = _proposer_time(d, config, batches, context, k)
-    speedup = f.speculative_speedup(**terms, **hw, batch=batches, context=context, speculative_tokens=k, overhead=0,
-                                    proposer_time=proposer, acceptance_rate=float(acceptance_rate))
+    batches = np.arange(1, max_batch + 1, dtype=np.int64)
+    k = config.num_speculative_tokens
+    priced = _price(deployment, config, batches, context, k)
+    tokens = f.speculative_tokens_per_step(speculative_tokens=k, acceptance_rate=float(acceptance_rate))
+    speedup = tokens * priced.plain / priced.step
     for index in np.flatnonzero(speedup <= 1 + _CLOSE):
         batch = int(index) + 1
         if speedup[index] < 1 - _CLOSE or speculative_step(

@@ -109,8 +109,10 @@ def test_break_even_batch_is_the_first_batch_not_faster():
     ("{bad", "speculative_config"),
     ("[1, 2]", "speculative_config"),
     ('{"num_speculative_tokens": 2}', "speculative_config.method"),
-    ('{"method": "eagle", "model": "x", "num_speculative_tokens": 2}', "speculative_config.method"),
-    ('{"method": "deepseek_mtp", "num_speculative_tokens": 1}', "speculative_config.method"),
+    ('{"method": "medusa", "model": "x", "num_speculative_tokens": 2}', "speculative_config.method"),
+    ('{"method": "mlp_speculator", "model": "x", "num_speculative_tokens": 2}', "speculative_config.method"),
+    ('{"method": "eagle", "num_speculative_tokens": 2}', "speculative_config.model"),
+    ('{"method": "eagle3", "model": 3, "num_speculative_tokens": 2}', "speculative_config.model"),
     ('{"method": "ngram"}', "speculative_config.num_speculative_tokens"),
     ('{"method": "ngram", "num_speculative_tokens": 0}', "speculative_config.num_speculative_tokens"),
     ('{"method": "ngram", "num_speculative_tokens": 2.5}', "speculative_config.num_speculative_tokens"),
@@ -128,13 +130,18 @@ def test_bad_speculative_configs_are_refused_by_field(text, field):
 
 
 def test_what_is_not_modelled_is_refused_by_name():
-    """T > 1, an estimate, a mixture of experts and sliding windows (target or draft) are refused, not priced."""
+    """An estimate, sliding windows, recurrent layers, sparse attention (target or draft), MTP on a target
+    without MTP modules and an EAGLE head derived from a MoE target are refused, not priced."""
     alpha = Fraction(7, 10)
+    mtp = SpeculativeConfig.parse('{"method": "mtp", "num_speculative_tokens": 1}')
+    eagle = SpeculativeConfig.parse('{"method": "eagle", "model": "org/no-such-head", "num_speculative_tokens": 2}')
     cases = [
-        (Deployment(get_model("llama-3.1-70b"), H100, 4), NGRAM3, "tensor_parallel_size"),
         (Deployment(get_model("llama-3.1-8b"), H100, estimate=get_engine_profile("vllm")), NGRAM3, "estimate"),
-        (Deployment(get_model("qwen3-30b-a3b"), H100), NGRAM3, "model"),
         (Deployment(get_model("gemma-3-27b"), get_accelerator("h200")), NGRAM3, "model"),
+        (Deployment(get_model("qwen3-next-80b-a3b"), get_accelerator("h200")), NGRAM3, "model"),
+        (Deployment(get_model("deepseek-v3.2"), get_accelerator("h200"), 8), NGRAM3, "model"),
+        (LLAMA, mtp, "speculative_config.method"),
+        (Deployment(get_model("qwen3-30b-a3b"), H100), eagle, "speculative_config.model"),
         (LLAMA, SpeculativeConfig.parse('{"model": "gemma-3-27b", "num_speculative_tokens": 2}'),
          "speculative_config.model"),
     ]
@@ -142,7 +149,7 @@ def test_what_is_not_modelled_is_refused_by_name():
         with pytest.raises(InvalidValueError) as info:
             speculative_step(deployment, config, batch=1, context=100, acceptance_rate=alpha)
         assert info.value.field == field
-        assert "not modelled" in str(info.value)
+        assert "not modelled" in str(info.value) or "no MTP module" in str(info.value)
 
 
 def test_report_prints_the_speculative_section(capsys):
@@ -169,7 +176,9 @@ def test_report_prints_the_speculative_section(capsys):
 @pytest.mark.parametrize(("args", "message"), [
     (["--speculative-config", "{bad", "--acceptance-rate", "0.7"], "speculative_config="),
     (["--speculative-config", '{"method": "eagle", "num_speculative_tokens": 2}', "--acceptance-rate", "0.7"],
-     "speculative_config.method='eagle'"),
+     "speculative_config.model=None: eagle needs a preset name"),
+    (["--speculative-config", '{"method": "medusa", "model": "x", "num_speculative_tokens": 2}',
+      "--acceptance-rate", "0.7"], "speculative_config.method='medusa'"),
     (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}'], "needs --acceptance-rate"),
     (["--acceptance-rate", "0.7"], "acceptance_rate=0.7: given without --speculative-config"),
     (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}', "--acceptance-rate", "1.5"],
@@ -183,3 +192,142 @@ def test_report_refuses_bad_speculative_input_in_one_line(capsys, args, message)
     assert status == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
+
+
+# ---------------------------------------------------------------- heads on the target: MTP and EAGLE
+H200 = get_accelerator("h200-sxm")
+MTP1 = SpeculativeConfig.parse('{"method": "deepseek_mtp", "num_speculative_tokens": 1}')
+
+
+def test_num_nextn_predict_layers_is_read_through_the_families_table():
+    """The field is read for the families that have MTP modules (DeepSeek-V3, GLM-4.5, MiMo), ignored elsewhere,
+    refused by name when malformed."""
+    from roofline.errors import ConfigError
+    from roofline.models import ModelConfig
+
+    base = json.loads(json.dumps({k: v for k, v in _v3_config().items()}))
+    assert ModelConfig.from_hf_config(dict(base, num_nextn_predict_layers=2)).num_nextn_predict_layers == 2
+    assert ModelConfig.from_hf_config({k: v for k, v in base.items() if k != "num_nextn_predict_layers"}
+                                      ).num_nextn_predict_layers == 0
+    llama = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=4, vocab_size=100, num_nextn_predict_layers=3)
+    assert ModelConfig.from_hf_config(llama).num_nextn_predict_layers == 0  # llama has no MTP module
+    with pytest.raises(ConfigError, match="num_nextn_predict_layers"):
+        ModelConfig.from_hf_config(dict(base, num_nextn_predict_layers=-1))
+    assert get_model("glm-4.5").num_nextn_predict_layers == 1 and get_model("kimi-k2").num_nextn_predict_layers == 0
+
+
+def _v3_config():
+    from importlib.resources import files
+
+    raw = json.loads((files("roofline") / "data" / "models" / "deepseek-v3.json").read_text())
+    return {k: v for k, v in raw.items() if not k.startswith("_")}
+
+
+def test_the_mtp_module_parameters_match_the_published_counts():
+    """DeepSeek-V3: 671B + MTP within 0.1 % of the published 685B; GLM-4.5: its checkpoint's MTP layer 92,
+    5,539,962,272 parameters (the safetensors inventory); by hand: one MoE layer + eh_proj + norms + embedding,
+    lm_head."""
+    v3 = get_model("deepseek-v3")
+    assert abs(v3.parameters + v3.mtp_parameters - 685e9) < 685e6
+    assert get_model("glm-4.5").mtp_parameters == 5_539_962_272
+    h, V = 7168, 129280
+    # one MoE layer of DeepSeek-V3: MLA projections and norms, 256 routed + 1 shared expert (3 h 2048 each),
+    # the router (256 h) and its e_score_correction_bias (256); eh_proj 2h^2, enorm, hnorm, shared_head.norm (h)
+    mla = h * 1536 + 1536 + 1536 * 128 * 192 + h * (512 + 64) + 512 + 512 * 128 * (128 + 128) + 128 * 128 * h
+    layer = mla + 257 * 3 * h * 2048 + 256 * h + 256 + 2 * h
+    assert v3.mtp_parameters == layer + 2 * h * h + 3 * h + 2 * V * h
+
+
+def test_an_mtp_step_is_the_module_s_decode_step_and_a_moe_verification():
+    """DeepSeek-V3 on 8 H200: the plain step is the package's decode step; the proposer one decode step of the
+    MTP module + eh_proj's replicated read; k = 3 runs the module 3 times, at contexts c .. c + 2."""
+    from roofline.estimate import decode_step
+
+    d = Deployment(get_model("deepseek-v3"), H200, 8)
+    head = d.model.mtp_module
+    extra = Fraction(2 * 7168 * 7168 + 2 * 7168) * 2 / Fraction(H200.bandwidth)
+    for k in (1, 3):
+        s = speculative_step(d, MTP1, batch=1, context=4096, acceptance_rate=Fraction(85, 100), speculative_tokens=k)
+        assert s.plain_step_time == decode_step(d.model, H200, batch=1, context=4096, tensor_parallel_size=8).step_time
+        assert s.proposer_time == sum(decode_step(head, H200, batch=1, context=4096 + j, tensor_parallel_size=8)
+                                      .step_time + extra for j in range(k))
+        assert s.tokens_per_step == sum(Fraction(85, 100) ** i for i in range(k + 1))
+        assert s.speedup == s.tokens_per_step * s.plain_step_time / s.step_time
+    # the verification of 2 positions reads the experts 2 tokens touch: more than the plain step's 1 token
+    s = speculative_step(d, MTP1, batch=1, context=4096, acceptance_rate=Fraction(85, 100))
+    two = decode_step(d.model, H200, batch=2, context=4096, tensor_parallel_size=8)
+    one = decode_step(d.model, H200, batch=1, context=4096, tensor_parallel_size=8)
+    kv = Fraction(d.share.kv_bytes_per_token)
+    # bytes of the verification: W(2 tokens) + kv (c + 1), memory-bound: its time less the all-reduce
+    verify = s.step_time - s.proposer_time - two.allreduce_time
+    assert verify == (two.bytes - kv * 2 * 4096 + kv * 4097) / Fraction(H200.bandwidth)
+    assert verify > one.memory_time
+
+
+def test_break_even_and_critical_batch_of_a_moe_target_are_found_by_scanning():
+    """MTP on DeepSeek-V3 (8 H200, 4,096 tokens): the speed-up stays above 1 to batch 4,096 (KV-bound), so no
+    break-even and no critical batch; at 64 tokens of context the verification turns compute-bound."""
+    d = Deployment(get_model("deepseek-v3"), H200, 8)
+    assert break_even_batch(d, MTP1, context=4096, acceptance_rate=Fraction(85, 100)) is None
+    ridge = Fraction(1_978_900_000_000_000) / Fraction(H200.bandwidth)  # the FP8 dense peak (datasheet)
+    assert ridge == Fraction(H200.step_terms("fp8")["peak_flops"]) / Fraction(H200.bandwidth)
+    s = speculative_step(d, MTP1, batch=1, context=64, acceptance_rate=Fraction(85, 100))
+    assert s.critical_batch is not None
+    for b, compute in ((s.critical_batch - 1, False), (s.critical_batch, True)):
+        t = speculative_step(d, MTP1, batch=b, context=64, acceptance_rate=Fraction(85, 100))
+        assert (t.intensity >= ridge) is compute
+
+
+def test_an_eagle_head_derived_from_the_target_is_one_layer_and_its_fc():
+    """EAGLE on Llama 3.1 8B (a Hugging Face id, not a preset): one decoder layer of the target's shape, the
+    shared lm_head; fc 2h x h + h (EAGLE), or 3h x h plus q, k, v over 2h (EAGLE-3), all memory-bound at batch 1."""
+    import attrs
+
+    from roofline.estimate import decode_step
+
+    target = get_model("llama-3.1-8b")
+    layer = attrs.evolve(target, num_hidden_layers=1, published_parameters=None)
+    h, bw = 4096, Fraction(H100.bandwidth)
+    for method, fc in (("eagle", 2 * h * h + h), ("eagle3", 3 * h * h + h * (4096 + 2 * 1024))):
+        c = SpeculativeConfig.parse(f'{{"method": "{method}", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", '
+                                    '"num_speculative_tokens": 2}')
+        assert c.draft is None and "derived from the target" in c.describe()
+        s = speculative_step(LLAMA, c, batch=1, context=512, acceptance_rate=Fraction(7, 10))
+        assert s.proposer_time == sum(decode_step(layer, H100, batch=1, context=512 + j).step_time
+                                      + Fraction(fc * 2) / bw for j in range(2))
+    # a preset given as the head is used as it is, its fc over the target's hidden states (2 x 4,096 wide)
+    c = SpeculativeConfig.parse('{"method": "eagle", "model": "llama-3.2-1b", "num_speculative_tokens": 1}')
+    s = speculative_step(LLAMA, c, batch=1, context=512, acceptance_rate=Fraction(7, 10))
+    assert s.proposer_time == decode_step(get_model("llama-3.2-1b"), H100, batch=1, context=512).step_time + \
+        Fraction((2 * h * h + h) * 2) / bw
+
+
+def test_report_prints_the_mtp_step_on_8_h200(capsys):
+    """`roofline report --model deepseek-v3 --tp 8 --speculative-config '{"method": "deepseek_mtp", ...}'`."""
+    assert main(["report", "--model", "deepseek-v3", "--accelerator", "h200-sxm", "--tensor-parallel-size", "8",
+                 "--context", "4096", "--batch", "1", "--speculative-config",
+                 '{"method": "deepseek_mtp", "num_speculative_tokens": 1}', "--acceptance-rate", "0.85"]) == 0
+    out = capsys.readouterr().out
+    assert "deepseek_mtp: the target's MTP module, run k times; k = 1" in out
+    assert "      1     2.328 ms  175.98 us     3.027 ms     1.423x" in out
+    assert "break-even batch      none (the speed-up stays above 1 up to batch 4,096)" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_the_scheduler_refuses_heads_by_name():
+    from roofline.sim.speculative import Speculation
+
+    for method in ("mtp", "eagle3"):
+        with pytest.raises(InvalidValueError) as info:
+            Speculation.from_config(f'{{"method": "{method}", "model": "x/y", "num_speculative_tokens": 1}}', H100,
+                                    acceptance_rate=Fraction(1, 2))
+        assert info.value.field == "speculative_config.method" and "not modelled" in str(info.value)
+
+
+def test_simulate_refuses_a_head_in_one_line(capsys):
+    assert main(["simulate", "--policy", "continuous", "--num-prompts", "2", "--random-input-len", "16",
+                 "--random-output-len", "4", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}',
+                 "--acceptance-rate", "0.8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "speculative_config.method: a head on the target" in err

@@ -164,9 +164,10 @@ def add_speculative_options(p: argparse.ArgumentParser, *, scheduler: bool = Fal
     ``roofline simulate``; with ``scheduler`` also how the simulator makes each step's accepted tokens
     (``--acceptance-mode``, ``--speculative-seed``; docs/conventions.md, "Speculative decoding in the scheduler")."""
     p.add_argument("--speculative-config", default=None, metavar="JSON",
-                   help="speculative decoding, as vLLM spells it: '{\"method\": \"draft_model\" or \"ngram\", "
-                        "\"model\": DRAFT, \"num_speculative_tokens\": k}' (needs --acceptance-rate; "
-                        "docs/conventions.md, \"Speculative decoding\")")
+                   help="speculative decoding, as vLLM spells it: '{\"method\": \"draft_model\", \"ngram\", "
+                        "\"mtp\", \"deepseek_mtp\", \"eagle\" or \"eagle3\", \"model\": DRAFT or HEAD, "
+                        "\"num_speculative_tokens\": k}' (needs --acceptance-rate; heads on the target in "
+                        "roofline report only; docs/conventions.md, \"Speculative decoding\")")
     p.add_argument("--acceptance-rate", type=number_arg("--acceptance-rate", positive=True, at_most_one=True),
                    default=None, help="probability that each proposed token is accepted, in (0, 1] (with "
                                       "--speculative-config)")

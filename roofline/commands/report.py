@@ -314,6 +314,7 @@ def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, 
     best = sd.best_speculative_tokens(bound, config, batch=1, context=context, acceptance_rate=alpha)
     return {
         "method": config.method, "draft_model": None if config.draft is None else config.draft.name,
+        "proposer": config.describe(),
         "num_speculative_tokens": config.num_speculative_tokens, "acceptance_rate": float(alpha),
         "context": context, "tokens_per_step": float(first.tokens_per_step),
         "critical_batch": first.critical_batch, "plain_critical_batch": first.plain_critical_batch,
@@ -334,7 +335,7 @@ def _speculative_lines(r: dict[str, Any]) -> list[str]:
     if sp is None:
         return []
     k, alpha = sp["num_speculative_tokens"], sp["acceptance_rate"]
-    proposer = f"draft model {sp['draft_model']}" if sp["method"] == "draft_model" else "n-gram lookup (no cost)"
+    proposer = sp["proposer"]
     be = sp["break_even_batch"]
     out = [
         "",

@@ -12,7 +12,9 @@ and it turns compute-bound at batch 73 (plain decode: 907); from there its time 
 the batch while the plain step's barely does, and the speed-up crosses 1 at batch 176: the
 break-even batch, every batch below it faster with speculation. Where both steps read only
 the weights, the speed-up is Leviathan et al.'s (1 - alpha^(k+1)) / ((1 - alpha)(1 + k r)),
-maximised at a k given by a Lambert W.
+maximised at a k given by a Lambert W. A head on the target: DeepSeek-V3's MTP module (k = 1,
+alpha = 0.85) on 8 H200 (TP = 8) at 4,096 tokens is 1.42x faster at batch 1; its parameters
+bring the 671B main model to 684.49B (685B published).
 
 Assumptions
 -----------
@@ -20,6 +22,9 @@ Assumptions
   verification step of B sequences at context c reads W + k_kv B (c + k) bytes and does
   B (k + 1)(F + a (c + k / 2)) FLOPs; the draft model runs its own k decode steps of the batch
   at contexts c .. c + k - 1 on the same GPU; the speed-up compares steps at the same contexts.
+* An MTP proposal step is one decode step of the module (a one-layer model of the target's
+  last-layer shape holding the shared embedding and lm_head) plus eh_proj's replicated read; a MoE
+  verification reads the experts B (k + 1) tokens touch (uniform routing).
 * The roofline bound: datasheet constants, no per-step overhead, BF16 weights and KV, the exact
   FLOPs convention.
 
@@ -28,7 +33,9 @@ Sources
 Leviathan, Kalman and Matias, "Fast Inference from Transformers via Speculative Decoding",
 ICML 2023 (equation 1, Theorem 3.8); vLLM's ``speculative_config`` (``method``, ``model``,
 ``num_speculative_tokens``); Llama 3.1 8B and Llama 3.2 1B config.json (1,235,814,400
-parameters, the published figure); H100 SXM datasheet (roofline.hardware).
+parameters, the published figure); H100 SXM datasheet (roofline.hardware); DeepSeek-V3 technical
+report (arXiv 2412.19437), section 2.2 (the MTP module) and 5.4.3 (85 % to 90 % acceptance), and its
+README (671B + 14B MTP = 685B); zai-org/GLM-4.5's checkpoint (its MTP layer 92).
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ from ._proof import Proof, run_script
 
 NAME = "p18_speculative_decoding"
 CONTEXT, K, ALPHA = 256, 4, Fraction(7, 10)
+#: DeepSeek-V3 technical report, section 5.4.3: the MTP token's acceptance rate is 85 % to 90 %
+MTP_CONTEXT, MTP_ALPHA = 4096, Fraction(85, 100)
 
 
 def _brute_tokens(k: int, alpha: Any) -> Any:
@@ -129,6 +138,9 @@ def derive(p: Proof) -> None:
     p.equal("the plain decode step", one.plain_step_time, plain, value=f"{float(plain) * 1e3:.3f} ms")
     p.equal("speed-up = tokens x plain / step", one.speedup, tokens * plain / (draft_steps + verify),
             value=f"{float(one.speedup):.2f}x")
+    p.equal("the registered speed-up formula gives it", f.speculative_speedup(
+        **terms, **hw, batch=1, context=CONTEXT, speculative_tokens=K, overhead=0, proposer_time=draft_steps,
+        acceptance_rate=ALPHA), tokens * plain / (draft_steps + verify))
     p.holds("above 1: speculation pays at batch 1", one.speedup > 1)
 
     p.section("Intensity, ridge and critical batch")
@@ -196,9 +208,75 @@ def derive(p: Proof) -> None:
     full = best_speculative_tokens(d, config, batch=1, context=CONTEXT, acceptance_rate=ALPHA)
     p.equal("the roofline's own best k at batch 1 (k = 0 .. 16 compared) is that k", full, best,
             value=f"k = {full}")
+    mtp_speedup = _mtp(p)
     p.conclude(f"Llama 3.1 8B with a 1B draft (k = 4, alpha = 0.7) on an H100 at {CONTEXT} tokens: "
                f"{float(one.speedup):.2f}x at batch 1; the verification is compute-bound from batch 73 (plain: 907), "
-               "and speculation stops paying at batch 176")
+               f"and speculation stops paying at batch 176; DeepSeek-V3's MTP module (k = 1, alpha = 0.85) on 8 "
+               f"H200: {float(mtp_speedup):.2f}x at batch 1")
+
+
+def _touched(model: Any, tokens: int) -> Any:
+    """E (1 - (1 - k / E)^n): the expected distinct routed experts n tokens touch, uniform routing."""
+    E, k = model.num_experts, model.num_experts_per_tok
+    return E * (1 - (1 - Fraction(k, E)) ** tokens)
+
+
+def _ring(ar: dict[str, Any], layers: int, rows: int) -> Any:
+    """2 L ring all-reduces of rows x h x e bytes over T GPUs: 2 (T - 1) / T x M / beta + 2 (T - 1) alpha each."""
+    T = ar["tensor_parallel_size"]
+    message = rows * ar["hidden_size"] * ar["activation_bytes"]
+    return 2 * layers * (Fraction(2 * (T - 1), T) * message / ar["link_bandwidth"] + 2 * (T - 1) * ar["link_latency"])
+
+
+def _mtp(p: Proof) -> Any:
+    """DeepSeek-V3's MTP module on 8 H200 (TP = 8): its parameters, its step, the MoE verification."""
+    from ..deployment import allreduce_terms, as_deployment
+    from ..estimate import _hardware_terms, _model_terms
+    from ..hardware import get_accelerator
+    from ..models import get_model
+    from ..speculative import SpeculativeConfig, break_even_batch, speculative_step
+
+    v3, gpu, T, c, alpha = get_model("deepseek-v3"), get_accelerator("h200-sxm"), 8, MTP_CONTEXT, MTP_ALPHA
+    p.section(f"A head on the target: DeepSeek-V3's MTP module, k = 1, alpha = 0.85, on {T} H200 (TP = {T})")
+    p.equal("DeepSeek-V3's config: num_nextn_predict_layers = 1", v3.num_nextn_predict_layers, 1)
+    total = v3.parameters + v3.mtp_parameters
+    p.holds("671,026,419,200 + the MTP module (MoE layer, eh_proj, embedding, lm_head) ~ 685B",
+            abs(total - 685 * 10**9) < 685 * 10**6, f"{total / 1e9:.2f}B")
+    glm = get_model("glm-4.5")
+    p.equal("GLM-4.5's MTP layer 92: the checkpoint's 5,539,962,272 parameters", glm.mtp_parameters, 5_539_962_272)
+    d = as_deployment(v3, gpu, tensor_parallel_size=T)
+    config = SpeculativeConfig.parse('{"method": "deepseek_mtp", "num_speculative_tokens": 1}')
+    one = speculative_step(d, config, batch=1, context=c, acceptance_rate=alpha)
+    head = v3.mtp_module
+    assert head is not None
+    hw = _hardware_terms(gpu, v3)
+    ar = allreduce_terms(v3.per_gpu(T), gpu, T)
+
+    def moe_terms(model: Any, tokens: int, extra: int = 0) -> dict[str, Any]:
+        """One GPU's terms, the weights those tokens read (shared + one expert's bytes x the experts touched)."""
+        share = model.per_gpu(T)
+        terms = _model_terms(share, "exact")
+        weights = share.shared_weight_bytes + share.routed_expert_bytes * _touched(share, tokens)
+        return dict(terms, weight_bytes=weights + extra * model.weight_bytes_per_parameter,
+                    flops_per_token=terms["flops_per_token"] + 2 * extra)
+
+    head_terms = moe_terms(head, 1, v3.mtp_projection_parameters)
+    proposer = _step(head_terms, hw, 1, [c])[0] + _ring(ar, 1, 1)
+    p.equal("the proposer: a decode step of the module (its all-reduces) + eh_proj's read", one.proposer_time,
+            proposer, value=f"{float(one.proposer_time) * 1e6:.1f} us")
+    plain = _step(moe_terms(v3, 1), hw, 1, [c])[0] + _ring(ar, v3.num_hidden_layers, 1)
+    p.equal("the plain step: 8 of 256 experts, 2 L all-reduces of one row", one.plain_step_time, plain,
+            value=f"{float(plain) * 1e3:.3f} ms")
+    verify = _step(moe_terms(v3, 2), hw, 1, range(c, c + 2))[0] + _ring(ar, v3.num_hidden_layers, 2)
+    p.equal("verifying 2 positions: experts 2 tokens touch, their all-reduces", one.step_time - one.proposer_time,
+            verify, value=f"verification {float(verify) * 1e3:.3f} ms")
+    p.equal("tokens per step 1 + alpha", one.tokens_per_step, 1 + alpha, value="1.85 tokens")
+    p.equal("speed-up = tokens x plain / (proposer + verification)", one.speedup,
+            (1 + alpha) * plain / (proposer + verify), value=f"MTP speed-up {float(one.speedup):.3f}x")
+    be = break_even_batch(d, config, context=c, acceptance_rate=alpha)
+    p.holds(f"KV-bound at {c:,} tokens: no break-even up to batch 4,096",
+            be is None and one.critical_batch is None, "MTP break-even: none")
+    return one.speedup
 
 
 def main(argv: Sequence[str] | None = None) -> int:

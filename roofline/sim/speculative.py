@@ -127,12 +127,16 @@ class Speculation:
         Raises
         ------
         InvalidValueError
-            As :meth:`roofline.speculative.SpeculativeConfig.parse` and the class.
+            As :meth:`roofline.speculative.SpeculativeConfig.parse` and the class; a head on the target
+            (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``): not modelled in the scheduler yet, refused by name.
         """
-        from ..speculative import SpeculativeConfig
+        from ..speculative import HEAD_METHODS, SpeculativeConfig
 
         if not isinstance(config, SpeculativeConfig):
             config = SpeculativeConfig.parse(config)
+        if config.method in HEAD_METHODS:
+            raise InvalidValueError("speculative_config.method", config.method, "a head on the target (MTP, EAGLE) "
+                                    "in the scheduler: not modelled yet (roofline report prices one step of it)")
         proposer = None
         if config.draft is not None:
             proposer = RooflineCostModel.for_model(config.draft, accelerator, exact=exact, estimate=estimate)
