@@ -117,6 +117,20 @@ def derive(p: Proof) -> None:
                            peak_flops=peak3, overhead=0)
 
     rows = [(c, t32(c), t3(c)) for c in CONTEXTS]
+    E, k_e = s32.num_experts, s32.num_experts_per_tok
+    p.equal(f"a batch of {BATCH} touches E (1 - (1 - k/E)^B) of the E = {E} routed experts per MoE layer "
+            f"(k = {k_e}; the weights both models read)",
+            f.experts_touched(num_experts=E, experts_per_token=k_e, batch=BATCH),
+            E * (1 - Fraction(E - k_e, E) ** BATCH))
+    st3 = s3.step_terms()
+    v3_flops = f.decode_flops(batch=BATCH, context_sum=BATCH * 131072, flops_per_token=F3,
+                              attention_flops_per_token=st3["attention_flops_per_token"])
+    p.equal("V3's step FLOPs at 131,072 tokens: B F + B a c (dense MLA, every token attended)", v3_flops,
+            BATCH * F3 + BATCH * 131072 * st3["attention_flops_per_token"])
+    p.equal("its compute time FLOPs / peak", f.compute_time(batch=BATCH, context_sum=BATCH * 131072,
+                                                          flops_per_token=F3,
+                                                          attention_flops_per_token=st3["attention_flops_per_token"],
+                                                          peak_flops=peak3), v3_flops / peak3)
     for c, a, b in rows:
         p.say(f"  c = {c:>7,}: V3.2 {float(a) * 1e3:8.3f} ms   V3 {float(b) * 1e3:8.3f} ms   ratio {float(a / b):.3f}")
     dense = f.step_time(batch=BATCH, context_sum=BATCH * 1024, weight_bytes=W32,
@@ -158,6 +172,7 @@ def derive(p: Proof) -> None:
     p.equal("a prompt of 8,192 tokens: its queries attend sum min(t, K) pairs", capped,
             sum(min(t, K) for t in range(1, q + 1)))
     pairs = f.causal_attention_pairs(prompt_tokens=q)
+    p.equal("beside the indexer's q (q + 1) / 2 causal pairs", pairs, q * (q + 1) // 2)
     prefill = f.sparse_mixed_step_time(decode_rows=0, context_sum=0, capped_context_sum=0, prefill_tokens=q,
                                        cached_tokens=0, attention_pairs=pairs, capped_attention_pairs=capped,
                                        weight_bytes=Fraction(s32.decode_weight_bytes(q)), flops_per_token=F32,
@@ -182,7 +197,6 @@ def derive(p: Proof) -> None:
     p.section("Critical context c*: two parts")
     cstar32 = f.sparse_critical_context(flops_per_token=F32, peak_flops=peak32, bandwidth=bw, index_topk=K,
                                         **rates)
-    st3 = s3.step_terms()
     cstar3 = f.critical_context(kv_bytes_per_token=st3["kv_bytes_per_token"], flops_per_token=F3,
                                 attention_flops_per_token=st3["attention_flops_per_token"], peak_flops=peak3,
                                 bandwidth=bw)
@@ -190,7 +204,9 @@ def derive(p: Proof) -> None:
                         - rates["latent_attention_flops_per_token"] - rates["index_flops_per_token"])
     p.holds("V3.2's c* is the dense part F / (I* (k_m + k_i) - a_m - a_i), at most K", dense_part <= K and
             cstar32 == dense_part, f"{float(cstar32):,.0f} tokens")
-    p.holds("V3's c* lies in the same range (dense MLA)", 0 < cstar3 < K, f"{float(cstar3):,.0f} tokens")
+    p.equal("V3's c* is F / (I* k - a) (dense MLA), in the same range", cstar3,
+            F3 / (peak3 / bw * st3["kv_bytes_per_token"] - st3["attention_flops_per_token"]),
+            value=f"{float(cstar3):,.0f} tokens")
     p.conclude("DeepSeek-V3.2 holds every token (78,324 B) but past 2,048 tokens reads only the indexer's 8,052 B "
                "per token more: its 128K decode step on 8 H200 costs 0.27x DeepSeek-V3's")
 
