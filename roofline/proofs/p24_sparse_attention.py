@@ -65,7 +65,7 @@ def derive(p: Proof) -> None:
     p.section("What a query reads (SymPy)")
     p.show("read(c)", sy.sparse_read_bytes)
     p.show("step time", sy.sparse_step_time)
-    K = v32.index_topk
+    K: int = v32.sparse_terms()["index_topk"]
     at = {"index_topk": 8, "latent_bytes_per_token": 5, "index_bytes_per_token": 2}
     below = sy.sparse_read_bytes.subs(symbols_for(dict(at, context=6)))
     p.equal("up to K it is the dense read (k_m + k_i) c (K = 8, c = 6)", below, 7 * 6)
@@ -87,7 +87,7 @@ def derive(p: Proof) -> None:
             held, [78324 * c for c in CONTEXTS], value=si(held[-1], "B") + " at 131,072")
     read = [f.sparse_read_bytes(context=c, **{k: terms[k] for k in at}) for c in CONTEXTS]
     p.holds("read = held up to 2,048 tokens, then less", all((r == h) == (c <= K) for r, h, c in
-                                                             zip(read, held, CONTEXTS)))
+                                                             zip(read, held, CONTEXTS, strict=True)))
     p.equal("read at 131,072 tokens: 61 x (2,048 x 1,152 + 131,072 x 132) B", read[-1],
             61 * (2048 * 1152 + 131072 * 132), value=f"{si(read[-1], 'B')} = {float(read[-1] / held[-1]):.3f} of held")
     p.holds("DeepSeek-V3 holds and reads 70,272 B per token (dense MLA)", v3.kv_read_bytes(131072)
@@ -156,10 +156,11 @@ def derive(p: Proof) -> None:
     per_query = [f.sparse_attention_flops(context=c, index_topk=K, latent_attention_flops_per_token=rates[
         "latent_attention_flops_per_token"], index_flops_per_token=rates["index_flops_per_token"]) for c in CONTEXTS]
     p.holds("a query's attention FLOPs: min(c, K) x the MLA rate + c x the indexer's, layer by layer",
-            all(a == s32.attention_layers * (min(c, K) * s32._mla_attention_flops + c * s32.index_flops_per_cached_token)
-                for a, c in zip(per_query, CONTEXTS)))
+            all(a == s32.attention_layers * (min(c, K) * s32._mla_attention_flops
+                                             + c * s32.index_flops_per_cached_token)
+                for a, c in zip(per_query, CONTEXTS, strict=True)))
     p.holds("a step's FLOPs are B F + B x that", all(nflops(c) == BATCH * F32 + BATCH * a
-                                                      for a, c in zip(per_query, CONTEXTS)))
+                                                      for a, c in zip(per_query, CONTEXTS, strict=True)))
     p.holds("every V3.2 step is memory-bound at this batch: its time is bytes / BW > FLOPs / peak",
             all(t == nbytes(c) / bw > nflops(c) / peak32 for c, t, _ in rows))
     mixed = f.sparse_mixed_step_time(decode_rows=BATCH, context_sum=BATCH * 8192, capped_context_sum=BATCH * K,
