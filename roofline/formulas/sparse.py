@@ -201,10 +201,13 @@ def sparse_step_time(*, batch: Any, context_sum: Any, capped_context_sum: Any, w
     ...     bandwidth=2, peak_flops=1, overhead=0)
     67.0
     """
-    memory = (weight_bytes + latent_bytes_per_token * capped_context_sum
-              + index_bytes_per_token * context_sum) / bandwidth
-    compute = (batch * flops_per_token + latent_attention_flops_per_token * capped_context_sum
-               + index_flops_per_token * context_sum) / peak_flops
+    memory = sparse_decode_bytes.unchecked(
+        context_sum=context_sum, capped_context_sum=capped_context_sum, weight_bytes=weight_bytes,
+        latent_bytes_per_token=latent_bytes_per_token, index_bytes_per_token=index_bytes_per_token) / bandwidth
+    compute = sparse_decode_flops.unchecked(
+        batch=batch, context_sum=context_sum, capped_context_sum=capped_context_sum, flops_per_token=flops_per_token,
+        latent_attention_flops_per_token=latent_attention_flops_per_token,
+        index_flops_per_token=index_flops_per_token) / peak_flops
     return maximum(memory, compute) + overhead
 
 
