@@ -536,29 +536,14 @@ def _windowed_critical_context(model: ModelConfig, full: dict[str, Any], hw: dic
 
 
 def _sparse_critical_context(model: ModelConfig, full: dict[str, Any], hw: dict[str, Any]) -> Any:
-    """c* under DeepSeek sparse attention: where the intensity limit (F + A(c)) / K(c) meets the ridge I*.
-
-    Per layer a query reads min(c, k) latent tokens of m bytes and c indexer keys of i bytes, and spends
-    min(c, k) x a_m + c x a_i attention FLOPs (docs/conventions.md, "Sparse attention"). Up to k tokens
-    the limit is F / (c L (m + i)) + (a_m + a_i) / (m + i), so c* = F / (L (I* (m + i) - a_m - a_i)) when
-    that is at most k; past k it is (F + L k (a_m - I* m)) / (L (I* i - a_i)), None when I* i <= a_i
-    (the indexer alone keeps the limit above the ridge).
-    """
-    ridge = hw["peak_flops"] / hw["bandwidth"]
-    L, k = model.attention_layers, Fraction(model.index_topk or 0)
-    m = Fraction(model.layer_kv_elements * model.kv_bytes_per_element)
-    i = Fraction(model.index_key_bytes)
-    exact = bool(full["attention_flops_per_token"])  # the 2p convention counts no attention FLOPs
-    am = Fraction(model._mla_attention_flops) if exact else Fraction(0)
-    ai = Fraction(model.index_flops_per_cached_token) if exact else Fraction(0)
-    F = full["flops_per_token"]
-    den = L * (ridge * (m + i) - am - ai)
-    if den > 0 and F / den <= k:
-        return F / den
-    den = L * (ridge * i - ai)
-    if den <= 0:
-        return None
-    return max((F + L * k * (am - ridge * m)) / den, k)
+    """c* under DeepSeek sparse attention: :func:`roofline.formulas.sparse_critical_context` (the two-part
+    critical context: the dense MLA form up to index_topk tokens, the indexer's past it) with the model's
+    :meth:`roofline.ModelConfig.sparse_terms` (no attention FLOPs under the 2p convention, as ``full``
+    counts none) (docs/conventions.md, "Sparse attention")."""
+    terms = model.sparse_terms()
+    if not full["attention_flops_per_token"]:  # the 2p convention counts no attention FLOPs
+        terms.update(latent_attention_flops_per_token=0, index_flops_per_token=0)
+    return f.sparse_critical_context(flops_per_token=full["flops_per_token"], **terms, **hw)
 
 
 @attrs.frozen

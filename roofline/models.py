@@ -941,8 +941,37 @@ class ModelConfig:
         if self.index_topk is None:
             return self.kv_bytes(context)
         _check_context(context)
-        latent = self.layer_kv_elements * self.kv_bytes_per_element
-        return self.attention_layers * (_minimum(context, self.index_topk) * latent + context * self.index_key_bytes)
+        from .formulas.sparse import sparse_read_bytes
+
+        terms = self.sparse_terms()
+        return sparse_read_bytes.unchecked(context=context, index_topk=terms["index_topk"],
+                                           latent_bytes_per_token=terms["latent_bytes_per_token"],
+                                           index_bytes_per_token=terms["index_bytes_per_token"])
+
+    def sparse_terms(self, convention: str = "exact") -> dict[str, Any]:
+        """The model's inputs to :mod:`roofline.formulas.sparse`, keyed by their keyword names.
+
+        ``index_topk`` [tokens] (K), ``latent_bytes_per_token`` [bytes/token] (k_m = L x (kv_lora_rank +
+        qk_rope_head_dim) x KV bytes), ``index_bytes_per_token`` [bytes/token] (k_i = L x
+        :attr:`index_key_bytes`), ``latent_attention_flops_per_token`` and ``index_flops_per_token``
+        [FLOP/token^2] (a_m, the absorbed MLA rate, and a_i = L x :attr:`index_flops_per_cached_token`;
+        both 0 under the ``"2p"`` convention, which counts no attention FLOPs). docs/conventions.md,
+        "Sparse attention".
+
+        Raises
+        ------
+        InvalidValueError
+            The model has no sparse attention (``index_topk``), or an unknown convention.
+        """
+        if self.index_topk is None:
+            raise InvalidValueError("index_topk", None, f"{self.model_type} has no sparse attention")
+        counted = bool(self.flops_per_token(convention)[1])
+        L = self.attention_layers
+        return dict(index_topk=self.index_topk,
+                    latent_bytes_per_token=L * self.layer_kv_elements * self.kv_bytes_per_element,
+                    index_bytes_per_token=L * self.index_key_bytes,
+                    latent_attention_flops_per_token=L * self._mla_attention_flops if counted else 0,
+                    index_flops_per_token=L * self.index_flops_per_cached_token if counted else 0)
 
     @property
     def state_bytes_per_sequence(self) -> int | Fraction:
@@ -1014,8 +1043,13 @@ class ModelConfig:
         """
         _check_context(context)
         if self.index_topk is not None:  # the attention over min(c, k) tokens, the indexer over all c
-            return self.attention_layers * (_minimum(context, self.index_topk) * self._mla_attention_flops
-                                            + context * self.index_flops_per_cached_token)
+            from .formulas.sparse import sparse_attention_flops
+
+            terms = self.sparse_terms()
+            return sparse_attention_flops.unchecked(
+                context=context, index_topk=terms["index_topk"],
+                latent_attention_flops_per_token=self.attention_layers * self._mla_attention_flops,
+                index_flops_per_token=self.attention_layers * self.index_flops_per_cached_token)
         if not self.layer_windows:
             return self.attention_flops_per_token * context
         return self._held(context) * self.layer_attention_flops

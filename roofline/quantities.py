@@ -164,6 +164,20 @@ _TABLE = (
              "read and written back once per sequence by every decode step"),
     Quantity("state_blocks", "s_b", "blocks", "KV blocks one sequence's recurrent state occupies in a hybrid's pool",
              "nonnegative_int", "ceil(state bytes / (block size x KV bytes per token))"),
+    # sparse attention (DeepSeek-V3.2's DSA; docs/conventions.md, "Sparse attention")
+    Quantity("index_topk", "K", "tokens", "cached tokens each query's top-k attention reads (index_topk)",
+             "positive_int", "the indexer picks them; the cache keeps every token"),
+    Quantity("capped_context_sum", "R", "tokens", "sum over the batch of min(c_i, index_topk)", "nonnegative"),
+    Quantity("capped_attention_pairs", "Q_K", "token pairs", "query-key pairs of a prefill step under the top-k "
+             "cap: sum over its queries at position t of min(t, index_topk)", "nonnegative"),
+    Quantity("latent_bytes_per_token", "k_m", "bytes/token", "MLA latent KV bytes of one token summed over "
+             "the layers (the part the top-k attention reads)", "nonnegative"),
+    Quantity("index_bytes_per_token", "k_i", "bytes/token", "indexer key bytes of one token summed over the "
+             "layers (FP8 values and their float32 scales)", "nonnegative", "the indexer reads every cached token"),
+    Quantity("latent_attention_flops_per_token", "a_m", "FLOP/token^2", "MLA attention FLOPs per query per "
+             "selected token, summed over the layers (absorbed form)", "nonnegative"),
+    Quantity("index_flops_per_token", "a_i", "FLOP/token^2", "indexer FLOPs per query per cached token summed "
+             "over the layers (2 x index heads x index head dim)", "nonnegative"),
     # tensor parallelism
     Quantity("tensor_parallel_size", "T", "GPUs", "GPUs in the tensor-parallel group", "positive_int",
              "1 is one GPU: no all-reduce"),

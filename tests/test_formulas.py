@@ -55,6 +55,12 @@ ADMISSIBLE = {
                                                    * kw["node_gpus"]),
     **{name: (lambda kw: dict(kw, tensor_parallel_size=(kw["tensor_parallel_size"] + 1) * kw["node_gpus"]))
        for name in ("hierarchical_link_bandwidth", "hierarchical_link_latency")},
+    # sparse attention: R = sum min(c_i, K) at most S, Q_K = sum min(t, K) at most Q
+    **{name: (lambda kw: dict(kw, capped_context_sum=min(kw["capped_context_sum"], kw["context_sum"])))
+       for name in ("sparse_decode_bytes", "sparse_decode_flops", "sparse_step_time")},
+    "sparse_mixed_step_time": lambda kw: dict(
+        kw, capped_context_sum=min(kw["capped_context_sum"], kw["context_sum"]),
+        capped_attention_pairs=min(kw["capped_attention_pairs"], kw["attention_pairs"])),
     # at most P batches in flight
     **{name: (lambda kw: dict(kw, pipeline_parallel_size=kw["pipeline_parallel_size"] + kw["batches_in_flight"] - 1))
        for name in ("throughput_pp", "pipeline_bubble_share")},

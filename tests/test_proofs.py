@@ -51,6 +51,9 @@ KEY_NUMBERS = {
     "p21_expert_parallel": ["13/7", "39/28", "5.295 of 8", "6.523 of 16", "2.125 MB", "17.66 us", "2.575 ms",
                             "2.863 ms", "18.74 ms", "17.28 ms", "2.236 GB", "2.286 ms", "24.32 ms", "21,051"],
     "p23_plan_pruning": ["t_floor = their least: 4.794 ms", "TTFTs 1, 4 and 5", "20 + 0.6 x 15", "W + k q1"],
+    "p24_sparse_attention": ["10.27 GB at 131,072", "1.199 GB = 0.117 of held", "c = 2,741 tokens",
+                             "53.680 ns per token", "0.27x of V3's step", "at most K: 434 tokens",
+                             "costs 0.27x DeepSeek-V3's"],
     "p15_estimate": ["eta_bw = 0.7830", "t_step = 2.2155 ms", "8.377 ms (+7.5 %)", "4.824 ms (-38.1 %)"],
 }
 

@@ -11,7 +11,7 @@ Topics (same names in ``roofline.symbolic``, ``tests`` and ``proofs``):
 :mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients), :mod:`.moe` (mixture of experts),
 :mod:`.hybrid` (recurrent layers beside attention), :mod:`.speculative` (speculative decoding),
 :mod:`.pipeline` (pipeline parallelism), :mod:`.disaggregated` (the KV transfer between prefill and decode
-pools), :mod:`.expert` (expert parallelism).
+pools), :mod:`.expert` (expert parallelism), :mod:`.sparse` (DeepSeek sparse attention).
 """
 
 from ._core import REGISTRY, FormulaSpec
@@ -37,6 +37,8 @@ from .pipeline import *  # noqa: F403
 from .pipeline import __all__ as _pipeline_all
 from .serving import *  # noqa: F403
 from .serving import __all__ as _serving_all
+from .sparse import *  # noqa: F403
+from .sparse import __all__ as _sparse_all
 from .speculative import *  # noqa: F403
 from .speculative import __all__ as _speculative_all
 from .step_time import *  # noqa: F403
@@ -48,4 +50,4 @@ from .useful_share import __all__ as _useful_share_all
 
 __all__ = ["REGISTRY", "FormulaSpec", *_step_all, *_intensity_all, *_kv_all, *_batching_all, *_useful_share_all,
            *_parallel_all, *_fidelity_all, *_stretch_all, *_serving_all, *_moe_all, *_hybrid_all,
-           *_speculative_all, *_pipeline_all, *_disaggregated_all, *_expert_all]
+           *_speculative_all, *_pipeline_all, *_disaggregated_all, *_expert_all, *_sparse_all]

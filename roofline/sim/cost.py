@@ -733,8 +733,9 @@ class RooflineCostModel:
         if deployment.model.is_sparse_attention:  # docs/conventions.md, "Sparse attention"
             raise UnsupportedModelError(deployment.model.model_type, "sparse attention in the scheduler (a decode "
                                         "row reads min(c, index_topk) tokens of a cache that keeps all c: the "
-                                        "cost model's one KV rate per token cannot carry it); its decode steps are "
-                                        "priced by roofline.estimate (report, estimate)")
+                                        "cost model's one context sum cannot carry both); its decode steps are "
+                                        "priced by roofline.estimate (report, estimate) and "
+                                        "roofline.formulas.sparse_step_time")
         if not isinstance(exact, bool):
             raise InvalidValueError("exact", exact, "must be True or False")
         return cls(**deployment.cost_terms(overhead=overhead), exact=exact)

@@ -11,7 +11,7 @@ the same inputs.
 Topics: :mod:`.step_time`, :mod:`.intensity`, :mod:`.kv_cache`, :mod:`.batching`,
 :mod:`.useful_share`, :mod:`.parallel` (tensor parallelism), :mod:`.fidelity` (the estimate beside the bound),
 :mod:`.stretch` (decode stretches), :mod:`.serving` (closed-loop clients), :mod:`.moe` (mixture of experts),
-:mod:`.speculative` (speculative decoding).
+:mod:`.speculative` (speculative decoding), :mod:`.sparse` (DeepSeek sparse attention).
 """
 
 from ._symbols import SYMBOLS, evaluate, symbols_for
