@@ -513,8 +513,10 @@ def test_hybrid_stages_against_the_model_cut_to_their_layers(model, T, P):
 
 
 def test_hybrid_stage_pools_by_hand():
-    """Qwen3-Next TP 2 x PP 2 on H100: each stage 18 Gated DeltaNet + 6 attention layers; a stage's state is
-    18 x (3 x 8,192 conv + 16 x 128 x 128 recurrent) x 2 bytes / ... per GPU, its KV 6 x 2 x 1 x 256 x 2 bytes."""
+    """Qwen3-Next TP 2 x PP 2 on H100: 18 Gated DeltaNet + 6 attention layers a stage, 9.88 MB state, 6,144 B/token.
+
+    Per GPU, a stage's state is 18 x (3 x 4,096 conv + 16 x 128 x 128 recurrent) x 2 bytes, its KV 6 layers x 2
+    (K, V) x 1 KV head x 256 x 2 bytes per token."""
     d = Deployment(QNEXT, H100, Parallelism(2, 2))
     s0, s1 = d.stages()
     # per GPU at T = 2: 16 of 32 value heads, 8 of 16 key heads; conv (4 - 1) x (2 x 8 x 128 + 16 x 128)
