@@ -576,3 +576,26 @@ def test_simulate_serves_a_hybrid_pipeline_with_state_blocks_on_both_clocks(caps
     assert [x["requests"] for x in row["data_parallel"]["replicas"]] == [x.requests for x in runs[0].loads]
     for load in runs[0].loads:
         assert 0 < load.peak_kv_blocks <= load.kv_capacity_blocks
+
+
+def test_report_of_a_hybrid_pipeline_counts_its_state_blocks_and_reads_its_state():
+    """Qwen3-Next TP 2 x PP 2, context 1,000: a sequence holds 63 KV blocks + 101 state blocks, so the
+    pipeline's 373,065 blocks hold 2,274 sequences (not 373,065 // 63 = 5,921), 1,137 per virtual engine; each
+    stage's own step reads its weights (experts touched), its KV and 2 B x its 9.88 MB state."""
+    from roofline.commands._pipeline_report import _stage_time, build_pipeline_report
+
+    d = Deployment(QNEXT, H100, Parallelism(2, 2))
+    r = build_pipeline_report(d, context=1000, batches=[8])
+    assert r["kv"]["blocks"] == d.kv_blocks() and r["kv"]["sequences"] == d.kv_blocks() // (63 + 101)
+    assert r["kv"]["sequences_per_virtual_engine"] == d.virtual_engine_kv_blocks() // (63 + 101)
+    st0 = d.stages()[0]
+    touched = f.experts_touched(num_experts=512, experts_per_token=10, batch=8)
+    mem = (st0.read_weight_bytes(touched) + 8 * 1000 * st0.kv_bytes_per_token + 2 * 8 * st0.state_bytes) / Fraction(
+        H100.bandwidth)
+    comp = f.compute_time(batch=8, context_sum=8 * 1000 * st0.layers, flops_per_token=st0.flops_per_token,
+                          attention_flops_per_token=Fraction(st0.attention_flops_per_token, st0.layers),
+                          peak_flops=Fraction(H100.peak(d.share.compute_dtype)))
+    ar = f.decode_allreduce_time(batch=8, **dict(d.allreduce_terms(), num_hidden_layers=st0.layers))
+    send = f.pipeline_send_time(batch=8, hidden_size=2048, activation_bytes=2, send_bandwidth=d.send_terms()[
+        "send_bandwidth"], send_latency=d.send_terms()["send_latency"])
+    assert _stage_time(d, 0, 8, 1000) == max(mem, comp) + ar + send
