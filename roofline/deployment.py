@@ -424,23 +424,106 @@ class Deployment:
         """KV blocks the whole pipeline holds [blocks]: the least over the stages (vLLM's num_gpu_blocks).
 
         Each stage's GPU: ``kv_budget`` (usable memory x utilization - its weights - ``reserved``) //
-        (block_size x its KV bytes per token); 0 where a stage's budget is not positive.
+        (block_size x its KV bytes per token); 0 where a stage's budget is not positive. A hybrid's
+        stage holding no attention layer holds no KV blocks and does not bound them (its states
+        bound the sequences: :meth:`state_blocks`).
 
         Raises
         ------
         InvalidValueError
             A bad block size, utilization or reserve (naming it).
         """
-        from . import formulas as f
 
         check_int("block_size", block_size, minimum=1)
         out = None
+        for st, blocks in self._stage_blocks(block_size, utilization, reserved):
+            if st.kv_bytes_per_token:
+                out = blocks if out is None else min(out, blocks)
+        return int(out or 0)
+
+    def _stage_blocks(self, block_size: int, utilization: Any, reserved: Any) -> list[tuple[PipelineStage, int]]:
+        """Each stage with the KV blocks of its GPU's budget (0: no budget left, or no KV held)."""
+        from . import formulas as f
+
+        out = []
         for st in self.stages():
             budget = f.kv_budget(memory=Fraction(self.accelerator.usable_memory), utilization=utilization,
                                  weight_bytes=Fraction(st.weight_bytes), reserved=reserved)
             blocks = 0 if budget <= 0 or not st.kv_bytes_per_token else int(f.kv_capacity_blocks(
                 budget=budget, kv_bytes_per_token=st.kv_bytes_per_token, block_size=block_size))
-            out = blocks if out is None else min(out, blocks)
+            out.append((st, blocks))
+        return out
+
+    def state_blocks(self, *, block_size: int = 16) -> int:
+        """Blocks one sequence's recurrent state takes in the pool of :meth:`kv_blocks` [blocks]: the most over
+        the stages of ceil(S_s / (block_size x k_s)) (docs/conventions.md, "Pipeline parallelism": stages of a
+        hybrid); 0 without recurrent layers.
+
+        S_s and k_s are the stage's :attr:`PipelineStage.state_bytes` and KV bytes per token
+        (:func:`roofline.formulas.hybrid_state_blocks`, vLLM V1's paging of a state into the KV pool). A pool
+        of :meth:`kv_blocks` blocks with this many state blocks a sequence holds, on every stage, no more
+        than that stage's own pool (the least blocks, the most state blocks): exact when the stages agree,
+        else a lower bound on the sequences that fit (:meth:`sequences_that_fit` is exact).
+
+        Raises
+        ------
+        InvalidValueError
+            A bad block size; a stage that holds recurrent layers and no attention layer (its pool holds
+            states only, not modelled as KV blocks: field ``pipeline_parallel_size``).
+        """
+        from . import formulas as f
+
+        check_int("block_size", block_size, minimum=1)
+        out = 0
+        for st in self.stages():
+            if not st.state_bytes:
+                continue
+            if not st.kv_bytes_per_token:
+                raise InvalidValueError("pipeline_parallel_size", self.pipeline_parallel_size,
+                                        f"stage {st.index} of {self.model.name} (layers {st.first_layer}-"
+                                        f"{st.first_layer + st.layers - 1}) holds recurrent layers and no attention "
+                                        "layer: a pool of states only is not modelled; another P")
+            out = max(out, int(f.hybrid_state_blocks(state_bytes=st.state_bytes, block_size=block_size,
+                                                     kv_bytes_per_token=st.kv_bytes_per_token)))
+        return out
+
+    def sequences_that_fit(self, context: int, *, block_size: int = 16, utilization: Any = Fraction(9, 10),
+                           reserved: Any = 0) -> int:
+        """Sequences of ``context`` tokens the whole pipeline holds at once [sequences]: the least over the stages.
+
+        A stage s of N_s blocks (:meth:`kv_blocks`' per-stage count) holds floor(N_s / (ceil(c / b) + sigma_s)),
+        sigma_s = ceil(S_s / (b k_s)) its state blocks (:func:`roofline.formulas.hybrid_sequences_that_fit`);
+        a stage of recurrent layers only holds floor(budget_s / S_s) (its states in bytes); a stage with
+        neither (no budget) holds 0.
+
+        Parameters
+        ----------
+        context : int >= 1 [tokens]
+        block_size, utilization, reserved : as :meth:`kv_blocks`
+
+        Raises
+        ------
+        InvalidValueError
+            A context that is not an integer >= 1, a bad block size, utilization or reserve (naming it).
+        """
+        from . import formulas as f
+
+        check_int("context", context, minimum=1)
+        check_int("block_size", block_size, minimum=1)
+        out = None
+        for st, blocks in self._stage_blocks(block_size, utilization, reserved):
+            if st.kv_bytes_per_token:
+                sigma = f.hybrid_state_blocks(state_bytes=st.state_bytes, block_size=block_size,
+                                              kv_bytes_per_token=st.kv_bytes_per_token) if st.state_bytes else 0
+                n = int(f.hybrid_sequences_that_fit(pool_blocks=blocks, context=context, block_size=block_size,
+                                                    state_blocks=sigma))
+            elif st.state_bytes:
+                budget = f.kv_budget(memory=Fraction(self.accelerator.usable_memory), utilization=utilization,
+                                     weight_bytes=Fraction(st.weight_bytes), reserved=reserved)
+                n = max(0, int(budget // Fraction(st.state_bytes)))
+            else:
+                continue
+            out = n if out is None else min(out, n)
         return int(out or 0)
 
     def virtual_engine_kv_blocks(self, *, block_size: int = 16, utilization: Any = Fraction(9, 10),
@@ -471,6 +554,9 @@ class PipelineStage:
     layer_windows : tuple of (int or None), its layers' sliding windows [tokens] (empty: all full)
     shared_weight_bytes : [bytes] what a decode step reads in it whatever the routing: its weights but
         the routed experts and the other towers (held, not read to decode text)
+    recurrent_layers : int [layers] of its layers that are a hybrid's recurrent layers (0 without them)
+    state_bytes : [bytes] the recurrent state one sequence keeps in this stage: its recurrent layers' (0
+        without them; the stages' sum is :attr:`roofline.ModelConfig.state_bytes_per_sequence`)
     """
 
     index: int
@@ -484,6 +570,8 @@ class PipelineStage:
     routed_expert_bytes: Any = 0
     layer_windows: tuple[int | None, ...] = ()
     shared_weight_bytes: Any = None
+    recurrent_layers: int = 0
+    state_bytes: Any = 0
 
     def held_tokens(self, context: Any) -> Any:
         """Token-layers of KV one sequence of ``context`` tokens holds in this stage [token-layers]:
@@ -540,41 +628,55 @@ _DENSE_FIRST = frozenset({"deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2", "
 _INTERLEAVED = frozenset({"llama4", "llama4_text"})
 
 
-def _layer_kinds(model: ModelConfig, P: int) -> tuple[tuple[bool, int | None], ...]:
-    """Each layer's kind in order: ``(is a MoE layer, its sliding window or None)`` (docs/conventions.md,
-    "Pipeline parallelism": stages of layers that differ).
+def _layer_kinds(model: ModelConfig, P: int) -> tuple[tuple[bool, int | None, str], ...]:
+    """Each layer's kind in order: ``(is a MoE layer, its sliding window or None, its mixer)`` (docs/conventions.md,
+    "Pipeline parallelism": stages of layers that differ), the mixer ``"a"`` (attention), ``"r"`` (a hybrid's
+    recurrent layer, attention beside it when the mixer is ``parallel``) or ``"m"`` (an MLP-only layer).
 
     A ModelConfig holds how many MoE layers there are, not where: their positions follow the
     family's rule (``model_type``): dense layers first for DeepSeek's ``first_k_dense_replace``
     families (DeepSeek-V2/V3, Kimi K2, GLM-4.5), every s-th layer for Llama 4's
-    ``interleave_moe_layer_step``. Windows are the model's own ``layer_windows``, one per layer.
+    ``interleave_moe_layer_step``. Windows are the model's own ``layer_windows``, one per layer; a
+    hybrid's recurrent and MLP-only layers sit where its mixer's ``layer_kinds`` (read from the
+    config's ``layer_types`` / ``hybrid_override_pattern``) puts them.
 
     Raises
     ------
     InvalidValueError
-        Field ``pipeline_parallel_size``: a hybrid (the model holds the count of its recurrent
-        layers, not their positions), or a MoE model of another family with some dense layers
-        (where its MoE layers sit is not known).
+        Field ``pipeline_parallel_size``: a hybrid whose mixer does not hold its layers' positions
+        (``layer_kinds`` empty or not one per layer, or not matching the MLP-only count), MLP-only
+        layers without them, or a MoE model of another family with some dense layers (where its
+        MoE layers sit is not known).
     """
     L = model.num_hidden_layers
     windows: tuple[int | None, ...] = model.layer_windows or (None,) * L
-    if model.is_hybrid or model.mlp_only_layers or model.mixer_only:
-        raise InvalidValueError("pipeline_parallel_size", P, f"{model.name}: pipeline stages of a hybrid's "
-                                "recurrent or MLP-only layers are not modelled (their positions are not held; "
-                                "P = 1)")
+    mixer = model.state_mixer
+    if mixer is not None:
+        kinds = mixer.layer_kinds
+        if len(kinds) != L or kinds.count("m") != model.mlp_only_layers:
+            raise InvalidValueError("pipeline_parallel_size", P, f"{model.name}: where its {mixer.layers} "
+                                    f"{mixer.kind} layers sit is not held (StateMixer.layer_kinds "
+                                    f"{kinds!r}, {L} layers); load it from its config.json; P = 1")
+    elif model.mlp_only_layers or model.mixer_only:
+        raise InvalidValueError("pipeline_parallel_size", P, f"{model.name}: where its MLP-only layers sit is not "
+                                "held; P = 1")
+    else:
+        kinds = "a" * L
+    # the layers holding an MLP (dense or MoE): every layer, or the MLP-only ones of a mixer_only model
+    mlp = [k == "m" for k in kinds] if model.mixer_only else [True] * L
     n = model.num_moe_layers if model.is_moe else 0
-    if n in (0, L):
-        moe = [bool(n)] * L
-    elif model.model_type in _DENSE_FIRST:
+    if n in (0, sum(mlp)):
+        moe = [bool(n) and has for has in mlp]
+    elif model.model_type in _DENSE_FIRST and all(mlp):
         moe = [i >= L - n for i in range(L)]
-    elif model.model_type in _INTERLEAVED and len(steps := [s for s in range(1, L + 1)
-                                                          if len(range(s - 1, L, s)) == n]) == 1:
+    elif model.model_type in _INTERLEAVED and all(mlp) and len(
+            steps := [s for s in range(1, L + 1) if len(range(s - 1, L, s)) == n]) == 1:
         moe = [(i + 1) % steps[0] == 0 for i in range(L)]
     else:
         raise InvalidValueError("pipeline_parallel_size", P, f"{model.name}: where its {n} MoE layers of {L} "
                                 f"sit is not known for model_type {model.model_type!r} (dense-first: "
                                 f"{', '.join(sorted(_DENSE_FIRST))}; interleaved: llama4); P = 1")
-    return tuple(zip(moe, windows, strict=True))
+    return tuple(zip(moe, windows, kinds, strict=True))
 
 
 def _check_pipeline(model: ModelConfig, P: int) -> None:
@@ -592,21 +694,36 @@ def _stages(share: ModelConfig, P: int, flops: str) -> tuple[PipelineStage, ...]
                               moe_layers=n_moe, routed_expert_bytes=share.routed_expert_bytes,
                               layer_windows=share.layer_windows,
                               shared_weight_bytes=_exact(share.weight_bytes - share._group_bytes_of("towers")
-                                                         - share.num_experts * share.routed_expert_bytes)),)
+                                                         - share.num_experts * share.routed_expert_bytes),
+                              recurrent_layers=share.state_mixer.layers if share.state_mixer is not None else 0,
+                              state_bytes=share.state_bytes_per_sequence),)
     exact = flops == "exact"
+    mixer = share.state_mixer
+    attends = ("a", "r") if mixer is not None and mixer.parallel else ("a",)
+    A, R = share.attention_layers, (mixer.layers if mixer is not None else 0)
+    mlp_total = share.mlp_layers
+    attention_names = {name for _, name, _, _ in share._attention_groups()}
+    mixer_names = {name for _, name, _, _ in mixer.tensors(share.hidden_size)} if mixer is not None else set()
     out, start = [], 0
     for i, n in enumerate(stage_layers(L, P)):
         held = kinds[start:start + n]
-        m = sum(k for k, _ in held)
-        # each tensor group is held by the layers of its kind: embedding first, head last, MLPs by kind
+        m = sum(k for k, _, _ in held)
+        a = sum(1 for _, _, x in held if x in attends)
+        r = sum(1 for _, _, x in held if x == "r")
+        with_mlp = sum(1 for _, _, x in held if x == "m") if share.mixer_only else n
+        # each tensor group is held by the layers of its kind: embedding first, head last, attention by the
+        # attention layers, a hybrid's mixer by its recurrent layers, MLPs by kind, norms by every layer
         share_of = {"first": Fraction(i == 0), "last": Fraction(i == P - 1), "layer": Fraction(n, L),
+                    "attention": Fraction(a, A), "mixer": Fraction(r, R) if R else Fraction(0),
                     "moe": Fraction(m, n_moe) if n_moe else Fraction(0),
-                    "dense": Fraction(n - m, L - n_moe) if L > n_moe else Fraction(0)}
+                    "dense": Fraction(with_mlp - m, mlp_total - n_moe) if mlp_total > n_moe else Fraction(0)}
         weight: Any = 0
-        fl: Any = 0
+        fl: Any = Fraction(share.recurrent_flops_per_token) * share_of["mixer"] if exact else 0
         routed: Any = 0
         for g in share.tensor_groups():
             kind = ("first" if g.name in _FIRST else "last" if g.name in _LAST
+                    else "mixer" if g.name in mixer_names and g.count == R
+                    else "attention" if g.name in attention_names and g.count == A
                     else "moe" if g.cls == "experts" or g.name in _MOE_GROUPS or g.name.startswith(
                         ("experts.", "shared_experts.")) else "dense" if g.name.startswith("mlp.") else "layer")
             part = share_of[kind]
@@ -620,10 +737,12 @@ def _stages(share: ModelConfig, P: int, flops: str) -> tuple[PipelineStage, ...]
                 fl += 2 * g.numel * min(g.count, g.active) * part
         windows = share.layer_windows[start:start + n] if share.layer_windows else ()
         towers = share._group_bytes_of("towers") if i == 0 else 0
-        out.append(PipelineStage(i, start, n, _exact(weight), _exact(Fraction(share.kv_bytes_per_token) * n / L),
-                                 _exact(fl), _exact(Fraction(attention) * n / L), moe_layers=m,
+        out.append(PipelineStage(i, start, n, _exact(weight), _exact(Fraction(share.kv_bytes_per_token) * a / A),
+                                 _exact(fl), _exact(Fraction(attention) * a / A), moe_layers=m,
                                  routed_expert_bytes=_exact(routed), layer_windows=windows,
-                                 shared_weight_bytes=_exact(weight - towers - share.num_experts * routed)))
+                                 shared_weight_bytes=_exact(weight - towers - share.num_experts * routed),
+                                 recurrent_layers=r,
+                                 state_bytes=_exact(Fraction(share.state_bytes_per_sequence) * share_of["mixer"])))
         start += n
     return tuple(out)
 

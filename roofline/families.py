@@ -874,15 +874,21 @@ def _layer_kinds(cfg: dict[str, Any], key: str, layers: int, source: str, names:
 
 
 def _recurrent_layers(cfg: dict[str, Any], layers: int, source: str, *, recurrent: str, interval_key: str,
-                      model_type: str) -> int:
-    """How many layers are recurrent: ``layer_types`` (``recurrent`` or "full_attention" each), else every
-    ``interval_key``-th layer full attention (transformers' default: 4), the others recurrent."""
+                      model_type: str) -> list[str]:
+    """Each layer's kind ("recurrent" or "attention"): ``layer_types`` (``recurrent`` or "full_attention"
+    each), else every ``interval_key``-th layer full attention (transformers' default: 4), the others
+    recurrent."""
     kinds = _layer_kinds(cfg, "layer_types", layers, source,
                          {recurrent: "recurrent", "full_attention": "attention"}, model_type)
     if kinds is not None:
-        return kinds.count("recurrent")
+        return kinds
     interval = field(cfg, interval_key, source=source, required=False, default=4)
-    return sum(1 for i in range(layers) if (i + 1) % interval)
+    return ["recurrent" if (i + 1) % interval else "attention" for i in range(layers)]
+
+
+def _kind_string(kinds: list[str]) -> str:
+    """:attr:`roofline.hybrid.StateMixer.layer_kinds` of per-layer kinds ("recurrent", "attention", "mlp")."""
+    return "".join({"recurrent": "r", "mamba": "r", "attention": "a", "mlp": "m"}[k] for k in kinds)
 
 
 def _read_qwen3_next(cfg: dict[str, Any], source: str) -> dict[str, Any]:
@@ -898,8 +904,9 @@ def _read_qwen3_next(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw.update(qkv_bias=False, o_bias=False, qk_norm=True, attention_output_gate=True,
               head_dim=_head_dim(cfg, kw["hidden_size"], kw["num_attention_heads"], source, 256))
     layers = kw["num_hidden_layers"]
-    recurrent = _recurrent_layers(cfg, layers, source, recurrent="linear_attention",
-                                  interval_key="full_attention_interval", model_type="qwen3_next")
+    kinds = _recurrent_layers(cfg, layers, source, recurrent="linear_attention",
+                              interval_key="full_attention_interval", model_type="qwen3_next")
+    recurrent = kinds.count("recurrent")
     if recurrent == layers:
         raise UnsupportedModelError("qwen3_next", "every layer linear_attention (no attention layer holds KV): "
                                     "a pure recurrent model is not modelled")
@@ -910,7 +917,8 @@ def _read_qwen3_next(cfg: dict[str, Any], source: str) -> dict[str, Any]:
             head_dim=field(cfg, "linear_value_head_dim", source=source, required=False, default=128),
             key_heads=field(cfg, "linear_num_key_heads", source=source, required=False, default=16),
             key_dim=field(cfg, "linear_key_head_dim", source=source, required=False, default=128),
-            conv_kernel=field(cfg, "linear_conv_kernel_dim", source=source, required=False, default=4))
+            conv_kernel=field(cfg, "linear_conv_kernel_dim", source=source, required=False, default=4),
+            layer_kinds=_kind_string(kinds))
     return kw
 
 
@@ -991,7 +999,8 @@ def _read_nemotron_h(cfg: dict[str, Any], source: str) -> dict[str, Any]:
             conv_kernel=field(cfg, _first(cfg, "conv_kernel", "mamba_d_conv", source=source), source=source,
                               required=False, default=4),
             conv_bias=flag(cfg, _first(cfg, "use_conv_bias", "mamba_conv_bias", source=source), True, source=source),
-            proj_bias=flag(cfg, "mamba_proj_bias", flag(cfg, "use_bias", False, source=source), source=source))
+            proj_bias=flag(cfg, "mamba_proj_bias", flag(cfg, "use_bias", False, source=source), source=source),
+            layer_kinds=_kind_string(blocks))
     return kw
 
 
@@ -1052,7 +1061,8 @@ def _read_granitemoehybrid(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     else:  # no experts: the shared MLP is each layer's dense MLP
         kw["intermediate_size"] = shared
     if recurrent:
-        kw["state_mixer"] = _mamba2_mixer(cfg, source, layers=recurrent, hidden=hidden, heads=128, state=256)
+        kw["state_mixer"] = _mamba2_mixer(cfg, source, layers=recurrent, hidden=hidden, heads=128, state=256,
+                                          layer_kinds=_kind_string(kinds))
     return kw
 
 
@@ -1083,7 +1093,8 @@ def _read_falcon_h1(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     kw["state_mixer"] = _mamba2_mixer(cfg, source, layers=kw["num_hidden_layers"], hidden=kw["hidden_size"],
                                       heads=128, state=256, inner=inner, parallel=True,
                                       norm=flag(cfg, "mamba_rms_norm", False, source=source),
-                                      out_bias=flag(cfg, "projectors_bias", False, source=source))
+                                      out_bias=flag(cfg, "projectors_bias", False, source=source),
+                                      layer_kinds="r" * kw["num_hidden_layers"])
     return kw
 
 
@@ -1136,7 +1147,8 @@ def _read_jamba(cfg: dict[str, Any], source: str) -> dict[str, Any]:
             key_heads=rank, key_dim=field(cfg, "mamba_d_state", source=source, required=False, default=16),
             conv_kernel=field(cfg, "mamba_d_conv", source=source, required=False, default=4),
             conv_bias=flag(cfg, "mamba_conv_bias", True, source=source),
-            proj_bias=flag(cfg, "mamba_proj_bias", False, source=source))
+            proj_bias=flag(cfg, "mamba_proj_bias", False, source=source),
+            layer_kinds="".join("a" if i % ap == ao else "r" for i in range(layers)))
     return kw
 
 
@@ -1199,7 +1211,8 @@ def _read_lfm2(cfg: dict[str, Any], source: str) -> dict[str, Any]:
         kw["state_mixer"] = dict(kind="short_conv", layers=recurrent, heads=hidden, head_dim=1, key_heads=1,
                                  key_dim=1, conv_kernel=field(cfg, "conv_L_cache", source=source, required=False,
                                                               default=3),
-                                 conv_bias=flag(cfg, "conv_bias", False, source=source))
+                                 conv_bias=flag(cfg, "conv_bias", False, source=source),
+                                 layer_kinds=_kind_string(kinds))
     return kw
 
 
@@ -1246,7 +1259,7 @@ def _read_minimax(cfg: dict[str, Any], source: str) -> dict[str, Any]:
               num_moe_layers=layers)
     if recurrent:
         kw["state_mixer"] = dict(kind="lightning", layers=recurrent, heads=heads, head_dim=d, key_heads=heads,
-                                 key_dim=d, conv_kernel=1)
+                                 key_dim=d, conv_kernel=1, layer_kinds=_kind_string(kinds))
     return kw
 
 

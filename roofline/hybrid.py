@@ -37,15 +37,28 @@ import attrs
 
 from .errors import InvalidValueError
 
-__all__ = ["StateMixer", "STATE_KINDS"]
+__all__ = ["StateMixer", "STATE_KINDS", "LAYER_KINDS"]
 
 #: Recurrent layer kinds the package models.
 STATE_KINDS = ("gated_deltanet", "mamba2", "mamba1", "short_conv", "lightning")
+
+#: Characters of :attr:`StateMixer.layer_kinds`, one per layer of the model: a layer of this mixer (with
+#: attention beside it when ``parallel``), an attention layer, an MLP-only layer (Nemotron-H's "-").
+LAYER_KINDS = ("r", "a", "m")
 
 
 def _pos(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidValueError(attribute.name, value, "must be a positive integer")
+
+
+def _layer_kinds(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, str) or set(value) - set(LAYER_KINDS):
+        raise InvalidValueError(attribute.name, value, "expected a string of r (this mixer), a (attention) and "
+                                "m (MLP only), one per layer, or empty (positions not known)")
+    if value and value.count("r") != instance.layers:
+        raise InvalidValueError(attribute.name, value, f"holds {value.count('r')} mixer layers (r), "
+                                f"layers={instance.layers}")
 
 
 def _kind(instance: object, attribute: attrs.Attribute, value: Any) -> None:
@@ -93,11 +106,17 @@ class StateMixer:
         ``proj_bias``.
     parallel : bool, default False
         The mixer runs beside attention in the same layers (Falcon-H1): those layers hold KV too.
+    layer_kinds : str, default ""
+        Where the layers sit, one character per layer of the model in order: ``r`` a layer of this
+        mixer, ``a`` an attention layer, ``m`` an MLP-only layer (the config's ``layer_types``,
+        ``hybrid_override_pattern``...); empty when not known. Only pipeline stages need it
+        (:meth:`roofline.Deployment.stages`: a stage holds the state of its own ``r`` layers).
 
     Raises
     ------
     InvalidValueError
-        A size that is not a positive integer, or an unknown kind (the field named).
+        A size that is not a positive integer, or an unknown kind (the field named); ``layer_kinds``
+        with another character or a count of ``r`` other than ``layers``.
     """
 
     kind: str = attrs.field(validator=_kind)
@@ -112,6 +131,7 @@ class StateMixer:
     norm: bool = True
     out_bias: bool | None = None
     parallel: bool = False
+    layer_kinds: str = attrs.field(default="", validator=_layer_kinds)
 
     @property
     def inner(self) -> int:

@@ -272,3 +272,71 @@ def test_report_and_simulate_take_the_flag(capsys):
     assert main(["simulate", "--json", *args, "--enable-expert-parallel", "--num-prompts", "4",
                  "--random-input-len", "64", "--random-output-len", "8"]) == 0
     assert json.loads(capsys.readouterr().out)["enable_expert_parallel"] is True
+
+
+# ---------------------------------------------------------------- the most loaded rank (roofline.expert_load)
+def _brute_max_load(E, k, R, B):
+    """E[max_r N_r] by listing every step of B tokens (each a k-subset of the E experts, equally likely)."""
+    subsets = list(itertools.combinations(range(E), k))
+    total = 0
+    for picks in itertools.product(subsets, repeat=B):
+        total += max(sum(1 for s in picks if any(e // (E // R) == r for e in s)) for r in range(R))
+    return Fraction(total, len(subsets) ** B)
+
+
+def test_most_loaded_rank_by_hand():
+    """E = 4, k = 2, R = 2 (experts {0, 1} | {2, 3}): a token reaches both ranks with probability 4/6, one given
+    rank alone with 1/6. Two tokens: the most loaded rank holds 2 unless they reach different single ranks
+    (2 x 1/6 x 1/6 = 1/18), so E[max] = 2 - 1/18 = 35/18."""
+    from roofline.expert_load import expected_max_rank_load, reach_set_counts
+
+    assert reach_set_counts(num_experts=4, experts_per_token=2, expert_parallel_size=2) == (0, 1, 4)
+    assert expected_max_rank_load(num_experts=4, experts_per_token=2, expert_parallel_size=2, batch=2) == Fraction(
+        35, 18)
+    # one token: the most loaded rank is one it reaches; one rank or k = E: every token reaches every rank
+    assert expected_max_rank_load(num_experts=256, experts_per_token=8, expert_parallel_size=8, batch=1) == 1
+    assert expected_max_rank_load(num_experts=16, experts_per_token=2, expert_parallel_size=1, batch=5) == 5
+    assert expected_max_rank_load(num_experts=4, experts_per_token=4, expert_parallel_size=4, batch=3) == 3
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([(4, 1, 2), (4, 2, 2), (6, 2, 3), (6, 3, 2), (8, 3, 4), (6, 1, 3), (8, 2, 2)]),
+       st.integers(1, 3))
+def test_most_loaded_rank_equals_brute_force(ekr, B):
+    """The dynamic programme equals listing every step, and lies between the mean B (1 - q) and B."""
+    from math import comb
+
+    from roofline.expert_load import expected_max_rank_load
+
+    E, k, R = ekr
+    exact = expected_max_rank_load(num_experts=E, experts_per_token=k, expert_parallel_size=R, batch=B)
+    assert exact == _brute_max_load(E, k, R, B)
+    mean = B * (1 - Fraction(comb(E - E // R, k), comb(E, k)))
+    assert mean <= exact <= B
+
+
+def test_sampled_most_loaded_rank_agrees_with_the_exact_one_and_is_seeded():
+    from roofline.expert_load import expected_max_rank_load, sampled_max_rank_load
+
+    exact = expected_max_rank_load(num_experts=256, experts_per_token=8, expert_parallel_size=16, batch=3)
+    mean, se = sampled_max_rank_load(num_experts=256, experts_per_token=8, expert_parallel_size=16, batch=3,
+                                     trials=4000, seed=1)
+    assert abs(mean - float(exact)) < 4 * se and 0 < se < 0.05
+    again = sampled_max_rank_load(num_experts=256, experts_per_token=8, expert_parallel_size=16, batch=3,
+                                  trials=4000, seed=1)
+    assert again == (mean, se)
+
+
+def test_most_loaded_rank_refuses_by_name():
+    from roofline.expert_load import expected_max_rank_load, sampled_max_rank_load
+
+    kw = dict(num_experts=256, experts_per_token=8, expert_parallel_size=8)
+    with pytest.raises(InvalidValueError, match="batch=64.*count vectors exceed") as info:
+        expected_max_rank_load(**kw, batch=64)
+    assert info.value.field == "batch"
+    with pytest.raises(InvalidValueError, match="expert_parallel_size=3.*does not divide num_experts=256"):
+        expected_max_rank_load(**{**kw, "expert_parallel_size": 3}, batch=2)
+    with pytest.raises(InvalidValueError, match="experts_per_token=9.*exceeds num_experts=8"):
+        expected_max_rank_load(num_experts=8, experts_per_token=9, expert_parallel_size=2, batch=2)
+    with pytest.raises(InvalidValueError, match="trials"):
+        sampled_max_rank_load(**kw, batch=2, trials=1)

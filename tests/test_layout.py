@@ -14,6 +14,7 @@ LAYERS: dict[str, int] = {
     "errors": 0, "units": 0, "quantities": 0, "_checks": 0, "_io": 0, "data": 0,
     # 1: the facts and the numeric fast paths
     "hardware": 1, "models": 1, "hybrid": 1, "families": 1, "quantization": 1, "formulas": 1, "profiles": 1,
+    "expert_load": 1,
     # 2: the derivations and the formulas applied to a model on an accelerator
     "symbolic": 2, "estimate": 2, "deployment": 2, "speculative": 2,
     # 3: what is built on them: the scheduler, measurement, plots, proofs, strategies

@@ -44,8 +44,13 @@ def test_pipeline_larger_than_the_layers_is_refused_by_name():
     assert info.value.field == "pipeline_parallel_size"
     with pytest.raises(InvalidValueError, match="pipeline_parallel_size"):
         Parallelism(1, 0)
-    with pytest.raises(InvalidValueError, match="pipeline_parallel_size=2.*hybrid.*not modelled"):
-        Deployment(get_model("nemotron-h-8b"), H100, Parallelism(1, 2))
+    # a hybrid whose mixer does not say where its recurrent layers sit (built by hand): refused by name
+    nemo = get_model("nemotron-h-8b")
+    unplaced = attrs.evolve(nemo, state_mixer=attrs.evolve(nemo.state_mixer, layer_kinds=""))
+    with pytest.raises(InvalidValueError, match="pipeline_parallel_size=2.*24 mamba2 layers sit is not held") as info:
+        Deployment(unplaced, H100, Parallelism(1, 2))
+    assert info.value.field == "pipeline_parallel_size"
+    Deployment(unplaced, H100, Parallelism(1, 1))
     # a MoE family whose MoE layers' positions the package does not know, with some dense layers: refused
     mixtral = attrs.evolve(get_model("mixtral-8x7b"), num_moe_layers=30)
     with pytest.raises(InvalidValueError, match="pipeline_parallel_size=2.*30 MoE layers of 32.*'mixtral'") as info:
@@ -451,3 +456,146 @@ def test_simulate_serves_a_pipeline_on_p_virtual_engines(capsys):
     assert cli_main([*args, "--policy", "static"]) == 2
     err = capsys.readouterr().err
     assert "virtual engines" in err and "--policy static" in err and len(err.strip().splitlines()) == 1
+
+
+QNEXT = get_model("qwen3-next-80b-a3b")
+NEMO = get_model("nemotron-h-8b")
+
+
+def _cut(model, first, layers):
+    """The hybrid ``model`` cut to its layers first .. first + layers - 1: its own inventory of those layers."""
+    kinds = model.state_mixer.layer_kinds[first:first + layers]
+    mixer = attrs.evolve(model.state_mixer, layers=kinds.count("r"), layer_kinds=kinds)
+    mlp = kinds.count("m") if model.mixer_only else layers
+    return attrs.evolve(model, num_hidden_layers=layers, state_mixer=mixer, mlp_only_layers=kinds.count("m"),
+                        num_moe_layers=mlp if model.is_moe else 0)
+
+
+def test_layer_kinds_are_read_from_the_configs():
+    """Qwen3-Next: every 4th layer full attention (full_attention_interval 4); Nemotron-H 8B: its
+    hybrid_override_pattern M-M-M-M*-... read character by character (M r, - m, * a)."""
+    assert QNEXT.state_mixer.layer_kinds == "rrra" * 12
+    assert NEMO.state_mixer.layer_kinds.startswith("rmrmrmram") and len(NEMO.state_mixer.layer_kinds) == 52
+    with pytest.raises(InvalidValueError, match="layer_kinds.*3 mixer layers.*layers=2"):
+        attrs.evolve(NEMO.state_mixer, layers=2, layer_kinds="rrra")
+    with pytest.raises(InvalidValueError, match="layer_kinds"):
+        attrs.evolve(NEMO.state_mixer, layer_kinds="rx")
+
+
+@pytest.mark.parametrize("model, T, P", [(QNEXT, 2, 2), (QNEXT, 1, 3), (QNEXT, 4, 5), (NEMO, 1, 2), (NEMO, 1, 3),
+                                         (NEMO, 1, 7)])
+def test_hybrid_stages_against_the_model_cut_to_their_layers(model, T, P):
+    """Each stage of a hybrid holds what the model cut to its layers holds (its attention layers' KV, its
+    recurrent layers' state, their weights and FLOPs), less the ends it lacks: embedding off the first, head off
+    the last."""
+    d = Deployment(model, H100, Parallelism(T, P))
+    stages = d.stages()
+    share = d.share
+    for stage in stages:
+        if "a" not in model.state_mixer.layer_kinds[stage.first_layer:stage.first_layer + stage.layers]:
+            # no attention layer: not a model of its own (refused), so by the per-layer state alone
+            per_layer = Fraction(share.state_bytes_per_sequence, share.state_mixer.layers)
+            assert stage.kv_bytes_per_token == 0 and stage.state_bytes == per_layer * stage.recurrent_layers
+            continue
+        cut = _cut(model, stage.first_layer, stage.layers).per_gpu(T)
+        head, embedding = _head_and_embedding(cut)
+        ends = (0 if stage.index == 0 else embedding) + (0 if stage.index == P - 1 else head)
+        assert stage.weight_bytes == cut.weight_bytes - ends
+        assert stage.kv_bytes_per_token == cut.kv_bytes_per_token
+        assert stage.state_bytes == cut.state_bytes_per_sequence
+        assert stage.recurrent_layers == cut.state_mixer.layers
+        lm = 0 if stage.index == P - 1 else 2 * cut.lm_head_parameters
+        assert stage.flops_per_token == cut.flops_per_token()[0] - lm
+        assert stage.attention_flops_per_token == cut.flops_per_token()[1]
+    assert sum(stage.state_bytes for stage in stages) == share.state_bytes_per_sequence
+    assert sum(stage.kv_bytes_per_token for stage in stages) == share.kv_bytes_per_token
+    assert sum(stage.weight_bytes for stage in stages) == share.weight_bytes
+
+
+def test_hybrid_stage_pools_by_hand():
+    """Qwen3-Next TP 2 x PP 2 on H100: 18 Gated DeltaNet + 6 attention layers a stage, 9.88 MB state, 6,144 B/token.
+
+    Per GPU, a stage's state is 18 x (3 x 4,096 conv + 16 x 128 x 128 recurrent) x 2 bytes, its KV 6 layers x 2
+    (K, V) x 1 KV head x 256 x 2 bytes per token."""
+    d = Deployment(QNEXT, H100, Parallelism(2, 2))
+    s0, s1 = d.stages()
+    # per GPU at T = 2: 16 of 32 value heads, 8 of 16 key heads; conv (4 - 1) x (2 x 8 x 128 + 16 x 128)
+    conv, ssm = 3 * (2 * 8 * 128 + 16 * 128), 16 * 128 * 128
+    assert s0.state_bytes == s1.state_bytes == 18 * (conv + ssm) * 2 == 9_879_552
+    assert s0.kv_bytes_per_token == 6 * 2 * 1 * 256 * 2 == 6144  # 2 KV heads / 2 = 1 per GPU, head_dim 256
+    sigma = -(-9_879_552 // (16 * 6144))
+    assert d.state_blocks(block_size=16) == sigma == 101
+    budget = [Fraction(H100.usable_memory) * Fraction(9, 10) - stage.weight_bytes for stage in (s0, s1)]
+    blocks = [int(b // (16 * 6144)) for b in budget]
+    assert d.kv_blocks(block_size=16) == min(blocks)
+    assert d.sequences_that_fit(4096) == min(n // (256 + 101) for n in blocks)
+
+
+@settings(max_examples=12, deadline=None)
+@given(P=st.integers(2, 12), context=st.integers(1, 200_000))
+def test_one_virtual_engine_pool_never_holds_more_than_any_stage(P, context):
+    """The pipeline's one pool (least blocks, most state blocks over the stages) holds no more sequences than the
+    exact least over the stages, and equals it when the stages agree (Nemotron-H 8B, T = 1)."""
+    try:
+        d = Deployment(NEMO, H100, Parallelism(1, P))
+        sigma = d.state_blocks(block_size=16)
+    except InvalidValueError as e:  # a stage of Mamba2 layers only: refused by name
+        assert e.field == "pipeline_parallel_size" and "no attention layer" in str(e)
+        return
+    pooled = d.kv_blocks(block_size=16) // (-(-context // 16) + sigma)
+    exact = d.sequences_that_fit(context, block_size=16)
+    assert pooled <= exact
+    if len({(stage.kv_bytes_per_token, stage.state_bytes, stage.weight_bytes) for stage in d.stages()}) == 1:
+        assert pooled == exact
+
+
+def test_simulate_serves_a_hybrid_pipeline_with_state_blocks_on_both_clocks(capsys):
+    """`simulate -pp 2` of Nemotron-H 8B: 2 virtual engines whose pool holds each sequence's state blocks, equal
+    to serve_replicas on both clocks; no virtual engine's pool over its capacity."""
+    import json
+
+    from roofline.cli import main as cli_main
+    from roofline.sim import KVPool, load_trace, serve_replicas, shipped_trace
+
+    args = ["simulate", "--model", "nemotron-h-8b", "--pipeline-parallel-size", "2", "--limit", "40", "--json"]
+    assert cli_main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    d = Deployment(NEMO, H100, Parallelism(1, 2))
+    blocks = d.virtual_engine_kv_blocks(block_size=16, utilization=Fraction(9, 10))
+    assert out["kv_pool"]["capacity_blocks"] == blocks
+    pool = KVPool(blocks, 16, state_blocks=d.state_blocks(block_size=16))
+    assert pool.state_blocks == 390  # ceil(12 x 4,255,744 B / (16 x 8,192 B)), hand: 51,068,928 / 131,072
+    requests = load_trace(shipped_trace("conv"))[:40]
+    cost = RooflineCostModel.for_deployment(d)
+    runs = [serve_replicas(requests, cost, router="least-requests", data_parallel_size=2, gpus_per_replica=1,
+                           kv_pool=pool, max_model_len=NEMO.max_position_embeddings, engine=engine)
+            for engine in ("event", "step")]
+    assert [r.handed_back_s for r in runs[0].whole.requests] == [r.handed_back_s for r in runs[1].whole.requests]
+    row = out["results"][0]
+    assert row["summary"]["completed"] == len(requests)
+    assert [x["requests"] for x in row["data_parallel"]["replicas"]] == [x.requests for x in runs[0].loads]
+    for load in runs[0].loads:
+        assert 0 < load.peak_kv_blocks <= load.kv_capacity_blocks
+
+
+def test_report_of_a_hybrid_pipeline_counts_its_state_blocks_and_reads_its_state():
+    """Qwen3-Next TP 2 x PP 2, context 1,000: a sequence holds 63 KV blocks + 101 state blocks, so the
+    pipeline's 373,065 blocks hold 2,274 sequences (not 373,065 // 63 = 5,921), 1,137 per virtual engine; each
+    stage's own step reads its weights (experts touched), its KV and 2 B x its 9.88 MB state."""
+    from roofline.commands._pipeline_report import _stage_time, build_pipeline_report
+
+    d = Deployment(QNEXT, H100, Parallelism(2, 2))
+    r = build_pipeline_report(d, context=1000, batches=[8])
+    assert r["kv"]["blocks"] == d.kv_blocks() and r["kv"]["sequences"] == d.kv_blocks() // (63 + 101)
+    assert r["kv"]["sequences_per_virtual_engine"] == d.virtual_engine_kv_blocks() // (63 + 101)
+    st0 = d.stages()[0]
+    touched = f.experts_touched(num_experts=512, experts_per_token=10, batch=8)
+    mem = (st0.read_weight_bytes(touched) + 8 * 1000 * st0.kv_bytes_per_token + 2 * 8 * st0.state_bytes) / Fraction(
+        H100.bandwidth)
+    comp = f.compute_time(batch=8, context_sum=8 * 1000 * st0.layers, flops_per_token=st0.flops_per_token,
+                          attention_flops_per_token=Fraction(st0.attention_flops_per_token, st0.layers),
+                          peak_flops=Fraction(H100.peak(d.share.compute_dtype)))
+    ar = f.decode_allreduce_time(batch=8, **dict(d.allreduce_terms(), num_hidden_layers=st0.layers))
+    send = f.pipeline_send_time(batch=8, hidden_size=2048, activation_bytes=2, send_bandwidth=d.send_terms()[
+        "send_bandwidth"], send_latency=d.send_terms()["send_latency"])
+    assert _stage_time(d, 0, 8, 1000) == max(mem, comp) + ar + send

@@ -26,8 +26,9 @@ __all__ = ["build_pipeline_report", "format_pipeline_report"]
 def _stage_time(d: Deployment, index: int, batch: int, context: int) -> Any:
     """One stage's own step for a batch [s]: its max(memory, compute) + its all-reduces + its send.
 
-    Its memory: the weights it reads (its MoE layers' experts touched by the batch, uniform routing)
-    and the KV of its own layers (a windowed layer holds min(c, w)); its compute likewise.
+    Its memory: the weights it reads (its MoE layers' experts touched by the batch, uniform routing),
+    the KV of its own layers (a windowed layer holds min(c, w)) and, for a hybrid, each row's state
+    of its recurrent layers read and written back (2 B S_s); its compute likewise.
     """
     st = d.stages()[index]
     a = d.accelerator
@@ -35,8 +36,9 @@ def _stage_time(d: Deployment, index: int, batch: int, context: int) -> Any:
     touched = f.experts_touched(num_experts=share.num_experts, experts_per_token=share.num_experts_per_tok,
                                 batch=batch) if st.routed_expert_bytes else 0
     held = batch * st.held_tokens(context)  # token-layers of KV the batch reads in this stage
-    mem = f.memory_time(weight_bytes=st.read_weight_bytes(touched), kv_bytes_per_token=Fraction(
-                        st.kv_bytes_per_token, st.layers), context_sum=held, bandwidth=Fraction(a.bandwidth))
+    mem = f.memory_time(weight_bytes=st.read_weight_bytes(touched) + 2 * batch * Fraction(st.state_bytes),
+                        kv_bytes_per_token=Fraction(st.kv_bytes_per_token, st.layers), context_sum=held,
+                        bandwidth=Fraction(a.bandwidth))
     comp = f.compute_time(batch=batch, context_sum=held, flops_per_token=st.flops_per_token,
                           attention_flops_per_token=Fraction(st.attention_flops_per_token, st.layers),
                           peak_flops=Fraction(a.peak(share.compute_dtype)))
@@ -91,7 +93,9 @@ def build_pipeline_report(d: Deployment, *, context: int, batches: list[int] | t
                        "kv_bytes_per_token_per_gpu": float(st.kv_bytes_per_token),
                        "kv_budget_per_gpu_bytes": float(budget), "kv_blocks": blocks})
     blocks = d.kv_blocks(block_size=block_size, utilization=utilization)
-    per_seq = int(f.blocks_per_sequence(context=context, block_size=block_size))
+    # a hybrid's sequence also holds its state blocks (the most over the stages, Deployment.state_blocks)
+    per_seq = int(f.blocks_per_sequence(context=context, block_size=block_size)) + d.state_blocks(
+        block_size=block_size)
     intra, inter = d.pipeline_sends()
     one = estimate.decode_step(d, batch=1, context=context)
     comm = {"all-reduces": float(one.allreduce_time), "pipeline sends": float(one.send_time)}
@@ -114,7 +118,8 @@ def build_pipeline_report(d: Deployment, *, context: int, batches: list[int] | t
         "context": context, "utilization": float(utilization), "block_size": block_size,
         "stages": stages,
         "kv": {"blocks": blocks, "blocks_per_virtual_engine": d.virtual_engine_kv_blocks(
-            block_size=block_size, utilization=utilization), "sequences": blocks // per_seq,
+            block_size=block_size, utilization=utilization),
+            "sequences": d.sequences_that_fit(context, block_size=block_size, utilization=utilization),
             "sequences_per_virtual_engine": (blocks // P) // per_seq},
         "sends": {"intra_node": intra, "inter_node": inter,
                   "bytes_per_token": d.share.hidden_size * d.share.activation_bytes,

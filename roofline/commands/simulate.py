@@ -609,6 +609,9 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
         utilization = DEFAULT_UTILIZATION if args.utilization is None else args.utilization
         pool = KVPool.blocks(deployment.virtual_engine_kv_blocks(block_size=args.block_size, utilization=utilization),
                              block_size=args.block_size)
+        if model.is_hybrid:  # each sequence's state in the stages' pool: the most state blocks over the stages
+            pool = KVPool(pool.capacity_blocks, args.block_size,
+                          state_blocks=deployment.state_blocks(block_size=args.block_size))
         budget_basis = (f"one of {stages} virtual engines: the least over the stages of usable x "
                         f"{float(utilization):g} - the stage's weights, // {stages}")
         # in bytes: what one stage's GPU spends on those blocks, at the largest KV bytes per token of a stage

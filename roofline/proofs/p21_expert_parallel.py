@@ -314,6 +314,7 @@ def derive(p: Proof) -> None:
              Fraction(3, 25))
     p.within("8 GPUs EP, B = 256: and a fortieth on one node", results[(8, "EP", 256)][2] / results[(8, "EP", 256)][0],
              Fraction(1, 50), Fraction(3, 100))
+    _most_loaded_rank(p)
     p.conclude(f"DeepSeek-V3 on 16 H200: EP {si(results[(16, 'EP', 1)][0], 's')} / "
                f"{si(results[(16, 'EP', 256)][0], 's')} at B = 1 / 256 against TP "
                f"{si(results[(16, 'TP', 1)][0], 's')} / {si(results[(16, 'TP', 256)][0], 's')}; all-to-all "
@@ -327,3 +328,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def _most_loaded_rank(p: Proof) -> None:
+    """The most loaded rank, numerically (roofline.expert_load): exact by enumeration, against brute force and
+    against a seeded Monte Carlo; reported, not priced."""
+    from ..expert_load import expected_max_rank_load, reach_set_counts, sampled_max_rank_load
+
+    p.section("The most loaded rank: E[max_r N_r], exact for small sizes (not priced)")
+    E, k, R, B = 6, 2, 3, 3
+    subsets = list(itertools.combinations(range(E), k))
+    total = 0
+    for picks in itertools.product(subsets, repeat=B):  # every step of B tokens, equally likely
+        counts = [sum(1 for s in picks if any(e // (E // R) == r for e in s)) for r in range(R)]
+        total += max(counts)
+    brute = Fraction(total, len(subsets) ** B)
+    p.equal(f"E = {E}, k = {k}, R = {R}, B = {B}: the dynamic programme = brute force over all "
+            f"{len(subsets) ** B:,} steps", expected_max_rank_load(num_experts=E, experts_per_token=k,
+                                                                    expert_parallel_size=R, batch=B), brute,
+            value=str(brute))
+    a = reach_set_counts(num_experts=256, experts_per_token=8, expert_parallel_size=8)
+    p.equal("DeepSeek-V3, EP 8: sum_j C(8, j) a_j = C(256, 8) (every token reaches some set of ranks)",
+            sum(comb(8, j) * a[j] for j in range(9)), comb(256, 8))
+    exact = expected_max_rank_load(num_experts=256, experts_per_token=8, expert_parallel_size=8, batch=4)
+    mean = 4 * (1 - Fraction(comb(224, 8), comb(256, 8)))
+    sampled, se = sampled_max_rank_load(num_experts=256, experts_per_token=8, expert_parallel_size=8, batch=4,
+                                        trials=4000, seed=0)
+    p.within("DeepSeek-V3, EP 8, B = 4: the seeded Monte Carlo within 4 standard errors of the exact value",
+             Fraction(sampled) - exact, Fraction(-4 * se), Fraction(4 * se))
+    bound = float(mean) + (float(mean) * (1 - float(mean) / 4) * 7) ** 0.5
+    p.holds(f"B = 4: mean {float(mean):.3f} <= E[max] {float(exact):.3f} <= the any-dependence bound {bound:.3f} "
+            f"({float(exact / mean - 1):.1%} above the mean)", mean <= exact <= bound)
