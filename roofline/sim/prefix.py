@@ -26,6 +26,7 @@ Rules (docs/conventions.md, "Prefix caching"; vLLM V1's automatic prefix caching
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,7 +47,9 @@ class PrefixCache:
         self._chains: dict[tuple[int, int], int] = {}
         self._chain_of: dict[int, list[int]] = {}
         self.ref: dict[tuple[int, int], int] = {}  # key -> sequences holding it (>= 1)
-        self.free: dict[tuple[int, int], None] = {}  # cached free blocks, least recently freed first
+        # cached free blocks, least recently freed first: an OrderedDict, whose popitem(last=False) is O(1) (a dict's
+        # next(iter(...)) after deletions at its front walks the deleted slots: quadratic over a long run)
+        self.free: OrderedDict[tuple[int, int], None] = OrderedDict()
         self.mine: dict[int, set[tuple[int, int]]] = {}  # sequence -> the keys it holds a reference to
         self.upto: dict[int, int] = {}  # sequence -> its leading blocks hit or written
         self.queried_tokens = 0
@@ -74,12 +77,19 @@ class PrefixCache:
 
     def key(self, i: int, j: int, prompt_tokens: int) -> tuple[int, int]:
         """The key of block j of request i (module docstring)."""
-        end = (j + 1) * self.b
-        if end <= prompt_tokens and self.hashes[i]:
-            t = (end - 1) // self.hash_block[i]
-            if t < len(self.hashes[i]):
-                return self._chain(i)[t], j
-        return -(i + 1), j
+        return self.keys(i, j, j + 1, prompt_tokens)[0]
+
+    def keys(self, i: int, lo: int, hi: int, prompt_tokens: int) -> list[tuple[int, int]]:
+        """The keys of blocks lo .. hi - 1 of request i, in order (:meth:`key` of each, in one pass)."""
+        private = -(i + 1)
+        if not self.hashes[i]:
+            return [(private, j) for j in range(lo, hi)]
+        b, per, chain = self.b, self.hash_block[i], self._chain(i)
+        # block j is named by its hashes iff its last token is a prompt token inside the hashed blocks
+        named = min(hi, prompt_tokens // b, len(chain) * per // b)
+        out = [(chain[((j + 1) * b - 1) // per], j) for j in range(lo, max(lo, named))]
+        out += [(private, j) for j in range(max(lo, named), hi)]
+        return out
 
     # ------------------------------------------------------------------ admission
     def lookup(self, i: int, length: int, prompt_tokens: int) -> tuple[int, int]:
@@ -100,12 +110,12 @@ class PrefixCache:
         """Admit sequence i for a (re-)prefill of ``length`` tokens: hold its hit blocks; the tokens hit."""
         m, _ = self.lookup(i, length, prompt_tokens)
         ref, free = self.ref, self.free
-        for j in range(m):
-            k = self.key(i, j, prompt_tokens)
+        held = self.keys(i, 0, m, prompt_tokens)
+        for k in held:
             if k in free:
                 del free[k]
             ref[k] = ref.get(k, 0) + 1
-        self.mine[i] = {self.key(i, j, prompt_tokens) for j in range(m)}
+        self.mine[i] = set(held)
         self.upto[i] = m
         self.queried_tokens += length
         self.hit_tokens += m * self.b
@@ -117,8 +127,7 @@ class PrefixCache:
         """Sequence i's first ``tokens`` tokens are computed (or scheduled): its full blocks become shareable."""
         ref, free, mine = self.ref, self.free, self.mine[i]
         upto = tokens // self.b
-        for j in range(self.upto[i], upto):
-            k = self.key(i, j, prompt_tokens)
+        for k in self.keys(i, self.upto[i], upto, prompt_tokens):
             if k in ref:  # another sequence holds this block (past the hit limit): ours is a private copy
                 continue
             free.pop(k, None)  # a stale cached copy the prefix walk did not reach: the new block replaces it
@@ -134,8 +143,7 @@ class PrefixCache:
         mine = self.mine.pop(i, set())
         self.upto.pop(i, None)
         still = 0
-        for j in range(kv_tokens // self.b - 1, -1, -1):
-            k = self.key(i, j, prompt_tokens)
+        for k in reversed(self.keys(i, 0, kv_tokens // self.b, prompt_tokens)):
             if k in mine:
                 count = ref[k] - 1
                 if count:
@@ -153,7 +161,7 @@ class PrefixCache:
         free = self.free
         room = self.capacity - in_use
         while len(free) > room and free:
-            del free[next(iter(free))]
+            free.popitem(last=False)
             self.evictions += 1
 
     def summary(self) -> dict[str, Any]:
