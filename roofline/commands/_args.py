@@ -239,8 +239,22 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
         chosen = T > 1
     parallelism = Parallelism(tensor=T, pipeline=P, data=getattr(args, "data_parallel_size", 1),
                               expert=bool(getattr(args, "enable_expert_parallel", False)))
-    return Deployment(model, accelerator, parallelism, flops=getattr(args, "flops", "exact"),
-                      estimate=by_flag("--estimate", profile, getattr(args, "estimate", None))), chosen
+    estimate = by_flag("--estimate", profile, getattr(args, "estimate", None))
+    try:
+        return Deployment(model, accelerator, parallelism, flops=getattr(args, "flops", "exact"),
+                          estimate=estimate), chosen
+    except InvalidValueError as err:  # a refusal of the parallelism names its flag, as the user gave it
+        flag = _PARALLELISM_FLAGS.get(err.field)
+        if flag is None:
+            raise
+        raise InvalidValueError(flag, err.value, err.reason) from None
+
+
+#: the Deployment's parallelism fields, by the command-line flag that sets each
+_PARALLELISM_FLAGS = {"enable_expert_parallel": "--enable-expert-parallel",
+                      "tensor_parallel_size": "--tensor-parallel-size",
+                      "pipeline_parallel_size": "--pipeline-parallel-size",
+                      "data_parallel_size": "--data-parallel-size"}
 
 
 def chosen_tensor_parallel_note(deployment: Deployment, command: str = "report") -> str:

@@ -375,6 +375,10 @@ _USES: tuple[tuple[str, Any, str], ...] = (
                                              "--max-concurrency)"),
     ("turn_gap", lambda p: p.kind == "open" and p.turns > 1, "generated conversations of --num-turns above 1"),
     ("router", lambda p: p.replicas > 1, "data-parallel replicas (--data-parallel-size above 1)"),
+)
+#: The rows above (up to --turn-gap) ask of the workload alone: a disaggregated run checks them too.
+_WORKLOAD_USES = _USES[:-1]
+_USES += (
     ("batch_size", lambda p: "static" in p.names, "static batching"),
     ("max_wait", lambda p: "static" in p.names, "static batching"),
     ("max_num_seqs", lambda p: bool(_CONTINUOUS & set(p.names)), "continuous batching"),
@@ -441,11 +445,28 @@ def plan_run(args: argparse.Namespace) -> _Plan:
         names = [args.policy]
     speculative = args.acceptance_mode if getattr(args, "speculative_config", None) is not None else None
     plan = _Plan(tuple(names), kind, dists, args.request_rate is not None, replicas, speculative, args.num_turns)
-    for dest, uses, what in _USES:
-        if dest in given and not uses(plan):
+    _refuse_unused(args, plan, _USES)
+    return plan
+
+
+def _refuse_unused(args: argparse.Namespace, plan: _Plan, uses: tuple[tuple[str, Any, str], ...]) -> None:
+    """Refuse by name the first given flag among ``uses`` (rows of :data:`_USES`) that ``plan`` does not use."""
+    given = getattr(args, "given_flags", {})
+    for dest, used, what in uses:
+        if dest in given and not used(plan):
             raise InvalidValueError(given[dest], _given_value(args, dest), f"applies to {what}, which this run "
                                     f"({plan.text(args.policy)}) does not include")
-    return plan
+
+
+def check_workload_flags(args: argparse.Namespace) -> None:
+    """A disaggregated run's workload flags checked as :func:`plan_run` checks them (the rows of
+    :data:`_USES` that ask of the workload alone); raises as it does."""
+    generated = args.num_prompts is not None or args.max_concurrency is not None
+    kind = "trace" if not generated else "open" if args.max_concurrency is None else "closed"
+    dists = () if not generated else (_length_dist(args.input_len_dist, args.random_range_ratio),
+                                      _length_dist(args.output_len_dist, args.random_range_ratio))
+    _refuse_unused(args, _Plan(("continuous",), kind, dists, args.request_rate is not None,
+                               turns=args.num_turns), _WORKLOAD_USES)
 
 
 #: The library's fields, by the flag that gives each here: a library refusal names the flag
@@ -606,6 +627,11 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     # window-aware: a model with sliding-window layers gets a pool of layer-blocks (roofline.sim.kv)
     pool = KVPool.for_model(model, budget=budget, block_size=args.block_size)
     if stages > 1:  # one virtual engine's blocks: the least over the stages, // P (vLLM V0)
+        if any(w is not None for w in model.layer_windows):
+            # a windowed pool counts layer-blocks per window group; the stages hold different groups
+            raise InvalidValueError("--pipeline-parallel-size", stages, f"{model.name} has sliding-window layers: "
+                                    "their pool over pipeline stages is not modelled in simulate (roofline "
+                                    "report -pp prices the stages)")
         utilization = DEFAULT_UTILIZATION if args.utilization is None else args.utilization
         pool = KVPool.blocks(deployment.virtual_engine_kv_blocks(block_size=args.block_size, utilization=utilization),
                              block_size=args.block_size)
@@ -1211,6 +1237,7 @@ def _mb(size: int) -> str:
 def run(args: argparse.Namespace) -> int:
     """Simulate and print the comparison for the parsed arguments; return 0."""
     if _disaggregated.wanted(args):  # disaggregated prefill and decode: its own run and output
+        check_workload_flags(args)
         return _disaggregated.run(args, build_workload=build_workload, describe=_describe,
                                   default_utilization=DEFAULT_UTILIZATION)
     _disaggregated.check_unused(args)
