@@ -192,7 +192,8 @@ def speculative_pair(args: argparse.Namespace) -> tuple[Any, Any] | None:
         ``--acceptance-rate`` (after the config's own faults:
         :meth:`roofline.speculative.SpeculativeConfig.parse`), each named by its flag, one short line.
     """
-    config, alpha = getattr(args, "speculative_config", None), getattr(args, "acceptance_rate", None)
+    config: Any = getattr(args, "speculative_config", None)
+    alpha: Any = getattr(args, "acceptance_rate", None)
     if config is None and alpha is None:
         return None
     if config is None:

@@ -242,8 +242,8 @@ max_steps, engine, enable_prefix_caching
     if not isinstance(router, str) or router not in ROUTERS:
         raise InvalidValueError("router", router, f"expected one of {', '.join(ROUTERS)}")
     if speculative is not None:
-        raise InvalidValueError("speculative", type(speculative).__name__, "speculative decoding on data-parallel replicas "
-                                "(data_parallel_size): not modelled yet; serve one engine with serve_continuous")
+        raise InvalidValueError("speculative", type(speculative).__name__, "speculative decoding on data-parallel "
+                                "replicas (data_parallel_size): not modelled yet; serve one engine (serve_continuous)")
     if isinstance(requests, ClosedLoop):
         raise InvalidValueError("requests", requests, "data-parallel replicas do not take closed-loop clients: a "
                                 "hand-back in any replica makes the next arrival, which the joint run cannot bound "
