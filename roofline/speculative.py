@@ -39,7 +39,8 @@ from .estimate import _hardware_terms, _model_terms
 from .models import ModelConfig, load_model
 
 __all__ = ["SpeculativeConfig", "SpeculativeStep", "speculative_step", "break_even_batch", "proposer_model",
-           "best_speculative_tokens", "METHODS", "HEAD_METHODS", "REFUSED_METHODS", "MAX_SPECULATIVE_TOKENS",
+           "best_speculative_tokens", "check_draft",
+           "METHODS", "HEAD_METHODS", "REFUSED_METHODS", "MAX_SPECULATIVE_TOKENS",
            "MAX_BREAK_EVEN_BATCH"]
 
 #: methods modelled: a draft model's own decode steps, n-gram lookup at no cost, the target's MTP module(s), an
@@ -127,6 +128,9 @@ class SpeculativeConfig:
                 raise InvalidValueError(f"speculative_config.{key}", value[key],
                                         f"not modelled (the fields modelled are {', '.join(_FIELDS)})")
         model = value.get("model")
+        if "model" in value and model is None and "method" not in value:
+            raise InvalidValueError("speculative_config.model", None, "expected a preset name or a config.json path "
+                                    "(or a method that needs none: ngram, mtp, deepseek_mtp)")
         method = value.get("method", "draft_model" if model is not None else None)
         if method in REFUSED_METHODS:
             raise InvalidValueError("speculative_config.method", method, "Medusa heads and MLP speculators: not "
@@ -153,7 +157,11 @@ class SpeculativeConfig:
                                     "config.json path" + (" (the head's checkpoint)" if method != "draft_model"
                                                           else ""))
         if method == "draft_model":
-            return cls("draft_model", k, load_model(model), model)
+            try:
+                return cls("draft_model", k, load_model(model), model)
+            except UnknownPresetError as err:  # the draft's name, as the config's field
+                raise UnknownPresetError(err.kind, err.name, err.known, "speculative_config.model",
+                                         hint=err.hint) from None
         try:  # an EAGLE head: its own config where the package can read one, else derived from the target
             return cls(method, k, load_model(model), model)
         except (UnknownPresetError, ConfigError, OSError):
@@ -276,6 +284,21 @@ def _check_deployment(deployment: Any) -> None:
     _check_model(deployment.model, "model")
 
 
+def check_draft(model: ModelConfig) -> None:
+    """Refuse a draft (or head) model the proposer's steps do not model, as ``speculative_config.model``.
+
+    The one rule for drafts, in ``roofline report`` (:func:`speculative_step`) and the scheduler
+    (:meth:`roofline.sim.Speculation.from_config`): sliding-window layers, a hybrid's recurrent state and
+    sparse attention are not modelled in a speculative step (docs/conventions.md, "Speculative decoding").
+
+    Raises
+    ------
+    InvalidValueError
+        Field ``speculative_config.model``, the draft's name, and what is not modelled.
+    """
+    _check_model(model, "speculative_config.model")
+
+
 def _check_model(model: ModelConfig, field: str) -> None:
     """Refuse, by name, what the verification step and the proposer's steps do not model."""
     if model.has_sliding_window:
@@ -348,7 +371,7 @@ def _price(d: Deployment, config: SpeculativeConfig, batch: Any, context: int, k
     found = proposer_model(d.model, config)
     if found is not None and k:
         model, extra = found
-        _check_model(model, "speculative_config.model")
+        check_draft(model)
         terms = _weights_terms(model.per_gpu(T), flops, batch)
         bpp = model.weight_bytes_per_parameter
         terms["weight_bytes"] = terms["weight_bytes"] + extra * (float(bpp) if isinstance(batch, np.ndarray)

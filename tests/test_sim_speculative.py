@@ -299,3 +299,103 @@ def test_closed_loop_clients_with_speculative_decoding_on_both_clocks(chunked):
     assert_same_results(event, step)
     sp = step.options["speculative"]
     assert sp["tokens"] + sum(1 + r.preemptions for r in step.requests) == sum(20 + 3 * i for i in range(9))
+
+
+# ---------------------------------------------------------------- break-it findings mended (stop 21)
+_W = ["simulate", "--policy", "continuous", "--num-prompts", "4", "--random-input-len", "64",
+      "--random-output-len", "16", "--acceptance-rate", "0.7"]
+
+
+def _spec_of(model):
+    return ["--speculative-config", f'{{"model": "{model}", "num_speculative_tokens": 4}}']
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    ([*_spec_of("llama-3.2-1b"), "--num-prefill-instances", "1", "--num-decode-instances", "1"],
+     ["--speculative-config=", "not taken by a disaggregated run"]),
+    ([*_spec_of("llama-3.2-1b"), "-pp", "2"], ["--speculative-config=", "--pipeline-parallel-size", "2 engines"]),
+    ([*_spec_of("llama-3.2-1b"), "-dp", "2"], ["--speculative-config=", "--data-parallel-size", "2 engines"]),
+    (_spec_of("gemma-3-27b"), ["speculative_config.model: speculative decoding with sliding-window layers"]),
+    (_spec_of("nemotron-h-56b"), ["speculative_config.model: speculative decoding of a hybrid model"]),
+    (_spec_of("deepseek-v3.2"), ["speculative_config.model: speculative decoding with sparse attention"]),
+    (_spec_of("mixtral-8x7b"), ["speculative_config.model: a mixture-of-experts draft in the scheduler"]),
+    ([*_spec_of("mixtral-8x7b"), "--float"], ["speculative_config.model: a mixture-of-experts draft"]),
+    (_spec_of("gpt-oss-20b"), ["speculative_config.model: speculative decoding with sliding-window layers"]),
+    (_spec_of("x"), ["speculative_config.model: unknown model 'x'"]),
+    (['--speculative-config', '{"model": null, "num_speculative_tokens": 4}'],
+     ["speculative_config.model: expected a preset name"]),
+])
+def test_simulate_refuses_drafts_and_runs_speculation_does_not_model(extra, words, capsys):
+    """Findings 1, 3, 7, 15, 17: refused in one line, exit 2, by the flag or field (no traceback, no silent drop)."""
+    status, _, err = _cli([*_W, *extra], capsys)
+    assert status == 2 and len(err.splitlines()) == 1, err
+    for word in words:
+        assert word in err, (word, err)
+
+
+def test_report_and_simulate_refuse_the_same_drafts():
+    """Finding 3: one rule for drafts, roofline.speculative.check_draft, in both the report and the scheduler."""
+    from roofline.speculative import check_draft
+
+    for name in ("gemma-3-27b", "nemotron-h-56b", "deepseek-v3.2"):
+        with pytest.raises(InvalidValueError) as checked:
+            check_draft(get_model(name))
+        with pytest.raises(InvalidValueError) as scheduler:
+            Speculation.from_config(f'{{"model": "{name}", "num_speculative_tokens": 2}}', H100, acceptance_rate=0.5)
+        assert checked.value.field == scheduler.value.field == "speculative_config.model"
+        assert checked.value.reason == scheduler.value.reason
+    check_draft(get_model("llama-3.2-1b"))  # a dense draft passes
+
+
+def test_seeded_draws_take_any_alpha():
+    """Finding 8: a denominator past int64 is drawn as floor(alpha 2^62) / 2^62: 1e-30 accepts nothing (one token a
+    step, A(d) = d), and alpha = n / 2^62 + 10^-40 (n odd, so n / 2^62 is in lowest terms) draws as n / 2^62 does."""
+    assert Speculation(4, Fraction(1, 10**30)).accepted(0, 5) == [0, 1, 2, 3, 4, 5]
+    assert Speculation(4, 1e-300).accepted(3, 2) == [0, 1, 2]
+    n = 3 * 2**60 + 1  # alpha about 3/4
+    near = Speculation(3, Fraction(n, 2**62) + Fraction(1, 10**40)).accepted(7, 400)
+    assert near == Speculation(3, Fraction(n, 2**62)).accepted(7, 400)
+    assert 400 * 2.5 < near[-1] < 400 * 2.9  # tau = (1 - (3/4)^4) / (1 / 4) = 2.734...
+
+
+@pytest.mark.parametrize(("args", "field"), [((-1, 3), "request_id"), (("a", 3), "request_id"),
+                                             ((True, 3), "request_id"), ((0, -1), "steps"), ((0, 1.5), "steps")])
+def test_accepted_refuses_bad_arguments_by_name(args, field):
+    with pytest.raises(InvalidValueError) as info:
+        Speculation(4, Fraction(7, 10)).accepted(*args)
+    assert info.value.field == field
+
+
+def test_simulate_runs_a_long_decimal_acceptance_rate_and_says_proposals_kept(capsys):
+    """Findings 8, 26: alpha = 1e-30 runs (one token a step: proposals kept 0.0%); at alpha = 1, k = 1 and O = 34
+    the 33 tokens after the first take 17 steps, the last cut to 1 token: 33 / 17 = 1.941 tokens per step and 16 of
+    17 proposals kept, 94.1%, beside "acceptance rate 1"."""
+    base = ["simulate", "--policy", "continuous", "--num-prompts", "3", "--random-input-len", "64",
+            "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 1}']
+    status, out, err = _cli([*base, "--random-output-len", "16", "--acceptance-rate", "1e-30"], capsys)
+    assert status == 0, err
+    assert "    continuous: 1.000 tokens per step (formula 1.000), proposals kept 0.0%" in out.splitlines()
+    status, out, err = _cli([*base, "--random-output-len", "34", "--acceptance-rate", "1"], capsys)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert any(line.endswith("ngram, k = 1, acceptance rate 1") for line in lines)
+    assert "    continuous: 1.941 tokens per step (formula 2.000), proposals kept 94.1%" in lines
+
+
+def test_serve_replicas_refuses_speculation_by_name():
+    """Finding 11: the keyword is taken and refused (InvalidValueError naming speculative), not a TypeError."""
+    from roofline.sim import serve_replicas
+
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=8, output_tokens=4) for i in range(4)]
+    with pytest.raises(InvalidValueError, match="data_parallel_size") as info:
+        serve_replicas(reqs, COST, data_parallel_size=2, speculative=_draft(2, Fraction(7, 10)))
+    assert info.value.field == "speculative"
+
+
+def test_alpha_zero_is_taken_in_the_api_as_the_docstring_says():
+    """Finding 27: the API takes alpha in [0, 1] (0: one token a step), as its docstring's Raises says; -0.1 refused."""
+    assert "alpha outside [0, 1]" in " ".join((Speculation.__doc__ or "").split())
+    assert Speculation(4, 0).tokens_per_step == 1 and Speculation(4, 0).accepted(0, 3) == [0, 1, 2, 3]
+    with pytest.raises(InvalidValueError) as info:
+        Speculation(4, -0.1)
+    assert info.value.field == "acceptance_rate"

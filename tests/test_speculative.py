@@ -180,7 +180,17 @@ def test_report_prints_the_speculative_section(capsys):
     (["--speculative-config", '{"method": "medusa", "model": "x", "num_speculative_tokens": 2}',
       "--acceptance-rate", "0.7"], "speculative_config.method='medusa'"),
     (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}'], "needs --acceptance-rate"),
-    (["--acceptance-rate", "0.7"], "acceptance_rate=0.7: given without --speculative-config"),
+    (["--acceptance-rate", "0.7"], "--acceptance-rate=0.7: given without --speculative-config"),
+    (["--speculative-config", '{"model": "llama-3.2-1b", "num_speculative_tokens": 4}'],
+     """--speculative-config='{"model": "llama-3.2-1b", "num_speculative_tokens": 4}': needs --acceptance-rate"""),
+    (["--speculative-config", '{"model": "llama-3.2-1b", "num_speculative_tokens": 4}', "--acceptance-rate",
+      "0.7", "-pp", "2"], "pipeline_parallel_size=2: speculative decoding through pipeline stages: not modelled"),
+    (["--speculative-config", '{"model": "nemotron-h-56b", "num_speculative_tokens": 4}', "--acceptance-rate",
+      "0.7"], "speculative_config.model='nemotron-h-56b': speculative decoding of a hybrid model"),
+    (["--speculative-config", '{"model": "x", "num_speculative_tokens": 4}', "--acceptance-rate", "0.7"],
+     "speculative_config.model: unknown model 'x'"),
+    (["--speculative-config", '{"model": null, "num_speculative_tokens": 4}', "--acceptance-rate", "0.7"],
+     "speculative_config.model=None: expected a preset name"),
     (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}', "--acceptance-rate", "1.5"],
      "--acceptance-rate='1.5': must be <= 1"),
 ])
@@ -192,6 +202,7 @@ def test_report_refuses_bad_speculative_input_in_one_line(capsys, args, message)
     assert status == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
+    assert len(err) <= 200 or "unknown model" in err, err  # no object repr (the missing rate printed 1,110)
 
 
 # ---------------------------------------------------------------- heads on the target: MTP and EAGLE

@@ -182,6 +182,31 @@ def add_speculative_options(p: argparse.ArgumentParser, *, scheduler: bool = Fal
                        help="with --acceptance-mode seeded: the seed of the accepted-token draws (default: 0)")
 
 
+def speculative_pair(args: argparse.Namespace) -> tuple[Any, Any] | None:
+    """``(--speculative-config, --acceptance-rate)`` as given, both or neither (None), for report and simulate.
+
+    Raises
+    ------
+    InvalidValueError
+        ``--acceptance-rate`` without ``--speculative-config``; ``--speculative-config`` without
+        ``--acceptance-rate`` (after the config's own faults:
+        :meth:`roofline.speculative.SpeculativeConfig.parse`), each named by its flag, one short line.
+    """
+    config: Any = getattr(args, "speculative_config", None)
+    alpha: Any = getattr(args, "acceptance_rate", None)
+    if config is None and alpha is None:
+        return None
+    if config is None:
+        shown = int(alpha) if alpha.denominator == 1 else float(alpha)
+        raise InvalidValueError("--acceptance-rate", shown, "given without --speculative-config")
+    if alpha is None:
+        from ..speculative import SpeculativeConfig
+
+        SpeculativeConfig.parse(config)  # the config's own faults first: then what it lacks
+        raise InvalidValueError("--speculative-config", config, "needs --acceptance-rate (alpha, in (0, 1])")
+    return config, alpha
+
+
 def add_expert_parallel_option(p: argparse.ArgumentParser) -> None:
     """Add ``--enable-expert-parallel`` (vLLM's flag): a MoE model's routed experts spread whole over the group."""
     p.add_argument("--enable-expert-parallel", action="store_true", dest="enable_expert_parallel",

@@ -28,7 +28,9 @@ __all__ = ["add_arguments", "wanted", "check_unused", "run"]
 _NOT_HERE = (("enable_prefix_caching", "--enable-prefix-caching"), ("out", "--out"), ("steps", "--steps"),
              ("max_concurrency", "--max-concurrency"), ("think_time", "--think-time"), ("batch_size", "--batch-size"),
              ("max_wait", "--max-wait"), ("max_prefill_tokens", "--max-prefill-tokens"), ("slo_ttft", "--slo-ttft"),
-             ("slo_tpot", "--slo-tpot"), ("slo_e2e", "--slo-e2e"))
+             ("slo_tpot", "--slo-tpot"), ("slo_e2e", "--slo-e2e"),
+             ("speculative_config", "--speculative-config"), ("acceptance_rate", "--acceptance-rate"),
+             ("acceptance_mode", "--acceptance-mode"), ("speculative_seed", "--speculative-seed"))
 #: The pools' own flags, which only a disaggregated run takes.
 _OWN = (("prefill_tensor_parallel_size", "--prefill-tensor-parallel-size"),
         ("decode_tensor_parallel_size", "--decode-tensor-parallel-size"),

@@ -53,6 +53,7 @@ from ._args import (
     int_arg,
     number_arg,
     plain,
+    speculative_pair,
 )
 
 DEFAULT_BATCHES = (1, 8, 64, 256)
@@ -305,10 +306,11 @@ def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, 
 
     if config is None:
         raise InvalidValueError("acceptance_rate", float(alpha), "given without --speculative-config")
+    given = config if not isinstance(config, sd.SpeculativeConfig) else config.model or config.method
     if not isinstance(config, sd.SpeculativeConfig):  # the config's own faults first: then what it lacks
         config = sd.SpeculativeConfig.parse(config)
     if alpha is None:
-        raise InvalidValueError("speculative_config", config, "needs --acceptance-rate (alpha, in (0, 1])")
+        raise InvalidValueError("speculative_config", given, "needs acceptance_rate (alpha, in (0, 1])")
     steps = [sd.speculative_step(bound, config, batch=b, context=context, acceptance_rate=alpha) for b in batches]
     first = steps[0]
     best = sd.best_speculative_tokens(bound, config, batch=1, context=context, acceptance_rate=alpha)
@@ -804,6 +806,7 @@ def run(args: argparse.Namespace) -> int:
         note = chosen_tensor_parallel_note(deployment)
     given = args.kv_budget_gb is not None
     context = answer_context(args)
+    speculative_pair(args)  # --speculative-config and --acceptance-rate, both or neither, named by flag
     pipe = None
     if deployment.pipeline_parallel_size > 1:  # + its own section (docs/conventions.md, "Pipeline parallelism")
         from ._pipeline_report import build_pipeline_report

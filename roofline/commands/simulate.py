@@ -112,6 +112,7 @@ from ._args import (
     int_arg,
     number_arg,
     plain,
+    speculative_pair,
 )
 
 DEFAULT_BATCH_SIZE = 8
@@ -336,7 +337,8 @@ class _Plan:
         workload = {"trace": "a trace", "open": "generated arrivals " + ("at a rate" if self.rate else "all at t = 0"),
                     "closed": "closed-loop clients"}[self.kind]
         dists = f" with {' / '.join(self.dists)} lengths" if self.dists else ""
-        return f"--policy {policy}: {', '.join(self.names)}; {workload}{dists}"
+        engines = f"; {self.replicas} engines" if self.replicas > 1 else ""
+        return f"--policy {policy}: {', '.join(self.names)}{engines}; {workload}{dists}"
 
 
 _CONTINUOUS = frozenset({"continuous", CHUNKED})
@@ -390,8 +392,8 @@ _USES += (
     ("max_num_batched_tokens", lambda p: bool(set(p.names) - {"serial"}),
      "static and continuous batching (one-by-one serving has no step budget)"),
     ("speculative_config", lambda p: set(p.names) <= _CONTINUOUS and p.replicas == 1,
-     "continuous batching on one engine only (give --policy continuous; serial and static batching and "
-     "data-parallel replicas are not modelled with speculative decoding)"),
+     "continuous batching on one engine only (--policy continuous; serial and static batching, "
+     "--data-parallel-size and --pipeline-parallel-size above 1 are not modelled with speculative decoding)"),
     ("acceptance_rate", lambda p: p.speculative is not None, "speculative decoding (--speculative-config)"),
     ("acceptance_mode", lambda p: p.speculative is not None, "speculative decoding (--speculative-config)"),
     ("speculative_seed", lambda p: p.speculative == "seeded", "seeded draws (--speculative-config, "
@@ -715,13 +717,16 @@ def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any) -> S
     """The run's speculative decoding from --speculative-config and --acceptance-rate (both or neither), or None;
     the draft runs on one GPU of the same accelerator, priced as the target is (the bound or ``estimate``;
     docs/conventions.md, "Speculative decoding in the scheduler")."""
-    config, alpha = args.speculative_config, args.acceptance_rate
-    if config is None and alpha is None:
+    try:
+        pair = speculative_pair(args)
+    except InvalidValueError as err:
+        if err.field.startswith("--"):
+            raise
+        raise InvalidValueError("--speculative-config", args.speculative_config, f"{err.field}: {err.reason}") \
+            from None
+    if pair is None:
         return None
-    if config is None:
-        raise InvalidValueError("--acceptance-rate", float(alpha), "given without --speculative-config")
-    if alpha is None:
-        raise InvalidValueError("--speculative-config", config, "needs --acceptance-rate (alpha, in (0, 1])")
+    config, alpha = pair
     try:
         return Speculation.from_config(config, accelerator, acceptance_rate=alpha, mode=args.acceptance_mode,
                                        seed=args.speculative_seed, exact=not args.float_mode, estimate=estimate)
@@ -746,7 +751,7 @@ def _speculative_lines(run: dict[str, Any]) -> list[str]:
         tokens = "-" if sp["tokens_per_step"] is None else f"{sp['tokens_per_step']:.3f}"
         share = "-" if sp["achieved_acceptance"] is None else f"{100 * sp['achieved_acceptance']:.1f}%"
         lines.append(f"  {label}: {tokens} tokens per step (formula {sp['expected_tokens_per_step']:.3f}), "
-                     f"acceptance {share}")
+                     f"proposals kept {share}")
         s, q = r.summary, p.summary
         tpot = _ratio(q.tpot and q.tpot.p50, s.tpot and s.tpot.p50)
         rate = _ratio(s.output_tokens_per_s, q.output_tokens_per_s)

@@ -174,6 +174,7 @@ def serve_replicas(
     engine: str = "auto",
     enable_prefix_caching: bool = False,
     kv_transferred: bool = False,
+    speculative: Any = None,
 ) -> ReplicaResult:
     """Serve a workload on D data-parallel replicas behind a router, each batching continuously.
 
@@ -212,6 +213,9 @@ max_steps, engine, enable_prefix_caching
         As :func:`~roofline.sim.serve_continuous`: the requests arrive with their KV computed (a disaggregated
         decode pool, :func:`~roofline.sim.serve_disaggregated`) and decode from the step boundary that admits
         them; only with ``prefill="separate"``, no prefix caching, every request of O >= 2.
+    speculative : None
+        Speculative decoding across replicas is not modelled yet: a :class:`~roofline.sim.Speculation` is
+        refused by name (field ``speculative``); serve one engine with :func:`~roofline.sim.serve_continuous`.
 
     Returns
     -------
@@ -237,6 +241,9 @@ max_steps, engine, enable_prefix_caching
     """
     if not isinstance(router, str) or router not in ROUTERS:
         raise InvalidValueError("router", router, f"expected one of {', '.join(ROUTERS)}")
+    if speculative is not None:
+        raise InvalidValueError("speculative", type(speculative).__name__, "speculative decoding on data-parallel "
+                                "replicas (data_parallel_size): not modelled yet; serve one engine (serve_continuous)")
     if isinstance(requests, ClosedLoop):
         raise InvalidValueError("requests", requests, "data-parallel replicas do not take closed-loop clients: a "
                                 "hand-back in any replica makes the next arrival, which the joint run cannot bound "

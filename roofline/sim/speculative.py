@@ -33,6 +33,8 @@ __all__ = ["Speculation", "ACCEPTANCE_MODES"]
 ACCEPTANCE_MODES = ("seeded", "expectation")
 #: the most proposed tokens per step modelled (as :data:`roofline.speculative.MAX_SPECULATIVE_TOKENS`)
 _MAX_K = 64
+#: the largest denominator a seeded draw uses as it is (numpy's int64 draws); a larger one is rounded to 2^-62
+_DRAW_SCALE = 2**62
 
 
 def _alpha(value: Any) -> Fraction:
@@ -70,7 +72,8 @@ class Speculation:
     Raises
     ------
     InvalidValueError
-        Each bad field named: k not an integer in 1 .. 64, alpha outside (0, 1], an unknown mode,
+        Each bad field named: k not an integer in 1 .. 64, alpha outside [0, 1] (0 is taken here, the
+        limit of every proposal rejected; the command line's ``--acceptance-rate`` is in (0, 1]), an unknown mode,
         a negative or non-integer seed, a proposer that is not a cost model.
 
     Examples
@@ -128,9 +131,13 @@ class Speculation:
         ------
         InvalidValueError
             As :meth:`roofline.speculative.SpeculativeConfig.parse` and the class; a head on the target
-            (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``): not modelled in the scheduler yet, refused by name.
+            (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``): not modelled in the scheduler yet, refused by name;
+            a draft the speculative step does not model (sliding windows, recurrent state, sparse attention:
+            :func:`roofline.speculative.check_draft`, the rule ``roofline report`` applies) or a MoE draft
+            (its experts touched per proposal step are not on the scheduler's clock), each as
+            ``speculative_config.model``.
         """
-        from ..speculative import HEAD_METHODS, SpeculativeConfig
+        from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft
 
         if not isinstance(config, SpeculativeConfig):
             config = SpeculativeConfig.parse(config)
@@ -139,6 +146,10 @@ class Speculation:
                                     "in the scheduler: not modelled yet (roofline report prices one step of it)")
         proposer = None
         if config.draft is not None:
+            check_draft(config.draft)
+            if config.draft.is_moe:
+                raise InvalidValueError("speculative_config.model", config.draft.name, "a mixture-of-experts draft "
+                                        "in the scheduler: not modelled yet (roofline report prices its steps)")
             proposer = RooflineCostModel.for_model(config.draft, accelerator, exact=exact, estimate=estimate)
         return cls(config.num_speculative_tokens, acceptance_rate, proposer, mode, seed, config.method,
                    None if config.draft is None else config.draft.name)
@@ -152,7 +163,21 @@ class Speculation:
 
     def accepted(self, request_id: int, steps: int) -> list[int]:
         """A_i(0 .. steps): the tokens request ``request_id``'s first d decode steps make, before the cut at its
-        output length [tokens]; A(0) = 0, each step adding 1 .. k + 1."""
+        output length [tokens]; A(0) = 0, each step adding 1 .. k + 1.
+
+        ``request_id`` and ``steps`` are integers >= 0. A seeded draw accepts a proposal when a uniform integer
+        below alpha's denominator is below its numerator (exactly alpha); an alpha whose denominator exceeds
+        2^62 (a long decimal such as 0.12345678901234567890123, or 1e-30) is drawn as floor(alpha 2^62) / 2^62,
+        within 2^-62 of it (docs/conventions.md, "Speculative decoding in the scheduler").
+
+        Raises
+        ------
+        InvalidValueError
+            ``request_id`` or ``steps`` not an integer >= 0, named.
+        """
+        check_int("request_id", request_id, minimum=0)
+        check_int("steps", steps, minimum=0)
+        request_id, steps = int(request_id), int(steps)
         k = self.num_speculative_tokens
         if self.mode == "expectation":
             tau = self.tokens_per_step
@@ -162,7 +187,10 @@ class Speculation:
         if alpha == 1:
             made = np.full(steps, k + 1, dtype=np.int64)
         else:
-            accept = rng.integers(0, alpha.denominator, size=(steps, k), dtype=np.int64) < alpha.numerator
+            below, scale = alpha.numerator, alpha.denominator
+            if scale > _DRAW_SCALE:  # past int64's draws: alpha to 2^-62, rounded down
+                below, scale = alpha.numerator * _DRAW_SCALE // alpha.denominator, _DRAW_SCALE
+            accept = rng.integers(0, scale, size=(steps, k), dtype=np.int64) < below
             made = 1 + np.cumprod(accept, axis=1).sum(axis=1)
         return [0, *np.cumsum(made).tolist()]
 
