@@ -667,3 +667,19 @@ def test_csv_and_plot_rewrite_their_own_files_and_no_warning_when_nothing_meets(
     assert "  workload: trace azure_llm_2023_conv.csv.gz; 5 requests at 1x their rate\n" in out
     assert " cost GPUs " in out and "cost: GPUs (no --price)" in out
     assert max(map(len, out.splitlines())) <= 100
+
+
+def test_a_large_max_rate_keeps_its_column_and_a_price_says_dollars(capsys: pytest.CaptureFixture) -> None:
+    """Finding 33: a max req/s above 100,000 in 3 significant digits, the status column kept; with --price the
+    cost column is ``cost $/hour``. The workload line names the generator."""
+    argv = ["plan", "--model", "llama-3.2-1b", "--num-prompts", "20", "--random-input-len", "128",
+            "--random-output-len", "32", "--request-rate", "1e5", "--slo-e2e", "100000", "--tensor-parallel-size", "1",
+            "--max-num-batched-tokens", "2048", "--search-rate", "--price", "h100-sxm=2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    head = next(x for x in out.splitlines() if x.lstrip().startswith("#"))
+    row = next(x for x in out.splitlines() if x.lstrip().startswith("1  "))
+    assert " cost $/hour " in head and "$2.00" in row and row.endswith("  meets")
+    rate = row.split()[-2]
+    assert "e+" in rate and len(rate) <= 9
+    assert "workload: generated (poisson at 100000.0/s; prompts fixed 128, outputs fixed 32; seed 0)" in out
