@@ -974,7 +974,11 @@ def plan(
     InvalidValueError
         Naming the field: an unknown axis (``axes``), an axis left empty (its flag), no SLO or one <= 0,
         a percentile outside (0, 100], a price <= 0 or for an accelerator not searched or missing for one
-        searched (``--price``), no requests, a bad ``cluster``, ``out`` holding another search's results.
+        searched (``--price``), no requests, a bad ``cluster`` (a ``tcp://`` port outside 1..65535, checked before
+        any work; an address refusing the connection, after one TCP try of :data:`CONNECT_TIMEOUT_S`), ``out``
+        holding another search's results; an axis value not of its type (:func:`axis_value`, naming the axis);
+        an SLO or percentile that is not a real number (a bool, a string); ``rate_scale`` outside
+        [MIN_SCALE, MAX_SCALE] with ``search_rate``.
     """
     from .models import ModelConfig
 
