@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from ._checks import check_nonnegative, check_scalar
+from ._checks import check_count, check_nonnegative, check_positive, check_scalar
 from .errors import InvalidValueError, RooflineError
 
 __all__ = ["AXES", "Axis", "PlanResult", "plan", "evaluate", "prune", "interpolated_percentile", "percentile_exceeds",
@@ -79,6 +79,11 @@ def _split(flag: str) -> Callable[[str], str]:
             return "off"
         a, sep, b = key.partition(":")
         if sep and a.isdigit() and b.isdigit() and int(a) >= 1 and int(b) >= 1:
+            from .sim.replicas import MAX_REPLICAS  # each instance is simulated, as a replica is
+
+            if max(int(a), int(b)) > MAX_REPLICAS:
+                raise InvalidValueError(flag, text, f"more than {MAX_REPLICAS:,} instances in a pool are not "
+                                        "modelled (each is simulated)")
             return f"{int(a)}:{int(b)}"
         raise InvalidValueError(flag, text, "expected NP:ND (prefill and decode instances, each >= 1) or off")
     return parse
@@ -292,7 +297,11 @@ class _Setup:
 
 def _not_modelled(deployment: Any, serve: dict[str, Any], split: str) -> str | None:
     """Why the package cannot serve the combination (docs/conventions.md, "Deployment search"), or None."""
+    from .sim.replicas import MAX_REPLICAS
+
     P, D = deployment.pipeline_parallel_size, deployment.parallelism.data
+    if D > MAX_REPLICAS:
+        return f"data_parallel_size={D}: more than {MAX_REPLICAS:,} replicas are not modelled (each is simulated)"
     if P > 1 and D > 1:
         return "pipeline stages beside data-parallel replicas are not modelled (roofline simulate refuses them)"
     if split != "off" and (P > 1 or D > 1):
@@ -308,6 +317,9 @@ def _setup(context: Context, config: dict[str, Any]) -> _Setup | tuple[str, str]
     from .estimate import kv_budget_for
     from .sim import KVPool, Pool, RooflineCostModel, TransferLink
 
+    P, L = config["pipeline_parallel_size"], context.model.num_hidden_layers
+    if P > L:  # vLLM refuses it too: a stage holds >= 1 layer
+        return ("skip", f"pipeline_parallel_size={P}: more stages than the model's {L} layers is not modelled")
     try:
         deployment, serve, split = _build(context, config)
         why = _not_modelled(deployment, serve, split)
@@ -602,6 +614,36 @@ _DASK_WORKER_SETTINGS = {"distributed.worker.profile.enabled": False, "distribut
                          "distributed.worker.profile.cycle": "100s"}
 
 
+#: [s] how long the first TCP connection to a ``tcp://`` scheduler may take before it is refused
+CONNECT_TIMEOUT_S = 5
+
+
+def _cluster_address(cluster: Any) -> tuple[str, int]:
+    """(host, port) of a ``tcp://HOST:PORT`` cluster, ("", 0) for ``local:N``, checked before any work.
+
+    Raises
+    ------
+    InvalidValueError
+        Field ``cluster``: not a string, neither form, no host, a port missing or outside 1..65535.
+    """
+    from urllib.parse import urlsplit
+
+    if not isinstance(cluster, str):
+        raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT or local:N")
+    if cluster.startswith("local:"):
+        return "", 0
+    if not cluster.startswith("tcp://"):
+        raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT or local:N")
+    parts = urlsplit(cluster)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is None or not 1 <= port <= 65535 or not parts.hostname:
+        raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT with a port in 1..65535")
+    return parts.hostname, port
+
+
 def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> Iterable[dict[str, Any]]:
     try:
         from distributed import Client, LocalCluster, as_completed
@@ -627,6 +669,13 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
             local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
         client = Client(local)
     elif cluster.startswith("tcp://"):
+        host, port = _cluster_address(cluster)
+        import socket
+
+        try:  # a refused or unknown address answers at once; Client would retry it for its whole timeout
+            socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+        except OSError as exc:
+            raise InvalidValueError("cluster", cluster, f"cannot connect: {exc}") from None
         try:
             client = Client(cluster, timeout=30)
         except OSError as exc:
@@ -775,6 +824,33 @@ def _hf_name(model: Any) -> str:
     return str(ids[0]) if ids else str(model.name)
 
 
+def axis_value(axis: Axis, value: Any) -> Any:
+    """An API value of ``axis`` checked and normalised, of the type its defaults have: an integer >= 1
+    (Python or numpy, not bool) for the sizes and budgets, a bool for the on/off axes, a string for the rest
+    (parsed as its flag's text: ``"OFF"`` is ``"off"``).
+
+    Raises
+    ------
+    InvalidValueError
+        Naming the axis (``pipeline_parallel_size``) and the value as given: ``"2"``, ``2.0``, ``None``,
+        ``True`` for a size; ``(1, 1)`` for ``prefill_decode``.
+    """
+    kind = type(axis.default[0])
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise InvalidValueError(axis.name, value, "expected True or False")
+        return value
+    if kind is int:
+        check_count(axis.name, value, minimum=1)
+        return int(value)
+    if not isinstance(value, str):
+        raise InvalidValueError(axis.name, value, "expected a string (as its flag takes)")
+    try:
+        return axis.parse(value)
+    except InvalidValueError as err:
+        raise InvalidValueError(axis.name, value, err.reason) from None
+
+
 def _grid(axes: Mapping[str, Sequence[Any]] | None, prices: Mapping[str, Any]) -> list[dict[str, Any]]:
     given = dict(axes or {})
     for name in given:
@@ -785,7 +861,7 @@ def _grid(axes: Mapping[str, Sequence[Any]] | None, prices: Mapping[str, Any]) -
         v = given.get(a.name)
         if v is None and a.name == "accelerator" and prices:
             v = sorted(prices)
-        v = a.default if v is None else tuple(dict.fromkeys(v))
+        v = a.default if v is None else tuple(dict.fromkeys(axis_value(a, x) for x in v))
         if not v:
             raise InvalidValueError(a.flag, list(v), "no values left to search (an empty grid)")
         values[a.name] = v
@@ -898,7 +974,11 @@ def plan(
     InvalidValueError
         Naming the field: an unknown axis (``axes``), an axis left empty (its flag), no SLO or one <= 0,
         a percentile outside (0, 100], a price <= 0 or for an accelerator not searched or missing for one
-        searched (``--price``), no requests, a bad ``cluster``, ``out`` holding another search's results.
+        searched (``--price``), no requests, a bad ``cluster`` (a ``tcp://`` port outside 1..65535, checked before
+        any work; an address refusing the connection, after one TCP try of :data:`CONNECT_TIMEOUT_S`), ``out``
+        holding another search's results; an axis value not of its type (:func:`axis_value`, naming the axis);
+        an SLO or percentile that is not a real number (a bool, a string); ``rate_scale`` outside
+        [MIN_SCALE, MAX_SCALE] with ``search_rate``.
     """
     from .models import ModelConfig
 
@@ -913,22 +993,32 @@ def plan(
     for name, v in limits.items():
         if v is not None:
             check_scalar(name, v)
-            if not v > 0:
-                raise InvalidValueError(name, v, "must be > 0")
-    if isinstance(percentile, bool) or not isinstance(percentile, (int, Fraction, float)) or not 0 < percentile <= 100:
+            check_positive(name, v)  # a bool or a string is not a number of seconds
+    check_scalar("slo_percentile", percentile)
+    check_positive("slo_percentile", percentile)
+    if not percentile <= 100:
         raise InvalidValueError("slo_percentile", percentile, "must be in (0, 100]")
     for name, v in (("rate_scale", rate_scale), ("rate_tolerance", rate_tolerance)):
         check_nonnegative(name, v)
         if not v > 0:
             raise InvalidValueError(name, v, "must be > 0")
+    from .errors import UnknownPresetError
     from .hardware import get_accelerator
 
-    prices = {get_accelerator(acc).key: p for acc, p in (prices or {}).items()}
+    try:
+        prices = {get_accelerator(acc).key: p for acc, p in (prices or {}).items()}
+    except UnknownPresetError as err:  # the accelerator a price names
+        raise UnknownPresetError(err.kind, err.name, err.known, field="--price") from None
     for acc, p in prices.items():
         if isinstance(p, bool) or not isinstance(p, (int, float, Fraction)) or not p > 0:
             raise InvalidValueError("--price", f"{acc}={p}", "a price must be a number > 0 (USD per GPU-hour)")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise InvalidValueError("jobs", jobs, "expected an integer >= 1")
+    if search_rate and not MIN_SCALE <= rate_scale <= MAX_SCALE:
+        raise InvalidValueError("rate_scale", rate_scale, f"the rate search covers {MIN_SCALE} to {MAX_SCALE} x the "
+                                "workload's own rate: give a --rate-scale inside it")
+    if cluster is not None:
+        _cluster_address(cluster)
     configs = _grid(axes, prices)
     context = Context(model, requests, _frac(slo_ttft_s), _frac(slo_tpot_s), _frac(slo_e2e_s), Fraction(percentile),
                       flops, estimate, Fraction(utilization), block_size, bool(search_rate), Fraction(rate_scale),

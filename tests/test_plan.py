@@ -516,3 +516,170 @@ def test_out_never_overwrites_an_input(tmp_path: Path, capsys: pytest.CaptureFix
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,20,5\n")
     assert main(["plan", "--trace", str(trace), "--slo-ttft", "100", "--out", str(trace)]) == 2
     assert "--out" in capsys.readouterr().err and trace.read_text().startswith("arrival_s")
+
+
+# --------------------------------------------------------------------------- break-it findings mended (stop 21)
+
+
+@pytest.mark.parametrize(("axis", "value", "reason"), [
+    ("pipeline_parallel_size", "2", "expected an integer"),
+    ("pipeline_parallel_size", 0, "must be >= 1"),
+    ("pipeline_parallel_size", 2.0, "expected an integer"),
+    ("pipeline_parallel_size", None, "expected an integer"),
+    ("data_parallel_size", True, "expected an integer"),
+    ("prefill_decode", (1, 1), "expected a string"),
+    ("prefill_decode", None, "expected a string"),
+    ("prefill_decode", "1:0", "expected NP:ND"),
+    ("chunked_prefill", "on", "expected True or False"),
+])
+def test_api_axis_values_are_refused_up_front_by_axis(axis: str, value: Any, reason: str) -> None:
+    """Findings 4, 10: refused before any configuration is built, naming the axis and the value as given."""
+    with pytest.raises(InvalidValueError, match=reason) as exc:
+        plan(MODEL, REQUESTS[:5], slo_tpot_s=Fraction(1, 20), axes={axis: [value]})
+    assert exc.value.field == axis and exc.value.value is value
+
+
+def test_api_axis_values_normalised_as_the_flag_reads_them() -> None:
+    """``"OFF"`` is the CLI's off; a numpy integer is an integer (finding 10)."""
+    axes = {"prefill_decode": ["OFF"], "pipeline_parallel_size": [np.int64(1)], "tensor_parallel_size": [1],
+            "max_num_batched_tokens": [2048]}
+    r = plan(MODEL, REQUESTS[:5], slo_tpot_s=1, axes=axes)
+    assert [x["key"] for x in r.records] == ["h100-sxm/tp1/pp1/dp1/colocated/noep/seqs256/mbt2048/chunked/"
+                                             "noprefix/kvauto/reserve"]
+
+
+@pytest.mark.parametrize(("field", "value"), [("slo_tpot_s", True), ("slo_tpot_s", "0.05"),
+                                              ("percentile", True), ("percentile", "99")])
+def test_api_slo_not_a_number_refused(field: str, value: Any) -> None:
+    """Findings 6, 10: a bool is not a number of seconds; a string is refused by roofline.errors."""
+    kwargs: dict[str, Any] = {"slo_tpot_s": Fraction(1, 20), field: value}
+    with pytest.raises(InvalidValueError, match="expected a real number"):
+        plan(MODEL, REQUESTS[:5], axes={"tensor_parallel_size": [1]}, **kwargs)
+
+
+def test_api_numpy_percentile_taken() -> None:
+    """Finding 23: percentile=np.int64(99) is 99."""
+    axes = {"tensor_parallel_size": [1], "max_num_batched_tokens": [2048]}
+    a = plan(MODEL, REQUESTS[:5], slo_tpot_s=1, percentile=np.int64(99), axes=axes)
+    assert a.context.percentile == 99 and a.winner is not None
+
+
+def test_more_stages_than_layers_is_skipped_not_pruned() -> None:
+    """Finding 30: P = 33 on a 32-layer model is not modelled (vLLM refuses it too), not "pruned (fit)"."""
+    r = plan(MODEL, REQUESTS[:5], slo_tpot_s=1, axes={"tensor_parallel_size": [1], "max_num_batched_tokens": [2048],
+                                                      "pipeline_parallel_size": [33]})
+    (rec,) = r.records
+    assert MODEL.num_hidden_layers == 32
+    assert rec["status"] == "skipped" and rec.get("rule") is None
+    assert rec["reason"] == "pipeline_parallel_size=33: more stages than the model's 32 layers is not modelled"
+    assert r.skipped == 1 and sum(r.pruned.values()) == 0
+
+
+def test_more_replicas_than_modelled_are_skipped_and_a_huge_split_refused_by_its_flag(
+        capsys: pytest.CaptureFixture) -> None:
+    """Finding 20: --prefill-decode 100000:100000 names --prefill-decode; -dp 5000 is skipped by name."""
+    assert _status(["plan", "--limit", "5", "--slo-tpot", "50", "--prefill-decode", "100000:100000"]) == 2
+    err = capsys.readouterr().err
+    assert "--prefill-decode='100000:100000': more than 4,096 instances in a pool are not modelled" in err
+    assert err.count("\n") == 1
+    r = plan(MODEL, REQUESTS[:5], slo_tpot_s=1, axes={"tensor_parallel_size": [1], "max_num_batched_tokens": [2048],
+                                                      "data_parallel_size": [5000]})
+    assert r.records[0]["status"] == "skipped" and "more than 4,096 replicas" in r.records[0]["reason"]
+
+
+_W = ["plan", "--limit", "5", "--slo-tpot", "50", "--tensor-parallel-size", "1", "--max-num-batched-tokens", "2048"]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--rate-tolerance", "0.1"], "--rate-tolerance=0.1: applies to the rate search (--search-rate)"),
+    (["-j", "2", "--cluster", "local:1"], "-j=2: applies to local worker processes (without --cluster)"),
+    (["--cluster", "tcp://nohost:99999"], "--cluster='tcp://nohost:99999': expected tcp://HOST:PORT with a port"),
+    (["--price", "foo=1"], "--price: unknown accelerator 'foo'"),
+    (["--search-rate", "--rate-scale", "1e15"], "--rate-scale=1000000000000000: the rate search covers 1/64 to 64"),
+])
+def test_flags_refused_by_name_before_the_search(extra: list[str], message: str, capsys: pytest.CaptureFixture,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Findings 12, 13, 14, 21, 33: one line, exit 2, the flag as typed and its value; nothing evaluated."""
+    monkeypatch.setattr(P, "evaluate", lambda *a: pytest.fail("the search ran"))
+    assert _status([*_W, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_refused_connection_is_reported_at_once(capsys: pytest.CaptureFixture) -> None:
+    """Finding 12: nothing listens on port 1: refused in well under Dask's 30 s connect timeout."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port bound and not listening: connecting is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        t0 = time.monotonic()
+        assert _status([*_W, "--cluster", f"tcp://127.0.0.1:{port}"]) == 2
+        assert time.monotonic() - t0 < 10
+    assert "cannot connect:" in capsys.readouterr().err
+
+
+def test_no_slo_message_names_the_three_flags(capsys: pytest.CaptureFixture) -> None:
+    """Finding 21: no ``--slo-ttft=None``."""
+    assert _status(["plan", "--limit", "5"]) == 2
+    assert capsys.readouterr().err == ("roofline plan: error: no SLO given: give at least one of --slo-ttft, "
+                                       "--slo-tpot, --slo-e2e (ms)\n")
+
+
+def test_outputs_checked_before_the_search(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Findings 9, 22, 29: a plot format matplotlib cannot write, a missing folder, an unrelated file in the way:
+    refused by flag and path before anything is evaluated, and the file left as it was."""
+    monkeypatch.setattr(P, "evaluate", lambda *a: pytest.fail("the search ran"))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    png = tmp_path / "old.png"
+    png.write_text("not a png\n")
+    cases = [(["--plot", str(notes)], f"--plot='{notes}': format 'txt' is not one matplotlib writes"),
+             (["--csv", str(notes)], f"--csv='{notes}': exists and is not a plan's CSV"),
+             (["--plot", str(png)], f"--plot='{png}': exists and is not a png plot"),
+             (["--csv", str(tmp_path / "no" / "x.csv")], f"the folder {tmp_path / 'no'} does not exist"),
+             (["--out", str(tmp_path / "no" / "x.jsonl")], f"--out='{tmp_path / 'no' / 'x.jsonl'}': the folder"),
+             (["--plot", str(tmp_path)], "is a folder")]
+    for extra, message in cases:
+        assert _status([*_W, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, (extra, err)
+    assert notes.read_text() == "my notes\n" and png.read_text() == "not a png\n"
+
+
+def test_csv_and_plot_rewrite_their_own_files_and_no_warning_when_nothing_meets(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A plan's own CSV and PNG are rewritten; nothing meeting the SLO draws no legend and warns nothing
+    (finding 28); the header names the workload and the cost column's unit."""
+    import warnings
+
+    csv_path, png = tmp_path / "r.csv", tmp_path / "f.png"
+    assert main([*_W, "--csv", str(csv_path), "--plot", str(png)]) == 0
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main([*_W, "--slo-tpot", "1e-9", "--csv", str(csv_path), "--plot", str(png)]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and png.read_bytes()[:4] == b"\x89PNG"
+    assert csv_path.read_text().splitlines()[0].startswith("rank,key,accelerator,")
+    assert "  workload: trace azure_llm_2023_conv.csv.gz; 5 requests at 1x their rate\n" in out
+    assert " cost GPUs " in out and "cost: GPUs (no --price)" in out
+    assert max(map(len, out.splitlines())) <= 100
+
+
+def test_a_large_max_rate_keeps_its_column_and_a_price_says_dollars(capsys: pytest.CaptureFixture) -> None:
+    """Finding 33: a max req/s above 100,000 in 3 significant digits, the status column kept; with --price the
+    cost column is ``cost $/hour``. The workload line names the generator."""
+    argv = ["plan", "--model", "llama-3.2-1b", "--num-prompts", "20", "--random-input-len", "128",
+            "--random-output-len", "32", "--request-rate", "1e5", "--slo-e2e", "100000", "--tensor-parallel-size", "1",
+            "--max-num-batched-tokens", "2048", "--search-rate", "--price", "h100-sxm=2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    head = next(x for x in out.splitlines() if x.lstrip().startswith("#"))
+    row = next(x for x in out.splitlines() if x.lstrip().startswith("1  "))
+    assert " cost $/hour " in head and "$2.00" in row and row.endswith("  meets")
+    rate = row.split()[-2]
+    assert "e+" in rate and len(rate) <= 9
+    assert "workload: generated (poisson at 100000.0/s; prompts fixed 128, outputs fixed 32; seed 0)" in out

@@ -43,11 +43,11 @@ from fractions import Fraction
 from typing import Any
 
 from .._io import atomic_write, check_outputs, output_path
-from ..errors import InvalidValueError
+from ..errors import InvalidValueError, RooflineError
 from ..plan import AXES, RULES, PlanResult, plan
 from ..sim import SHIPPED_TRACES
 from ._args import add_estimate_option, add_flops_option, by_flag, int_arg, number_arg, plain
-from .simulate import _DESTS, _given, add_workload_options, build_workload
+from .simulate import _DESTS, _describe, _given, _given_value, add_workload_options, build_workload
 
 
 def _price(text: str) -> tuple[str, Fraction]:
@@ -127,6 +127,57 @@ def _inputs(args: argparse.Namespace) -> list[str | None]:
     return inputs
 
 
+#: Flags a run reads only with another (dest, does this run use it, what it applies to): given without it, a
+#: flag is refused by name rather than ignored (as roofline simulate's table does for its flags).
+_USES: tuple[tuple[str, Any, str], ...] = (
+    ("rate_tolerance", lambda a: a.search_rate, "the rate search (--search-rate)"),
+    ("jobs", lambda a: a.cluster is None, "local worker processes (without --cluster)"),
+)
+
+#: The first bytes of a plot file of each format: an existing --plot file is overwritten only when it is one.
+_PLOT_MAGIC = {"png": (b"\x89PNG",), "pdf": (b"%PDF",), "svg": (b"<?xml", b"<svg"), "eps": (b"%!PS",),
+               "ps": (b"%!PS",), "jpg": (b"\xff\xd8",), "jpeg": (b"\xff\xd8",)}
+
+
+def _plot_format(path: str) -> str:
+    return os.path.splitext(path)[1].lstrip(".").lower() or "png"
+
+
+def _check_writable(flag: str, path: str) -> None:
+    """Refuse, before the search, an output whose folder is missing, that is a folder, or that is a file of
+    something else: --out and --csv only over a plan's own file, --plot only over a plot of its format."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InvalidValueError(flag, path, f"the folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise InvalidValueError(flag, path, "is a folder; name a file")
+    if flag == "--out" or not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return  # --out: plan() reads it back and refuses one that is not a plan's results
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if flag == "--csv":
+        ok = head.split(b"\n", 1)[0].rstrip(b"\r") == ",".join(CSV_FIELDS).encode()
+    else:
+        ok = head.startswith(_PLOT_MAGIC.get(_plot_format(path), ()))
+    if not ok:
+        what = "a plan's CSV (line 1 differs)" if flag == "--csv" else f"a {_plot_format(path)} plot"
+        raise InvalidValueError(flag, path, f"exists and is not {what}: give another file")
+
+
+def _check_plot(path: str) -> None:
+    """Refuse --plot before the search: matplotlib missing, or a format it cannot write."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise InvalidValueError("--plot", path, "needs matplotlib: pip install 'roofline[plot]'")
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    if _plot_format(path) not in formats:
+        raise InvalidValueError("--plot", path, f"format {_plot_format(path)!r} is not one matplotlib writes; "
+                                f"known: {', '.join(sorted(formats))}")
+
+
 def run_plan(args: argparse.Namespace) -> PlanResult:
     """The search the parsed flags ask for.
 
@@ -140,24 +191,28 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
     if getattr(args, "max_concurrency", None) is not None:
         raise InvalidValueError("--max-concurrency", args.max_concurrency, "closed-loop clients have no rate to "
                                 "search; give a trace or --num-prompts with --request-rate")
+    given = getattr(args, "given_flags", {})
+    for dest, uses, what in _USES:
+        if dest in given and not uses(args):
+            raise InvalidValueError(given[dest], _given_value(args, dest),
+                                    f"applies to {what}, which this run does not include")
+    if args.plot is not None:
+        _check_plot(args.plot)
     outputs = [x for x in (args.out, args.csv, args.plot) if x is not None]
     for flag, value in (("--out", args.out), ("--csv", args.csv), ("--plot", args.plot)):
         if value is not None:
             check_outputs(flag, [output_path(flag, value)], _inputs(args))
+            _check_writable(flag, value)
     if len(set(map(os.path.abspath, outputs))) < len(outputs):
         raise InvalidValueError("--out", args.out, "--out, --csv and --plot must name different files")
-    if args.plot is not None:
-        import importlib.util
-
-        if importlib.util.find_spec("matplotlib") is None:
-            raise InvalidValueError("--plot", args.plot, "needs matplotlib: pip install 'roofline[plot]'")
     model = by_flag("--model", load_model, args.model)
     if args.weight_dtype is not None:
         model = model.with_dtypes(weight_dtype=args.weight_dtype)
     from ..deployment import profile
 
     estimate = by_flag("--estimate", profile, args.estimate)
-    requests, _ = build_workload(args)
+    requests, described = build_workload(args)
+    args.workload_text = ("trace " if described["kind"] == "trace" else "") + _describe(described)
     if args.request_rate is None and args.num_prompts is not None and (args.search_rate or args.rate_scale != 1):
         raise InvalidValueError("--request-rate", "inf", "every request arrives at t = 0: there is no rate to "
                                 "scale; give --request-rate")
@@ -168,7 +223,7 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
     slo = {k: None if getattr(args, k) is None else getattr(args, k) / 1000
            for k in ("slo_ttft", "slo_tpot", "slo_e2e")}
     if all(v is None for v in slo.values()):
-        raise InvalidValueError("--slo-ttft", None, "give at least one of --slo-ttft, --slo-tpot, --slo-e2e")
+        raise RooflineError("no SLO given: give at least one of --slo-ttft, --slo-tpot, --slo-e2e (ms)")
     if args.slo_percentile > 100:
         raise InvalidValueError("--slo-percentile", float(args.slo_percentile), "must be <= 100")
     bar = _Progress()
@@ -179,8 +234,10 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
                       search_rate=args.search_rate, rate_scale=args.rate_scale, rate_tolerance=args.rate_tolerance,
                       jobs=args.jobs, cluster=args.cluster, out=args.out, progress=bar)
     except InvalidValueError as err:
-        named = {"cluster": "--cluster", "out": "--out"}.get(err.field)
-        raise err if named is None else InvalidValueError(named, err.value, err.reason) from None
+        named = {"cluster": "--cluster", "out": "--out", "rate_scale": "--rate-scale"}.get(err.field)
+        if named is None:
+            raise
+        raise InvalidValueError(named, _given_value(args, err.field), err.reason) from None
     finally:
         bar.close()
     return result
@@ -227,8 +284,10 @@ def _short(key: str) -> str:
     return key.removesuffix("/reserve")
 
 
-def format_table(result: PlanResult, top: int) -> str:
-    """The answer as text (<= 100 columns): counts, ranked rows, the front, the winner's vllm serve line."""
+def format_table(result: PlanResult, top: int, workload: str | None = None) -> str:
+    """The answer as text (<= 100 columns): the workload (``workload``: its name or generator, as roofline
+    simulate prints it), counts, ranked rows, the front, the winner's vllm serve line. The cost column is
+    USD per hour with prices, else the GPUs counted (its header says which)."""
     c = result.context
     q = f"p{float(c.percentile):g}"
     limits = ", ".join(f"{n} {q} <= {float(v) * 1e3:g} ms" for n, v in (("TTFT", c.ttft_s), ("TPOT", c.tpot_s),
@@ -236,8 +295,9 @@ def format_table(result: PlanResult, top: int) -> str:
     rules = ", ".join(f"{k} {v}" for k, v in result.pruned.items() if v)
     n = len(result.records)
     pruned = sum(result.pruned.values())
-    lines = [f"roofline plan: {c.model.name}, {len(c.requests):,} requests at {float(c.rate_scale):g}x their rate; "
-             f"SLO {limits}, every request served",
+    lines = [f"roofline plan: {c.model.name}; SLO {limits}, every request served",
+             f"  workload: {workload or 'the requests given'}; {len(c.requests):,} requests at "
+             f"{float(c.rate_scale):g}x their rate",
              f"  {n} configurations: {pruned} pruned by the "
              f"{'bound' if c.estimate is None else 'estimate'} ({rules or 'none'}), {result.simulated} simulated"
              + (f", {result.skipped} skipped (not modelled)" if result.skipped else "")
@@ -247,7 +307,9 @@ def format_table(result: PlanResult, top: int) -> str:
              ""]
     shown = [r for r in result.records if r["status"] != "skipped"][:top]  # skipped: counted above, in --json
     width = max([13, *(len(_short(r["key"])) for r in shown)])
-    head = f"{'#':>3}  {'configuration':<{width}} {'GPUs':>4} {'cost':>7} {'TTFT':>8} {'TPOT':>7} {'tok/s/GPU':>9}"
+    unit = "$/hour" if result.prices else "GPUs"
+    head = (f"{'#':>3}  {'configuration':<{width}} {'GPUs':>4} {'cost ' + unit:>11} {'TTFT':>8} {'TPOT':>7} "
+            f"{'tok/s/GPU':>9}")
     if c.search_rate:
         head += f" {'max req/s':>9}"
     lines.append(head)
@@ -257,11 +319,11 @@ def format_table(result: PlanResult, top: int) -> str:
         tps = at.get("output_tokens_per_s")
         per_gpu = "-" if tps is None else f"{tps / r['gpus']:,.0f}"
         gpus = r["gpus"] or "-"
-        row = (f"{i:>3}  {_short(r['key']):<{width}} {gpus:>4} {cost:>7} {_ms(at.get('ttft_s')):>8} "
+        row = (f"{i:>3}  {_short(r['key']):<{width}} {gpus:>4} {cost:>11} {_ms(at.get('ttft_s')):>8} "
                f"{_ms(at.get('tpot_s')):>7} {per_gpu:>9}")
         if c.search_rate:
             m = (r.get("max_rate") or {}).get("requests_per_s")
-            rate = "-" if m is None else f"{m:,.2f}"
+            rate = "-" if m is None else f"{m:,.2f}" if m < 1e5 else f"{m:.3g}"  # fits its 9 columns
             row += f" {rate:>9}"
         mark = "meets" if at.get("meets") else (f"x {r['rule']}" if r["status"] == "pruned" else "fails")
         lines.append(f"{row}  {mark}")
@@ -279,8 +341,9 @@ def format_table(result: PlanResult, top: int) -> str:
         lines += [f"  winner: {w['key']}", *(f"    {x}" for x in vllm_serve_command(c.model, w).splitlines()),
                   "    (--gpu-memory-utilization " + f"{float(c.utilization):g}; admission {w['config']['admission']} "
                   "is the scheduler's model: vLLM allocates on demand)"]
-    lines += [f"  cost per hour; TTFT, TPOT: ms at {q} (numpy linear, as vllm bench serve); x RULE: pruned by the",
-              "  rule (fit, tpot, ttft, rate: docs/conventions.md, \"Deployment search\");",
+    lines += [f"  cost: {'USD per hour' if result.prices else 'GPUs (no --price)'}; TTFT, TPOT: ms at {q} "
+              "(numpy linear, as vllm bench serve);",
+              "  x RULE: pruned by the rule (fit, tpot, ttft, rate: docs/conventions.md, \"Deployment search\");",
               "  fails: simulated, missed it"]
     if result.skipped:
         lines.append("  skipped: not modelled, counted above and left out of the table (--json gives each reason)")
@@ -328,11 +391,12 @@ def draw(result: PlanResult, path: str) -> None:
         ax.set_xlabel(f"{name} {q} [ms]")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("output tokens/s per GPU")
-    axes[0].legend()
+    if axes[0].get_legend_handles_labels()[0]:  # nothing simulated: no legend (matplotlib would warn)
+        axes[0].legend()
     fig.suptitle(f"roofline plan: {result.context.model.name}")
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format=os.path.splitext(path)[1].lstrip(".") or "png")
+    fig.savefig(buf, format=_plot_format(path))
     plt.close(fig)
     with atomic_write(path, binary=True) as fh:
         fh.write(buf.getvalue())
@@ -341,7 +405,8 @@ def draw(result: PlanResult, path: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Search and print the answer; return 0."""
     result = run_plan(args)
-    print(json.dumps(result.to_dict(), indent=2) if args.json else format_table(result, args.top))
+    text = format_table(result, args.top, getattr(args, "workload_text", None))
+    print(json.dumps(result.to_dict(), indent=2) if args.json else text)
     if args.csv is not None:
         with atomic_write(args.csv, newline="") as fh:
             fh.write(to_csv(result))
