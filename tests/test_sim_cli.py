@@ -338,6 +338,17 @@ def test_simulate_defaults_max_model_len_to_the_models_positions(capsys: pytest.
      "continuous: continuous-chunked; generated arrivals all at t = 0 with fixed / fixed lengths) does not include"),
     (["--think-time", "1.5"], "--think-time=1.5: applies to closed-loop clients (--max-concurrency), which this run"),
     (["--burstiness", "2"], "--burstiness=2: applies to generated open-loop arrivals at a --request-rate"),
+    # a disaggregated run checks its workload flags too (it ignored them: stop 21)
+    (["--num-prefill-instances", "1", "--num-decode-instances", "1", "--burstiness", "2"],
+     "--burstiness=2: applies to generated open-loop arrivals at a --request-rate"),
+    (["--num-decode-instances", "2", "--think-time", "1"],
+     "--think-time=1: applies to closed-loop clients (--max-concurrency)"),
+    # a parallelism refusal names the flag, not the Deployment's field
+    (["--enable-expert-parallel"],
+     "--enable-expert-parallel=True: llama-3.1-8b is a dense model: expert parallelism needs routed experts"),
+    (["--policy", "continuous", "-pp", "2", "--model", "gemma-3-27b"],
+     "--pipeline-parallel-size=2: gemma-3-27b has sliding-window layers: their pool over pipeline stages is not "
+     "modelled in simulate"),
 ])
 def test_a_flag_the_run_cannot_use_is_refused_by_name(args: list[str], needle: str,
                                                       capsys: pytest.CaptureFixture) -> None:
