@@ -164,6 +164,11 @@ def _t(seconds: Any) -> str:
     return format_time(seconds, decimals=(2, 1, 0), whole_from=100, none="-")
 
 
+def _rate(rate: float | None, spec: str) -> str:
+    """A tokens/s figure: thousands separators, 3 significant digits below 1 (a starved run's is not 0)."""
+    return "-" if rate is None else f"{rate:.3g}" if 0 < rate < 1 else f"{rate:,{spec}}"
+
+
 def _pool_line(name: str, pool: Pool, deployment: Any) -> str:
     kv = pool.kv_pool
     blocks = ("unlimited" if kv is None or kv.capacity_blocks is None
@@ -192,17 +197,17 @@ def format_text(run: dict[str, Any], describe: Any) -> str:
         f"{run['decode'].admission.replace('_', '-')} admission; {run['prefill'].prefill} prefill",
         f"  routing: {o['router']} in each pool (--router); simulation engine: {o['engine']}",
         "",
-        f"  {'':<10}{'p50':>12}{'p90':>12}{'p99':>12}",
+        f"  {'':<10} {'p50':>11} {'p90':>11} {'p99':>11}",
     ]
     for label, stats in (("TTFT", s.ttft), ("TPOT", s.tpot), ("E2E", s.e2e), ("queue wait", s.queue_wait)):
         cells = ["-" if stats is None else _t(getattr(stats, q)) for q in ("p50", "p90", "p99")]
-        lines.append(f"  {label:<10}" + "".join(f"{c:>12}" for c in cells))
+        lines.append(f"  {label:<10}" + "".join(f" {c:>11}" for c in cells))  # a space keeps wide cells apart
     lines += [
         "",
         f"  completed {s.completed:,}, rejected {s.rejected:,}, preemptions {s.preemptions:,}; makespan "
         f"{_t(s.makespan_s)}",
-        f"  throughput {'-' if rate is None else f'{rate:,.0f}'} output tokens/s on {gpus} GPUs = "
-        f"{'-' if rate is None else f'{rate / gpus:,.1f}'} tokens/s per GPU",
+        f"  throughput {_rate(rate, '.0f')} output tokens/s on {gpus} GPUs = "
+        f"{_rate(None if rate is None else rate / gpus, '.1f')} tokens/s per GPU",
     ]
     for inst in o["instances"]:
         cap = inst["kv_capacity_blocks"]
