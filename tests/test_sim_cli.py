@@ -343,6 +343,9 @@ def test_simulate_defaults_max_model_len_to_the_models_positions(capsys: pytest.
      "--burstiness=2: applies to generated open-loop arrivals at a --request-rate"),
     (["--num-decode-instances", "2", "--think-time", "1"],
      "--think-time=1: applies to closed-loop clients (--max-concurrency)"),
+    # a pool flag without a disaggregated run: the value as given (it printed Fraction(10, 1))
+    (["--kv-transfer-bandwidth", "10"],
+     "--kv-transfer-bandwidth=10: only with --num-prefill-instances or --num-decode-instances"),
     # a parallelism refusal names the flag, not the Deployment's field
     (["--enable-expert-parallel"],
      "--enable-expert-parallel=True: llama-3.1-8b is a dense model: expert parallelism needs routed experts"),

@@ -302,6 +302,12 @@ def _pipeline_fits(model: Any, accelerator: Any, T: int, P: int, utilization: An
         return False
 
 
+def given_value(args: argparse.Namespace, dest: str) -> Any:
+    """An option's value as the user wrote it, for a message: 1, not Fraction(1, 1); 0.5, not Fraction(1, 2)."""
+    v = getattr(args, dest)
+    return (int(v) if v.denominator == 1 else float(v)) if isinstance(v, Fraction) else v
+
+
 def by_flag(flag: str, lookup: Any, name: Any, **kwargs: Any) -> Any:
     """``lookup(name, **kwargs)``, an unknown preset or profile refused by the flag that named it.
 

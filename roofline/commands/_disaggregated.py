@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import InvalidValueError
 from ..sim import Pool, TransferLink, serve_disaggregated
 from ..units import GB, fit_width, format_time
-from ._args import deployment_from_args, int_arg, number_arg
+from ._args import deployment_from_args, given_value, int_arg, number_arg
 
 __all__ = ["add_arguments", "wanted", "check_unused", "run"]
 
@@ -55,7 +55,7 @@ def check_unused(args: argparse.Namespace) -> None:
         return
     for dest, flag in _OWN:
         if getattr(args, dest, None) is not None:
-            raise InvalidValueError(flag, getattr(args, dest), "only with --num-prefill-instances or "
+            raise InvalidValueError(flag, given_value(args, dest), "only with --num-prefill-instances or "
                                     "--num-decode-instances (a disaggregated run)")
 
 

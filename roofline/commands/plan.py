@@ -46,8 +46,8 @@ from .._io import atomic_write, check_outputs, output_path
 from ..errors import InvalidValueError, RooflineError
 from ..plan import AXES, RULES, PlanResult, plan
 from ..sim import SHIPPED_TRACES
-from ._args import add_estimate_option, add_flops_option, by_flag, int_arg, number_arg, plain
-from .simulate import _DESTS, _describe, _given, _given_value, add_workload_options, build_workload
+from ._args import add_estimate_option, add_flops_option, by_flag, given_value, int_arg, number_arg, plain
+from .simulate import _DESTS, _describe, _given, add_workload_options, build_workload
 
 
 def _price(text: str) -> tuple[str, Fraction]:
@@ -194,7 +194,7 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
     given = getattr(args, "given_flags", {})
     for dest, uses, what in _USES:
         if dest in given and not uses(args):
-            raise InvalidValueError(given[dest], _given_value(args, dest),
+            raise InvalidValueError(given[dest], given_value(args, dest),
                                     f"applies to {what}, which this run does not include")
     if args.plot is not None:
         _check_plot(args.plot)
@@ -237,7 +237,7 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
         named = {"cluster": "--cluster", "out": "--out", "rate_scale": "--rate-scale"}.get(err.field)
         if named is None:
             raise
-        raise InvalidValueError(named, _given_value(args, err.field), err.reason) from None
+        raise InvalidValueError(named, given_value(args, err.field), err.reason) from None
     finally:
         bar.close()
     return result

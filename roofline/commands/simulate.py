@@ -109,6 +109,7 @@ from ._args import (
     add_tensor_parallel_option,
     chosen_tensor_parallel_note,
     deployment_from_args,
+    given_value,
     int_arg,
     number_arg,
     plain,
@@ -403,12 +404,6 @@ _USES += (
 )
 
 
-def _given_value(args: argparse.Namespace, dest: str) -> Any:
-    """An option's value as the user wrote it: 1, not Fraction(1, 1)."""
-    v = getattr(args, dest)
-    return (int(v) if v.denominator == 1 else float(v)) if isinstance(v, Fraction) else v
-
-
 def plan_run(args: argparse.Namespace) -> _Plan:
     """The policy rows and the workload the flags ask for, and every given flag checked against them.
 
@@ -456,7 +451,7 @@ def _refuse_unused(args: argparse.Namespace, plan: _Plan, uses: tuple[tuple[str,
     given = getattr(args, "given_flags", {})
     for dest, used, what in uses:
         if dest in given and not used(plan):
-            raise InvalidValueError(given[dest], _given_value(args, dest), f"applies to {what}, which this run "
+            raise InvalidValueError(given[dest], given_value(args, dest), f"applies to {what}, which this run "
                                     f"({plan.text(args.policy)}) does not include")
 
 
@@ -497,7 +492,7 @@ def _by_flag(err: InvalidValueError, args: argparse.Namespace, policy: str | Non
         flag = "--max-concurrency"
     if flag is None:
         return err
-    value = _given_value(args, _DESTS[flag])
+    value = given_value(args, _DESTS[flag])
     reason = err.reason if policy is None or flag != "--engine" else f"{policy}: {err.reason}"
     return InvalidValueError(flag, err.value if value is None else value, reason)
 
