@@ -737,7 +737,7 @@ def engine_profiles(*, flops: str = "exact") -> dict[str, EngineProfile]:
     Examples
     --------
     >>> sorted(p.key for p in engine_profiles().values())
-    ['gpt-fast', 'lmdeploy', 'nim', 'trtllm', 'vllm']
+    ['gpt-fast', 'lmdeploy', 'nim', 'sglang', 'trtllm', 'vllm']
     """
     return dict(_shipped(flops)[0])
 

@@ -65,9 +65,13 @@ def test_state_mixers_build_hybrid_models_whose_state_is_their_shapes(mixer):
     assert _revalidated(mixer) == mixer and 1 <= mixer.layers <= 3
     model = attrs.evolve(LLAMA, num_hidden_layers=mixer.layers + 1, state_mixer=mixer, state_dtype="float32")
     assert model.attention_layers == 1 and model.kv_bytes_per_token == LLAMA.kv_bytes_per_token // 32
-    conv = (mixer.conv_kernel - 1) * (2 * mixer.key_heads * mixer.key_dim + mixer.heads * mixer.head_dim)
-    ssm = mixer.heads * mixer.head_dim * mixer.key_dim
-    assert model.state_bytes_per_sequence == mixer.layers * (conv * 2 + ssm * 4)
+    inner = mixer.heads * mixer.head_dim  # by kind, as vLLM's state shapes are (docs/conventions.md, "Hybrid models")
+    channels = {"gated_deltanet": 2 * mixer.key_heads * mixer.key_dim + inner,
+                "mamba2": 2 * mixer.key_heads * mixer.key_dim + inner,
+                "mamba1": inner, "short_conv": inner, "lightning": 0}[mixer.kind]
+    conv = (mixer.conv_kernel - 1) * channels
+    ssm = 0 if mixer.kind == "short_conv" else inner * mixer.key_dim
+    assert model.state_bytes_per_sequence == mixer.layers * (conv * 2 + ssm * 4) > 0
 
 
 @given(model_configs(presets=True, architecture="hybrid", max_layers=8))

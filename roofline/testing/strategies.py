@@ -994,12 +994,13 @@ def state_mixers(*, kind: str | None = None, max_layers: int = 3, max_width: int
 
     Parameters
     ----------
-    kind : {"gated_deltanet", "mamba2"} or None
-        None draws either.
+    kind : one of :data:`roofline.hybrid.STATE_KINDS` or None
+        None draws any of them.
     max_layers : int >= 1
         Recurrent layers (1 to max_layers); a model holding them needs at least one more layer.
     max_width : int >= 1
-        Heads, head widths, key heads (groups) and key (state) widths in [1, max_width]; conv kernel in [1, 4].
+        Heads, head widths, key heads (groups) and key (state) widths in [1, max_width]; conv kernel in [2, 4]
+        (every model has one of at least 2: a kernel of 1 would leave a short convolution no state).
 
     Returns
     -------
@@ -1014,7 +1015,7 @@ def state_mixers(*, kind: str | None = None, max_layers: int = 3, max_width: int
     --------
     >>> from hypothesis import find
     >>> find(state_mixers(), lambda m: True).layer_state_elements
-    1
+    4
     """
     from ..hybrid import STATE_KINDS, StateMixer
 
@@ -1024,7 +1025,7 @@ def state_mixers(*, kind: str | None = None, max_layers: int = 3, max_width: int
     _check_int("max_width", max_width, 1)
     width = st.integers(1, max_width)
     return st.builds(StateMixer, st.just(kind) if kind else st.sampled_from(STATE_KINDS), st.integers(1, max_layers),
-                     width, width, width, width, st.integers(1, 4), st.booleans(), st.booleans())
+                     width, width, width, width, st.integers(2, 4), st.booleans(), st.booleans())
 
 
 def cost_models(
