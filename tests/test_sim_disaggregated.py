@@ -421,3 +421,18 @@ def test_flags_a_run_does_not_use_are_refused(capsys):
                          (("--tp", "2", "--decode-tp", "2"), "--decode-tensor-parallel-size=2")):
         code, _, err = _simulate(capsys, *flags)
         assert code == 2 and named in err, err
+
+
+def test_a_link_takes_numpy_numbers_and_refuses_non_finite_ones() -> None:
+    """np.int64(0) latency was refused as "not a number >= 0" (a break-it pass); numpy scalars are taken as the
+    Python numbers they hold, and inf / nan / bools are refused by name."""
+    import numpy as np
+
+    link = TransferLink(np.float64(5e10), np.int64(0))
+    assert link.bandwidth == 5e10 and type(link.bandwidth) is float and link.latency == 0 and type(link.latency) is int
+    assert TransferLink(np.int64(50 * 10**9), Fraction(1, 10**6)).bandwidth == 50 * 10**9
+    for bandwidth, latency, field in ((float("inf"), 0, "bandwidth"), (5e10, float("nan"), "latency"),
+                                      (True, 0, "bandwidth"), (5e10, -1, "latency")):
+        with pytest.raises(InvalidValueError) as err:
+            TransferLink(bandwidth, latency)
+        assert err.value.field == field

@@ -17,11 +17,13 @@ Conventions: docs/conventions.md, "Disaggregated prefill and decode".
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
 import attrs
+import numpy as np
 
 from .._checks import check_count
 from ..errors import InvalidValueError
@@ -43,9 +45,23 @@ def _positive(instance: object, attribute: attrs.Attribute, value: Any) -> None:
     check_count(attribute.name, value, minimum=1)
 
 
+def _number(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (np.int64(0) -> 0); anything else as given."""
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value
+
+
+def _finite(value: Any) -> bool:
+    """An int or Fraction (exact, so finite), or a finite float; never a bool."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, (int, Fraction)) or (isinstance(value, float) and math.isfinite(value))
+
+
 def _nonnegative_number(instance: object, attribute: attrs.Attribute, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, Fraction, float)) or not value >= 0:
-        raise InvalidValueError(attribute.name, value, "must be a number >= 0")
+    if not _finite(value) or not value >= 0:
+        raise InvalidValueError(attribute.name, value, "must be a finite number >= 0")
 
 
 @attrs.frozen
@@ -64,14 +80,14 @@ class TransferLink:
         A bandwidth that is not a positive number, a negative latency.
     """
 
-    bandwidth: Any = attrs.field()
-    latency: Any = attrs.field(validator=_nonnegative_number)
+    bandwidth: Any = attrs.field(converter=_number)
+    latency: Any = attrs.field(converter=_number, validator=_nonnegative_number)
     name: str = "given"
 
     @bandwidth.validator
     def _bandwidth(self, attribute: attrs.Attribute, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, Fraction, float)) or not value > 0:
-            raise InvalidValueError("bandwidth", value, "must be a number > 0 [bytes/s]")
+        if not _finite(value) or not value > 0:
+            raise InvalidValueError("bandwidth", value, "must be a finite number > 0 [bytes/s]")
 
     @classmethod
     def between(cls, prefill_accelerator: Any, decode_accelerator: Any) -> TransferLink:
@@ -125,7 +141,7 @@ class Pool:
     """
 
     cost_model: Any
-    kv_bytes_per_token: Any = attrs.field(validator=_nonnegative_number)
+    kv_bytes_per_token: Any = attrs.field(converter=_number, validator=_nonnegative_number)
     instances: int = attrs.field(default=1, validator=_positive)
     tensor_parallel_size: int = attrs.field(default=1, validator=_positive)
     kv_pool: KVPool | None = None
