@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import IO, Any
 
 from ..quantities import QUANTITIES
-from ..units import si
+from ..units import fit_width, si
 
 __all__ = ["Proof", "si", "pretty", "run_script", "CheckFailed"]
 
@@ -41,14 +41,16 @@ def _shorten(expr: Any) -> Any:
     return expr.xreplace(mapping)
 
 
-def pretty(expr: Any) -> str:
-    """A SymPy expression in SymPy's ASCII pretty form (multi-line, short symbol names), else ``str``."""
+def pretty(expr: Any, columns: int = 93) -> str:
+    """A SymPy expression in SymPy's ASCII pretty form (multi-line, short symbol names), else ``str``; a form
+    wider than ``columns`` is cut into pieces of at most that width by SymPy (``wrap_line``), each piece
+    printed under the one before (the default leaves room for the 7-column indent of a derivation)."""
     import sympy as sp
 
     if isinstance(expr, Fraction):
         expr = sp.Rational(expr.numerator, expr.denominator)
     if isinstance(expr, sp.Basic):
-        return sp.pretty(_shorten(expr), use_unicode=False, wrap_line=False)
+        return sp.pretty(_shorten(expr), use_unicode=False, wrap_line=True, num_columns=columns)
     return str(expr)
 
 
@@ -127,13 +129,13 @@ class Proof:
         body = pretty(expr)
         lines = body.splitlines() or [""]
         if len(lines) == 1:
-            self._print(f"   {label} = {lines[0]}" + (f"   ({value})" if value else ""))
+            self._print(fit_width(f"   {label} = {lines[0]}" + (f"   ({value})" if value else "")))
             return
         self._print(f"   {label} =")
         for line in lines:
             self._print("       " + line)
         if value:
-            self._print(f"       = {value}")
+            self._print(fit_width(f"       = {value}"))
 
     def table(self, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Print a plain-text table (right-aligned columns)."""
@@ -148,7 +150,7 @@ class Proof:
     def _record(self, ok: bool, label: str, detail: str = "") -> bool:
         self.checks += 1
         mark = "[ok]  " if ok else "[FAIL]"
-        self._print(f"   {mark} {label}" + (f": {detail}" if detail else ""))
+        self._print(fit_width(f"   {mark} {label}" + (f": {detail}" if detail else "")))  # 100 columns
         if not ok:
             self.failures.append(label)
         return ok
@@ -204,5 +206,6 @@ def run_script(name: str, derive: Callable[[Proof], None], argv: Sequence[str] |
         pass
     status = "PASS" if proof.ok else "FAIL"
     print()
-    print(f"{status} {name}: {proof.summary or '(no summary)'} [{proof.checks} checks, {len(proof.failures)} failed]")
+    print(fit_width(f"{status} {name}: {proof.summary or '(no summary)'} [{proof.checks} checks, "
+                    f"{len(proof.failures)} failed]"))
     return 0 if proof.ok else 1
