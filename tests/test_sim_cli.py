@@ -346,6 +346,12 @@ def test_simulate_defaults_max_model_len_to_the_models_positions(capsys: pytest.
     # a pool flag without a disaggregated run: the value as given (it printed Fraction(10, 1))
     (["--kv-transfer-bandwidth", "10"],
      "--kv-transfer-bandwidth=10: only with --num-prefill-instances or --num-decode-instances"),
+    # a disaggregated run's pools are sized by their own flags; its link names the flag that gave the accelerator
+    (["--num-prefill-instances", "1", "--num-decode-instances", "1", "-dp", "2"],
+     "--data-parallel-size=2: not taken by a disaggregated run"),
+    (["--num-prefill-instances", "1", "--num-decode-instances", "1", "--accelerator", "l40s"],
+     "--accelerator='NVIDIA L40S 48GB': has no stated inter-node network to move KV between the pools: give "
+     "--kv-transfer-bandwidth"),
     # a parallelism refusal names the flag, not the Deployment's field
     (["--enable-expert-parallel"],
      "--enable-expert-parallel=True: llama-3.1-8b is a dense model: expert parallelism needs routed experts"),

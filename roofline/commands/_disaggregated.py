@@ -30,7 +30,9 @@ _NOT_HERE = (("enable_prefix_caching", "--enable-prefix-caching"), ("out", "--ou
              ("max_wait", "--max-wait"), ("max_prefill_tokens", "--max-prefill-tokens"), ("slo_ttft", "--slo-ttft"),
              ("slo_tpot", "--slo-tpot"), ("slo_e2e", "--slo-e2e"),
              ("speculative_config", "--speculative-config"), ("acceptance_rate", "--acceptance-rate"),
-             ("acceptance_mode", "--acceptance-mode"), ("speculative_seed", "--speculative-seed"))
+             ("acceptance_mode", "--acceptance-mode"), ("speculative_seed", "--speculative-seed"),
+             # a pool's instance is one tensor-parallel group: its sizes are the instance counts and the pools' TP
+             ("data_parallel_size", "--data-parallel-size"), ("pipeline_parallel_size", "--pipeline-parallel-size"))
 #: The pools' own flags, which only a disaggregated run takes.
 _OWN = (("prefill_tensor_parallel_size", "--prefill-tensor-parallel-size"),
         ("decode_tensor_parallel_size", "--decode-tensor-parallel-size"),
@@ -111,9 +113,11 @@ def _link(args: argparse.Namespace, prefill: Any, decode: Any) -> TransferLink:
                                 "give --kv-transfer-bandwidth with it (the NIC's latency goes with its bandwidth)")
     try:
         return TransferLink.between(prefill.accelerator, decode.accelerator)
-    except InvalidValueError as err:  # the fields by their flags
-        side = "--prefill-accelerator" if err.field == "prefill_accelerator" else "--decode-accelerator"
-        raise InvalidValueError(side, err.value, err.reason) from None
+    except InvalidValueError as err:  # the field by the flag that gave its accelerator (its own, or --accelerator)
+        side = "prefill" if err.field == "prefill_accelerator" else "decode"
+        flag = f"--{side}-accelerator" if getattr(args, f"{side}_accelerator") is not None else "--accelerator"
+        raise InvalidValueError(flag, err.value, "has no stated inter-node network to move KV between the pools: "
+                                "give --kv-transfer-bandwidth (and --kv-transfer-latency)") from None
 
 
 def simulate(args: argparse.Namespace, build_workload: Any, default_utilization: Any) -> dict[str, Any]:
@@ -129,10 +133,7 @@ def simulate(args: argparse.Namespace, build_workload: Any, default_utilization:
     """
     for dest, flag in _NOT_HERE:
         if _given(args, dest):
-            value = getattr(args, dest)
-            if isinstance(value, Fraction):
-                value = int(value) if value.denominator == 1 else float(value)
-            raise InvalidValueError(flag, value, "not taken by a disaggregated run "
+            raise InvalidValueError(flag, given_value(args, dest), "not taken by a disaggregated run "
                                     "(--num-prefill-instances / --num-decode-instances)")
     if args.policy not in ("all", "continuous"):
         raise InvalidValueError("--policy", args.policy, "a disaggregated run serves each pool by continuous "
