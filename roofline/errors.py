@@ -191,8 +191,8 @@ class MeasurementFileError(RooflineError):
 
     def __init__(self, path: str, field: str, message: str) -> None:
         self.path = path
-        self.field = field
-        super().__init__(f"{path}: field {field!r}: {message}")
+        self.field = field  # "(file)": the file as a whole (unreadable, not JSON): the message names no field
+        super().__init__(f"{path}: {message}" if field == "(file)" else f"{path}: field {field!r}: {message}")
 
 
 class UnsupportedModelError(ConfigError):

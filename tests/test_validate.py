@@ -391,3 +391,17 @@ def test_the_batch1_target_is_met_and_its_rows_beyond_the_limit_are_still_named(
     out = re.sub(r"\n {8}(?=\S)", " ", unwrapped(capsys.readouterr().out))  # four-space lines continue at 8
     assert f"target: median |error| of the estimate, validation subset, batch 1 <= 5%: {median:.1%}, met\n" in out
     assert "beyond the limit" not in out and "the estimate lacks" not in out
+
+
+def test_an_unreadable_measurements_file_is_named_without_a_placeholder_field(tmp_path, capsys) -> None:
+    """A file missing or not a JSON object: one line naming the file and what is wrong, not "field '(file)'"
+    (a fresh user's finding)."""
+    from roofline.cli import main
+
+    missing = tmp_path / "calib.json"
+    assert main(["validate", "--measurements", str(missing)]) == 2
+    assert capsys.readouterr().err.strip() == f"roofline validate: error: {missing}: cannot read: no such file"
+    bad = tmp_path / "list.json"
+    bad.write_text("[1]")
+    assert main(["validate", "--measurements", str(bad)]) == 2
+    assert capsys.readouterr().err.strip() == f"roofline validate: error: {bad}: expected a JSON object, got list"
