@@ -25,14 +25,13 @@ import numpy as np
 from .. import formulas as f
 from .._checks import check_int, check_number
 from ..errors import InvalidValueError
+from ..speculative import MAX_SPECULATIVE_TOKENS as _MAX_K  # the most proposed tokens per step modelled
 from .cost import CostModel, RooflineCostModel, stretch_terms
 
 __all__ = ["Speculation", "ACCEPTANCE_MODES"]
 
 #: how accepted counts are made: seeded draws (the default) or the exact expectation in whole tokens
 ACCEPTANCE_MODES = ("seeded", "expectation")
-#: the most proposed tokens per step modelled (as :data:`roofline.speculative.MAX_SPECULATIVE_TOKENS`)
-_MAX_K = 64
 #: the largest denominator a seeded draw uses as it is (numpy's int64 draws); a larger one is rounded to 2^-62
 _DRAW_SCALE = 2**62
 
