@@ -351,8 +351,9 @@ def _reads_trace(p: _Plan) -> bool:
 
 
 #: Each option a run may leave unused: (dest, whether the planned run uses it, what it is for). An option
-#: not listed is used by every run. A given option the run does not use is refused by name.
-_USES: tuple[tuple[str, Any, str], ...] = (
+#: not listed in _USES is used by every run. A given option the run does not use is refused by name. The
+#: workload's rows ask of the workload alone (a disaggregated run checks them too); the run's rows follow.
+_WORKLOAD_USES: tuple[tuple[str, Any, str], ...] = (
     ("trace", _reads_trace, "the trace served, or resampled with --input-len-dist trace"),
     ("format", _reads_trace, "reading a trace file"),
     ("limit", lambda p: p.kind == "trace", "serving a trace (a generated workload has --num-prompts)"),
@@ -377,11 +378,9 @@ _USES: tuple[tuple[str, Any, str], ...] = (
     ("num_turns", lambda p: p.kind == "open", "generated open-loop conversations (--num-prompts without "
                                              "--max-concurrency)"),
     ("turn_gap", lambda p: p.kind == "open" and p.turns > 1, "generated conversations of --num-turns above 1"),
-    ("router", lambda p: p.replicas > 1, "data-parallel replicas (--data-parallel-size above 1)"),
 )
-#: The rows above (up to --turn-gap) ask of the workload alone: a disaggregated run checks them too.
-_WORKLOAD_USES = _USES[:-1]
-_USES += (
+_USES: tuple[tuple[str, Any, str], ...] = _WORKLOAD_USES + (
+    ("router", lambda p: p.replicas > 1, "data-parallel replicas (--data-parallel-size above 1)"),
     ("batch_size", lambda p: "static" in p.names, "static batching"),
     ("max_wait", lambda p: "static" in p.names, "static batching"),
     ("max_num_seqs", lambda p: bool(_CONTINUOUS & set(p.names)), "continuous batching"),
