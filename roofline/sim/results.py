@@ -103,10 +103,19 @@ def percentile(values: Sequence[Any], q: int | Any, method: str = "linear") -> A
         if isinstance(v, bool) or not isinstance(v, (int, Fraction, float)) or (isinstance(v, float)
                                                                                 and not math.isfinite(v)):
             raise InvalidValueError(f"values[{i}]", v, "expected a finite int, Fraction or float")
-    ordered = sorted(values)
+    ordered = _sorted_exactly(values)
     if method == "linear":
         return _linear(ordered.__getitem__, len(ordered), q)
     return _nearest_rank(ordered, q)
+
+
+def _sorted_exactly(values: Sequence[Any]) -> list[Any]:
+    """``sorted(values)``, exact and stable, but ordered by each value's nearest float first (the exact value breaks
+    a tie of floats only): Fraction comparisons are what made a serving run's percentiles slow."""
+    try:
+        return sorted(values, key=lambda v: (float(v), v))
+    except OverflowError:  # an int or Fraction beyond a float's range: the exact sort
+        return sorted(values)
 
 
 def _nearest_rank(ordered: Sequence[Any], q: Any) -> Any:
