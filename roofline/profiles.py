@@ -191,13 +191,24 @@ class FittedRange:
         if model.weight_dtype not in self.weight_dtypes:
             out.append(f"weights {model.weight_dtype} (fitted: {', '.join(self.weight_dtypes)})")
         if batch is not None and not self.batch_min <= batch <= self.batch_max:
-            out.append(f"batch {batch} (fitted: {self.batch_min} to {self.batch_max})")
+            out.append(f"batch {batch} (fitted: {batch_span(self.batch_min, self.batch_max)})")
         return tuple(out)
 
     def describe(self) -> str:
         """One line: the families, accelerators, weight dtypes and batch range of the rows."""
         return (f"fitted on {', '.join(self.model_types)} models, {', '.join(self.accelerators)}, weights "
-                f"{', '.join(self.weight_dtypes)}, batch {self.batch_min} to {self.batch_max}")
+                f"{', '.join(self.weight_dtypes)}, {batch_span(self.batch_min, self.batch_max)}")
+
+
+def batch_span(low: int, high: int) -> str:
+    """The batches a profile was fitted on, in words: ``"batch 8"`` for one, ``"batches 8 to 64"`` for a range.
+
+    Examples
+    --------
+    >>> batch_span(8, 8), batch_span(1, 64)
+    ('batch 8', 'batches 1 to 64')
+    """
+    return f"batch {low:,}" if low == high else f"batches {low:,} to {high:,}"
 
 
 #: The scheduler options an engine version can set, as :func:`roofline.sim.serve_continuous` and the other

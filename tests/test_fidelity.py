@@ -551,14 +551,14 @@ def test_every_printed_estimate_says_when_it_is_outside_the_fitted_range(capsys)
     h100, h200 = get_accelerator("h100-sxm"), get_accelerator("h200-sxm")
     assert vllm.outside(llama, h200, 8) == ()
     assert vllm.outside(llama, h100, 8) == ("accelerator h100-sxm (fitted: a100-80gb, h200-sxm)",)
-    assert vllm.outside(qwen, h200, 64) == ("model family 'qwen3' (fitted: llama)", "batch 64 (fitted: 8 to 8)")
+    assert vllm.outside(qwen, h200, 64) == ("model family 'qwen3' (fitted: llama)", "batch 64 (fitted: batch 8)")
     assert vllm.error_band(llama, h200).endswith("; inside the fitted range")
     assert main(["report", "--estimate", "vllm"]) == 0
     out = unwrapped(capsys.readouterr().out)
     assert ("  band                  validation residuals: median +8.4 %, 10th-90th percentile -6.7 % to +11.9 % "
             "(3 rows); estimate, outside the fitted range: accelerator h100-sxm (fitted: a100-80gb, h200-sxm)\n") in out
     assert "memory (beyond fit)\n" in out and "  (beyond fit: estimate, outside the fitted range: batch; fitted on " \
-        "batches 8 to 8)" in out
+        "batch 8)" in out
     assert main(["report", "--estimate", "vllm", "--json"]) == 0
     e = json.loads(capsys.readouterr().out)["estimate"]
     assert e["error_band"]["n"] == 3 and e["outside_fitted_range"] == [

@@ -77,3 +77,26 @@ def test_gpu_memory_utilization_is_utilization_on_every_command_that_has_it(comm
     a = parser.parse_args([command, "--gpu-memory-utilization", "0.8"])
     b = parser.parse_args([command, "--utilization", "0.8"])
     assert a.utilization == b.utilization == Fraction(4, 5)
+
+
+@pytest.mark.parametrize("command", ["report", "fit", "simulate", "plan"])
+def test_vllm_short_parallel_flags_set_the_long_ones(command):
+    """``-tp``, ``-pp`` and ``-dp`` (vLLM's spellings) parse as ``--tensor-parallel-size`` and the others do, on
+    every command that takes them (plan's axes append: ``-tp 2 -tp 4`` is the axis [2, 4])."""
+    from roofline.cli import build_parser
+
+    parser = build_parser()
+    taken = 0
+    for short, long in (("-tp", "--tensor-parallel-size"), ("-pp", "--pipeline-parallel-size"),
+                        ("-dp", "--data-parallel-size")):
+        try:
+            ours = parser.parse_args([command, long, "2", long, "4"] if command == "plan" else [command, long, "2"])
+        except SystemExit:  # the command has no such size (report and fit take no -dp)
+            assert command in ("report", "fit") and short == "-dp", (command, short)
+            continue
+        vllm = parser.parse_args([command, short, "2", short, "4"] if command == "plan" else [command, short, "2"])
+        spelled = vars(vllm).pop("given_flags", {}), vars(ours).pop("given_flags", {})
+        assert vars(vllm) == vars(ours)
+        assert spelled == ({}, {}) or (short in spelled[0].values() and long in spelled[1].values())  # as given
+        taken += 1
+    assert taken == (2 if command in ("report", "fit") else 3)

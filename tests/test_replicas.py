@@ -281,6 +281,10 @@ def test_simulate_data_parallel_size_prints_the_per_replica_load(capsys) -> None
     assert main(["simulate", "--limit", "40", "-dp", "3", "--tp", "2", "--model", "llama-3.1-70b"]) == 0
     text = capsys.readouterr().out
     assert "3 data-parallel replicas x 2 GPUs = 6 GPUs, router round-robin" in text
+    header = " ".join(text[:text.index("step times:")].split())  # the header says the pool is one replica's
+    assert ("llama-3.1-70b (weights bfloat16, KV bfloat16) on 3 data-parallel replicas, each on 2 x NVIDIA H100 SXM5 "
+            "80GB (tensor parallel: KV pool per GPU, all-reduce in every step, tokens/s of the group); each "
+            "replica's KV pool ") in header
     table = text[text.index("  replica "):].split("\n\n")[0].splitlines()
     assert len(table) == 4 and all(len(line) <= 100 for line in table)
     assert [int(line.split()[1]) for line in table[1:]] == [14, 13, 13]  # round robin of 40

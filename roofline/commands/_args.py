@@ -133,7 +133,7 @@ def add_tensor_parallel_option(p: argparse.ArgumentParser, *, default: int | Non
     ``budgets``, when given, is a clause added to the help saying which of the command's
     budgets are per GPU.
     """
-    p.add_argument("--tensor-parallel-size", "--tp", type=int_arg("--tensor-parallel-size", 1), default=default,
+    p.add_argument("--tensor-parallel-size", "-tp", "--tp", type=int_arg("--tensor-parallel-size", 1), default=default,
                    dest="tensor_parallel_size", metavar="T",
                    help="GPUs in a tensor-parallel group: sizes are per GPU, step times add the all-reduce, "
                         "tokens/s are the group's" + (f"; {budgets}" if budgets else "")

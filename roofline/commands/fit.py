@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_options(p)
     p.add_argument("--context", type=int_arg("--context", 1), default=1000,
                    help="tokens of context per sequence (default: %(default)s)")
-    p.add_argument("--tensor-parallel-size", "--tp", type=int_arg("--tensor-parallel-size", 1), nargs="+",
+    p.add_argument("--tensor-parallel-size", "-tp", "--tp", type=int_arg("--tensor-parallel-size", 1), nargs="+",
                    default=list(DEFAULT_SIZES), dest="sizes", metavar="T",
                    help="tensor-parallel sizes to compare (default: 1 2 4 8 16 32 64)")
     p.add_argument("--pipeline-parallel-size", "-pp", type=int_arg("--pipeline-parallel-size", 1), nargs="+",

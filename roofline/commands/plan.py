@@ -57,6 +57,10 @@ def _price(text: str) -> tuple[str, Fraction]:
     return key.strip(), number_arg("--price", positive=True)(value)
 
 
+_SHORT = {"tensor_parallel_size": ("-tp",), "pipeline_parallel_size": ("-pp",), "data_parallel_size": ("-dp",)}
+"""vLLM's short spellings of the parallel sizes (``vllm serve -tp 8``)."""
+
+
 def _axis_type(axis: Any) -> Any:
     def parse(text: str) -> Any:
         try:
@@ -75,8 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weight-dtype", default=None, help="override the weight dtype (as roofline simulate)")
     a = p.add_argument_group("axes searched (repeat a flag for several values)")
     for axis in AXES:
-        a.add_argument(axis.flag, action="append", type=_axis_type(axis), default=None, dest=axis.name,
-                       metavar="VALUE", help=axis.help)
+        a.add_argument(axis.flag, *_SHORT.get(axis.name, ()), action="append", type=_axis_type(axis),
+                       default=None, dest=axis.name, metavar="VALUE", help=axis.help)
     add_workload_options(p)
     add_flops_option(p, default="exact")
     add_estimate_option(p, instead=True)

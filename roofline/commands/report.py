@@ -37,7 +37,7 @@ from ..deployment import FROM_DEPLOYMENT, Deployment, as_deployment, profile
 from ..errors import InvalidValueError
 from ..hardware import Accelerator
 from ..models import ModelConfig
-from ..profiles import OUTSIDE_FITTED_RANGE, EngineProfile, version_note
+from ..profiles import OUTSIDE_FITTED_RANGE, EngineProfile, batch_span, version_note
 from ..units import GB, fit_width, format_time
 from ._answers import add_answer_options, answer_context, answers, format_answers
 from ._args import (
@@ -736,8 +736,8 @@ def _estimate_lines(r: dict[str, Any]) -> list[str]:
                    f"{_kv_note(bound, from_given)}" + (" (beyond fit)" if beyond else ""))
     if any_beyond:
         assert fitted is not None
-        out.append(f"  (beyond fit: {OUTSIDE_FITTED_RANGE}: batch; fitted on batches {fitted['batch_min']:,} to "
-                   f"{fitted['batch_max']:,})")
+        out.append(f"  (beyond fit: {OUTSIDE_FITTED_RANGE}: batch; fitted on "
+                   f"{batch_span(fitted['batch_min'], fitted['batch_max'])})")
     return out if legend is None else [*out, legend]
 
 

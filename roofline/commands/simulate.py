@@ -833,13 +833,17 @@ def _describe(workload: dict[str, Any]) -> str:
 
 
 def _on(deployment: Deployment) -> str:
-    """The accelerator, or the tensor-parallel group, a run is on."""
+    """The accelerator, or the tensor-parallel group, a run is on; with D > 1 data-parallel replicas, how many
+    (each its own group and KV pool, so the pool the header states is one replica's)."""
+    replicas = deployment.parallelism.data
     if deployment.tensor_parallel_size == 1:
-        return deployment.where
-    if deployment.expert_parallel_size > 1:
-        return (f"{deployment.where} (tensor and expert parallel: KV pool per GPU, all-reduces, all-gathers "
-                "and all-to-alls in every step, tokens/s of the group)")
-    return f"{deployment.where} (tensor parallel: KV pool per GPU, all-reduce in every step, tokens/s of the group)"
+        one = deployment.where
+    elif deployment.expert_parallel_size > 1:
+        one = (f"{deployment.where} (tensor and expert parallel: KV pool per GPU, all-reduces, all-gathers "
+               "and all-to-alls in every step, tokens/s of the group)")
+    else:
+        one = f"{deployment.where} (tensor parallel: KV pool per GPU, all-reduce in every step, tokens/s of the group)"
+    return one if replicas == 1 else f"{replicas} data-parallel replicas, each on {one}"
 
 
 def _windows_text(windows: tuple[int | None, ...]) -> str:
@@ -882,7 +886,8 @@ def format_table(run: dict[str, Any], trace: str | None = None, *, verbose: bool
         *([run["tp_note"]] if run.get("tp_note") else []),
         f"roofline simulate: {len(reqs):,} requests from {_describe(run['workload'])} (arrivals over {last:,.1f} s)",
         f"  {model.name} (weights {model.weight_format}, KV {model.kv_dtype}) on {_on(run['deployment'])}; "
-        f"KV pool {pool.capacity_blocks:,} {pool.unit} x {pool.block_size} tokens = {pool.capacity_tokens:,} "
+        f"{'each replica' + chr(39) + 's ' if run['deployment'].parallelism.data > 1 else ''}KV pool "
+        f"{pool.capacity_blocks:,} {pool.unit} x {pool.block_size} tokens = {pool.capacity_tokens:,} "
         f"{'token-layers' if pool.layer_windows else 'tokens'} ({float(run['budget']) / 1e9:.2f} GB"
         + (f" = {run['budget_basis']})" if run.get("budget_basis") else ")"),
         *([f"  recurrent state: each sequence also holds {pool.state_blocks:,} blocks of the pool for its "
