@@ -28,6 +28,12 @@ def is_plain_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def positive_int_field(instance: object, attribute: Any, value: Any) -> None:
+    """An attrs validator: ``value`` a Python int >= 1 (not a bool), else InvalidValueError naming the field."""
+    if not is_plain_int(value) or value <= 0:
+        raise InvalidValueError(attribute.name, value, "must be a positive integer")
+
+
 def check_number(field: str, value: Any) -> None:
     """Raise unless ``value`` is a finite real number or an array of them."""
     if isinstance(value, np.ndarray):

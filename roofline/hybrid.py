@@ -35,6 +35,7 @@ from typing import Any
 
 import attrs
 
+from ._checks import positive_int_field as _pos_int
 from .errors import InvalidValueError
 
 __all__ = ["StateMixer", "STATE_KINDS", "LAYER_KINDS"]
@@ -45,11 +46,6 @@ STATE_KINDS = ("gated_deltanet", "mamba2", "mamba1", "short_conv", "lightning")
 #: Characters of :attr:`StateMixer.layer_kinds`, one per layer of the model: a layer of this mixer (with
 #: attention beside it when ``parallel``), an attention layer, an MLP-only layer (Nemotron-H's "-").
 LAYER_KINDS = ("r", "a", "m")
-
-
-def _pos(instance: object, attribute: attrs.Attribute, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidValueError(attribute.name, value, "must be a positive integer")
 
 
 def _layer_kinds(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -120,12 +116,12 @@ class StateMixer:
     """
 
     kind: str = attrs.field(validator=_kind)
-    layers: int = attrs.field(validator=_pos)
-    heads: int = attrs.field(validator=_pos)
-    head_dim: int = attrs.field(validator=_pos)
-    key_heads: int = attrs.field(validator=_pos)
-    key_dim: int = attrs.field(validator=_pos)
-    conv_kernel: int = attrs.field(validator=_pos)
+    layers: int = attrs.field(validator=_pos_int)
+    heads: int = attrs.field(validator=_pos_int)
+    head_dim: int = attrs.field(validator=_pos_int)
+    key_heads: int = attrs.field(validator=_pos_int)
+    key_dim: int = attrs.field(validator=_pos_int)
+    conv_kernel: int = attrs.field(validator=_pos_int)
     conv_bias: bool = False
     proj_bias: bool = False
     norm: bool = True

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from ._checks import name_key
+from ._checks import positive_int_field as _pos_int
 from ._io import MAX_JSON_DEPTH, MAX_NUMBER_CHARS, parse_json, read_text_file
 from .errors import ConfigError, FileReadError, InvalidValueError, UnknownPresetError, shown
 from .hybrid import StateMixer
@@ -76,11 +77,6 @@ def dtype_bytes(dtype: str, *, field: str = "dtype") -> int | Fraction:
         if key in DTYPE_BYTES:
             return DTYPE_BYTES[key]
     raise InvalidValueError(field, dtype, f"unknown dtype; known: {', '.join(DTYPE_BYTES)}")
-
-
-def _pos_int(instance: object, attribute: attrs.Attribute, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidValueError(attribute.name, value, "must be a positive integer")
 
 
 def _nonneg_int(instance: object, attribute: attrs.Attribute, value: Any) -> None:
