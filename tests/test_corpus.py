@@ -103,6 +103,10 @@ KV = {
     "nemotron-mini-4b": (131_072_000, 131_072 * 32768),
     # glm4_moe_lite (MLA): 47 x (512 + 64) x 2 B = 54,144 B/token
     "glm-4.7-flash": (54_144_000, 54_144 * 32768),
+    # gemma3 wrapper: 34 layers, every 6th global (5 global, 29 with a 1,024 window), 2 x 4 x 256 x 2 = 4,096 B
+    "gemma-3-4b-it": (34 * 1000 * 4096, (5 * 32768 + 29 * 1024) * 4096),
+    # internlm2: 32 x 2 x 8 x 128 x 2 B = 131,072 B/token
+    "internlm2.5-7b": (131_072_000, 131_072 * 32768),
 }
 
 
