@@ -140,6 +140,8 @@ KV = {
     "minimax-m2.7": (253_952_000, 253_952 * 32768),
     # qwen3_next: every 4th layer attention (12 of 48), 2 x 2 KV heads x 256 x 2 B = 2,048 B per layer-token
     "qwen3-next-80b-a3b-instruct": (12 * 2048 * 1000, 12 * 2048 * 32768),
+    # granite: 40 x 2 x 8 x 128 x 2 B = 163,840 B/token
+    "granite-3.3-8b-instruct": (163_840_000, 163_840 * 32768),
 }
 
 # Recurrent state per sequence [bytes], independent of the context; 0 for every other file of KV.
