@@ -142,6 +142,8 @@ KV = {
     "qwen3-next-80b-a3b-instruct": (12 * 2048 * 1000, 12 * 2048 * 32768),
     # granite: 40 x 2 x 8 x 128 x 2 B = 163,840 B/token
     "granite-3.3-8b-instruct": (163_840_000, 163_840 * 32768),
+    # ernie4_5: 18 x 2 x 2 KV heads x 128 (head_dim, not 1,024 / 16) x 2 B = 18,432 B/token
+    "ernie-4.5-0.3b": (18_432_000, 18_432 * 32768),
 }
 
 # Recurrent state per sequence [bytes], independent of the context; 0 for every other file of KV.
