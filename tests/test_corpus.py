@@ -90,6 +90,13 @@ def test_deepseek_v3_2_plus_its_mtp_layer_and_scales_is_the_safetensors_total():
     assert _load("deepseek-v3.2").parameters + mtp + scales == 685_396_921_376
 
 
+def test_hy_mt2_7b_hand_count():
+    """Hy-MT2-7B (label "7B"): GQA 32/8 heads of 128, per-head q/k RMSNorms, gated MLP, tied embeddings, by hand."""
+    h, V, L, inter = 4096, 128_167, 32, 14_336
+    per_layer = 2 * h * 4096 + 2 * h * 1024 + 2 * 128 + 3 * h * inter + 2 * h
+    assert _load("hy-mt2-7b").parameters == V * h + L * per_layer + h == 7_504_568_320
+
+
 def test_gpt_oss_20b_weight_bytes_equal_the_checkpoint():
     """gpt-oss-20b: mxfp4 experts (4 bits + an E8M0 scale per 32) and BF16 rest = the index's total_size."""
     assert _load("gpt-oss-20b").weight_bytes == MANIFEST["gpt-oss-20b"]["published_bytes"] == 13_761_264_768
@@ -144,6 +151,8 @@ KV = {
     "granite-3.3-8b-instruct": (163_840_000, 163_840 * 32768),
     # ernie4_5: 18 x 2 x 2 KV heads x 128 (head_dim, not 1,024 / 16) x 2 B = 18,432 B/token
     "ernie-4.5-0.3b": (18_432_000, 18_432 * 32768),
+    # hunyuan_v1_dense: 32 x 2 x 8 x 128 x 2 B = 131,072 B/token (use_cla false: no cross-layer sharing)
+    "hy-mt2-7b": (131_072_000, 131_072 * 32768),
 }
 
 # Recurrent state per sequence [bytes], independent of the context; 0 for every other file of KV.
