@@ -54,8 +54,9 @@ def test_parameters_match_the_published_total(name):
         assert model.parameters == published
     elif entry["published_kind"] == "rounded":
         assert _rounds_to(model.parameters, published), (model.parameters, published)
-    if "published_active" in entry:
-        assert _rounds_to(model.active_parameters, entry["published_active"]), model.active_parameters
+    if "published_active" in entry:  # less the vocabulary matrices the vendor's figure leaves out (0, 1 or 2)
+        left_out = entry.get("published_active_excludes", 0) * model.vocab_size * model.hidden_size
+        assert _rounds_to(model.active_parameters - left_out, entry["published_active"]), model.active_parameters
 
 
 def test_falcon_7b_hand_count():
@@ -63,6 +64,37 @@ def test_falcon_7b_hand_count():
     h, V, L = 4544, 65024, 32
     per_layer = h * (h + 2 * 64) + h * h + 2 * h * 4 * h + 2 * h
     assert _load("falcon-7b").parameters == V * h + L * per_layer + 2 * h == 6_921_720_704
+
+
+def test_glm_4_7_flash_plus_its_mtp_layer_is_the_safetensors_total():
+    """GLM-4.7-Flash: the 47 counted layers plus the MTP layer 47 (eh_proj 2h x h, three norms, copies of embed_tokens
+    and lm_head, one MLA + MoE decoder layer) = 31,221,488,576, the report's safetensors inventory (MANIFEST)."""
+    h, V, E, w = 2048, 154_880, 64, 1536
+    attention = h * 768 + 768 + 768 * 20 * 256 + h * 576 + 512 + 512 * 20 * (192 + 256) + 20 * 256 * h
+    layer = attention + 2 * h + E * 3 * h * w + E * h + E + 3 * h * w  # experts, router + its bias, shared expert
+    mtp = 2 * h * h + 3 * h + 2 * V * h + layer
+    assert _load("glm-4.7-flash").parameters + mtp == 31_221_488_576
+
+
+def test_deepseek_v3_2_plus_its_mtp_layer_and_scales_is_the_safetensors_total():
+    """DeepSeek-V3.2: the 61 counted layers + the MTP layer 61 (eh_proj, three norms, copies of embed_tokens and
+    lm_head, one MLA + indexer + MoE layer) + the float32 block scales of every FP8 matrix (one per 128 x 128 block:
+    3 dense MLPs, 62 attention blocks, 59 x (256 experts + the shared one)) = 685,396,921,376, the inventory."""
+    h, V = 7168, 129_280
+    attention = h * 1536 + 1536 + 1536 * 128 * 192 + h * 576 + 512 + 512 * 128 * (128 + 128) + 128 * 128 * h
+    indexer = 1536 * 64 * 128 + h * 128 + h * 64 + 2 * 128  # wq_b, wk, weights_proj, k_norm (weight and bias)
+    layer = attention + indexer + 2 * h + 256 * 3 * h * 2048 + 256 * h + 256 + 3 * h * 2048
+    mtp = 2 * h * h + 3 * h + 2 * V * h + layer
+    per_block = 12 * 56 + 192 * 12 + 5 * 56 + 256 * 4 + 56 * 128 + 64 * 12 + 1 * 56  # q_a q_b kv_a kv_b o wq_b wk
+    scales = 3 * 3 * 56 * 144 + 62 * per_block + 59 * 257 * 3 * 16 * 56
+    assert _load("deepseek-v3.2").parameters + mtp + scales == 685_396_921_376
+
+
+def test_hy_mt2_7b_hand_count():
+    """Hy-MT2-7B (label "7B"): GQA 32/8 heads of 128, per-head q/k RMSNorms, gated MLP, tied embeddings, by hand."""
+    h, V, L, inter = 4096, 128_167, 32, 14_336
+    per_layer = 2 * h * 4096 + 2 * h * 1024 + 2 * 128 + 3 * h * inter + 2 * h
+    assert _load("hy-mt2-7b").parameters == V * h + L * per_layer + h == 7_504_568_320
 
 
 def test_gpt_oss_20b_weight_bytes_equal_the_checkpoint():
@@ -94,6 +126,40 @@ KV = {
     "falcon-7b": (8_192_000, 8192 * 32768),
     # llava: the Vicuna-7B text model, 32 x 2 x 32 x 128 x 2 = 524,288 B/token
     "llava-1.5-7b-hf": (524_288_000, 524_288 * 32768),
+    # gemma: MQA, 18 x 2 x 1 KV head x 256 x 2 B = 18,432 B/token
+    "gemma-2b": (18_432_000, 18_432 * 32768),
+    # starcoder2: a 4,096-token window on all 32 layers, 2 x 4 x 128 x 2 B = 2,048 B per layer-token
+    "starcoder2-7b": (32 * 2048 * 1000, 32 * 2048 * 4096),
+    # nemotron: 32 x 2 x 8 x 128 (kv_channels) x 2 B = 131,072 B/token
+    "nemotron-mini-4b": (131_072_000, 131_072 * 32768),
+    # glm4_moe_lite (MLA): 47 x (512 + 64) x 2 B = 54,144 B/token
+    "glm-4.7-flash": (54_144_000, 54_144 * 32768),
+    # gemma3 wrapper: 34 layers, every 6th global (5 global, 29 with a 1,024 window), 2 x 4 x 256 x 2 = 4,096 B
+    "gemma-3-4b-it": (34 * 1000 * 4096, (5 * 32768 + 29 * 1024) * 4096),
+    # internlm2: 32 x 2 x 8 x 128 x 2 B = 131,072 B/token
+    "internlm2.5-7b": (131_072_000, 131_072 * 32768),
+    # kimi_k2 (DeepSeek-V3's MLA): 61 x (512 + 64) x 2 B = 70,272 B/token
+    "kimi-k2-instruct": (70_272_000, 70_272 * 32768),
+    # deepseek_v32: MLA 576 x 2 B plus the indexer's FP8 key (128 B) and its float32 scale (4 B), 61 layers:
+    # 61 x 1,284 = 78,324 B/token
+    "deepseek-v3.2": (78_324_000, 78_324 * 32768),
+    # minimax_m2: 62 full-attention layers x 2 x 8 x 128 x 2 B = 253,952 B/token
+    "minimax-m2.7": (253_952_000, 253_952 * 32768),
+    # qwen3_next: every 4th layer attention (12 of 48), 2 x 2 KV heads x 256 x 2 B = 2,048 B per layer-token
+    "qwen3-next-80b-a3b-instruct": (12 * 2048 * 1000, 12 * 2048 * 32768),
+    # granite: 40 x 2 x 8 x 128 x 2 B = 163,840 B/token
+    "granite-3.3-8b-instruct": (163_840_000, 163_840 * 32768),
+    # ernie4_5: 18 x 2 x 2 KV heads x 128 (head_dim, not 1,024 / 16) x 2 B = 18,432 B/token
+    "ernie-4.5-0.3b": (18_432_000, 18_432 * 32768),
+    # hunyuan_v1_dense: 32 x 2 x 8 x 128 x 2 B = 131,072 B/token (use_cla false: no cross-layer sharing)
+    "hy-mt2-7b": (131_072_000, 131_072 * 32768),
+}
+
+# Recurrent state per sequence [bytes], independent of the context; 0 for every other file of KV.
+STATE = {
+    # 36 Gated DeltaNet layers, BF16: a 3-step conv window over 2 x 16 x 128 + 32 x 128 = 8,192 channels and a
+    # 32-head 128 x 128 recurrent state: 36 x (3 x 8,192 x 2 + 32 x 128 x 128 x 2) = 36 x 1,097,728
+    "qwen3-next-80b-a3b-instruct": 36 * (3 * 8192 * 2 + 32 * 128 * 128 * 2),
 }
 
 
@@ -102,6 +168,7 @@ def test_kv_per_sequence_at_1000_and_32768_tokens(name):
     """kv_bytes(c) equals the hand-worked sum over layers of min(c, w_l) x per-layer bytes."""
     model = _load(name)
     assert (model.kv_bytes(1000), model.kv_bytes(32768)) == KV[name]
+    assert model.state_bytes_per_sequence == STATE.get(name, 0)
 
 
 @pytest.mark.parametrize("name", REFUSED)
