@@ -39,7 +39,7 @@ from .estimate import _hardware_terms, _model_terms
 from .models import ModelConfig, load_model
 
 __all__ = ["SpeculativeConfig", "SpeculativeStep", "speculative_step", "break_even_batch", "proposer_model",
-           "best_speculative_tokens", "check_draft",
+           "proposer_extra", "head_cost_model", "best_speculative_tokens", "check_draft",
            "METHODS", "HEAD_METHODS", "REFUSED_METHODS", "MAX_SPECULATIVE_TOKENS",
            "MAX_BREAK_EVEN_BATCH"]
 
@@ -237,6 +237,96 @@ def proposer_model(target: ModelConfig, config: SpeculativeConfig) -> tuple[Mode
     return head, 3 * h * h + h * (head.q_width + 2 * head.kv_width)
 
 
+def proposer_extra(model: ModelConfig, extra: int) -> tuple[Fraction, int]:
+    """What a proposal step's replicated extra matmul adds to ``model``'s decode step: (bytes, FLOPs per token).
+
+    Parameters
+    ----------
+    model : ModelConfig (the model one proposal step runs, :func:`proposer_model`)
+    extra : int >= 0 [parameters] (its replicated extra matmul parameters, :func:`proposer_model`)
+
+    Returns
+    -------
+    (extra x the model's bytes per parameter [bytes], an exact Fraction; 2 x extra [FLOP/token]): read once and
+    done once per token at each proposal step, on every GPU whole (docs/conventions.md, "Speculative decoding";
+    the one rule of ``roofline report`` and of the scheduler, :func:`head_cost_model`).
+
+    Raises
+    ------
+    InvalidValueError
+        ``extra`` not an integer >= 0.
+
+    Examples
+    --------
+    >>> from roofline import get_model
+    >>> target = get_model("deepseek-v3")
+    >>> proposer_extra(target.mtp_module, target.mtp_projection_parameters)
+    (Fraction(205549568, 1), 205549568)
+    """
+    check_int("extra", extra, minimum=0)
+    return extra * Fraction(model.weight_bytes_per_parameter), 2 * int(extra)
+
+
+def head_cost_model(deployment: Deployment, config: SpeculativeConfig, *, exact: bool = True) -> Any:
+    """The scheduler's cost model of a head on the target (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``).
+
+    Parameters
+    ----------
+    deployment : Deployment (the target's: its accelerator, T, FLOPs convention and engine profile; no pipeline
+        or expert parallelism)
+    config : SpeculativeConfig (a head method)
+    exact : bool, default True (False: floats, for a float run)
+
+    Returns
+    -------
+    roofline.sim.RooflineCostModel: one proposal step is its ``decode_time(B, S)`` [s], the decode step of the
+    model :func:`proposer_model` gives (one GPU's share at the target's T, its own layers' all-reduces of B
+    rows, a MoE head's experts B tokens touch) with its weight bytes and FLOPs per token raised by
+    :func:`proposer_extra` (docs/conventions.md, "Speculative decoding in the scheduler"); priced as
+    :func:`speculative_step` prices the head's steps.
+
+    Raises
+    ------
+    InvalidValueError
+        A method that is not a head's (``speculative_config.method``); pipeline or expert parallelism (by their
+        fields); as :func:`proposer_model` and :func:`check_draft` (a target without MTP modules, a head derived
+        from a MoE, hybrid, sliding-window or sparse-attention target).
+
+    Examples
+    --------
+    >>> from roofline import get_accelerator, get_model
+    >>> d = Deployment(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
+    >>> c = SpeculativeConfig.parse('{"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", '
+    ...                             '"num_speculative_tokens": 3}')
+    >>> head = head_cost_model(d, c)
+    >>> round(float(head.decode_time(1, 1000)) * 1e6, 2)  # [us]
+    778.74
+    """
+    from .sim.cost import RooflineCostModel
+
+    if not isinstance(deployment, Deployment):
+        raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment (the target's)")
+    if config.method not in HEAD_METHODS:
+        raise InvalidValueError("speculative_config.method", config.method, "expected a head on the target: "
+                                + ", ".join(HEAD_METHODS))
+    if deployment.pipeline_parallel_size != 1:
+        raise InvalidValueError("pipeline_parallel_size", deployment.pipeline_parallel_size,
+                                "speculative decoding through pipeline stages: not modelled yet")
+    if deployment.expert_parallel_size != 1:
+        raise InvalidValueError("enable_expert_parallel", True, "speculative decoding with expert parallelism (the "
+                                "all-to-alls of B (k + 1) tokens): not modelled yet")
+    found = proposer_model(deployment.model, config)
+    assert found is not None  # a head's method
+    model, extra = found
+    check_draft(model)
+    own = Deployment(model, deployment.accelerator, deployment.tensor_parallel_size, flops=deployment.flops,
+                     estimate=deployment.estimate)
+    cost = RooflineCostModel.for_deployment(own, exact=exact)
+    extra_bytes, extra_flops = proposer_extra(model, extra)
+    return attrs.evolve(cost, weight_bytes=cost.weight_bytes + extra_bytes,
+                        flops_per_token=cost.flops_per_token + extra_flops)
+
+
 @attrs.frozen
 class SpeculativeStep:
     """One speculative step of ``batch`` sequences at ``context`` tokens beside a plain decode step (SI units).
@@ -373,10 +463,10 @@ def _price(d: Deployment, config: SpeculativeConfig, batch: Any, context: int, k
         model, extra = found
         check_draft(model)
         terms = _weights_terms(model.per_gpu(T), flops, batch)
-        bpp = model.weight_bytes_per_parameter
-        terms["weight_bytes"] = terms["weight_bytes"] + extra * (float(bpp) if isinstance(batch, np.ndarray)
-                                                                   else Fraction(bpp))
-        terms["flops_per_token"] = terms["flops_per_token"] + 2 * extra
+        extra_bytes, extra_flops = proposer_extra(model, extra)
+        terms["weight_bytes"] = terms["weight_bytes"] + (float(extra_bytes) if isinstance(batch, np.ndarray)
+                                                         else extra_bytes)
+        terms["flops_per_token"] = terms["flops_per_token"] + extra_flops
         own_hw: dict[str, Any] = _hardware_terms(d.accelerator, model)
         if isinstance(batch, np.ndarray):
             own_hw = _as_float(own_hw)

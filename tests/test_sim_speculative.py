@@ -174,6 +174,76 @@ def test_refused_by_name_where_not_modelled():
 # --------------------------------------------------------------------------- both clocks, conservation
 
 
+# --------------------------------------------------------------------------- heads on the target, MoE drafts
+
+EAGLE = '{"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": %d}'
+MOE_DRAFT = '{"model": "qwen3-30b-a3b", "num_speculative_tokens": %d}'
+DEEPSEEK = get_model("deepseek-v3")
+
+
+def test_an_eagle_head_s_proposal_step_is_its_layer_the_shared_lm_head_and_its_fc_by_hand():
+    """EAGLE head derived from Llama 3.1 8B (h 4,096, kv 1,024, MLP 14,336, vocabulary 128,256), BF16 on an H100
+    SXM (3.35 TB/s), one row at context 1,000: memory-bound, so (2 bytes x parameters + KV) / BW.
+
+    Parameters: q, o 2 x 4,096^2 + k, v 2 x 4,096 x 1,024 = 41,943,040; MLP 3 x 4,096 x 14,336 = 176,160,768;
+    2 layer norms and the final norm 12,288; embedding and lm_head 2 x 128,256 x 4,096 = 1,050,673,152;
+    fc 2 x 4,096^2 + 4,096 = 33,558,528: 1,302,347,776. KV: one layer, 2 x 1,024 x 2 bytes = 4,096 per token."""
+    from roofline.speculative import head_cost_model
+
+    head = head_cost_model(Deployment(TARGET, H100), SpeculativeConfig.parse(EAGLE % 3))
+    params = 41_943_040 + 176_160_768 + 12_288 + 1_050_673_152 + 33_558_528
+    assert params == 1_302_347_776
+    assert head.decode_time(1, 1000) == Fraction(2 * params + 4096 * 1000) / Fraction(335 * 10**10)
+    # and the scheduler takes that cost model: one step of a lone sequence is the verification plus k head steps
+    spec = Speculation.from_config(EAGLE % 3, H100, acceptance_rate=Fraction(1), target=Deployment(TARGET, H100))
+    assert spec.proposer == head and spec.method == "eagle"
+
+
+@pytest.mark.parametrize("mode", ["seeded", "expectation"])
+@pytest.mark.parametrize(("target", "accelerator", "T", "config"), [
+    (TARGET, H100, 1, EAGLE % 3),
+    (TARGET, H100, 1, MOE_DRAFT % 2),
+    (DEEPSEEK, get_accelerator("h200-sxm"), 8, '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'),
+    (DEEPSEEK, get_accelerator("h200-sxm"), 8, '{"method": "mtp", "num_speculative_tokens": 2}'),
+])
+def test_heads_and_moe_drafts_in_the_scheduler_are_priced_as_the_report_prices_them(target, accelerator, T, config,
+                                                                                      mode):
+    """A lone request's finish is its prefill plus speculative_step(batch 1, its context).step_time per step: the
+    report's pricing of the head (its layer, shared embedding and lm_head, replicated extra at the target's T,
+    its all-reduces) or of a MoE draft (its experts one token touches), on both clocks."""
+    prompt, output, alpha = 200, 30, Fraction(17, 20)
+    deployment = Deployment(target, accelerator, T)
+    cost = RooflineCostModel.for_deployment(deployment)
+    spec = Speculation.from_config(config, accelerator, acceptance_rate=alpha, mode=mode, target=deployment)
+    reqs = [Request(id=3, arrival_s=0, prompt_tokens=prompt, output_tokens=output)]
+    step = serve_continuous(reqs, cost, speculative=spec, engine="step")
+    event = serve_continuous(reqs, cost, speculative=spec, engine="event")
+    assert_same_results(event, step)
+    parsed = SpeculativeConfig.parse(config)
+    sums = spec.accepted(3, output - 1)
+    t = cost.prefill_time(prompt, prompt * (prompt + 1) // 2)
+    made, steps = 1, 0
+    while made < output:
+        t += speculative_step(deployment, parsed, batch=1, context=prompt + made, acceptance_rate=alpha).step_time
+        steps += 1
+        made = min(output, 1 + sums[steps])
+    assert step.requests[0].finish_s == t
+    assert step.options["speculative"]["sequence_steps"] == steps
+
+
+def test_a_moe_draft_s_proposal_step_reads_the_experts_its_rows_touch():
+    """Qwen3-30B-A3B as the draft: a proposal step of B rows reads shared + X E (1 - (1 - k/E)^B) (uniform
+    routing), E = 128 experts, k = 8 per token; memory-bound at these batches."""
+    spec = Speculation.from_config(MOE_DRAFT % 2, H100, acceptance_rate=Fraction(1, 2))
+    draft, proposer = get_model("qwen3-30b-a3b"), spec.proposer
+    assert (draft.num_experts, draft.num_experts_per_tok) == (128, 8)
+    for batch, context_sum in ((1, 100), (4, 900), (16, 5000)):
+        touched = 128 * (1 - Fraction(120, 128) ** batch)
+        nbytes = (Fraction(draft.shared_weight_bytes) + Fraction(draft.routed_expert_bytes) * touched
+                  + draft.kv_bytes_per_token * context_sum)
+        assert proposer.decode_time(batch, context_sum) == nbytes / H100.bandwidth
+
+
 @st.composite
 def _runs(draw):
     reqs, t = [], 0
@@ -184,8 +254,15 @@ def _runs(draw):
     k = draw(st.integers(1, 4))
     alpha = draw(st.sampled_from([Fraction(0), Fraction(1, 3), Fraction(7, 10), Fraction(1)]))
     mode = draw(st.sampled_from(["seeded", "expectation"]))
-    spec = _draft(k, alpha, mode, draw(st.integers(0, 3))) if draw(st.booleans()) else Speculation(k, alpha, mode=mode)
-    return reqs, spec
+    proposer = draw(st.sampled_from(["ngram", "draft", "moe_draft", "eagle"]))
+    seed = draw(st.integers(0, 3))
+    if proposer == "ngram":
+        return reqs, Speculation(k, alpha, mode=mode)
+    if proposer == "draft":
+        return reqs, _draft(k, alpha, mode, seed)
+    config = MOE_DRAFT % k if proposer == "moe_draft" else EAGLE % k
+    return reqs, Speculation.from_config(config, H100, acceptance_rate=alpha, mode=mode, seed=seed,
+                                         target=Deployment(TARGET, H100))
 
 
 @settings(settings.get_profile("simulation_oracle"))
@@ -193,8 +270,9 @@ def _runs(draw):
        on_demand=st.booleans(), seqs=st.integers(1, 5), caching=st.booleans())
 def test_the_stretch_clock_equals_the_step_clock_with_speculative_decoding(run, blocks, b, chunked, on_demand, seqs,
                                                                           caching):
-    """A tight pool (preemptions under on-demand admission, refusals on arrival), both prefill modes, a draft or
-    n-gram: both clocks agree field by field and on the speculative counts; every token is made once."""
+    """A tight pool (preemptions under on-demand admission, refusals on arrival), both prefill modes, a dense or
+    MoE draft, an EAGLE head or n-gram: both clocks agree field by field and on the speculative counts; every
+    token is made once."""
     reqs, spec = run
     k = spec.num_speculative_tokens
     kw = dict(kv_pool=KVPool.blocks(blocks * 16 // b, block_size=b), max_num_seqs=seqs, speculative=spec,
@@ -219,6 +297,33 @@ def test_the_stretch_clock_equals_the_step_clock_with_speculative_decoding(run, 
             assert prefill_tokens == sum(1 + r.preemptions for r in done)
     assert sp["sequence_steps"] <= sp["tokens"] <= (k + 1) * sp["sequence_steps"]
     assert sp["accepted_tokens"] == sp["tokens"] - sp["sequence_steps"]
+
+
+_H200 = get_accelerator("h200-sxm")
+_DS = Deployment(DEEPSEEK, _H200, 8)
+_DS_COST = RooflineCostModel.for_deployment(_DS)
+
+
+@settings(settings.get_profile("simulation_oracle"))
+@given(run=_runs(), blocks=st.integers(12, 40), on_demand=st.booleans(), seqs=st.integers(1, 5),
+       chunked=st.booleans(), method=st.sampled_from(["mtp", "deepseek_mtp"]))
+def test_the_stretch_clock_equals_the_step_clock_with_deepseek_v3_s_mtp_head(run, blocks, on_demand, seqs, chunked,
+                                                                              method):
+    """DeepSeek-V3 on 8 x H200 with its MTP module as the proposer (a MoE target and a MoE head, tensor-parallel
+    all-reduces in both): both clocks agree field by field and on the speculative counts."""
+    reqs, drawn = run
+    k = drawn.num_speculative_tokens
+    spec = Speculation.from_config(f'{{"method": "{method}", "num_speculative_tokens": {k}}}', _H200,
+                                   acceptance_rate=drawn.acceptance_rate, mode=drawn.mode, seed=drawn.seed, target=_DS)
+    kw = dict(kv_pool=KVPool.blocks(blocks, block_size=16), max_num_seqs=seqs, speculative=spec,
+              admission="on_demand" if on_demand else "reserve")
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=seqs * (k + 1) + 7)
+    step = serve_continuous(reqs, _DS_COST, engine="step", **kw)
+    event = serve_continuous(reqs, _DS_COST, engine="event", **kw)
+    assert event.options["engine"] == "event"
+    assert_same_results(event, step)
+    assert event.options["speculative"] == step.options["speculative"]
 
 
 # --------------------------------------------------------------------------- the command line
@@ -318,8 +423,6 @@ def _spec_of(model):
     (_spec_of("gemma-3-27b"), ["speculative_config.model: speculative decoding with sliding-window layers"]),
     (_spec_of("nemotron-h-56b"), ["speculative_config.model: speculative decoding of a hybrid model"]),
     (_spec_of("deepseek-v3.2"), ["speculative_config.model: speculative decoding with sparse attention"]),
-    (_spec_of("mixtral-8x7b"), ["speculative_config.model: a mixture-of-experts draft in the scheduler"]),
-    ([*_spec_of("mixtral-8x7b"), "--float"], ["speculative_config.model: a mixture-of-experts draft"]),
     (_spec_of("gpt-oss-20b"), ["speculative_config.model: speculative decoding with sliding-window layers"]),
     (_spec_of("x"), ["speculative_config.model: unknown model 'x'"]),
     (['--speculative-config', '{"model": null, "num_speculative_tokens": 4}'],

@@ -326,19 +326,33 @@ def test_report_prints_the_mtp_step_on_8_h200(capsys):
     assert max(len(line) for line in out.splitlines()) <= 100
 
 
-def test_the_scheduler_refuses_heads_by_name():
+def test_the_scheduler_takes_a_head_with_the_target_s_deployment_only():
+    """A head on the target needs the target's Deployment (field ``target``); a target without MTP modules is
+    refused by name, as the report refuses it; EAGLE-3 runs, at the target's T."""
     from roofline.sim.speculative import Speculation
 
     for method in ("mtp", "eagle3"):
         with pytest.raises(InvalidValueError) as info:
             Speculation.from_config(f'{{"method": "{method}", "model": "x/y", "num_speculative_tokens": 1}}', H100,
                                     acceptance_rate=Fraction(1, 2))
-        assert info.value.field == "speculative_config.method" and "not modelled" in str(info.value)
+        assert info.value.field == "target"
+    d = Deployment(get_model("llama-3.1-8b"), H100)
+    with pytest.raises(InvalidValueError) as info:
+        Speculation.from_config('{"method": "mtp", "num_speculative_tokens": 1}', H100,
+                                acceptance_rate=Fraction(1, 2), target=d)
+    assert info.value.field == "speculative_config.method" and "has no MTP module" in info.value.reason
+    spec = Speculation.from_config('{"method": "eagle3", "model": "x/y", "num_speculative_tokens": 2}', H100,
+                                   acceptance_rate=Fraction(1, 2), target=Deployment(get_model("llama-3.1-70b"),
+                                                                                     H100, 4))
+    assert spec.proposer.tensor_parallel_size == 4 and spec.model == "x/y"
 
 
-def test_simulate_refuses_a_head_in_one_line(capsys):
-    assert main(["simulate", "--policy", "continuous", "--num-prompts", "2", "--random-input-len", "16",
-                 "--random-output-len", "4", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}',
-                 "--acceptance-rate", "0.8"]) == 2
+def test_simulate_refuses_mtp_without_mtp_modules_in_one_line_and_runs_it_with_them(capsys):
+    base = ["simulate", "--policy", "continuous", "--num-prompts", "2", "--random-input-len", "16",
+            "--random-output-len", "4", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}',
+            "--acceptance-rate", "0.8"]
+    assert main(base) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "speculative_config.method: a head on the target" in err
+    assert err.count("\n") == 1 and "speculative_config.method: llama-3.1-8b has no MTP module" in err
+    assert main([*base, "--model", "deepseek-v3", "--accelerator", "h200-sxm", "--tensor-parallel-size", "8"]) == 0
+    assert "speculative decoding on: mtp, k = 1, acceptance rate 0.8" in capsys.readouterr().out

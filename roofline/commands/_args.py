@@ -166,8 +166,8 @@ def add_speculative_options(p: argparse.ArgumentParser, *, scheduler: bool = Fal
     p.add_argument("--speculative-config", default=None, metavar="JSON",
                    help="speculative decoding, as vLLM spells it: '{\"method\": \"draft_model\", \"ngram\", "
                         "\"mtp\", \"deepseek_mtp\", \"eagle\" or \"eagle3\", \"model\": DRAFT or HEAD, "
-                        "\"num_speculative_tokens\": k}' (needs --acceptance-rate; heads on the target in "
-                        "roofline report only; docs/conventions.md, \"Speculative decoding\")")
+                        "\"num_speculative_tokens\": k}' (needs --acceptance-rate; docs/conventions.md, "
+                        "\"Speculative decoding\")")
     p.add_argument("--acceptance-rate", type=number_arg("--acceptance-rate", positive=True, at_most_one=True),
                    default=None, help="probability that each proposed token is accepted, in (0, 1] (with "
                                       "--speculative-config)")

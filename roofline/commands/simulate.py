@@ -663,7 +663,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                                            "max_num_batched_tokens": budget_tokens,
                                            "enable_prefix_caching": args.enable_prefix_caching}),
     }
-    speculation = _speculation(args, accelerator, deployment.estimate)
+    speculation = _speculation(args, accelerator, deployment.estimate, deployment)
     if speculation is not None:  # continuous batching's rows only (plan_run refused the others)
         for name in (n for n in names if n in runs):
             runs[name][1]["speculative"] = speculation
@@ -707,10 +707,10 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                 tp_note=tp_note)
 
 
-def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any) -> Speculation | None:
+def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any, deployment: Any) -> Speculation | None:
     """The run's speculative decoding from --speculative-config and --acceptance-rate (both or neither), or None;
-    the draft runs on one GPU of the same accelerator, priced as the target is (the bound or ``estimate``;
-    docs/conventions.md, "Speculative decoding in the scheduler")."""
+    the draft runs on one GPU of the same accelerator, priced as the target is (the bound or ``estimate``), a head
+    on the target's ``deployment`` (docs/conventions.md, "Speculative decoding in the scheduler")."""
     try:
         pair = speculative_pair(args)
     except InvalidValueError as err:
@@ -723,7 +723,8 @@ def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any) -> S
     config, alpha = pair
     try:
         return Speculation.from_config(config, accelerator, acceptance_rate=alpha, mode=args.acceptance_mode,
-                                       seed=args.speculative_seed, exact=not args.float_mode, estimate=estimate)
+                                       seed=args.speculative_seed, exact=not args.float_mode, estimate=estimate,
+                                       target=deployment)
     except InvalidValueError as err:
         raise InvalidValueError("--speculative-config", config, f"{err.field}: {err.reason}") from None
 

@@ -59,8 +59,9 @@ class Speculation:
     acceptance_rate : number in [0, 1] (alpha; kept as an exact Fraction, a float by its binary value; 0: every
         proposal rejected, one token per step)
     proposer : CostModel or None
-        The draft model's cost model (its k decode steps per step are priced by its
-        ``decode_time``); None: a proposer that costs nothing (``ngram``).
+        The draft model's (or a head's, :func:`roofline.speculative.head_cost_model`) cost model (its k
+        decode steps per step are priced by its ``decode_time``); None: a proposer that costs nothing
+        (``ngram``).
     mode : {"seeded", "expectation"}, default "seeded"
         ``seeded``: each step's accepted tokens drawn from a generator seeded by (seed, request id);
         ``expectation``: floor(d tau) tokens after d steps, tau the expected tokens per step.
@@ -111,7 +112,7 @@ class Speculation:
 
     @classmethod
     def from_config(cls, config: Any, accelerator: Any, *, acceptance_rate: Any, mode: str = "seeded",
-                    seed: int = 0, exact: bool = True, estimate: Any = None) -> Speculation:
+                    seed: int = 0, exact: bool = True, estimate: Any = None, target: Any = None) -> Speculation:
         """The speculation of vLLM's ``--speculative-config`` on ``accelerator``.
 
         Parameters
@@ -121,6 +122,8 @@ class Speculation:
         acceptance_rate, mode, seed : as the class
         exact : bool, default True (the draft's cost model in Fractions; False: floats, for a float run)
         estimate : str, EngineProfile or None (the draft priced as the target is: the bound, or this profile)
+        target : roofline.Deployment or None (the target's deployment; needed by a head on the target, which runs
+            at its T with its estimate: :func:`roofline.speculative.head_cost_model`)
 
         Returns
         -------
@@ -130,28 +133,27 @@ class Speculation:
         ------
         InvalidValueError
             As :meth:`roofline.speculative.SpeculativeConfig.parse` and the class; a head on the target
-            (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``): not modelled in the scheduler yet, refused by name;
-            a draft the speculative step does not model (sliding windows, recurrent state, sparse attention:
-            :func:`roofline.speculative.check_draft`, the rule ``roofline report`` applies) or a MoE draft
-            (its experts touched per proposal step are not on the scheduler's clock), each as
-            ``speculative_config.model``.
+            (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``) without ``target`` (field ``target``), or as
+            :func:`roofline.speculative.head_cost_model`; a draft the speculative step does not model (sliding
+            windows, recurrent state, sparse attention: :func:`roofline.speculative.check_draft`, the rule
+            ``roofline report`` applies), as ``speculative_config.model``.
         """
-        from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft
+        from ..deployment import Deployment
+        from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft, head_cost_model
 
         if not isinstance(config, SpeculativeConfig):
             config = SpeculativeConfig.parse(config)
-        if config.method in HEAD_METHODS:
-            raise InvalidValueError("speculative_config.method", config.method, "a head on the target (MTP, EAGLE) "
-                                    "in the scheduler: not modelled yet (roofline report prices one step of it)")
         proposer = None
-        if config.draft is not None:
+        if config.method in HEAD_METHODS:
+            if not isinstance(target, Deployment):
+                raise InvalidValueError("target", target, f"a head on the target ({config.method}) needs the "
+                                        "target's roofline.Deployment")
+            proposer = head_cost_model(target, config, exact=exact)
+        elif config.draft is not None:
             check_draft(config.draft)
-            if config.draft.is_moe:
-                raise InvalidValueError("speculative_config.model", config.draft.name, "a mixture-of-experts draft "
-                                        "in the scheduler: not modelled yet (roofline report prices its steps)")
             proposer = RooflineCostModel.for_model(config.draft, accelerator, exact=exact, estimate=estimate)
         return cls(config.num_speculative_tokens, acceptance_rate, proposer, mode, seed, config.method,
-                   None if config.draft is None else config.draft.name)
+                   config.model if config.draft is None else config.draft.name)
 
     @property
     def tokens_per_step(self) -> Any:
@@ -206,23 +208,31 @@ class _Drafts:
         self.sequence_steps = 0  # rows verified
         self.tokens = 0  # tokens those rows made (cut at each output length)
 
-    def constants(self) -> list[Any]:
-        """The proposer's exact terms [s], for the run's tick clock (it then covers the proposer's steps)."""
+    def constants(self, max_tokens: int = 1) -> list[Any]:
+        """The proposer's exact terms [s], for the run's tick clock (it then covers the proposer's steps).
+
+        A mixture-of-experts proposer's weights depend on a step's tokens: its terms then hold
+        1 / the common denominator of its weights up to ``max_tokens`` tokens (the run's clock
+        covers every proposal step of at most that many rows; a step of more starts the run again on a
+        finer clock, :class:`roofline.sim.stretch.ClockTooCoarse`)."""
         if self.proposer is None:
             return []
         terms = stretch_terms(self.proposer)
         if isinstance(terms, str):
             raise InvalidValueError("proposer", self.proposer, f"the stretch clock cannot price it: {terms}")
-        return list(terms.constants())
+        if terms.constant_weights:
+            return list(terms.constants())
+        return [*terms.constants(), Fraction(1, terms.weights_denominator(max_tokens))]
 
-    def on_ticks(self, costs: Any, times: list[Any]) -> None:
-        """Price the proposer in ticks of ``costs``'s clock (its terms were among the clock's values)."""
+    def on_ticks(self, costs: Any, times: list[Any], max_tokens: int = 1) -> None:
+        """Price the proposer in ticks of ``costs``'s clock (its terms, :meth:`constants` of the same
+        ``max_tokens``, were among the clock's values)."""
         if self.proposer is None:
             return
         from .clock import _TickCostModel
         from .stretch import TickCosts
 
-        own = TickCosts.build(self.proposer, [Fraction(1, costs.clock.denominator), *times])
+        own = TickCosts.build(self.proposer, [Fraction(1, costs.clock.denominator), *times], max_tokens=max_tokens)
         assert own is not None and own.clock.denominator == costs.clock.denominator
         self.proposer = _TickCostModel(self.spec.proposer, own)
 
