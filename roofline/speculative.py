@@ -32,14 +32,14 @@ import attrs
 import numpy as np
 
 from . import formulas as f
-from ._checks import check_int
+from ._checks import check_int, check_number
 from .deployment import Deployment, allreduce_terms
 from .errors import ConfigError, InvalidValueError, UnknownPresetError
 from .estimate import _hardware_terms, _model_terms
 from .models import ModelConfig, load_model
 
 __all__ = ["SpeculativeConfig", "SpeculativeStep", "speculative_step", "break_even_batch", "proposer_model",
-           "proposer_extra", "head_cost_model", "best_speculative_tokens", "check_draft",
+           "proposer_extra", "head_cost_model", "expected_tokens_per_step", "best_speculative_tokens", "check_draft",
            "METHODS", "HEAD_METHODS", "REFUSED_METHODS", "MAX_SPECULATIVE_TOKENS",
            "MAX_BREAK_EVEN_BATCH"]
 
@@ -235,6 +235,75 @@ def proposer_model(target: ModelConfig, config: SpeculativeConfig) -> tuple[Mode
     if config.method == "eagle":
         return head, 2 * h * h + h
     return head, 3 * h * h + h * (head.q_width + 2 * head.kv_width)
+
+
+def expected_tokens_per_step(speculative_tokens: int, acceptance_rate: Any) -> Any:
+    """The expected tokens per step per sequence of k proposals [tokens]: one rate or a per-position vector.
+
+    Parameters
+    ----------
+    speculative_tokens : int in 0 .. 64 [tokens] (k)
+    acceptance_rate : a number in [0, 1] (alpha, every position alike), or a sequence of exactly k numbers in
+        [0, 1] (alpha_1 .. alpha_k, alpha_i given every proposal before i accepted)
+
+    Returns
+    -------
+    One rate: (1 - alpha^(k+1)) / (1 - alpha) (:func:`roofline.formulas.speculative_tokens_per_step`, k + 1 at
+    alpha = 1, 1 at alpha = 0). A vector: 1 + sum_i prod_{j<=i} alpha_j, the fold T_{k+1} = 1,
+    T_i = 1 + alpha_i T_{i+1} of :func:`roofline.formulas.speculative_tokens_from_position`
+    (docs/conventions.md, "Speculative decoding"). Exact for ints and Fractions.
+
+    Raises
+    ------
+    InvalidValueError
+        k not an integer >= 0 (``speculative_tokens``); a rate outside [0, 1] or a vector of another length
+        than k (``acceptance_rate``).
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> expected_tokens_per_step(3, (Fraction(9, 10), Fraction(8, 10), Fraction(7, 10)))
+    Fraction(781, 250)
+    >>> expected_tokens_per_step(2, (Fraction(1, 2), Fraction(1, 2))) == expected_tokens_per_step(2, Fraction(1, 2))
+    True
+    """
+    check_int("speculative_tokens", speculative_tokens, minimum=0)
+    if isinstance(acceptance_rate, (tuple, list)):
+        if len(acceptance_rate) != speculative_tokens:
+            raise InvalidValueError("acceptance_rate", list(acceptance_rate), f"a per-position vector needs "
+                                    f"k = {speculative_tokens} rates, one per proposed token")
+        tokens: Any = 1
+        for rate in reversed(acceptance_rate):
+            _check_rate(rate)
+            tokens = f.speculative_tokens_from_position.unchecked(acceptance_rate=rate, tokens_after_position=tokens)
+        return tokens
+    _check_rate(acceptance_rate)
+    return f.speculative_tokens_per_step.unchecked(speculative_tokens=speculative_tokens,
+                                                   acceptance_rate=acceptance_rate)
+
+
+def _check_rate(rate: Any) -> None:
+    check_number("acceptance_rate", rate)
+    if not 0 <= rate <= 1:
+        raise InvalidValueError("acceptance_rate", rate, "expected a number in [0, 1] (alpha)")
+
+
+def _rates_for(acceptance_rate: Any, k: int, override: bool) -> Any:
+    """The report's rates, each in (0, 1], for k proposals: one rate as it is; a per-position vector's first k
+    where k is given in place of the config's (``override``; at most the vector's length), else all of them."""
+    rates = list(acceptance_rate) if isinstance(acceptance_rate, (tuple, list)) else [acceptance_rate]
+    for rate in rates:
+        check_number("acceptance_rate", rate)
+        if isinstance(rate, np.ndarray) or not 0 < rate <= 1:
+            raise InvalidValueError("acceptance_rate", rate, "must be in (0, 1]")
+    if not isinstance(acceptance_rate, (tuple, list)):
+        return acceptance_rate
+    if override:
+        if k > len(rates):
+            raise InvalidValueError("speculative_tokens", k, f"more proposals than the {len(rates)} per-position "
+                                    "rates given")
+        return tuple(rates[:k])
+    return tuple(rates)
 
 
 def proposer_extra(model: ModelConfig, extra: int) -> tuple[Fraction, int]:
@@ -514,8 +583,10 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
     config : SpeculativeConfig (its proposer; its k unless ``speculative_tokens`` is given)
     batch : int >= 1 [sequences]
     context : int >= 1 [tokens] (each sequence's context for its first new token)
-    acceptance_rate : (0, 1] (alpha)
-    speculative_tokens : int in 0 .. 64 or None (k in place of the config's; 0 is plain decode)
+    acceptance_rate : (0, 1] (alpha), or a sequence of k rates in (0, 1] (the per-position vector,
+        :func:`expected_tokens_per_step`)
+    speculative_tokens : int in 0 .. 64 or None (k in place of the config's; 0 is plain decode; with a
+        vector at most its length, its first k rates used)
 
     Returns
     -------
@@ -527,7 +598,8 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
     Raises
     ------
     InvalidValueError
-        Each bad argument named; pipeline or expert parallelism, an estimate, sliding windows, recurrent
+        Each bad argument named (a vector of another length than the config's k, or shorter than
+        ``speculative_tokens``); pipeline or expert parallelism, an estimate, sliding windows, recurrent
         layers or sparse attention (target or proposer), ``mtp`` on a target without MTP modules: not
         modelled, refused by name.
 
@@ -549,8 +621,9 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
     if k > MAX_SPECULATIVE_TOKENS:
         raise InvalidValueError("speculative_tokens", k, f"more than {MAX_SPECULATIVE_TOKENS}: not modelled")
     d = deployment
+    rates = _rates_for(acceptance_rate, k, speculative_tokens is not None)
     priced = _price(d, config, batch, context, k)
-    tokens = f.speculative_tokens_per_step(speculative_tokens=k, acceptance_rate=acceptance_rate)
+    tokens = expected_tokens_per_step(k, rates)
     vt, pt = priced.verify_terms, priced.plain_terms
     return SpeculativeStep(
         batch=batch, context=context, speculative_tokens=k, acceptance_rate=acceptance_rate, method=config.method,
@@ -606,7 +679,7 @@ def break_even_batch(deployment: Deployment, config: SpeculativeConfig, *, conte
     batches = np.arange(1, max_batch + 1, dtype=np.int64)
     k = config.num_speculative_tokens
     priced = _price(deployment, config, batches, context, k)
-    tokens = f.speculative_tokens_per_step(speculative_tokens=k, acceptance_rate=float(acceptance_rate))
+    tokens = float(exact.tokens_per_step)
     speedup = tokens * priced.plain / priced.step
     for index in np.flatnonzero(speedup <= 1 + _CLOSE):
         batch = int(index) + 1
@@ -623,7 +696,8 @@ def best_speculative_tokens(deployment: Deployment, config: SpeculativeConfig, *
     Parameters
     ----------
     deployment, config, batch, context, acceptance_rate : as :func:`speculative_step`
-    max_tokens : int in 1 .. 64 [tokens] (default 16)
+    max_tokens : int in 1 .. 64 [tokens] (default 16; with a per-position vector, at most its length: its first
+        k rates for each k compared)
 
     Returns
     -------
@@ -646,6 +720,8 @@ def best_speculative_tokens(deployment: Deployment, config: SpeculativeConfig, *
     check_int("max_tokens", max_tokens, minimum=1)
     if max_tokens > MAX_SPECULATIVE_TOKENS:
         raise InvalidValueError("max_tokens", max_tokens, f"more than {MAX_SPECULATIVE_TOKENS}: not modelled")
+    if isinstance(acceptance_rate, (tuple, list)):
+        max_tokens = min(max_tokens, len(acceptance_rate))
     speedups = [speculative_step(deployment, config, batch=batch, context=context, acceptance_rate=acceptance_rate,
                                  speculative_tokens=k).speedup for k in range(max_tokens + 1)]
     return max(range(max_tokens + 1), key=lambda k: (speedups[k], -k))

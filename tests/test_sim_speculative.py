@@ -103,6 +103,73 @@ def test_seeded_draws_converge_to_the_formula(k, alpha):
     assert sp["tokens"] == 200 * 399
 
 
+# --------------------------------------------------------------------------- a per-position acceptance vector
+
+RATES = (Fraction(9, 10), Fraction(8, 10), Fraction(7, 10))
+
+
+def test_a_vector_s_expectation_mode_makes_exactly_the_formula_s_tokens_per_step():
+    """alpha = 0.9, 0.8, 0.7: E = 1 + 0.9 + 0.72 + 0.504 = 781 / 250 tokens per step (by hand). Expectation mode:
+    after d steps floor(d E) tokens; 250 steps make 781 exactly, so a request of 1 + 781 tokens takes 250 steps."""
+    spec = Speculation(3, RATES, mode="expectation")
+    assert spec.tokens_per_step == Fraction(781, 250) == 1 + Fraction(9, 10) + Fraction(72, 100) + Fraction(504, 1000)
+    sums = spec.accepted(0, 250)
+    assert sums[250] == 781 and all(s == (d * 781) // 250 for d, s in enumerate(sums))
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=10, output_tokens=1 + 781) for i in range(3)]
+    sp = serve_continuous(reqs, COST, speculative=spec).options["speculative"]
+    assert sp["sequence_steps"] == 3 * 250 and sp["tokens"] == 3 * 781
+    assert Fraction(sp["tokens"], sp["sequence_steps"]) == Fraction(781, 250) and sp["tokens_per_step"] == 781 / 250
+    assert sp["expected_tokens_per_step"] == 781 / 250
+    assert sp["acceptance_rate"] == [0.9, 0.8, 0.7]
+
+
+@pytest.mark.parametrize("rates", [RATES, (Fraction(1, 2), Fraction(1), Fraction(1, 4), Fraction(9, 10))])
+def test_a_vector_s_seeded_draws_converge_to_the_formula(rates):
+    """Each proposal i drawn against alpha_i, counted only if all before it were: the tokens per step have
+    P(N >= i) = alpha_1 .. alpha_i; their mean over 20,000 steps is within 5 standard errors of E, and each
+    position's acceptance given the ones before converges to its alpha_i."""
+    k = len(rates)
+    spec = Speculation(k, rates, seed=5)
+    steps = 20_000
+    made = np.diff(np.array(spec.accepted(2, steps)))
+    survive = [float(np.prod([float(r) for r in rates[:i]])) for i in range(k + 1)]  # P(N >= i)
+    mean = sum(survive)
+    assert mean == pytest.approx(float(spec.tokens_per_step))
+    var = sum((2 * i + 1) * survive[i] for i in range(k + 1)) - mean ** 2  # E[X^2] = sum (2i + 1) P(X > i)
+    assert abs(made.mean() - mean) < 5 * (var / steps) ** 0.5
+    for i in range(1, k + 1):  # of the steps that reached proposal i, the share that accepted it
+        reached, kept = int((made >= i).sum()), int((made >= i + 1).sum())
+        share = float(rates[i - 1])
+        assert abs(kept / reached - share) < 5 * (share * (1 - share) / reached) ** 0.5 + 1e-12
+
+
+def test_k_equal_rates_are_the_one_rate_and_a_vector_of_another_length_is_refused():
+    one = Speculation(3, Fraction(7, 10), seed=4)
+    same = Speculation(3, [Fraction(7, 10)] * 3, seed=4)
+    assert same.acceptance_rate == Fraction(7, 10) and same.accepted(1, 50) == one.accepted(1, 50)
+    for bad in ((Fraction(1, 2),) * 2, [Fraction(1, 2)] * 4, (), (Fraction(1, 2), Fraction(3, 2), Fraction(1, 2))):
+        with pytest.raises(InvalidValueError) as error:
+            Speculation(3, bad)
+        assert error.value.field == "acceptance_rate"
+
+
+def test_simulate_takes_a_vector_of_k_rates_and_refuses_another_length(capsys):
+    base = ["simulate", "--policy", "continuous", "--num-prompts", "4", "--random-input-len", "32",
+            "--random-output-len", "40", "--acceptance-mode", "expectation", "--speculative-config",
+            '{"model": "llama-3.2-1b", "num_speculative_tokens": 3}', "--json"]
+    status, out, _ = _cli([*base, "--acceptance-rate", "0.9,0.8,0.7"], capsys)
+    assert status == 0
+    import json
+
+    sp = json.loads(out)["results"][0]["options"]["speculative"]
+    assert sp["acceptance_rate"] == [0.9, 0.8, 0.7] and sp["expected_tokens_per_step"] == 3.124
+    for rates, words in (("0.9,0.8", "--acceptance-rate='0.9,0.8': a per-position vector needs k = 3 rates"),
+                         ("0.9,,0.7", "expected comma-separated numbers in (0, 1]"),
+                         ("0.9,0,0.7", "must be > 0")):
+        status, _, err = _cli([*base, "--acceptance-rate", rates], capsys)
+        assert status == 2 and len(err.splitlines()) == 1 and words in err, err
+
+
 def test_the_draws_depend_on_the_seed_and_the_request_id_only():
     spec = Speculation(4, Fraction(7, 10), seed=1)
     reqs = [Request(id=i, arrival_s=i, prompt_tokens=30, output_tokens=60) for i in range(4)]
@@ -252,7 +319,8 @@ def _runs(draw):
         reqs.append(Request(id=i, arrival_s=Fraction(t, 1000), prompt_tokens=draw(st.integers(1, 40)),
                             output_tokens=draw(st.integers(1, 40))))
     k = draw(st.integers(1, 4))
-    alpha = draw(st.sampled_from([Fraction(0), Fraction(1, 3), Fraction(7, 10), Fraction(1)]))
+    rates = st.sampled_from([Fraction(0), Fraction(1, 3), Fraction(7, 10), Fraction(1)])
+    alpha = draw(rates) if draw(st.booleans()) else tuple(draw(rates) for _ in range(k))
     mode = draw(st.sampled_from(["seeded", "expectation"]))
     proposer = draw(st.sampled_from(["ngram", "draft", "moe_draft", "eagle"]))
     seed = draw(st.integers(0, 3))

@@ -726,6 +726,9 @@ def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any, depl
                                        seed=args.speculative_seed, exact=not args.float_mode, estimate=estimate,
                                        target=deployment)
     except InvalidValueError as err:
+        if err.field == "acceptance_rate":  # a vector of another length than k: the rates' own flag
+            shown = ",".join(f"{float(a):g}" for a in alpha) if isinstance(alpha, tuple) else f"{float(alpha):g}"
+            raise InvalidValueError("--acceptance-rate", shown, err.reason) from None
         raise InvalidValueError("--speculative-config", config, f"{err.field}: {err.reason}") from None
 
 
@@ -740,8 +743,11 @@ def _speculative_lines(run: dict[str, Any]) -> list[str]:
                  else "the expectation, in whole tokens")
         if not lines:
             method = sp["method"] if sp["model"] is None else f"{sp['method']} {sp['model']}"
+            rate = sp["acceptance_rate"]
+            rates = (f"rates {', '.join(f'{a:g}' for a in rate)} by position" if isinstance(rate, list)
+                     else f"rate {rate:g}")
             lines.append(f"speculative decoding on: {method}, k = {sp['num_speculative_tokens']}, acceptance "
-                         f"rate {sp['acceptance_rate']:g}")
+                         f"{rates}")
             lines.append(f"  accepted tokens: {draws}")
         tokens = "-" if sp["tokens_per_step"] is None else f"{sp['tokens_per_step']:.3f}"
         share = "-" if sp["achieved_acceptance"] is None else f"{100 * sp['achieved_acceptance']:.1f}%"
