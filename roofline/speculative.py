@@ -378,12 +378,7 @@ def head_cost_model(deployment: Deployment, config: SpeculativeConfig, *, exact:
     if config.method not in HEAD_METHODS:
         raise InvalidValueError("speculative_config.method", config.method, "expected a head on the target: "
                                 + ", ".join(HEAD_METHODS))
-    if deployment.pipeline_parallel_size != 1:
-        raise InvalidValueError("pipeline_parallel_size", deployment.pipeline_parallel_size,
-                                "speculative decoding through pipeline stages: not modelled yet")
-    if deployment.expert_parallel_size != 1:
-        raise InvalidValueError("enable_expert_parallel", True, "speculative decoding with expert parallelism (the "
-                                "all-to-alls of B (k + 1) tokens): not modelled yet")
+    _check_parallelism(deployment)
     found = proposer_model(deployment.model, config)
     assert found is not None  # a head's method
     model, extra = found
@@ -428,15 +423,20 @@ class SpeculativeStep:
     plain_critical_batch: Any
 
 
-def _check_deployment(deployment: Any) -> None:
-    if not isinstance(deployment, Deployment):
-        raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment")
+def _check_parallelism(deployment: Deployment) -> None:
+    """Refuse, by name, the parallelism a speculative step does not model: pipeline stages, expert parallelism."""
     if deployment.pipeline_parallel_size != 1:
         raise InvalidValueError("pipeline_parallel_size", deployment.pipeline_parallel_size,
                                 "speculative decoding through pipeline stages: not modelled yet")
     if deployment.expert_parallel_size != 1:
         raise InvalidValueError("enable_expert_parallel", True, "speculative decoding with expert parallelism (the "
                                 "all-to-alls of B (k + 1) tokens): not modelled yet")
+
+
+def _check_deployment(deployment: Any) -> None:
+    if not isinstance(deployment, Deployment):
+        raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment")
+    _check_parallelism(deployment)
     if deployment.estimate is not None:
         raise InvalidValueError("estimate", deployment.estimate.name,
                                 "speculative decoding is priced with the bound only: not modelled yet")

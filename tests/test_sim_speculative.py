@@ -48,14 +48,8 @@ def test_a_lone_request_finishes_after_its_prefill_and_the_speculative_steps_at_
                               speculative=spec)
     config = SpeculativeConfig.parse('{"method": "ngram", "num_speculative_tokens": 3}' if method == "ngram"
                                      else '{"model": "llama-3.2-1b", "num_speculative_tokens": 3}')
-    deployment = Deployment(TARGET, H100)
     sums = spec.accepted(5, output - 1)
-    t = COST.prefill_time(prompt, prompt * (prompt + 1) // 2)
-    made, steps = 1, 0
-    while made < output:
-        t += speculative_step(deployment, config, batch=1, context=prompt + made, acceptance_rate=alpha).step_time
-        steps += 1
-        made = min(output, 1 + sums[steps])
+    t, steps = _lone_finish(Deployment(TARGET, H100), COST, config, sums, prompt, output, alpha)
     r = result.requests[0]
     assert r.finish_s == t and r.generated_tokens == output
     sp = result.options["speculative"]
@@ -63,6 +57,18 @@ def test_a_lone_request_finishes_after_its_prefill_and_the_speculative_steps_at_
     # the proposals are held while verified: the last step holds its context + k
     last_context = prompt + 1 + sums[steps - 1]
     assert result.summary.peak_kv_tokens == last_context + k
+
+
+def _lone_finish(deployment, cost, config, sums, prompt, output, alpha):
+    """(finish [s], steps) of a lone request: its prefill, then speculative_step(batch 1, its context) per step,
+    its contexts growing by the accepted tokens ``sums`` (A(d), cut at O)."""
+    t = cost.prefill_time(prompt, prompt * (prompt + 1) // 2)
+    made, steps = 1, 0
+    while made < output:
+        t += speculative_step(deployment, config, batch=1, context=prompt + made, acceptance_rate=alpha).step_time
+        steps += 1
+        made = min(output, 1 + sums[steps])
+    return t, steps
 
 
 def test_expectation_mode_makes_exactly_the_formula_s_tokens_per_step():
@@ -286,14 +292,8 @@ def test_heads_and_moe_drafts_in_the_scheduler_are_priced_as_the_report_prices_t
     step = serve_continuous(reqs, cost, speculative=spec, engine="step")
     event = serve_continuous(reqs, cost, speculative=spec, engine="event")
     assert_same_results(event, step)
-    parsed = SpeculativeConfig.parse(config)
-    sums = spec.accepted(3, output - 1)
-    t = cost.prefill_time(prompt, prompt * (prompt + 1) // 2)
-    made, steps = 1, 0
-    while made < output:
-        t += speculative_step(deployment, parsed, batch=1, context=prompt + made, acceptance_rate=alpha).step_time
-        steps += 1
-        made = min(output, 1 + sums[steps])
+    t, steps = _lone_finish(deployment, cost, SpeculativeConfig.parse(config), spec.accepted(3, output - 1), prompt,
+                            output, alpha)
     assert step.requests[0].finish_s == t
     assert step.options["speculative"]["sequence_steps"] == steps
 
@@ -309,6 +309,19 @@ def test_a_moe_draft_s_proposal_step_reads_the_experts_its_rows_touch():
         nbytes = (Fraction(draft.shared_weight_bytes) + Fraction(draft.routed_expert_bytes) * touched
                   + draft.kv_bytes_per_token * context_sum)
         assert proposer.decode_time(batch, context_sum) == nbytes / H100.bandwidth
+
+
+def _on_both_clocks(reqs, cost, kw, chunked, seqs, k):
+    """The step clock's result, after checking the stretch clock's equals it field by field and on the
+    speculative counts (chunked: a budget of max_num_seqs x (k + 1) + 7 tokens)."""
+    if chunked:
+        kw = dict(kw, prefill="chunked", max_num_batched_tokens=seqs * (k + 1) + 7)
+    step = serve_continuous(reqs, cost, engine="step", **kw)
+    event = serve_continuous(reqs, cost, engine="event", **kw)
+    assert event.options["engine"] == "event"
+    assert_same_results(event, step)
+    assert event.options["speculative"] == step.options["speculative"]
+    return step
 
 
 @st.composite
@@ -345,14 +358,8 @@ def test_the_stretch_clock_equals_the_step_clock_with_speculative_decoding(run, 
     k = spec.num_speculative_tokens
     kw = dict(kv_pool=KVPool.blocks(blocks * 16 // b, block_size=b), max_num_seqs=seqs, speculative=spec,
               admission="on_demand" if on_demand else "reserve", enable_prefix_caching=caching)
-    if chunked:
-        kw.update(prefill="chunked", max_num_batched_tokens=seqs * (k + 1) + 7)
-    step = serve_continuous(reqs, COST, engine="step", **kw)
-    event = serve_continuous(reqs, COST, engine="event", **kw)
-    assert event.options["engine"] == "event"
-    assert_same_results(event, step)
+    step = _on_both_clocks(reqs, COST, kw, chunked, seqs, k)
     sp = step.options["speculative"]
-    assert event.options["speculative"] == sp
     done = [r for r in step.requests if r.finish_s is not None]
     # conservation: each token comes once, from a prefill (the first, and one per recompute) or a step
     assert sum(r.generated_tokens for r in done) == sum(r.request.output_tokens for r in done)
@@ -385,13 +392,7 @@ def test_the_stretch_clock_equals_the_step_clock_with_deepseek_v3_s_mtp_head(run
                                    acceptance_rate=drawn.acceptance_rate, mode=drawn.mode, seed=drawn.seed, target=_DS)
     kw = dict(kv_pool=KVPool.blocks(blocks, block_size=16), max_num_seqs=seqs, speculative=spec,
               admission="on_demand" if on_demand else "reserve")
-    if chunked:
-        kw.update(prefill="chunked", max_num_batched_tokens=seqs * (k + 1) + 7)
-    step = serve_continuous(reqs, _DS_COST, engine="step", **kw)
-    event = serve_continuous(reqs, _DS_COST, engine="event", **kw)
-    assert event.options["engine"] == "event"
-    assert_same_results(event, step)
-    assert event.options["speculative"] == step.options["speculative"]
+    _on_both_clocks(reqs, _DS_COST, kw, chunked, seqs, k)
 
 
 # --------------------------------------------------------------------------- the command line
