@@ -223,7 +223,11 @@ _TABLE = (
     Quantity("speculative_tokens", "k_s", "tokens", "tokens the proposer proposes per sequence per step "
              "(vLLM's num_speculative_tokens)", "nonnegative_int", "0 is plain decode"),
     Quantity("acceptance_rate", "alpha_s", "1", "probability that each proposed token is accepted",
-             "share", "independent positions, the same probability at each (Leviathan et al. 2023)"),
+             "share", "independent positions, the same probability at each (Leviathan et al. 2023); one "
+             "position's, given all before it accepted, in the per-position fold"),
+    Quantity("tokens_after_position", "T_s", "tokens", "expected tokens a speculative step makes from the next "
+             "position on, given every proposal up to it accepted", "positive",
+             "T_{i+1} of the fold T_i = 1 + alpha_i T_{i+1}; 1 after the last proposal (the bonus token)"),
     Quantity("proposer_time", "t_d", "s", "time the proposer takes per step for the whole batch's proposals",
              "nonnegative", "0 for n-gram lookup"),
     Quantity("draft_cost_ratio", "r_d", "1", "the proposer's time per proposed token as a share of a target decode "

@@ -32,14 +32,14 @@ import attrs
 import numpy as np
 
 from . import formulas as f
-from ._checks import check_int
+from ._checks import check_int, check_number
 from .deployment import Deployment, allreduce_terms
 from .errors import ConfigError, InvalidValueError, UnknownPresetError
 from .estimate import _hardware_terms, _model_terms
 from .models import ModelConfig, load_model
 
 __all__ = ["SpeculativeConfig", "SpeculativeStep", "speculative_step", "break_even_batch", "proposer_model",
-           "best_speculative_tokens", "check_draft",
+           "proposer_extra", "head_cost_model", "expected_tokens_per_step", "best_speculative_tokens", "check_draft",
            "METHODS", "HEAD_METHODS", "REFUSED_METHODS", "MAX_SPECULATIVE_TOKENS",
            "MAX_BREAK_EVEN_BATCH"]
 
@@ -237,6 +237,160 @@ def proposer_model(target: ModelConfig, config: SpeculativeConfig) -> tuple[Mode
     return head, 3 * h * h + h * (head.q_width + 2 * head.kv_width)
 
 
+def expected_tokens_per_step(speculative_tokens: int, acceptance_rate: Any) -> Any:
+    """The expected tokens per step per sequence of k proposals [tokens]: one rate or a per-position vector.
+
+    Parameters
+    ----------
+    speculative_tokens : int in 0 .. 64 [tokens] (k)
+    acceptance_rate : a number in [0, 1] (alpha, every position alike), or a sequence of exactly k numbers in
+        [0, 1] (alpha_1 .. alpha_k, alpha_i given every proposal before i accepted)
+
+    Returns
+    -------
+    One rate: (1 - alpha^(k+1)) / (1 - alpha) (:func:`roofline.formulas.speculative_tokens_per_step`, k + 1 at
+    alpha = 1, 1 at alpha = 0). A vector: 1 + sum_i prod_{j<=i} alpha_j, the fold T_{k+1} = 1,
+    T_i = 1 + alpha_i T_{i+1} of :func:`roofline.formulas.speculative_tokens_from_position`
+    (docs/conventions.md, "Speculative decoding"). Exact for ints and Fractions.
+
+    Raises
+    ------
+    InvalidValueError
+        k not an integer >= 0 (``speculative_tokens``); a rate outside [0, 1] or a vector of another length
+        than k (``acceptance_rate``).
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> expected_tokens_per_step(3, (Fraction(9, 10), Fraction(8, 10), Fraction(7, 10)))
+    Fraction(781, 250)
+    >>> expected_tokens_per_step(2, (Fraction(1, 2), Fraction(1, 2))) == expected_tokens_per_step(2, Fraction(1, 2))
+    True
+    """
+    check_int("speculative_tokens", speculative_tokens, minimum=0)
+    if isinstance(acceptance_rate, (tuple, list)):
+        if len(acceptance_rate) != speculative_tokens:
+            raise InvalidValueError("acceptance_rate", list(acceptance_rate), f"a per-position vector needs "
+                                    f"k = {speculative_tokens} rates, one per proposed token")
+        tokens: Any = 1
+        for rate in reversed(acceptance_rate):
+            _check_rate(rate)
+            tokens = f.speculative_tokens_from_position.unchecked(acceptance_rate=rate, tokens_after_position=tokens)
+        return tokens
+    _check_rate(acceptance_rate)
+    return f.speculative_tokens_per_step.unchecked(speculative_tokens=speculative_tokens,
+                                                   acceptance_rate=acceptance_rate)
+
+
+def _check_rate(rate: Any) -> None:
+    check_number("acceptance_rate", rate)
+    if not 0 <= rate <= 1:
+        raise InvalidValueError("acceptance_rate", rate, "expected a number in [0, 1] (alpha)")
+
+
+def _rates_for(acceptance_rate: Any, k: int, override: bool) -> Any:
+    """The report's rates, each in (0, 1], for k proposals: one rate as it is; a per-position vector's first k
+    where k is given in place of the config's (``override``; at most the vector's length), else all of them."""
+    rates = list(acceptance_rate) if isinstance(acceptance_rate, (tuple, list)) else [acceptance_rate]
+    for rate in rates:
+        check_number("acceptance_rate", rate)
+        if isinstance(rate, np.ndarray) or not 0 < rate <= 1:
+            raise InvalidValueError("acceptance_rate", rate, "must be in (0, 1]")
+    if not isinstance(acceptance_rate, (tuple, list)):
+        return acceptance_rate
+    if override:
+        if k > len(rates):
+            raise InvalidValueError("speculative_tokens", k, f"more proposals than the {len(rates)} per-position "
+                                    "rates given")
+        return tuple(rates[:k])
+    return tuple(rates)
+
+
+def proposer_extra(model: ModelConfig, extra: int) -> tuple[Fraction, int]:
+    """What a proposal step's replicated extra matmul adds to ``model``'s decode step: (bytes, FLOPs per token).
+
+    Parameters
+    ----------
+    model : ModelConfig (the model one proposal step runs, :func:`proposer_model`)
+    extra : int >= 0 [parameters] (its replicated extra matmul parameters, :func:`proposer_model`)
+
+    Returns
+    -------
+    (extra x the model's bytes per parameter [bytes], an exact Fraction; 2 x extra [FLOP/token]): read once and
+    done once per token at each proposal step, on every GPU whole (docs/conventions.md, "Speculative decoding";
+    the one rule of ``roofline report`` and of the scheduler, :func:`head_cost_model`).
+
+    Raises
+    ------
+    InvalidValueError
+        ``extra`` not an integer >= 0.
+
+    Examples
+    --------
+    >>> from roofline import get_model
+    >>> target = get_model("deepseek-v3")
+    >>> proposer_extra(target.mtp_module, target.mtp_projection_parameters)
+    (Fraction(205549568, 1), 205549568)
+    """
+    check_int("extra", extra, minimum=0)
+    return extra * Fraction(model.weight_bytes_per_parameter), 2 * int(extra)
+
+
+def head_cost_model(deployment: Deployment, config: SpeculativeConfig, *, exact: bool = True) -> Any:
+    """The scheduler's cost model of a head on the target (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``).
+
+    Parameters
+    ----------
+    deployment : Deployment (the target's: its accelerator, T, FLOPs convention and engine profile; no pipeline
+        or expert parallelism)
+    config : SpeculativeConfig (a head method)
+    exact : bool, default True (False: floats, for a float run)
+
+    Returns
+    -------
+    roofline.sim.RooflineCostModel: one proposal step is its ``decode_time(B, S)`` [s], the decode step of the
+    model :func:`proposer_model` gives (one GPU's share at the target's T, its own layers' all-reduces of B
+    rows, a MoE head's experts B tokens touch) with its weight bytes and FLOPs per token raised by
+    :func:`proposer_extra` (docs/conventions.md, "Speculative decoding in the scheduler"); priced as
+    :func:`speculative_step` prices the head's steps.
+
+    Raises
+    ------
+    InvalidValueError
+        A method that is not a head's (``speculative_config.method``); pipeline or expert parallelism (by their
+        fields); as :func:`proposer_model` and :func:`check_draft` (a target without MTP modules, a head derived
+        from a MoE, hybrid, sliding-window or sparse-attention target).
+
+    Examples
+    --------
+    >>> from roofline import get_accelerator, get_model
+    >>> d = Deployment(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
+    >>> c = SpeculativeConfig.parse('{"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", '
+    ...                             '"num_speculative_tokens": 3}')
+    >>> head = head_cost_model(d, c)
+    >>> round(float(head.decode_time(1, 1000)) * 1e6, 2)  # [us]
+    778.74
+    """
+    from .sim.cost import RooflineCostModel
+
+    if not isinstance(deployment, Deployment):
+        raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment (the target's)")
+    if config.method not in HEAD_METHODS:
+        raise InvalidValueError("speculative_config.method", config.method, "expected a head on the target: "
+                                + ", ".join(HEAD_METHODS))
+    _check_parallelism(deployment)
+    found = proposer_model(deployment.model, config)
+    assert found is not None  # a head's method
+    model, extra = found
+    check_draft(model)
+    own = Deployment(model, deployment.accelerator, deployment.tensor_parallel_size, flops=deployment.flops,
+                     estimate=deployment.estimate)
+    cost = RooflineCostModel.for_deployment(own, exact=exact)
+    extra_bytes, extra_flops = proposer_extra(model, extra)
+    return attrs.evolve(cost, weight_bytes=cost.weight_bytes + extra_bytes,
+                        flops_per_token=cost.flops_per_token + extra_flops)
+
+
 @attrs.frozen
 class SpeculativeStep:
     """One speculative step of ``batch`` sequences at ``context`` tokens beside a plain decode step (SI units).
@@ -269,15 +423,20 @@ class SpeculativeStep:
     plain_critical_batch: Any
 
 
-def _check_deployment(deployment: Any) -> None:
-    if not isinstance(deployment, Deployment):
-        raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment")
+def _check_parallelism(deployment: Deployment) -> None:
+    """Refuse, by name, the parallelism a speculative step does not model: pipeline stages, expert parallelism."""
     if deployment.pipeline_parallel_size != 1:
         raise InvalidValueError("pipeline_parallel_size", deployment.pipeline_parallel_size,
                                 "speculative decoding through pipeline stages: not modelled yet")
     if deployment.expert_parallel_size != 1:
         raise InvalidValueError("enable_expert_parallel", True, "speculative decoding with expert parallelism (the "
                                 "all-to-alls of B (k + 1) tokens): not modelled yet")
+
+
+def _check_deployment(deployment: Any) -> None:
+    if not isinstance(deployment, Deployment):
+        raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment")
+    _check_parallelism(deployment)
     if deployment.estimate is not None:
         raise InvalidValueError("estimate", deployment.estimate.name,
                                 "speculative decoding is priced with the bound only: not modelled yet")
@@ -373,10 +532,10 @@ def _price(d: Deployment, config: SpeculativeConfig, batch: Any, context: int, k
         model, extra = found
         check_draft(model)
         terms = _weights_terms(model.per_gpu(T), flops, batch)
-        bpp = model.weight_bytes_per_parameter
-        terms["weight_bytes"] = terms["weight_bytes"] + extra * (float(bpp) if isinstance(batch, np.ndarray)
-                                                                   else Fraction(bpp))
-        terms["flops_per_token"] = terms["flops_per_token"] + 2 * extra
+        extra_bytes, extra_flops = proposer_extra(model, extra)
+        terms["weight_bytes"] = terms["weight_bytes"] + (float(extra_bytes) if isinstance(batch, np.ndarray)
+                                                         else extra_bytes)
+        terms["flops_per_token"] = terms["flops_per_token"] + extra_flops
         own_hw: dict[str, Any] = _hardware_terms(d.accelerator, model)
         if isinstance(batch, np.ndarray):
             own_hw = _as_float(own_hw)
@@ -424,8 +583,10 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
     config : SpeculativeConfig (its proposer; its k unless ``speculative_tokens`` is given)
     batch : int >= 1 [sequences]
     context : int >= 1 [tokens] (each sequence's context for its first new token)
-    acceptance_rate : (0, 1] (alpha)
-    speculative_tokens : int in 0 .. 64 or None (k in place of the config's; 0 is plain decode)
+    acceptance_rate : (0, 1] (alpha), or a sequence of k rates in (0, 1] (the per-position vector,
+        :func:`expected_tokens_per_step`)
+    speculative_tokens : int in 0 .. 64 or None (k in place of the config's; 0 is plain decode; with a
+        vector at most its length, its first k rates used)
 
     Returns
     -------
@@ -437,7 +598,8 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
     Raises
     ------
     InvalidValueError
-        Each bad argument named; pipeline or expert parallelism, an estimate, sliding windows, recurrent
+        Each bad argument named (a vector of another length than the config's k, or shorter than
+        ``speculative_tokens``); pipeline or expert parallelism, an estimate, sliding windows, recurrent
         layers or sparse attention (target or proposer), ``mtp`` on a target without MTP modules: not
         modelled, refused by name.
 
@@ -459,8 +621,9 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
     if k > MAX_SPECULATIVE_TOKENS:
         raise InvalidValueError("speculative_tokens", k, f"more than {MAX_SPECULATIVE_TOKENS}: not modelled")
     d = deployment
+    rates = _rates_for(acceptance_rate, k, speculative_tokens is not None)
     priced = _price(d, config, batch, context, k)
-    tokens = f.speculative_tokens_per_step(speculative_tokens=k, acceptance_rate=acceptance_rate)
+    tokens = expected_tokens_per_step(k, rates)
     vt, pt = priced.verify_terms, priced.plain_terms
     return SpeculativeStep(
         batch=batch, context=context, speculative_tokens=k, acceptance_rate=acceptance_rate, method=config.method,
@@ -516,7 +679,7 @@ def break_even_batch(deployment: Deployment, config: SpeculativeConfig, *, conte
     batches = np.arange(1, max_batch + 1, dtype=np.int64)
     k = config.num_speculative_tokens
     priced = _price(deployment, config, batches, context, k)
-    tokens = f.speculative_tokens_per_step(speculative_tokens=k, acceptance_rate=float(acceptance_rate))
+    tokens = float(exact.tokens_per_step)
     speedup = tokens * priced.plain / priced.step
     for index in np.flatnonzero(speedup <= 1 + _CLOSE):
         batch = int(index) + 1
@@ -533,7 +696,8 @@ def best_speculative_tokens(deployment: Deployment, config: SpeculativeConfig, *
     Parameters
     ----------
     deployment, config, batch, context, acceptance_rate : as :func:`speculative_step`
-    max_tokens : int in 1 .. 64 [tokens] (default 16)
+    max_tokens : int in 1 .. 64 [tokens] (default 16; with a per-position vector, at most its length: its first
+        k rates for each k compared)
 
     Returns
     -------
@@ -556,6 +720,8 @@ def best_speculative_tokens(deployment: Deployment, config: SpeculativeConfig, *
     check_int("max_tokens", max_tokens, minimum=1)
     if max_tokens > MAX_SPECULATIVE_TOKENS:
         raise InvalidValueError("max_tokens", max_tokens, f"more than {MAX_SPECULATIVE_TOKENS}: not modelled")
+    if isinstance(acceptance_rate, (tuple, list)):
+        max_tokens = min(max_tokens, len(acceptance_rate))
     speedups = [speculative_step(deployment, config, batch=batch, context=context, acceptance_rate=acceptance_rate,
                                  speculative_tokens=k).speedup for k in range(max_tokens + 1)]
     return max(range(max_tokens + 1), key=lambda k: (speedups[k], -k))

@@ -48,14 +48,8 @@ def test_a_lone_request_finishes_after_its_prefill_and_the_speculative_steps_at_
                               speculative=spec)
     config = SpeculativeConfig.parse('{"method": "ngram", "num_speculative_tokens": 3}' if method == "ngram"
                                      else '{"model": "llama-3.2-1b", "num_speculative_tokens": 3}')
-    deployment = Deployment(TARGET, H100)
     sums = spec.accepted(5, output - 1)
-    t = COST.prefill_time(prompt, prompt * (prompt + 1) // 2)
-    made, steps = 1, 0
-    while made < output:
-        t += speculative_step(deployment, config, batch=1, context=prompt + made, acceptance_rate=alpha).step_time
-        steps += 1
-        made = min(output, 1 + sums[steps])
+    t, steps = _lone_finish(Deployment(TARGET, H100), COST, config, sums, prompt, output, alpha)
     r = result.requests[0]
     assert r.finish_s == t and r.generated_tokens == output
     sp = result.options["speculative"]
@@ -63,6 +57,18 @@ def test_a_lone_request_finishes_after_its_prefill_and_the_speculative_steps_at_
     # the proposals are held while verified: the last step holds its context + k
     last_context = prompt + 1 + sums[steps - 1]
     assert result.summary.peak_kv_tokens == last_context + k
+
+
+def _lone_finish(deployment, cost, config, sums, prompt, output, alpha):
+    """(finish [s], steps) of a lone request: its prefill, then speculative_step(batch 1, its context) per step,
+    its contexts growing by the accepted tokens ``sums`` (A(d), cut at O)."""
+    t = cost.prefill_time(prompt, prompt * (prompt + 1) // 2)
+    made, steps = 1, 0
+    while made < output:
+        t += speculative_step(deployment, config, batch=1, context=prompt + made, acceptance_rate=alpha).step_time
+        steps += 1
+        made = min(output, 1 + sums[steps])
+    return t, steps
 
 
 def test_expectation_mode_makes_exactly_the_formula_s_tokens_per_step():
@@ -101,6 +107,73 @@ def test_seeded_draws_converge_to_the_formula(k, alpha):
     assert abs(float(achieved) - mean) < 5 * (var / sp["sequence_steps"]) ** 0.5 + float(k + 1) * 200 / sp[
         "sequence_steps"]  # each request's last step is cut at O
     assert sp["tokens"] == 200 * 399
+
+
+# --------------------------------------------------------------------------- a per-position acceptance vector
+
+RATES = (Fraction(9, 10), Fraction(8, 10), Fraction(7, 10))
+
+
+def test_a_vector_s_expectation_mode_makes_exactly_the_formula_s_tokens_per_step():
+    """alpha = 0.9, 0.8, 0.7: E = 1 + 0.9 + 0.72 + 0.504 = 781 / 250 tokens per step (by hand). Expectation mode:
+    after d steps floor(d E) tokens; 250 steps make 781 exactly, so a request of 1 + 781 tokens takes 250 steps."""
+    spec = Speculation(3, RATES, mode="expectation")
+    assert spec.tokens_per_step == Fraction(781, 250) == 1 + Fraction(9, 10) + Fraction(72, 100) + Fraction(504, 1000)
+    sums = spec.accepted(0, 250)
+    assert sums[250] == 781 and all(s == (d * 781) // 250 for d, s in enumerate(sums))
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=10, output_tokens=1 + 781) for i in range(3)]
+    sp = serve_continuous(reqs, COST, speculative=spec).options["speculative"]
+    assert sp["sequence_steps"] == 3 * 250 and sp["tokens"] == 3 * 781
+    assert Fraction(sp["tokens"], sp["sequence_steps"]) == Fraction(781, 250) and sp["tokens_per_step"] == 781 / 250
+    assert sp["expected_tokens_per_step"] == 781 / 250
+    assert sp["acceptance_rate"] == [0.9, 0.8, 0.7]
+
+
+@pytest.mark.parametrize("rates", [RATES, (Fraction(1, 2), Fraction(1), Fraction(1, 4), Fraction(9, 10))])
+def test_a_vector_s_seeded_draws_converge_to_the_formula(rates):
+    """Each proposal i drawn against alpha_i, counted only if all before it were: the tokens per step have
+    P(N >= i) = alpha_1 .. alpha_i; their mean over 20,000 steps is within 5 standard errors of E, and each
+    position's acceptance given the ones before converges to its alpha_i."""
+    k = len(rates)
+    spec = Speculation(k, rates, seed=5)
+    steps = 20_000
+    made = np.diff(np.array(spec.accepted(2, steps)))
+    survive = [float(np.prod([float(r) for r in rates[:i]])) for i in range(k + 1)]  # P(N >= i)
+    mean = sum(survive)
+    assert mean == pytest.approx(float(spec.tokens_per_step))
+    var = sum((2 * i + 1) * survive[i] for i in range(k + 1)) - mean ** 2  # E[X^2] = sum (2i + 1) P(X > i)
+    assert abs(made.mean() - mean) < 5 * (var / steps) ** 0.5
+    for i in range(1, k + 1):  # of the steps that reached proposal i, the share that accepted it
+        reached, kept = int((made >= i).sum()), int((made >= i + 1).sum())
+        share = float(rates[i - 1])
+        assert abs(kept / reached - share) < 5 * (share * (1 - share) / reached) ** 0.5 + 1e-12
+
+
+def test_k_equal_rates_are_the_one_rate_and_a_vector_of_another_length_is_refused():
+    one = Speculation(3, Fraction(7, 10), seed=4)
+    same = Speculation(3, [Fraction(7, 10)] * 3, seed=4)
+    assert same.acceptance_rate == Fraction(7, 10) and same.accepted(1, 50) == one.accepted(1, 50)
+    for bad in ((Fraction(1, 2),) * 2, [Fraction(1, 2)] * 4, (), (Fraction(1, 2), Fraction(3, 2), Fraction(1, 2))):
+        with pytest.raises(InvalidValueError) as error:
+            Speculation(3, bad)
+        assert error.value.field == "acceptance_rate"
+
+
+def test_simulate_takes_a_vector_of_k_rates_and_refuses_another_length(capsys):
+    base = ["simulate", "--policy", "continuous", "--num-prompts", "4", "--random-input-len", "32",
+            "--random-output-len", "40", "--acceptance-mode", "expectation", "--speculative-config",
+            '{"model": "llama-3.2-1b", "num_speculative_tokens": 3}', "--json"]
+    status, out, _ = _cli([*base, "--acceptance-rate", "0.9,0.8,0.7"], capsys)
+    assert status == 0
+    import json
+
+    sp = json.loads(out)["results"][0]["options"]["speculative"]
+    assert sp["acceptance_rate"] == [0.9, 0.8, 0.7] and sp["expected_tokens_per_step"] == 3.124
+    for rates, words in (("0.9,0.8", "--acceptance-rate='0.9,0.8': a per-position vector needs k = 3 rates"),
+                         ("0.9,,0.7", "expected comma-separated numbers in (0, 1]"),
+                         ("0.9,0,0.7", "must be > 0")):
+        status, _, err = _cli([*base, "--acceptance-rate", rates], capsys)
+        assert status == 2 and len(err.splitlines()) == 1 and words in err, err
 
 
 def test_the_draws_depend_on_the_seed_and_the_request_id_only():
@@ -174,6 +247,83 @@ def test_refused_by_name_where_not_modelled():
 # --------------------------------------------------------------------------- both clocks, conservation
 
 
+# --------------------------------------------------------------------------- heads on the target, MoE drafts
+
+EAGLE = '{"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": %d}'
+MOE_DRAFT = '{"model": "qwen3-30b-a3b", "num_speculative_tokens": %d}'
+DEEPSEEK = get_model("deepseek-v3")
+
+
+def test_an_eagle_head_s_proposal_step_is_its_layer_the_shared_lm_head_and_its_fc_by_hand():
+    """EAGLE head derived from Llama 3.1 8B (h 4,096, kv 1,024, MLP 14,336, vocabulary 128,256), BF16 on an H100
+    SXM (3.35 TB/s), one row at context 1,000: memory-bound, so (2 bytes x parameters + KV) / BW.
+
+    Parameters: q, o 2 x 4,096^2 + k, v 2 x 4,096 x 1,024 = 41,943,040; MLP 3 x 4,096 x 14,336 = 176,160,768;
+    2 layer norms and the final norm 12,288; embedding and lm_head 2 x 128,256 x 4,096 = 1,050,673,152;
+    fc 2 x 4,096^2 + 4,096 = 33,558,528: 1,302,347,776. KV: one layer, 2 x 1,024 x 2 bytes = 4,096 per token."""
+    from roofline.speculative import head_cost_model
+
+    head = head_cost_model(Deployment(TARGET, H100), SpeculativeConfig.parse(EAGLE % 3))
+    params = 41_943_040 + 176_160_768 + 12_288 + 1_050_673_152 + 33_558_528
+    assert params == 1_302_347_776
+    assert head.decode_time(1, 1000) == Fraction(2 * params + 4096 * 1000) / Fraction(335 * 10**10)
+    # and the scheduler takes that cost model: one step of a lone sequence is the verification plus k head steps
+    spec = Speculation.from_config(EAGLE % 3, H100, acceptance_rate=Fraction(1), target=Deployment(TARGET, H100))
+    assert spec.proposer == head and spec.method == "eagle"
+
+
+@pytest.mark.parametrize("mode", ["seeded", "expectation"])
+@pytest.mark.parametrize(("target", "accelerator", "T", "config"), [
+    (TARGET, H100, 1, EAGLE % 3),
+    (TARGET, H100, 1, MOE_DRAFT % 2),
+    (DEEPSEEK, get_accelerator("h200-sxm"), 8, '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'),
+    (DEEPSEEK, get_accelerator("h200-sxm"), 8, '{"method": "mtp", "num_speculative_tokens": 2}'),
+])
+def test_heads_and_moe_drafts_in_the_scheduler_are_priced_as_the_report_prices_them(target, accelerator, T, config,
+                                                                                      mode):
+    """A lone request's finish is its prefill plus speculative_step(batch 1, its context).step_time per step: the
+    report's pricing of the head (its layer, shared embedding and lm_head, replicated extra at the target's T,
+    its all-reduces) or of a MoE draft (its experts one token touches), on both clocks."""
+    prompt, output, alpha = 200, 30, Fraction(17, 20)
+    deployment = Deployment(target, accelerator, T)
+    cost = RooflineCostModel.for_deployment(deployment)
+    spec = Speculation.from_config(config, accelerator, acceptance_rate=alpha, mode=mode, target=deployment)
+    reqs = [Request(id=3, arrival_s=0, prompt_tokens=prompt, output_tokens=output)]
+    step = serve_continuous(reqs, cost, speculative=spec, engine="step")
+    event = serve_continuous(reqs, cost, speculative=spec, engine="event")
+    assert_same_results(event, step)
+    t, steps = _lone_finish(deployment, cost, SpeculativeConfig.parse(config), spec.accepted(3, output - 1), prompt,
+                            output, alpha)
+    assert step.requests[0].finish_s == t
+    assert step.options["speculative"]["sequence_steps"] == steps
+
+
+def test_a_moe_draft_s_proposal_step_reads_the_experts_its_rows_touch():
+    """Qwen3-30B-A3B as the draft: a proposal step of B rows reads shared + X E (1 - (1 - k/E)^B) (uniform
+    routing), E = 128 experts, k = 8 per token; memory-bound at these batches."""
+    spec = Speculation.from_config(MOE_DRAFT % 2, H100, acceptance_rate=Fraction(1, 2))
+    draft, proposer = get_model("qwen3-30b-a3b"), spec.proposer
+    assert (draft.num_experts, draft.num_experts_per_tok) == (128, 8)
+    for batch, context_sum in ((1, 100), (4, 900), (16, 5000)):
+        touched = 128 * (1 - Fraction(120, 128) ** batch)
+        nbytes = (Fraction(draft.shared_weight_bytes) + Fraction(draft.routed_expert_bytes) * touched
+                  + draft.kv_bytes_per_token * context_sum)
+        assert proposer.decode_time(batch, context_sum) == nbytes / H100.bandwidth
+
+
+def _on_both_clocks(reqs, cost, kw, chunked, seqs, k):
+    """The step clock's result, after checking the stretch clock's equals it field by field and on the
+    speculative counts (chunked: a budget of max_num_seqs x (k + 1) + 7 tokens)."""
+    if chunked:
+        kw = dict(kw, prefill="chunked", max_num_batched_tokens=seqs * (k + 1) + 7)
+    step = serve_continuous(reqs, cost, engine="step", **kw)
+    event = serve_continuous(reqs, cost, engine="event", **kw)
+    assert event.options["engine"] == "event"
+    assert_same_results(event, step)
+    assert event.options["speculative"] == step.options["speculative"]
+    return step
+
+
 @st.composite
 def _runs(draw):
     reqs, t = [], 0
@@ -182,10 +332,18 @@ def _runs(draw):
         reqs.append(Request(id=i, arrival_s=Fraction(t, 1000), prompt_tokens=draw(st.integers(1, 40)),
                             output_tokens=draw(st.integers(1, 40))))
     k = draw(st.integers(1, 4))
-    alpha = draw(st.sampled_from([Fraction(0), Fraction(1, 3), Fraction(7, 10), Fraction(1)]))
+    rates = st.sampled_from([Fraction(0), Fraction(1, 3), Fraction(7, 10), Fraction(1)])
+    alpha = draw(rates) if draw(st.booleans()) else tuple(draw(rates) for _ in range(k))
     mode = draw(st.sampled_from(["seeded", "expectation"]))
-    spec = _draft(k, alpha, mode, draw(st.integers(0, 3))) if draw(st.booleans()) else Speculation(k, alpha, mode=mode)
-    return reqs, spec
+    proposer = draw(st.sampled_from(["ngram", "draft", "moe_draft", "eagle"]))
+    seed = draw(st.integers(0, 3))
+    if proposer == "ngram":
+        return reqs, Speculation(k, alpha, mode=mode)
+    if proposer == "draft":
+        return reqs, _draft(k, alpha, mode, seed)
+    config = MOE_DRAFT % k if proposer == "moe_draft" else EAGLE % k
+    return reqs, Speculation.from_config(config, H100, acceptance_rate=alpha, mode=mode, seed=seed,
+                                         target=Deployment(TARGET, H100))
 
 
 @settings(settings.get_profile("simulation_oracle"))
@@ -193,20 +351,15 @@ def _runs(draw):
        on_demand=st.booleans(), seqs=st.integers(1, 5), caching=st.booleans())
 def test_the_stretch_clock_equals_the_step_clock_with_speculative_decoding(run, blocks, b, chunked, on_demand, seqs,
                                                                           caching):
-    """A tight pool (preemptions under on-demand admission, refusals on arrival), both prefill modes, a draft or
-    n-gram: both clocks agree field by field and on the speculative counts; every token is made once."""
+    """A tight pool (preemptions under on-demand admission, refusals on arrival), both prefill modes, a dense or
+    MoE draft, an EAGLE head or n-gram: both clocks agree field by field and on the speculative counts; every
+    token is made once."""
     reqs, spec = run
     k = spec.num_speculative_tokens
     kw = dict(kv_pool=KVPool.blocks(blocks * 16 // b, block_size=b), max_num_seqs=seqs, speculative=spec,
               admission="on_demand" if on_demand else "reserve", enable_prefix_caching=caching)
-    if chunked:
-        kw.update(prefill="chunked", max_num_batched_tokens=seqs * (k + 1) + 7)
-    step = serve_continuous(reqs, COST, engine="step", **kw)
-    event = serve_continuous(reqs, COST, engine="event", **kw)
-    assert event.options["engine"] == "event"
-    assert_same_results(event, step)
+    step = _on_both_clocks(reqs, COST, kw, chunked, seqs, k)
     sp = step.options["speculative"]
-    assert event.options["speculative"] == sp
     done = [r for r in step.requests if r.finish_s is not None]
     # conservation: each token comes once, from a prefill (the first, and one per recompute) or a step
     assert sum(r.generated_tokens for r in done) == sum(r.request.output_tokens for r in done)
@@ -219,6 +372,27 @@ def test_the_stretch_clock_equals_the_step_clock_with_speculative_decoding(run, 
             assert prefill_tokens == sum(1 + r.preemptions for r in done)
     assert sp["sequence_steps"] <= sp["tokens"] <= (k + 1) * sp["sequence_steps"]
     assert sp["accepted_tokens"] == sp["tokens"] - sp["sequence_steps"]
+
+
+_H200 = get_accelerator("h200-sxm")
+_DS = Deployment(DEEPSEEK, _H200, 8)
+_DS_COST = RooflineCostModel.for_deployment(_DS)
+
+
+@settings(settings.get_profile("simulation_oracle"))
+@given(run=_runs(), blocks=st.integers(12, 40), on_demand=st.booleans(), seqs=st.integers(1, 5),
+       chunked=st.booleans(), method=st.sampled_from(["mtp", "deepseek_mtp"]))
+def test_the_stretch_clock_equals_the_step_clock_with_deepseek_v3_s_mtp_head(run, blocks, on_demand, seqs, chunked,
+                                                                              method):
+    """DeepSeek-V3 on 8 x H200 with its MTP module as the proposer (a MoE target and a MoE head, tensor-parallel
+    all-reduces in both): both clocks agree field by field and on the speculative counts."""
+    reqs, drawn = run
+    k = drawn.num_speculative_tokens
+    spec = Speculation.from_config(f'{{"method": "{method}", "num_speculative_tokens": {k}}}', _H200,
+                                   acceptance_rate=drawn.acceptance_rate, mode=drawn.mode, seed=drawn.seed, target=_DS)
+    kw = dict(kv_pool=KVPool.blocks(blocks, block_size=16), max_num_seqs=seqs, speculative=spec,
+              admission="on_demand" if on_demand else "reserve")
+    _on_both_clocks(reqs, _DS_COST, kw, chunked, seqs, k)
 
 
 # --------------------------------------------------------------------------- the command line
@@ -318,8 +492,6 @@ def _spec_of(model):
     (_spec_of("gemma-3-27b"), ["speculative_config.model: speculative decoding with sliding-window layers"]),
     (_spec_of("nemotron-h-56b"), ["speculative_config.model: speculative decoding of a hybrid model"]),
     (_spec_of("deepseek-v3.2"), ["speculative_config.model: speculative decoding with sparse attention"]),
-    (_spec_of("mixtral-8x7b"), ["speculative_config.model: a mixture-of-experts draft in the scheduler"]),
-    ([*_spec_of("mixtral-8x7b"), "--float"], ["speculative_config.model: a mixture-of-experts draft"]),
     (_spec_of("gpt-oss-20b"), ["speculative_config.model: speculative decoding with sliding-window layers"]),
     (_spec_of("x"), ["speculative_config.model: unknown model 'x'"]),
     (['--speculative-config', '{"model": null, "num_speculative_tokens": 4}'],

@@ -326,19 +326,73 @@ def test_report_prints_the_mtp_step_on_8_h200(capsys):
     assert max(len(line) for line in out.splitlines()) <= 100
 
 
-def test_the_scheduler_refuses_heads_by_name():
+def test_the_scheduler_takes_a_head_with_the_target_s_deployment_only():
+    """A head on the target needs the target's Deployment (field ``target``); a target without MTP modules is
+    refused by name, as the report refuses it; EAGLE-3 runs, at the target's T."""
     from roofline.sim.speculative import Speculation
 
     for method in ("mtp", "eagle3"):
         with pytest.raises(InvalidValueError) as info:
             Speculation.from_config(f'{{"method": "{method}", "model": "x/y", "num_speculative_tokens": 1}}', H100,
                                     acceptance_rate=Fraction(1, 2))
-        assert info.value.field == "speculative_config.method" and "not modelled" in str(info.value)
+        assert info.value.field == "target"
+    d = Deployment(get_model("llama-3.1-8b"), H100)
+    with pytest.raises(InvalidValueError) as info:
+        Speculation.from_config('{"method": "mtp", "num_speculative_tokens": 1}', H100,
+                                acceptance_rate=Fraction(1, 2), target=d)
+    assert info.value.field == "speculative_config.method" and "has no MTP module" in info.value.reason
+    spec = Speculation.from_config('{"method": "eagle3", "model": "x/y", "num_speculative_tokens": 2}', H100,
+                                   acceptance_rate=Fraction(1, 2), target=Deployment(get_model("llama-3.1-70b"),
+                                                                                     H100, 4))
+    assert spec.proposer.tensor_parallel_size == 4 and spec.model == "x/y"
 
 
-def test_simulate_refuses_a_head_in_one_line(capsys):
-    assert main(["simulate", "--policy", "continuous", "--num-prompts", "2", "--random-input-len", "16",
-                 "--random-output-len", "4", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}',
-                 "--acceptance-rate", "0.8"]) == 2
+def test_simulate_refuses_mtp_without_mtp_modules_in_one_line_and_runs_it_with_them(capsys):
+    base = ["simulate", "--policy", "continuous", "--num-prompts", "2", "--random-input-len", "16",
+            "--random-output-len", "4", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}',
+            "--acceptance-rate", "0.8"]
+    assert main(base) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "speculative_config.method: a head on the target" in err
+    assert err.count("\n") == 1 and "speculative_config.method: llama-3.1-8b has no MTP module" in err
+    assert main([*base, "--model", "deepseek-v3", "--accelerator", "h200-sxm", "--tensor-parallel-size", "8"]) == 0
+    assert "speculative decoding on: mtp, k = 1, acceptance rate 0.8" in capsys.readouterr().out
+
+
+def test_the_report_takes_a_per_position_vector():
+    """alpha = 0.9, 0.8, 0.7 with a 1B draft, k = 3: tokens per step 3.124 (by hand, 1 + 0.9 + 0.72 + 0.504); the
+    speed-up is that x plain / step, the step itself the one-rate step's (the rates change only the tokens); the
+    best k compares k = 0 .. 3, each k its first k rates; a vector of another length is refused by name."""
+    from roofline.speculative import best_speculative_tokens, break_even_batch, speculative_step
+
+    d = Deployment(get_model("llama-3.1-8b"), H100)
+    c = SpeculativeConfig.parse('{"model": "llama-3.2-1b", "num_speculative_tokens": 3}')
+    rates = (Fraction(9, 10), Fraction(8, 10), Fraction(7, 10))
+    vec = speculative_step(d, c, batch=1, context=1000, acceptance_rate=rates)
+    one = speculative_step(d, c, batch=1, context=1000, acceptance_rate=Fraction(7, 10))
+    assert vec.tokens_per_step == Fraction(3124, 1000) and vec.step_time == one.step_time
+    assert vec.speedup == Fraction(3124, 1000) * vec.plain_step_time / vec.step_time
+    two = speculative_step(d, c, batch=1, context=1000, acceptance_rate=rates, speculative_tokens=2)
+    assert two.tokens_per_step == 1 + Fraction(9, 10) + Fraction(72, 100)
+    assert best_speculative_tokens(d, c, batch=1, context=1000, acceptance_rate=rates) == 3
+    assert break_even_batch(d, c, context=1000, acceptance_rate=rates) is None
+    for bad, field in (((Fraction(1, 2),) * 2, "acceptance_rate"), ((Fraction(1, 2), 0, Fraction(1, 2)),
+                                                                    "acceptance_rate")):
+        with pytest.raises(InvalidValueError) as info:
+            speculative_step(d, c, batch=1, context=1000, acceptance_rate=bad)
+        assert info.value.field == field
+    with pytest.raises(InvalidValueError) as info:
+        speculative_step(d, c, batch=1, context=1000, acceptance_rate=rates, speculative_tokens=4)
+    assert info.value.field == "speculative_tokens"
+
+
+def test_report_prints_a_vector_s_tokens_per_step(capsys):
+    assert main(["report", "--speculative-config", '{"model": "llama-3.2-1b", "num_speculative_tokens": 3}',
+                 "--acceptance-rate", "0.9,0.8,0.7"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "acceptance rates 0.9, 0.8, 0.7 by position" in out
+    assert "tokens per step 3.1240 = 1 + sum_i prod_{j<=i} alpha_j per sequence" in out
+    assert "best k at batch 1 3 (k = 0 .. 3 compared)" in out
+    assert main(["report", "--speculative-config", '{"model": "llama-3.2-1b", "num_speculative_tokens": 3}',
+                 "--acceptance-rate", "0.9,0.8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "acceptance_rate" in err and "k = 3 rates" in err

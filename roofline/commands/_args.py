@@ -166,11 +166,12 @@ def add_speculative_options(p: argparse.ArgumentParser, *, scheduler: bool = Fal
     p.add_argument("--speculative-config", default=None, metavar="JSON",
                    help="speculative decoding, as vLLM spells it: '{\"method\": \"draft_model\", \"ngram\", "
                         "\"mtp\", \"deepseek_mtp\", \"eagle\" or \"eagle3\", \"model\": DRAFT or HEAD, "
-                        "\"num_speculative_tokens\": k}' (needs --acceptance-rate; heads on the target in "
-                        "roofline report only; docs/conventions.md, \"Speculative decoding\")")
-    p.add_argument("--acceptance-rate", type=number_arg("--acceptance-rate", positive=True, at_most_one=True),
-                   default=None, help="probability that each proposed token is accepted, in (0, 1] (with "
-                                      "--speculative-config)")
+                        "\"num_speculative_tokens\": k}' (needs --acceptance-rate; docs/conventions.md, "
+                        "\"Speculative decoding\")")
+    p.add_argument("--acceptance-rate", type=acceptance_rate_arg, default=None, metavar="ALPHA[,ALPHA...]",
+                   help="probability that each proposed token is accepted, in (0, 1] (with --speculative-config); "
+                        "or k comma-separated values, one per position, each given all before it accepted "
+                        "(e.g. 0.9,0.8,0.7 for k = 3)")
     if scheduler:
         from ..sim.speculative import ACCEPTANCE_MODES
 
@@ -180,6 +181,20 @@ def add_speculative_options(p: argparse.ArgumentParser, *, scheduler: bool = Fal
                             "(1 - a^(k+1)) / (1 - a) per step carried in whole tokens (default: %(default)s)")
         p.add_argument("--speculative-seed", type=int_arg("--speculative-seed", 0), default=0,
                        help="with --acceptance-mode seeded: the seed of the accepted-token draws (default: 0)")
+
+
+def acceptance_rate_arg(text: str) -> Fraction | tuple[Fraction, ...]:
+    """An argparse type for ``--acceptance-rate``: one rate in (0, 1], or comma-separated rates (a per-position
+    vector, a tuple of Fractions; its length is checked against k where the config is read). Each value as
+    :func:`number_arg` reads it; an empty item is refused (docs/conventions.md, "Speculative decoding")."""
+    one = number_arg("--acceptance-rate", positive=True, at_most_one=True)
+    if "," not in text:
+        return one(text)
+    items = text.split(",")
+    if any(not item.strip() for item in items):
+        raise argparse.ArgumentTypeError(f"--acceptance-rate={text!r}: expected comma-separated numbers in (0, 1], "
+                                         "one per proposed token")
+    return tuple(one(item.strip()) for item in items)
 
 
 def speculative_pair(args: argparse.Namespace) -> tuple[Any, Any] | None:
@@ -197,7 +212,8 @@ def speculative_pair(args: argparse.Namespace) -> tuple[Any, Any] | None:
     if config is None and alpha is None:
         return None
     if config is None:
-        shown = int(alpha) if alpha.denominator == 1 else float(alpha)
+        shown = (",".join(f"{float(a):g}" for a in alpha) if isinstance(alpha, tuple)
+                 else int(alpha) if alpha.denominator == 1 else float(alpha))
         raise InvalidValueError("--acceptance-rate", shown, "given without --speculative-config")
     if alpha is None:
         from ..speculative import SpeculativeConfig

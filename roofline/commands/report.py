@@ -139,7 +139,8 @@ def build_report(
         Adds key ``speculative``: at the context, for each table batch, the speculative step beside the
         plain one (proposer, step, tokens per step, speed-up), the critical batches, the break-even batch
         and the best k at batch 1 (:mod:`roofline.speculative`; the bound on one GPU).
-    acceptance_rate : in (0, 1], with ``speculative`` (alpha)
+    acceptance_rate : in (0, 1], with ``speculative`` (alpha), or a tuple of k rates in (0, 1] (the per-position
+        vector; docs/conventions.md, "Speculative decoding")
 
     Returns
     -------
@@ -305,7 +306,8 @@ def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, 
     from .. import speculative as sd
 
     if config is None:
-        raise InvalidValueError("acceptance_rate", float(alpha), "given without --speculative-config")
+        shown = [float(a) for a in alpha] if isinstance(alpha, (tuple, list)) else float(alpha)
+        raise InvalidValueError("acceptance_rate", shown, "given without --speculative-config")
     given = config if not isinstance(config, sd.SpeculativeConfig) else config.model or config.method
     if not isinstance(config, sd.SpeculativeConfig):  # the config's own faults first: then what it lacks
         config = sd.SpeculativeConfig.parse(config)
@@ -317,12 +319,14 @@ def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, 
     return {
         "method": config.method, "draft_model": None if config.draft is None else config.draft.name,
         "proposer": config.describe(),
-        "num_speculative_tokens": config.num_speculative_tokens, "acceptance_rate": float(alpha),
+        "num_speculative_tokens": config.num_speculative_tokens,
+        "acceptance_rate": [float(a) for a in alpha] if isinstance(alpha, (tuple, list)) else float(alpha),
         "context": context, "tokens_per_step": float(first.tokens_per_step),
         "critical_batch": first.critical_batch, "plain_critical_batch": first.plain_critical_batch,
         "break_even_batch": sd.break_even_batch(bound, config, context=context, acceptance_rate=alpha),
         "break_even_scanned_up_to": sd.MAX_BREAK_EVEN_BATCH,
         "best_num_speculative_tokens_batch_1": best,
+        "best_compared_up_to": min(16, len(alpha)) if isinstance(alpha, (tuple, list)) else 16,
         "table": [{"batch": s.batch, "plain_step_time_s": float(s.plain_step_time),
                    "proposer_time_s": float(s.proposer_time), "step_time_s": float(s.step_time),
                    "speedup": float(s.speedup), "throughput_tokens_per_s": float(s.throughput),
@@ -339,11 +343,15 @@ def _speculative_lines(r: dict[str, Any]) -> list[str]:
     k, alpha = sp["num_speculative_tokens"], sp["acceptance_rate"]
     proposer = sp["proposer"]
     be = sp["break_even_batch"]
+    vector = isinstance(alpha, list)
+    rates = f"acceptance rates {', '.join(f'{a:g}' for a in alpha)} by position" if vector else \
+        f"acceptance rate {alpha:g}"
+    formula = "1 + sum_i prod_{j<=i} alpha_j" if vector else "(1 - alpha^(k+1)) / (1 - alpha)"
     out = [
         "",
-        f"Speculative decoding ({sp['method']}: {proposer}; k = {k} proposed tokens, acceptance rate {alpha:g}; "
+        f"Speculative decoding ({sp['method']}: {proposer}; k = {k} proposed tokens, {rates}; "
         f"context {sp['context']:,})",
-        f"  tokens per step       {sp['tokens_per_step']:9.4f}    = (1 - alpha^(k+1)) / (1 - alpha) per sequence",
+        f"  tokens per step       {sp['tokens_per_step']:9.4f}    = {formula} per sequence",
         "  batch   plain step   proposer   spec. step   speed-up   tokens/s (plain)",
     ]
     for row in sp["table"]:
@@ -356,7 +364,8 @@ def _speculative_lines(r: dict[str, Any]) -> list[str]:
         f"  break-even batch      {_none(be)}" + (" (speed-up at most 1 from this batch)" if be is not None else
                                                    f" (the speed-up stays above 1 up to batch "
                                                    f"{sp['break_even_scanned_up_to']:,})"),
-        f"  best k at batch 1     {sp['best_num_speculative_tokens_batch_1']} (k = 0 .. 16 compared)",
+        f"  best k at batch 1     {sp['best_num_speculative_tokens_batch_1']} (k = 0 .. "
+        f"{sp.get('best_compared_up_to', 16)} compared)",
     ]
     return out
 

@@ -663,7 +663,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                                            "max_num_batched_tokens": budget_tokens,
                                            "enable_prefix_caching": args.enable_prefix_caching}),
     }
-    speculation = _speculation(args, accelerator, deployment.estimate)
+    speculation = _speculation(args, accelerator, deployment.estimate, deployment)
     if speculation is not None:  # continuous batching's rows only (plan_run refused the others)
         for name in (n for n in names if n in runs):
             runs[name][1]["speculative"] = speculation
@@ -707,10 +707,10 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                 tp_note=tp_note)
 
 
-def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any) -> Speculation | None:
+def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any, deployment: Any) -> Speculation | None:
     """The run's speculative decoding from --speculative-config and --acceptance-rate (both or neither), or None;
-    the draft runs on one GPU of the same accelerator, priced as the target is (the bound or ``estimate``;
-    docs/conventions.md, "Speculative decoding in the scheduler")."""
+    the draft runs on one GPU of the same accelerator, priced as the target is (the bound or ``estimate``), a head
+    on the target's ``deployment`` (docs/conventions.md, "Speculative decoding in the scheduler")."""
     try:
         pair = speculative_pair(args)
     except InvalidValueError as err:
@@ -723,8 +723,12 @@ def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any) -> S
     config, alpha = pair
     try:
         return Speculation.from_config(config, accelerator, acceptance_rate=alpha, mode=args.acceptance_mode,
-                                       seed=args.speculative_seed, exact=not args.float_mode, estimate=estimate)
+                                       seed=args.speculative_seed, exact=not args.float_mode, estimate=estimate,
+                                       target=deployment)
     except InvalidValueError as err:
+        if err.field == "acceptance_rate":  # a vector of another length than k: the rates' own flag
+            shown = ",".join(f"{float(a):g}" for a in alpha) if isinstance(alpha, tuple) else f"{float(alpha):g}"
+            raise InvalidValueError("--acceptance-rate", shown, err.reason) from None
         raise InvalidValueError("--speculative-config", config, f"{err.field}: {err.reason}") from None
 
 
@@ -739,8 +743,11 @@ def _speculative_lines(run: dict[str, Any]) -> list[str]:
                  else "the expectation, in whole tokens")
         if not lines:
             method = sp["method"] if sp["model"] is None else f"{sp['method']} {sp['model']}"
+            rate = sp["acceptance_rate"]
+            rates = (f"rates {', '.join(f'{a:g}' for a in rate)} by position" if isinstance(rate, list)
+                     else f"rate {rate:g}")
             lines.append(f"speculative decoding on: {method}, k = {sp['num_speculative_tokens']}, acceptance "
-                         f"rate {sp['acceptance_rate']:g}")
+                         f"{rates}")
             lines.append(f"  accepted tokens: {draws}")
         tokens = "-" if sp["tokens_per_step"] is None else f"{sp['tokens_per_step']:.3f}"
         share = "-" if sp["achieved_acceptance"] is None else f"{100 * sp['achieved_acceptance']:.1f}%"

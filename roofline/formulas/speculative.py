@@ -28,6 +28,7 @@ from .step_time import step_time
 
 __all__ = [
     "speculative_tokens_per_step",
+    "speculative_tokens_from_position",
     "speculative_step_time",
     "speculative_speedup",
     "speculative_intensity",
@@ -85,6 +86,41 @@ def speculative_tokens_per_step(*, speculative_tokens: Any, acceptance_rate: Any
     if alpha == 1:
         return k + 1
     return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+@formula(result="positive", topic="speculative", proof=_P18, acceptance_rate="share",
+         tokens_after_position="positive")
+def speculative_tokens_from_position(*, acceptance_rate: Any, tokens_after_position: Any) -> Any:
+    """One position of the per-position acceptance fold: the expected tokens from position i on [tokens/step].
+
+    Parameters
+    ----------
+    acceptance_rate : (0, 1] (alpha_i: proposal i accepted, given that every proposal before it was)
+    tokens_after_position : [tokens] > 0 (T_{i+1}, the expected tokens from position i + 1 on given proposal i
+        accepted; 1 after the last proposal: the bonus token)
+
+    Returns
+    -------
+    [tokens/step]: T_i = 1 + alpha_i T_{i+1} (the target's token at position i is always kept; the rest
+    follows only if proposal i is accepted). Folded from T_{k+1} = 1 back to T_1, it is the expected tokens
+    per step 1 + sum_{i=1}^{k} prod_{j<=i} alpha_j (docs/conventions.md, "Speculative decoding": a
+    per-position acceptance vector); with k equal rates, (1 - alpha^(k+1)) / (1 - alpha)
+    (:func:`speculative_tokens_per_step`; proof p18). Exact for Fractions.
+
+    Raises
+    ------
+    InvalidValueError
+        alpha outside (0, 1], or T not positive.
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> t3 = speculative_tokens_from_position(acceptance_rate=Fraction(7, 10), tokens_after_position=1)
+    >>> t2 = speculative_tokens_from_position(acceptance_rate=Fraction(8, 10), tokens_after_position=t3)
+    >>> speculative_tokens_from_position(acceptance_rate=Fraction(9, 10), tokens_after_position=t2)
+    Fraction(781, 250)
+    """
+    return 1 + acceptance_rate * tokens_after_position
 
 
 def _verify(kw: dict[str, Any]) -> tuple[Any, Any]:

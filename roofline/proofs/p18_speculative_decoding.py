@@ -18,7 +18,8 @@ bring the 671B main model to 684.49B (685B published).
 
 Assumptions
 -----------
-* docs/conventions.md, "Speculative decoding": independent acceptance with one alpha; the
+* docs/conventions.md, "Speculative decoding": independent acceptance with one alpha (or one per
+  position, alpha_i given all before it accepted: the fold of one scalar formula); the
   verification step of B sequences at context c reads W + k_kv B (c + k) bytes and does
   B (k + 1)(F + a (c + k / 2)) FLOPs; the draft model runs its own k decode steps of the batch
   at contexts c .. c + k - 1 on the same GPU; the speed-up compares steps at the same contexts.
@@ -57,12 +58,14 @@ MTP_CONTEXT, MTP_ALPHA = 4096, Fraction(85, 100)
 
 
 def _brute_tokens(k: int, alpha: Any) -> Any:
-    """E[1 + accepted], over every accept/reject pattern of the k proposals."""
+    """E[1 + accepted], over every accept/reject pattern of the k proposals (alpha: one rate, or one per position,
+    each position's draw independent of the others; the run stops at the first rejection)."""
+    rates = list(alpha) if isinstance(alpha, (tuple, list)) else [alpha] * k
     total = Fraction(0)
     for pattern in itertools.product((True, False), repeat=k):
         prob = Fraction(1)
-        for ok in pattern:
-            prob *= alpha if ok else 1 - alpha
+        for ok, rate in zip(pattern, rates, strict=True):
+            prob *= rate if ok else 1 - rate
         run = next((i for i, ok in enumerate(pattern) if not ok), k)
         total += prob * (run + 1)
     return total
@@ -99,6 +102,8 @@ def derive(p: Proof) -> None:
     tokens = f.speculative_tokens_per_step(speculative_tokens=K, acceptance_rate=ALPHA)
     p.equal("k = 4, alpha = 0.7: (1 - 0.7^5) / 0.3", tokens, (1 - ALPHA ** 5) / (1 - ALPHA),
             value=f"{float(tokens):.4f} tokens")
+
+    _positions(p)
 
     p.section("The verification step: k + 1 positions per sequence, the weights and each KV read once")
     p.show("bytes", sd.verify_bytes)
@@ -213,6 +218,43 @@ def derive(p: Proof) -> None:
                f"{float(one.speedup):.2f}x at batch 1; the verification is compute-bound from batch 73 (plain: 907), "
                f"and speculation stops paying at batch 176; DeepSeek-V3's MTP module (k = 1, alpha = 0.85) on 8 "
                f"H200: {float(mtp_speedup):.2f}x at batch 1")
+
+
+def _positions(p: Proof) -> None:
+    """The per-position acceptance vector: the fold of one scalar formula against the sum of products."""
+    from .. import formulas as f
+    from ..speculative import expected_tokens_per_step
+    from ..symbolic import speculative as sd
+
+    p.section("A per-position acceptance vector: T_i = 1 + alpha_i T_{i+1}, T_{k+1} = 1, E = T_1")
+    p.show("T_i", sd.speculative_tokens_from_position)
+    p.legend("acceptance_rate", "tokens_after_position")
+    folds = []
+    for n in range(1, 7):
+        rates = list(sp.symbols(f"alpha_1:{n + 1}", positive=True))
+        products = 1 + sum(sp.Mul(*rates[: i + 1]) for i in range(n))
+        folds.append(sp.expand(sd.positional_tokens_per_step(rates) - products) == 0)
+    p.holds("the fold of k symbols is 1 + sum_i prod_{j<=i} alpha_j (SymPy, k = 1 .. 6)", all(folds))
+    one = sd.speculative_tokens_per_step
+    same = [sp.simplify(sd.positional_tokens_per_step([sd.alpha] * n) - one.subs(sd.k, n).doit()) == 0
+            for n in range(1, 7)]
+    p.holds("k equal rates fold to sum_{i=0}^{k} alpha^i, the one-rate formula (SymPy, k = 1 .. 6)", all(same))
+    vectors = [(Fraction(9, 10), Fraction(8, 10), Fraction(7, 10)), (Fraction(1, 2),), (1, Fraction(1, 3)),
+               (Fraction(1, 10), 1, Fraction(99, 100), Fraction(1, 2)), (Fraction(3, 4),) * 5]
+
+    def fold(rates: Any) -> Any:
+        tokens: Any = 1
+        for rate in reversed(rates):
+            tokens = f.speculative_tokens_from_position(acceptance_rate=rate, tokens_after_position=tokens)
+        return tokens
+
+    p.holds("the registered fast path, folded, equals E[1 + accepted] over every accept/reject pattern "
+            "(proposal i drawn against alpha_i, the run ended by the first rejection)",
+            all(fold(v) == _brute_tokens(len(v), v) for v in vectors), f"{len(vectors)} vectors")
+    p.holds("and roofline.speculative.expected_tokens_per_step gives the same",
+            all(expected_tokens_per_step(len(v), v) == _brute_tokens(len(v), v) for v in vectors))
+    e = fold(vectors[0])
+    p.equal("alpha = 0.9, 0.8, 0.7: 1 + 0.9 + 0.72 + 0.504", e, Fraction(3124, 1000), value=f"{float(e):.3f} tokens")
 
 
 def _touched(model: Any, tokens: int) -> Any:

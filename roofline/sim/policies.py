@@ -546,12 +546,12 @@ def serve_continuous(
         if why is None:
             times = [a for a in r.arrival if a is not None]
             times += [*([r.think] if r.closed is not None else []), r.idle]
-            drafts = [] if r.drafts is None else r.drafts.constants()
+            drafts = [] if r.drafts is None else r.drafts.constants(max(tokens, 1))
             costs = TickCosts.build(cost_model, [*times, *drafts], r.windows, max_tokens=max(tokens, 1))
             assert costs is not None  # _step_engine_reason checked the stretch terms
             r.on_ticks(costs)
             if r.drafts is not None:
-                r.drafts.on_ticks(costs, times)
+                r.drafts.on_ticks(costs, times, max(tokens, 1))
         plan.scheduler(r).serve()
         return r.result("continuous", {**plan.options, **_engine_options(why)})
 

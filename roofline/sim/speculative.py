@@ -11,7 +11,8 @@ Conventions: docs/conventions.md, "Speculative decoding in the scheduler": a ste
 context sum S is the mixed step of B chunks of k + 1 tokens after S - B cached ones plus the
 proposer's k decode steps at context sums S, S + B, .., S + (k - 1) B; accepted counts are
 seeded draws (the default) or the exact expectation tau = (1 - alpha^(k+1)) / (1 - alpha) per
-step carried in whole tokens (Leviathan, Kalman and Matias, ICML 2023).
+step carried in whole tokens (Leviathan, Kalman and Matias, ICML 2023); with a per-position vector
+alpha_1 .. alpha_k, draw i against alpha_i and tau = 1 + sum_i prod_{j<=i} alpha_j.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .. import formulas as f
 from .._checks import check_int, check_number
 from ..errors import InvalidValueError
 from ..speculative import MAX_SPECULATIVE_TOKENS as _MAX_K  # the most proposed tokens per step modelled
@@ -34,6 +34,15 @@ __all__ = ["Speculation", "ACCEPTANCE_MODES"]
 ACCEPTANCE_MODES = ("seeded", "expectation")
 #: the largest denominator a seeded draw uses as it is (numpy's int64 draws); a larger one is rounded to 2^-62
 _DRAW_SCALE = 2**62
+
+
+def _alphas(value: Any) -> Fraction | tuple[Fraction, ...]:
+    """One rate, or a per-position vector (a tuple or list of rates; its length is checked against k later)."""
+    if isinstance(value, (tuple, list)):
+        if not value:
+            raise InvalidValueError("acceptance_rate", value, "expected one number in [0, 1] or k of them")
+        return tuple(_alpha(v) for v in value)
+    return _alpha(value)
 
 
 def _alpha(value: Any) -> Fraction:
@@ -57,10 +66,13 @@ class Speculation:
     ----------
     num_speculative_tokens : int in 1 .. 64 [tokens] (k, vLLM's name)
     acceptance_rate : number in [0, 1] (alpha; kept as an exact Fraction, a float by its binary value; 0: every
-        proposal rejected, one token per step)
+        proposal rejected, one token per step), or a tuple or list of k such numbers (the per-position vector
+        alpha_1 .. alpha_k, alpha_i given every proposal before i accepted; kept as a tuple of Fractions, or as
+        the one Fraction where all k are equal: docs/conventions.md, "Speculative decoding")
     proposer : CostModel or None
-        The draft model's cost model (its k decode steps per step are priced by its
-        ``decode_time``); None: a proposer that costs nothing (``ngram``).
+        The draft model's (or a head's, :func:`roofline.speculative.head_cost_model`) cost model (its k
+        decode steps per step are priced by its ``decode_time``); None: a proposer that costs nothing
+        (``ngram``).
     mode : {"seeded", "expectation"}, default "seeded"
         ``seeded``: each step's accepted tokens drawn from a generator seeded by (seed, request id);
         ``expectation``: floor(d tau) tokens after d steps, tau the expected tokens per step.
@@ -72,7 +84,8 @@ class Speculation:
     ------
     InvalidValueError
         Each bad field named: k not an integer in 1 .. 64, alpha outside [0, 1] (0 is taken here, the
-        limit of every proposal rejected; the command line's ``--acceptance-rate`` is in (0, 1]), an unknown mode,
+        limit of every proposal rejected; the command line's ``--acceptance-rate`` is in (0, 1]) or a vector of
+        another length than k (``acceptance_rate``), an unknown mode,
         a negative or non-integer seed, a proposer that is not a cost model.
 
     Examples
@@ -80,10 +93,12 @@ class Speculation:
     >>> s = Speculation(num_speculative_tokens=2, acceptance_rate=Fraction(1, 2), mode="expectation")
     >>> s.tokens_per_step, s.method
     (Fraction(7, 4), 'ngram')
+    >>> Speculation(num_speculative_tokens=2, acceptance_rate=[Fraction(1, 2), Fraction(1, 4)]).tokens_per_step
+    Fraction(13, 8)
     """
 
     num_speculative_tokens: int
-    acceptance_rate: Any = attrs.field(converter=_alpha)
+    acceptance_rate: Any = attrs.field(converter=_alphas)
     proposer: Any = None
     mode: str = "seeded"
     seed: int = 0
@@ -98,6 +113,13 @@ class Speculation:
             raise InvalidValueError("num_speculative_tokens", k, f"more than {_MAX_K} proposed tokens per step: "
                                     "not modelled")
         object.__setattr__(self, "num_speculative_tokens", int(k))
+        rates = self.acceptance_rate
+        if isinstance(rates, tuple):
+            if len(rates) != k:
+                raise InvalidValueError("acceptance_rate", [float(r) for r in rates], f"a per-position vector "
+                                        f"needs k = {k} rates, one per proposed token")
+            if len(set(rates)) == 1:  # k equal rates are that one rate: the same tokens per step, the same draws
+                object.__setattr__(self, "acceptance_rate", rates[0])
         if not isinstance(self.mode, str) or self.mode not in ACCEPTANCE_MODES:
             raise InvalidValueError("acceptance_mode", self.mode, f"expected one of {', '.join(ACCEPTANCE_MODES)}")
         check_int("seed", self.seed, minimum=0)
@@ -111,7 +133,7 @@ class Speculation:
 
     @classmethod
     def from_config(cls, config: Any, accelerator: Any, *, acceptance_rate: Any, mode: str = "seeded",
-                    seed: int = 0, exact: bool = True, estimate: Any = None) -> Speculation:
+                    seed: int = 0, exact: bool = True, estimate: Any = None, target: Any = None) -> Speculation:
         """The speculation of vLLM's ``--speculative-config`` on ``accelerator``.
 
         Parameters
@@ -121,6 +143,8 @@ class Speculation:
         acceptance_rate, mode, seed : as the class
         exact : bool, default True (the draft's cost model in Fractions; False: floats, for a float run)
         estimate : str, EngineProfile or None (the draft priced as the target is: the bound, or this profile)
+        target : roofline.Deployment or None (the target's deployment; needed by a head on the target, which runs
+            at its T with its estimate: :func:`roofline.speculative.head_cost_model`)
 
         Returns
         -------
@@ -130,35 +154,36 @@ class Speculation:
         ------
         InvalidValueError
             As :meth:`roofline.speculative.SpeculativeConfig.parse` and the class; a head on the target
-            (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``): not modelled in the scheduler yet, refused by name;
-            a draft the speculative step does not model (sliding windows, recurrent state, sparse attention:
-            :func:`roofline.speculative.check_draft`, the rule ``roofline report`` applies) or a MoE draft
-            (its experts touched per proposal step are not on the scheduler's clock), each as
-            ``speculative_config.model``.
+            (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``) without ``target`` (field ``target``), or as
+            :func:`roofline.speculative.head_cost_model`; a draft the speculative step does not model (sliding
+            windows, recurrent state, sparse attention: :func:`roofline.speculative.check_draft`, the rule
+            ``roofline report`` applies), as ``speculative_config.model``.
         """
-        from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft
+        from ..deployment import Deployment
+        from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft, head_cost_model
 
         if not isinstance(config, SpeculativeConfig):
             config = SpeculativeConfig.parse(config)
-        if config.method in HEAD_METHODS:
-            raise InvalidValueError("speculative_config.method", config.method, "a head on the target (MTP, EAGLE) "
-                                    "in the scheduler: not modelled yet (roofline report prices one step of it)")
         proposer = None
-        if config.draft is not None:
+        if config.method in HEAD_METHODS:
+            if not isinstance(target, Deployment):
+                raise InvalidValueError("target", target, f"a head on the target ({config.method}) needs the "
+                                        "target's roofline.Deployment")
+            proposer = head_cost_model(target, config, exact=exact)
+        elif config.draft is not None:
             check_draft(config.draft)
-            if config.draft.is_moe:
-                raise InvalidValueError("speculative_config.model", config.draft.name, "a mixture-of-experts draft "
-                                        "in the scheduler: not modelled yet (roofline report prices its steps)")
             proposer = RooflineCostModel.for_model(config.draft, accelerator, exact=exact, estimate=estimate)
         return cls(config.num_speculative_tokens, acceptance_rate, proposer, mode, seed, config.method,
-                   None if config.draft is None else config.draft.name)
+                   config.model if config.draft is None else config.draft.name)
 
     @property
     def tokens_per_step(self) -> Any:
         """The expected tokens per step per sequence, (1 - alpha^(k+1)) / (1 - alpha) [tokens]
-        (:func:`roofline.formulas.speculative_tokens_per_step`; 1 at alpha = 0), an exact Fraction."""
-        return Fraction(f.speculative_tokens_per_step.unchecked(speculative_tokens=self.num_speculative_tokens,
-                                                                acceptance_rate=self.acceptance_rate))
+        (:func:`roofline.formulas.speculative_tokens_per_step`; 1 at alpha = 0), or 1 + sum_i prod_{j<=i} alpha_j
+        of a per-position vector (:func:`roofline.speculative.expected_tokens_per_step`), an exact Fraction."""
+        from ..speculative import expected_tokens_per_step
+
+        return Fraction(expected_tokens_per_step(self.num_speculative_tokens, self.acceptance_rate))
 
     def accepted(self, request_id: int, steps: int) -> list[int]:
         """A_i(0 .. steps): the tokens request ``request_id``'s first d decode steps make, before the cut at its
@@ -185,13 +210,25 @@ class Speculation:
         rng = np.random.default_rng([self.seed, request_id])
         if alpha == 1:
             made = np.full(steps, k + 1, dtype=np.int64)
-        else:
-            below, scale = alpha.numerator, alpha.denominator
-            if scale > _DRAW_SCALE:  # past int64's draws: alpha to 2^-62, rounded down
-                below, scale = alpha.numerator * _DRAW_SCALE // alpha.denominator, _DRAW_SCALE
+        elif isinstance(alpha, tuple):  # position i against its own alpha_i, each to its own denominator
+            drawn = [_drawn(rate) for rate in alpha]
+            below = np.array([b for b, _ in drawn], dtype=np.int64)
+            scale = np.array([q for _, q in drawn], dtype=np.int64)
             accept = rng.integers(0, scale, size=(steps, k), dtype=np.int64) < below
+            made = 1 + np.cumprod(accept, axis=1).sum(axis=1)  # proposal i counts only if all before it did
+        else:
+            below_one, scale_one = _drawn(alpha)
+            accept = rng.integers(0, scale_one, size=(steps, k), dtype=np.int64) < below_one
             made = 1 + np.cumprod(accept, axis=1).sum(axis=1)
         return [0, *np.cumsum(made).tolist()]
+
+
+def _drawn(alpha: Fraction) -> tuple[int, int]:
+    """(numerator, denominator) a seeded draw compares against: alpha's own, or past int64's draws alpha to
+    2^-62, rounded down (docs/conventions.md, "Speculative decoding in the scheduler")."""
+    if alpha.denominator > _DRAW_SCALE:
+        return alpha.numerator * _DRAW_SCALE // alpha.denominator, _DRAW_SCALE
+    return alpha.numerator, alpha.denominator
 
 
 class _Drafts:
@@ -206,23 +243,31 @@ class _Drafts:
         self.sequence_steps = 0  # rows verified
         self.tokens = 0  # tokens those rows made (cut at each output length)
 
-    def constants(self) -> list[Any]:
-        """The proposer's exact terms [s], for the run's tick clock (it then covers the proposer's steps)."""
+    def constants(self, max_tokens: int = 1) -> list[Any]:
+        """The proposer's exact terms [s], for the run's tick clock (it then covers the proposer's steps).
+
+        A mixture-of-experts proposer's weights depend on a step's tokens: its terms then hold
+        1 / the common denominator of its weights up to ``max_tokens`` tokens (the run's clock
+        covers every proposal step of at most that many rows; a step of more starts the run again on a
+        finer clock, :class:`roofline.sim.stretch.ClockTooCoarse`)."""
         if self.proposer is None:
             return []
         terms = stretch_terms(self.proposer)
         if isinstance(terms, str):
             raise InvalidValueError("proposer", self.proposer, f"the stretch clock cannot price it: {terms}")
-        return list(terms.constants())
+        if terms.constant_weights:
+            return list(terms.constants())
+        return [*terms.constants(), Fraction(1, terms.weights_denominator(max_tokens))]
 
-    def on_ticks(self, costs: Any, times: list[Any]) -> None:
-        """Price the proposer in ticks of ``costs``'s clock (its terms were among the clock's values)."""
+    def on_ticks(self, costs: Any, times: list[Any], max_tokens: int = 1) -> None:
+        """Price the proposer in ticks of ``costs``'s clock (its terms, :meth:`constants` of the same
+        ``max_tokens``, were among the clock's values)."""
         if self.proposer is None:
             return
         from .clock import _TickCostModel
         from .stretch import TickCosts
 
-        own = TickCosts.build(self.proposer, [Fraction(1, costs.clock.denominator), *times])
+        own = TickCosts.build(self.proposer, [Fraction(1, costs.clock.denominator), *times], max_tokens=max_tokens)
         assert own is not None and own.clock.denominator == costs.clock.denominator
         self.proposer = _TickCostModel(self.spec.proposer, own)
 
@@ -249,7 +294,8 @@ class _Drafts:
         accepted = self.tokens - rows
         return {  # JSON-ready: the ratios as floats (the counts behind them are exact)
             "method": spec.method, "model": spec.model, "num_speculative_tokens": self.k,
-            "acceptance_rate": float(spec.acceptance_rate),
+            "acceptance_rate": ([float(r) for r in spec.acceptance_rate] if isinstance(spec.acceptance_rate, tuple)
+                                else float(spec.acceptance_rate)),
             "acceptance_mode": spec.mode, "seed": spec.seed if spec.mode == "seeded" else None,
             "sequence_steps": rows, "tokens": self.tokens, "proposed_tokens": self.k * rows,
             "accepted_tokens": accepted,

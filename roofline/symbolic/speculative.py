@@ -9,6 +9,12 @@ sequence gains in a step are 1 + N, with P(N >= i) = alpha^i for i = 1 .. k:
     speculative_tokens_per_step = sum_{i=0}^{k} alpha^i           (SymPy ``summation``)
                                 = (1 - alpha^(k+1)) / (1 - alpha)  (alpha < 1), k + 1 (alpha = 1)
 
+With a per-position vector alpha_1 .. alpha_k (alpha_i: proposal i accepted given all before it were),
+P(N >= i) = alpha_1 .. alpha_i and E = 1 + sum_{i=1}^{k} prod_{j<=i} alpha_j, folded from the last position
+back with one scalar formula (the registry's arguments are scalars):
+
+    speculative_tokens_from_position = 1 + alpha_i T_{i+1}        (T_{k+1} = 1, E = T_1)
+
 The verification step of B sequences at context c (the first new token's context, as in a
 plain decode step) is the mixed step of chunked prefill with no decode row and one chunk of
 k + 1 tokens after c - 1 cached ones per sequence (``roofline.symbolic.step_time``):
@@ -45,6 +51,17 @@ k, alpha, t_d, r = S.speculative_tokens, S.acceptance_rate, S.proposer_time, S.d
 
 _i = sp.Symbol("i", nonnegative=True, integer=True)
 speculative_tokens_per_step = sp.summation(alpha**_i, (_i, 0, k))
+# one position of the per-position fold: the tokens from position i on, given all proposals before i accepted
+speculative_tokens_from_position = 1 + alpha * S.tokens_after_position
+
+
+def positional_tokens_per_step(rates: list[sp.Expr]) -> sp.Expr:
+    """E of the per-position rates (a list of SymPy expressions), by the fold T_i = 1 + alpha_i T_{i+1}."""
+    tokens: sp.Expr = sp.Integer(1)
+    for rate in reversed(rates):
+        tokens = speculative_tokens_from_position.subs({alpha: rate, S.tokens_after_position: tokens},
+                                                       simultaneous=True)
+    return tokens
 
 # the verification step: a mixed step with no decode row, a chunk of k + 1 tokens after c - 1 cached, per sequence
 _pairs = B * _st.chunk_attention_pairs.subs({_st.chunk_tokens: k + 1, _st.cached_tokens: c - 1}, simultaneous=True)
