@@ -276,6 +276,7 @@ def test_an_eagle_head_s_proposal_step_is_its_layer_the_shared_lm_head_and_its_f
 @pytest.mark.parametrize(("target", "accelerator", "T", "config"), [
     (TARGET, H100, 1, EAGLE % 3),
     (TARGET, H100, 1, MOE_DRAFT % 2),
+    (get_model("llama-3.1-70b"), H100, 2, DRAFT),  # the draft at the target's T = 2, as the report prices it
     (DEEPSEEK, get_accelerator("h200-sxm"), 8, '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'),
     (DEEPSEEK, get_accelerator("h200-sxm"), 8, '{"method": "mtp", "num_speculative_tokens": 2}'),
 ])

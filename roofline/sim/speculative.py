@@ -144,7 +144,10 @@ class Speculation:
         exact : bool, default True (the draft's cost model in Fractions; False: floats, for a float run)
         estimate : str, EngineProfile or None (the draft priced as the target is: the bound, or this profile)
         target : roofline.Deployment or None (the target's deployment; needed by a head on the target, which runs
-            at its T with its estimate: :func:`roofline.speculative.head_cost_model`)
+            at its T with its estimate: :func:`roofline.speculative.head_cost_model`; a draft model given it runs
+            at the target's T too, its accelerator, FLOPs convention and estimate, each step adding its
+            all-reduces, as ``roofline report`` prices it: vLLM's ``draft_tensor_parallel_size`` defaults to the
+            target's; without it, on one ``accelerator`` GPU)
 
         Returns
         -------
@@ -172,7 +175,12 @@ class Speculation:
             proposer = head_cost_model(target, config, exact=exact)
         elif config.draft is not None:
             check_draft(config.draft)
-            proposer = RooflineCostModel.for_model(config.draft, accelerator, exact=exact, estimate=estimate)
+            if isinstance(target, Deployment):  # at the target's T, as the report prices it (its all-reduces too)
+                proposer = RooflineCostModel.for_deployment(Deployment(
+                    config.draft, target.accelerator, target.tensor_parallel_size, flops=target.flops,
+                    estimate=target.estimate), exact=exact)
+            else:
+                proposer = RooflineCostModel.for_model(config.draft, accelerator, exact=exact, estimate=estimate)
         return cls(config.num_speculative_tokens, acceptance_rate, proposer, mode, seed, config.method,
                    config.model if config.draft is None else config.draft.name)
 
