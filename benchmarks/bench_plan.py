@@ -5,7 +5,9 @@ The grid: 5 accelerators (A100 80GB, H100 SXM, H200, B200, MI300X) x T in 1, 2, 
 prefill, reserve admission, on Llama 3.1 8B (``--model``), SLO p99 TTFT <= 200 ms and TPOT
 <= 4 ms (below one H100's 4.79 ms weight read, so the bound has work), on the first
 ``--limit`` requests (default 500) of the shipped conversation trace, with ``--search-rate``
-(bracketing to 5 %). It is run on ``-j 2`` local worker processes and on a
+(bracketing to 5 %; the search's runs stop once their TTFT or TPOT limit is lost and compare the percentiles
+without computing them, docs/conventions.md "Stopping a run early"). It is run on ``-j 2`` local worker
+processes and on a
 two-worker local Dask cluster (``--cluster local:2``), wall-clock time each (the targets: at most
 2 minutes for local processes, Dask within 1.25x of that), and prints how many configurations
 the bound pruned, by rule, and how many runs were simulated. The two answers must be identical
