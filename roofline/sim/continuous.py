@@ -161,7 +161,8 @@ class _Continuous:
         self.ttft_limit: Any = None
         self.tpot_limit: Any = None
         self.ttft_next = self.tpot_next = 0
-        self.tpot_due: tuple[int, Any] = (-1, None)  # (request, the time after which its TPOT misses)
+        self.ttft_due: Any = math.inf  # the time after which the next request's TTFT is decided (-1: now)
+        self.tpot_due: Any = math.inf  # the same for its TPOT
 
     # ------------------------------------------------------------------ prefix cache
     def _need(self, i: int, length: int) -> int:
@@ -429,7 +430,7 @@ class _Continuous:
             else:
                 break
             run.check_steps(self.limit)
-            if self.watch is not None:
+            if self.watch is not None and (now > self.ttft_due or now > self.tpot_due):
                 self._count_misses(now)
         self.now = now
         run.end = now
@@ -443,6 +444,8 @@ class _Continuous:
         ticks = self.run.costs is not None
         self.ttft_limit = math.floor(ttft) if ticks and ttft is not None else ttft  # whole ticks: the same test
         self.tpot_limit = tpot
+        self.ttft_due = -1 if ttft is not None else math.inf
+        self.tpot_due = -1 if tpot is not None else math.inf
 
     def _tpot_room(self, o: int) -> Any:
         """limit x (O - 1) on the run's clock (floored to whole ticks on the stretch clock: the same test)."""
@@ -451,49 +454,48 @@ class _Continuous:
 
     def _count_misses(self, now: Any) -> None:
         """At boundary ``now``: count the requests, in index order from the first not yet counted, known to miss a
-        limit (:class:`_SLOWatch`), up to the first that is not decided yet."""
+        limit (:class:`_SLOWatch`), up to the first that is not decided yet; the times after which that one is
+        (``ttft_due``, ``tpot_due``; -1: at the next boundary). A request is decided by the time alone: its first
+        token (its hand-back) is late iff it has not come by arrival + limit (first token + limit x (O - 1))."""
         run, watch = self.run, self.watch
         assert watch is not None
         first, reason, n = run.first, run.reason, run.sent
-        limit = self.ttft_limit
-        i = self.ttft_next
-        if limit is not None and i < n:
-            arrival, missed = run.arrival, 0
+        if now > self.ttft_due:
+            arrival, limit = run.arrival, self.ttft_limit
+            i, missed = self.ttft_next, 0
             while i < n:
+                a = arrival[i]
+                if not now - a > limit:
+                    break
                 f = first[i]
-                if f is None:
-                    if reason[i] is None and not now - arrival[i] > limit:
-                        break
-                    missed += 1
-                elif f - arrival[i] > limit:
+                if f is None or f - a > limit:
                     missed += 1
                 i += 1
             self.ttft_next = i
+            self.ttft_due = arrival[i] + limit if i < n else -1
             if missed:
                 watch.add("ttft_s", missed)
-        i = self.tpot_next
-        if self.tpot_limit is not None and i < n:
-            output, handed, missed = run.output, run.handed, 0
+        if now > self.tpot_due:
+            output, handed = run.output, run.handed
+            i, missed, due = self.tpot_next, 0, -1
             while i < n:
                 o = output[i]
                 if o >= 2:
-                    h = handed[i]
-                    if h is not None:
-                        if h - first[i] > self._tpot_room(o):
-                            missed += 1
-                    elif reason[i] is None:
-                        f = first[i]
-                        if f is None:
-                            break
-                        if self.tpot_due[0] != i:  # its hand-back is late after this time
-                            self.tpot_due = (i, f + self._tpot_room(o))
-                        if not now > self.tpot_due[1]:
+                    f = first[i]
+                    if f is None:
+                        if reason[i] is None:  # not started: decided once its first token is known
                             break
                         missed += 1
                     else:
-                        missed += 1
+                        room = self._tpot_room(o)
+                        if not now - f > room:
+                            due = f + room
+                            break
+                        h = handed[i]
+                        if h is None or h - f > room:
+                            missed += 1
                 i += 1
-            self.tpot_next = i
+            self.tpot_next, self.tpot_due = i, due
             if missed:
                 watch.add("tpot_s", missed)
 
