@@ -162,7 +162,8 @@ class _Continuous:
         self.tpot_limit: Any = None
         self.ttft_next = self.tpot_next = 0
         self.ttft_due: Any = math.inf  # the time after which the next request's TTFT is decided (-1: now)
-        self.tpot_due: Any = math.inf  # the same for its TPOT
+        self.tpot_due: Any = math.inf  # the same for its TPOT (or at its hand-back)
+        self.tpot_seen = 0  # the hand-backs the TPOT count has seen (a new one may decide the next request)
 
     # ------------------------------------------------------------------ prefix cache
     def _need(self, i: int, length: int) -> int:
@@ -430,7 +431,8 @@ class _Continuous:
             else:
                 break
             run.check_steps(self.limit)
-            if self.watch is not None and (now > self.ttft_due or now > self.tpot_due):
+            if self.watch is not None and (now > self.ttft_due or self.tpot_limit is not None and (
+                    now > self.tpot_due or run.handed_count != self.tpot_seen)):
                 self._count_misses(now)
         self.now = now
         run.end = now
@@ -454,9 +456,10 @@ class _Continuous:
 
     def _count_misses(self, now: Any) -> None:
         """At boundary ``now``: count the requests, in index order from the first not yet counted, known to miss a
-        limit (:class:`_SLOWatch`), up to the first that is not decided yet; the times after which that one is
-        (``ttft_due``, ``tpot_due``; -1: at the next boundary). A request is decided by the time alone: its first
-        token (its hand-back) is late iff it has not come by arrival + limit (first token + limit x (O - 1))."""
+        limit (:class:`_SLOWatch`), up to the first that is not decided yet, and when to look again (``ttft_due``,
+        ``tpot_due``: the time after which that one is decided, -1 at the next boundary; TPOT also at the next
+        hand-back). A TTFT is decided by the time alone: the first token is late iff it has not come by arrival +
+        limit; a TPOT at the hand-back, or once first token + limit x (O - 1) has passed without one."""
         run, watch = self.run, self.watch
         assert watch is not None
         first, reason, n = run.first, run.reason, run.sent
@@ -475,7 +478,7 @@ class _Continuous:
             self.ttft_due = arrival[i] + limit if i < n else -1
             if missed:
                 watch.add("ttft_s", missed)
-        if now > self.tpot_due:
+        if self.tpot_limit is not None and (now > self.tpot_due or run.handed_count != self.tpot_seen):
             output, handed = run.output, run.handed
             i, missed, due = self.tpot_next, 0, -1
             while i < n:
@@ -487,15 +490,16 @@ class _Continuous:
                             break
                         missed += 1
                     else:
-                        room = self._tpot_room(o)
-                        if not now - f > room:
+                        room, h = self._tpot_room(o), handed[i]
+                        if h is not None:
+                            missed += h - f > room
+                        elif now - f > room:
+                            missed += 1
+                        else:  # decided at its hand-back, or once it is due
                             due = f + room
                             break
-                        h = handed[i]
-                        if h is None or h - f > room:
-                            missed += 1
                 i += 1
-            self.tpot_next, self.tpot_due = i, due
+            self.tpot_next, self.tpot_due, self.tpot_seen = i, due, run.handed_count
             if missed:
                 watch.add("tpot_s", missed)
 
