@@ -20,7 +20,11 @@ Run from the repository root::
     python benchmarks/bench_plan.py
     python benchmarks/bench_plan.py --limit 19366   # the whole trace (much longer)
 
-Not a test: timings depend on the machine (a shared one inflates them).
+Not a test: timings depend on the machine (a shared one inflates them). Measured with the rate search's
+early stop (CHANGELOG, issue 22): 178.6 s local and 199.5 s Dask (1.12x) on 500 requests under a load of 6
+to 9; on the whole trace a configuration's search costs 20 to 40 s of one worker, so the grid is about 40
+minutes on 2 workers (not the target's 2 minutes), which is why the default stays at 500 requests. The
+estimate it prints for the whole trace (runs x one whole run) ignores the early stop and is an upper end.
 """
 
 from __future__ import annotations

@@ -14,8 +14,18 @@ from hypothesis import strategies as st
 
 from roofline import Deployment, Parallelism, get_accelerator, get_model, plan
 from roofline.errors import InvalidValueError, RunStopped
-from roofline.sim import (KVPool, Pool, Request, RooflineCostModel, TransferLink, UnitCostModel, serve_continuous,
-                          serve_disaggregated, serve_replicas, synthetic_workload)
+from roofline.sim import (
+    KVPool,
+    Pool,
+    Request,
+    RooflineCostModel,
+    TransferLink,
+    UnitCostModel,
+    serve_continuous,
+    serve_disaggregated,
+    serve_replicas,
+    synthetic_workload,
+)
 
 P = importlib.import_module("roofline.plan")
 MODEL = get_model("llama-3.1-8b")
