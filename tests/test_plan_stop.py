@@ -142,6 +142,18 @@ def test_bad_stop_refused_by_name(bad: Any) -> None:
         serve_continuous(_five(), UnitCostModel(), stop_on_misses=bad)
 
 
+def test_ttft_stop_refused_where_the_first_token_comes_with_the_kv() -> None:
+    """A disaggregated decode pool's requests arrive with their first token (kv_transferred): no TTFT to watch
+    there, refused by name; a TPOT limit is taken."""
+    reqs = _five()
+    for serve in (serve_continuous, serve_replicas):
+        with pytest.raises(InvalidValueError, match="stop_on_misses"):
+            serve(reqs, UnitCostModel(), kv_transferred=True, stop_on_misses={"ttft_s": (1, 0)})
+    same = serve_continuous(reqs, UnitCostModel(), kv_transferred=True, stop_on_misses={"tpot_s": (10, 0)})
+    full = serve_continuous(reqs, UnitCostModel(), kv_transferred=True)
+    assert [r.to_dict() for r in same.requests] == [r.to_dict() for r in full.requests]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 20), min_size=1, max_size=40), st.integers(0, 100), st.integers(0, 20))
 def test_misses_allowed_is_sound_and_tight(values: list[int], q: int, limit: int) -> None:

@@ -454,6 +454,7 @@ def serve_continuous(
         limit x (O - 1) after the first token; a rejected request misses both. Once more than ``allowed``
         requests are known to miss one limit, the run stops and raises :class:`~roofline.errors.RunStopped`
         (no result). A run that does not stop is the run without it, field by field. None: run to the end.
+        With ``kv_transferred`` a TTFT limit is refused (the requests come with their first token).
 
     Returns
     -------
@@ -537,6 +538,7 @@ def serve_continuous(
         raise InvalidValueError("kv_transferred", kv_transferred, "must be True or False")
     if kv_transferred:
         _check_transferred(requests, prefill, enable_prefix_caching)
+        _check_transferred_stop(plan)
         plan.options["kv_transferred"] = True
 
     def make_run() -> _Run:
@@ -721,6 +723,13 @@ def _check_transferred(requests: Any, prefill: Any, enable_prefix_caching: bool)
             if isinstance(r, Request) and r.output_tokens < 2:
                 raise InvalidValueError("requests", r, "a kv_transferred request needs output_tokens >= 2 (its "
                                         "first token came from the prefill pool; O = 1 has no decode step)")
+
+
+def _check_transferred_stop(plan: _ContinuousPlan) -> None:
+    """Refuse a TTFT limit to stop on where the requests arrive with their first token (``kv_transferred``)."""
+    if plan.stop_on_misses is not None and "ttft_s" in plan.stop_on_misses:
+        raise InvalidValueError("stop_on_misses", "ttft_s", "kv_transferred requests come with their first token "
+                                "(their TTFT is the prefill pool's): no TTFT limit to stop on here")
 
 
 def _listed(requests: Any) -> Any:

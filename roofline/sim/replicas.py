@@ -25,6 +25,7 @@ from .cost import RooflineCostModel
 from .kv import KVPool
 from .policies import (
     _check_transferred,
+    _check_transferred_stop,
     _ContinuousPlan,
     _engine_options,
     _listed,
@@ -265,6 +266,7 @@ max_steps, engine, enable_prefix_caching
         raise InvalidValueError("kv_transferred", kv_transferred, "must be True or False")
     if kv_transferred:
         _check_transferred(requests, prefill, enable_prefix_caching)
+        _check_transferred_stop(plan)
         plan.options["kv_transferred"] = True
 
     def new_run(reqs: Any, pool: KVPool | None, steps: bool = False) -> _Run:
