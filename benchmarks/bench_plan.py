@@ -5,7 +5,9 @@ The grid: 5 accelerators (A100 80GB, H100 SXM, H200, B200, MI300X) x T in 1, 2, 
 prefill, reserve admission, on Llama 3.1 8B (``--model``), SLO p99 TTFT <= 200 ms and TPOT
 <= 4 ms (below one H100's 4.79 ms weight read, so the bound has work), on the first
 ``--limit`` requests (default 500) of the shipped conversation trace, with ``--search-rate``
-(bracketing to 5 %). It is run on ``-j 2`` local worker processes and on a
+(bracketing to 5 %; the search's runs stop once their TTFT or TPOT limit is lost and compare the percentiles
+without computing them, docs/conventions.md "Stopping a run early"). It is run on ``-j 2`` local worker
+processes and on a
 two-worker local Dask cluster (``--cluster local:2``), wall-clock time each (the targets: at most
 2 minutes for local processes, Dask within 1.25x of that), and prints how many configurations
 the bound pruned, by rule, and how many runs were simulated. The two answers must be identical
@@ -18,7 +20,11 @@ Run from the repository root::
     python benchmarks/bench_plan.py
     python benchmarks/bench_plan.py --limit 19366   # the whole trace (much longer)
 
-Not a test: timings depend on the machine (a shared one inflates them).
+Not a test: timings depend on the machine (a shared one inflates them). Measured with the rate search's
+early stop (CHANGELOG, issue 22): 178.6 s local and 199.5 s Dask (1.12x) on 500 requests under a load of 6
+to 9; on the whole trace a configuration's search costs 20 to 40 s of one worker, so the grid is about 40
+minutes on 2 workers (not the target's 2 minutes), which is why the default stays at 500 requests. The
+estimate it prints for the whole trace (runs x one whole run) ignores the early stop and is an upper end.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ __all__ = [
     "TraceError",
     "FileReadError",
     "SimulationError",
+    "RunStopped",
     "MeasurementFileError",
     "UnsupportedModelError",
     "MissingExtraError",
@@ -180,6 +181,24 @@ class FileReadError(RooflineError):
 
 class SimulationError(RooflineError):
     """A simulation passed its ``max_steps`` safeguard, or reached a state it cannot leave."""
+
+
+class RunStopped(RooflineError):
+    """A run stopped early because its caller asked it to (``stop_on_misses`` of
+    :func:`roofline.sim.serve_continuous`, :func:`~roofline.sim.serve_replicas`,
+    :func:`~roofline.sim.serve_disaggregated`; docs/conventions.md, "Stopping a run early"): more than
+    ``allowed`` requests are known to miss the limit ``limit_s`` [s] of ``metric`` (``"ttft_s"`` or
+    ``"tpot_s"``); ``missed`` counts them (a lower bound on the run's misses). Not a fault of the input: the
+    run has no result.
+    """
+
+    def __init__(self, metric: str, limit_s: Any, allowed: int, missed: int) -> None:
+        self.metric = metric
+        self.limit_s = limit_s
+        self.allowed = allowed
+        self.missed = missed
+        super().__init__(f"stop_on_misses: {missed} requests miss the {metric} limit of {float(limit_s):g} s "
+                         f"(more than the {allowed} allowed): the run was stopped")
 
 
 class MeasurementFileError(RooflineError):

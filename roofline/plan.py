@@ -29,6 +29,7 @@ from ._checks import check_count, check_nonnegative, check_positive, check_scala
 from .errors import InvalidValueError, RooflineError
 
 __all__ = ["AXES", "Axis", "PlanResult", "plan", "evaluate", "prune", "interpolated_percentile", "percentile_exceeds",
+           "misses_allowed",
            "RULES", "KV_TRANSFER_CONFIG", "pareto_front", "vllm_serve_command"]
 
 #: The pruning rules, in the order they are tried (docs/conventions.md, "Deployment search").
@@ -246,11 +247,18 @@ class Context:
     rate_tolerance: Any
 
 
-def _scaled(requests: Sequence[Any], scale: Any) -> list[Any]:
-    """The requests with their arrivals divided by ``scale`` (x the rate; lengths unchanged)."""
+def _scaled(requests: Sequence[Any], scale: Any, arrivals: Sequence[Any] | None = None) -> list[Any]:
+    """The requests with their arrivals divided by ``scale`` (x the rate; lengths unchanged); ``arrivals``: those
+    (:func:`_scaled_arrivals`) when already computed."""
     if scale == 1:
         return list(requests)
-    return [attrs.evolve(r, arrival_s=Fraction(r.arrival_s) / scale) for r in requests]
+    arrivals = _scaled_arrivals(requests, scale) if arrivals is None else arrivals
+    return [attrs.evolve(r, arrival_s=a) for r, a in zip(requests, arrivals, strict=True)]
+
+
+def _scaled_arrivals(requests: Sequence[Any], scale: Any) -> list[Any]:
+    """The arrivals [s] divided by ``scale``, exact (Fractions)."""
+    return [Fraction(r.arrival_s) / scale for r in requests]
 
 
 def _build(context: Context, config: dict[str, Any]) -> tuple[Any, dict[str, Any], str]:
@@ -368,6 +376,27 @@ def prune(context: Context, setup: _Setup, requests: Sequence[Any]) -> tuple[str
 
     Raises nothing a valid setup can raise.
     """
+    bounds = _bounds(context, setup, requests)
+    if isinstance(bounds, tuple):
+        return bounds
+    return _judge(context, bounds, [Fraction(r.arrival_s) for r in requests])
+
+
+@attrs.frozen
+class _Bounds:
+    """What the rules read of a workload that its arrivals do not change (the rate search scales only those):
+    t_floor [s], each request's first term of rule 3 [s] (its prefill), its O, and its queue term as
+    (k, c): a_1 of its first-come-first-served part k + c - a_i (c = t_floor (D_i / S + 1); ``None``: no queue
+    term)."""
+
+    floor: Any
+    first: list[Any]
+    outputs: list[int]
+    queued: list[tuple[int, Any]] | None
+
+
+def _bounds(context: Context, setup: _Setup, requests: Sequence[Any]) -> _Bounds | tuple[str, str]:
+    """The rules that do not read arrivals (fit, tpot) as (rule, reason), or what the others need (:class:`_Bounds`)."""
     serve, pool, cost = setup.serve, setup.pool, setup.cost
     chunked = serve["chunked"]
     budget = serve["max_num_batched_tokens"]
@@ -383,21 +412,25 @@ def prune(context: Context, setup: _Setup, requests: Sequence[Any]) -> tuple[str
         if why is not None:
             return ("fit", f"request {r.id}: {why}")
     floor = _floor_time(cost)
-    q = context.percentile
     if context.tpot_s is not None and floor > context.tpot_s and any(r.output_tokens >= 2 for r in requests):
         return ("tpot", f"every step takes >= {float(floor) * 1e3:.3g} ms > TPOT limit "
                         f"{float(context.tpot_s) * 1e3:g} ms")
-    if context.ttft_s is None and context.e2e_s is None:
-        return None
     prefix = serve.get("enable_prefix_caching", False)
     first = [floor if prefix else cost.prefill_time(r.prompt_tokens, 0) for r in requests]
-    queued = _queue_term(setup, requests, floor)
-    ttft = [max(a, b) for a, b in zip(first, queued, strict=True)]
+    return _Bounds(floor, first, [r.output_tokens for r in requests], _queue_parts(setup, requests, floor))
+
+
+def _judge(context: Context, bounds: _Bounds, arrivals: Sequence[Any]) -> tuple[str, str] | None:
+    """The rules that read arrivals (ttft, rate) on the workload of ``bounds`` with these arrivals [s]."""
+    if context.ttft_s is None and context.e2e_s is None:
+        return None
+    q, floor, first = context.percentile, bounds.floor, bounds.first
+    ttft = [max(a, b) for a, b in zip(first, _queue_waits(bounds.queued, arrivals), strict=True)]
     if context.ttft_s is not None and percentile_exceeds(ttft, q, context.ttft_s):
         rule = "ttft" if percentile_exceeds(first, q, context.ttft_s) else "rate"
         return (rule, f"TTFT p{float(q):g} of the lower bounds > limit {float(context.ttft_s) * 1e3:g} ms")
     if context.e2e_s is not None:
-        e2e = [t + (r.output_tokens - 1) * floor for t, r in zip(ttft, requests, strict=True)]
+        e2e = [t + (o - 1) * floor for t, o in zip(ttft, bounds.outputs, strict=True)]
         if percentile_exceeds(e2e, q, context.e2e_s):
             return ("rate", f"E2E p{float(q):g} of the lower bounds > limit {float(context.e2e_s) * 1e3:g} ms")
     return None
@@ -407,27 +440,42 @@ def _queue_term(setup: _Setup, requests: Sequence[Any], floor: Any) -> list[Any]
     """The queue's lower bound on each request's TTFT [s] (0 where none holds): per first-come-first-served part
     of a round-robin router (the whole with one scheduler; a split's prefill instances, each request there of
     one output token), none for P virtual engines routed least-requests or without reserve admission."""
+    return _queue_waits(_queue_parts(setup, requests, floor), [Fraction(r.arrival_s) for r in requests])
+
+
+def _queue_waits(parts: list[tuple[int, Any]] | None, arrivals: Sequence[Any]) -> list[Any]:
+    """:func:`_queue_term` from :func:`_queue_parts` and the arrivals [s]: a_1 of the part + c - a_i, or 0s."""
+    if parts is None:
+        return [0] * len(arrivals)
+    starts: dict[int, Any] = {}
+    for (k, _), a in zip(parts, arrivals, strict=True):
+        starts[k] = a if k not in starts else min(starts[k], a)
+    return [starts[k] + c - a for (k, c), a in zip(parts, arrivals, strict=True)]
+
+
+def _queue_parts(setup: _Setup, requests: Sequence[Any], floor: Any) -> list[tuple[int, Any]] | None:
+    """What :func:`_queue_term` needs but the arrivals, per request (k, c): its first-come-first-served part k
+    and c (:func:`_queue_costs`); None where no queue term holds."""
     n = len(requests)
     serve, pool = setup.serve, setup.pool
     if serve["admission"] != "reserve" or (setup.schedulers > 1 and setup.router != "round-robin"):
-        return [0] * n
-    if setup.split is not None:  # the prefill side: each request as its prompt and one output token
-        requests = [attrs.evolve(r, output_tokens=1) for r in requests]
+        return None
+    outputs = [1] * n if setup.split is not None else [r.output_tokens for r in requests]  # a split: prefill side
     running = S = serve["max_num_seqs"]
     if not serve.get("enable_prefix_caching", False) and pool.capacity_blocks is not None:
         # each running request holds its lifetime blocks (reserved, never shared without prefix caching): at
         # most as many run as the smallest lifetimes of the workload that fit together (>= any part's own cap)
         held, running = 0, 0
-        for blocks in sorted(pool.lifetime_blocks(r.prompt_tokens, r.output_tokens) for r in requests):
+        for blocks in sorted(pool.lifetime_blocks(r.prompt_tokens, o) for r, o in zip(requests, outputs, strict=True)):
             if held + blocks > pool.capacity_blocks or running == S:
                 break
             held, running = held + blocks, running + 1
         running = max(1, running)
-    out: list[Any] = [0] * n
+    out: list[tuple[int, Any]] = [(0, 0)] * n
     parts = setup.schedulers
     for k in range(parts):
-        for i, bound in zip(range(k, n, parts), _queue_bounds(requests[k::parts], running, floor), strict=True):
-            out[i] = bound
+        for i, c in zip(range(k, n, parts), _queue_costs(outputs[k::parts], running, floor), strict=True):
+            out[i] = (k, c)
     return out
 
 
@@ -435,19 +483,25 @@ def _queue_bounds(requests: Sequence[Any], S: int, floor: Any) -> list[Any]:
     """Per request i (0-based): a_1 + t_floor (D_i / S + 1) - a_i, D_i the sum of the i - S + 1 smallest output
     lengths among the requests before i (0 while i < S): the TTFT first come first served allows at best."""
     start = min(Fraction(r.arrival_s) for r in requests)
+    costs = _queue_costs([r.output_tokens for r in requests], S, floor)
+    return [start + c - Fraction(r.arrival_s) for c, r in zip(costs, requests, strict=True)]
+
+
+def _queue_costs(outputs: Sequence[int], S: int, floor: Any) -> list[Any]:
+    """Per request i (0-based) of a first-come-first-served sequence of output lengths: t_floor (D_i / S + 1) [s],
+    the part of :func:`_queue_bounds` that its arrivals do not change."""
     chosen: list[int] = []  # max-heap (negated) of the smallest outputs taken
     rest: list[int] = []  # min-heap of the others
     total = 0
     out = []
-    for i, r in enumerate(requests):
+    for i, o in enumerate(outputs):
         need = max(0, i - S + 1)
         while len(chosen) < need and rest:
-            o = heapq.heappop(rest)
-            heapq.heappush(chosen, -o)
-            total += o
-        out.append(start + floor * (Fraction(total, S) + 1) - Fraction(r.arrival_s))
-        o = r.output_tokens  # request i joins the earlier ones: keep the chosen ones the smallest
-        if chosen and o < -chosen[0]:
+            x = heapq.heappop(rest)
+            heapq.heappush(chosen, -x)
+            total += x
+        out.append(floor * (Fraction(total, S) + 1))
+        if chosen and o < -chosen[0]:  # request i joins the earlier ones: keep the chosen ones the smallest
             big = -heapq.heappushpop(chosen, -o)
             total += o - big
             heapq.heappush(rest, big)
@@ -456,31 +510,54 @@ def _queue_bounds(requests: Sequence[Any], S: int, floor: Any) -> list[Any]:
     return out
 
 
-def _simulate(context: Context, setup: _Setup, requests: Sequence[Any]) -> dict[str, Any]:
-    """Serve ``requests`` with the setup (one scheduler, D replicas or P virtual engines behind their router, or a
-    disaggregated split); the SLO metrics at the percentile [s] over all requests and whether it met them."""
-    from .sim import serve_continuous, serve_disaggregated, serve_replicas
+def misses_allowed(n: int, q: Any) -> int:
+    """The most of n values that may exceed a limit with their percentile q still possibly within it: n - floor(h)
+    - 1, h = (n - 1) q / 100 (:func:`interpolated_percentile`). Once more exceed it, v[floor h] does, and so does
+    the percentile, v[floor h] + (h - floor h) (v[floor h + 1] - v[floor h]) >= v[floor h] (docs/conventions.md,
+    "Stopping a run early"). n >= 1, q in [0, 100] (exact: an int or Fraction). Raises nothing for those.
 
-    serve = setup.serve
-    if setup.split is not None:
-        prefill, decode, link = setup.split
-        result = serve_disaggregated(requests, prefill, decode, link=link, max_model_len=setup.max_model_len)
-    else:
-        kw = dict(max_num_seqs=serve["max_num_seqs"], admission=serve["admission"], kv_pool=setup.pool,
-                  max_model_len=setup.max_model_len, enable_prefix_caching=serve["enable_prefix_caching"])
-        if serve["chunked"]:
-            kw.update(prefill="chunked", max_num_batched_tokens=serve["max_num_batched_tokens"])
-        else:
-            kw.update(max_prefill_tokens=serve["max_num_batched_tokens"])
-        if setup.schedulers > 1:
-            result = serve_replicas(requests, setup.cost, router=setup.router or "round-robin",
-                                    data_parallel_size=setup.schedulers,
-                                    gpus_per_replica=setup.deployment.tensor_parallel_size, **kw).whole
-        else:
-            result = serve_continuous(requests, setup.cost, **kw)
+    >>> misses_allowed(19366, 99), misses_allowed(500, 99), misses_allowed(10, 100), misses_allowed(4, 50)
+    (194, 5, 0, 2)
+    """
+    return n - math.floor(Fraction(n - 1) * Fraction(q) / 100) - 1
+
+
+def _stop_on_misses(context: Context, requests: Sequence[Any]) -> dict[str, tuple[Any, int]] | None:
+    """The schedulers' ``stop_on_misses`` for a run whose verdict only is wanted: each TTFT and TPOT limit with the
+    misses its percentile allows (TTFT over all requests, TPOT over those of O >= 2), or None without either."""
+    stop = {}
+    if context.ttft_s is not None:
+        stop["ttft_s"] = (context.ttft_s, misses_allowed(len(requests), context.percentile))
+    decoded = sum(1 for r in requests if r.output_tokens >= 2)
+    if context.tpot_s is not None and decoded:
+        stop["tpot_s"] = (context.tpot_s, misses_allowed(decoded, context.percentile))
+    return stop or None
+
+
+def _simulate(context: Context, setup: _Setup, requests: Sequence[Any], verdict_only: bool = False) -> dict[str, Any]:
+    """Serve ``requests`` with the setup (one scheduler, D replicas or P virtual engines behind their router, or a
+    disaggregated split); the SLO metrics at the percentile [s] over all requests and whether it met them.
+
+    ``verdict_only`` (the rate search): the run stops once more requests miss the TTFT or the TPOT limit than the
+    percentile allows (the schedulers' ``stop_on_misses``, :func:`misses_allowed`), and the answer is only
+    ``{"meets": ...}`` (with ``"stopped": True`` for a stopped run): the verdict of the whole run, exactly."""
+    from .errors import RunStopped
+
+    try:
+        result = _served(setup, requests, _stop_on_misses(context, requests) if verdict_only else None)
+    except RunStopped:
+        return {"meets": False, "stopped": True}
     done = [r for r in result.requests if r.handed_back_s is not None]
     q = context.percentile
     stats: dict[str, Any] = {"rejected": len(result.requests) - len(done)}
+    if verdict_only:  # the same verdict as below, each percentile compared without computing it
+        meets = not stats["rejected"]
+        for name in ("ttft_s", "tpot_s", "e2e_s"):
+            limit = getattr(context, name)
+            values = [v for r in done if (v := getattr(r, name)) is not None] if meets and limit is not None else []
+            if values and percentile_exceeds(values, q, limit):
+                meets = False
+        return {"meets": meets}
     tpots = [r.tpot_s for r in done if r.tpot_s is not None]
     stats["ttft_s"] = interpolated_percentile([r.ttft_s for r in done], q) if done else None
     stats["tpot_s"] = interpolated_percentile(tpots, q) if tpots else None
@@ -496,25 +573,62 @@ def _simulate(context: Context, setup: _Setup, requests: Sequence[Any]) -> dict[
     return {k: (float(v) if isinstance(v, Fraction) else v) for k, v in stats.items()}
 
 
-def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int]) -> bool:
-    requests = _scaled(context.requests, scale)
-    if prune(context, setup, requests) is not None:
+def _served(setup: _Setup, requests: Sequence[Any], stop: dict[str, tuple[Any, int]] | None) -> Any:
+    """The SimResult of ``requests`` served with the setup (``stop``: the schedulers' ``stop_on_misses``)."""
+    from .sim import serve_continuous, serve_disaggregated, serve_replicas
+
+    serve = setup.serve
+    if setup.split is not None:
+        prefill, decode, link = setup.split
+        return serve_disaggregated(requests, prefill, decode, link=link, max_model_len=setup.max_model_len,
+                                   stop_on_misses=stop)
+    kw = dict(max_num_seqs=serve["max_num_seqs"], admission=serve["admission"], kv_pool=setup.pool,
+              max_model_len=setup.max_model_len, enable_prefix_caching=serve["enable_prefix_caching"],
+              stop_on_misses=stop)
+    if serve["chunked"]:
+        kw.update(prefill="chunked", max_num_batched_tokens=serve["max_num_batched_tokens"])
+    else:
+        kw.update(max_prefill_tokens=serve["max_num_batched_tokens"])
+    if setup.schedulers > 1:
+        return serve_replicas(requests, setup.cost, router=setup.router or "round-robin",
+                              data_parallel_size=setup.schedulers,
+                              gpus_per_replica=setup.deployment.tensor_parallel_size, **kw).whole
+    return serve_continuous(requests, setup.cost, **kw)
+
+
+def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int],
+              bounds: _Bounds | tuple[str, str] | None = None) -> bool:
+    """Whether the configuration meets the SLO at rate factor ``scale``: pruned by the rules (no run), or the
+    verdict of its run (``runs[0]`` counts the runs). ``bounds``: :func:`_bounds` of the workload (the same at
+    every scale: only the arrivals change), computed here when None."""
+    if bounds is None:
+        bounds = _bounds(context, setup, context.requests)
+    if isinstance(bounds, tuple):
+        return False
+    arrivals = _scaled_arrivals(context.requests, scale)
+    if _judge(context, bounds, arrivals) is not None:
         return False
     runs[0] += 1
-    return bool(_simulate(context, setup, requests)["meets"])
+    requests = _scaled(context.requests, scale, arrivals)
+    return bool(_simulate(context, setup, requests, verdict_only=True)["meets"])
 
 
 def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool) -> dict[str, Any]:
     """The largest rate factor x in [MIN_SCALE, MAX_SCALE] found to meet the SLO (bracketing, then geometric
     bisection to a ratio <= 1 + tolerance); None when even MIN_SCALE fails."""
     runs = [0]
+    bounds = _bounds(context, setup, context.requests)  # what the rules need, but the arrivals: once
+
+    def meets(x: Any) -> bool:
+        return _meets_at(context, setup, x, runs, bounds)
+
     lo: Any
     hi: Any
     if meets_start:
         lo, hi = start, None
         while lo < MAX_SCALE:
             x = min(lo * 2, MAX_SCALE)
-            if _meets_at(context, setup, x, runs):
+            if meets(x):
                 lo = x
             else:
                 hi = x
@@ -523,7 +637,7 @@ def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool)
         lo, hi = None, start
         while hi > MIN_SCALE:
             x = max(hi / 2, MIN_SCALE)
-            if _meets_at(context, setup, x, runs):
+            if meets(x):
                 lo = x
                 break
             hi = x
@@ -532,7 +646,7 @@ def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool)
             mid = Fraction(math.sqrt(lo * hi)).limit_denominator(1 << 20)
             if not lo < mid < hi:
                 break
-            if _meets_at(context, setup, mid, runs):
+            if meets(mid):
                 lo = mid
             else:
                 hi = mid

@@ -25,6 +25,9 @@ admissions, prefills, finishes, preemptions and windows crossed, so the cost gro
 not tokens. Under on-demand admission with sliding windows, whose windowed layers free blocks as
 they move on, decode steps are taken one at a time.
 
+A run may be asked to stop early (``stop_on_misses``: :class:`_SLOWatch`, checked at every step
+boundary on either clock; docs/conventions.md, "Stopping a run early").
+
 Conventions: docs/conventions.md, "Serving policies", "Chunked prefill and mixed steps",
 "Two clocks, one result".
 """
@@ -35,15 +38,52 @@ import bisect
 import heapq
 import math
 from collections import Counter, deque
+from fractions import Fraction
 from typing import Any
 
-from ..errors import SimulationError
+from ..errors import RunStopped, SimulationError
 from .clock import _FractionTicks, _typed
 from .kv import chunk_kv
 from .run import _Run
 from .stretch import blocks_growth, first_pool_overflow
 
 __all__: list[str] = []
+
+
+class _SLOWatch:
+    """The early stop of ``stop_on_misses`` (docs/conventions.md, "Stopping a run early"), one per run, shared by
+    all its schedulers (data-parallel replicas count their misses together).
+
+    ``limits``: metric (``"ttft_s"``, ``"tpot_s"``) -> (limit [s] > 0, allowed misses >= 0). Each scheduler
+    counts, in index (= arrival) order, the requests known to miss a limit, and stops at the first one not
+    decided yet (so each count is a lower bound on the misses, exact for the requests served once the run is
+    over). TTFT: a first token more than the limit after the arrival, or none yet at a boundary more than the
+    limit after it (it comes at the end of a later step). TPOT (requests of O >= 2): handed back with
+    (handed back - first token) > limit x (O - 1), or not yet handed back at a boundary more than limit x (O - 1)
+    after its first token (its hand-back is later). A rejected request misses both. :meth:`add` raises
+    :class:`~roofline.errors.RunStopped` once a count exceeds its allowance.
+    """
+
+    METRICS = ("ttft_s", "tpot_s")
+
+    def __init__(self, limits: dict[str, tuple[Any, int]]) -> None:
+        self.limits = limits
+        self.missed = dict.fromkeys(limits, 0)
+
+    def limit_on(self, run: _Run, metric: str) -> Any:
+        """A metric's limit on ``run``'s clock (None when that metric is not watched): seconds on the step clock;
+        on the stretch clock exact ticks, a Fraction (whose times are whole ticks, so a time exceeds x ticks iff it
+        exceeds floor(x))."""
+        if metric not in self.limits:
+            return None
+        limit = self.limits[metric][0]
+        return limit if run.costs is None else Fraction(limit) * run.costs.clock.denominator
+
+    def add(self, metric: str, missed: int) -> None:
+        self.missed[metric] += missed
+        limit, allowed = self.limits[metric]
+        if self.missed[metric] > allowed:
+            raise RunStopped(metric, limit, allowed, self.missed[metric])
 
 
 class _Continuous:
@@ -115,6 +155,15 @@ class _Continuous:
         self.dsteps = [0] * n  # decode steps each request has had (kept across preemptions)
         self.pf = [0] * n
         self.sums: dict[int, list[int]] = {}
+        # stop_on_misses (watch): the shared counts; per metric this run's limit on its clock (None: not watched)
+        # and the next request not counted yet
+        self.watch: _SLOWatch | None = None
+        self.ttft_limit: Any = None
+        self.tpot_limit: Any = None
+        self.ttft_next = self.tpot_next = 0
+        self.ttft_due: Any = math.inf  # the time after which the next request's TTFT is decided (-1: now)
+        self.tpot_due: Any = math.inf  # the same for its TPOT (or at its hand-back)
+        self.tpot_seen = 0  # the hand-backs the TPOT count has seen (a new one may decide the next request)
 
     # ------------------------------------------------------------------ prefix cache
     def _need(self, i: int, length: int) -> int:
@@ -382,8 +431,77 @@ class _Continuous:
             else:
                 break
             run.check_steps(self.limit)
+            if self.watch is not None and (now > self.ttft_due or self.tpot_limit is not None and (
+                    now > self.tpot_due or run.handed_count != self.tpot_seen)):
+                self._count_misses(now)
         self.now = now
         run.end = now
+
+    def watch_slo(self, watch: _SLOWatch | None) -> None:
+        """Count this scheduler's SLO misses into ``watch`` at every boundary (None: no early stop)."""
+        self.watch = watch
+        if watch is None:
+            return
+        ttft, tpot = watch.limit_on(self.run, "ttft_s"), watch.limit_on(self.run, "tpot_s")
+        ticks = self.run.costs is not None
+        self.ttft_limit = math.floor(ttft) if ticks and ttft is not None else ttft  # whole ticks: the same test
+        self.tpot_limit = tpot
+        self.ttft_due = -1 if ttft is not None else math.inf
+        self.tpot_due = -1 if tpot is not None else math.inf
+
+    def _tpot_room(self, o: int) -> Any:
+        """limit x (O - 1) on the run's clock (floored to whole ticks on the stretch clock: the same test)."""
+        room = self.tpot_limit * (o - 1)
+        return math.floor(room) if self.costs is not None else room
+
+    def _count_misses(self, now: Any) -> None:
+        """At boundary ``now``: count the requests, in index order from the first not yet counted, known to miss a
+        limit (:class:`_SLOWatch`), up to the first that is not decided yet, and when to look again (``ttft_due``,
+        ``tpot_due``: the time after which that one is decided, -1 at the next boundary; TPOT also at the next
+        hand-back). A TTFT is decided by the time alone: the first token is late iff it has not come by arrival +
+        limit; a TPOT at the hand-back, or once first token + limit x (O - 1) has passed without one."""
+        run, watch = self.run, self.watch
+        assert watch is not None
+        first, reason, n = run.first, run.reason, run.sent
+        if now > self.ttft_due:
+            arrival, limit = run.arrival, self.ttft_limit
+            i, missed = self.ttft_next, 0
+            while i < n:
+                a = arrival[i]
+                if not now - a > limit:
+                    break
+                f = first[i]
+                if f is None or f - a > limit:
+                    missed += 1
+                i += 1
+            self.ttft_next = i
+            self.ttft_due = arrival[i] + limit if i < n else -1
+            if missed:
+                watch.add("ttft_s", missed)
+        if self.tpot_limit is not None and (now > self.tpot_due or run.handed_count != self.tpot_seen):
+            output, handed = run.output, run.handed
+            i, missed, due = self.tpot_next, 0, -1
+            while i < n:
+                o = output[i]
+                if o >= 2:
+                    f = first[i]
+                    if f is None:
+                        if reason[i] is None:  # not started: decided once its first token is known
+                            break
+                        missed += 1
+                    else:
+                        room, h = self._tpot_room(o), handed[i]
+                        if h is not None:
+                            missed += h - f > room
+                        elif now - f > room:
+                            missed += 1
+                        else:  # decided at its hand-back, or once it is due
+                            due = f + room
+                            break
+                i += 1
+            self.tpot_next, self.tpot_due, self.tpot_seen = i, due, run.handed_count
+            if missed:
+                watch.add("tpot_s", missed)
 
     def _work(self, now: Any) -> Any:
         """One boundary's work: admit, then one prefill step, or decode (on the stretch clock a stretch of decode

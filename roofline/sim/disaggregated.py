@@ -26,10 +26,10 @@ import attrs
 import numpy as np
 
 from .._checks import check_count
-from ..errors import InvalidValueError
+from ..errors import InvalidValueError, RunStopped
 from ..formulas import kv_transfer_bytes, kv_transfer_time
 from .kv import KVPool
-from .policies import ADMISSIONS, PREFILL_MODES, _check_engine, _listed
+from .policies import ADMISSIONS, PREFILL_MODES, _check_engine, _checked_stop, _listed
 from .replicas import ROUTERS, round_robin, serve_replicas
 from .requests import Request, check_requests
 from .results import RequestResult, SimResult, summarize
@@ -203,6 +203,7 @@ def serve_disaggregated(
     max_model_len: int | None = None,
     engine: str = "auto",
     router: str = "round-robin",
+    stop_on_misses: dict[str, tuple[Any, int]] | None = None,
 ) -> SimResult:
     """Disaggregated prefill and decode: prefill in one pool, move the KV, decode in the other.
 
@@ -220,6 +221,11 @@ def serve_disaggregated(
         pool at each request's arrival there (the prefill pool: the workload's arrival; the decode pool: the end
         of its transfer). ``"round_robin"`` is read as ``"round-robin"`` (its former spelling here). With one
         instance in a pool every router gives the same run.
+    stop_on_misses : dict or None, default None
+        As :func:`~roofline.sim.serve_continuous` for its ``"ttft_s"`` limit, on the prefill pool
+        (docs/conventions.md, "Stopping a run early"): a request refused before its prefill counts as a miss, and
+        so does one whose prefill-pool first token is more than the limit after its arrival (its TTFT, the
+        transfer's end, is later still). A ``"tpot_s"`` limit is checked and not watched (the run goes on).
 
     Returns
     -------
@@ -236,7 +242,9 @@ def serve_disaggregated(
     Raises
     ------
     InvalidValueError
-        Bad pools, link, router or requests (closed-loop clients).
+        Bad pools, link, router or requests (closed-loop clients), a bad ``stop_on_misses``.
+    RunStopped
+        With ``stop_on_misses``: more than the allowed requests miss its TTFT limit.
 
     Notes
     -----
@@ -282,6 +290,15 @@ def serve_disaggregated(
         elif o >= 2 and (why := _reason(decode.kv_pool, p, o)) is not None:
             reason[i] = f"decode pool: {why}"
 
+    stop = None
+    watched = (_checked_stop(stop_on_misses) or {}).get("ttft_s")
+    if watched is not None:  # the requests refused here have no first token: misses already
+        limit, allowed = watched
+        refused = sum(1 for why in reason if why is not None)
+        if refused > allowed:
+            raise RunStopped("ttft_s", limit, allowed, refused)
+        stop = {"ttft_s": (limit, allowed - refused)}
+
     def pool_run(pool: Pool, batch: list[Request],
                  transferred: bool) -> tuple[tuple[SimResult, ...], Sequence[RequestResult]]:
         """The pool's instances as data-parallel replicas behind the router: each instance's result, and each
@@ -292,7 +309,8 @@ def serve_disaggregated(
         if transferred:
             options["kv_transferred"] = True
         else:
-            options.update(prefill=pool.prefill, max_num_batched_tokens=pool.max_num_batched_tokens)
+            options.update(prefill=pool.prefill, max_num_batched_tokens=pool.max_num_batched_tokens,
+                           stop_on_misses=stop)
         served = serve_replicas(batch, pool.cost_model, **options)
         return served.replicas, served.whole.requests
 

@@ -56,10 +56,10 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._checks import check_count, check_nonnegative, check_scalar
+from .._checks import check_count, check_nonnegative, check_positive, check_scalar
 from ..errors import InvalidValueError, SimulationError
 from .batches import serve_batches
-from .continuous import _Chunked, _Continuous
+from .continuous import _Chunked, _Continuous, _SLOWatch
 from .cost import CostModel, stretch_terms
 from .kv import KVPool
 from .requests import Request
@@ -371,6 +371,7 @@ def serve_continuous(
     enable_prefix_caching: bool = False,
     kv_transferred: bool = False,
     speculative: Speculation | None = None,
+    stop_on_misses: dict[str, tuple[Any, int]] | None = None,
 ) -> SimResult:
     """Continuous (iteration-level) batching: the batch is decided again after every step.
 
@@ -444,6 +445,16 @@ def serve_continuous(
         k + 1 tokens of ``max_num_batched_tokens``, which must be >= ``max_num_seqs`` x (k + 1). Both
         clocks (the stretch clock one step at a time). ``options["speculative"]`` reports it. Refused
         by name: ``record_steps``, sliding windows, a hybrid's state, an engine profile's per-sequence time.
+    stop_on_misses : dict or None, default None
+        Stop early once the SLO is lost (docs/conventions.md, "Stopping a run early"): ``{"ttft_s": (limit_s,
+        allowed), "tpot_s": (limit_s, allowed)}``, either key or both, each limit [s] > 0 and ``allowed`` an int
+        >= 0. At every step boundary (both clocks) the requests known to miss a limit are counted: TTFT, a first
+        token more than the limit after the arrival, or none yet more than the limit after it; TPOT (O >= 2),
+        handed back with (handed back - first token) > limit x (O - 1), or not handed back yet more than
+        limit x (O - 1) after the first token; a rejected request misses both. Once more than ``allowed``
+        requests are known to miss one limit, the run stops and raises :class:`~roofline.errors.RunStopped`
+        (no result). A run that does not stop is the run without it, field by field. None: run to the end.
+        With ``kv_transferred`` a TTFT limit is refused (the requests come with their first token).
 
     Returns
     -------
@@ -461,6 +472,8 @@ def serve_continuous(
         chunking).
     SimulationError
         ``max_steps`` passed.
+    RunStopped
+        With ``stop_on_misses``: more than ``allowed`` requests miss one of its limits.
 
     Notes
     -----
@@ -518,13 +531,14 @@ def serve_continuous(
     plan = _ContinuousPlan(cost_model, kv_pool, max_num_seqs=max_num_seqs, admission=admission,
                            max_prefill_tokens=max_prefill_tokens, prefill=prefill,
                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
-                           enable_prefix_caching=enable_prefix_caching)
+                           enable_prefix_caching=enable_prefix_caching, stop_on_misses=stop_on_misses)
     requests = _listed(requests)
     _check_speculative(speculative, cost_model, record_steps, plan)
     if not isinstance(kv_transferred, bool):
         raise InvalidValueError("kv_transferred", kv_transferred, "must be True or False")
     if kv_transferred:
         _check_transferred(requests, prefill, enable_prefix_caching)
+        _check_transferred_stop(plan)
         plan.options["kv_transferred"] = True
 
     def make_run() -> _Run:
@@ -552,7 +566,7 @@ def serve_continuous(
             r.on_ticks(costs)
             if r.drafts is not None:
                 r.drafts.on_ticks(costs, times, max(tokens, 1))
-        plan.scheduler(r).serve()
+        plan.scheduler(r, plan.watch()).serve()
         return r.result("continuous", {**plan.options, **_engine_options(why)})
 
     return _on_clock(serve, why, first)
@@ -564,8 +578,10 @@ class _ContinuousPlan:
 
     def __init__(self, cost_model: Any, kv_pool: Any, *, max_num_seqs: int, admission: str,
                  max_prefill_tokens: int | None, prefill: str, max_num_batched_tokens: int | None,
-                 max_model_len: int | None, enable_prefix_caching: bool) -> None:
+                 max_model_len: int | None, enable_prefix_caching: bool,
+                 stop_on_misses: dict[str, tuple[Any, int]] | None = None) -> None:
         check_count("max_num_seqs", max_num_seqs, minimum=1)
+        self.stop_on_misses = _checked_stop(stop_on_misses)
         if not isinstance(admission, str) or admission not in ADMISSIONS:
             raise InvalidValueError("admission", admission, f"expected one of {', '.join(ADMISSIONS)}")
         if not isinstance(prefill, str) or prefill not in PREFILL_MODES:
@@ -633,11 +649,42 @@ class _ContinuousPlan:
         longest = max((p + o - 1 for p, o in zip(prompt, output, strict=True)), default=1)
         return min(longest, budget if budget is not None else longest)
 
-    def scheduler(self, run: _Run) -> _Continuous:
-        """The scheduler of this plan over ``run``."""
+    def watch(self) -> _SLOWatch | None:
+        """A new count of SLO misses for one run (all its schedulers share it), or None without ``stop_on_misses``."""
+        return None if self.stop_on_misses is None else _SLOWatch(self.stop_on_misses)
+
+    def scheduler(self, run: _Run, watch: _SLOWatch | None = None) -> _Continuous:
+        """The scheduler of this plan over ``run``, counting its SLO misses into ``watch`` (None: none)."""
+        s: _Continuous
         if self.chunked:
-            return _Chunked(run, self.max_num_seqs, self.on_demand, self.chunk_budget)
-        return _Continuous(run, self.max_num_seqs, self.on_demand, self.budget, self.name)
+            s = _Chunked(run, self.max_num_seqs, self.on_demand, self.chunk_budget)
+        else:
+            s = _Continuous(run, self.max_num_seqs, self.on_demand, self.budget, self.name)
+        s.watch_slo(watch)
+        return s
+
+
+def _checked_stop(stop_on_misses: Any) -> dict[str, tuple[Any, int]] | None:
+    """``stop_on_misses`` checked: None, or a dict of ``"ttft_s"`` and/or ``"tpot_s"`` -> (limit [s] > 0, a finite
+    number; allowed, an int >= 0). Raises InvalidValueError naming the field (``stop_on_misses["ttft_s"]``)."""
+    if stop_on_misses is None:
+        return None
+    if not isinstance(stop_on_misses, dict) or not stop_on_misses:
+        raise InvalidValueError("stop_on_misses", stop_on_misses, "expected a dict of ttft_s and/or tpot_s -> "
+                                "(limit_s, allowed), or None")
+    checked = {}
+    for metric, pair in stop_on_misses.items():
+        if metric not in _SLOWatch.METRICS:
+            raise InvalidValueError("stop_on_misses", metric, f"expected one of {', '.join(_SLOWatch.METRICS)}")
+        field = f"stop_on_misses[{metric!r}]"
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise InvalidValueError(field, pair, "expected (limit_s, allowed)")
+        limit, allowed = pair
+        check_scalar(field, limit)
+        check_positive(field, limit)
+        check_count(field, allowed, minimum=0)
+        checked[metric] = (limit, int(allowed))
+    return checked
 
 
 def _check_speculative(speculative: Any, cost_model: Any, record_steps: Any, plan: _ContinuousPlan) -> None:
@@ -676,6 +723,13 @@ def _check_transferred(requests: Any, prefill: Any, enable_prefix_caching: bool)
             if isinstance(r, Request) and r.output_tokens < 2:
                 raise InvalidValueError("requests", r, "a kv_transferred request needs output_tokens >= 2 (its "
                                         "first token came from the prefill pool; O = 1 has no decode step)")
+
+
+def _check_transferred_stop(plan: _ContinuousPlan) -> None:
+    """Refuse a TTFT limit to stop on where the requests arrive with their first token (``kv_transferred``)."""
+    if plan.stop_on_misses is not None and "ttft_s" in plan.stop_on_misses:
+        raise InvalidValueError("stop_on_misses", "ttft_s", "kv_transferred requests come with their first token "
+                                "(their TTFT is the prefill pool's): no TTFT limit to stop on here")
 
 
 def _listed(requests: Any) -> Any:

@@ -25,6 +25,7 @@ from .cost import RooflineCostModel
 from .kv import KVPool
 from .policies import (
     _check_transferred,
+    _check_transferred_stop,
     _ContinuousPlan,
     _engine_options,
     _listed,
@@ -175,6 +176,7 @@ def serve_replicas(
     enable_prefix_caching: bool = False,
     kv_transferred: bool = False,
     speculative: Any = None,
+    stop_on_misses: dict[str, tuple[Any, int]] | None = None,
 ) -> ReplicaResult:
     """Serve a workload on D data-parallel replicas behind a router, each batching continuously.
 
@@ -216,6 +218,9 @@ max_steps, engine, enable_prefix_caching
     speculative : None
         Speculative decoding across replicas is not modelled yet: a :class:`~roofline.sim.Speculation` is
         refused by name (field ``speculative``); serve one engine with :func:`~roofline.sim.serve_continuous`.
+    stop_on_misses : dict or None, default None
+        As :func:`~roofline.sim.serve_continuous`, over the whole workload: the replicas count their misses
+        together, and the run raises :class:`~roofline.errors.RunStopped` once more than ``allowed`` are known.
 
     Returns
     -------
@@ -228,6 +233,8 @@ max_steps, engine, enable_prefix_caching
         replicas of different cost models, and every refusal of :func:`~roofline.sim.serve_continuous`.
     SimulationError
         ``max_steps`` passed in a replica.
+    RunStopped
+        With ``stop_on_misses``: more than ``allowed`` requests miss one of its limits.
 
     Examples
     --------
@@ -253,12 +260,13 @@ max_steps, engine, enable_prefix_caching
     plan = _ContinuousPlan(cost_model, pools[0], max_num_seqs=max_num_seqs, admission=admission,
                            max_prefill_tokens=max_prefill_tokens, prefill=prefill,
                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
-                           enable_prefix_caching=enable_prefix_caching)
+                           enable_prefix_caching=enable_prefix_caching, stop_on_misses=stop_on_misses)
     requests = _listed(requests)
     if not isinstance(kv_transferred, bool):
         raise InvalidValueError("kv_transferred", kv_transferred, "must be True or False")
     if kv_transferred:
         _check_transferred(requests, prefill, enable_prefix_caching)
+        _check_transferred_stop(plan)
         plan.options["kv_transferred"] = True
 
     def new_run(reqs: Any, pool: KVPool | None, steps: bool = False) -> _Run:
@@ -287,7 +295,8 @@ max_steps, engine, enable_prefix_caching
             assert costs is not None  # _step_engine_reason checked the stretch terms
             for run in (merged, *runs):
                 run.on_ticks(costs)
-        schedulers = [plan.scheduler(run) for run in runs]
+        watch = plan.watch()  # one count of SLO misses over every replica
+        schedulers = [plan.scheduler(run, watch) for run in runs]
         for scheduler in schedulers:
             scheduler.start(limit)
         owner = _route(merged, schedulers, router, plan)

@@ -1,0 +1,199 @@
+"""Stopping a run early once its SLO is lost (``stop_on_misses``; docs/conventions.md, "Stopping a run early"):
+the same verdict as the whole run on both clocks, one engine, replicas and a disaggregated split, and the rate
+search of ``roofline plan`` that uses it."""
+
+from __future__ import annotations
+
+import importlib
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import Deployment, Parallelism, get_accelerator, get_model, plan
+from roofline.errors import InvalidValueError, RunStopped
+from roofline.sim import (
+    KVPool,
+    Pool,
+    Request,
+    RooflineCostModel,
+    TransferLink,
+    UnitCostModel,
+    serve_continuous,
+    serve_disaggregated,
+    serve_replicas,
+    synthetic_workload,
+)
+
+P = importlib.import_module("roofline.plan")
+MODEL = get_model("llama-3.1-8b")
+
+
+def _five() -> list[Request]:
+    return [Request(id=i, arrival_s=0, prompt_tokens=4, output_tokens=3) for i in range(5)]
+
+
+def test_hand_worked_ttft_stop() -> None:
+    """One sequence at a time, unit steps, five requests at t = 0 of P = 4, O = 3: each takes a prefill and two
+    decode steps, so the first tokens come at 1, 4, 7, 10, 13. A 10 s limit: one miss (13); allowed 1 runs to
+    the end (the same run as without the option), allowed 0 stops (one miss known, at the boundary 11 > 0 + 10)."""
+    full = serve_continuous(_five(), UnitCostModel(), max_num_seqs=1)
+    assert [r.ttft_s for r in full.requests] == [1, 4, 7, 10, 13]
+    for engine in ("event", "step"):
+        same = serve_continuous(_five(), UnitCostModel(), max_num_seqs=1, engine=engine,
+                                stop_on_misses={"ttft_s": (10, 1)})
+        assert [r.to_dict() for r in same.requests] == [r.to_dict() for r in full.requests]
+        with pytest.raises(RunStopped) as err:
+            serve_continuous(_five(), UnitCostModel(), max_num_seqs=1, engine=engine,
+                             stop_on_misses={"ttft_s": (10, 0)})
+        assert (err.value.metric, err.value.limit_s, err.value.allowed, err.value.missed) == ("ttft_s", 10, 0, 1)
+
+
+def test_hand_worked_tpot_stop() -> None:
+    """Two sequences at once, unit steps, P = 4, O = 3 at t = 0: requests 0 and 1 prefill together (0 -> 1) and
+    decode at 2, 3: TPOT (3 - 1) / 2 = 1; requests 2 and 3 the same from 3: TPOT 1; request 4 alone: TPOT 1. A
+    limit of 1/2 s: all five miss; allowed 4 stops (at the first boundary past 1 + 1/2 x 2 = 2 none is handed
+    back yet, and the count reaches 5 by the end), allowed 5 runs to the end."""
+    full = serve_continuous(_five(), UnitCostModel(), max_num_seqs=2)
+    assert [r.tpot_s for r in full.requests] == [1, 1, 1, 1, 1]
+    for engine in ("event", "step"):
+        with pytest.raises(RunStopped, match="tpot_s"):
+            serve_continuous(_five(), UnitCostModel(), max_num_seqs=2, engine=engine,
+                             stop_on_misses={"tpot_s": (Fraction(1, 2), 4)})
+        same = serve_continuous(_five(), UnitCostModel(), max_num_seqs=2, engine=engine,
+                                stop_on_misses={"tpot_s": (Fraction(1, 2), 5)})
+        assert [r.to_dict() for r in same.requests] == [r.to_dict() for r in full.requests]
+
+
+def _misses(result: Any, metric: str, limit: Any) -> int:
+    """Misses of the whole run: values over the limit, a rejected request missing (TPOT: of O >= 2 only)."""
+    count = 0
+    for r in result.requests:
+        if metric == "tpot_s" and r.request.output_tokens < 2:
+            continue
+        value = getattr(r, metric)
+        count += value is None or value > limit
+    return count
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from([20, 80, 300]), st.sampled_from([2, 8]), st.booleans(),
+       st.booleans(), st.sampled_from(["ttft_s", "tpot_s"]), st.integers(1, 400), st.integers(0, 12),
+       st.sampled_from(["event", "step"]))
+def test_stop_gives_the_whole_runs_verdict(seed: int, rate: int, seqs: int, chunked: bool, on_demand: bool,
+                                           metric: str, limit_ms: int, allowed: int, engine: str) -> None:
+    """Random workloads, both prefill modes and admissions, both clocks: the run stops exactly when the whole run
+    has more misses than allowed (the whole run ends with every request decided), and a run that does not stop
+    is the whole run, request by request."""
+    reqs = list(synthetic_workload(30, arrival="poisson", rate=rate, input_len=300, output_len=20,
+                                   input_distribution="uniform", output_distribution="uniform",
+                                   range_ratio=Fraction(9, 10), seed=seed).requests)
+    cost = RooflineCostModel.for_deployment(Deployment(MODEL, get_accelerator("h100-sxm"), Parallelism(tensor=1)))
+    kw: dict[str, Any] = dict(max_num_seqs=seqs, admission="on_demand" if on_demand else "reserve", engine=engine,
+                              kv_pool=KVPool.tokens(6000))
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=512)
+    limit = Fraction(limit_ms, 1000) if metric == "ttft_s" else Fraction(limit_ms, 40000)
+    full = serve_continuous(reqs, cost, **kw)
+    missed = _misses(full, metric, limit)
+    try:
+        result = serve_continuous(reqs, cost, stop_on_misses={metric: (limit, allowed)}, **kw)
+    except RunStopped as err:
+        assert missed > allowed and allowed < err.missed <= missed
+        return
+    assert missed <= allowed
+    assert [r.to_dict() for r in result.requests] == [r.to_dict() for r in full.requests]
+    assert result.summary == full.summary
+
+
+def test_replicas_count_their_misses_together() -> None:
+    """Two round-robin replicas of one sequence each, the five requests: each replica serves its own first come
+    first served (first tokens 1, 1, 4, 4, 7); a 3 s limit: three miss over both replicas; allowed 2 stops,
+    though neither replica alone has more than two."""
+    kw: dict[str, Any] = dict(data_parallel_size=2, max_num_seqs=1)
+    full = serve_replicas(_five(), UnitCostModel(), **kw).whole
+    assert [r.ttft_s for r in full.requests] == [1, 1, 4, 4, 7]
+    with pytest.raises(RunStopped):
+        serve_replicas(_five(), UnitCostModel(), stop_on_misses={"ttft_s": (3, 2)}, **kw)
+    same = serve_replicas(_five(), UnitCostModel(), stop_on_misses={"ttft_s": (3, 3)}, **kw).whole
+    assert [r.to_dict() for r in same.requests] == [r.to_dict() for r in full.requests]
+
+
+def test_disaggregated_stops_on_the_prefill_pool() -> None:
+    """A prefill instance of one sequence at a time (unit steps, so prefills end at 1 .. 5) and a transfer of
+    4 / 2 + 1 = 3 s: TTFTs 4 .. 8. The prefill pool's first tokens (1 .. 5) are a lower bound: a 3 s limit
+    sees two misses there (4, 5) of the five the whole run has; allowed 1 stops, allowed 4 runs to the end."""
+    unit = Pool(UnitCostModel(), kv_bytes_per_token=1, max_num_seqs=1)
+    link = TransferLink(bandwidth=2, latency=1)
+    full = serve_disaggregated(_five(), unit, unit, link=link)
+    assert [r.ttft_s for r in full.requests] == [4, 5, 6, 7, 8]
+    with pytest.raises(RunStopped):
+        serve_disaggregated(_five(), unit, unit, link=link, stop_on_misses={"ttft_s": (3, 1)})
+    same = serve_disaggregated(_five(), unit, unit, link=link, stop_on_misses={"ttft_s": (3, 4)})
+    assert [r.to_dict() for r in same.requests] == [r.to_dict() for r in full.requests]
+
+
+@pytest.mark.parametrize("bad", [{"e2e_s": (1, 0)}, {"ttft_s": (0, 1)}, {"ttft_s": (1, -1)}, {"tpot_s": 1}, {},
+                                 (1, 0)])
+def test_bad_stop_refused_by_name(bad: Any) -> None:
+    with pytest.raises(InvalidValueError, match="stop_on_misses"):
+        serve_continuous(_five(), UnitCostModel(), stop_on_misses=bad)
+
+
+def test_ttft_stop_refused_where_the_first_token_comes_with_the_kv() -> None:
+    """A disaggregated decode pool's requests arrive with their first token (kv_transferred): no TTFT to watch
+    there, refused by name; a TPOT limit is taken."""
+    reqs = _five()
+    for serve in (serve_continuous, serve_replicas):
+        with pytest.raises(InvalidValueError, match="stop_on_misses"):
+            serve(reqs, UnitCostModel(), kv_transferred=True, stop_on_misses={"ttft_s": (1, 0)})
+    same = serve_continuous(reqs, UnitCostModel(), kv_transferred=True, stop_on_misses={"tpot_s": (10, 0)})
+    full = serve_continuous(reqs, UnitCostModel(), kv_transferred=True)
+    assert [r.to_dict() for r in same.requests] == [r.to_dict() for r in full.requests]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 20), min_size=1, max_size=40), st.integers(0, 100), st.integers(0, 20))
+def test_misses_allowed_is_sound_and_tight(values: list[int], q: int, limit: int) -> None:
+    """More values over the limit than misses_allowed: the percentile is over it. Exactly that many, the
+    largest of them limit + 1 and every other value 0: within it at an integer rank (the percentile is then
+    v[floor h], which is 0)."""
+    n = len(values)
+    m = P.misses_allowed(n, q)
+    if sum(v > limit for v in values) > m:
+        assert P.interpolated_percentile(values, q) > limit
+    edge = [0] * (n - m) + [limit + 1] * m
+    if (n - 1) * q % 100 == 0:
+        assert P.interpolated_percentile(edge, q) <= limit
+
+
+REQUESTS = list(synthetic_workload(60, arrival="poisson", rate=40, input_len=1500, output_len=64,
+                                   input_distribution="uniform", output_distribution="uniform",
+                                   range_ratio=Fraction(9, 10), seed=3).requests)
+GRID: dict[str, Any] = {"tensor_parallel_size": [2], "data_parallel_size": [1, 2], "prefill_decode": ["off", "1:1"],
+                        "max_num_seqs": [2, 64], "chunked_prefill": [True, False]}
+
+
+@pytest.mark.parametrize("slo", [dict(slo_ttft_s=Fraction(1, 10)), dict(slo_tpot_s=Fraction(12, 1000)),
+                                 dict(slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100), slo_e2e_s=2)],
+                         ids=lambda s: "+".join(s))
+def test_the_rate_searchs_verdict_is_the_whole_runs(slo: dict[str, Any]) -> None:
+    """Every configuration of a grid (one engine, replicas, a split) at rate factors 1/2 to 8: the verdict-only run
+    (stopped early, percentiles compared without being computed) meets the SLO exactly when the whole run does,
+    and some of them stop."""
+    result = plan(MODEL, REQUESTS, axes=GRID, **slo)
+    context, stopped, compared = result.context, 0, 0
+    for record in result.records:
+        setup = P._setup(context, record["config"])
+        if isinstance(setup, tuple) or P.prune(context, setup, context.requests) is not None:
+            continue
+        for scale in (Fraction(1, 2), 2, 8):
+            requests = P._scaled(context.requests, scale)
+            whole = P._simulate(context, setup, requests)
+            quick = P._simulate(context, setup, requests, verdict_only=True)
+            assert quick["meets"] == whole["meets"], (record["key"], scale, whole)
+            stopped += bool(quick.get("stopped"))
+            compared += 1
+    assert compared >= 10 and stopped >= 3
