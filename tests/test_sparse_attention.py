@@ -123,8 +123,9 @@ def test_the_scheduler_prices_it_with_the_sparse_step():
     share = V32.per_gpu(8)
     terms = share.sparse_terms()
     rates = {k: terms[k] for k in terms if k != "index_topk"}
+    F = share.step_terms()["flops_per_token"]
     expected = f.sparse_step_time(batch=4, context_sum=4 * 4096, capped_context_sum=4 * 2048,
-                                  weight_bytes=cost.weights_read(4), flops_per_token=share.step_terms()["flops_per_token"],
+                                  weight_bytes=cost.weights_read(4), flops_per_token=F,
                                   bandwidth=Fraction(cost.bandwidth), peak_flops=Fraction(cost.peak_flops), overhead=0,
                                   **rates)
     assert cost.decode_time(4, 4 * 4096, 4 * 2048) == expected + cost.allreduce_time(4)

@@ -185,7 +185,9 @@ class _Continuous:
     def _capped_sum(self, ahead: int) -> int:
         """Sparse attention: R = sum min(c_i, K) over the running sequences ``ahead`` tokens after the last decode
         step's KV (1: the next decode step's)."""
-        run, capped, tick = self.run, self.cap.held, self.tick + ahead  # type: ignore[union-attr]
+        cap = self.cap
+        assert cap is not None
+        run, capped, tick = self.run, cap.held, self.tick + ahead
         return sum(capped(run.prompt[i] + self.off[i] - 1 + tick) for i in self.running)
 
     def _window_growth(self) -> int:

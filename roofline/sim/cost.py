@@ -524,8 +524,10 @@ class RooflineCostModel:
 
     def _set_sparse(self, convert: Any) -> None:
         """Check and keep the sparse-attention rates (docs/conventions.md, "Sparse attention")."""
-        check_int("index_topk", self.index_topk, minimum=1)
-        object.__setattr__(self, "index_topk", int(self.index_topk))  # type: ignore[arg-type]
+        topk = self.index_topk
+        assert topk is not None
+        check_int("index_topk", topk, minimum=1)
+        object.__setattr__(self, "index_topk", int(topk))  # a numpy int as an int
         for name, why in (("layer_windows", "sliding-window layers"), ("state_bytes", "a recurrent state")):
             if getattr(self, name):
                 raise InvalidValueError(name, getattr(self, name), f"beside sparse attention (index_topk="
