@@ -836,13 +836,19 @@ class RooflineCostModel:
             else:
                 duration = f.sparse_step_time.unchecked(batch=decode_rows, context_sum=context_sum,
                                                         capped_context_sum=capped_sum, weight_bytes=weights, **sparse)
-            if self.per_sequence:
-                duration = duration + decode_rows * self.per_sequence
-            if self._allreduce is not None or self._sends is not None:
-                duration = duration + self.link_time(decode_rows + prefill_tokens)
-            if len(cache) >= _CACHE_SIZE:
-                cache.clear()
-            cache[key] = duration
+            duration = self._keep(cache, key, duration, decode_rows, decode_rows + prefill_tokens)
+        return duration
+
+    def _keep(self, cache: dict[Any, Any], key: Any, duration: Any, rows: int, tokens: int) -> Any:
+        """``duration`` [s] + ``rows`` x ``per_sequence`` + the communication of a step of ``tokens`` tokens,
+        memoised under ``key`` in ``cache`` (cleared when full)."""
+        if self.per_sequence:
+            duration = duration + rows * self.per_sequence
+        if self._allreduce is not None or self._sends is not None:
+            duration = duration + self.link_time(tokens)
+        if len(cache) >= _CACHE_SIZE:
+            cache.clear()
+        cache[key] = duration
         return duration
 
     def decode_time(self, batch: int, context_sum: int, capped_sum: int | None = None) -> Any:
@@ -918,13 +924,7 @@ class RooflineCostModel:
                                                    prefill_tokens=prefill_tokens,
                                                    cached_tokens=self._tokens(cached_tokens),
                                                    attention_pairs=self._tokens(attention_pairs), **terms)
-            if self.per_sequence:
-                duration = duration + decode_rows * self.per_sequence
-            if self._allreduce is not None or self._sends is not None:
-                duration = duration + self.link_time(decode_rows + prefill_tokens)
-            if len(cache) >= _CACHE_SIZE:
-                cache.clear()
-            cache[key] = duration
+            duration = self._keep(cache, key, duration, decode_rows, decode_rows + prefill_tokens)
         return duration
 
     def mixed_work(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
