@@ -169,3 +169,25 @@ def test_what_is_not_modelled_is_refused_by_name():
     with pytest.raises(InvalidValueError, match="layer_windows.*sparse attention"):
         RooflineCostModel(100, 4, 5, 0, 1, 1, index_topk=4, latent_bytes_per_token=3, index_bytes_per_token=1,
                           layer_windows=(4, None))
+
+
+def test_simulate_takes_deepseek_v32_and_refuses_what_it_cannot_price(capsys):
+    """`roofline simulate --model deepseek-v3.2` runs every policy on the step clock (saying why), data-parallel
+    replicas too; the stretch clock, prefix caching and a disaggregated split are one line and exit status 2."""
+    from roofline.cli import main
+
+    base = ["simulate", "--model", "deepseek-v3.2", "--accelerator", "h200", "--tp", "8", "--trace", "conv",
+            "--limit", "4"]
+    assert main([*base, "--chunked-prefill"]) == 0
+    out = capsys.readouterr().out
+    assert "simulation engine: step" in out and "sparse attention (index_topk=2048)" in " ".join(out.split())
+    assert main([*base, "-dp", "2", "--policy", "continuous"]) == 0
+    capsys.readouterr()
+    for extra, why in ((["--engine", "event"], "stretch clock cannot run this: sparse attention"),
+                       (["--enable-prefix-caching", "--policy", "continuous"], "prefix caching is not modelled with "
+                                                                             "sparse attention"),
+                       (["--num-prefill-instances", "1", "--num-decode-instances", "1"],
+                        "disaggregated serving with sparse attention")):
+        assert main([*base, *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert why in err and len(err.splitlines()) == 1
