@@ -191,3 +191,20 @@ def test_simulate_takes_deepseek_v32_and_refuses_what_it_cannot_price(capsys):
         assert main([*base, *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert why in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(("chunked", "preempted"), [(False, 4), (True, 3)])
+def test_preempted_requests_are_recomputed_at_the_capped_price(chunked, preempted):
+    """Four 6 + 9 requests in 12 blocks of 2 under on-demand admission: preemptions (4 separate, 3 chunked),
+    and every step, the recomputing prefills included, is the K = 1 formula of its record."""
+    cost = RooflineCostModel.for_model(tiny(1), H100)
+    reqs = [Request(id=i, arrival_s=0, prompt_tokens=6, output_tokens=9) for i in range(4)]
+    kw = dict(prefill="chunked", max_num_batched_tokens=8) if chunked else {}
+    r = serve_continuous(reqs, cost, record_steps=True, admission="on_demand", max_num_seqs=4,
+                         kv_pool=KVPool(capacity_blocks=12, block_size=2), **kw)
+    assert r.summary.preemptions == preempted
+    for s in r.steps:
+        T, rows = s.prefill_tokens, s.decode_rows
+        expected = (_decode(cost, s.batch, s.context_sum, s.batch) if s.kind == "decode"
+                    else _mixed(cost, rows, s.context_sum, rows, T, s.cached_tokens, s.attention_pairs, T))
+        assert s.duration_s == expected
