@@ -22,6 +22,12 @@ Sliding-window models (:class:`RooflineCostModel` with ``layer_windows``): ``con
 query-key pair, in one layer; :class:`~roofline.sim.LayerWindows`), which the policies sum
 per sequence as sum over layers of min(c_i, w_l); ``prefill_tokens`` still counts tokens.
 
+Sparse-attention models (:class:`RooflineCostModel` with ``index_topk``, DeepSeek-V3.2): the hot
+methods also take R = sum min(c_i, K) (``capped_sum``) and a prompt's capped pairs Q_K
+(``capped_pairs``), which the policies count with a one-window :class:`~roofline.sim.LayerWindows`
+of K beside the pool's tokens; every step is priced by :mod:`roofline.formulas.sparse`, on the
+step clock only (docs/conventions.md, "Sparse attention").
+
 ``decode_work`` and ``prefill_work`` give the same steps' (bytes, FLOPs), for the
 step records. ``to_time`` converts an arrival time to the model's time type, and
 ``exact`` says whether times are exact (int/Fraction) or floats.
