@@ -306,7 +306,8 @@ class Deployment:
             One GPU's ``weight_bytes`` (a MoE model's shared weights, with ``routed_expert_bytes``,
             ``num_experts``, ``experts_per_token``), ``kv_bytes_per_token``, ``flops_per_token``,
             ``attention_flops_per_token``, ``bandwidth`` and ``peak_flops`` (x eta_bw and x eta_mm
-            under an estimate), ``overhead``, ``layer_windows``, a hybrid's ``state_bytes`` and, at
+            under an estimate), ``overhead``, ``layer_windows``, a hybrid's ``state_bytes``, a sparse-attention
+            model's ``index_topk`` and rates (:meth:`roofline.ModelConfig.sparse_terms`) and, at
             T > 1, the all-reduce terms.
 
         Raises
@@ -347,6 +348,8 @@ class Deployment:
             per_sequence = dict(per_sequence=t_seq)
         if share.is_hybrid:
             terms["state_bytes"] = share.state_bytes_per_sequence
+        if share.is_sparse_attention:  # docs/conventions.md, "Sparse attention"
+            terms.update(share.sparse_terms(self.flops))
         pp: dict[str, Any] = {}
         if self.pipeline_parallel_size > 1:
             terms["weight_bytes"] += sum(st.weight_bytes for st in self.stages()) - share.weight_bytes  # a tied copy

@@ -462,9 +462,9 @@ def _crosses_the_ridge(model, gpu, c_star):
     assert limit(below) >= ridge > limit(above) or (below == c_star and limit(below) == ridge)
 
 
-def test_deepseek_v32_estimate_prices_the_reads_and_the_scheduler_refuses_it():
+def test_deepseek_v32_estimate_prices_the_reads_and_the_scheduler_takes_it():
     """decode_step reads weights + the top-k reads; c* solves the piecewise limit (below 2,048 tokens for V3.2 on
-    B200, past the top-k for a tiny model); the scheduler (both clocks) refuses sparse attention by name; the
+    B200, past the top-k for a tiny model); the scheduler's cost model carries its read cap; the
     index fields are required."""
     from roofline import get_accelerator
     from roofline.estimate import criticality, decode_step
@@ -484,8 +484,8 @@ def test_deepseek_v32_estimate_prices_the_reads_and_the_scheduler_refuses_it():
     small = criticality(tiny, get_accelerator("h100-sxm"), context=100)
     assert small.critical_context > 4  # past the top-k: the indexer's keys alone set it
     _crosses_the_ridge(tiny, get_accelerator("h100-sxm"), small.critical_context)
-    with pytest.raises(UnsupportedModelError, match="deepseek_v32.*sparse attention in the scheduler"):
-        RooflineCostModel.for_model(model, gpu, tensor_parallel_size=8)
+    cost = RooflineCostModel.for_model(model, gpu, tensor_parallel_size=8)  # priced: tests/test_sparse_sim.py
+    assert (cost.index_topk, cost.kv_bytes_per_token) == (2048, share.kv_bytes_per_token)
     cfg = {k2: v for k2, v in json.loads(
         (Path(__file__).parents[1] / "roofline/data/models/deepseek-v3.2.json").read_text()).items()
         if not k2.startswith("_")}

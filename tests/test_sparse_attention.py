@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import roofline.formulas as f
 from roofline import Deployment, get_accelerator, get_model
-from roofline.errors import InvalidValueError, UnsupportedModelError
+from roofline.errors import InvalidValueError
 from roofline.estimate import criticality
 from roofline.sim import RooflineCostModel
 
@@ -116,6 +116,18 @@ def test_past_the_cap_the_critical_context_is_the_indexers():
     assert f.sparse_critical_context(flops_per_token=100, **dict(kw, index_flops_per_token=1)) is None
 
 
-def test_the_scheduler_refuses_it_by_name():
-    with pytest.raises(UnsupportedModelError, match="deepseek_v32.*sparse_step_time"):
-        RooflineCostModel.for_deployment(Deployment(V32, get_accelerator("h200"), 8))
+def test_the_scheduler_prices_it_with_the_sparse_step():
+    """On 8 H200 a decode step of 4 rows at 4,096 tokens: sparse_step_time at R = 4 x 2,048, the share's MoE
+    weights for 4 tokens and the all-reduce (tests/test_sparse_sim.py runs the policies)."""
+    cost = RooflineCostModel.for_deployment(Deployment(V32, get_accelerator("h200"), 8))
+    share = V32.per_gpu(8)
+    terms = share.sparse_terms()
+    rates = {k: terms[k] for k in terms if k != "index_topk"}
+    F = share.step_terms()["flops_per_token"]
+    expected = f.sparse_step_time(batch=4, context_sum=4 * 4096, capped_context_sum=4 * 2048,
+                                  weight_bytes=cost.weights_read(4), flops_per_token=F,
+                                  bandwidth=Fraction(cost.bandwidth), peak_flops=Fraction(cost.peak_flops), overhead=0,
+                                  **rates)
+    assert cost.decode_time(4, 4 * 4096, 4 * 2048) == expected + cost.allreduce_time(4)
+    with pytest.raises(InvalidValueError, match="capped_sum"):
+        cost.decode_time(4, 4 * 4096)

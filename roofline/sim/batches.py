@@ -80,12 +80,17 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
         by_output = sorted(members, key=output.__getitem__)  # rows in order of their last token
     tokens = m * p_max
     pairs = m * run.prompt_pairs(p_max)
-    held = run.held
-    t = start + run.step_cost.prefill_time(tokens, pairs)
+    held, cap = run.held, run.cap
+    if cap is None:
+        t = start + run.step_cost.prefill_time(tokens, pairs)
+    else:  # sparse attention: each padded row's queries attend min(t, K) keys (docs/conventions.md)
+        capped_pairs = m * cap.pairs(p_max)
+        t = start + run.step_cost.prefill_time(tokens, pairs, capped_pairs)
     if run.first_start is None:
         run.first_start = start
     if table is not None and costs is None:
-        table.add_prefill(start, t, m, tokens, tokens - prompt_sum, pairs, m * held(p_max), m * pool.blocks_for(p_max))
+        table.add_prefill(start, t, m, tokens, tokens - prompt_sum, pairs, m * held(p_max), m * pool.blocks_for(p_max),
+                          capped=None if cap is None else (0, capped_pairs))
     admitted, first, prefilled, finish = run.admitted, run.first, run.prefilled, run.finish
     for i in members:
         admitted[i] = start
@@ -101,11 +106,16 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
         for j in range(1, o_max):
             s = t
             context_sum = m * held(p_max + j)
-            t = s + decode_time(m, context_sum)
+            if cap is None:
+                t = s + decode_time(m, context_sum)
+            else:  # sparse attention: R = m min(c, K) beside S
+                capped_sum = m * cap.held(p_max + j)
+                t = s + decode_time(m, context_sum, capped_sum)
             if serial:  # one request: its tokens stream, one per step
                 run.gaps.add(t - s)
             if table is not None:  # rows still producing: those with O_i > j (q of them have finished)
-                table.add_decode(s, t, m, m - q, context_sum, m * pool.blocks_for(p_max + j))
+                table.add_decode(s, t, m, m - q, context_sum, m * pool.blocks_for(p_max + j),
+                                 capped=None if cap is None else (capped_sum, 0))
             while q < m and output[by_output[q]] == j + 1:
                 finish[by_output[q]] = t
                 q += 1

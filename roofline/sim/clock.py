@@ -119,14 +119,14 @@ class _TicksTable:
     def __init__(self, table: StepTable, seconds: Any) -> None:
         self.table, self.seconds = table, seconds
 
-    def add_prefill(self, start: int, end: int, *args: Any) -> None:
-        self.table.add_prefill(self.seconds(start), self.seconds(end), *args)
+    def add_prefill(self, start: int, end: int, *args: Any, **kw: Any) -> None:
+        self.table.add_prefill(self.seconds(start), self.seconds(end), *args, **kw)
 
-    def add_decode(self, start: int, end: int, *args: Any) -> None:
-        self.table.add_decode(self.seconds(start), self.seconds(end), *args)
+    def add_decode(self, start: int, end: int, *args: Any, **kw: Any) -> None:
+        self.table.add_decode(self.seconds(start), self.seconds(end), *args, **kw)
 
-    def add_mixed(self, start: int, end: int, *args: Any) -> None:
-        self.table.add_mixed(self.seconds(start), self.seconds(end), *args)
+    def add_mixed(self, start: int, end: int, *args: Any, **kw: Any) -> None:
+        self.table.add_mixed(self.seconds(start), self.seconds(end), *args, **kw)
 
 
 class _Gaps:

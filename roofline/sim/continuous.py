@@ -129,6 +129,7 @@ class _Continuous:
         self.fresh: dict[int, Any] = {}  # running sequences whose last token is not from the last decode step
         self.last_token: dict[int, Any] = {}  # preempted sequences: time of their last token
         self.windows = run.windows  # sliding windows: per-sequence sums instead of the residues
+        self.cap = run.cap  # sparse attention's read cap: R = sum min(c_i, K) beside S, per sequence
         # the stretch clock (run.on_ticks): decode stretches of a fixed batch are jumped in closed form
         self.costs = run.costs
         self.heap: list[tuple[int, int]] = []  # (finish tick, sequence): the next finish, on the stretch clock
@@ -229,6 +230,14 @@ class _Continuous:
         step's KV (1: the contexts of the next decode step)."""
         run, held, tick = self.run, self.run.held, self.tick + ahead
         return sum(held(run.prompt[i] + self.off[i] - 1 + tick) for i in self.running)
+
+    def _capped_sum(self, ahead: int) -> int:
+        """Sparse attention: R = sum min(c_i, K) over the running sequences ``ahead`` tokens after the last decode
+        step's KV (1: the next decode step's)."""
+        cap = self.cap
+        assert cap is not None
+        run, capped, tick = self.run, cap.held, self.tick + ahead
+        return sum(capped(run.prompt[i] + self.off[i] - 1 + tick) for i in self.running)
 
     def _window_growth(self) -> int:
         """Sliding windows: the net blocks the next decode step takes (windowed layers free blocks)."""
@@ -557,9 +566,13 @@ class _Continuous:
         if cached:  # a prefill after cached tokens: one chunk each, no decode row (formulas.cached_prefill_time)
             pairs = sum(chunk_kv(None, x - h, h)[1] for x, h in zip(lengths, hits, strict=True))
             end = now + run.step_cost.mixed_time(0, 0, tokens, cached, pairs)
-        else:
+        elif self.cap is None:
             pairs = sum(run.prompt_pairs(x) for x in lengths)
             end = now + run.step_cost.prefill_time(tokens, pairs)
+        else:  # sparse attention: each prompt's queries attend min(t, K) keys
+            pairs = sum(run.prompt_pairs(x) for x in lengths)
+            capped_pairs = sum(self.cap.pairs(x) for x in lengths)
+            end = now + run.step_cost.prefill_time(tokens, pairs, capped_pairs)
         if run.first_start is None:
             run.first_start = now
         if self.windows is None:
@@ -570,7 +583,8 @@ class _Continuous:
             run.table.add_mixed(now, end, len(admitted), len(admitted), 0, 0, tokens, cached, pairs, kv_tokens,
                                 self.blocks, 0)
         elif run.table is not None:
-            run.table.add_prefill(now, end, len(admitted), tokens, 0, pairs, kv_tokens, self.blocks)
+            run.table.add_prefill(now, end, len(admitted), tokens, 0, pairs, kv_tokens, self.blocks,
+                                  capped=None if self.cap is None else (0, capped_pairs))
         run.peak(kv_tokens, self.blocks)
         run.slot_rows += len(self.running) + len(admitted)
         for i, length in zip(admitted, lengths, strict=True):
@@ -637,13 +651,18 @@ class _Continuous:
             kv_tokens = context_sum + batch * self.slots  # the proposals are held while verified
         else:
             context_sum = self.base + batch * (self.tick + 1) if self.windows is None else self._held_sum(1)
-            end = now + run.step_cost.decode_time(batch, context_sum)
+            if self.cap is None:
+                end = now + run.step_cost.decode_time(batch, context_sum)
+            else:
+                capped = (self._capped_sum(1), 0)
+                end = now + run.step_cost.decode_time(batch, context_sum, capped[0])
             kv_tokens = context_sum
         self.blocks += grow
         self._trim()
         self.tick += 1
         if run.table is not None:
-            run.table.add_decode(now, end, batch, batch, context_sum, self.blocks)
+            run.table.add_decode(now, end, batch, batch, context_sum, self.blocks,
+                                 capped=None if self.cap is None else capped)
         run.peak(kv_tokens, self.blocks)
         if drafts is not None:
             self._verified(contexts)
@@ -940,7 +959,11 @@ class _Chunked(_Continuous):
             read, chunk_pairs = chunk_kv(windows, q, done)
             cached += read
             pairs += chunk_pairs
-        if drafts is not None:
+        capped = None
+        if self.cap is not None:  # sparse attention: the rows' R, the chunks' capped pairs (window K's count)
+            capped = (self._capped_sum(1) if decode else 0, sum(self.cap.chunk(q, done)[1] for _, q, done in chunks))
+            end = now + run.step_cost.mixed_time(decode, context_sum, tokens, cached, pairs, *capped)
+        elif drafts is not None:
             end = now + self._verify_time(decode, context_sum, tokens, cached, pairs)
         elif tokens:
             end = now + run.step_cost.mixed_time(decode, context_sum, tokens, cached, pairs)
@@ -987,9 +1010,9 @@ class _Chunked(_Continuous):
         if run.table is not None:
             if tokens:
                 run.table.add_mixed(now, end, decode + len(chunks), useful, decode, context_sum, tokens, cached, pairs,
-                                    kv_tokens, blocks, len(chunks) - completed)
+                                    kv_tokens, blocks, len(chunks) - completed, capped=capped)
             else:
-                run.table.add_decode(now, end, decode, decode, context_sum, blocks)
+                run.table.add_decode(now, end, decode, decode, context_sum, blocks, capped=capped)
         run.peak(kv_tokens, blocks)
         run.steps += 1
         if tokens:

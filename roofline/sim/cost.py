@@ -22,6 +22,12 @@ Sliding-window models (:class:`RooflineCostModel` with ``layer_windows``): ``con
 query-key pair, in one layer; :class:`~roofline.sim.LayerWindows`), which the policies sum
 per sequence as sum over layers of min(c_i, w_l); ``prefill_tokens`` still counts tokens.
 
+Sparse-attention models (:class:`RooflineCostModel` with ``index_topk``, DeepSeek-V3.2): the hot
+methods also take R = sum min(c_i, K) (``capped_sum``) and a prompt's capped pairs Q_K
+(``capped_pairs``), which the policies count with a one-window :class:`~roofline.sim.LayerWindows`
+of K beside the pool's tokens; every step is priced by :mod:`roofline.formulas.sparse`, on the
+step clock only (docs/conventions.md, "Sparse attention").
+
 ``decode_work`` and ``prefill_work`` give the same steps' (bytes, FLOPs), for the
 step records. ``to_time`` converts an arrival time to the model's time type, and
 ``exact`` says whether times are exact (int/Fraction) or floats.
@@ -307,6 +313,9 @@ class UnitCostModel:
 
 _TERMS = ("weight_bytes", "kv_bytes_per_token", "flops_per_token", "attention_flops_per_token",
           "bandwidth", "peak_flops", "overhead")
+#: A sparse-attention model's rates (roofline.formulas.sparse; :meth:`roofline.ModelConfig.sparse_terms`).
+_SPARSE = ("latent_bytes_per_token", "index_bytes_per_token", "latent_attention_flops_per_token",
+           "index_flops_per_token")
 
 
 @attrs.frozen
@@ -366,6 +375,15 @@ class RooflineCostModel:
         (:func:`roofline.formulas.hybrid_step_time`; docs/conventions.md, "Hybrid models"). A prefill
         step's state writes are not counted (a prefill step's rows are not given to the cost model).
         Such a model has no stretch terms (:meth:`stretch_terms` says why): it runs on the step clock.
+    index_topk : int >= 1 or None, default None (no sparse attention)
+        K of DeepSeek sparse attention (:attr:`roofline.ModelConfig.index_topk`). When given, every
+        step is priced by :mod:`roofline.formulas.sparse` from the four rates below
+        (:meth:`roofline.ModelConfig.sparse_terms`; their bytes must sum to ``kv_bytes_per_token``,
+        what the pool keeps per token) and the hot methods take R = sum min(c_i, K) (``capped_sum``)
+        and the capped pairs Q_K (``capped_pairs``) beside S and Q; no stretch terms (the step clock
+        runs). docs/conventions.md, "Sparse attention".
+    latent_bytes_per_token, index_bytes_per_token : [bytes/token] >= 0, default 0 (k_m, k_i)
+    latent_attention_flops_per_token, index_flops_per_token : [FLOP/(token x context token)] >= 0 (a_m, a_i)
 
     Raises
     ------
@@ -420,6 +438,11 @@ class RooflineCostModel:
     node_gpus: int = 1
     scale_up_bandwidth: Any = 1
     scale_up_latency: Any = 0
+    index_topk: int | None = None
+    latent_bytes_per_token: Any = 0
+    index_bytes_per_token: Any = 0
+    latent_attention_flops_per_token: Any = 0
+    index_flops_per_token: Any = 0
     _terms: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
     _decode_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
     _prefill_cache: dict[tuple[int, int], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
@@ -431,6 +454,8 @@ class RooflineCostModel:
     _expert: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
     _layers: int = attrs.field(init=False, repr=False, eq=False, default=0)
     _state: Any = attrs.field(init=False, repr=False, eq=False, default=0)
+    _sparse: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False, default=None)
+    _sparse_cache: dict[tuple[int, ...], Any] = attrs.field(init=False, repr=False, eq=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.exact, bool):
@@ -500,6 +525,33 @@ class RooflineCostModel:
         check_int("expert_parallel_size", self.expert_parallel_size, minimum=1)
         if self.expert_parallel_size > 1:
             self._set_expert_parallel(convert)
+        if self.index_topk is not None:
+            self._set_sparse(convert)
+
+    def _set_sparse(self, convert: Any) -> None:
+        """Check and keep the sparse-attention rates (docs/conventions.md, "Sparse attention")."""
+        topk = self.index_topk
+        assert topk is not None
+        check_int("index_topk", topk, minimum=1)
+        object.__setattr__(self, "index_topk", int(topk))  # a numpy int as an int
+        for name, why in (("layer_windows", "sliding-window layers"), ("state_bytes", "a recurrent state")):
+            if getattr(self, name):
+                raise InvalidValueError(name, getattr(self, name), f"beside sparse attention (index_topk="
+                                        f"{self.index_topk}): {why} and a read cap together are not modelled")
+        rates = {name: getattr(self, name) for name in _SPARSE}
+        for name, value in rates.items():
+            check_scalar(name, value)
+        if rates["latent_bytes_per_token"] + rates["index_bytes_per_token"] != self.kv_bytes_per_token:
+            raise InvalidValueError("kv_bytes_per_token", self.kv_bytes_per_token, "must be latent_bytes_per_token "
+                                    "+ index_bytes_per_token under sparse attention (the pool keeps both for every "
+                                    f"token): {rates['latent_bytes_per_token']} + {rates['index_bytes_per_token']}")
+        t = self._terms
+        f.sparse_step_time(batch=1, context_sum=0, capped_context_sum=0, weight_bytes=self.weight_bytes,
+                           flops_per_token=self.flops_per_token, bandwidth=self.bandwidth, peak_flops=self.peak_flops,
+                           overhead=self.overhead, **rates)  # names a bad rate
+        object.__setattr__(self, "_sparse", dict(
+            {name: convert(value) for name, value in rates.items()}, flops_per_token=t["flops_per_token"],
+            bandwidth=t["bandwidth"], peak_flops=t["peak_flops"], overhead=t["overhead"]))
 
     def link_time(self, tokens: int) -> Any:
         """Communication time [s] of a step of ``tokens`` tokens: :meth:`allreduce_time` + :meth:`sends_time`."""
@@ -566,6 +618,9 @@ class RooflineCostModel:
         """
         if not self.exact:
             return "float mode (exact=False): the stretch clock counts exact integer ticks"
+        if self._sparse is not None:
+            return (f"sparse attention (index_topk={self.index_topk}): a step needs the capped context sum R "
+                    "beside S, and the stretch clock's lines carry one context sum")
         own = _own_step_times(self, RooflineCostModel, priced=("decode_time", "prefill_time", "mixed_time",
                                                                "weights_read", "allreduce_time", "_tokens",
                                                                "link_time", "sends_time"))
@@ -719,7 +774,8 @@ class RooflineCostModel:
             ``deployment`` not a Deployment, ``exact`` not a bool, a bad overhead (an array, or
             negative), or a group the accelerator's links cannot hold; each naming its field.
         UnsupportedModelError
-            A model with sparse attention (DeepSeek-V3.2), refused by name.
+            A model with sparse attention (DeepSeek-V3.2) on pipeline stages, refused by name (one
+            stage or a tensor-parallel group: priced with :mod:`roofline.formulas.sparse`).
 
         Examples
         --------
@@ -730,12 +786,10 @@ class RooflineCostModel:
         """
         if not isinstance(deployment, Deployment):
             raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment")
-        if deployment.model.is_sparse_attention:  # docs/conventions.md, "Sparse attention"
-            raise UnsupportedModelError(deployment.model.model_type, "sparse attention in the scheduler (a decode "
-                                        "row reads min(c, index_topk) tokens of a cache that keeps all c: the "
-                                        "cost model's one context sum cannot carry both); its decode steps are "
-                                        "priced by roofline.estimate (report, estimate) and "
-                                        "roofline.formulas.sparse_step_time")
+        if deployment.model.is_sparse_attention and deployment.pipeline_parallel_size > 1:
+            raise UnsupportedModelError(deployment.model.model_type, "sparse attention across pipeline stages "
+                                        "(a stage's share of the indexer and its read cap are not split; "
+                                        "docs/conventions.md, \"Sparse attention\")")
         if not isinstance(exact, bool):
             raise InvalidValueError("exact", exact, "must be True or False")
         return cls(**deployment.cost_terms(overhead=overhead), exact=exact)
@@ -764,8 +818,54 @@ class RooflineCostModel:
         """``value`` [s] as an exact number (exact mode) or a float."""
         return _exact_time(value) if self.exact else float(value)
 
-    def decode_time(self, batch: int, context_sum: int) -> Any:
-        """Decode step duration [s] (:func:`roofline.formulas.step_time`, + batch x ``per_sequence``)."""
+    def _sparse_time(self, decode_rows: int, context_sum: int, capped_sum: int | None, prefill_tokens: int = 0,
+                     cached_tokens: int = 0, attention_pairs: int = 0, capped_pairs: int | None = 0) -> Any:
+        """A step's duration [s] under sparse attention: :func:`roofline.formulas.sparse_step_time` without
+        prompt tokens, else :func:`roofline.formulas.sparse_mixed_step_time`; + rows x ``per_sequence`` and
+        the step's communication, as the dense steps (docs/conventions.md, "Sparse attention")."""
+        if capped_sum is None or capped_pairs is None:
+            field = "capped_sum" if capped_sum is None else "capped_pairs"
+            raise InvalidValueError(field, None, f"a sparse-attention cost model (index_topk={self.index_topk}) "
+                                    "prices a step from R = sum min(c_i, K) and the capped pairs Q_K beside S and Q")
+        cache = self._sparse_cache
+        key = (decode_rows, context_sum, capped_sum, prefill_tokens, cached_tokens, attention_pairs, capped_pairs)
+        duration = cache.get(key)
+        if duration is None:
+            sparse = self._sparse
+            assert sparse is not None
+            weights = self.weights_read(decode_rows + prefill_tokens)
+            if prefill_tokens:
+                duration = f.sparse_mixed_step_time.unchecked(
+                    decode_rows=decode_rows, context_sum=context_sum, capped_context_sum=capped_sum,
+                    prefill_tokens=prefill_tokens, cached_tokens=cached_tokens, attention_pairs=attention_pairs,
+                    capped_attention_pairs=capped_pairs, weight_bytes=weights, **sparse)
+            else:
+                duration = f.sparse_step_time.unchecked(batch=decode_rows, context_sum=context_sum,
+                                                        capped_context_sum=capped_sum, weight_bytes=weights, **sparse)
+            duration = self._keep(cache, key, duration, decode_rows, decode_rows + prefill_tokens)
+        return duration
+
+    def _keep(self, cache: dict[Any, Any], key: Any, duration: Any, rows: int, tokens: int) -> Any:
+        """``duration`` [s] + ``rows`` x ``per_sequence`` + the communication of a step of ``tokens`` tokens,
+        memoised under ``key`` in ``cache`` (cleared when full)."""
+        if self.per_sequence:
+            duration = duration + rows * self.per_sequence
+        if self._allreduce is not None or self._sends is not None:
+            duration = duration + self.link_time(tokens)
+        if len(cache) >= _CACHE_SIZE:
+            cache.clear()
+        cache[key] = duration
+        return duration
+
+    def decode_time(self, batch: int, context_sum: int, capped_sum: int | None = None) -> Any:
+        """Decode step duration [s] (:func:`roofline.formulas.step_time`, + batch x ``per_sequence``).
+
+        Under sparse attention (``index_topk``) ``capped_sum`` is R = sum min(c_i, K) [tokens], required
+        (:func:`roofline.formulas.sparse_step_time`); ignored otherwise. Raises InvalidValueError
+        (``capped_sum``) when a sparse model is not given it.
+        """
+        if self._sparse is not None:
+            return self._sparse_time(batch, context_sum, capped_sum)
         cache = self._decode_cache
         key = (batch, context_sum)
         duration = cache.get(key)
@@ -785,8 +885,12 @@ class RooflineCostModel:
             cache[key] = duration
         return duration
 
-    def prefill_time(self, prefill_tokens: int, attention_pairs: int) -> Any:
-        """Prefill step duration [s] (:func:`roofline.formulas.prefill_step_time`)."""
+    def prefill_time(self, prefill_tokens: int, attention_pairs: int, capped_pairs: int | None = None) -> Any:
+        """Prefill step duration [s] (:func:`roofline.formulas.prefill_step_time`). Under sparse attention
+        ``capped_pairs`` is Q_K [token pairs], required (:func:`roofline.formulas.sparse_mixed_step_time` at
+        no decode row and no cached token); ignored otherwise."""
+        if self._sparse is not None:
+            return self._sparse_time(0, 0, 0, prefill_tokens, 0, attention_pairs, capped_pairs)
         cache = self._prefill_cache
         key = (prefill_tokens, attention_pairs)
         duration = cache.get(key)
@@ -803,10 +907,15 @@ class RooflineCostModel:
         return duration
 
     def mixed_time(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
-                   attention_pairs: int) -> Any:
+                   attention_pairs: int, capped_sum: int | None = None, capped_pairs: int | None = None) -> Any:
         """Mixed step duration [s] (:func:`roofline.formulas.mixed_step_time`); a step without
         prompt tokens is a decode step (:meth:`decode_time`, the same value). For a MoE model the
-        step's decode rows and prompt tokens together touch the routed experts."""
+        step's decode rows and prompt tokens together touch the routed experts. Under sparse attention
+        ``capped_sum`` (the decode rows' R) and ``capped_pairs`` (the chunks' Q_K) are required
+        (:func:`roofline.formulas.sparse_mixed_step_time`); ignored otherwise."""
+        if self._sparse is not None:
+            return self._sparse_time(decode_rows, context_sum, capped_sum, prefill_tokens, cached_tokens,
+                                     attention_pairs, capped_pairs if prefill_tokens else 0)
         if not prefill_tokens:
             return self.decode_time(decode_rows, context_sum)
         cache = self._mixed_cache
@@ -821,18 +930,17 @@ class RooflineCostModel:
                                                    prefill_tokens=prefill_tokens,
                                                    cached_tokens=self._tokens(cached_tokens),
                                                    attention_pairs=self._tokens(attention_pairs), **terms)
-            if self.per_sequence:
-                duration = duration + decode_rows * self.per_sequence
-            if self._allreduce is not None or self._sends is not None:
-                duration = duration + self.link_time(decode_rows + prefill_tokens)
-            if len(cache) >= _CACHE_SIZE:
-                cache.clear()
-            cache[key] = duration
+            duration = self._keep(cache, key, duration, decode_rows, decode_rows + prefill_tokens)
         return duration
 
     def mixed_work(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
-                   attention_pairs: int) -> tuple[Any, Any]:
-        """(bytes, FLOPs) of a mixed step (:func:`~roofline.formulas.mixed_step_bytes`, ``mixed_step_flops``)."""
+                   attention_pairs: int, capped_sum: int | None = None,
+                   capped_pairs: int | None = None) -> tuple[Any, Any]:
+        """(bytes, FLOPs) of a mixed step (:func:`~roofline.formulas.mixed_step_bytes`, ``mixed_step_flops``);
+        under sparse attention a step without prompt tokens is :meth:`decode_work`, one with them
+        ``(None, None)`` (not recorded: docs/conventions.md, "Sparse attention")."""
+        if self._sparse is not None:
+            return self.decode_work(decode_rows, context_sum, capped_sum) if not prefill_tokens else (None, None)
         context_sum, cached_tokens = self._tokens(context_sum), self._tokens(cached_tokens)
         return (
             f.mixed_step_bytes.unchecked(weight_bytes=self._weights_exactness(decode_rows + prefill_tokens)
@@ -846,8 +954,22 @@ class RooflineCostModel:
                                          context_sum=context_sum, attention_pairs=self._tokens(attention_pairs)),
         )
 
-    def decode_work(self, batch: int, context_sum: int) -> tuple[Any, Any]:
-        """(bytes [bytes], FLOPs [FLOP]) of a decode step (``roofline.formulas.decode_bytes``, ``decode_flops``)."""
+    def decode_work(self, batch: int, context_sum: int, capped_sum: int | None = None) -> tuple[Any, Any]:
+        """(bytes [bytes], FLOPs [FLOP]) of a decode step (``roofline.formulas.decode_bytes``, ``decode_flops``;
+        under sparse attention ``sparse_decode_bytes`` and ``sparse_decode_flops`` at R = ``capped_sum``)."""
+        if self._sparse is not None:
+            if capped_sum is None:
+                self._sparse_time(batch, context_sum, None)  # raises, naming capped_sum
+            return (f.sparse_decode_bytes.unchecked(
+                        context_sum=context_sum, capped_context_sum=capped_sum,
+                        weight_bytes=self._weights_exactness(batch),
+                        latent_bytes_per_token=self.latent_bytes_per_token,
+                        index_bytes_per_token=self.index_bytes_per_token),
+                    f.sparse_decode_flops.unchecked(
+                        batch=batch, context_sum=context_sum, capped_context_sum=capped_sum,
+                        flops_per_token=self.flops_per_token,
+                        latent_attention_flops_per_token=self.latent_attention_flops_per_token,
+                        index_flops_per_token=self.index_flops_per_token))
         context_sum = self._tokens(context_sum)
         if self._state:  # a hybrid: each row's recurrent state read and written back
             nbytes = f.hybrid_decode_bytes.unchecked(batch=batch, weight_bytes=self._weights_exactness(batch),
@@ -863,8 +985,12 @@ class RooflineCostModel:
                                      context_sum=context_sum),
         )
 
-    def prefill_work(self, prefill_tokens: int, attention_pairs: int) -> tuple[Any, Any]:
-        """(bytes, FLOPs) of a prefill step (:func:`~roofline.formulas.prefill_bytes`, ``prefill_flops``)."""
+    def prefill_work(self, prefill_tokens: int, attention_pairs: int,
+                     capped_pairs: int | None = None) -> tuple[Any, Any]:
+        """(bytes, FLOPs) of a prefill step (:func:`~roofline.formulas.prefill_bytes`, ``prefill_flops``);
+        ``(None, None)`` under sparse attention (not recorded: docs/conventions.md, "Sparse attention")."""
+        if self._sparse is not None:
+            return None, None
         return (
             f.prefill_bytes.unchecked(weight_bytes=self._weights_exactness(prefill_tokens),
                                       kv_bytes_per_token=self.kv_bytes_per_token, prefill_tokens=prefill_tokens),

@@ -162,7 +162,8 @@ class Pool:
         Raises
         ------
         InvalidValueError
-            A model with sliding-window or recurrent layers (their transfer is not modelled), a budget that leaves
+            A model with sliding-window or recurrent layers (their transfer is not modelled) or sparse
+            attention (not modelled yet), a budget that leaves
             no KV, bad options.
         """
         from ..estimate import kv_budget_for
@@ -172,6 +173,10 @@ class Pool:
         if any(w is not None for w in getattr(share, "layer_windows", ()) or ()) or getattr(share, "is_hybrid", False):
             raise InvalidValueError("model", share.name, "disaggregated serving is modelled for full-attention "
                                     "models only (a sliding window's or a recurrent layer's transfer is not)")
+        if getattr(share, "is_sparse_attention", False):
+            raise InvalidValueError("model", share.name, "disaggregated serving with sparse attention: not modelled "
+                                    "yet (the indexer keys' transfer and the decode pool's capped reads are not "
+                                    "checked together; docs/conventions.md, \"Sparse attention\")")
         budget = kv_budget_for(deployment, utilization=utilization) if kv_budget is None else kv_budget
         if budget <= 0:
             raise InvalidValueError("kv_budget", float(budget), f"{deployment.where} leaves no KV budget")

@@ -596,6 +596,9 @@ class _ContinuousPlan:
         if enable_prefix_caching and windowed:
             raise InvalidValueError("enable_prefix_caching", True, "prefix caching is not modelled with sliding-window "
                                     "layers (a windowed layer's blocks of a shared prefix leave the window)")
+        if enable_prefix_caching and getattr(cost_model, "index_topk", None) is not None:
+            raise InvalidValueError("enable_prefix_caching", True, "prefix caching is not modelled with sparse "
+                                    "attention (a prefill after a cached prefix has no capped pairs carried)")
         options: dict[str, Any] = {"max_num_seqs": max_num_seqs, "admission": admission,
                                    "max_prefill_tokens": max_prefill_tokens,
                                    "enable_prefix_caching": enable_prefix_caching}
@@ -698,7 +701,8 @@ def _check_speculative(speculative: Any, cost_model: Any, record_steps: Any, pla
         raise InvalidValueError("record_steps", True, "per-step records of speculative steps: not modelled yet "
                                 "(a record would be priced without the proposer)")
     for field, why in (("layer_windows", "sliding-window layers"), ("state_bytes", "a hybrid's recurrent state"),
-                       ("per_sequence", "an engine profile's per-sequence time")):
+                       ("per_sequence", "an engine profile's per-sequence time"),
+                       ("index_topk", "sparse attention (its capped context sum)")):
         if getattr(cost_model, field, None):
             raise InvalidValueError("speculative", speculative.method, f"with {why}: not modelled yet (a "
                                     "verification step has no decode row to carry it)")

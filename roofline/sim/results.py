@@ -267,6 +267,8 @@ class StepTable(Sequence[StepRecord]):
         self._mx_step = array("q")  # step index of each chunked-prefill step with prompt tokens, increasing
         self._mx = array("q")  # 6 per such step: decode_rows, context_sum, cached, pairs, kv_tokens, partial
         self._gaps: dict[int, Any] = {}
+        #: sparse attention: step index -> (R, Q_K), the capped context sum and pairs its duration needs
+        self._capped: dict[int, tuple[int, int]] = {}
         self._checkpoints: list[Any] = []
         self._end: Any = None
         self._wide = False
@@ -288,8 +290,11 @@ class StepTable(Sequence[StepRecord]):
         self._end = end
 
     def add_prefill(self, start: Any, end: Any, rows: int, prefill_tokens: int, padding_tokens: int,
-                    attention_pairs: int, kv_tokens: int, kv_blocks: int) -> None:
-        """Append a prefill step (used by the policies)."""
+                    attention_pairs: int, kv_tokens: int, kv_blocks: int,
+                    capped: tuple[int, int] | None = None) -> None:
+        """Append a prefill step (used by the policies); ``capped``: sparse attention's (R, Q_K)."""
+        if capped is not None:
+            self._capped[len(self._kind)] = capped
         if not self._wide and (prefill_tokens | padding_tokens | attention_pairs | kv_tokens | kv_blocks) >> 63:
             self._widen()
         self._pf_step.append(len(self._kind))
@@ -303,8 +308,11 @@ class StepTable(Sequence[StepRecord]):
         self._pf_pairs.append(attention_pairs)
         self._pf_kv.append(kv_tokens)
 
-    def add_decode(self, start: Any, end: Any, batch: int, useful: int, context_sum: int, kv_blocks: int) -> None:
-        """Append a decode step (used by the policies)."""
+    def add_decode(self, start: Any, end: Any, batch: int, useful: int, context_sum: int, kv_blocks: int,
+                   capped: tuple[int, int] | None = None) -> None:
+        """Append a decode step (used by the policies); ``capped``: sparse attention's (R, Q_K)."""
+        if capped is not None:
+            self._capped[len(self._kind)] = capped
         if not self._wide and (context_sum | kv_blocks) >> 63:
             self._widen()
         self._start(start, end)
@@ -316,8 +324,11 @@ class StepTable(Sequence[StepRecord]):
 
     def add_mixed(self, start: Any, end: Any, batch: int, useful: int, decode_rows: int, context_sum: int,
                   prefill_tokens: int, cached_tokens: int, attention_pairs: int, kv_tokens: int, kv_blocks: int,
-                  partial_rows: int) -> None:
-        """Append a chunked-prefill step with prompt chunks (used by the policies)."""
+                  partial_rows: int, capped: tuple[int, int] | None = None) -> None:
+        """Append a chunked-prefill step with prompt chunks (used by the policies); ``capped``: sparse
+        attention's (R, Q_K)."""
+        if capped is not None:
+            self._capped[len(self._kind)] = capped
         if not self._wide and (context_sum | prefill_tokens | cached_tokens | attention_pairs | kv_tokens
                                | kv_blocks) >> 63:
             self._widen()
@@ -335,6 +346,15 @@ class StepTable(Sequence[StepRecord]):
 
     def _duration(self, i: int, pf: int, mx: int) -> Any:
         kind = self._kind[i]
+        capped = self._capped.get(i) if self._capped else None
+        if capped is not None:  # sparse attention: the capped sums beside the stored composition
+            if kind == 1:
+                return self._cost.decode_time(self._batch[i], self._tokens[i], capped[0])
+            if kind == 2:
+                m = self._mx
+                return self._cost.mixed_time(m[6 * mx], m[6 * mx + 1], self._tokens[i], m[6 * mx + 2],
+                                             m[6 * mx + 3], *capped)
+            return self._cost.prefill_time(self._tokens[i], self._pf_pairs[pf], capped[1])
         if kind == 1:
             return self._cost.decode_time(self._batch[i], self._tokens[i])
         if kind == 2:
@@ -344,18 +364,22 @@ class StepTable(Sequence[StepRecord]):
 
     def _record(self, i: int, pf: int, mx: int, start: Any, duration: Any) -> StepRecord:
         batch, tokens, kind = self._batch[i], self._tokens[i], self._kind[i]
+        capped = self._capped.get(i) if self._capped else None
         if kind == 1:
-            nbytes, flops = self._cost.decode_work(batch, tokens)
+            nbytes, flops = (self._cost.decode_work(batch, tokens) if capped is None
+                             else self._cost.decode_work(batch, tokens, capped[0]))
             return StepRecord(i, DECODE, start, duration, batch, self._useful[i], tokens, 0, 0, 0, tokens,
                               self._blocks[i], nbytes, flops, decode_rows=batch)
         if kind == 2:
             rows, context, cached, pairs, kv, partial = self._mx[6 * mx: 6 * mx + 6]
-            nbytes, flops = self._cost.mixed_work(rows, context, tokens, cached, pairs)
+            nbytes, flops = (self._cost.mixed_work(rows, context, tokens, cached, pairs) if capped is None
+                             else self._cost.mixed_work(rows, context, tokens, cached, pairs, *capped))
             return StepRecord(i, MIXED if rows else PREFILL, start, duration, batch, self._useful[i], context, tokens,
                               0, pairs, kv, self._blocks[i], nbytes, flops, decode_rows=rows, cached_tokens=cached,
                               partial_rows=partial)
         pairs = self._pf_pairs[pf]
-        work = self._cost.prefill_work(tokens, pairs)
+        work = (self._cost.prefill_work(tokens, pairs) if capped is None
+                else self._cost.prefill_work(tokens, pairs, capped[1]))
         return StepRecord(i, PREFILL, start, duration, batch, self._useful[i], 0, tokens, self._pf_padding[pf],
                           pairs, self._pf_kv[pf], self._blocks[i], *work)
 

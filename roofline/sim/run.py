@@ -73,6 +73,10 @@ class _Run:
         self.costs: TickCosts | None = None  # the stretch clock's tick costs (on_ticks), None on the step clock
         self.gaps: Any = StepGaps()  # inter-token gaps as the clock keeps them
         self.windows, self.pool = _windowed_pool(cost_model, kv_pool if kv_pool is not None else KVPool.unlimited())
+        #: sparse attention's read cap: one "layer" of window K counting R = sum min(c_i, K) and a prompt's
+        #: capped pairs beside the pool's tokens (docs/conventions.md, "Sparse attention"), or None
+        topk = getattr(cost_model, "index_topk", None)
+        self.cap = LayerWindows((topk,)) if topk is not None else None
         self.closed = requests if isinstance(requests, ClosedLoop) else None
         self.spec: dict[str, Any] | None = None
         self.client: list[int | None]
