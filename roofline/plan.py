@@ -1057,10 +1057,11 @@ def plan(
     prices : dict accelerator -> USD per GPU-hour (the user's, each > 0), or None: the fewest GPUs
     flops, estimate : the Deployment's FLOPs convention and engine profile (None: the bound)
     utilization : in (0, 1], default 0.9; block_size : int >= 1 [tokens], default 16
-    search_rate : bool, also find each configuration's highest rate (bracketing)
+    search_rate : bool (not 1, not "yes"), also find each configuration's highest rate (bracketing)
     rate_scale : > 0, default 1: the rate the answer is at, x the workload's own
     rate_tolerance : > 0, default 0.05: the rate search stops when its bracket's ratio <= 1 + this
-    jobs : int >= 1, local worker processes; cluster : ``tcp://HOST:PORT`` or ``local:N`` (Dask) or None
+    jobs : int in 1..MAX_WORKERS (1,024), local worker processes; cluster : ``tcp://HOST:PORT`` or ``local:N``
+        (Dask, N in 1..MAX_WORKERS) or None
     out : path or None, JSON lines of finished results; an existing file of the same inputs is resumed
     progress : callable or None, called with each record as it finishes
 
