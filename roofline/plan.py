@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from ._checks import check_count, check_nonnegative, check_positive, check_scalar
-from .errors import InvalidValueError, RooflineError
+from .errors import InvalidValueError, RooflineError, shown
 
 __all__ = ["AXES", "Axis", "PlanResult", "plan", "evaluate", "prune", "interpolated_percentile", "percentile_exceeds",
            "misses_allowed",
@@ -39,6 +39,8 @@ MAX_SCALE = Fraction(64)
 MIN_SCALE = Fraction(1, 64)
 DEFAULT_UTILIZATION = Fraction(9, 10)
 DEFAULT_BLOCK_SIZE = 16
+#: Most local worker processes (``jobs``, ``-j``) and Dask workers a ``local:N`` cluster starts.
+MAX_WORKERS = 1024
 
 
 def _on_off(flag: str) -> Callable[[str], bool]:
@@ -738,17 +740,25 @@ def _cluster_address(cluster: Any) -> tuple[str, int]:
     Raises
     ------
     InvalidValueError
-        Field ``cluster``: not a string, neither form, no host, a port missing or outside 1..65535.
+        Field ``cluster``: not a string, neither form, ``local:N`` with N outside 1..:data:`MAX_WORKERS`, a
+        ``tcp://`` address that is no URL (``tcp://[::1:8786``), no host, a port missing or outside 1..65535.
     """
     from urllib.parse import urlsplit
 
     if not isinstance(cluster, str):
         raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT or local:N")
     if cluster.startswith("local:"):
+        n = cluster[len("local:"):].strip()
+        if not n.isdigit() or not 1 <= int(n) <= MAX_WORKERS:
+            raise InvalidValueError("cluster", cluster, f"expected local:N with N in 1..{MAX_WORKERS:,} workers")
         return "", 0
     if not cluster.startswith("tcp://"):
         raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT or local:N")
-    parts = urlsplit(cluster)
+    try:
+        parts = urlsplit(cluster)
+        parts.hostname  # noqa: B018 -- an unclosed IPv6 bracket raises here or in urlsplit
+    except ValueError:
+        raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT") from None
     try:
         port = parts.port
     except ValueError:
@@ -965,8 +975,18 @@ def axis_value(axis: Axis, value: Any) -> Any:
         raise InvalidValueError(axis.name, value, err.reason) from None
 
 
-def _grid(axes: Mapping[str, Sequence[Any]] | None, prices: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _grid(axes: Mapping[str, Sequence[Any]] | None, prices: Mapping[str, Any],
+          model: Any = None) -> list[dict[str, Any]]:
+    """The configurations of the grid (each a dict axis name -> value), the axes checked: ``axes`` a mapping
+    of known axis names to lists or tuples of values (:func:`axis_value`), ``prices`` for exactly the
+    accelerators searched, each ``kv_cache_dtype`` one ``model`` takes. Raises InvalidValueError naming the
+    field (the axis, ``axes``, ``--price``, ``kv_cache_dtype``)."""
+    if axes is not None and not isinstance(axes, Mapping):
+        raise InvalidValueError("axes", axes, "expected a dict of axis name -> list of values")
     given = dict(axes or {})
+    for name, listed in given.items():
+        if name in _AXIS and listed is not None and not isinstance(listed, (list, tuple)):
+            raise InvalidValueError(name, listed, "expected a list or tuple of values (a str is not a list of values)")
     for name in given:
         if name not in _AXIS:
             raise InvalidValueError("axes", name, f"unknown axis; known: {', '.join(_AXIS)}")
@@ -975,6 +995,13 @@ def _grid(axes: Mapping[str, Sequence[Any]] | None, prices: Mapping[str, Any]) -
         v = given.get(a.name)
         if v is None and a.name == "accelerator" and prices:
             v = sorted(prices)
+        if v is not None and a.name == "kv_cache_dtype" and model is not None:
+            for x in v:  # a KV dtype the model cannot take is refused here, not pruned as a misfit
+                if axis_value(a, x) != "auto":
+                    try:
+                        model.with_dtypes(kv_dtype=axis_value(a, x))
+                    except InvalidValueError as err:
+                        raise InvalidValueError(a.name, x, err.reason) from None
         v = a.default if v is None else tuple(dict.fromkeys(axis_value(a, x) for x in v))
         if not v:
             raise InvalidValueError(a.flag, list(v), "no values left to search (an empty grid)")
@@ -1009,7 +1036,75 @@ def _fingerprint(context: Context) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+_STATUSES = ("skipped", "pruned", "simulated")
+_AT_RATE = ("ttft_s", "tpot_s", "e2e_s", "output_tokens_per_s")
+_MAX_RATE = ("scale", "bracket_high", "requests_per_s")
+
+
+def _amount(x: Any) -> bool:
+    """A finite number >= 0 (not a bool), as :func:`evaluate` writes one."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def _record_fault(key: Any, record: Any) -> str | None:
+    """Why ``record`` (read back under ``key``) is not one :func:`evaluate` writes, or None
+    (docs/conventions.md, "Deployment search", "Resuming")."""
+    if not isinstance(key, str) or not isinstance(record, dict):
+        return "not a key and a record"
+    config = record.get("config")
+    if not isinstance(config, dict) or set(config) != set(_AXIS):
+        return "its config is not one value per axis"
+    for name, v in config.items():
+        try:
+            ok = type(axis_value(_AXIS[name], v)) is type(v) and axis_value(_AXIS[name], v) == v
+        except InvalidValueError:
+            ok = False
+        if not ok:
+            return f"config {name}={shown(v)}"
+    if record.get("key") != key or key_of(config) != key:
+        return "its key is not its configuration's"
+    status, rule, gpus = record.get("status"), record.get("rule"), record.get("gpus")
+    if status not in _STATUSES:
+        return f"status {shown(status)}; known: {', '.join(_STATUSES)}"
+    if not isinstance(record.get("reason", ""), str):
+        return "reason is not a string"
+    if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1):
+        return f"gpus {shown(gpus)}"
+    if status == "skipped" and (rule is not None or gpus is not None):
+        return "a skipped record with a rule or GPUs"
+    if status == "pruned" and rule not in RULES:
+        return f"rule {shown(rule)}; known: {', '.join(RULES)}"
+    if status == "simulated":
+        at = record.get("at_rate")
+        if gpus is None or rule is not None or not isinstance(at, dict):
+            return "a simulated record without GPUs or its metrics (at_rate)"
+        if not isinstance(at.get("meets"), bool):
+            return f"at_rate meets {shown(at.get('meets'))}"
+        rejected = at.get("rejected")
+        if not isinstance(rejected, int) or isinstance(rejected, bool) or rejected < 0:
+            return f"at_rate rejected {shown(rejected)}"
+        for name in _AT_RATE:
+            if name not in at or not (at[name] is None or _amount(at[name])):
+                return f"at_rate {name} {shown(at.get(name))}: expected a number >= 0 or null"
+    if "max_rate" in record:
+        mr = record["max_rate"]
+        if not isinstance(mr, dict) or not isinstance(mr.get("runs"), int) or not _amount(mr["runs"]):
+            return "max_rate is not the rate search's result"
+        for name in _MAX_RATE:
+            if name not in mr or not (mr[name] is None or _amount(mr[name])):
+                return f"max_rate {name} {shown(mr.get(name))}: expected a number >= 0 or null"
+    return None
+
+
 def _read_out(path: Path, fingerprint: str) -> dict[str, dict[str, Any]]:
+    """The records of an ``--out`` file of this search (an absent file: none).
+
+    Raises
+    ------
+    InvalidValueError
+        Field ``out``: the file cannot be read; a line that is not JSON of a key, the inputs' fingerprint
+        and a record :func:`evaluate` writes (:func:`_record_fault`, line N named); another search's file.
+    """
     if not path.exists():
         return {}
     done = {}
@@ -1022,10 +1117,14 @@ def _read_out(path: Path, fingerprint: str) -> dict[str, dict[str, Any]]:
             row = json.loads(line)
             key, fp, record = row["key"], row["inputs"], row["result"]
         except (ValueError, KeyError, TypeError):
-            raise InvalidValueError("out", str(path), f"line {n} is not a plan result: give another file") from None
+            raise InvalidValueError("out", str(path), f"line {n} is not a plan result (not a JSON record of one): "
+                                    "give another file") from None
         if fp != fingerprint:
             raise InvalidValueError("out", str(path), "holds the results of a search with other inputs "
                                     "(workload, SLO, model or settings): give another file")
+        fault = _record_fault(key, record)
+        if fault is not None:
+            raise InvalidValueError("out", str(path), f"line {n} is not a plan result ({fault}): give another file")
         done[key] = record
     return done
 
@@ -1072,10 +1171,11 @@ def plan(
     prices : dict accelerator -> USD per GPU-hour (the user's, each > 0), or None: the fewest GPUs
     flops, estimate : the Deployment's FLOPs convention and engine profile (None: the bound)
     utilization : in (0, 1], default 0.9; block_size : int >= 1 [tokens], default 16
-    search_rate : bool, also find each configuration's highest rate (bracketing)
+    search_rate : bool (not 1, not "yes"), also find each configuration's highest rate (bracketing)
     rate_scale : > 0, default 1: the rate the answer is at, x the workload's own
     rate_tolerance : > 0, default 0.05: the rate search stops when its bracket's ratio <= 1 + this
-    jobs : int >= 1, local worker processes; cluster : ``tcp://HOST:PORT`` or ``local:N`` (Dask) or None
+    jobs : int in 1..MAX_WORKERS (1,024), local worker processes; cluster : ``tcp://HOST:PORT`` or ``local:N``
+        (Dask, N in 1..MAX_WORKERS) or None
     out : path or None, JSON lines of finished results; an existing file of the same inputs is resumed
     progress : callable or None, called with each record as it finishes
 
@@ -1090,9 +1190,15 @@ def plan(
         a percentile outside (0, 100], a price <= 0 or for an accelerator not searched or missing for one
         searched (``--price``), no requests, a bad ``cluster`` (a ``tcp://`` port outside 1..65535, checked before
         any work; an address refusing the connection, after one TCP try of :data:`CONNECT_TIMEOUT_S`), ``out``
-        holding another search's results; an axis value not of its type (:func:`axis_value`, naming the axis);
-        an SLO or percentile that is not a real number (a bool, a string); ``rate_scale`` outside
-        [MIN_SCALE, MAX_SCALE] with ``search_rate``.
+        holding another search's results or a line that is not a record the search writes; an axis value not
+        of its type (:func:`axis_value`, naming the axis) or an axis's values not a list or tuple (a str is
+        not one); a ``kv_cache_dtype`` the model cannot take; an SLO or percentile that is not a real number
+        (a bool, a string); ``rate_scale`` outside [MIN_SCALE, MAX_SCALE] with ``search_rate``; two prices of
+        one accelerator (an alias: ``h100`` and ``h100-sxm``); ``flops`` not a convention, ``block_size`` not an
+        integer >= 1, ``utilization`` outside (0, 1], ``search_rate`` not a bool, ``progress`` not callable,
+        ``jobs`` outside 1..:data:`MAX_WORKERS`, ``local:N`` with N above it; a grid whose every configuration
+        is skipped (field ``axes``, the reasons named; after the configurations are built, before any is
+        simulated, since none is).
     """
     from .models import ModelConfig
 
@@ -1119,21 +1225,42 @@ def plan(
     from .errors import UnknownPresetError
     from .hardware import get_accelerator
 
-    try:
-        prices = {get_accelerator(acc).key: p for acc, p in (prices or {}).items()}
-    except UnknownPresetError as err:  # the accelerator a price names
-        raise UnknownPresetError(err.kind, err.name, err.known, field="--price") from None
+    if prices is not None and not isinstance(prices, Mapping):
+        raise InvalidValueError("--price", prices, "expected a dict of accelerator -> USD per GPU-hour")
+    named: dict[str, str] = {}
+    for acc in prices or {}:
+        try:
+            canonical = get_accelerator(acc).key
+        except UnknownPresetError as err:  # the accelerator a price names
+            raise UnknownPresetError(err.kind, err.name, err.known, field="--price") from None
+        if canonical in named:  # an alias of one already priced: the last would silently win
+            raise InvalidValueError("--price", acc, f"given twice ({named[canonical]!r} is the same accelerator, "
+                                    f"{canonical})")
+        named[canonical] = acc
+    prices = {get_accelerator(acc).key: p for acc, p in (prices or {}).items()}
     for acc, p in prices.items():
         if isinstance(p, bool) or not isinstance(p, (int, float, Fraction)) or not p > 0:
             raise InvalidValueError("--price", f"{acc}={p}", "a price must be a number > 0 (USD per GPU-hour)")
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise InvalidValueError("jobs", jobs, "expected an integer >= 1")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_WORKERS:
+        raise InvalidValueError("jobs", jobs, f"expected an integer in 1..{MAX_WORKERS:,}")
+    if not isinstance(search_rate, bool):
+        raise InvalidValueError("search_rate", search_rate, "expected True or False")
+    if progress is not None and not callable(progress):
+        raise InvalidValueError("progress", progress, "expected a callable taking a record, or None")
+    from .models import flops_convention
+
+    flops = flops_convention(flops)
+    check_count("block_size", block_size, minimum=1)
+    check_scalar("utilization", utilization)
+    check_positive("utilization", utilization)
+    if not utilization <= 1:
+        raise InvalidValueError("utilization", utilization, "must be in (0, 1]")
     if search_rate and not MIN_SCALE <= rate_scale <= MAX_SCALE:
         raise InvalidValueError("rate_scale", rate_scale, f"the rate search covers {MIN_SCALE} to {MAX_SCALE} x the "
                                 "workload's own rate: give a --rate-scale inside it")
     if cluster is not None:
         _cluster_address(cluster)
-    configs = _grid(axes, prices)
+    configs = _grid(axes, prices, model)
     context = Context(model, requests, _frac(slo_ttft_s), _frac(slo_tpot_s), _frac(slo_e2e_s), Fraction(percentile),
                       flops, estimate, Fraction(utilization), block_size, bool(search_rate), Fraction(rate_scale),
                       Fraction(rate_tolerance))
@@ -1161,6 +1288,10 @@ def plan(
             r["max_rate"]["requests_per_s_per_gpu"] = rate / r["gpus"]
             if prices:
                 r["max_rate"]["requests_per_s_per_usd_hour"] = rate / r["cost"]
+    if records and all(r["status"] == "skipped" for r in records):  # nothing to answer: say why
+        reasons = sorted({r["reason"] for r in records})
+        n = f"{len(records)} configuration{'s' if len(records) > 1 else ''}"
+        raise InvalidValueError("axes", n, "every configuration is skipped (not modelled): " + "; ".join(reasons))
     winner = next((r for r in records if (r.get("at_rate") or {}).get("meets")), None)
     pruned = {rule: sum(1 for r in records if r.get("rule") == rule) for rule in RULES}
     simulated = sum(1 for r in records if r["status"] == "simulated")

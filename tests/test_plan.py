@@ -309,9 +309,11 @@ def test_replicas_pipeline_and_split_count_every_gpu_and_skip_by_name() -> None:
     assert all("not modelled" in why for why in skipped.values()) and result.skipped == 4
     assert "beside data-parallel replicas" in skipped[(2, 3, "off")]
     prefix = plan(MODEL, REQUESTS[:10], axes={"tensor_parallel_size": [2], "prefill_decode": ["1:1"],
-                                              "enable_prefix_caching": [True]}, slo_tpot_s=Fraction(1))
-    assert prefix.records[0]["status"] == "skipped" and "prefix caching" in prefix.records[0]["reason"]
-    assert prefix.winner is None
+                                              "enable_prefix_caching": [False, True], "max_num_batched_tokens": [2048]},
+                  slo_tpot_s=Fraction(1))
+    (rec,) = [r for r in prefix.records if r["config"]["enable_prefix_caching"]]
+    assert rec["status"] == "skipped" and "prefix caching" in rec["reason"]
+    assert prefix.winner is not None and not prefix.winner["config"]["enable_prefix_caching"]
 
 
 def test_round_robin_replicas_are_the_parts_served_alone() -> None:
@@ -492,6 +494,18 @@ def _status(argv: list[str]) -> int:
     (["--admission", "greedy"], "expected one of reserve, on-demand"),
     (["--enable-chunked-prefill", "maybe"], "expected on or off"),
     (["--cluster", "udp://x"], "--cluster='udp://x': expected tcp://HOST:PORT or local:N"),
+    (["--cluster", "local:100000"], "--cluster='local:100000': expected local:N with N in 1..1,024 workers"),
+    (["--cluster", "local:0"], "--cluster='local:0': expected local:N with N in 1..1,024 workers"),
+    (["--cluster", "tcp://[::1:8786"], "--cluster='tcp://[::1:8786': expected tcp://HOST:PORT\n"),
+    (["--price", "h100-sxm=2", "--price", "h100=3"],
+     "--price='h100': given twice ('h100-sxm' is the same accelerator, h100-sxm)"),
+    (["--kv-cache-dtype", "int3"], "--kv-cache-dtype='int3': unknown dtype; known: float32"),
+    (["--max-concurrency", "4"], "--max-concurrency=4: closed-loop clients are not modelled by roofline plan"),
+    (["--max-concurrency", "4", "--rate-scale", "2"], "--max-concurrency=4: closed-loop clients are not modelled"),
+    (["--slo-ttft", "100", "--slo-percentile", "101"], "--slo-percentile=101: must be <= 100"),
+    (["--tensor-parallel-size", "1", "--max-num-batched-tokens", "2048", "--prefill-decode", "1:1",
+      "--enable-prefix-caching", "on"], "error: the grid: every configuration is skipped (not modelled): prefix "
+     "caching in disaggregated pools is not modelled (serve_disaggregated has none)\n"),
 ])
 def test_bad_input_is_one_line_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
     full = ["plan", "--limit", "5", *argv]
@@ -531,12 +545,136 @@ def test_out_never_overwrites_an_input(tmp_path: Path, capsys: pytest.CaptureFix
     ("prefill_decode", None, "expected a string"),
     ("prefill_decode", "1:0", "expected NP:ND"),
     ("chunked_prefill", "on", "expected True or False"),
+    ("kv_cache_dtype", "int3", "unknown dtype; known: float32"),
 ])
 def test_api_axis_values_are_refused_up_front_by_axis(axis: str, value: Any, reason: str) -> None:
     """Findings 4, 10: refused before any configuration is built, naming the axis and the value as given."""
     with pytest.raises(InvalidValueError, match=reason) as exc:
         plan(MODEL, REQUESTS[:5], slo_tpot_s=Fraction(1, 20), axes={axis: [value]})
     assert exc.value.field == axis and exc.value.value is value
+
+
+_OK: dict[str, Any] = dict(slo_tpot_s=Fraction(1, 20), axes={"tensor_parallel_size": [1]})
+
+
+@pytest.mark.parametrize(("kwargs", "field", "reason"), [
+    (dict(axes={"tensor_parallel_size": 1}), "tensor_parallel_size", "expected a list or tuple of values"),
+    (dict(axes={"accelerator": "h100-sxm"}), "accelerator", "a str is not a list of values"),
+    (dict(axes=[("tensor_parallel_size", [1])]), "axes", "expected a dict of axis name"),
+    (dict(progress=5), "progress", "expected a callable"),
+    (dict(search_rate="yes"), "search_rate", "expected True or False"),
+    (dict(search_rate=1), "search_rate", "expected True or False"),
+    (dict(flops="bogus"), "flops", "expected 'exact' or '2p'"),
+    (dict(block_size=0), "block_size", "must be >= 1"),
+    (dict(block_size=-16), "block_size", "must be >= 1"),
+    (dict(block_size=16.0), "block_size", "expected an integer"),
+    (dict(utilization=2), "utilization", "must be in \\(0, 1\\]"),
+    (dict(utilization=0), "utilization", "must be > 0"),
+    (dict(jobs=1025), "jobs", "expected an integer in 1..1,024"),
+    (dict(cluster="local:5000"), "cluster", "expected local:N with N in 1..1,024"),
+    (dict(cluster="tcp://[::1:8786"), "cluster", "expected tcp://HOST:PORT$"),
+    (dict(prices={"h100-sxm": 2, "h100": 3}), "--price", "given twice \\('h100-sxm' is the same accelerator"),
+])
+def test_api_inputs_refused_up_front_by_name(kwargs: dict[str, Any], field: str, reason: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Break-it findings 2-5 of roofline plan: each refused by its field before anything is evaluated, never a
+    TypeError, a hang or a record pruned ``fit`` for an input that is no configuration."""
+    monkeypatch.setattr(P, "evaluate", lambda *a: pytest.fail("the search ran"))
+    with pytest.raises(InvalidValueError, match=reason) as exc:
+        plan(MODEL, REQUESTS[:5], **{**_OK, **kwargs})
+    assert exc.value.field == field
+
+
+def test_a_grid_all_skipped_is_refused_naming_why() -> None:
+    """Finding 7: nothing modelled is no answer, not "no configuration meets the SLO"."""
+    axes: dict[str, Any] = {"tensor_parallel_size": [1], "prefill_decode": ["1:1"], "enable_prefix_caching": [True],
+            "max_num_batched_tokens": [2048]}
+    with pytest.raises(InvalidValueError, match=r"every configuration is skipped \(not modelled\): prefix caching "
+                       r"in disaggregated pools is not modelled") as exc:
+        plan(MODEL, REQUESTS[:5], slo_tpot_s=1, axes=axes)
+    assert exc.value.field == "axes" and exc.value.value == "1 configuration"
+
+
+def _edit(record: dict[str, Any], path: str, value: Any) -> None:
+    *head, last = path.split(".")
+    for k in head:
+        record = record[k]
+    if value is _DROP:
+        del record[last]
+    else:
+        record[last] = value
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize(("line", "path", "value", "fault"), [
+    (1, "at_rate.tpot_s", -1, "at_rate tpot_s -1: expected a number >= 0 or null"),
+    (1, "at_rate.ttft_s", "x", "at_rate ttft_s 'x': expected a number >= 0 or null"),
+    (1, "at_rate.e2e_s", float("inf"), "at_rate e2e_s inf: expected a number >= 0 or null"),
+    (1, "at_rate.meets", 1, "at_rate meets 1"),
+    (1, "at_rate.rejected", -2, "at_rate rejected -2"),
+    (1, "at_rate", _DROP, "a simulated record without GPUs or its metrics (at_rate)"),
+    (1, "gpus", 0, "gpus 0"),
+    (1, "status", "done", "status 'done'; known: skipped, pruned, simulated"),
+    (1, "config.tensor_parallel_size", "1", "config tensor_parallel_size='1'"),
+    (1, "config.max_num_seqs", _DROP, "its config is not one value per axis"),
+    (1, "key", "h100-sxm/tp9", "its key is not its configuration's"),
+    (2, "rule", "slow", "rule 'slow'; known: fit, tpot, ttft, rate"),
+    (2, "reason", 3, "reason is not a string"),
+])
+def test_an_edited_resume_file_is_refused_by_line(tmp_path: Path, capsys: pytest.CaptureFixture, line: int,
+                                                  path: str, value: Any, fault: str) -> None:
+    """Finding 1: a record read back from --out is checked against the shape evaluate writes; one edited is
+    refused by its line, exit 2, one stderr line (never TPOT -1,000.0 ms, a TypeError or a KeyError)."""
+    out = tmp_path / "p.jsonl"
+    argv = [*_W, "--tensor-parallel-size", "3", "--out", str(out)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["result"]["status"] for r in rows] == ["simulated", "pruned"]  # tp1, then tp3 (fit)
+    _edit(rows[line - 1]["result"], path, value)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _status(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"roofline plan: error: --out='{out}': line {line} is not a plan result ({fault}): give another " \
+                  "file\n"
+
+
+def test_a_resumed_rate_search_record_is_checked_and_a_sound_one_taken(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    """The rate search's fields read back: a sound file resumes (2 read back), a negative rate is refused."""
+    out = tmp_path / "p.jsonl"
+    argv = [*_W, "--tensor-parallel-size", "3", "--search-rate", "--out", str(out)]
+    assert main(argv) == 0 and main(argv) == 0
+    assert "1 pruned by the bound (fit 1), 1 simulated, 2 read back from --out" in capsys.readouterr().out
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    rows[0]["result"]["max_rate"]["requests_per_s"] = -3.0
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _status(argv) == 2
+    assert "line 1 is not a plan result (max_rate requests_per_s -3.0: expected a number >= 0 or null)" in \
+        capsys.readouterr().err
+
+
+def test_fit_prunes_say_why_once_per_reason(capsys: pytest.CaptureFixture) -> None:
+    """Finding 4: the table says why each fit prune happened (T = 3 does not divide Llama 3.1 8B's 32 heads)."""
+    assert main([*_W, "--tensor-parallel-size", "3", "--tensor-parallel-size", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "  x fit (1): tensor_parallel_size=3: num_attention_heads=32 is not divisible by 3\n" in out
+    assert "  x fit (1): tensor_parallel_size=5: num_attention_heads=32 is not divisible by 5\n" in out
+
+
+def test_output_clash_names_both_flags_and_max_concurrency_is_not_in_help(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Finding 8: the two flags naming one file; finding 6: --max-concurrency never works here, so --help
+    does not offer it."""
+    x = tmp_path / "X.png"
+    assert _status([*_W, "--plot", str(x), "--csv", str(x)]) == 2
+    assert capsys.readouterr().err == (f"roofline plan: error: --plot='{x}': names the same file as --csv: --out, "
+                                       "--csv and --plot must name different files\n")
+    assert _status(["plan", "--help"]) == 0
+    shown = capsys.readouterr().out
+    assert "[--max-concurrency" not in shown and "\n  --max-concurrency" not in shown
 
 
 def test_api_axis_values_normalised_as_the_flag_reads_them() -> None:
@@ -567,8 +705,8 @@ def test_api_numpy_percentile_taken() -> None:
 def test_more_stages_than_layers_is_skipped_not_pruned() -> None:
     """Finding 30: P = 33 on a 32-layer model is not modelled (vLLM refuses it too), not "pruned (fit)"."""
     r = plan(MODEL, REQUESTS[:5], slo_tpot_s=1, axes={"tensor_parallel_size": [1], "max_num_batched_tokens": [2048],
-                                                      "pipeline_parallel_size": [33]})
-    (rec,) = r.records
+                                                      "pipeline_parallel_size": [1, 33]})
+    (rec,) = [x for x in r.records if x["config"]["pipeline_parallel_size"] == 33]
     assert MODEL.num_hidden_layers == 32
     assert rec["status"] == "skipped" and rec.get("rule") is None
     assert rec["reason"] == "pipeline_parallel_size=33: more stages than the model's 32 layers is not modelled"
@@ -583,8 +721,9 @@ def test_more_replicas_than_modelled_are_skipped_and_a_huge_split_refused_by_its
     assert "--prefill-decode='100000:100000': more than 4,096 instances in a pool are not modelled" in err
     assert err.count("\n") == 1
     r = plan(MODEL, REQUESTS[:5], slo_tpot_s=1, axes={"tensor_parallel_size": [1], "max_num_batched_tokens": [2048],
-                                                      "data_parallel_size": [5000]})
-    assert r.records[0]["status"] == "skipped" and "more than 4,096 replicas" in r.records[0]["reason"]
+                                                      "data_parallel_size": [1, 5000]})
+    (rec,) = [x for x in r.records if x["config"]["data_parallel_size"] == 5000]
+    assert rec["status"] == "skipped" and "more than 4,096 replicas" in rec["reason"]
 
 
 _W = ["plan", "--limit", "5", "--slo-tpot", "50", "--tensor-parallel-size", "1", "--max-num-batched-tokens", "2048"]

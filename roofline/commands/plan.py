@@ -44,7 +44,7 @@ from typing import Any
 
 from .._io import atomic_write, check_outputs, output_path
 from ..errors import InvalidValueError, RooflineError
-from ..plan import AXES, RULES, PlanResult, plan
+from ..plan import AXES, MAX_WORKERS, RULES, PlanResult, plan
 from ..sim import SHIPPED_TRACES
 from ._args import add_estimate_option, add_flops_option, by_flag, given_value, int_arg, number_arg, plain
 from .simulate import _DESTS, _describe, _given, add_workload_options, build_workload
@@ -104,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--rate-tolerance", type=number_arg("--rate-tolerance", positive=True), default=Fraction(1, 20),
                    help="the rate search stops when high / low <= 1 + this (default: 0.05)")
     x = p.add_argument_group("where it runs and what it writes")
-    x.add_argument("-j", "--jobs", type=int_arg("--jobs", 1, 1024), default=1,
+    x.add_argument("-j", "--jobs", type=int_arg("--jobs", 1, MAX_WORKERS), default=1,
                    help="local worker processes (default: 1, in this process)")
     x.add_argument("--cluster", default=None, metavar="tcp://HOST:PORT|local:N",
                    help="run on a Dask cluster (the cluster extra); local:N starts N workers for the run")
@@ -122,6 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             action.__class__ = _given(type(action))
             for s in action.option_strings:
                 _DESTS.setdefault(s, action.dest)
+        if action.dest == "max_concurrency":  # closed-loop clients are not modelled here: refused by name
+            action.help = argparse.SUPPRESS
 
 
 def _inputs(args: argparse.Namespace) -> list[str | None]:
@@ -192,9 +194,10 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
     """
     from ..models import load_model
 
-    if getattr(args, "max_concurrency", None) is not None:
-        raise InvalidValueError("--max-concurrency", args.max_concurrency, "closed-loop clients have no rate to "
-                                "search; give a trace or --num-prompts with --request-rate")
+    if getattr(args, "max_concurrency", None) is not None:  # hidden from --help: never modelled here
+        raise InvalidValueError("--max-concurrency", given_value(args, "max_concurrency"), "closed-loop clients are "
+                                "not modelled by roofline plan (it serves each request at its arrival time); give "
+                                "a trace or --num-prompts with --request-rate")
     given = getattr(args, "given_flags", {})
     for dest, uses, what in _USES:
         if dest in given and not uses(args):
@@ -202,13 +205,15 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
                                     f"applies to {what}, which this run does not include")
     if args.plot is not None:
         _check_plot(args.plot)
-    outputs = [x for x in (args.out, args.csv, args.plot) if x is not None]
-    for flag, value in (("--out", args.out), ("--csv", args.csv), ("--plot", args.plot)):
-        if value is not None:
-            check_outputs(flag, [output_path(flag, value)], _inputs(args))
-            _check_writable(flag, value)
-    if len(set(map(os.path.abspath, outputs))) < len(outputs):
-        raise InvalidValueError("--out", args.out, "--out, --csv and --plot must name different files")
+    outputs = [(f, x) for f, x in (("--out", args.out), ("--csv", args.csv), ("--plot", args.plot)) if x is not None]
+    for flag, value in outputs:
+        check_outputs(flag, [output_path(flag, value)], _inputs(args))
+        _check_writable(flag, value)
+    for i, (flag, value) in enumerate(outputs):
+        for other, before in outputs[:i]:
+            if os.path.abspath(value) == os.path.abspath(before):
+                raise InvalidValueError(flag, value, f"names the same file as {other}: --out, --csv and --plot must "
+                                        "name different files")
     model = by_flag("--model", load_model, args.model)
     if args.weight_dtype is not None:
         model = model.with_dtypes(weight_dtype=args.weight_dtype)
@@ -229,7 +234,7 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
     if all(v is None for v in slo.values()):
         raise RooflineError("no SLO given: give at least one of --slo-ttft, --slo-tpot, --slo-e2e (ms)")
     if args.slo_percentile > 100:
-        raise InvalidValueError("--slo-percentile", float(args.slo_percentile), "must be <= 100")
+        raise InvalidValueError("--slo-percentile", given_value(args, "slo_percentile"), "must be <= 100")
     bar = _Progress()
     try:
         result = plan(model, requests, slo_ttft_s=slo["slo_ttft"], slo_tpot_s=slo["slo_tpot"],
@@ -238,6 +243,10 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
                       search_rate=args.search_rate, rate_scale=args.rate_scale, rate_tolerance=args.rate_tolerance,
                       jobs=args.jobs, cluster=args.cluster, out=args.out, progress=bar)
     except InvalidValueError as err:
+        if err.field == "axes":  # every configuration skipped: no one flag is to blame
+            raise RooflineError(f"the grid: {err.reason}") from None
+        if err.field in _FLAG_OF_AXIS:  # an axis value refused by the API (a --kv-cache-dtype the model lacks)
+            raise InvalidValueError(_FLAG_OF_AXIS[err.field], err.value, err.reason) from None
         named = {"cluster": "--cluster", "out": "--out", "rate_scale": "--rate-scale"}.get(err.field)
         if named is None:
             raise
@@ -245,6 +254,9 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
     finally:
         bar.close()
     return result
+
+
+_FLAG_OF_AXIS = {a.name: a.flag for a in AXES}
 
 
 class _Progress:
@@ -349,6 +361,11 @@ def format_table(result: PlanResult, top: int, workload: str | None = None) -> s
               "(numpy linear, as vllm bench serve);",
               "  x RULE: pruned by the rule (fit, tpot, ttft, rate: docs/conventions.md, \"Deployment search\");",
               "  fails: simulated, missed it"]
+    fits: dict[str, int] = {}
+    for r in result.records:  # why each fit prune happened, once per distinct reason (the most common first)
+        if r.get("rule") == "fit":
+            fits[r["reason"]] = fits.get(r["reason"], 0) + 1
+    lines += [f"  x fit ({k}): {why}" for why, k in sorted(fits.items(), key=lambda kv: (-kv[1], kv[0]))]
     if result.skipped:
         lines.append("  skipped: not modelled, counted above and left out of the table (--json gives each reason)")
     from ..units import fit_width
