@@ -24,8 +24,20 @@ __all__ = [
     "UnsupportedModelError",
     "MissingExtraError",
     "NoKVBudgetError",
+    "FLAG_GIVEN",
 ]
 
+
+class _FlagGiven:
+    """The value of a switch given on the command line (``--enable-prefix-caching``), which has none to show."""
+
+    def __repr__(self) -> str:
+        return "FLAG_GIVEN"
+
+
+#: An :class:`InvalidValueError`'s value for a switch (a flag that takes no value): its message reads
+#: ``--flag: reason``, the flag as typed, not ``--flag=True``
+FLAG_GIVEN = _FlagGiven()
 
 #: Longest value echoed whole in a message [characters]; a longer one is cut, with its length.
 MAX_SHOWN = 1000
@@ -57,14 +69,15 @@ class InvalidValueError(RooflineError):
     field : str
         The name of the argument or field, as the user spelled it.
     value : object
-        The value the user gave, unchanged.
+        The value the user gave, unchanged; :data:`FLAG_GIVEN` for a switch given on the command line
+        (the message then reads ``field: reason``).
     """
 
     def __init__(self, field: str, value: Any, reason: str) -> None:
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field}={shown(value)}: {reason}")
+        super().__init__(f"{field}: {reason}" if value is FLAG_GIVEN else f"{field}={shown(value)}: {reason}")
 
 
 class MissingExtraError(RooflineError):
