@@ -75,9 +75,9 @@ import attrs
 
 from .. import estimate
 from .._checks import name_key
-from .._io import atomic_write, check_outputs, locked_folder, output_path
+from .._io import atomic_write, check_outputs, check_own_csv, locked_folder, output_path
 from ..deployment import Deployment
-from ..errors import InvalidValueError
+from ..errors import FLAG_GIVEN, InvalidValueError
 from ..sim import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     ENGINES,
@@ -1162,11 +1162,13 @@ def check_out_option(args: argparse.Namespace) -> list[Path] | None:
     ------
     InvalidValueError
         ``--out ""``; ``--out`` naming an existing file that is not a folder; an output that is
-        the trace or the model config read (field ``--out``); ``--steps`` without ``--out``.
+        the trace or the model config read, or an existing file of the folder that is not a table this
+        command writes (its line 1 differs from the header: :func:`roofline._io.check_own_csv`; field
+        ``--out``); ``--steps`` without ``--out``.
     """
     if args.out is None:
         if args.steps:
-            raise InvalidValueError("--steps", True, "writes per-step tables into the --out folder; give --out DIR")
+            raise InvalidValueError("--steps", FLAG_GIVEN, "writes per-step tables into the --out folder; give --out DIR")
         return None
     directory = output_path("--out", args.out)
     if directory.exists() and not directory.is_dir():
@@ -1176,6 +1178,12 @@ def check_out_option(args: argparse.Namespace) -> list[Path] | None:
     if args.trace is not None and args.trace not in SHIPPED_TRACES:
         inputs.append(args.trace)
     check_outputs("--out", [directory, *outputs], inputs)
+    from ..sim.results import _REQUEST_FIELDS, _STEP_FIELDS
+
+    for path in outputs:  # never over a file this command did not write (line 1: its header)
+        requests = path.name.endswith("-requests.csv")
+        check_own_csv("--out", path, _REQUEST_FIELDS if requests else _STEP_FIELDS,
+                      f"a simulate {'requests' if requests else 'steps'} CSV")
     return outputs
 
 
