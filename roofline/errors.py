@@ -24,6 +24,7 @@ __all__ = [
     "UnsupportedModelError",
     "MissingExtraError",
     "NoKVBudgetError",
+    "WorkloadSizeError",
     "FLAG_GIVEN",
 ]
 
@@ -78,6 +79,29 @@ class InvalidValueError(RooflineError):
         self.value = value
         self.reason = reason
         super().__init__(f"{field}: {reason}" if value is FLAG_GIVEN else f"{field}={shown(value)}: {reason}")
+
+
+class WorkloadSizeError(InvalidValueError):
+    """A generated workload larger than the simulator holds: its block hashes pass
+    :data:`roofline.sim.workloads.MAX_HASHED_BLOCKS` (refused before any hash is made).
+
+    ``field`` is ``num_turns`` (or ``prefix_len`` for single turns), as :class:`InvalidValueError`.
+
+    Attributes
+    ----------
+    prompt_tokens : int or float
+        The prompts' tokens, summed over every request [tokens] (a float where counted in float64).
+    blocks : int or float
+        The block hashes they need [blocks].
+    block : int
+        Tokens per hashed block.
+    """
+
+    def __init__(self, field: str, value: Any, reason: str, *, prompt_tokens: Any, blocks: Any, block: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.blocks = blocks
+        self.block = block
+        super().__init__(field, value, reason)
 
 
 class MissingExtraError(RooflineError):

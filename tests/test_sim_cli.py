@@ -430,6 +430,27 @@ def test_bad_prefix_and_turn_flags_are_refused_by_name(args: list[str], needle: 
     assert err.count("\n") == 1 and needle in err
 
 
+@pytest.mark.parametrize(("flags", "line"), [
+    ([], "--num-turns=100000: the prompts of this workload total 7.200e+13 tokens, more than the simulator holds "
+     "(about 1.600e+09: MAX_HASHED_BLOCKS = 100,000,000 blocks of 16 tokens): lower --num-turns, --num-prompts, "
+     "--random-input-len or --random-output-len\n"),
+    (["--enable-prefix-caching"], "--num-turns=100000: the prompts of this workload total 7.200e+13 tokens, more "
+     "than the simulator holds (about 1.600e+09: MAX_HASHED_BLOCKS = 100,000,000 blocks of 16 tokens): lower "
+     "--num-turns, --num-prompts, --random-input-len or --random-output-len (or a --block-size above 16)\n"),
+])
+def test_too_large_conversations_are_refused_at_once_in_the_commands_terms(flags: list[str], line: str,
+                                                                           capsys: pytest.CaptureFixture) -> None:
+    """Break-it finding 3: 10^5 turns hung for minutes, then named hashes and hash_block_size (no flag; no hashes
+    are read with caching off). 50 x 10^5 turns of 256 + 288 (t - 1) tokens: 50 (256 T + 144 T (T - 1)) = 7.2e13."""
+    import time
+
+    start = time.perf_counter()
+    assert main(["simulate", "--policy", "continuous", "--chunked-prefill", "--num-prompts", "50",
+                 "--random-input-len", "256", "--random-output-len", "32", "--num-turns", "100000", *flags]) == 2
+    assert time.perf_counter() - start < 30
+    assert capsys.readouterr().err == "roofline simulate: error: " + line
+
+
 @pytest.mark.parametrize("model", ["qwen3-next-80b-a3b", "llama-3.1-70b"])
 def test_simulate_picks_the_smallest_tensor_parallel_size_that_fits_as_report_does(
         model: str, capsys: pytest.CaptureFixture) -> None:
