@@ -174,7 +174,7 @@ class Speculation:
                                         "target's roofline.Deployment")
             proposer = head_cost_model(target, config, exact=exact)
         elif config.draft is not None:
-            check_draft(config.draft)
+            check_draft(config.draft, target if isinstance(target, Deployment) else None)
             if isinstance(target, Deployment):  # at the target's T, as the report prices it (its all-reduces too)
                 proposer = RooflineCostModel.for_deployment(Deployment(
                     config.draft, target.accelerator, target.tensor_parallel_size, flops=target.flops,
