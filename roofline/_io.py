@@ -40,9 +40,9 @@ from typing import IO, Any
 
 from .errors import FileReadError, InvalidValueError
 
-__all__ = ["FileReadError", "check_own_csv", "read_text_file", "parse_json", "exact_decimal", "MAX_BYTES", "MAX_JSON_DEPTH",
+__all__ = ["FileReadError", "read_text_file", "parse_json", "exact_decimal", "MAX_BYTES", "MAX_JSON_DEPTH",
            "MAX_NUMBER_CHARS", "MAX_EXPONENT", "atomic_write", "check_outputs", "output_path", "same_file",
-           "locked_folder"]
+           "locked_folder", "check_own_csv"]
 
 #: Largest file read [bytes]: far above any config.json or the Azure traces (2 MB).
 MAX_BYTES = 1 << 30

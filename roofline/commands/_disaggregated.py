@@ -131,8 +131,8 @@ def _link(args: argparse.Namespace, prefill: Any, decode: Any) -> TransferLink:
         side = "prefill" if err.field == "prefill_accelerator" else "decode"
         dest = f"{side}_accelerator" if getattr(args, f"{side}_accelerator") is not None else "accelerator"
         flag = "--" + dest.replace("_", "-")  # the value as typed ('mi300x'), not the accelerator's name
-        raise InvalidValueError(flag, given_value(args, dest), "has no stated inter-node network to move KV between the pools: "
-                                "give --kv-transfer-bandwidth (and --kv-transfer-latency)") from None
+        raise InvalidValueError(flag, given_value(args, dest), "has no stated inter-node network to move KV "
+                                "between the pools: give --kv-transfer-bandwidth (and --kv-transfer-latency)") from None
 
 
 def simulate(args: argparse.Namespace, build_workload: Any, default_utilization: Any) -> dict[str, Any]:

@@ -1188,7 +1188,8 @@ def check_out_option(args: argparse.Namespace) -> list[Path] | None:
     """
     if args.out is None:
         if args.steps:
-            raise InvalidValueError("--steps", FLAG_GIVEN, "writes per-step tables into the --out folder; give --out DIR")
+            raise InvalidValueError("--steps", FLAG_GIVEN, "writes per-step tables into the --out folder; "
+                                    "give --out DIR")
         return None
     directory = output_path("--out", args.out)
     if directory.exists() and not directory.is_dir():
