@@ -350,7 +350,7 @@ def test_simulate_defaults_max_model_len_to_the_models_positions(capsys: pytest.
     (["--num-prefill-instances", "1", "--num-decode-instances", "1", "-dp", "2"],
      "--data-parallel-size=2: not taken by a disaggregated run"),
     (["--num-prefill-instances", "1", "--num-decode-instances", "1", "--accelerator", "l40s"],
-     "--accelerator='NVIDIA L40S 48GB': has no stated inter-node network to move KV between the pools: give "
+     "--accelerator='l40s': has no stated inter-node network to move KV between the pools: give "
      "--kv-transfer-bandwidth"),
     # a parallelism refusal names the flag, not the Deployment's field
     (["--enable-expert-parallel"],
