@@ -633,7 +633,8 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
         Each bad argument named (a vector of another length than the config's k, or shorter than
         ``speculative_tokens``); pipeline or expert parallelism, an estimate, sliding windows, recurrent
         layers or sparse attention (target or proposer), ``mtp`` on a target without MTP modules: not
-        modelled, refused by name.
+        modelled, refused by name; a draft model of another vocabulary than the target's, with at least its
+        parameters, or whose weights do not fit beside the target's (:func:`check_draft`).
 
     Examples
     --------

@@ -160,7 +160,9 @@ class Speculation:
             (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``) without ``target`` (field ``target``), or as
             :func:`roofline.speculative.head_cost_model`; a draft the speculative step does not model (sliding
             windows, recurrent state, sparse attention: :func:`roofline.speculative.check_draft`, the rule
-            ``roofline report`` applies), as ``speculative_config.model``.
+            ``roofline report`` applies), as ``speculative_config.model``; with ``target``, also a draft of
+            another vocabulary than the target's, with at least its parameters, or whose weights do not fit
+            beside the target's on one GPU (the same rule).
         """
         from ..deployment import Deployment
         from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft, head_cost_model
