@@ -42,7 +42,7 @@ from .errors import FileReadError, InvalidValueError
 
 __all__ = ["FileReadError", "read_text_file", "parse_json", "exact_decimal", "MAX_BYTES", "MAX_JSON_DEPTH",
            "MAX_NUMBER_CHARS", "MAX_EXPONENT", "atomic_write", "check_outputs", "output_path", "same_file",
-           "locked_folder"]
+           "locked_folder", "check_own_csv"]
 
 #: Largest file read [bytes]: far above any config.json or the Azure traces (2 MB).
 MAX_BYTES = 1 << 30
@@ -291,6 +291,40 @@ def check_outputs(option: str, outputs: Iterable[str | os.PathLike[str]],
             if same_file(out, given):
                 raise InvalidValueError(option, str(out), f"would write over {given}, a file this command reads; "
                                                           "choose another path")
+
+
+def check_own_csv(option: str, path: str | os.PathLike[str], fields: Iterable[str], what: str) -> None:
+    """Refuse, before any work, writing over an existing file that is not a CSV this command writes.
+
+    A file is the command's own when its line 1 is the header it writes (``fields`` joined by commas,
+    as :mod:`csv` writes names without commas or quotes); a missing or empty file may be written.
+
+    Parameters
+    ----------
+    option : str
+        The output option (``--out``, ``--csv``), named in the error.
+    path : the file the command will write
+    fields : the column names of the header the command writes, in order
+    what : str
+        The file's kind in words, for the message ("a simulate requests CSV").
+
+    Raises
+    ------
+    InvalidValueError
+        ``path`` exists, is not empty and its line 1 differs (field ``option``, value the path), or cannot
+        be read.
+    """
+    p = Path(path)
+    if not p.is_file():
+        return
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise InvalidValueError(option, str(path), f"exists and cannot be read: {exc.strerror or exc}") from None
+    if head and head.split(b"\n", 1)[0].rstrip(b"\r") != ",".join(fields).encode():
+        raise InvalidValueError(option, str(path), f"exists and is not {what} (line 1 differs): give another "
+                                "path, or move the file")
 
 
 def _mode_for(target: Path) -> int:

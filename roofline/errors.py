@@ -25,8 +25,21 @@ __all__ = [
     "UnsupportedModelError",
     "MissingExtraError",
     "NoKVBudgetError",
+    "WorkloadSizeError",
+    "FLAG_GIVEN",
 ]
 
+
+class _FlagGiven:
+    """The value of a switch given on the command line (``--enable-prefix-caching``), which has none to show."""
+
+    def __repr__(self) -> str:
+        return "FLAG_GIVEN"
+
+
+#: An :class:`InvalidValueError`'s value for a switch (a flag that takes no value): its message reads
+#: ``--flag: reason``, the flag as typed, not ``--flag=True``
+FLAG_GIVEN = _FlagGiven()
 
 #: Longest value echoed whole in a message [characters]; a longer one is cut, with its length.
 MAX_SHOWN = 1000
@@ -58,14 +71,38 @@ class InvalidValueError(RooflineError):
     field : str
         The name of the argument or field, as the user spelled it.
     value : object
-        The value the user gave, unchanged.
+        The value the user gave, unchanged; :data:`FLAG_GIVEN` for a switch given on the command line
+        (the message then reads ``field: reason``).
     """
 
     def __init__(self, field: str, value: Any, reason: str) -> None:
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field}={shown(value)}: {reason}")
+        super().__init__(f"{field}: {reason}" if value is FLAG_GIVEN else f"{field}={shown(value)}: {reason}")
+
+
+class WorkloadSizeError(InvalidValueError):
+    """A generated workload larger than the simulator holds: its block hashes pass
+    :data:`roofline.sim.workloads.MAX_HASHED_BLOCKS` (refused before any hash is made).
+
+    ``field`` is ``num_turns`` (or ``prefix_len`` for single turns), as :class:`InvalidValueError`.
+
+    Attributes
+    ----------
+    prompt_tokens : int or float
+        The prompts' tokens, summed over every request [tokens] (a float where counted in float64).
+    blocks : int or float
+        The block hashes they need [blocks].
+    block : int
+        Tokens per hashed block.
+    """
+
+    def __init__(self, field: str, value: Any, reason: str, *, prompt_tokens: Any, blocks: Any, block: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.blocks = blocks
+        self.block = block
+        super().__init__(field, value, reason)
 
 
 class MissingExtraError(RooflineError):

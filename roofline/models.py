@@ -63,6 +63,11 @@ DTYPE_BYTES: dict[str, int | Fraction] = {
     "int4": Fraction(1, 2),
 }
 
+#: dtypes of :data:`DTYPE_BYTES` refused as a config.json's ``torch_dtype`` / ``dtype``: integer weights are a
+#: quantization scheme (``quantization_config``, ``--weight-dtype``) and vLLM has no integer KV cache
+#: (docs/conventions.md, "Architectures")
+CHECKPOINT_REFUSED_DTYPES = ("int8", "int4")
+
 
 def dtype_bytes(dtype: str, *, field: str = "dtype") -> int | Fraction:
     """Bytes per element of ``dtype`` (a key of :data:`DTYPE_BYTES`, case-insensitive).
@@ -1303,7 +1308,8 @@ class ModelConfig:
             File missing or not JSON, not an object, or a required field missing or
             not a positive integer (the message names the field and value).
         InvalidValueError
-            Heads not divisible by KV heads, k > E, a window of 0, unknown dtype.
+            Heads not divisible by KV heads, k > E, a window of 0, an unknown dtype or an integer
+            ``torch_dtype`` (int4, int8: no checkpoint dtype, docs/conventions.md, "Architectures").
         """
         source = "dict"
         if not isinstance(config, dict):
@@ -1403,6 +1409,11 @@ def _from_dict(
     kw = read_config(cfg, source=source)
     dtype = kw.pop("torch_dtype")
     dtype_bytes(dtype, field="torch_dtype")
+    if dtype.strip().lower().removeprefix("torch.") in CHECKPOINT_REFUSED_DTYPES:
+        # int4 / int8 are quantization schemes (quantization_config, --weight-dtype), no checkpoint dtype, and
+        # vLLM has no integer KV cache (its --kv-cache-dtype: auto, fp8*): refused, not priced as int weights and KV
+        raise InvalidValueError("torch_dtype", dtype, f"is no checkpoint dtype (in {source}); an integer "
+                                "checkpoint is quantized: give its quantization_config, or --weight-dtype")
     published = cfg.get("_published_parameters")
     try:
         model = ModelConfig(

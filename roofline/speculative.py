@@ -443,19 +443,51 @@ def _check_deployment(deployment: Any) -> None:
     _check_model(deployment.model, "model")
 
 
-def check_draft(model: ModelConfig) -> None:
+def check_draft(model: ModelConfig, target: Deployment | None = None) -> None:
     """Refuse a draft (or head) model the proposer's steps do not model, as ``speculative_config.model``.
 
     The one rule for drafts, in ``roofline report`` (:func:`speculative_step`) and the scheduler
     (:meth:`roofline.sim.Speculation.from_config`): sliding-window layers, a hybrid's recurrent state and
     sparse attention are not modelled in a speculative step (docs/conventions.md, "Speculative decoding").
+    With ``target`` (the target's Deployment; give it for a ``draft_model``, not for a head, which shares
+    the target's vocabulary by construction) a draft is also refused when its ``vocab_size`` differs from
+    the target's (vLLM verifies the draft's token ids against the target's), when it has at least as many
+    parameters as the target, or when its weights, one GPU's share at the target's T, do not fit beside
+    the target's share in one GPU's usable memory (:attr:`roofline.Accelerator.usable_memory` [bytes]).
 
     Raises
     ------
     InvalidValueError
-        Field ``speculative_config.model``, the draft's name, and what is not modelled.
+        Field ``speculative_config.model``, the draft's name, and what is not modelled or does not fit.
+
+    Examples
+    --------
+    >>> from roofline import get_accelerator, get_model
+    >>> check_draft(get_model("llama-3.1-405b"), Deployment(get_model("llama-3.1-8b"), get_accelerator("h100")))
+    Traceback (most recent call last):
+    ...
+    roofline.errors.InvalidValueError: speculative_config.model='llama-3.1-405b': a draft model with at least as many \
+parameters as the target (405,853,388,800 >= 8,030,261,248, llama-3.1-8b) cannot speed it up
     """
-    _check_model(model, "speculative_config.model")
+    field = "speculative_config.model"
+    _check_model(model, field)
+    if target is None:
+        return
+    whole = target.model
+    if model.vocab_size != whole.vocab_size:
+        raise InvalidValueError(field, model.name, f"a draft model's vocabulary ({model.vocab_size:,} tokens) "
+                                f"differs from the target's ({whole.vocab_size:,}, {whole.name}): vLLM needs "
+                                "one tokenizer and vocabulary for both")
+    if model.parameters >= whole.parameters:
+        raise InvalidValueError(field, model.name, f"a draft model with at least as many parameters as the target "
+                                f"({model.parameters:,} >= {whole.parameters:,}, {whole.name}) cannot speed it up")
+    T = target.tensor_parallel_size
+    draft_bytes, target_bytes = model.per_gpu(T).weight_bytes, target.share.weight_bytes
+    memory = target.accelerator.usable_memory
+    if draft_bytes + target_bytes > memory:
+        raise InvalidValueError(field, model.name, f"the draft's weights ({float(draft_bytes) / 1e9:.2f} GB a GPU "
+                                f"at T = {T}) do not fit beside the target's ({float(target_bytes) / 1e9:.2f} GB) "
+                                f"in one {target.accelerator.name}'s {float(memory) / 1e9:.2f} GB")
 
 
 def _check_model(model: ModelConfig, field: str) -> None:
@@ -530,7 +562,7 @@ def _price(d: Deployment, config: SpeculativeConfig, batch: Any, context: int, k
     found = proposer_model(d.model, config)
     if found is not None and k:
         model, extra = found
-        check_draft(model)
+        check_draft(model, d if config.method == "draft_model" else None)
         terms = _weights_terms(model.per_gpu(T), flops, batch)
         extra_bytes, extra_flops = proposer_extra(model, extra)
         terms["weight_bytes"] = terms["weight_bytes"] + (float(extra_bytes) if isinstance(batch, np.ndarray)
@@ -601,7 +633,8 @@ def speculative_step(deployment: Deployment, config: SpeculativeConfig, *, batch
         Each bad argument named (a vector of another length than the config's k, or shorter than
         ``speculative_tokens``); pipeline or expert parallelism, an estimate, sliding windows, recurrent
         layers or sparse attention (target or proposer), ``mtp`` on a target without MTP modules: not
-        modelled, refused by name.
+        modelled, refused by name; a draft model of another vocabulary than the target's, with at least its
+        parameters, or whose weights do not fit beside the target's (:func:`check_draft`).
 
     Examples
     --------

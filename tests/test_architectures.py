@@ -548,6 +548,22 @@ def test_a_null_torch_dtype_falls_back_to_dtype():
     assert m.weight_dtype == "float32" and m.weight_bytes == 4 * m.parameters
 
 
+
+@pytest.mark.parametrize("key", ["torch_dtype", "dtype"])
+@pytest.mark.parametrize("dtype", ["int4", "INT8", "torch.int4"])
+def test_an_integer_torch_dtype_is_refused_by_name(key, dtype):
+    """Break-it finding 2: torch_dtype int4 with no quantization_config was priced as int4 weights and an int4 KV
+    cache (neither exists: vLLM has no integer KV cache); refused, naming the field and the value as written."""
+    cfg = {**SMALL, "model_type": "llama", "torch_dtype": None, key: dtype}
+    with pytest.raises(InvalidValueError) as info:
+        ModelConfig.from_hf_config(cfg)
+    assert info.value.field == "torch_dtype" and info.value.value == dtype
+    assert "is no checkpoint dtype" in str(info.value) and "\n" not in str(info.value)
+    # the same dtype asked for by flag is a quantization the package prices: half a byte (int4) or one (int8)
+    m = ModelConfig.from_hf_config({**SMALL, "model_type": "llama"}, weight_dtype=dtype.lower().removeprefix("torch."))
+    assert m.weight_bytes == m.parameters * (Fraction(1, 2) if "4" in dtype else 1)
+
+
 LLAVA_VISION = {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64,
                 "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 32, "patch_size": 8}
 

@@ -19,7 +19,7 @@ import pytest
 from _text import unwrapped
 
 from roofline import cli
-from roofline._io import atomic_write, check_outputs, output_path, same_file
+from roofline._io import atomic_write, check_outputs, check_own_csv, output_path, same_file
 from roofline.cli import main
 from roofline.errors import InvalidValueError, MissingExtraError
 
@@ -126,6 +126,43 @@ def test_simulate_out_refuses_to_write_over_the_config(tmp_path: Path, capsys: p
     assert main(["simulate", "--trace", str(trace), "--model", str(cfg), "--out", str(cfg.parent)]) == 2
     _one_line_error(capsys, "would write over", "serial-requests.csv")
     assert _snapshot(trace, cfg) == before
+
+
+def test_check_own_csv_writes_only_over_a_file_whose_line_1_is_its_header(tmp_path: Path) -> None:
+    """The one line-1 check of an existing output: missing, empty or the command's header (LF or CRLF): written;
+    anything else refused by the option, naming the file."""
+    f = tmp_path / "x.csv"
+    check_own_csv("--out", f, ("a", "b"), "a test CSV")  # missing
+    for text in ("", "a,b\n1,2\n", "a,b\r\n", "a,b"):
+        f.write_bytes(text.encode())
+        check_own_csv("--out", f, ("a", "b"), "a test CSV")
+    for text in ("notes\n", "a,b,c\n", "b,a\n", "\na,b\n"):
+        f.write_bytes(text.encode())
+        with pytest.raises(InvalidValueError) as info:
+            check_own_csv("--out", f, ("a", "b"), "a test CSV")
+        assert info.value.field == "--out" and info.value.value == str(f)
+        assert str(info.value) == f"--out='{f}': exists and is not a test CSV (line 1 differs): give another path, " \
+                                  "or move the file"
+
+
+@pytest.mark.parametrize(("name", "what"), [("continuous-requests.csv", "requests"),
+                                            ("continuous-steps.csv", "steps")])
+def test_simulate_out_refuses_to_write_over_a_file_it_did_not_write(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                    name: str, what: str) -> None:
+    """Break-it finding 4: `echo notes > DIR/continuous-requests.csv` was replaced by --out DIR without a word; now
+    exit 2, one line naming the file, before any work, the file unchanged; a table the command wrote is rewritten."""
+    trace, out = tmp_path / "t.csv", tmp_path / "o"
+    trace.write_text(TRACE)
+    out.mkdir()
+    (out / name).write_text("notes\n")
+    assert main(["simulate", "--trace", str(trace), "--policy", "continuous", "--out", str(out), "--steps"]) == 2
+    _one_line_error(capsys, f"--out='{out / name}': exists and is not a simulate {what} CSV (line 1 differs)")
+    assert sorted(p.name for p in out.iterdir()) == [name] and (out / name).read_text() == "notes\n"
+    (out / name).unlink()
+    for _ in range(2):  # the second run writes over the first's tables
+        assert main(["simulate", "--trace", str(trace), "--policy", "continuous", "--out", str(out), "--steps"]) == 0
+    assert (out / "continuous-requests.csv").read_text().startswith("id,arrival_s,prompt_tokens,")
+    assert (out / "continuous-steps.csv").read_text().startswith("index,kind,start_s,")
 
 
 def test_simulate_inputs_are_byte_identical_after_a_run_into_their_folder(tmp_path: Path,

@@ -350,7 +350,7 @@ def test_simulate_defaults_max_model_len_to_the_models_positions(capsys: pytest.
     (["--num-prefill-instances", "1", "--num-decode-instances", "1", "-dp", "2"],
      "--data-parallel-size=2: not taken by a disaggregated run"),
     (["--num-prefill-instances", "1", "--num-decode-instances", "1", "--accelerator", "l40s"],
-     "--accelerator='NVIDIA L40S 48GB': has no stated inter-node network to move KV between the pools: give "
+     "--accelerator='l40s': has no stated inter-node network to move KV between the pools: give "
      "--kv-transfer-bandwidth"),
     # a parallelism refusal names the flag, not the Deployment's field
     (["--enable-expert-parallel"],
@@ -428,6 +428,27 @@ def test_bad_prefix_and_turn_flags_are_refused_by_name(args: list[str], needle: 
     assert status == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err
+
+
+@pytest.mark.parametrize(("flags", "line"), [
+    ([], "--num-turns=100000: the prompts of this workload total 7.200e+13 tokens, more than the simulator holds "
+     "(about 1.600e+09: MAX_HASHED_BLOCKS = 100,000,000 blocks of 16 tokens): lower --num-turns, --num-prompts, "
+     "--random-input-len or --random-output-len\n"),
+    (["--enable-prefix-caching"], "--num-turns=100000: the prompts of this workload total 7.200e+13 tokens, more "
+     "than the simulator holds (about 1.600e+09: MAX_HASHED_BLOCKS = 100,000,000 blocks of 16 tokens): lower "
+     "--num-turns, --num-prompts, --random-input-len or --random-output-len (or a --block-size above 16)\n"),
+])
+def test_too_large_conversations_are_refused_at_once_in_the_commands_terms(flags: list[str], line: str,
+                                                                           capsys: pytest.CaptureFixture) -> None:
+    """Break-it finding 3: 10^5 turns hung for minutes, then named hashes and hash_block_size (no flag; no hashes
+    are read with caching off). 50 x 10^5 turns of 256 + 288 (t - 1) tokens: 50 (256 T + 144 T (T - 1)) = 7.2e13."""
+    import time
+
+    start = time.perf_counter()
+    assert main(["simulate", "--policy", "continuous", "--chunked-prefill", "--num-prompts", "50",
+                 "--random-input-len", "256", "--random-output-len", "32", "--num-turns", "100000", *flags]) == 2
+    assert time.perf_counter() - start < 30
+    assert capsys.readouterr().err == "roofline simulate: error: " + line
 
 
 @pytest.mark.parametrize("model", ["qwen3-next-80b-a3b", "llama-3.1-70b"])

@@ -397,6 +397,24 @@ def test_the_command_routes_both_pools_by_its_router(capsys):
     assert code == 0 and "routing: least-requests in each pool (--router)" in out
 
 
+@pytest.mark.parametrize(("flags", "line"), [
+    (["--prefill-accelerator", "tpu"], "roofline simulate: error: --prefill-accelerator: unknown accelerator 'tpu'; "
+     "known: a100-40gb, "),
+    (["--decode-tensor-parallel-size", "3"], "roofline simulate: error: --decode-tensor-parallel-size=3: "
+     "num_attention_heads=64 is not divisible by 3"),
+    (["--prefill-accelerator", "mi300x"], "roofline simulate: error: --prefill-accelerator='mi300x': has no stated "
+     "inter-node network to move KV between the pools: give --kv-transfer-bandwidth (and --kv-transfer-latency)"),
+    (["--accelerator", "mi300x"], "roofline simulate: error: --accelerator='mi300x': has no stated inter-node network"),
+    (["--enable-prefix-caching"], "roofline simulate: error: --enable-prefix-caching: not taken by a disaggregated "
+     "run (--num-prefill-instances / --num-decode-instances)"),
+])
+def test_a_pool_refusal_names_the_flag_and_the_value_as_typed(capsys, flags, line):
+    """Break-it finding 5: a pool's accelerator or T refused as --accelerator / --tensor-parallel-size, the
+    accelerator's full name for the value typed ('AMD Instinct MI300X 192GB' for mi300x), a switch as ``=True``."""
+    code, _, err = _simulate(capsys, "--num-prefill-instances", "1", "--num-decode-instances", "1", *flags)
+    assert code == 2 and err.count("\n") == 1 and err.startswith(line), err
+
+
 def test_the_command_refuses_by_flag(capsys):
     code, _, err = _simulate(capsys, "--num-decode-instances", "2", "--tp", "2", "--decode-accelerator", "l40s")
     assert code == 2 and "--decode-accelerator" in err and "no stated inter-node network" in err

@@ -275,7 +275,7 @@ def test_an_eagle_head_s_proposal_step_is_its_layer_the_shared_lm_head_and_its_f
 @pytest.mark.parametrize("mode", ["seeded", "expectation"])
 @pytest.mark.parametrize(("target", "accelerator", "T", "config"), [
     (TARGET, H100, 1, EAGLE % 3),
-    (TARGET, H100, 1, MOE_DRAFT % 2),
+    (get_model("qwen3-235b-a22b"), H100, 8, MOE_DRAFT % 2),  # a MoE draft of the MoE target's vocabulary
     (get_model("llama-3.1-70b"), H100, 2, DRAFT),  # the draft at the target's T = 2, as the report prices it
     (DEEPSEEK, get_accelerator("h200-sxm"), 8, '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'),
     (DEEPSEEK, get_accelerator("h200-sxm"), 8, '{"method": "mtp", "num_speculative_tokens": 2}'),
@@ -343,8 +343,10 @@ def _runs(draw):
     if proposer == "draft":
         return reqs, _draft(k, alpha, mode, seed)
     config = MOE_DRAFT % k if proposer == "moe_draft" else EAGLE % k
+    # the MoE draft (another vocabulary than the Llama target's, more parameters) on the accelerator alone: beside
+    # the target check_draft refuses it (break-it finding 1); the clocks' agreement needs no target
     return reqs, Speculation.from_config(config, H100, acceptance_rate=alpha, mode=mode, seed=seed,
-                                         target=Deployment(TARGET, H100))
+                                         target=Deployment(TARGET, H100) if proposer == "eagle" else None)
 
 
 @settings(settings.get_profile("simulation_oracle"))
@@ -440,7 +442,7 @@ def test_simulate_says_speculation_was_on_with_its_mode_and_the_speed_up(capsys)
     (["--policy", "all"], ["--speculative-config=", "--policy continuous"]),
     (["--acceptance-mode", "expectation", "--speculative-seed", "1"], ["--speculative-seed=1"]),
     (["--chunked-prefill", "--max-num-batched-tokens", "300"], ["--max-num-batched-tokens=300", "512"]),
-    (["--out", "{tmp}", "--steps"], ["--steps=", "not modelled yet"]),
+    (["--out", "{tmp}", "--steps"], ["--steps: applies to runs without speculative decoding", "not modelled yet"]),
 ])
 def test_simulate_refuses_by_name_what_speculation_does_not_model(extra, words, capsys, tmp_path):
     argv = [*_SPEC, *[str(tmp_path) if a == "{tmp}" else a for a in extra]]
@@ -518,6 +520,61 @@ def test_report_and_simulate_refuse_the_same_drafts():
         assert checked.value.field == scheduler.value.field == "speculative_config.model"
         assert checked.value.reason == scheduler.value.reason
     check_draft(get_model("llama-3.2-1b"))  # a dense draft passes
+
+
+_L8 = Deployment(get_model("llama-3.1-8b"), H100)
+_L70_FP8 = Deployment(get_model("llama-3.1-70b").with_dtypes(weight_dtype="fp8"), H100)
+
+
+@pytest.mark.parametrize(("draft", "target", "reason"), [
+    ("qwen3-0.6b", _L8, "a draft model's vocabulary (151,936 tokens) differs from the target's (128,256, "
+     "llama-3.1-8b): vLLM needs one tokenizer and vocabulary for both"),
+    ("llama-3.1-405b", _L8, "a draft model with at least as many parameters as the target (405,853,388,800 >= "
+     "8,030,261,248, llama-3.1-8b) cannot speed it up"),
+    ("llama-3.1-8b", _L8, "a draft model with at least as many parameters as the target (8,030,261,248 >= "
+     "8,030,261,248, llama-3.1-8b) cannot speed it up"),
+    # 70,553,706,496 B of FP8 target + 16,060,522,496 B of BF16 draft = 86.61 GB > the H100's 85.04 GB usable
+    ("llama-3.1-8b", _L70_FP8, "the draft's weights (16.06 GB a GPU at T = 1) do not fit beside the target's "
+     "(70.55 GB) in one NVIDIA H100 SXM5 80GB's 85.04 GB"),
+])
+def test_a_draft_of_another_vocabulary_too_large_or_that_does_not_fit_is_refused(draft, target, reason):
+    """Break-it finding 1: a 405B draft for an 8B target was priced (a 0.014x speed-up, 811 GB of draft weights on
+    one 80 GB H100), a Qwen draft for a Llama target accepted; refused by check_draft with the target, in the
+    report (speculative_step) and the scheduler (Speculation.from_config) alike."""
+    from roofline.speculative import check_draft
+
+    config = SpeculativeConfig.parse(f'{{"model": "{draft}", "num_speculative_tokens": 4}}')
+    errors = []
+    for call in (lambda: check_draft(get_model(draft), target),
+                 lambda: speculative_step(target, config, batch=1, context=256, acceptance_rate=0.7),
+                 lambda: Speculation.from_config(config, H100, target=target, acceptance_rate=0.7)):
+        with pytest.raises(InvalidValueError) as info:
+            call()
+        errors.append(info.value)
+    assert all((e.field, e.value, e.reason) == ("speculative_config.model", draft, reason) for e in errors)
+
+
+def test_a_smaller_draft_of_the_same_vocabulary_that_fits_still_passes():
+    """The bounds of finding 1's rule: llama-3.2-1b (1,235,814,400 parameters, 128,256 tokens) beside the FP8 70B
+    (70.55 + 2.47 GB <= 85.04 GB) passes; without a target only the modelling rules apply (as before)."""
+    from roofline.speculative import check_draft
+
+    check_draft(get_model("llama-3.2-1b"), _L70_FP8)
+    check_draft(get_model("llama-3.1-405b"))
+
+
+@pytest.mark.parametrize(("command", "draft", "words"), [
+    (["report", "--context", "256", "--batch", "1"], "llama-3.1-405b", "at least as many parameters"),
+    (_W, "llama-3.1-70b", "at least as many parameters"),
+    (_W, "qwen3-0.6b", "differs from the target's (128,256, llama-3.1-8b)"),
+])
+def test_the_commands_refuse_the_draft_in_one_line(command, draft, words, capsys):
+    """Break-it finding 1 on the command line: exit 2, one stderr line naming the draft."""
+    argv = [*command, "--speculative-config", f'{{"model":"{draft}","num_speculative_tokens":4}}']
+    if "--acceptance-rate" not in argv:
+        argv += ["--acceptance-rate", "0.7"]
+    status, _, err = _cli(argv, capsys)
+    assert status == 2 and len(err.splitlines()) == 1 and words in err and draft in err, err
 
 
 def test_seeded_draws_take_any_alpha():

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import roofline.formulas as f
-from roofline.errors import InvalidValueError
+from roofline.errors import InvalidValueError, WorkloadSizeError
 from roofline.sim import (
     ClosedLoop,
     KVPool,
@@ -320,3 +320,40 @@ def test_bad_prefix_and_turn_arguments_raise_naming_the_field(kwargs, field):
     with pytest.raises(InvalidValueError) as err:
         synthetic_workload(2, arrival="burst", **{"input_len": 8, "output_len": 4, **kwargs})
     assert err.value.field == field
+
+
+@pytest.mark.parametrize(("turns", "tokens", "blocks"), [
+    # prompt of turn t = 256 + 288 (t - 1) tokens = 16 + 18 (t - 1) blocks of 16; 50 conversations of T turns:
+    # tokens 50 (256 T + 144 T (T - 1)), blocks 50 (16 T + 9 T (T - 1))
+    (1000, 50 * (256 * 1000 + 144 * 1000 * 999), 50 * (16 * 1000 + 9 * 1000 * 999)),      # 450,350,000 blocks
+    (100_000, 50 * (256 * 10**5 + 144 * 10**5 * 99_999), 50 * (16 * 10**5 + 9 * 10**5 * 99_999)),
+])
+def test_too_many_block_hashes_are_refused_from_the_sizes_before_any_request(turns, tokens, blocks):
+    """Break-it finding 3: 50 conversations of 10^5 turns ran for minutes (a Python loop over 5 million turns)
+    before the refusal 10^3 turns get at once; now refused from the drawn sizes (numpy), the counts hand-derived."""
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(WorkloadSizeError) as info:
+        synthetic_workload(50, arrival="burst", input_len=256, output_len=32, num_turns=turns)
+    assert time.perf_counter() - start < 20  # was > 60 s at 10^5 turns (the drawing itself takes about 2 s)
+    err = info.value
+    assert (err.field, err.value, err.block) == ("num_turns", turns, 16)
+    assert err.blocks == blocks and err.prompt_tokens == tokens  # float64 sums, exact at these sizes
+    assert str(err).startswith(f"num_turns={turns}: the prompts need {blocks:.3e} block hashes of 16 tokens, more "
+                               "than MAX_HASHED_BLOCKS = 100,000,000")
+
+
+def test_a_hash_count_near_the_limit_is_decided_exactly_by_the_requests_loop():
+    """Within 1 % of MAX_HASHED_BLOCKS the float64 check decides nothing and the requests' loop decides exactly:
+    with the limit moved to one block under the 450,350,000 that 50 fixed conversations of 1,000 turns need,
+    they are refused with the loop's int counts."""
+    from unittest import mock
+
+    from roofline.sim import workloads
+
+    kw = dict(arrival="burst", input_len=256, output_len=32, num_turns=1000)
+    with mock.patch.object(workloads, "MAX_HASHED_BLOCKS", 450_350_000 - 1), pytest.raises(WorkloadSizeError) as info:
+        synthetic_workload(50, **kw)
+    assert info.value.blocks == 450_350_000 and isinstance(info.value.blocks, int)  # the loop's, not float64's
+    assert info.value.prompt_tokens == 50 * (256 * 1000 + 144 * 1000 * 999)

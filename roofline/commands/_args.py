@@ -14,7 +14,7 @@ from typing import Any
 
 from .._io import exact_decimal
 from ..deployment import Deployment, Parallelism, profile
-from ..errors import InvalidValueError, UnknownPresetError
+from ..errors import FLAG_GIVEN, InvalidValueError, UnknownPresetError
 from ._vllm import add_vllm_dtype_options, check_vllm_model, vllm_dtypes
 
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -319,8 +319,12 @@ def _pipeline_fits(model: Any, accelerator: Any, T: int, P: int, utilization: An
 
 
 def given_value(args: argparse.Namespace, dest: str) -> Any:
-    """An option's value as the user wrote it, for a message: 1, not Fraction(1, 1); 0.5, not Fraction(1, 2)."""
+    """An option's value as the user wrote it, for a message: 1, not Fraction(1, 1); 0.5, not Fraction(1, 2);
+    a switch given (``--enable-prefix-caching``, stored True) :data:`roofline.errors.FLAG_GIVEN`, so that the
+    message reads as the flag was typed (``--enable-prefix-caching: ...``, not ``=True``)."""
     v = getattr(args, dest)
+    if v is True:
+        return FLAG_GIVEN
     return (int(v) if v.denominator == 1 else float(v)) if isinstance(v, Fraction) else v
 
 

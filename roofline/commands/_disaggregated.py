@@ -17,7 +17,7 @@ import json
 from fractions import Fraction
 from typing import Any
 
-from ..errors import InvalidValueError
+from ..errors import InvalidValueError, UnknownPresetError
 from ..sim import Pool, TransferLink, serve_disaggregated
 from ..units import GB, fit_width, format_time
 from ._args import deployment_from_args, given_value, int_arg, number_arg
@@ -93,14 +93,28 @@ def wanted(args: argparse.Namespace) -> bool:
 
 
 def _deployment(args: argparse.Namespace, side: str) -> Any:
-    """One pool's Deployment: the command's flags with the pool's accelerator and tensor-parallel size."""
+    """One pool's Deployment: the command's flags with the pool's accelerator and tensor-parallel size.
+
+    A refusal of the accelerator or of T names the flag that gave it: the pool's own
+    (``--prefill-accelerator``, ``--prefill-tensor-parallel-size``) where given, else the command's.
+    """
     flags = argparse.Namespace(**vars(args))
     accelerator = getattr(args, f"{side}_accelerator")
     if accelerator is not None:
         flags.accelerator = accelerator
     size = getattr(args, f"{side}_tensor_parallel_size")
     flags.tensor_parallel_size = size if size is not None else (args.tensor_parallel_size or 1)
-    deployment, _ = deployment_from_args(flags)
+    try:
+        deployment, _ = deployment_from_args(flags)
+    except UnknownPresetError as err:
+        if err.field != "--accelerator" or accelerator is None:
+            raise
+        raise UnknownPresetError(err.kind, err.name, err.known, f"--{side}-accelerator", hint=err.hint,
+                                 aliases=[err.suggestion] if err.suggestion else ()) from None
+    except InvalidValueError as err:
+        if err.field != "--tensor-parallel-size" or size is None:
+            raise
+        raise InvalidValueError(f"--{side}-tensor-parallel-size", size, err.reason) from None
     return deployment
 
 
@@ -115,9 +129,10 @@ def _link(args: argparse.Namespace, prefill: Any, decode: Any) -> TransferLink:
         return TransferLink.between(prefill.accelerator, decode.accelerator)
     except InvalidValueError as err:  # the field by the flag that gave its accelerator (its own, or --accelerator)
         side = "prefill" if err.field == "prefill_accelerator" else "decode"
-        flag = f"--{side}-accelerator" if getattr(args, f"{side}_accelerator") is not None else "--accelerator"
-        raise InvalidValueError(flag, err.value, "has no stated inter-node network to move KV between the pools: "
-                                "give --kv-transfer-bandwidth (and --kv-transfer-latency)") from None
+        dest = f"{side}_accelerator" if getattr(args, f"{side}_accelerator") is not None else "accelerator"
+        flag = "--" + dest.replace("_", "-")  # the value as typed ('mi300x'), not the accelerator's name
+        raise InvalidValueError(flag, given_value(args, dest), "has no stated inter-node network to move KV "
+                                "between the pools: give --kv-transfer-bandwidth (and --kv-transfer-latency)") from None
 
 
 def simulate(args: argparse.Namespace, build_workload: Any, default_utilization: Any) -> dict[str, Any]:

@@ -75,9 +75,9 @@ import attrs
 
 from .. import estimate
 from .._checks import name_key
-from .._io import atomic_write, check_outputs, locked_folder, output_path
+from .._io import atomic_write, check_outputs, check_own_csv, locked_folder, output_path
 from ..deployment import Deployment
-from ..errors import InvalidValueError
+from ..errors import FLAG_GIVEN, InvalidValueError, WorkloadSizeError
 from ..sim import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     ENGINES,
@@ -95,7 +95,7 @@ from ..sim import (
     shipped_trace,
     synthetic_workload,
 )
-from ..sim.workloads import DEFAULT_HASH_BLOCK, DEFAULT_TURN_GAP_S
+from ..sim.workloads import DEFAULT_HASH_BLOCK, DEFAULT_TURN_GAP_S, MAX_HASHED_BLOCKS
 from ..units import GB, fit_width, format_time
 from . import _disaggregated
 from ._args import (
@@ -496,6 +496,24 @@ def _by_flag(err: InvalidValueError, args: argparse.Namespace, policy: str | Non
     return InvalidValueError(flag, err.value if value is None else value, reason)
 
 
+def _too_large(err: WorkloadSizeError, args: argparse.Namespace) -> InvalidValueError:
+    """A generated workload too large to hold, said with the command's flags: the prompts' total tokens and the
+    flags that lower them (``--block-size`` only where prefix caching reads the hashes)."""
+    flag = "--num-turns" if err.field == "num_turns" else "--prefix-len"
+    count = "--num-prompts" if args.num_prompts is not None else "--max-concurrency"
+    turns = err.field == "num_turns"  # every prompt token is hashed; single turns hash their shared prefix only
+    lower = ["--num-turns", count, "--random-input-len", "--random-output-len"] if turns else [count]
+    lower += ["--prefix-len"] if args.prefix_len else []
+    what = "the prompts of this workload total" if turns else "the shared prefixes of this workload's prompts total"
+    held = f"{MAX_HASHED_BLOCKS * err.block:.3e}"
+    tail = f" (or a --block-size above {err.block})" if getattr(args, "enable_prefix_caching", False) else ""
+    return InvalidValueError(flag, given_value(args, flag.lstrip("-").replace("-", "_")),
+                             f"{what} {err.prompt_tokens:.3e} tokens, more than the "
+                             f"simulator holds (about {held}: MAX_HASHED_BLOCKS = {MAX_HASHED_BLOCKS:,} blocks of "
+                             f"{err.block} tokens): "
+                             f"lower {', '.join(lower[:-1])} or {lower[-1]}{tail}")
+
+
 def trace_path(value: str) -> str:
     """The file ``--trace`` names: a shipped trace's path for ``conv``/``code``, else ``value`` itself.
 
@@ -565,6 +583,8 @@ def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         if args.max_concurrency is not None:
             closed = ClosedLoop(clients=args.max_concurrency, lengths=work.requests, think_time_s=args.think_time,
                                 seed=args.seed)
+    except WorkloadSizeError as err:  # in the command's own terms: the conversations' tokens, the flags to lower
+        raise _too_large(err, args) from None
     except InvalidValueError as err:
         raise _by_flag(err, args) from None
     spec = dict(work.spec, burstiness=float(args.burstiness) if arrival == "gamma" else None)
@@ -1162,11 +1182,14 @@ def check_out_option(args: argparse.Namespace) -> list[Path] | None:
     ------
     InvalidValueError
         ``--out ""``; ``--out`` naming an existing file that is not a folder; an output that is
-        the trace or the model config read (field ``--out``); ``--steps`` without ``--out``.
+        the trace or the model config read, or an existing file of the folder that is not a table this
+        command writes (its line 1 differs from the header: :func:`roofline._io.check_own_csv`; field
+        ``--out``); ``--steps`` without ``--out``.
     """
     if args.out is None:
         if args.steps:
-            raise InvalidValueError("--steps", True, "writes per-step tables into the --out folder; give --out DIR")
+            raise InvalidValueError("--steps", FLAG_GIVEN, "writes per-step tables into the --out folder; "
+                                    "give --out DIR")
         return None
     directory = output_path("--out", args.out)
     if directory.exists() and not directory.is_dir():
@@ -1176,6 +1199,12 @@ def check_out_option(args: argparse.Namespace) -> list[Path] | None:
     if args.trace is not None and args.trace not in SHIPPED_TRACES:
         inputs.append(args.trace)
     check_outputs("--out", [directory, *outputs], inputs)
+    from ..sim.results import _REQUEST_FIELDS, _STEP_FIELDS
+
+    for path in outputs:  # never over a file this command did not write (line 1: its header)
+        requests = path.name.endswith("-requests.csv")
+        check_own_csv("--out", path, _REQUEST_FIELDS if requests else _STEP_FIELDS,
+                      f"a simulate {'requests' if requests else 'steps'} CSV")
     return outputs
 
 

@@ -160,7 +160,9 @@ class Speculation:
             (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``) without ``target`` (field ``target``), or as
             :func:`roofline.speculative.head_cost_model`; a draft the speculative step does not model (sliding
             windows, recurrent state, sparse attention: :func:`roofline.speculative.check_draft`, the rule
-            ``roofline report`` applies), as ``speculative_config.model``.
+            ``roofline report`` applies), as ``speculative_config.model``; with ``target``, also a draft of
+            another vocabulary than the target's, with at least its parameters, or whose weights do not fit
+            beside the target's on one GPU (the same rule).
         """
         from ..deployment import Deployment
         from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft, head_cost_model
@@ -174,7 +176,7 @@ class Speculation:
                                         "target's roofline.Deployment")
             proposer = head_cost_model(target, config, exact=exact)
         elif config.draft is not None:
-            check_draft(config.draft)
+            check_draft(config.draft, target if isinstance(target, Deployment) else None)
             if isinstance(target, Deployment):  # at the target's T, as the report prices it (its all-reduces too)
                 proposer = RooflineCostModel.for_deployment(Deployment(
                     config.draft, target.accelerator, target.tensor_parallel_size, flops=target.flops,

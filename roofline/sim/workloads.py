@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 
 from .._checks import check_count, check_nonnegative, check_number, check_positive, check_scalar
-from ..errors import InvalidValueError
+from ..errors import InvalidValueError, WorkloadSizeError
 from .requests import MAX_ARRIVAL_S, MAX_TOKENS, Request
 
 __all__ = [
@@ -552,6 +552,8 @@ def _conversations(times: Sequence[Fraction], drawn_in: Sequence[int], drawn_out
     uniformly, its hashes naming its content block by block (docs/conventions.md, "Workloads")."""
     prefix_of = np.random.default_rng(seed).integers(0, num_prefixes, len(times)) if num_prefixes > 1 else None
     hashed = prefix_len > 0 or num_turns > 1
+    if hashed and len(times):  # the sizes first, at numpy's speed: 10^5 turns took minutes to refuse
+        _check_hash_budget(times, drawn_in, drawn_out, prefix_len, num_turns, gap, block)
     ids: dict[tuple[int, int, int], int] = {}  # (0, prefix, j) or (1, conversation, j) -> its hash id
     made = []
     for c, start in enumerate(times):
@@ -570,10 +572,8 @@ def _conversations(times: Sequence[Fraction], drawn_in: Sequence[int], drawn_out
             made.append((start + t * gap, c, t, prompt, drawn_out[d], (k, full)))
     total = sum(full for *_, (_, full) in made)
     if total > MAX_HASHED_BLOCKS:  # each hashed block is a Python int held by its request
-        field, value = ("num_turns", num_turns) if num_turns > 1 else ("prefix_len", prefix_len)
-        raise InvalidValueError(field, value, f"the prompts need {total:.3e} block hashes of {block} tokens, more "
-                                f"than MAX_HASHED_BLOCKS = {MAX_HASHED_BLOCKS:,}: give a larger hash_block_size "
-                                "or shorter prompts")
+        raise _too_many_hashes(num_turns, prefix_len, sum(x[3] if num_turns > 1 else min(x[3], prefix_len)
+                                                            for x in made), total, block)
     made.sort(key=lambda x: (x[0], x[1], x[2]))
     out = []
     for i, (a, c, _, p, o, (k, full)) in enumerate(made):
@@ -582,6 +582,37 @@ def _conversations(times: Sequence[Fraction], drawn_in: Sequence[int], drawn_out
         out.append(Request(id=i, arrival_s=a, prompt_tokens=p, output_tokens=o, block_hashes=h,
                            hash_block_size=block if h else None))
     return tuple(out)
+
+
+def _too_many_hashes(num_turns: int, prefix_len: int, tokens: Any, blocks: Any, block: int) -> WorkloadSizeError:
+    """The refusal of a workload whose block hashes pass :data:`MAX_HASHED_BLOCKS` (field num_turns, or
+    prefix_len for single turns), with the tokens hashed: its prompts' (single turns: their shared prefixes')."""
+    field, value = ("num_turns", num_turns) if num_turns > 1 else ("prefix_len", prefix_len)
+    return WorkloadSizeError(field, value, f"the prompts need {blocks:.3e} block hashes of {block} tokens, more "
+                             f"than MAX_HASHED_BLOCKS = {MAX_HASHED_BLOCKS:,}: give a larger hash_block_size "
+                             "or shorter prompts", prompt_tokens=tokens, blocks=blocks, block=block)
+
+
+def _check_hash_budget(times: Sequence[Fraction], drawn_in: Sequence[int], drawn_out: Sequence[int],
+                       prefix_len: int, num_turns: int, gap: Fraction, block: int) -> None:
+    """Refuse, before any request is made, the drawn conversations whose block hashes clearly pass
+    :data:`MAX_HASHED_BLOCKS` (by more than 1 %, counted in float64, exact below 2^53 tokens a prompt).
+
+    Where the requests' own loop would refuse something else first (a prompt past MAX_TOKENS, a turn past
+    MAX_ARRIVAL_S) or the count is within 1 % of the limit, nothing is decided here: the loop decides
+    exactly, so that this check changes no outcome, only when it comes.
+    """
+    n = len(times)
+    grow = np.asarray(drawn_in, dtype=np.float64).reshape(n, num_turns)
+    if num_turns > 1:
+        grow[:, 1:] += np.asarray(drawn_out, dtype=np.float64).reshape(n, num_turns)[:, :-1]
+    prompts = prefix_len + np.cumsum(grow, axis=1)
+    if not prompts.max() < 0.99 * MAX_TOKENS or max(times) + (num_turns - 1) * gap > MAX_ARRIVAL_S:
+        return
+    hashed = prompts if num_turns > 1 else np.minimum(prompts, prefix_len)  # single turns: the prefix only
+    blocks = float(np.floor_divide(hashed, block).sum())
+    if blocks > 1.01 * MAX_HASHED_BLOCKS:
+        raise _too_many_hashes(num_turns, prefix_len, float(hashed.sum()), blocks, block)
 
 
 def anyscale_workload(cap: int, *, seed: int = 0, num_prompts: int = 1000) -> Workload:
