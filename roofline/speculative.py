@@ -39,7 +39,7 @@ from .estimate import _hardware_terms, _model_terms
 from .models import ModelConfig, load_model
 
 __all__ = ["SpeculativeConfig", "SpeculativeStep", "speculative_step", "break_even_batch", "proposer_model",
-           "proposer_extra", "head_cost_model", "expected_tokens_per_step", "best_speculative_tokens", "check_draft",
+           "proposer_extra", "expected_tokens_per_step", "best_speculative_tokens", "check_draft",
            "METHODS", "HEAD_METHODS", "REFUSED_METHODS", "MAX_SPECULATIVE_TOKENS",
            "MAX_BREAK_EVEN_BATCH"]
 
@@ -318,7 +318,7 @@ def proposer_extra(model: ModelConfig, extra: int) -> tuple[Fraction, int]:
     -------
     (extra x the model's bytes per parameter [bytes], an exact Fraction; 2 x extra [FLOP/token]): read once and
     done once per token at each proposal step, on every GPU whole (docs/conventions.md, "Speculative decoding";
-    the one rule of ``roofline report`` and of the scheduler, :func:`head_cost_model`).
+    the one rule of ``roofline report`` and of the scheduler, :func:`roofline.sim.speculative.head_cost_model`).
 
     Raises
     ------
@@ -334,61 +334,6 @@ def proposer_extra(model: ModelConfig, extra: int) -> tuple[Fraction, int]:
     """
     check_int("extra", extra, minimum=0)
     return extra * Fraction(model.weight_bytes_per_parameter), 2 * int(extra)
-
-
-def head_cost_model(deployment: Deployment, config: SpeculativeConfig, *, exact: bool = True) -> Any:
-    """The scheduler's cost model of a head on the target (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``).
-
-    Parameters
-    ----------
-    deployment : Deployment (the target's: its accelerator, T, FLOPs convention and engine profile; no pipeline
-        or expert parallelism)
-    config : SpeculativeConfig (a head method)
-    exact : bool, default True (False: floats, for a float run)
-
-    Returns
-    -------
-    roofline.sim.RooflineCostModel: one proposal step is its ``decode_time(B, S)`` [s], the decode step of the
-    model :func:`proposer_model` gives (one GPU's share at the target's T, its own layers' all-reduces of B
-    rows, a MoE head's experts B tokens touch) with its weight bytes and FLOPs per token raised by
-    :func:`proposer_extra` (docs/conventions.md, "Speculative decoding in the scheduler"); priced as
-    :func:`speculative_step` prices the head's steps.
-
-    Raises
-    ------
-    InvalidValueError
-        A method that is not a head's (``speculative_config.method``); pipeline or expert parallelism (by their
-        fields); as :func:`proposer_model` and :func:`check_draft` (a target without MTP modules, a head derived
-        from a MoE, hybrid, sliding-window or sparse-attention target).
-
-    Examples
-    --------
-    >>> from roofline import get_accelerator, get_model
-    >>> d = Deployment(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
-    >>> c = SpeculativeConfig.parse('{"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", '
-    ...                             '"num_speculative_tokens": 3}')
-    >>> head = head_cost_model(d, c)
-    >>> round(float(head.decode_time(1, 1000)) * 1e6, 2)  # [us]
-    778.74
-    """
-    from .sim.cost import RooflineCostModel
-
-    if not isinstance(deployment, Deployment):
-        raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment (the target's)")
-    if config.method not in HEAD_METHODS:
-        raise InvalidValueError("speculative_config.method", config.method, "expected a head on the target: "
-                                + ", ".join(HEAD_METHODS))
-    _check_parallelism(deployment)
-    found = proposer_model(deployment.model, config)
-    assert found is not None  # a head's method
-    model, extra = found
-    check_draft(model)
-    own = Deployment(model, deployment.accelerator, deployment.tensor_parallel_size, flops=deployment.flops,
-                     estimate=deployment.estimate)
-    cost = RooflineCostModel.for_deployment(own, exact=exact)
-    extra_bytes, extra_flops = proposer_extra(model, extra)
-    return attrs.evolve(cost, weight_bytes=cost.weight_bytes + extra_bytes,
-                        flops_per_token=cost.flops_per_token + extra_flops)
 
 
 @attrs.frozen

@@ -261,7 +261,7 @@ def test_an_eagle_head_s_proposal_step_is_its_layer_the_shared_lm_head_and_its_f
     Parameters: q, o 2 x 4,096^2 + k, v 2 x 4,096 x 1,024 = 41,943,040; MLP 3 x 4,096 x 14,336 = 176,160,768;
     2 layer norms and the final norm 12,288; embedding and lm_head 2 x 128,256 x 4,096 = 1,050,673,152;
     fc 2 x 4,096^2 + 4,096 = 33,558,528: 1,302,347,776. KV: one layer, 2 x 1,024 x 2 bytes = 4,096 per token."""
-    from roofline.speculative import head_cost_model
+    from roofline.sim.speculative import head_cost_model
 
     head = head_cost_model(Deployment(TARGET, H100), SpeculativeConfig.parse(EAGLE % 3))
     params = 41_943_040 + 176_160_768 + 12_288 + 1_050_673_152 + 33_558_528

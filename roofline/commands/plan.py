@@ -42,7 +42,7 @@ import sys
 from fractions import Fraction
 from typing import Any
 
-from .._io import atomic_write, check_outputs, output_path
+from .._io import atomic_write, check_outputs, check_own_csv, output_path
 from ..errors import InvalidValueError, RooflineError
 from ..plan import AXES, MAX_WORKERS, RULES, PlanResult, plan
 from ..sim import SHIPPED_TRACES
@@ -159,15 +159,13 @@ def _check_writable(flag: str, path: str) -> None:
         raise InvalidValueError(flag, path, "is a folder; name a file")
     if flag == "--out" or not os.path.isfile(path) or os.path.getsize(path) == 0:
         return  # --out: plan() reads it back and refuses one that is not a plan's results
+    if flag == "--csv":
+        check_own_csv(flag, path, CSV_FIELDS, "a plan's CSV")
+        return
     with open(path, "rb") as fh:
         head = fh.read(4096)
-    if flag == "--csv":
-        ok = head.split(b"\n", 1)[0].rstrip(b"\r") == ",".join(CSV_FIELDS).encode()
-    else:
-        ok = head.startswith(_PLOT_MAGIC.get(_plot_format(path), ()))
-    if not ok:
-        what = "a plan's CSV (line 1 differs)" if flag == "--csv" else f"a {_plot_format(path)} plot"
-        raise InvalidValueError(flag, path, f"exists and is not {what}: give another file")
+    if not head.startswith(_PLOT_MAGIC.get(_plot_format(path), ())):
+        raise InvalidValueError(flag, path, f"exists and is not a {_plot_format(path)} plot: give another file")
 
 
 def _check_plot(path: str) -> None:

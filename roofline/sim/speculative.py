@@ -28,7 +28,7 @@ from ..errors import InvalidValueError
 from ..speculative import MAX_SPECULATIVE_TOKENS as _MAX_K  # the most proposed tokens per step modelled
 from .cost import CostModel, RooflineCostModel, stretch_terms
 
-__all__ = ["Speculation", "ACCEPTANCE_MODES"]
+__all__ = ["Speculation", "ACCEPTANCE_MODES", "head_cost_model"]
 
 #: how accepted counts are made: seeded draws (the default) or the exact expectation in whole tokens
 ACCEPTANCE_MODES = ("seeded", "expectation")
@@ -70,7 +70,7 @@ class Speculation:
         alpha_1 .. alpha_k, alpha_i given every proposal before i accepted; kept as a tuple of Fractions, or as
         the one Fraction where all k are equal: docs/conventions.md, "Speculative decoding")
     proposer : CostModel or None
-        The draft model's (or a head's, :func:`roofline.speculative.head_cost_model`) cost model (its k
+        The draft model's (or a head's, :func:`head_cost_model`) cost model (its k
         decode steps per step are priced by its ``decode_time``); None: a proposer that costs nothing
         (``ngram``).
     mode : {"seeded", "expectation"}, default "seeded"
@@ -144,7 +144,7 @@ class Speculation:
         exact : bool, default True (the draft's cost model in Fractions; False: floats, for a float run)
         estimate : str, EngineProfile or None (the draft priced as the target is: the bound, or this profile)
         target : roofline.Deployment or None (the target's deployment; needed by a head on the target, which runs
-            at its T with its estimate: :func:`roofline.speculative.head_cost_model`; a draft model given it runs
+            at its T with its estimate: :func:`head_cost_model`; a draft model given it runs
             at the target's T too, its accelerator, FLOPs convention and estimate, each step adding its
             all-reduces, as ``roofline report`` prices it: vLLM's ``draft_tensor_parallel_size`` defaults to the
             target's; without it, on one ``accelerator`` GPU)
@@ -158,14 +158,14 @@ class Speculation:
         InvalidValueError
             As :meth:`roofline.speculative.SpeculativeConfig.parse` and the class; a head on the target
             (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``) without ``target`` (field ``target``), or as
-            :func:`roofline.speculative.head_cost_model`; a draft the speculative step does not model (sliding
+            :func:`head_cost_model`; a draft the speculative step does not model (sliding
             windows, recurrent state, sparse attention: :func:`roofline.speculative.check_draft`, the rule
             ``roofline report`` applies), as ``speculative_config.model``; with ``target``, also a draft of
             another vocabulary than the target's, with at least its parameters, or whose weights do not fit
             beside the target's on one GPU (the same rule).
         """
         from ..deployment import Deployment
-        from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft, head_cost_model
+        from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft
 
         if not isinstance(config, SpeculativeConfig):
             config = SpeculativeConfig.parse(config)
@@ -313,3 +313,60 @@ class _Drafts:
             "achieved_acceptance": accepted / (self.k * rows) if rows else None,
             "expected_tokens_per_step": float(spec.tokens_per_step),
         }
+
+
+def head_cost_model(deployment: Any, config: Any, *, exact: bool = True) -> RooflineCostModel:
+    """The scheduler's cost model of a head on the target (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``).
+
+    Parameters
+    ----------
+    deployment : Deployment (the target's: its accelerator, T, FLOPs convention and engine profile; no pipeline
+        or expert parallelism)
+    config : SpeculativeConfig (a head method)
+    exact : bool, default True (False: floats, for a float run)
+
+    Returns
+    -------
+    roofline.sim.RooflineCostModel: one proposal step is its ``decode_time(B, S)`` [s], the decode step of the
+    model :func:`proposer_model` gives (one GPU's share at the target's T, its own layers' all-reduces of B
+    rows, a MoE head's experts B tokens touch) with its weight bytes and FLOPs per token raised by
+    :func:`proposer_extra` (docs/conventions.md, "Speculative decoding in the scheduler"); priced as
+    :func:`speculative_step` prices the head's steps.
+
+    Raises
+    ------
+    InvalidValueError
+        A method that is not a head's (``speculative_config.method``); pipeline or expert parallelism (by their
+        fields); as :func:`proposer_model` and :func:`check_draft` (a target without MTP modules, a head derived
+        from a MoE, hybrid, sliding-window or sparse-attention target).
+
+    Examples
+    --------
+    >>> from roofline import Deployment, get_accelerator, get_model
+    >>> from roofline.speculative import SpeculativeConfig
+    >>> d = Deployment(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"))
+    >>> c = SpeculativeConfig.parse('{"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", '
+    ...                             '"num_speculative_tokens": 3}')
+    >>> head = head_cost_model(d, c)
+    >>> round(float(head.decode_time(1, 1000)) * 1e6, 2)  # [us]
+    778.74
+    """
+    from ..deployment import Deployment
+    from ..speculative import HEAD_METHODS, _check_parallelism, check_draft, proposer_extra, proposer_model
+
+    if not isinstance(deployment, Deployment):
+        raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment (the target's)")
+    if config.method not in HEAD_METHODS:
+        raise InvalidValueError("speculative_config.method", config.method, "expected a head on the target: "
+                                + ", ".join(HEAD_METHODS))
+    _check_parallelism(deployment)
+    found = proposer_model(deployment.model, config)
+    assert found is not None  # a head's method
+    model, extra = found
+    check_draft(model)
+    own = Deployment(model, deployment.accelerator, deployment.tensor_parallel_size, flops=deployment.flops,
+                     estimate=deployment.estimate)
+    cost = RooflineCostModel.for_deployment(own, exact=exact)
+    extra_bytes, extra_flops = proposer_extra(model, extra)
+    return attrs.evolve(cost, weight_bytes=cost.weight_bytes + extra_bytes,
+                        flops_per_token=cost.flops_per_token + extra_flops)
