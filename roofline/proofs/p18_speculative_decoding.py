@@ -235,9 +235,9 @@ def _positions(p: Proof) -> None:
         products = 1 + sum(sp.Mul(*rates[: i + 1]) for i in range(n))
         folds.append(sp.expand(sd.positional_tokens_per_step(rates) - products) == 0)
     p.holds("the fold of k symbols is 1 + sum_i prod_{j<=i} alpha_j (SymPy, k = 1 .. 6)", all(folds))
-    one = sd.speculative_tokens_per_step
-    same = [sp.simplify(sd.positional_tokens_per_step([sd.alpha] * n) - one.subs(sd.k, n).doit()) == 0
-            for n in range(1, 7)]
+    (at_one, _), (general, _) = sd.speculative_tokens_per_step.args  # Piecewise: alpha = 1, else
+    same = [sp.cancel(fold_n - general.subs(sd.k, n)) == 0 and fold_n.subs(sd.alpha, 1) == at_one.subs(sd.k, n)
+            for n in range(1, 7) for fold_n in [sd.positional_tokens_per_step([sd.alpha] * n)]]  # each branch
     p.holds("k equal rates fold to sum_{i=0}^{k} alpha^i, the one-rate formula (SymPy, k = 1 .. 6)", all(same))
     vectors = [(Fraction(9, 10), Fraction(8, 10), Fraction(7, 10)), (Fraction(1, 2),), (1, Fraction(1, 3)),
                (Fraction(1, 10), 1, Fraction(99, 100), Fraction(1, 2)), (Fraction(3, 4),) * 5]
