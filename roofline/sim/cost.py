@@ -876,13 +876,7 @@ class RooflineCostModel:
                                                         state_bytes=self._state, **terms)
             else:
                 duration = f.step_time.unchecked(batch=batch, context_sum=self._tokens(context_sum), **terms)
-            if self.per_sequence:
-                duration = duration + batch * self.per_sequence
-            if self._allreduce is not None or self._sends is not None:
-                duration = duration + self.link_time(batch)
-            if len(cache) >= _CACHE_SIZE:
-                cache.clear()
-            cache[key] = duration
+            duration = self._keep(cache, key, duration, batch, batch)
         return duration
 
     def prefill_time(self, prefill_tokens: int, attention_pairs: int, capped_pairs: int | None = None) -> Any:
@@ -899,11 +893,7 @@ class RooflineCostModel:
                      else dict(self._terms, weight_bytes=self.weights_read(prefill_tokens)))
             duration = f.prefill_step_time.unchecked(prefill_tokens=prefill_tokens,
                                                      attention_pairs=self._tokens(attention_pairs), **terms)
-            if self._allreduce is not None or self._sends is not None:
-                duration = duration + self.link_time(prefill_tokens)
-            if len(cache) >= _CACHE_SIZE:
-                cache.clear()
-            cache[key] = duration
+            duration = self._keep(cache, key, duration, 0, prefill_tokens)  # no decode row: no per-sequence time
         return duration
 
     def mixed_time(self, decode_rows: int, context_sum: int, prefill_tokens: int, cached_tokens: int,
