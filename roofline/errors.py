@@ -226,10 +226,13 @@ class RunStopped(RooflineError):
     :func:`~roofline.sim.serve_disaggregated`; docs/conventions.md, "Stopping a run early"): more than
     ``allowed`` requests are known to miss the limit ``limit_s`` [s] of ``metric`` (``"ttft_s"`` or
     ``"tpot_s"``); ``missed`` counts them (a lower bound on the run's misses). Not a fault of the input: the
-    run has no result.
+    run has no result. ``peak_running``: the most sequences one of its schedulers held in a step before the
+    stop (None where not known): as :attr:`roofline.sim.Summary.peak_running`, a larger ``max_num_seqs`` than it
+    would have stopped the same run at the same point.
     """
 
-    def __init__(self, metric: str, limit_s: Any, allowed: int, missed: int) -> None:
+    def __init__(self, metric: str, limit_s: Any, allowed: int, missed: int, peak_running: int | None = None) -> None:
+        self.peak_running = peak_running
         self.metric = metric
         self.limit_s = limit_s
         self.allowed = allowed

@@ -7,8 +7,10 @@ default values and where a value enters the :class:`roofline.Deployment` or the
 against the rules of :func:`prune` (the step-time model proves it cannot meet the SLO), and
 simulated only when no rule drops it; with ``search_rate`` the highest rate it still meets the
 SLO at is found by bracketing. The configurations run on local worker processes or on a Dask
-cluster through one work function (:func:`evaluate`), and every result is a pure function of
-its configuration and the inputs, so every executor gives the same answer.
+cluster through one work function (:func:`evaluate`), a family of those differing only in
+``max_num_seqs`` to a task (they share the runs a cap does not change, :class:`_SharedRuns`), and
+every result is a pure function of its configuration and the inputs, so every executor gives the
+same answer.
 """
 
 from __future__ import annotations
@@ -542,15 +544,19 @@ def _simulate(context: Context, setup: _Setup, requests: Sequence[Any], verdict_
 
     ``verdict_only`` (the rate search): the run stops once more requests miss the TTFT or the TPOT limit than the
     percentile allows (the schedulers' ``stop_on_misses``, :func:`misses_allowed`), and the answer is only
-    ``{"meets": ...}`` (with ``"stopped": True`` for a stopped run): the verdict of the whole run, exactly."""
+    ``{"meets": ...}`` (with ``"stopped": True`` for a stopped run): the verdict of the whole run, exactly.
+
+    Either answer has ``"peak_running"``: the most sequences holding a slot in a step (``Summary.peak_running``;
+    up to the stop for a stopped run; None where not known), what :class:`_SharedRuns` reads."""
     from .errors import RunStopped
 
     try:
         result = _served(setup, requests, _stop_on_misses(context, requests) if verdict_only else None)
-    except RunStopped:
-        return {"meets": False, "stopped": True}
+    except RunStopped as stopped:
+        return {"meets": False, "stopped": True, "peak_running": stopped.peak_running}
     done = [r for r in result.requests if r.handed_back_s is not None]
     q = context.percentile
+    peak = result.summary.peak_running
     stats: dict[str, Any] = {"rejected": len(result.requests) - len(done)}
     if verdict_only:  # the same verdict as below, each percentile compared without computing it
         meets = not stats["rejected"]
@@ -559,7 +565,7 @@ def _simulate(context: Context, setup: _Setup, requests: Sequence[Any], verdict_
             values = [v for r in done if (v := getattr(r, name)) is not None] if meets and limit is not None else []
             if values and percentile_exceeds(values, q, limit):
                 meets = False
-        return {"meets": meets}
+        return {"meets": meets, "peak_running": peak}
     tpots = [r.tpot_s for r in done if r.tpot_s is not None]
     stats["ttft_s"] = interpolated_percentile([r.ttft_s for r in done], q) if done else None
     stats["tpot_s"] = interpolated_percentile(tpots, q) if tpots else None
@@ -572,7 +578,51 @@ def _simulate(context: Context, setup: _Setup, requests: Sequence[Any], verdict_
         if limit is not None and stats[name] is not None and stats[name] > limit:
             meets = False
     stats["meets"] = meets
+    stats["peak_running"] = peak
     return {k: (float(v) if isinstance(v, Fraction) else v) for k, v in stats.items()}
+
+
+class _SharedRuns:
+    """The runs of one family of configurations (those differing only in ``max_num_seqs``; docs/conventions.md,
+    "Deployment search", runs shared across ``--max-num-seqs``): per (rate factor, verdict only) the answers of
+    runs whose cap never bound (peak p < their ``max_num_seqs``), each with its p. A configuration of cap m takes
+    such an answer when p < m, else simulates (and keeps its answer when its own cap did not bind).
+    ``shared`` counts the answers taken."""
+
+    def __init__(self) -> None:
+        self.answers: dict[tuple[Any, bool], list[tuple[int, dict[str, Any]]]] = {}
+        self.shared = 0
+
+    def simulate(self, context: Context, setup: _Setup, scale: Any, requests: Sequence[Any],
+                 verdict_only: bool = False) -> dict[str, Any]:
+        """:func:`_simulate` of ``requests`` (the workload at rate factor ``scale``), or the answer of a run it
+        equals. A split (its pools' caps are their own) is never shared."""
+        cap = setup.serve["max_num_seqs"]
+        known = self.answers.setdefault((scale, verdict_only), []) if setup.split is None else []
+        for peak, answer in known:
+            if peak < cap:
+                self.shared += 1
+                return answer
+        answer = _simulate(context, setup, requests, verdict_only)
+        peak = answer["peak_running"]
+        if setup.split is None and peak is not None and peak < cap:
+            known.append((peak, answer))
+        return answer
+
+
+def _family(config: dict[str, Any]) -> str:
+    """The key a configuration shares with those whose runs it may share (:class:`_SharedRuns`): its own key but
+    ``max_num_seqs``, a split's whole key."""
+    return key_of(config) if config["prefill_decode"] != "off" else key_of({**config, "max_num_seqs": 0})
+
+
+def _families(configs: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The configurations grouped by :func:`_family`, in the order each family first appears, each from the
+    largest ``max_num_seqs`` down (the order :func:`_evaluate_family` shares runs in)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for c in configs:
+        groups.setdefault(_family(c), []).append(c)
+    return [sorted(g, key=lambda c: -c["max_num_seqs"]) for g in groups.values()]
 
 
 def _served(setup: _Setup, requests: Sequence[Any], stop: dict[str, tuple[Any, int]] | None) -> Any:
@@ -599,10 +649,11 @@ def _served(setup: _Setup, requests: Sequence[Any], stop: dict[str, tuple[Any, i
 
 
 def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int],
-              bounds: _Bounds | tuple[str, str] | None = None) -> bool:
+              bounds: _Bounds | tuple[str, str] | None = None, shared: _SharedRuns | None = None) -> bool:
     """Whether the configuration meets the SLO at rate factor ``scale``: pruned by the rules (no run), or the
-    verdict of its run (``runs[0]`` counts the runs). ``bounds``: :func:`_bounds` of the workload (the same at
-    every scale: only the arrivals change), computed here when None."""
+    verdict of its run (``runs[0]`` counts the verdicts, simulated or taken from ``shared``, the family's runs).
+    ``bounds``: :func:`_bounds` of the workload (the same at every scale: only the arrivals change), computed
+    here when None."""
     if bounds is None:
         bounds = _bounds(context, setup, context.requests)
     if isinstance(bounds, tuple):
@@ -612,17 +663,18 @@ def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int],
         return False
     runs[0] += 1
     requests = _scaled(context.requests, scale, arrivals)
-    return bool(_simulate(context, setup, requests, verdict_only=True)["meets"])
+    return bool((shared or _SharedRuns()).simulate(context, setup, scale, requests, verdict_only=True)["meets"])
 
 
-def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool) -> dict[str, Any]:
+def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool,
+                 shared: _SharedRuns | None = None) -> dict[str, Any]:
     """The largest rate factor x in [MIN_SCALE, MAX_SCALE] found to meet the SLO (bracketing, then geometric
-    bisection to a ratio <= 1 + tolerance); None when even MIN_SCALE fails."""
+    bisection to a ratio <= 1 + tolerance); None when even MIN_SCALE fails. ``shared``: the family's runs."""
     runs = [0]
     bounds = _bounds(context, setup, context.requests)  # what the rules need, but the arrivals: once
 
     def meets(x: Any) -> bool:
-        return _meets_at(context, setup, x, runs, bounds)
+        return _meets_at(context, setup, x, runs, bounds, shared)
 
     lo: Any
     hi: Any
@@ -658,13 +710,14 @@ def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool)
             "requests_per_s": None if lo is None or own is None else float(own * lo), "runs": runs[0]}
 
 
-def evaluate(context: Context, config: dict[str, Any]) -> dict[str, Any]:
+def evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | None = None) -> dict[str, Any]:
     """One configuration's result (JSON-ready): skipped (not modelled, with its reason), pruned with its rule, or
     simulated at the given rate (and, with the rate search, its highest rate). Pure: the same inputs give the same
-    record.
+    record, with or without ``shared`` (its family's runs, :class:`_SharedRuns`: only fewer are simulated).
 
     Raises nothing a configuration can cause: a refusal is the ``fit`` rule.
     """
+    shared = _SharedRuns() if shared is None else shared
     record: dict[str, Any] = {"key": key_of(config), "config": config}
     setup = _setup(context, config)
     if isinstance(setup, tuple):
@@ -679,12 +732,26 @@ def evaluate(context: Context, config: dict[str, Any]) -> dict[str, Any]:
     if why is not None:
         record.update(status="pruned", rule=why[0], reason=why[1])
         if context.search_rate:
-            record["max_rate"] = _rate_search(context, setup, context.rate_scale, False)
+            record["max_rate"] = _rate_search(context, setup, context.rate_scale, False, shared)
         return record
-    record.update(status="simulated", at_rate=_simulate(context, setup, requests))
+    record.update(status="simulated", at_rate=shared.simulate(context, setup, context.rate_scale, requests))
     if context.search_rate:
-        record["max_rate"] = _rate_search(context, setup, context.rate_scale, record["at_rate"]["meets"])
+        record["max_rate"] = _rate_search(context, setup, context.rate_scale, record["at_rate"]["meets"], shared)
     return record
+
+
+def _evaluate_family(context: Context, family: Sequence[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    """The records of a family (:func:`_families`), each as :func:`evaluate` gives it alone, in the family's
+    order, sharing its runs; then ``{"shared_runs": n}``, the answers taken instead of simulated."""
+    shared = _SharedRuns()
+    for config in family:
+        yield evaluate(context, config, shared)
+    yield {"shared_runs": shared.shared}
+
+
+def _family_records(context: Context, family: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`_evaluate_family` as one list (a task of a worker process or a Dask worker)."""
+    return list(_evaluate_family(context, family))
 
 
 # --------------------------------------------------------------------------- executors
@@ -697,14 +764,16 @@ def _init_worker(context: Context) -> None:
     _WORKER_CONTEXT[:] = [context]
 
 
-def _evaluate_here(config: dict[str, Any]) -> dict[str, Any]:
-    return evaluate(_WORKER_CONTEXT[0], config)
+def _family_here(family: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return _family_records(_WORKER_CONTEXT[0], family)
 
 
 def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> Iterable[dict[str, Any]]:
-    if jobs == 1 or len(configs) <= 1:
-        for c in configs:
-            yield evaluate(context, c)
+    """The records (and each family's ``{"shared_runs": n}``) on ``jobs`` local processes, a family a task."""
+    groups = _families(configs)
+    if jobs == 1 or len(groups) <= 1:
+        for family in groups:
+            yield from _evaluate_family(context, family)
         return
     import concurrent.futures as cf
     import multiprocessing
@@ -712,10 +781,10 @@ def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> It
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
                                 initializer=_init_worker, initargs=(context,)) as pool:
-        futures = [pool.submit(_evaluate_here, c) for c in configs]
+        futures = [pool.submit(_family_here, family) for family in groups]
         try:
             for f in cf.as_completed(futures):
-                yield f.result()
+                yield from f.result()
         except BaseException:  # stopped (Ctrl-C, SIGTERM, a failed record): start nothing more
             pool.shutdown(wait=False, cancel_futures=True)
             raise
@@ -808,9 +877,9 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
         raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT or local:N")
     try:
         shared = client.scatter(context, broadcast=True)
-        futures = [client.submit(evaluate, shared, c, pure=False) for c in configs]
+        futures = [client.submit(_family_records, shared, family, pure=False) for family in _families(configs)]
         for f in as_completed(futures):
-            yield f.result()
+            yield from f.result()
     finally:
         client.close()
         if local is not None:
@@ -834,6 +903,8 @@ class PlanResult:
     simulated : int, configurations simulated at the given rate
     resumed : int, records read back from ``out`` (not recomputed)
     prices : dict, accelerator -> USD per GPU-hour (the user's), or empty
+    shared_runs : int, this search's verdicts and runs taken from a run of its family instead of simulated
+        (docs/conventions.md, "Deployment search": runs shared across ``--max-num-seqs``)
     """
 
     records: tuple[dict[str, Any], ...]
@@ -845,6 +916,7 @@ class PlanResult:
     resumed: int
     prices: dict[str, Any]
     context: Context
+    shared_runs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the answer, the counts, and every record."""
@@ -855,6 +927,7 @@ class PlanResult:
                 "objective": "cost" if self.prices else "gpus",
                 "rate_scale": _f(c.rate_scale), "configurations": len(self.records), "pruned": self.pruned,
                 "skipped": self.skipped, "simulated": self.simulated, "resumed": self.resumed,
+                "shared_runs": self.shared_runs,
                 "winner": None if self.winner is None else self.winner["key"],
                 "vllm_serve": None if self.winner is None else vllm_serve_command(c.model, self.winner),
                 "front": list(self.front), "results": list(self.records)}
@@ -1274,7 +1347,11 @@ def plan(
         if key_of(c) in done and progress is not None:
             progress(done[key_of(c)])
     results = _run_dask(context, todo, cluster) if cluster is not None else _run_local(context, todo, jobs)
+    shared_runs = 0
     for record in results:
+        if "shared_runs" in record:  # the end of a family
+            shared_runs += record["shared_runs"]
+            continue
         done[record["key"]] = record
         if path is not None:
             _write_out(path, fingerprint, done)
@@ -1297,7 +1374,7 @@ def plan(
     simulated = sum(1 for r in records if r["status"] == "simulated")
     skipped = sum(1 for r in records if r["status"] == "skipped")
     return PlanResult(tuple(records), winner, pareto_front(records), pruned, skipped, simulated, resumed, prices,
-                      context)
+                      context, shared_runs)
 
 
 def _frac(x: Any) -> Any:

@@ -316,6 +316,8 @@ def format_table(result: PlanResult, top: int, workload: str | None = None) -> s
              f"{'bound' if c.estimate is None else 'estimate'} ({rules or 'none'}), {result.simulated} simulated"
              + (f", {result.skipped} skipped (not modelled)" if result.skipped else "")
              + (f", {result.resumed} read back from --out" if result.resumed else ""),
+             *([f"  {result.shared_runs} runs shared across --max-num-seqs (a cap above a run's peak gives that run)"]
+               if result.shared_runs else []),
              "  objective: " + ("cost = GPUs x your price per GPU-hour (" + ", ".join(
                  f"{k} ${float(v):g}" for k, v in result.prices.items()) + ")" if result.prices else "fewest GPUs"),
              ""]

@@ -1132,6 +1132,7 @@ def _json_units(pool: Any) -> dict[str, str]:
         "capacity_tokens, peak_kv_tokens": kv,
         "capacity_blocks, peak_kv_blocks, kv_capacity_blocks": pool.unit,
         "shares and slot_occupancy": "1 (fractions of 1)",
+        "peak_running": "sequences",
     }
 
 

@@ -140,7 +140,7 @@ def _run_batch(run: _Run, members: list[int], start: Any) -> Any:
     run.prefill_steps += 1
     run.useful_rows += useful
     run.rows += m * o_max
-    run.slot_rows += m * o_max
+    run.hold_slots(m, o_max)
     run.batch_share_sum += 1 if useful == m * o_max else Fraction(useful, m * o_max)  # an int while every batch is full
     run.batches += 1
     kv = m * held(p_max + o_max - 1)

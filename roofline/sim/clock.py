@@ -484,6 +484,7 @@ def _tick_summary(self: Any, policy: str, clock: TickClock, arr: list[int], arr_
         queue_wait=queue, ttft=ttft, tpot=tpot, e2e=e2e, itl=itl,
         peak_kv_tokens=self.peak_tokens, peak_kv_blocks=self.peak_blocks,
         kv_capacity_blocks=self.pool.capacity_blocks, block_size=self.pool.block_size,
+        peak_running=self.peak_running,
     )
 
 

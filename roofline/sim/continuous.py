@@ -61,7 +61,8 @@ class _SLOWatch:
     limit after it (it comes at the end of a later step). TPOT (requests of O >= 2): handed back with
     (handed back - first token) > limit x (O - 1), or not yet handed back at a boundary more than limit x (O - 1)
     after its first token (its hand-back is later). A rejected request misses both. :meth:`add` raises
-    :class:`~roofline.errors.RunStopped` once a count exceeds its allowance.
+    :class:`~roofline.errors.RunStopped` once a count exceeds its allowance, with the most sequences any
+    watched run held at once so far (``runs``: each scheduler's, registered by ``watch_slo``).
     """
 
     METRICS = ("ttft_s", "tpot_s")
@@ -69,6 +70,7 @@ class _SLOWatch:
     def __init__(self, limits: dict[str, tuple[Any, int]]) -> None:
         self.limits = limits
         self.missed = dict.fromkeys(limits, 0)
+        self.runs: list[_Run] = []
 
     def limit_on(self, run: _Run, metric: str) -> Any:
         """A metric's limit on ``run``'s clock (None when that metric is not watched): seconds on the step clock;
@@ -83,7 +85,8 @@ class _SLOWatch:
         self.missed[metric] += missed
         limit, allowed = self.limits[metric]
         if self.missed[metric] > allowed:
-            raise RunStopped(metric, limit, allowed, self.missed[metric])
+            raise RunStopped(metric, limit, allowed, self.missed[metric],
+                             peak_running=max(run.peak_running for run in self.runs))
 
 
 class _Continuous:
@@ -451,6 +454,7 @@ class _Continuous:
         self.watch = watch
         if watch is None:
             return
+        watch.runs.append(self.run)
         ttft, tpot = watch.limit_on(self.run, "ttft_s"), watch.limit_on(self.run, "tpot_s")
         ticks = self.run.costs is not None
         self.ttft_limit = math.floor(ttft) if ticks and ttft is not None else ttft  # whole ticks: the same test
@@ -586,7 +590,7 @@ class _Continuous:
             run.table.add_prefill(now, end, len(admitted), tokens, 0, pairs, kv_tokens, self.blocks,
                                   capped=None if self.cap is None else (0, capped_pairs))
         run.peak(kv_tokens, self.blocks)
-        run.slot_rows += len(self.running) + len(admitted)
+        run.hold_slots(len(self.running) + len(admitted))
         for i, length in zip(admitted, lengths, strict=True):
             if run.admitted[i] is None:
                 run.admitted[i] = now
@@ -669,7 +673,7 @@ class _Continuous:
         run.steps += 1
         run.useful_rows += batch
         run.rows += batch
-        run.slot_rows += batch
+        run.hold_slots(batch)
         self._decode_gaps(batch, end)
         self._finished(end)
         return end
@@ -820,7 +824,7 @@ class _Continuous:
         run.steps += k
         run.useful_rows += batch * k
         run.rows += batch * k
-        run.slot_rows += batch * k
+        run.hold_slots(batch, k)
         self._finished(end)
         return end
 
@@ -971,7 +975,7 @@ class _Chunked(_Continuous):
             end = now + run.step_cost.decode_time(decode, context_sum)
         self.blocks += grow
         self._trim()
-        run.slot_rows += len(self.order)
+        run.hold_slots(len(self.order))
         self.prefill_kv += tokens
         if windows is None:
             kv_tokens = context_sum + decode * self.slots + self.prefill_kv

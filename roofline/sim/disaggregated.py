@@ -378,7 +378,8 @@ def _combine(reqs: Sequence[Request], reason: list[str | None], pre: dict[int, R
         peak_kv_blocks=max(s.peak_kv_blocks for s in decode_summaries),
         kv_capacity_blocks=decode.kv_pool.capacity_blocks if decode.kv_pool is not None else None,
         block_size=decode.kv_pool.block_size if decode.kv_pool is not None else 1,
-        mixed_steps=sum(x.summary.mixed_steps for x in runs), itl=None)
+        mixed_steps=sum(x.summary.mixed_steps for x in runs), itl=None,
+        peak_running=max(x.summary.peak_running for x in runs))
     summary = attrs.evolve(summary, slot_occupancy=None, long_run_useful_share=None)
     engines = {x.options["engine"] for x in runs}
     options: dict[str, Any] = {

@@ -430,6 +430,7 @@ def _merge(merged: _Run, runs: list[_Run], owner: list[tuple[int, int]]) -> None
         setattr(merged, name, sum(getattr(run, name) for run in runs))
     merged.peak_tokens = max(run.peak_tokens for run in runs)
     merged.peak_blocks = max(run.peak_blocks for run in runs)
+    merged.peak_running = max(run.peak_running for run in runs)
     started = [run for run in runs if run.first_start is not None]
     if started:
         busy = merged.idle  # zero on the run's clock

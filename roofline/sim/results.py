@@ -721,6 +721,9 @@ class Summary:
         (a prefill step of others, a preemption). Over the requests handed back only, as
         ``vllm bench serve``: the gaps of a request rejected after a preemption are left out.
     peak_kv_tokens, peak_kv_blocks : int, the largest KV in use at the end of any step
+    peak_running : int, the most sequences holding a slot in one step (continuous batching: running ones and
+        those prefilling; static: the largest batch; serial: 1; 0 with no step): ``max_num_seqs`` bound the run
+        only if it equals it (a larger ``max_num_seqs`` gives the same run when it is below)
     kv_capacity_blocks : int or None, block_size : int, the pool's
     """
 
@@ -749,6 +752,7 @@ class Summary:
     peak_kv_blocks: int
     kv_capacity_blocks: int | None
     block_size: int
+    peak_running: int = 0
 
     @property
     def useful_share(self) -> Any:
@@ -930,7 +934,7 @@ def summarize(policy: str, results: Iterable[RequestResult], *, steps: int, pref
               useful_rows: int, rows: int, peak_kv_tokens: int, peak_kv_blocks: int,
               kv_capacity_blocks: int | None, block_size: int, mixed_steps: int = 0,
               per_batch_useful_share: Any = None, slot_rows: int = 0, max_batch: int = 1,
-              itl: dict[Any, int] | None = None) -> Summary:
+              itl: dict[Any, int] | None = None, peak_running: int = 0) -> Summary:
     """Build the :class:`Summary` from the results and the run's running totals (used by the policies)."""
     results = list(results)
     done = [r for r in results if r.handed_back_s is not None]
@@ -951,7 +955,7 @@ def summarize(policy: str, results: Iterable[RequestResult], *, steps: int, pref
         e2e=Percentiles.of([r.e2e_s for r in done]),
         itl=None if itl is None else Percentiles.of_counts(itl),
         peak_kv_tokens=peak_kv_tokens, peak_kv_blocks=peak_kv_blocks,
-        kv_capacity_blocks=kv_capacity_blocks, block_size=block_size,
+        kv_capacity_blocks=kv_capacity_blocks, block_size=block_size, peak_running=peak_running,
     )
 
 

@@ -129,6 +129,7 @@ class _Run:
         self.useful_rows = 0
         self.rows = 0
         self.slot_rows = 0
+        self.peak_running = 0  # the most sequences holding a slot in one step
         self.max_batch = max_batch
         self.batch_share_sum: Any = 0
         self.batches = 0
@@ -287,6 +288,12 @@ class _Run:
             else:
                 self.table = _TicksTable(self.table, functools.partial(_seconds, costs.clock))
 
+    def hold_slots(self, sequences: int, steps: int = 1) -> None:
+        """``sequences`` hold a slot (a place in the batch, ``max_num_seqs``' unit) through ``steps`` steps."""
+        self.slot_rows += sequences * steps
+        if sequences > self.peak_running:
+            self.peak_running = sequences
+
     def peak(self, tokens: int, blocks: int) -> None:
         """A step holds ``tokens`` KV tokens in ``blocks`` blocks (before its hand-backs free theirs)."""
         self.step_blocks = blocks
@@ -336,6 +343,7 @@ class _Run:
             block_size=self.pool.block_size, mixed_steps=self.mixed_steps,
             per_batch_useful_share=Fraction(self.batch_share_sum) / self.batches if self.batches else None,
             slot_rows=self.slot_rows, max_batch=self.max_batch, itl=self.gaps.counts if self.streams else None,
+            peak_running=self.peak_running,
         )
         return SimResult(policy, options, results, self.table, summary)
 

@@ -1,0 +1,128 @@
+"""Runs shared across ``--max-num-seqs`` (docs/conventions.md, "Deployment search"): a run's peak of sequences
+holding a slot, that a cap above it gives the same run, and that ``roofline plan``'s records with shared runs are
+those of every configuration evaluated alone."""
+
+from __future__ import annotations
+
+import importlib
+from fractions import Fraction
+from typing import Any
+
+import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import Deployment, Parallelism, get_accelerator, get_model, plan
+from roofline.errors import RunStopped
+from roofline.sim import (
+    KVPool,
+    Request,
+    RooflineCostModel,
+    UnitCostModel,
+    serve_continuous,
+    serve_replicas,
+    serve_static,
+    synthetic_workload,
+)
+
+P = importlib.import_module("roofline.plan")
+MODEL = get_model("llama-3.1-8b")
+COST = RooflineCostModel.for_deployment(Deployment(MODEL, get_accelerator("h100-sxm"), Parallelism(tensor=1)))
+
+
+def _five() -> list[Request]:
+    return [Request(id=i, arrival_s=0, prompt_tokens=4, output_tokens=3) for i in range(5)]
+
+
+def _same_run(a: Any, b: Any) -> bool:
+    """Request by request and in every summary field but slot occupancy (over max_num_seqs x steps)."""
+    return ([r.to_dict() for r in a.requests] == [r.to_dict() for r in b.requests]
+            and attrs.evolve(a.summary, slot_occupancy=None) == attrs.evolve(b.summary, slot_occupancy=None))
+
+
+def test_hand_worked_peaks() -> None:
+    """Five requests at t = 0: a cap of 2 is reached (peak 2); a cap of 10 is not (all five at once, peak 5);
+    static batches of 4 and 1 hold 4 rows; two round-robin replicas of cap 10 hold 3 and 2 (peak 3)."""
+    assert serve_continuous(_five(), UnitCostModel(), max_num_seqs=2).summary.peak_running == 2
+    assert serve_continuous(_five(), UnitCostModel(), max_num_seqs=10).summary.peak_running == 5
+    assert serve_static(_five(), UnitCostModel(), batch_size=4).summary.peak_running == 4
+    res = serve_replicas(_five(), UnitCostModel(), data_parallel_size=2, max_num_seqs=10)
+    assert [part.summary.peak_running for part in res.replicas] == [3, 2] and res.whole.summary.peak_running == 3
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from([20, 80, 300]), st.sampled_from([2, 5, 64]), st.booleans(),
+       st.booleans(), st.sampled_from(["event", "step"]))
+def test_a_cap_above_the_peak_gives_the_same_run(seed: int, rate: int, seqs: int, chunked: bool, on_demand: bool,
+                                                 engine: str) -> None:
+    """Random workloads, both prefill modes and admissions, both clocks: peak <= the cap; when below it, the
+    caps peak + 1 and the largest allowed (10**6; chunked, the step budget) give the run request by request (the
+    cap never stopped an admission)."""
+    reqs = list(synthetic_workload(30, arrival="poisson", rate=rate, input_len=300, output_len=20,
+                                   input_distribution="uniform", output_distribution="uniform",
+                                   range_ratio=Fraction(9, 10), seed=seed).requests)
+    kw: dict[str, Any] = dict(admission="on_demand" if on_demand else "reserve", engine=engine,
+                              kv_pool=KVPool.tokens(6000))
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=512)
+    run = serve_continuous(reqs, COST, max_num_seqs=seqs, **kw)
+    peak = run.summary.peak_running
+    assert 1 <= peak <= seqs
+    if peak < seqs:
+        for cap in (peak + 1, 512 if chunked else 10**6):  # chunked: the cap may not exceed the step budget
+            assert _same_run(serve_continuous(reqs, COST, max_num_seqs=cap, **kw), run)
+
+
+def test_a_stopped_run_says_its_peak_so_far() -> None:
+    """One sequence at a time (cap 1): stopped on TTFT with its peak, 1; the whole run at cap 10 holds 5, and its
+    stop, sooner or later, at most that."""
+    try:
+        serve_continuous(_five(), UnitCostModel(), max_num_seqs=1, stop_on_misses={"ttft_s": (Fraction(3), 1)})
+    except RunStopped as err:
+        assert err.peak_running == 1
+    else:
+        raise AssertionError("the run should stop: first tokens 1, 4, 7, 10, 13 against 3 s, 1 allowed")
+    full = serve_continuous(_five(), UnitCostModel(), max_num_seqs=10).summary.peak_running
+    try:
+        serve_continuous(_five(), UnitCostModel(), max_num_seqs=10, stop_on_misses={"tpot_s": (Fraction(1, 2), 0)})
+    except RunStopped as err:
+        assert err.peak_running is not None and 1 <= err.peak_running <= full == 5
+    else:
+        raise AssertionError("every TPOT of 1 s per token misses 0.5 s")
+
+
+def _alone(result: Any, config: dict[str, Any]) -> dict[str, Any]:
+    return P.evaluate(result.context, config)
+
+
+def test_plan_records_with_shared_runs_are_those_evaluated_alone() -> None:
+    """A grid of four caps (2 binds, 64 and 256 do not), both budgets, the rate search: every record equals that
+    configuration evaluated with no run shared, and runs were shared (their count is what the search says)."""
+    reqs = list(synthetic_workload(40, arrival="poisson", rate=40, input_len=1500, output_len=64,
+                                   input_distribution="uniform", output_distribution="uniform",
+                                   range_ratio=Fraction(9, 10), seed=3).requests)
+    axes = {"tensor_parallel_size": [1, 2], "max_num_seqs": [2, 8, 64, 256], "max_num_batched_tokens": [2048, 4096]}
+    result = plan(MODEL, reqs, axes=axes, slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100), search_rate=True)
+    alone = {r["key"]: _alone(result, r["config"]) for r in result.records}
+    for record in result.records:
+        mine = {k: v for k, v in record.items() if k != "cost"}
+        if "max_rate" in mine:
+            mine["max_rate"] = {k: v for k, v in mine["max_rate"].items() if k != "requests_per_s_per_gpu"}
+        assert mine == alone[record["key"]], record["key"]
+    assert result.shared_runs > 0
+    assert result.to_dict()["shared_runs"] == result.shared_runs
+    two = plan(MODEL, reqs, axes=axes, slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100), search_rate=True,
+               jobs=2)
+    assert two.to_dict() == result.to_dict()  # a family is one task: the same sharing on every executor
+
+
+def test_families_group_by_everything_but_the_cap_largest_first() -> None:
+    """Two T x two caps: two families, each from 256 down; a split is a family of its own per cap."""
+    configs = P._grid({"tensor_parallel_size": [1, 2], "max_num_seqs": [16, 256], "max_num_batched_tokens": [2048]},
+                      {})
+    groups = P._families(configs)
+    assert [[(c["tensor_parallel_size"], c["max_num_seqs"]) for c in g] for g in groups] == [
+        [(1, 256), (1, 16)], [(2, 256), (2, 16)]]
+    split = P._grid({"tensor_parallel_size": [1], "max_num_seqs": [16, 256], "max_num_batched_tokens": [2048],
+                     "prefill_decode": ["1:1"]}, {})
+    assert [len(g) for g in P._families(split)] == [1, 1]
