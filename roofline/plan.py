@@ -554,32 +554,43 @@ def _simulate(context: Context, setup: _Setup, requests: Sequence[Any], verdict_
         result = _served(setup, requests, _stop_on_misses(context, requests) if verdict_only else None)
     except RunStopped as stopped:
         return {"meets": False, "stopped": True, "peak_running": stopped.peak_running}
-    done = [r for r in result.requests if r.handed_back_s is not None]
-    q = context.percentile
-    peak = result.summary.peak_running
-    stats: dict[str, Any] = {"rejected": len(result.requests) - len(done)}
-    if verdict_only:  # the same verdict as below, each percentile compared without computing it
-        meets = not stats["rejected"]
-        for name in ("ttft_s", "tpot_s", "e2e_s"):
-            limit = getattr(context, name)
-            values = [v for r in done if (v := getattr(r, name)) is not None] if meets and limit is not None else []
-            if values and percentile_exceeds(values, q, limit):
-                meets = False
-        return {"meets": meets, "peak_running": peak}
-    tpots = [r.tpot_s for r in done if r.tpot_s is not None]
-    stats["ttft_s"] = interpolated_percentile([r.ttft_s for r in done], q) if done else None
-    stats["tpot_s"] = interpolated_percentile(tpots, q) if tpots else None
-    stats["e2e_s"] = interpolated_percentile([r.e2e_s for r in done], q) if done else None
-    tps = result.summary.output_tokens_per_s
-    stats["output_tokens_per_s"] = tps
+    summary = result.summary
+    stats: dict[str, Any] = {"rejected": summary.requests - summary.completed}  # not handed back
     meets = not stats["rejected"]
-    for name in ("ttft_s", "tpot_s", "e2e_s"):
+    read = _SUMMARY_RANK.get(context.percentile)
+    if read is not None:  # the summary's own percentile: the same values, already computed on the run's clock
+        for name, metric in _METRICS:
+            p = getattr(summary, metric)
+            stats[name] = None if p is None else getattr(p, read)
+    else:
+        done = [r for r in result.requests if r.handed_back_s is not None]
+        by_metric = {"ttft_s": [r.ttft_s for r in done], "tpot_s": [v for r in done if (v := r.tpot_s) is not None],
+                     "e2e_s": [r.e2e_s for r in done]}
+        if verdict_only:  # the same verdict as below, each percentile compared without computing it
+            for name, values in by_metric.items():
+                limit = getattr(context, name)
+                if meets and limit is not None and values and percentile_exceeds(values, context.percentile, limit):
+                    meets = False
+            return {"meets": meets, "peak_running": summary.peak_running}
+        for name, values in by_metric.items():
+            stats[name] = interpolated_percentile(values, context.percentile) if values else None
+    for name, _ in _METRICS:
         limit = getattr(context, name)
         if limit is not None and stats[name] is not None and stats[name] > limit:
             meets = False
+    if verdict_only:
+        return {"meets": meets, "peak_running": summary.peak_running}
+    stats["output_tokens_per_s"] = summary.output_tokens_per_s
     stats["meets"] = meets
-    stats["peak_running"] = peak
+    stats["peak_running"] = summary.peak_running
     return {k: (float(v) if isinstance(v, Fraction) else v) for k, v in stats.items()}
+
+
+#: The plan's metrics and the :class:`roofline.sim.Summary` field of each (over the same requests: TTFT and E2E of
+#: those handed back, TPOT of those with O >= 2).
+_METRICS = (("ttft_s", "ttft"), ("tpot_s", "tpot"), ("e2e_s", "e2e"))
+#: A percentile the summary holds -> its :class:`roofline.sim.Percentiles` field.
+_SUMMARY_RANK = {Fraction(50): "p50", Fraction(90): "p90", Fraction(99): "p99"}
 
 
 class _SharedRuns:
