@@ -153,15 +153,45 @@ class ProofHarness:
             self.fault = None
 
     def run(self, name: str, fault: str | None = None) -> tuple[Any, frozenset[str]]:
-        """Run one proof (output captured) with ``fault`` planted; its Verdict and the formulas it called."""
+        """Run one proof (output captured) with ``fault`` planted; its Verdict and the formulas it called.
+
+        With a fault planted the proof stops at its first failed check (:func:`_first_failure_stops`):
+        whether a fault is caught (a check failed) is then known, and what follows cannot change that;
+        a fault no check catches runs the whole proof, as without the fault. Without a fault the
+        proof runs to its end.
+        """
         from roofline import proofs
 
         self.fault, self.used = fault, set()
         try:
-            verdict = proofs.run_proof(name)
+            with _first_failure_stops() if fault is not None else contextlib.nullcontext():
+                verdict = proofs.run_proof(name)
         finally:
             self.fault = None
         return verdict, frozenset(self.used)
+
+
+@contextlib.contextmanager
+def _first_failure_stops() -> Iterator[None]:
+    """Within the block a proof's failed check is recorded as usual and then stops the proof (CheckFailed).
+
+    ``run_proof`` reports a stopped proof's failures as they stand, so its Verdict names the first
+    failed check; the rest of the derivation (the costly simulations of p07, p10) is not run.
+    """
+    from roofline.proofs._proof import CheckFailed, Proof
+
+    record = Proof._record
+
+    def stopping(self: Proof, ok: bool, label: str, detail: str = "") -> bool:
+        if not record(self, ok, label, detail):
+            raise CheckFailed(label)
+        return True
+
+    Proof._record = stopping  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Proof._record = record  # type: ignore[method-assign]
 
 
 class _Runs(Mapping[str, Any]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from fractions import Fraction
@@ -76,8 +77,15 @@ def _expert_group(kw: dict) -> dict:
     return out
 
 
+@functools.cache
+def _domain(kind: str, max_value: int) -> st.SearchStrategy:
+    """``domain_values(kind, max_value=max_value)``, built once: Hypothesis validates a strategy object the first
+    time it is drawn from, and a new one per draw made that most of these tests' time (the draws are the same)."""
+    return domain_values(kind, max_value=max_value)
+
+
 def _kwargs(data: st.DataObject, spec: f.FormulaSpec, *, max_value: int = 10**6) -> dict:
-    kwargs = {name: data.draw(domain_values(kind, max_value=max_value), label=name)
+    kwargs = {name: data.draw(_domain(kind, max_value), label=name)
               for name, kind in sorted(spec.domains.items())}
     return ADMISSIBLE[spec.name](kwargs) if spec.name in ADMISSIBLE else kwargs
 

@@ -7,7 +7,8 @@ through the reference scheduler and the estimate API. The *linked* ones are thos
 registry entry (``REGISTRY[name].proof``) names the proof: a formula that says a proof
 derives it must be checked by that proof, not merely sit beside it. Each planted fault
 scales one fast path's result by 1 + 1/1000 (an integer result gets + 1), wherever the
-package looks the fast path up; the proof is run once per fault with its output captured.
+package looks the fast path up; the proof is run once per fault with its output captured,
+up to its first failed check (tests/conftest.py; what follows cannot uncatch the fault).
 A fault counts as caught only when a check of the proof fails (a crash does not count).
 The score must be 100 %.
 """
@@ -87,3 +88,19 @@ def test_every_planted_fault_is_caught_by_a_check(proof_runs, name, capsys):
         print(f"\n{name}: planted faults {caught} of {len(formulas)} caught")
     assert formulas, f"{name}: no formula to plant a fault in"
     assert not missed, f"{name}: {caught} of {len(formulas)} planted faults caught; missed:\n" + "\n".join(missed)
+
+
+def test_a_planted_run_stops_at_its_first_failed_check(proof_runs):
+    """With a fault planted, a proof stops at the first check that fails: one failure, fewer checks than its
+    unperturbed run; without a fault it runs to its end, and the check recorder is put back after either."""
+    from roofline.proofs._proof import Proof
+
+    record = Proof._record
+    whole = proof_runs.verdicts["p02_batching"]
+    with proof_runs.harness.installed():
+        faulty, _ = proof_runs.harness.run("p02_batching", fault="throughput")
+        again, _ = proof_runs.harness.run("p02_batching")
+    assert faulty.failures == ("fast path throughput = symbolic",)
+    assert 0 < faulty.checks < whole.checks
+    assert again.passed and again.checks == whole.checks
+    assert Proof._record is record
