@@ -37,6 +37,7 @@ from .models import ModelConfig
 from .units import GiB
 
 __all__ = ["DecodeStep", "decode_step", "Criticality", "criticality", "KVCapacity", "kv_capacity", "kv_budget_for",
+           "pool_kv_bytes_per_token",
            "compute_peak", "windowed_block_bytes", "published_reserve", "LLAMA3_8B_80GB_RESERVE",
            "allreduce_terms", "smallest_tensor_parallel_size", "TENSOR_PARALLEL_SIZES"]
 
@@ -580,7 +581,7 @@ class KVCapacity:
 
 def kv_budget_for(
     model: ModelConfig | Deployment, accelerator: Accelerator | None = None, *, utilization: Any = Fraction(9, 10),
-    reserved: Any = 0, tensor_parallel_size: int = FROM_DEPLOYMENT,
+    reserved: Any = 0, tensor_parallel_size: int = FROM_DEPLOYMENT, proposer: Any = None,
 ) -> Fraction:
     """KV budget [bytes] = usable memory x utilization - weight bytes - reserved.
 
@@ -596,6 +597,10 @@ def kv_budget_for(
         T: the budget of one GPU holding its share of the weights (:meth:`roofline.ModelConfig.per_gpu`);
         the group holds T such budgets, each caching its share of every token's KV
         (docs/conventions.md, "Tensor parallelism").
+    proposer : roofline.speculative.ProposerMemory or None (default: none)
+        A speculative proposer held beside the model (:func:`roofline.speculative.proposer_memory`): its
+        weights, one GPU's share at T, are weight bytes too, taken from the budget as vLLM loads them before it
+        sizes the KV cache (docs/conventions.md, "Speculative decoding"). Not with pipeline stages.
 
     Returns
     -------
@@ -615,7 +620,8 @@ def kv_budget_for(
     InvalidValueError
         A bad utilization, reserved or T (heads that T does not divide), or weights that leave no
         KV budget (names "budget"; the message gives the smallest T that fits when one does; with
-        P > 1 it names the stage whose weights leave none).
+        P > 1 it names the stage whose weights leave none; with a proposer it gives both shares);
+        a proposer beside pipeline stages (``pipeline_parallel_size``).
 
     Examples
     --------
@@ -629,13 +635,24 @@ def kv_budget_for(
     d = as_deployment(model, accelerator, tensor_parallel_size=tensor_parallel_size)
     _check_scalar("utilization", utilization)
     _check_scalar("reserved", reserved)
+    extra = Fraction(0) if proposer is None else Fraction(proposer.weight_bytes)
     if d.pipeline_parallel_size > 1:
+        if proposer is not None:
+            raise InvalidValueError("pipeline_parallel_size", d.pipeline_parallel_size, "a speculative proposer "
+                                    "beside pipeline stages: not modelled yet")
         return _pipeline_kv_budget(d, utilization, reserved)
     model, accelerator, share, group = d.model, d.accelerator, d.share, d.tensor_parallel_size
     budget = f.kv_budget(
         memory=Fraction(accelerator.usable_memory), utilization=utilization,
-        weight_bytes=Fraction(share.weight_bytes), reserved=reserved,
+        weight_bytes=Fraction(share.weight_bytes) + extra, reserved=reserved,
     )
+    if budget <= 0 and extra:
+        raise NoKVBudgetError(
+            float(budget),
+            f"{model.name} weights ({float(share.weight_bytes) / 1e9:.2f} GB{' per GPU' if group > 1 else ''}) "
+            f"and the {proposer.method} proposer's ({float(extra) / 1e9:.2f} GB) leave no KV budget on {d.where} "
+            f"at utilization {float(utilization)}",
+        )
     if budget <= 0:
         hint = ""
         smallest = smallest_tensor_parallel_size(model, accelerator, utilization=utilization, reserved=reserved)
@@ -798,9 +815,37 @@ def published_reserve(model: ModelConfig, accelerator: Accelerator) -> Sourced |
     return LLAMA3_8B_80GB_RESERVE if same_size and card_80gb else None
 
 
+def pool_kv_bytes_per_token(model: Any, proposer: Any = None) -> Any:
+    """KV bytes each token holds in the block pool [bytes/token]: the model's, plus a proposer's.
+
+    Parameters
+    ----------
+    model : ModelConfig or ModelShare (one GPU's share under tensor parallelism)
+    proposer : roofline.speculative.ProposerMemory or None (its ``kv_bytes_per_token``, one GPU's)
+
+    Returns
+    -------
+    ``model.kv_bytes_per_token`` (+ the proposer's): vLLM V1 gives the proposer's attention layers KV in the
+    same block pool, so a block of b tokens holds b tokens of every layer of both (docs/conventions.md,
+    "Speculative decoding").
+
+    Raises
+    ------
+    InvalidValueError
+        A proposer beside a model with sliding-window layers or recurrent state (field ``proposer``: their
+        pools hold per-layer or per-sequence blocks, not modelled with a proposer).
+    """
+    if proposer is None:
+        return model.kv_bytes_per_token
+    if model.has_sliding_window or model.is_hybrid:
+        raise InvalidValueError("proposer", proposer.method, f"a proposer's KV beside {model.name}'s sliding-window "
+                                "or recurrent layers: not modelled")
+    return model.kv_bytes_per_token + proposer.kv_bytes_per_token
+
+
 def kv_capacity(
     model: ModelConfig | Deployment, *, budget: Any, context: int, block_size: int = 16,
-    tensor_parallel_size: int = FROM_DEPLOYMENT,
+    tensor_parallel_size: int = FROM_DEPLOYMENT, proposer: Any = None,
 ) -> KVCapacity:
     """Tokens, blocks and sequences of ``context`` tokens a KV budget holds.
 
@@ -814,14 +859,18 @@ def kv_capacity(
         T: ``budget`` is one GPU's and the KV bytes per token are one GPU's share (KV heads split,
         or one replicated per GPU; MLA's latent replicated; :meth:`roofline.ModelConfig.per_gpu`).
         The sequences that fit are the group's: every GPU holds its share of each sequence.
+    proposer : roofline.speculative.ProposerMemory or None (default: none)
+        A speculative proposer's KV in the same pool: each token holds :func:`pool_kv_bytes_per_token`
+        (``budget`` should then be :func:`kv_budget_for` with the same proposer).
 
     Returns
     -------
-    KVCapacity
+    KVCapacity (its ``kv_bytes_per_token`` the pool's, the proposer's included)
 
     Raises
     ------
     InvalidValueError
+        A bad budget, context or block size; as :func:`pool_kv_bytes_per_token`.
 
     Examples
     --------
@@ -833,7 +882,7 @@ def kv_capacity(
     _check_scalar("budget", budget)
     _check_scalar("context", context, minimum=1)
     _check_scalar("block_size", block_size, minimum=1)
-    k = model.kv_bytes_per_token
+    k = pool_kv_bytes_per_token(model, proposer)
     if model.is_hybrid:  # KV plus one fixed state per sequence (roofline.formulas.hybrid; "Hybrid models")
         state = model.state_bytes_per_sequence
         blocks = int(f.kv_capacity_blocks(budget=budget, kv_bytes_per_token=k, block_size=block_size))

@@ -39,7 +39,8 @@ from .estimate import _hardware_terms, _model_terms
 from .models import ModelConfig, load_model
 
 __all__ = ["SpeculativeConfig", "SpeculativeStep", "speculative_step", "break_even_batch", "proposer_model",
-           "proposer_extra", "expected_tokens_per_step", "best_speculative_tokens", "check_draft",
+           "proposer_extra", "ProposerMemory", "proposer_memory", "expected_tokens_per_step",
+           "best_speculative_tokens", "check_draft",
            "METHODS", "HEAD_METHODS", "REFUSED_METHODS", "MAX_SPECULATIVE_TOKENS",
            "MAX_BREAK_EVEN_BATCH"]
 
@@ -334,6 +335,83 @@ def proposer_extra(model: ModelConfig, extra: int) -> tuple[Fraction, int]:
     """
     check_int("extra", extra, minimum=0)
     return extra * Fraction(model.weight_bytes_per_parameter), 2 * int(extra)
+
+
+@attrs.frozen
+class ProposerMemory:
+    """What a speculative proposer holds on each GPU of the target's tensor-parallel group (exact, SI units).
+
+    Attributes
+    ----------
+    method : str (the proposer's ``speculative_config`` method)
+    weight_bytes : [bytes] >= 0, one GPU's (taken from the KV budget beside the target's share)
+    kv_bytes_per_token : [bytes/token] >= 0, one GPU's (the proposer's layers' KV each token holds in the target's
+        block pool, beside the target's own)
+
+    docs/conventions.md, "Speculative decoding" (the proposer's memory); made by :func:`proposer_memory`, used by
+    :func:`roofline.estimate.kv_budget_for`, :func:`roofline.estimate.kv_capacity` and
+    :meth:`roofline.sim.KVPool.for_model` (their ``proposer``).
+    """
+
+    method: str
+    weight_bytes: Any
+    kv_bytes_per_token: Any
+
+
+def proposer_memory(deployment: Deployment, config: SpeculativeConfig) -> ProposerMemory:
+    """The weights and KV bytes per token a proposer adds on each GPU of the target's group (vLLM V1's rule).
+
+    Parameters
+    ----------
+    deployment : Deployment (the target's: its model and T; no pipeline or expert parallelism)
+    config : SpeculativeConfig
+
+    Returns
+    -------
+    ProposerMemory, one GPU's share at the target's T (vLLM's ``draft_tensor_parallel_size`` defaulting to the
+    target's; docs/conventions.md, "Speculative decoding"), exact:
+
+    * ``ngram``: nothing (0, 0);
+    * ``draft_model``: the draft's whole share (:meth:`roofline.ModelConfig.per_gpu`: its weights, its own
+      embedding and lm_head included) and its KV bytes per token (every layer of the draft);
+    * a head (``mtp``, ``deepseek_mtp``, ``eagle``, ``eagle3``): for each module vLLM loads (the target's
+      ``num_nextn_predict_layers`` for MTP, 1 for EAGLE) the share of the model one proposal step runs
+      (:func:`proposer_model`) without the embedding and lm_head it shares with the target (held once, in the
+      target's weights), plus its replicated extra matmul (:func:`proposer_extra`, whole on every GPU); and its
+      layer's KV bytes per token.
+
+    Raises
+    ------
+    InvalidValueError
+        Pipeline or expert parallelism (by their fields); as :func:`proposer_model` (``mtp`` on a target without
+        MTP modules, a head derived from a MoE, hybrid, sliding-window or sparse-attention target) and
+        :func:`check_draft` (a draft the step does not model or that does not fit beside the target).
+
+    Examples
+    --------
+    >>> from roofline import Deployment, get_accelerator, get_model
+    >>> d = Deployment(get_model("llama-3.1-70b"), get_accelerator("h100-sxm"), 4)
+    >>> m = proposer_memory(d, SpeculativeConfig.parse('{"model": "llama-3.2-1b", "num_speculative_tokens": 4}'))
+    >>> m.weight_bytes, m.kv_bytes_per_token  # Llama 3.2 1B's share of 4 GPUs [bytes], [bytes/token]
+    (Fraction(618008576, 1), Fraction(8192, 1))
+    """
+    if not isinstance(deployment, Deployment):
+        raise InvalidValueError("deployment", deployment, "expected a roofline.Deployment (the target's)")
+    _check_parallelism(deployment)
+    found = proposer_model(deployment.model, config)
+    if found is None:
+        return ProposerMemory(config.method, Fraction(0), Fraction(0))
+    model, extra = found
+    share = model.per_gpu(deployment.tensor_parallel_size)
+    if config.method == "draft_model":
+        check_draft(model, deployment)
+        return ProposerMemory(config.method, Fraction(share.weight_bytes), Fraction(share.kv_bytes_per_token))
+    check_draft(model)
+    modules = deployment.model.num_nextn_predict_layers if config.method in ("mtp", "deepseek_mtp") else 1
+    by_class = share.weight_bytes_by_class()
+    own = Fraction(share.weight_bytes) - by_class["embedding"] - by_class["lm_head"]  # shared with the target
+    extra_bytes, _ = proposer_extra(model, extra)
+    return ProposerMemory(config.method, modules * (own + extra_bytes), modules * Fraction(share.kv_bytes_per_token))
 
 
 @attrs.frozen

@@ -297,12 +297,16 @@ def build_report(
     if bound.tensor_parallel_size > 1:
         out["tensor_parallel"] = _tensor_parallel_json(bound, upper_cap, rows)
     if speculative is not None or acceptance_rate is not None:
-        out["speculative"] = _speculative_json(bound, speculative, acceptance_rate, context, table_batches)
+        limit_budget = Fraction(kv_budget) if kv_limit_from == "given" else None
+        out["speculative"] = _speculative_json(bound, speculative, acceptance_rate, context, table_batches,
+                                               kv=(utilization, block_size, limit_budget, kv_limit))
     return out
 
 
-def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, batches: list[int]) -> dict[str, Any]:
-    """The speculative part of the report (docs/conventions.md, "Speculative decoding")."""
+def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, batches: list[int], *,
+                      kv: tuple[Any, int, Any, int]) -> dict[str, Any]:
+    """The speculative part of the report (docs/conventions.md, "Speculative decoding"); ``kv``: the utilization,
+    the block size, the given budget that sets the KV limit (None: the upper bound) and the plain KV limit."""
     from .. import speculative as sd
 
     if config is None:
@@ -313,6 +317,12 @@ def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, 
         config = sd.SpeculativeConfig.parse(config)
     if alpha is None:
         raise InvalidValueError("speculative_config", given, "needs acceptance_rate (alpha, in (0, 1])")
+    utilization, block_size, given_budget, plain_limit = kv
+    held = sd.proposer_memory(bound, config)  # its weights out of the budget, its KV in the blocks
+    budget = estimate_mod.kv_budget_for(bound, utilization=utilization, proposer=held) if given_budget is None \
+        else given_budget
+    cap = estimate_mod.kv_capacity(bound, budget=budget, context=context, block_size=block_size, proposer=held)
+    batches = sorted(set(batches) | ({cap.sequences_blocks} if cap.sequences_blocks > 0 else set()))
     steps = [sd.speculative_step(bound, config, batch=b, context=context, acceptance_rate=alpha) for b in batches]
     first = steps[0]
     best = sd.best_speculative_tokens(bound, config, batch=1, context=context, acceptance_rate=alpha)
@@ -327,7 +337,12 @@ def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, 
         "break_even_scanned_up_to": sd.MAX_BREAK_EVEN_BATCH,
         "best_num_speculative_tokens_batch_1": best,
         "best_compared_up_to": min(16, len(alpha)) if isinstance(alpha, (tuple, list)) else 16,
-        "table": [{"batch": s.batch, "plain_step_time_s": float(s.plain_step_time),
+        "kv": {"proposer_weight_bytes": float(held.weight_bytes),
+               "proposer_kv_bytes_per_token": float(held.kv_bytes_per_token),
+               "kv_bytes_per_token": float(cap.kv_bytes_per_token), "budget_bytes": float(cap.budget),
+               "blocks": cap.blocks, "kv_limit": cap.sequences_blocks, "plain_kv_limit": plain_limit},
+        "table": [{"batch": s.batch, "kv_limit": s.batch == cap.sequences_blocks,
+                   "fits": s.batch <= cap.sequences_blocks, "plain_step_time_s": float(s.plain_step_time),
                    "proposer_time_s": float(s.proposer_time), "step_time_s": float(s.step_time),
                    "speedup": float(s.speedup), "throughput_tokens_per_s": float(s.throughput),
                    "plain_throughput_tokens_per_s": float(s.plain_throughput),
@@ -357,7 +372,9 @@ def _speculative_lines(r: dict[str, Any]) -> list[str]:
     for row in sp["table"]:
         out.append(f"  {row['batch']:>5,}  {_t(row['plain_step_time_s']):>11}  {_t(row['proposer_time_s']):>9}  "
                    f"{_t(row['step_time_s']):>11}  {row['speedup']:8.3f}x  {row['throughput_tokens_per_s']:,.0f} "
-                   f"({row['plain_throughput_tokens_per_s']:,.0f})")
+                   f"({row['plain_throughput_tokens_per_s']:,.0f})"
+                   + (" KV limit" if row.get("kv_limit") else " over the KV limit" if row.get("fits") is False
+                      else ""))
     out += [
         f"  critical batch        {_none(sp['critical_batch'])} (verifying k + 1 positions; plain decode: "
         f"{_none(sp['plain_critical_batch'])})",
@@ -367,6 +384,12 @@ def _speculative_lines(r: dict[str, Any]) -> list[str]:
         f"  best k at batch 1     {sp['best_num_speculative_tokens_batch_1']} (k = 0 .. "
         f"{sp.get('best_compared_up_to', 16)} compared)",
     ]
+    kv = sp.get("kv")
+    if kv is not None and (kv["proposer_weight_bytes"] or kv["proposer_kv_bytes_per_token"]):
+        out.append(f"  KV limit              {kv['kv_limit']:,} sequences of {sp['context']:,} tokens (without: "
+                   f"{kv['plain_kv_limit']:,}; its weights {kv['proposer_weight_bytes'] / 1e9:.2f} GB a GPU out of "
+                   f"the budget, its KV {kv['proposer_kv_bytes_per_token']:,.0f} of "
+                   f"{kv['kv_bytes_per_token']:,.0f} bytes per token)")
     return out
 
 

@@ -628,18 +628,7 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     model, accelerator = deployment.share, deployment.accelerator
     # vLLM's default max_model_len is the model's own (max_position_embeddings); longer requests are rejected
     max_model_len = args.max_model_len if args.max_model_len is not None else model.max_position_embeddings
-    if args.kv_budget_gb is not None:
-        budget = args.kv_budget_gb * GB
-        budget_basis = "--kv-budget-gb"
-    else:
-        utilization = DEFAULT_UTILIZATION if args.utilization is None else args.utilization
-        budget = estimate.kv_budget_for(deployment, utilization=utilization)
-        budget_basis = f"usable x {float(utilization):g} - weights, reserve 0"
-        reserve = estimate.published_reserve(model, accelerator)
-        if reserve is not None:  # report's real budget subtracts it; say how to match it
-            budget_basis += (f"; roofline report's real budget also subtracts a published "
-                             f"{float(reserve.value) / 2**30:.2f} GiB reserve: --kv-budget-gb "
-                             f"{float(budget - reserve.value) / 1e9:.2f} for that")
+    budget, budget_basis = _budget(args, deployment)
     # window-aware: a model with sliding-window layers gets a pool of layer-blocks (roofline.sim.kv)
     pool = KVPool.for_model(model, budget=budget, block_size=args.block_size)
     if stages > 1:  # one virtual engine's blocks: the least over the stages, // P (vLLM V0)
@@ -684,7 +673,13 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
                                            "enable_prefix_caching": args.enable_prefix_caching}),
     }
     speculation = _speculation(args, accelerator, deployment.estimate, deployment)
+    plain_pool = pool  # the pool of a server without the proposer: the rows without speculation
     if speculation is not None:  # continuous batching's rows only (plan_run refused the others)
+        # the proposer's weights come out of the budget and its KV shares the blocks (docs/conventions.md,
+        # "Speculative decoding in the scheduler")
+        budget, budget_basis = _budget(args, deployment, speculation.memory)
+        pool = KVPool.for_model(model, budget=budget, block_size=args.block_size, proposer=speculation.memory)
+        common["kv_pool"] = pool
         for name in (n for n in names if n in runs):
             runs[name][1]["speculative"] = speculation
     results = []
@@ -712,19 +707,36 @@ def simulate_trace(args: argparse.Namespace) -> dict[str, Any]:
     plain = None
     if speculation is not None:  # the same rows without it, for the speed-up
         try:
-            plain = [runs[name][0](requests, cost, **common, **dict(runs[name][1], speculative=None))
-                     for name in names]
+            plain = [runs[name][0](requests, cost, **dict(common, kv_pool=plain_pool),
+                                   **dict(runs[name][1], speculative=None)) for name in names]
         except InvalidValueError as err:
             raise _by_flag(err, args) from None
     ms = Fraction(1, 1000)
     slo = {key: None if value is None else value * ms
            for key, value in (("ttft_s", args.slo_ttft), ("tpot_s", args.slo_tpot), ("e2e_s", args.slo_e2e))}
     return dict(requests=requests, workload=workload, deployment=deployment, model=model, accelerator=accelerator,
-                pool=pool, budget=budget,
+                pool=pool, budget=budget, plain_pool=plain_pool, proposer=speculation and speculation.memory,
                 budget_basis=budget_basis, results=results, labels=names, replicas=replicas,
                 slo=slo if any(v is not None for v in slo.values()) else None,
                 time_kind=time_kind, band=_band_line(deployment), scheduler_note=scheduler_note, plain=plain,
                 tp_note=tp_note)
+
+
+def _budget(args: argparse.Namespace, deployment: Any, proposer: Any = None) -> tuple[Any, str]:
+    """The run's KV budget [bytes] per GPU and its basis in words: ``--kv-budget-gb`` as given (KV memory: a
+    proposer's weights are not taken from it), else usable x utilization - the weights (a proposer's too)."""
+    if args.kv_budget_gb is not None:
+        return args.kv_budget_gb * GB, "--kv-budget-gb"
+    utilization = DEFAULT_UTILIZATION if args.utilization is None else args.utilization
+    budget = estimate.kv_budget_for(deployment, utilization=utilization, proposer=proposer)
+    held = "weights" if proposer is None or not proposer.weight_bytes else "the target's and the proposer's weights"
+    basis = f"usable x {float(utilization):g} - {held}, reserve 0"
+    reserve = estimate.published_reserve(deployment.share, deployment.accelerator)
+    if reserve is not None:  # report's real budget subtracts it; say how to match it
+        basis += (f"; roofline report's real budget also subtracts a published "
+                  f"{float(reserve.value) / 2**30:.2f} GiB reserve: --kv-budget-gb "
+                  f"{float(budget - reserve.value) / 1e9:.2f} for that")
+    return budget, basis
 
 
 def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any, deployment: Any) -> Speculation | None:
@@ -780,6 +792,18 @@ def _speculative_lines(run: dict[str, Any]) -> list[str]:
                      f"{'-' if q.output_tokens_per_s is None else f'{float(q.output_tokens_per_s):,.0f}'} tokens/s; "
                      f"speed-up: TPOT p50 {tpot}, throughput {rate}")
     return lines
+
+
+def _proposer_lines(run: dict[str, Any]) -> list[str]:
+    """What the proposer takes from the KV pool (text output), beside the pool of the rows without it."""
+    held = run.get("proposer")
+    if held is None or not (held.weight_bytes or held.kv_bytes_per_token):
+        return []
+    model, plain = run["model"], run["plain_pool"]
+    total = estimate.pool_kv_bytes_per_token(model, held)
+    return [f"  the proposer ({held.method}) on each GPU: its weights {float(held.weight_bytes) / 1e9:.2f} GB out of "
+            f"the budget, its KV {float(held.kv_bytes_per_token):,.0f} of {float(total):,.0f} bytes per token in "
+            f"the blocks; the rows without it: {plain.capacity_blocks:,} blocks"]
 
 
 def _ratio(a: Any, b: Any) -> str:
@@ -917,6 +941,7 @@ def format_table(run: dict[str, Any], trace: str | None = None, *, verbose: bool
         f"{pool.capacity_blocks:,} {pool.unit} x {pool.block_size} tokens = {pool.capacity_tokens:,} "
         f"{'token-layers' if pool.layer_windows else 'tokens'} ({float(run['budget']) / 1e9:.2f} GB"
         + (f" = {run['budget_basis']})" if run.get("budget_basis") else ")"),
+        *_proposer_lines(run),
         *([f"  recurrent state: each sequence also holds {pool.state_blocks:,} blocks of the pool for its "
            f"{model.state_mixer.layers} {model.state_mixer.kind} layers' state "
            f"({float(model.state_bytes_per_sequence) / 1e6:.2f} MB), and each decode step reads and writes it "
@@ -1117,7 +1142,11 @@ def to_json(run: dict[str, Any], trace: str | None = None) -> str:
         "kv_pool": {"budget_bytes": float(run["budget"]), "budget_basis": run.get("budget_basis"),
                     "capacity_blocks": pool.capacity_blocks,
                     "block_size": pool.block_size, "capacity_tokens": pool.capacity_tokens, "unit": pool.unit,
-                    "state_blocks": pool.state_blocks},
+                    "state_blocks": pool.state_blocks,
+                    **({"proposer": {"method": held.method, "weight_bytes": float(held.weight_bytes),
+                                     "kv_bytes_per_token": float(held.kv_bytes_per_token),
+                                     "capacity_blocks_without": run["plain_pool"].capacity_blocks}}
+                       if (held := run.get("proposer")) is not None else {})},
         "units": _json_units(pool),
         "results": results,
     }, indent=2)

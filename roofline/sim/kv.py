@@ -287,7 +287,7 @@ class KVPool:
         return cls(None, block_size, layer_windows=layer_windows)
 
     @classmethod
-    def for_model(cls, model: Any, *, budget: Any, block_size: int = 16) -> KVPool:
+    def for_model(cls, model: Any, *, budget: Any, block_size: int = 16, proposer: Any = None) -> KVPool:
         """The pool a KV budget holds for ``model``, window-aware.
 
         Without sliding-window layers: :meth:`from_budget` at ``model.kv_bytes_per_token``; a hybrid
@@ -305,13 +305,33 @@ class KVPool:
             Deployment gives its :attr:`~roofline.Deployment.share`).
         budget : [bytes] >= 0
         block_size : int >= 1 [tokens/block], default 16 (vLLM's)
+        proposer : roofline.speculative.ProposerMemory or None (default: none)
+            A speculative proposer's KV in the same blocks (vLLM V1): floor(budget / (b x (k_kv + k_p)))
+            blocks, k_kv the model's and k_p the proposer's KV bytes per token
+            (:func:`roofline.estimate.pool_kv_bytes_per_token`); give
+            ``budget`` from :func:`roofline.estimate.kv_budget_for` with the same proposer (its weights out).
 
         Raises
         ------
         InvalidValueError
-            Not a ModelConfig or Deployment; a bad budget or block size (as :meth:`from_budget`).
+            Not a ModelConfig or Deployment; a bad budget or block size (as :meth:`from_budget`); a proposer
+            beside sliding-window or recurrent layers (field ``proposer``).
+
+        Examples
+        --------
+        >>> from roofline import Deployment, get_accelerator, get_model
+        >>> from roofline.estimate import kv_budget_for
+        >>> from roofline.speculative import SpeculativeConfig, proposer_memory
+        >>> d = Deployment(get_model("llama-3.1-70b"), get_accelerator("h100-sxm"), 4)
+        >>> config = SpeculativeConfig.parse('{"model": "llama-3.2-1b", "num_speculative_tokens": 4}')
+        >>> draft = proposer_memory(d, config)
+        >>> KVPool.for_model(d, budget=kv_budget_for(d)).capacity_blocks
+        31476
+        >>> KVPool.for_model(d, budget=kv_budget_for(d, proposer=draft), proposer=draft).capacity_blocks
+        28186
         """
         from ..deployment import Deployment
+        from ..estimate import pool_kv_bytes_per_token
         from ..models import ModelConfig
 
         if isinstance(model, Deployment):
@@ -319,6 +339,9 @@ class KVPool:
         if not isinstance(model, ModelConfig):
             raise InvalidValueError("model", model, "expected a roofline.ModelConfig (roofline.load_model(...)) or "
                                     "a roofline.Deployment")
+        if proposer is not None:  # refused beside windows or recurrent state (pool_kv_bytes_per_token)
+            return cls.from_budget(budget=budget, kv_bytes_per_token=pool_kv_bytes_per_token(model, proposer),
+                                   block_size=block_size)
         if model.is_hybrid:
             pool = cls.from_budget(budget=budget, kv_bytes_per_token=model.kv_bytes_per_token, block_size=block_size)
             state = f.hybrid_state_blocks(state_bytes=model.state_bytes_per_sequence, block_size=block_size,

@@ -79,6 +79,12 @@ class Speculation:
     seed : int >= 0, default 0 (used by ``seeded``)
     method : str, default "draft_model" when a proposer is given, else "ngram" (reported only)
     model : str or None (the draft model's name, reported only)
+    memory : roofline.speculative.ProposerMemory or None (what the proposer holds on each GPU beside the target:
+        its weights and KV bytes per token, :func:`roofline.speculative.proposer_memory`; set by
+        :meth:`from_config` given the target; None: not known). The scheduler does not read it: the run's pool is
+        the caller's, built with it as ``KVPool.for_model(d, budget=kv_budget_for(d, proposer=memory),
+        proposer=memory)`` (``roofline simulate`` does; docs/conventions.md, "Speculative decoding in the
+        scheduler")
 
     Raises
     ------
@@ -105,6 +111,7 @@ class Speculation:
     method: str = attrs.field(default=attrs.Factory(lambda s: "ngram" if s.proposer is None else "draft_model",
                                                     takes_self=True))
     model: str | None = None
+    memory: Any = None
 
     def __attrs_post_init__(self) -> None:
         k = self.num_speculative_tokens
@@ -130,6 +137,10 @@ class Speculation:
             raise InvalidValueError("method", self.method, "expected a string")
         if self.model is not None and not isinstance(self.model, str):
             raise InvalidValueError("model", self.model, "expected the draft model's name or None")
+        from ..speculative import ProposerMemory
+
+        if self.memory is not None and not isinstance(self.memory, ProposerMemory):
+            raise InvalidValueError("memory", self.memory, "expected a roofline.speculative.ProposerMemory or None")
 
     @classmethod
     def from_config(cls, config: Any, accelerator: Any, *, acceptance_rate: Any, mode: str = "seeded",
@@ -151,7 +162,7 @@ class Speculation:
 
         Returns
         -------
-        Speculation
+        Speculation (with ``target``, its ``memory``: :func:`roofline.speculative.proposer_memory` of the target)
 
         Raises
         ------
@@ -165,7 +176,7 @@ class Speculation:
             beside the target's on one GPU (the same rule).
         """
         from ..deployment import Deployment
-        from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft
+        from ..speculative import HEAD_METHODS, SpeculativeConfig, check_draft, proposer_memory
 
         if not isinstance(config, SpeculativeConfig):
             config = SpeculativeConfig.parse(config)
@@ -183,8 +194,9 @@ class Speculation:
                     estimate=target.estimate), exact=exact)
             else:
                 proposer = RooflineCostModel.for_model(config.draft, accelerator, exact=exact, estimate=estimate)
+        memory = proposer_memory(target, config) if isinstance(target, Deployment) else None
         return cls(config.num_speculative_tokens, acceptance_rate, proposer, mode, seed, config.method,
-                   config.model if config.draft is None else config.draft.name)
+                   config.model if config.draft is None else config.draft.name, memory)
 
     @property
     def tokens_per_step(self) -> Any:
