@@ -341,16 +341,16 @@ def proposer_extra(model: ModelConfig, extra: int) -> tuple[Fraction, int]:
 class ProposerMemory:
     """What a speculative proposer holds on each GPU of the target's tensor-parallel group (exact, SI units).
 
+    docs/conventions.md, "Speculative decoding" (the proposer's memory); made by :func:`proposer_memory`, used by
+    :func:`roofline.estimate.kv_budget_for`, :func:`roofline.estimate.kv_capacity` and
+    :meth:`roofline.sim.KVPool.for_model` (their ``proposer``).
+
     Attributes
     ----------
     method : str (the proposer's ``speculative_config`` method)
     weight_bytes : [bytes] >= 0, one GPU's (taken from the KV budget beside the target's share)
     kv_bytes_per_token : [bytes/token] >= 0, one GPU's (the proposer's layers' KV each token holds in the target's
         block pool, beside the target's own)
-
-    docs/conventions.md, "Speculative decoding" (the proposer's memory); made by :func:`proposer_memory`, used by
-    :func:`roofline.estimate.kv_budget_for`, :func:`roofline.estimate.kv_capacity` and
-    :meth:`roofline.sim.KVPool.for_model` (their ``proposer``).
     """
 
     method: str
