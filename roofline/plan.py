@@ -674,7 +674,9 @@ def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int],
         return False
     runs[0] += 1
     requests = _scaled(context.requests, scale, arrivals)
-    return bool((shared or _SharedRuns()).simulate(context, setup, scale, requests, verdict_only=True)["meets"])
+    if shared is None:
+        return bool(_simulate(context, setup, requests, verdict_only=True)["meets"])
+    return bool(shared.simulate(context, setup, scale, requests, verdict_only=True)["meets"])
 
 
 def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool,
@@ -751,16 +753,17 @@ def evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | Non
     return record
 
 
-def _evaluate_family(context: Context, family: Sequence[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+def _evaluate_family(context: Context, family: Sequence[dict[str, Any]]) -> Iterable[tuple[dict[str, Any], int]]:
     """The records of a family (:func:`_families`), each as :func:`evaluate` gives it alone, in the family's
-    order, sharing its runs; then ``{"shared_runs": n}``, the answers taken instead of simulated."""
+    order, sharing its runs: (record, the answers its evaluation took from the family's runs, not simulated)."""
     shared = _SharedRuns()
     for config in family:
-        yield evaluate(context, config, shared)
-    yield {"shared_runs": shared.shared}
+        before = shared.shared
+        record = evaluate(context, config, shared)
+        yield record, shared.shared - before
 
 
-def _family_records(context: Context, family: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _family_records(context: Context, family: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
     """:func:`_evaluate_family` as one list (a task of a worker process or a Dask worker)."""
     return list(_evaluate_family(context, family))
 
@@ -775,12 +778,13 @@ def _init_worker(context: Context) -> None:
     _WORKER_CONTEXT[:] = [context]
 
 
-def _family_here(family: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _family_here(family: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
     return _family_records(_WORKER_CONTEXT[0], family)
 
 
-def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> Iterable[dict[str, Any]]:
-    """The records (and each family's ``{"shared_runs": n}``) on ``jobs`` local processes, a family a task."""
+def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> Iterable[tuple[dict[str, Any], int]]:
+    """(record, answers shared) of each configuration (:func:`_evaluate_family`) on ``jobs`` local processes, a
+    family a task."""
     groups = _families(configs)
     if jobs == 1 or len(groups) <= 1:
         for family in groups:
@@ -848,7 +852,7 @@ def _cluster_address(cluster: Any) -> tuple[str, int]:
     return parts.hostname, port
 
 
-def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> Iterable[dict[str, Any]]:
+def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> Iterable[tuple[dict[str, Any], int]]:
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
@@ -1359,10 +1363,8 @@ def plan(
             progress(done[key_of(c)])
     results = _run_dask(context, todo, cluster) if cluster is not None else _run_local(context, todo, jobs)
     shared_runs = 0
-    for record in results:
-        if "shared_runs" in record:  # the end of a family
-            shared_runs += record["shared_runs"]
-            continue
+    for record, taken in results:
+        shared_runs += taken
         done[record["key"]] = record
         if path is not None:
             _write_out(path, fingerprint, done)

@@ -9,6 +9,7 @@ from fractions import Fraction
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,45 +75,51 @@ def test_a_cap_above_the_peak_gives_the_same_run(seed: int, rate: int, seqs: int
 
 
 def test_a_stopped_run_says_its_peak_so_far() -> None:
-    """One sequence at a time (cap 1): stopped on TTFT with its peak, 1; the whole run at cap 10 holds 5, and its
-    stop, sooner or later, at most that."""
-    try:
+    """One sequence at a time (cap 1): stopped on TTFT with its peak, 1. Cap 10: the first step admits all five,
+    so the TPOT stop (every TPOT is 1 s per token against 0.5 s, none allowed) comes with a peak of 5."""
+    with pytest.raises(RunStopped) as ttft:  # first tokens 1, 4, 7, 10, 13 against 3 s, 1 allowed
         serve_continuous(_five(), UnitCostModel(), max_num_seqs=1, stop_on_misses={"ttft_s": (Fraction(3), 1)})
-    except RunStopped as err:
-        assert err.peak_running == 1
-    else:
-        raise AssertionError("the run should stop: first tokens 1, 4, 7, 10, 13 against 3 s, 1 allowed")
-    full = serve_continuous(_five(), UnitCostModel(), max_num_seqs=10).summary.peak_running
-    try:
+    assert ttft.value.peak_running == 1
+    with pytest.raises(RunStopped) as tpot:
         serve_continuous(_five(), UnitCostModel(), max_num_seqs=10, stop_on_misses={"tpot_s": (Fraction(1, 2), 0)})
-    except RunStopped as err:
-        assert err.peak_running is not None and 1 <= err.peak_running <= full == 5
-    else:
-        raise AssertionError("every TPOT of 1 s per token misses 0.5 s")
+    assert tpot.value.peak_running == 5
 
 
 def _alone(result: Any, config: dict[str, Any]) -> dict[str, Any]:
     return P.evaluate(result.context, config)
 
 
-def test_plan_records_with_shared_runs_are_those_evaluated_alone() -> None:
-    """A grid of four caps (2 binds, 64 and 256 do not), both budgets, the rate search: every record equals that
-    configuration evaluated with no run shared, and runs were shared (their count is what the search says)."""
+def test_plan_records_with_shared_runs_are_those_evaluated_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grid of four caps (8 binds at T = 2, 64 and 256 do not), both budgets, the rate search: every record
+    equals that configuration evaluated with no run shared; runs were shared, and the simulations run plus the
+    answers shared are the verdicts the records count."""
     reqs = list(synthetic_workload(40, arrival="poisson", rate=40, input_len=1500, output_len=64,
                                    input_distribution="uniform", output_distribution="uniform",
                                    range_ratio=Fraction(9, 10), seed=3).requests)
     axes = {"tensor_parallel_size": [1, 2], "max_num_seqs": [2, 8, 64, 256], "max_num_batched_tokens": [2048, 4096]}
-    result = plan(MODEL, reqs, axes=axes, slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100), search_rate=True)
-    alone = {r["key"]: _alone(result, r["config"]) for r in result.records}
+    kw: dict[str, Any] = dict(axes=axes, slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100), search_rate=True)
+    simulations = [0]
+    real = P._simulate
+
+    def counted(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        simulations[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(P, "_simulate", counted)
+    result = plan(MODEL, reqs, **kw)
+    verdicts = result.simulated + sum(r["max_rate"]["runs"] for r in result.records)
+    assert result.shared_runs > 0 and simulations[0] + result.shared_runs == verdicts
+    monkeypatch.setattr(P, "_simulate", real)
+    peaks = {(r["config"]["tensor_parallel_size"], r["config"]["max_num_batched_tokens"], r["config"]["max_num_seqs"]):
+             r["at_rate"]["peak_running"] for r in result.records if r["status"] == "simulated"}
+    for budget in (2048, 4096):  # T = 2 (T = 1 at caps 2 and 8 is pruned by the rate rule, T = 2 at cap 2 too)
+        assert peaks[2, budget, 8] == 8 and peaks[2, budget, 64] == peaks[2, budget, 256] == 25  # 8 binds
     for record in result.records:
         mine = {k: v for k, v in record.items() if k != "cost"}
-        if "max_rate" in mine:
-            mine["max_rate"] = {k: v for k, v in mine["max_rate"].items() if k != "requests_per_s_per_gpu"}
-        assert mine == alone[record["key"]], record["key"]
-    assert result.shared_runs > 0
+        mine["max_rate"] = {k: v for k, v in mine["max_rate"].items() if k != "requests_per_s_per_gpu"}
+        assert mine == P.evaluate(result.context, record["config"]), record["key"]
     assert result.to_dict()["shared_runs"] == result.shared_runs
-    two = plan(MODEL, reqs, axes=axes, slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100), search_rate=True,
-               jobs=2)
+    two = plan(MODEL, reqs, jobs=2, **kw)
     assert two.to_dict() == result.to_dict()  # a family is one task: the same sharing on every executor
 
 
