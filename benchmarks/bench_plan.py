@@ -20,11 +20,12 @@ Run from the repository root::
     python benchmarks/bench_plan.py
     python benchmarks/bench_plan.py --limit 19366   # the whole trace (much longer)
 
-Not a test: timings depend on the machine (a shared one inflates them). Measured with the rate search's
-early stop (CHANGELOG, issue 22): 178.6 s local and 199.5 s Dask (1.12x) on 500 requests under a load of 6
-to 9; on the whole trace a configuration's search costs 20 to 40 s of one worker, so the grid is about 40
-minutes on 2 workers (not the target's 2 minutes), which is why the default stays at 500 requests. The
-estimate it prints for the whole trace (runs x one whole run) ignores the early stop and is an upper end.
+Not a test: timings depend on the machine (a shared one inflates them). Measured at stop 23 on a quiet machine
+(load under 1), with runs shared across ``--max-num-seqs`` and the percentiles read from the run's summary
+(CHANGELOG, issue 22): on 500 requests 24.3 s local and 24.9 s Dask (1.02x); on the whole trace
+(``--limit 19366``) 834.7 s local, 705 of its 1,335 verdicts shared: about 7x the target's 2 minutes, which is
+why the default stays at 500 requests. The estimate it prints for the whole trace (verdicts x one whole run)
+ignores the sharing and the early stop and is an upper end.
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ def main() -> int:
         pruned = sum(result.pruned.values())
         print(f"{label:<6} {n} configurations, {times[label]:6.1f} s wall; pruned by the bound {pruned} "
               f"({100 * pruned / n:.0f} %: {result.pruned}); {result.simulated} simulated at the given rate, "
-              f"{runs} runs in all; winner {None if result.winner is None else result.winner['key']}")
+              f"{runs} verdicts in all, {result.shared_runs} of them shared across --max-num-seqs; "
+              f"winner {None if result.winner is None else result.winner['key']}")
     if "dask" in times:
         print(f"dask / local = {times['dask'] / times['local']:.2f} (target <= 1.25); answers identical: "
               f"{answers['dask'] == answers['local']}")
@@ -113,7 +115,8 @@ def main() -> int:
           f"{full:.2f} s = {full / short:.0f}x for {len(trace) / 500:.0f}x the requests")
     if runs:
         print(f"the whole trace, this grid: about {full * runs / args.jobs / 60:.0f} min on {args.jobs} workers "
-              f"({runs} runs x {full:.2f} s / {args.jobs}), against {times.get('local', 0):.0f} s on 500 requests")
+              f"({runs} runs x {full:.2f} s / {args.jobs}, no run shared or stopped), against "
+              f"{times.get('local', 0):.0f} s measured on {args.limit:,} requests")
     return 0
 
 
