@@ -15,6 +15,7 @@ same answer.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 import json
@@ -373,14 +374,16 @@ def _setup(context: Context, config: dict[str, Any]) -> _Setup | tuple[str, str]
                   prefill_n, "round-robin", (prefill, decode, link))
 
 
-def prune(context: Context, setup: _Setup, requests: Sequence[Any]) -> tuple[str, str] | None:
+def prune(context: Context, setup: _Setup, requests: Sequence[Any],
+          bounds: _Bounds | tuple[str, str] | None = None) -> tuple[str, str] | None:
     """The first rule of :data:`RULES` that proves the configuration fails the SLO on ``requests``, as
     (rule, reason), or None (docs/conventions.md, "Deployment search": each rule and why it is sound, with one
-    scheduler or several).
+    scheduler or several). ``bounds``: :func:`_bounds` of ``requests`` when already computed.
 
     Raises nothing a valid setup can raise.
     """
-    bounds = _bounds(context, setup, requests)
+    if bounds is None:
+        bounds = _bounds(context, setup, requests)
     if isinstance(bounds, tuple):
         return bounds
     return _judge(context, bounds, [Fraction(r.arrival_s) for r in requests])
@@ -438,6 +441,71 @@ def _judge(context: Context, bounds: _Bounds, arrivals: Sequence[Any]) -> tuple[
         if percentile_exceeds(e2e, q, context.e2e_s):
             return ("rate", f"E2E p{float(q):g} of the lower bounds > limit {float(context.e2e_s) * 1e3:g} ms")
     return None
+
+
+def _exceeds_above(first: Sequence[Any], queued: list[tuple[int, Any]] | None, arrivals: Sequence[Any],
+                   limits: Sequence[Any]) -> list[Any]:
+    """Per request i, the rate factor t_i above which its lower bound max(l_i, a_1 + c - a_i) (:func:`_judge`, on
+    the arrivals divided by x) exceeds ``limits[i]`` [s], sorted (0: at every x > 0; math.inf: at none).
+
+    On arrivals a / x the queue term is c_i - d_i / x, d_i = a_i - (its part's first arrival) >= 0, nondecreasing
+    in x: it exceeds L iff c_i > L and x > d_i / (c_i - L) (every x when d_i = 0); l_i does not read the arrivals.
+    """
+    if queued is None:
+        return sorted(0 if f > limit else math.inf for f, limit in zip(first, limits, strict=True))
+    starts: dict[int, Any] = {}
+    for (k, _), a in zip(queued, arrivals, strict=True):
+        starts[k] = a if k not in starts else min(starts[k], a)
+    out: list[Any] = []
+    for f, (k, c), a, limit in zip(first, queued, arrivals, limits, strict=True):
+        if f > limit:
+            out.append(0)
+        elif c > limit:
+            d = a - starts[k]
+            out.append(Fraction(d) / (c - limit) if d else 0)
+        else:
+            out.append(math.inf)
+    return sorted(out)
+
+
+@attrs.frozen
+class _Ceilings:
+    """The rules that read arrivals (ttft, rate: :func:`_judge`) as rate factors, for the rate search: per limit
+    (TTFT; E2E) the sorted :func:`_exceeds_above` of the workload, or None without that limit. At rate factor x,
+    the lower bounds that exceed a limit are those of t_i < x, counted by bisection (:func:`_pruned_at`)."""
+
+    ttft: list[Any] | None
+    e2e: list[Any] | None
+
+
+def _ceilings(context: Context, bounds: _Bounds) -> _Ceilings:
+    """:class:`_Ceilings` of the workload (its own arrivals) and ``bounds``."""
+    arrivals = [Fraction(r.arrival_s) for r in context.requests]
+    n = len(arrivals)
+    ttft = e2e = None
+    if context.ttft_s is not None:
+        ttft = _exceeds_above(bounds.first, bounds.queued, arrivals, [context.ttft_s] * n)
+    if context.e2e_s is not None:  # E2E >= TTFT + (O - 1) t_floor: the TTFT bound against the limit less that
+        e2e = _exceeds_above(bounds.first, bounds.queued, arrivals,
+                             [context.e2e_s - (o - 1) * bounds.floor for o in bounds.outputs])
+    return _Ceilings(ttft, e2e)
+
+
+def _pruned_at(context: Context, bounds: _Bounds, ceilings: _Ceilings, scale: Any) -> bool:
+    """Whether :func:`_judge` prunes the workload at rate factor ``scale`` (the same answer, from
+    :func:`_ceilings`): a percentile exceeds its limit when at most j = floor((n - 1) q / 100) bounds are within
+    it, not when j + 2 or more are (:func:`percentile_exceeds`); the case between is judged in full."""
+    borderline = False
+    for above in (ceilings.ttft, ceilings.e2e):
+        if above is None:
+            continue
+        n = len(above)
+        j = math.floor((n - 1) * Fraction(context.percentile) / 100)
+        within = n - bisect.bisect_left(above, scale)
+        if within <= j:
+            return True
+        borderline = borderline or (within < j + 2 and j + 1 < n)
+    return borderline and _judge(context, bounds, _scaled_arrivals(context.requests, scale)) is not None
 
 
 def _queue_term(setup: _Setup, requests: Sequence[Any], floor: Any) -> list[Any]:
@@ -647,7 +715,7 @@ def _served(setup: _Setup, requests: Sequence[Any], stop: dict[str, tuple[Any, i
                                    stop_on_misses=stop)
     kw = dict(max_num_seqs=serve["max_num_seqs"], admission=serve["admission"], kv_pool=setup.pool,
               max_model_len=setup.max_model_len, enable_prefix_caching=serve["enable_prefix_caching"],
-              stop_on_misses=stop)
+              stop_on_misses=stop, itl=False)  # the plan reads TTFT, TPOT and E2E: no inter-token gaps kept
     if serve["chunked"]:
         kw.update(prefill="chunked", max_num_batched_tokens=serve["max_num_batched_tokens"])
     else:
@@ -660,34 +728,37 @@ def _served(setup: _Setup, requests: Sequence[Any], stop: dict[str, tuple[Any, i
 
 
 def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int],
-              bounds: _Bounds | tuple[str, str] | None = None, shared: _SharedRuns | None = None) -> bool:
+              bounds: _Bounds | tuple[str, str] | None = None, shared: _SharedRuns | None = None,
+              ceilings: _Ceilings | None = None) -> bool:
     """Whether the configuration meets the SLO at rate factor ``scale``: pruned by the rules (no run), or the
     verdict of its run (``runs[0]`` counts the verdicts, simulated or taken from ``shared``, the family's runs).
-    ``bounds``: :func:`_bounds` of the workload (the same at every scale: only the arrivals change), computed
-    here when None."""
+    ``bounds``: :func:`_bounds` of the workload (the same at every scale: only the arrivals change), and
+    ``ceilings`` (:func:`_ceilings`) of them, computed here when None."""
     if bounds is None:
         bounds = _bounds(context, setup, context.requests)
     if isinstance(bounds, tuple):
         return False
-    arrivals = _scaled_arrivals(context.requests, scale)
-    if _judge(context, bounds, arrivals) is not None:
+    if _pruned_at(context, bounds, _ceilings(context, bounds) if ceilings is None else ceilings, scale):
         return False
     runs[0] += 1
-    requests = _scaled(context.requests, scale, arrivals)
+    requests = _scaled(context.requests, scale)
     if shared is None:
         return bool(_simulate(context, setup, requests, verdict_only=True)["meets"])
     return bool(shared.simulate(context, setup, scale, requests, verdict_only=True)["meets"])
 
 
 def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool,
-                 shared: _SharedRuns | None = None) -> dict[str, Any]:
+                 shared: _SharedRuns | None = None, bounds: _Bounds | tuple[str, str] | None = None) -> dict[str, Any]:
     """The largest rate factor x in [MIN_SCALE, MAX_SCALE] found to meet the SLO (bracketing, then geometric
-    bisection to a ratio <= 1 + tolerance); None when even MIN_SCALE fails. ``shared``: the family's runs."""
+    bisection to a ratio <= 1 + tolerance); None when even MIN_SCALE fails. ``shared``: the family's runs;
+    ``bounds``: :func:`_bounds` of the workload, computed here when None."""
     runs = [0]
-    bounds = _bounds(context, setup, context.requests)  # what the rules need, but the arrivals: once
+    if bounds is None:  # what the rules need, but the arrivals: once
+        bounds = _bounds(context, setup, context.requests)
+    ceilings = None if isinstance(bounds, tuple) else _ceilings(context, bounds)
 
     def meets(x: Any) -> bool:
-        return _meets_at(context, setup, x, runs, bounds, shared)
+        return _meets_at(context, setup, x, runs, bounds, shared, ceilings)
 
     lo: Any
     hi: Any
@@ -741,15 +812,17 @@ def evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | Non
         return record
     record["gpus"] = setup.gpus
     requests = _scaled(context.requests, context.rate_scale)
-    why = prune(context, setup, requests)
+    bounds = _bounds(context, setup, requests)  # the same at every rate (only the arrivals change): once
+    why = prune(context, setup, requests, bounds)
     if why is not None:
         record.update(status="pruned", rule=why[0], reason=why[1])
         if context.search_rate:
-            record["max_rate"] = _rate_search(context, setup, context.rate_scale, False, shared)
+            record["max_rate"] = _rate_search(context, setup, context.rate_scale, False, shared, bounds)
         return record
     record.update(status="simulated", at_rate=shared.simulate(context, setup, context.rate_scale, requests))
     if context.search_rate:
-        record["max_rate"] = _rate_search(context, setup, context.rate_scale, record["at_rate"]["meets"], shared)
+        record["max_rate"] = _rate_search(context, setup, context.rate_scale, record["at_rate"]["meets"], shared,
+                                          bounds)
     return record
 
 

@@ -197,3 +197,69 @@ def test_the_rate_searchs_verdict_is_the_whole_runs(slo: dict[str, Any]) -> None
             stopped += bool(quick.get("stopped"))
             compared += 1
     assert compared >= 10 and stopped >= 3
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from([20, 300]), st.sampled_from([2, 8]), st.booleans(), st.booleans(),
+       st.sampled_from(["event", "step"]), st.sampled_from([1, 2]))
+def test_a_run_without_itl_differs_only_in_the_itl(seed: int, rate: int, seqs: int, chunked: bool, on_demand: bool,
+                                                  engine: str, replicas: int) -> None:
+    """``itl=False`` (the plan's runs): no inter-token gaps kept, and everything else the same, request by request
+    and field by field, on both clocks, both prefill modes and admissions (preemptions included: on-demand in a
+    small pool), one engine or two replicas."""
+    import attrs
+
+    reqs = list(synthetic_workload(30, arrival="poisson", rate=rate, input_len=300, output_len=20,
+                                   input_distribution="uniform", output_distribution="uniform",
+                                   range_ratio=Fraction(9, 10), seed=seed).requests)
+    cost = RooflineCostModel.for_deployment(Deployment(MODEL, get_accelerator("h100-sxm"), Parallelism(tensor=1)))
+    kw: dict[str, Any] = dict(max_num_seqs=seqs, admission="on_demand" if on_demand else "reserve", engine=engine,
+                              kv_pool=KVPool.tokens(3000))
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=512)
+
+    def serve(**more: Any) -> Any:
+        if replicas == 1:
+            return serve_continuous(reqs, cost, **kw, **more)
+        return serve_replicas(reqs, cost, data_parallel_size=replicas, **kw, **more).whole
+
+    full, quick = serve(), serve(itl=False)
+    assert full.summary.itl is not None and quick.summary.itl is None
+    assert quick.summary == attrs.evolve(full.summary, itl=None)
+    assert [r.to_dict() for r in quick.requests] == [r.to_dict() for r in full.requests]
+
+
+@pytest.mark.parametrize("bad", ["no", 0, None])
+def test_a_bad_itl_is_refused_by_name(bad: Any) -> None:
+    for serve in (serve_continuous, serve_replicas):
+        with pytest.raises(InvalidValueError, match="itl"):
+            serve(_five(), UnitCostModel(), itl=bad)
+
+
+@pytest.mark.parametrize("slo", [dict(slo_ttft_s=Fraction(1, 10)), dict(slo_e2e_s=Fraction(3, 2)),
+                                 dict(slo_ttft_s=Fraction(3, 10), slo_e2e_s=2, percentile=50)],
+                         ids=lambda s: "+".join(s))
+def test_the_searchs_pruning_by_rate_factor_is_the_rules(slo: dict[str, Any]) -> None:
+    """The rate search's rules (``_pruned_at``: the rate factors above which each lower bound exceeds its limit,
+    counted by bisection) give :func:`_judge`'s verdict at every rate factor: on a sweep from 1/64 to 64 and at
+    each factor where a bound crosses its limit (and just above it), where the percentile's interpolation is
+    decided in full; both verdicts occur."""
+    result = plan(MODEL, REQUESTS, axes=GRID, **slo)
+    context, verdicts = result.context, set()
+    for record in result.records:
+        setup = P._setup(context, record["config"])
+        if isinstance(setup, tuple):
+            continue
+        bounds = P._bounds(context, setup, context.requests)
+        if isinstance(bounds, tuple):
+            continue
+        ceilings = P._ceilings(context, bounds)
+        crossings = {t for above in (ceilings.ttft, ceilings.e2e) if above for t in above if 0 < t < 64}
+        scales = {Fraction(2) ** Fraction(k, 4) for k in range(-24, 25)}
+        scales |= crossings | {t * Fraction(1001, 1000) for t in crossings}
+        for x in sorted(scales)[::max(1, len(scales) // 60)]:
+            fast = P._pruned_at(context, bounds, ceilings, x)
+            assert fast == (P._judge(context, bounds, P._scaled_arrivals(context.requests, x)) is not None), (
+                record["key"], x)
+            verdicts.add(fast)
+    assert verdicts == {True, False}

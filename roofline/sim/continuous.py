@@ -144,7 +144,8 @@ class _Continuous:
         at_risk = on_demand and max_prefill is not None and any(
             why is None and p + o - 1 > max_prefill for p, o, why in zip(run.prompt, run.output, run.reason,
                                                                         strict=True))
-        self.ledger: list[tuple[Any, Any]] | None = [] if at_risk else None  # (gap, None) or (segment, ticks)
+        self.ledger: list[tuple[Any, Any]] | None = [] if at_risk and run.streams else None  # (gap, None) or
+        # (segment, ticks); a run that keeps no ITL (run.streams False) keeps no gaps at all
         self.own: dict[int, tuple[list[Any], list[tuple[int, int]]]] = {}  # i -> (its own gaps, ledger ranges)
         self.since: dict[int, int] = {}  # running, not fresh: where in the ledger its shared gaps start
         # the resumable loop (advance): the next boundary, the step bound, and a horizon a stretch stops at
@@ -168,6 +169,7 @@ class _Continuous:
         self.ttft_due: Any = math.inf  # the time after which the next request's TTFT is decided (-1: now)
         self.tpot_due: Any = math.inf  # the same for its TPOT (or at its hand-back)
         self.tpot_seen = 0  # the hand-backs the TPOT count has seen (a new one may decide the next request)
+        self.rooms: dict[int, Any] = {}  # O -> the TPOT limit x (O - 1) on the run's clock (_tpot_room)
 
     # ------------------------------------------------------------------ prefix cache
     def _need(self, i: int, length: int) -> int:
@@ -336,14 +338,19 @@ class _Continuous:
     def _token_after_resume(self, i: int, t: Any) -> None:
         """Count the gap to the token a resumed sequence gets from its recompute prefill at t."""
         last = self.last_token.pop(i, None)
-        if last is not None:
+        if last is not None and self.run.streams:
             self.run.gaps.add(t - last)
             if self.ledger is not None:
                 self._own(i)[0].append(t - last)
 
     def _decode_gaps(self, batch: int, end: Any) -> None:
-        """Count the gaps of the ``batch`` running sequences' tokens at ``end``; forget who is fresh."""
+        """Count the gaps of the ``batch`` running sequences' tokens at ``end`` (none when the run keeps no ITL);
+        forget who is fresh."""
         run, fresh, ledger = self.run, self.fresh, self.ledger
+        if not run.streams:
+            fresh.clear()
+            self.last_decode_end = end
+            return
         for t in fresh.values():
             run.gaps.add(end - t)
         others = batch - len(fresh)
@@ -408,7 +415,7 @@ class _Continuous:
         self.hit.append(0)
         self.dsteps.append(0)
         self.pf.append(0)
-        if (self.ledger is None and self.on_demand and run.reason[i] is None
+        if (self.ledger is None and run.streams and self.on_demand and run.reason[i] is None
                 and run.prompt[i] + run.output[i] - 1 > self.max_prefill):
             # it may be refused after a preemption: keep the shared gaps from now on (it has none yet)
             self.ledger = []
@@ -463,9 +470,13 @@ class _Continuous:
         self.tpot_due = -1 if tpot is not None else math.inf
 
     def _tpot_room(self, o: int) -> Any:
-        """limit x (O - 1) on the run's clock (floored to whole ticks on the stretch clock: the same test)."""
-        room = self.tpot_limit * (o - 1)
-        return math.floor(room) if self.costs is not None else room
+        """limit x (O - 1) on the run's clock (floored to whole ticks on the stretch clock: the same test), kept per
+        O (a trace repeats its output lengths)."""
+        room = self.rooms.get(o)
+        if room is None:
+            room = self.tpot_limit * (o - 1)
+            room = self.rooms[o] = math.floor(room) if self.costs is not None else room
+        return room
 
     def _count_misses(self, now: Any) -> None:
         """At boundary ``now``: count the requests, in index order from the first not yet counted, known to miss a
@@ -804,7 +815,8 @@ class _Continuous:
         self._decode_gaps(batch, end1)  # the first step's gaps (fresh rows differ); then a segment
         rest = costs.stretch(batch, c1 + slope, k - 1, slope)
         end = end1 + _typed(rest, costs.decode_fraction)
-        run.gaps.add_segment(batch, c1 + slope, k - 1, isinstance(end1, _FractionTicks), rest, slope)
+        if run.streams:
+            run.gaps.add_segment(batch, c1 + slope, k - 1, isinstance(end1, _FractionTicks), rest, slope)
         if self.ledger is not None:
             self.ledger.append((len(run.gaps.segments) - 1, rest))
         self.last_decode_end = end

@@ -372,6 +372,7 @@ def serve_continuous(
     kv_transferred: bool = False,
     speculative: Speculation | None = None,
     stop_on_misses: dict[str, tuple[Any, int]] | None = None,
+    itl: bool = True,
 ) -> SimResult:
     """Continuous (iteration-level) batching: the batch is decided again after every step.
 
@@ -455,6 +456,10 @@ def serve_continuous(
         requests are known to miss one limit, the run stops and raises :class:`~roofline.errors.RunStopped`
         (no result). A run that does not stop is the run without it, field by field. None: run to the end.
         With ``kv_transferred`` a TTFT limit is refused (the requests come with their first token).
+    itl : bool, default True
+        Keep the inter-token gaps for ``summary.itl``. False: none are kept and ``summary.itl`` is None; every
+        other field is the same, and the run is cheaper (``roofline plan``'s runs, which read TTFT, TPOT and
+        E2E only). Not a bool: InvalidValueError naming ``itl``.
 
     Returns
     -------
@@ -531,7 +536,7 @@ def serve_continuous(
     plan = _ContinuousPlan(cost_model, kv_pool, max_num_seqs=max_num_seqs, admission=admission,
                            max_prefill_tokens=max_prefill_tokens, prefill=prefill,
                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
-                           enable_prefix_caching=enable_prefix_caching, stop_on_misses=stop_on_misses)
+                           enable_prefix_caching=enable_prefix_caching, stop_on_misses=stop_on_misses, itl=itl)
     requests = _listed(requests)
     _check_speculative(speculative, cost_model, record_steps, plan)
     if not isinstance(kv_transferred, bool):
@@ -543,7 +548,8 @@ def serve_continuous(
 
     def make_run() -> _Run:
         run = _Run(requests, cost_model, kv_pool, record_steps, max_steps, max_model_len=max_model_len,
-                   max_batch=max_num_seqs, prefix_caching=enable_prefix_caching, speculative=speculative)
+                   max_batch=max_num_seqs, prefix_caching=enable_prefix_caching, speculative=speculative,
+                   streams=plan.itl)
         run.transferred = kv_transferred
         for i in range(run.n):
             plan.refuse_long_prompt(run, i)
@@ -579,9 +585,12 @@ class _ContinuousPlan:
     def __init__(self, cost_model: Any, kv_pool: Any, *, max_num_seqs: int, admission: str,
                  max_prefill_tokens: int | None, prefill: str, max_num_batched_tokens: int | None,
                  max_model_len: int | None, enable_prefix_caching: bool,
-                 stop_on_misses: dict[str, tuple[Any, int]] | None = None) -> None:
+                 stop_on_misses: dict[str, tuple[Any, int]] | None = None, itl: bool = True) -> None:
         check_count("max_num_seqs", max_num_seqs, minimum=1)
         self.stop_on_misses = _checked_stop(stop_on_misses)
+        if not isinstance(itl, bool):
+            raise InvalidValueError("itl", itl, "must be True or False")
+        self.itl = itl  # keep the inter-token gaps (summary.itl); False: none kept, itl None
         if not isinstance(admission, str) or admission not in ADMISSIONS:
             raise InvalidValueError("admission", admission, f"expected one of {', '.join(ADMISSIONS)}")
         if not isinstance(prefill, str) or prefill not in PREFILL_MODES:

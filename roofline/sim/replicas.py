@@ -177,6 +177,7 @@ def serve_replicas(
     kv_transferred: bool = False,
     speculative: Any = None,
     stop_on_misses: dict[str, tuple[Any, int]] | None = None,
+    itl: bool = True,
 ) -> ReplicaResult:
     """Serve a workload on D data-parallel replicas behind a router, each batching continuously.
 
@@ -221,6 +222,8 @@ max_steps, engine, enable_prefix_caching
     stop_on_misses : dict or None, default None
         As :func:`~roofline.sim.serve_continuous`, over the whole workload: the replicas count their misses
         together, and the run raises :class:`~roofline.errors.RunStopped` once more than ``allowed`` are known.
+    itl : bool, default True
+        As :func:`~roofline.sim.serve_continuous`: False keeps no inter-token gaps (every ``summary.itl`` None).
 
     Returns
     -------
@@ -260,7 +263,7 @@ max_steps, engine, enable_prefix_caching
     plan = _ContinuousPlan(cost_model, pools[0], max_num_seqs=max_num_seqs, admission=admission,
                            max_prefill_tokens=max_prefill_tokens, prefill=prefill,
                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
-                           enable_prefix_caching=enable_prefix_caching, stop_on_misses=stop_on_misses)
+                           enable_prefix_caching=enable_prefix_caching, stop_on_misses=stop_on_misses, itl=itl)
     requests = _listed(requests)
     if not isinstance(kv_transferred, bool):
         raise InvalidValueError("kv_transferred", kv_transferred, "must be True or False")
@@ -271,7 +274,7 @@ max_steps, engine, enable_prefix_caching
 
     def new_run(reqs: Any, pool: KVPool | None, steps: bool = False) -> _Run:
         run = _Run(reqs, cost_model, pool, steps, max_steps, max_model_len=max_model_len, max_batch=max_num_seqs,
-                   prefix_caching=enable_prefix_caching)
+                   prefix_caching=enable_prefix_caching, streams=plan.itl)
         run.transferred = kv_transferred
         return run
 

@@ -89,6 +89,8 @@ SHIPPED_TRACES: dict[str, str] = {
 
 
 def _arrival(instance: object, attribute: attrs.Attribute, value: Any) -> None:
+    if (type(value) is Fraction or type(value) is int) and 0 <= value <= MAX_ARRIVAL_S:  # the usual case, at once
+        return
     if isinstance(value, bool) or not isinstance(value, Real):
         raise InvalidValueError(attribute.name, value, "expected a real number of seconds")
     if not isinstance(value, (int, Fraction)) and not math.isfinite(value):
@@ -113,6 +115,8 @@ def _int_at_least(minimum: int, maximum: int | None = None) -> Any:
 
 def _hash_tuple(value: Any) -> tuple[Any, ...]:
     """``block_hashes`` as a tuple (a list or any iterable is taken; each id is checked after)."""
+    if type(value) is tuple:
+        return value
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise InvalidValueError("block_hashes", value, "expected a sequence of integer block ids")
     return tuple(value)
