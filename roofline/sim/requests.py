@@ -89,7 +89,9 @@ SHIPPED_TRACES: dict[str, str] = {
 
 
 def _arrival(instance: object, attribute: attrs.Attribute, value: Any) -> None:
-    if (type(value) is Fraction or type(value) is int) and 0 <= value <= MAX_ARRIVAL_S:  # the usual case, at once
+    if type(value) is int and 0 <= value <= MAX_ARRIVAL_S:  # the usual cases, at once
+        return
+    if type(value) is Fraction and 0 <= value.numerator <= MAX_ARRIVAL_S * value.denominator:
         return
     if isinstance(value, bool) or not isinstance(value, Real):
         raise InvalidValueError(attribute.name, value, "expected a real number of seconds")
