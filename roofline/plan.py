@@ -891,8 +891,8 @@ _DASK_WORKER_SETTINGS = {"distributed.worker.profile.enabled": False, "distribut
 CONNECT_TIMEOUT_S = 5
 
 
-def _cluster_address(cluster: Any) -> tuple[str, int]:
-    """(host, port) of a ``tcp://HOST:PORT`` cluster, ("", 0) for ``local:N``, checked before any work.
+def _cluster_address(cluster: Any) -> tuple[str | None, int]:
+    """(host, port) of a ``tcp://HOST:PORT`` cluster, (None, N) for ``local:N``, checked before any work.
 
     Raises
     ------
@@ -908,7 +908,7 @@ def _cluster_address(cluster: Any) -> tuple[str, int]:
         n = cluster[len("local:"):].strip()
         if not n.isdigit() or not 1 <= int(n) <= MAX_WORKERS:
             raise InvalidValueError("cluster", cluster, f"expected local:N with N in 1..{MAX_WORKERS:,} workers")
-        return "", 0
+        return None, int(n)
     if not cluster.startswith("tcp://"):
         raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT or local:N")
     try:
@@ -926,18 +926,16 @@ def _cluster_address(cluster: Any) -> tuple[str, int]:
 
 
 def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> Iterable[tuple[dict[str, Any], int]]:
+    """(record, answers shared) of each configuration on a Dask cluster (``cluster`` as :func:`_cluster_address`
+    reads it: a ``LocalCluster`` of N single-threaded worker processes started here, or a running one), a family
+    a task."""
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise InvalidValueError("cluster", cluster, "needs Dask: pip install 'roofline[cluster]'") from None
     local = None
-    if cluster.startswith("local:"):
-        try:
-            n = int(cluster[len("local:"):])
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise InvalidValueError("cluster", cluster, "expected local:N with N >= 1 workers")
+    host, port = _cluster_address(cluster)  # (None, N) for local:N
+    if host is None:
         import multiprocessing
 
         import dask
@@ -947,10 +945,9 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
             settings["distributed.worker.multiprocessing-method"] = "fork"
         with dask.config.set(settings):
             # a random port for its HTTP server: the default 8787 warns (an error under pytest) when taken
-            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
+            local = LocalCluster(n_workers=port, threads_per_worker=1, processes=True, dashboard_address=":0")
         client = Client(local)
-    elif cluster.startswith("tcp://"):
-        host, port = _cluster_address(cluster)
+    else:
         import socket
 
         try:  # a refused or unknown address answers at once; Client would retry it for its whole timeout
@@ -961,8 +958,6 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
             client = Client(cluster, timeout=30)
         except OSError as exc:
             raise InvalidValueError("cluster", cluster, f"cannot connect: {exc}") from None
-    else:
-        raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT or local:N")
     try:
         shared = client.scatter(context, broadcast=True)
         futures = [client.submit(_family_records, shared, family, pure=False) for family in _families(configs)]

@@ -264,7 +264,7 @@ def test_report_and_simulate_take_the_flag(capsys):
     assert "expert parallelism" not in capsys.readouterr().out
     assert main(["report", "--model", "llama-3.1-8b", "--tp", "2", "--enable-expert-parallel"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--enable-expert-parallel=True: llama-3.1-8b is a dense model" in err[0]
+    assert len(err) == 1 and "--enable-expert-parallel: llama-3.1-8b is a dense model" in err[0]
     assert main(["simulate", *args, "--enable-expert-parallel", "--num-prompts", "4", "--random-input-len", "64",
                  "--random-output-len", "8"]) == 0
     assert "(tensor and expert parallel: KV pool per GPU, all-reduces, all-gathers and all-to-alls" in \

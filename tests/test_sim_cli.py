@@ -354,7 +354,7 @@ def test_simulate_defaults_max_model_len_to_the_models_positions(capsys: pytest.
      "--kv-transfer-bandwidth"),
     # a parallelism refusal names the flag, not the Deployment's field
     (["--enable-expert-parallel"],
-     "--enable-expert-parallel=True: llama-3.1-8b is a dense model: expert parallelism needs routed experts"),
+     "--enable-expert-parallel: llama-3.1-8b is a dense model: expert parallelism needs routed experts"),
     (["--policy", "continuous", "-pp", "2", "--model", "gemma-3-27b"],
      "--pipeline-parallel-size=2: gemma-3-27b has sliding-window layers: their pool over pipeline stages is not "
      "modelled in simulate"),

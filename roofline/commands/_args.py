@@ -288,7 +288,8 @@ def deployment_from_args(args: argparse.Namespace, *, utilization: Any = None) -
         flag = _PARALLELISM_FLAGS.get(err.field)
         if flag is None:
             raise
-        raise InvalidValueError(flag, err.value, err.reason) from None
+        value = given_value(args, err.field) if err.field == "enable_expert_parallel" else err.value  # a switch
+        raise InvalidValueError(flag, value, err.reason) from None
 
 
 #: the Deployment's parallelism fields, by the command-line flag that sets each
