@@ -108,6 +108,17 @@ def test_the_report_gives_the_kv_limit_with_the_draft_and_a_row_at_it():
     assert rows[447]["kv_limit"] and rows[447]["fits"] and rows[499]["fits"] is False
 
 
+def test_the_reports_kv_limit_holds_each_sequences_k_proposals():
+    """At c = 1,008 tokens (63 blocks of 16) each sequence holds c + k = 1,012 while its 4 proposals are verified:
+    64 blocks, so 28,186 // 64 = 440 sequences (counting c alone gave 28,186 // 63 = 447, one block short each);
+    the plain limit stays at c: 31,476 // 63 = 499. The table's KV limit row is at 440."""
+    r = build_report(TP4, context=1008, batches=(1,), speculative=DRAFT, acceptance_rate=Fraction(7, 10))
+    kv = r["speculative"]["kv"]
+    assert (kv["kv_limit"], kv["held_context"], kv["plain_kv_limit"]) == (28_186 // 64, 1012, 31_476 // 63)
+    assert (kv["kv_limit"], kv["plain_kv_limit"]) == (440, 499)
+    assert [row["batch"] for row in r["speculative"]["table"] if row["kv_limit"]] == [440]
+
+
 def test_a_head_takes_its_layer_and_its_extra_matmul_not_the_shared_embedding():
     """An EAGLE head derived from Llama 3.1 8B on one H100: one decoder layer (q 4096 x 4096, k and v
     4096 x 1024, o, the MLP 3 x 4096 x 14336, two norms and the final one) and its fc 2h x h + h, BF16; the

@@ -321,7 +321,10 @@ def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, 
     held = sd.proposer_memory(bound, config)  # its weights out of the budget, its KV in the blocks
     budget = estimate_mod.kv_budget_for(bound, utilization=utilization, proposer=held) if given_budget is None \
         else given_budget
-    cap = estimate_mod.kv_capacity(bound, budget=budget, context=context, block_size=block_size, proposer=held)
+    # each sequence holds its k proposals while they are verified: c + k tokens (the scheduler's rule, "KV")
+    held_context = context + config.num_speculative_tokens
+    cap = estimate_mod.kv_capacity(bound, budget=budget, context=held_context, block_size=block_size,
+                                   proposer=held)
     batches = sorted(set(batches) | ({cap.sequences_blocks} if cap.sequences_blocks > 0 else set()))
     steps = [sd.speculative_step(bound, config, batch=b, context=context, acceptance_rate=alpha) for b in batches]
     first = steps[0]
@@ -340,7 +343,8 @@ def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, 
         "kv": {"proposer_weight_bytes": float(held.weight_bytes),
                "proposer_kv_bytes_per_token": float(held.kv_bytes_per_token),
                "kv_bytes_per_token": float(cap.kv_bytes_per_token), "budget_bytes": float(cap.budget),
-               "blocks": cap.blocks, "kv_limit": cap.sequences_blocks, "plain_kv_limit": plain_limit},
+               "blocks": cap.blocks, "kv_limit": cap.sequences_blocks, "held_context": held_context,
+               "plain_kv_limit": plain_limit},
         "table": [{"batch": s.batch, "kv_limit": s.batch == cap.sequences_blocks,
                    "fits": s.batch <= cap.sequences_blocks, "plain_step_time_s": float(s.plain_step_time),
                    "proposer_time_s": float(s.proposer_time), "step_time_s": float(s.step_time),
@@ -385,11 +389,14 @@ def _speculative_lines(r: dict[str, Any]) -> list[str]:
         f"{sp.get('best_compared_up_to', 16)} compared)",
     ]
     kv = sp.get("kv")
-    if kv is not None and (kv["proposer_weight_bytes"] or kv["proposer_kv_bytes_per_token"]):
-        out.append(f"  KV limit              {kv['kv_limit']:,} sequences of {sp['context']:,} tokens (without: "
-                   f"{kv['plain_kv_limit']:,}; its weights {kv['proposer_weight_bytes'] / 1e9:.2f} GB a GPU out of "
-                   f"the budget, its KV {kv['proposer_kv_bytes_per_token']:,.0f} of "
-                   f"{kv['kv_bytes_per_token']:,.0f} bytes per token)")
+    if kv is not None:
+        k = sp["num_speculative_tokens"]
+        held = (f"; its weights {kv['proposer_weight_bytes'] / 1e9:.2f} GB a GPU out of the budget, its KV "
+                f"{kv['proposer_kv_bytes_per_token']:,.0f} of {kv['kv_bytes_per_token']:,.0f} bytes per token"
+                if kv["proposer_weight_bytes"] or kv["proposer_kv_bytes_per_token"] else "")
+        out.append(f"  KV limit              {kv['kv_limit']:,} sequences of {sp['context']:,} tokens, each holding "
+                   f"{kv['held_context']:,} while its {k} proposed token{'s' if k > 1 else ''} "
+                   f"{'are' if k > 1 else 'is'} verified (without speculation: {kv['plain_kv_limit']:,}{held})")
     return out
 
 
