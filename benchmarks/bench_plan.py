@@ -23,9 +23,11 @@ Run from the repository root::
 Not a test: timings depend on the machine (a shared one inflates them). Measured at stop 23 on a quiet machine
 (load under 1), with runs shared across ``--max-num-seqs`` and the percentiles read from the run's summary
 (CHANGELOG, issue 22): on 500 requests 24.3 s local and 24.9 s Dask (1.02x); on the whole trace
-(``--limit 19366``) 834.7 s local, 705 of its 1,335 verdicts shared: about 7x the target's 2 minutes, which is
-why the default stays at 500 requests. The estimate it prints for the whole trace (verdicts x one whole run)
-ignores the sharing and the early stop and is an upper end.
+(``--limit 19366``) 834.7 s local, 705 of its 1,335 verdicts shared. At stop 24, with runs that keep no
+inter-token gaps and the rules judged by rate factor: the whole trace 696.9 s local (1.044 s a verdict of a
+worker on average), still about 6x the target's 2 minutes, which is why the default stays at 500 requests. The
+estimate it prints for the whole trace (verdicts x one whole run) ignores the sharing and the early stop and is
+an upper end.
 """
 
 from __future__ import annotations
