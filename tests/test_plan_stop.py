@@ -78,6 +78,21 @@ def _misses(result: Any, metric: str, limit: Any) -> int:
     return count
 
 
+def _random_run(seed: int, rate: int, seqs: int, chunked: bool, on_demand: bool, engine: str,
+                kv_tokens: int) -> tuple[list[Request], Any, dict[str, Any]]:
+    """30 requests (Poisson at ``rate``/s, prompts ~300, outputs ~20 tokens), Llama 3.1 8B on one H100, and the
+    serve keywords: the cap, the admission, the clock, a pool of ``kv_tokens`` tokens and the prefill mode."""
+    reqs = list(synthetic_workload(30, arrival="poisson", rate=rate, input_len=300, output_len=20,
+                                   input_distribution="uniform", output_distribution="uniform",
+                                   range_ratio=Fraction(9, 10), seed=seed).requests)
+    cost = RooflineCostModel.for_deployment(Deployment(MODEL, get_accelerator("h100-sxm"), Parallelism(tensor=1)))
+    kw: dict[str, Any] = dict(max_num_seqs=seqs, admission="on_demand" if on_demand else "reserve", engine=engine,
+                              kv_pool=KVPool.tokens(kv_tokens))
+    if chunked:
+        kw.update(prefill="chunked", max_num_batched_tokens=512)
+    return reqs, cost, kw
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10**6), st.sampled_from([20, 80, 300]), st.sampled_from([2, 8]), st.booleans(),
        st.booleans(), st.sampled_from(["ttft_s", "tpot_s"]), st.integers(1, 400), st.integers(0, 12),
@@ -87,14 +102,7 @@ def test_stop_gives_the_whole_runs_verdict(seed: int, rate: int, seqs: int, chun
     """Random workloads, both prefill modes and admissions, both clocks: the run stops exactly when the whole run
     has more misses than allowed (the whole run ends with every request decided), and a run that does not stop
     is the whole run, request by request."""
-    reqs = list(synthetic_workload(30, arrival="poisson", rate=rate, input_len=300, output_len=20,
-                                   input_distribution="uniform", output_distribution="uniform",
-                                   range_ratio=Fraction(9, 10), seed=seed).requests)
-    cost = RooflineCostModel.for_deployment(Deployment(MODEL, get_accelerator("h100-sxm"), Parallelism(tensor=1)))
-    kw: dict[str, Any] = dict(max_num_seqs=seqs, admission="on_demand" if on_demand else "reserve", engine=engine,
-                              kv_pool=KVPool.tokens(6000))
-    if chunked:
-        kw.update(prefill="chunked", max_num_batched_tokens=512)
+    reqs, cost, kw = _random_run(seed, rate, seqs, chunked, on_demand, engine, 6000)
     limit = Fraction(limit_ms, 1000) if metric == "ttft_s" else Fraction(limit_ms, 40000)
     full = serve_continuous(reqs, cost, **kw)
     missed = _misses(full, metric, limit)
@@ -209,14 +217,7 @@ def test_a_run_without_itl_differs_only_in_the_itl(seed: int, rate: int, seqs: i
     small pool), one engine or two replicas."""
     import attrs
 
-    reqs = list(synthetic_workload(30, arrival="poisson", rate=rate, input_len=300, output_len=20,
-                                   input_distribution="uniform", output_distribution="uniform",
-                                   range_ratio=Fraction(9, 10), seed=seed).requests)
-    cost = RooflineCostModel.for_deployment(Deployment(MODEL, get_accelerator("h100-sxm"), Parallelism(tensor=1)))
-    kw: dict[str, Any] = dict(max_num_seqs=seqs, admission="on_demand" if on_demand else "reserve", engine=engine,
-                              kv_pool=KVPool.tokens(3000))
-    if chunked:
-        kw.update(prefill="chunked", max_num_batched_tokens=512)
+    reqs, cost, kw = _random_run(seed, rate, seqs, chunked, on_demand, engine, 3000)
 
     def serve(**more: Any) -> Any:
         if replicas == 1:
