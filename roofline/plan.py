@@ -906,7 +906,7 @@ def _cluster_address(cluster: Any) -> tuple[str | None, int]:
         raise InvalidValueError("cluster", cluster, "expected tcp://HOST:PORT or local:N")
     if cluster.startswith("local:"):
         n = cluster[len("local:"):].strip()
-        if not n.isdigit() or not 1 <= int(n) <= MAX_WORKERS:
+        if not (n.isascii() and n.isdecimal()) or not 1 <= int(n) <= MAX_WORKERS:  # "local:²" too
             raise InvalidValueError("cluster", cluster, f"expected local:N with N in 1..{MAX_WORKERS:,} workers")
         return None, int(n)
     if not cluster.startswith("tcp://"):
@@ -932,7 +932,8 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
-        raise InvalidValueError("cluster", cluster, "needs Dask: pip install 'roofline[cluster]'") from None
+        raise InvalidValueError("cluster", cluster, "needs Dask: pip install 'roofline[cluster]' (from a "
+                                "clone: pip install -e '.[cluster]')") from None
     local = None
     host, port = _cluster_address(cluster)  # (None, N) for local:N
     if host is None:
@@ -1370,10 +1371,10 @@ def plan(
         if v is not None:
             check_scalar(name, v)
             check_positive(name, v)  # a bool or a string is not a number of seconds
-    check_scalar("slo_percentile", percentile)
-    check_positive("slo_percentile", percentile)
+    check_scalar("percentile", percentile)
+    check_positive("percentile", percentile)
     if not percentile <= 100:
-        raise InvalidValueError("slo_percentile", percentile, "must be in (0, 100]")
+        raise InvalidValueError("percentile", percentile, "must be in (0, 100]")
     for name, v in (("rate_scale", rate_scale), ("rate_tolerance", rate_tolerance)):
         check_nonnegative(name, v)
         if not v > 0:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _text import unwrapped
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -497,6 +498,8 @@ def _status(argv: list[str]) -> int:
     (["--cluster", "udp://x"], "--cluster='udp://x': expected tcp://HOST:PORT or local:N"),
     (["--cluster", "local:100000"], "--cluster='local:100000': expected local:N with N in 1..1,024 workers"),
     (["--cluster", "local:0"], "--cluster='local:0': expected local:N with N in 1..1,024 workers"),
+    (["--cluster", "local:\u00b2"], "--cluster='local:\u00b2': expected local:N with N in 1..1,024 workers"),
+    (["--cluster", "local:\u0661"], "--cluster='local:\u0661': expected local:N with N in 1..1,024 workers"),
     (["--cluster", "tcp://[::1:8786"], "--cluster='tcp://[::1:8786': expected tcp://HOST:PORT\n"),
     (["--price", "h100-sxm=2", "--price", "h100=3"],
      "--price='h100': given twice ('h100-sxm' is the same accelerator, h100-sxm)"),
@@ -648,7 +651,8 @@ def test_a_resumed_rate_search_record_is_checked_and_a_sound_one_taken(tmp_path:
     out = tmp_path / "p.jsonl"
     argv = [*_W, "--tensor-parallel-size", "3", "--search-rate", "--out", str(out)]
     assert main(argv) == 0 and main(argv) == 0
-    assert "1 pruned by the bound (fit 1), 1 simulated, 2 read back from --out" in capsys.readouterr().out
+    assert ("1 pruned by the bound (fit 1), 1 simulated (2 of them read back from --out, not evaluated again)"
+            in unwrapped(capsys.readouterr().out))
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     rows[0]["result"]["max_rate"]["requests_per_s"] = -3.0
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -823,3 +827,11 @@ def test_a_large_max_rate_keeps_its_column_and_a_price_says_dollars(capsys: pyte
     rate = row.split()[-2]
     assert "e+" in rate and len(rate) <= 9
     assert "workload: generated (poisson at 100000.0/s; prompts fixed 128, outputs fixed 32; seed 0)" in out
+
+
+def test_a_bad_percentile_names_the_apis_own_field() -> None:
+    """plan(percentile=...) refuses by that name (it said slo_percentile, the command line's)."""
+    for bad in (0, -1, 101, "99"):
+        with pytest.raises(InvalidValueError) as err:
+            plan(MODEL, REQUESTS[:2], axes={"tensor_parallel_size": [1]}, slo_ttft_s=1, percentile=bad)
+        assert err.value.field == "percentile"

@@ -475,3 +475,23 @@ def test_simulate_picks_the_smallest_tensor_parallel_size_that_fits_as_report_do
     assert main([*args, "--tensor-parallel-size", "8", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["tensor_parallel_size"] == 8 and "tensor_parallel_chosen" not in data
+
+
+def test_a_long_value_widens_its_column_instead_of_wrapping_the_row() -> None:
+    """The whole conversation trace served one by one (the default run's serial row): a makespan of 20,069.55 s
+    passes its 8 columns and TTFT p99 16,369,267 ms its 9; the rows stay within 100 columns, one line each, every
+    value right-aligned under its header (the label column narrowed to the longest label)."""
+    from roofline.commands.simulate import COLUMNS, _table
+
+    rows = [tuple(name for name, _, _ in COLUMNS), tuple(u for _, u, _ in COLUMNS),
+            ("serial", "19,366", "0", "4,088,665", "20,069.55", "204", "100.0", "100.0", "3.1", "0"),
+            ("continuous", "19,366", "0", "628,509", "3,503.18", "1,167", "100.0", "2.6", "11.7", "0")]
+    lines = _table(rows, [w for _, _, w in COLUMNS])
+    assert all(len(line) <= 100 for line in lines) and len(lines) == 4
+    assert lines[2].startswith("serial      19,366") and lines[2].endswith("3.1        0")
+    ends = {line.index(cell) + len(cell) for line, cell in zip(lines, ("makespan", "s", "20,069.55", "3,503.18"),
+                                                                 strict=True)}
+    assert len(ends) == 1  # one right edge for the column
+    short = _table(rows[:2] + [("continuous-chunked", "1", "0", "2", "3.00", "4", "5.0", "6.0", "7.0", "0")],
+                   [w for _, _, w in COLUMNS])
+    assert [len(line) for line in short] == [100, 100, 100]  # nothing passes its width: the stated widths, as before

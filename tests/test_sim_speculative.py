@@ -174,6 +174,10 @@ def test_simulate_takes_a_vector_of_k_rates_and_refuses_another_length(capsys):
                          ("0.9,0,0.7", "must be > 0")):
         status, _, err = _cli([*base, "--acceptance-rate", rates], capsys)
         assert status == 2 and len(err.splitlines()) == 1 and words in err, err
+    report = ["report", "--speculative-config", '{"model": "llama-3.2-1b", "num_speculative_tokens": 3}']
+    status, _, err = _cli([*report, "--acceptance-rate", "0.9,0.8"], capsys)  # it printed Fraction(9, 10), ...
+    assert status == 2 and err.strip().endswith(
+        "error: --acceptance-rate='0.9,0.8': a per-position vector needs k = 3 rates, one per proposed token"), err
 
 
 def test_the_draws_depend_on_the_seed_and_the_request_id_only():

@@ -395,4 +395,4 @@ def test_report_prints_a_vector_s_tokens_per_step(capsys):
     assert main(["report", "--speculative-config", '{"model": "llama-3.2-1b", "num_speculative_tokens": 3}',
                  "--acceptance-rate", "0.9,0.8"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "acceptance_rate" in err and "k = 3 rates" in err
+    assert err.count("\n") == 1 and "--acceptance-rate='0.9,0.8'" in err and "k = 3 rates" in err

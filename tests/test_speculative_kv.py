@@ -119,6 +119,16 @@ def test_the_reports_kv_limit_holds_each_sequences_k_proposals():
     assert [row["batch"] for row in r["speculative"]["table"] if row["kv_limit"]] == [440]
 
 
+def test_the_held_proposals_stop_at_the_models_length():
+    """At Llama 3.1 70B's full 131,072 positions no proposal is held past it (vLLM proposes none past
+    max_model_len): the held context is 131,072, and the limit is the pool's at that context; 4 short of it, the
+    4 proposals fit: 131,072 again."""
+    for context in (131_072, 131_068):
+        r = build_report(TP4, context=context, batches=(1,), speculative=DRAFT, acceptance_rate=Fraction(7, 10))
+        kv = r["speculative"]["kv"]
+        assert kv["held_context"] == 131_072 and kv["kv_limit"] == 28_186 // (131_072 // 16) == 3
+
+
 def test_a_head_takes_its_layer_and_its_extra_matmul_not_the_shared_embedding():
     """An EAGLE head derived from Llama 3.1 8B on one H100: one decoder layer (q 4096 x 4096, k and v
     4096 x 1024, o, the MLP 3 x 4096 x 14336, two norms and the final one) and its fc 2h x h + h, BF16; the

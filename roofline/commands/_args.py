@@ -197,6 +197,14 @@ def acceptance_rate_arg(text: str) -> Fraction | tuple[Fraction, ...]:
     return tuple(one(item.strip()) for item in items)
 
 
+def acceptance_shown(alpha: Any) -> Any:
+    """``--acceptance-rate`` as the user typed it, for a message: 0.7 (1 for an integer), or the per-position
+    rates joined by commas (``'0.9,0.8'``). ``alpha``: its parsed value, a Fraction or a tuple of them."""
+    if isinstance(alpha, tuple):
+        return ",".join(f"{float(a):g}" for a in alpha)
+    return int(alpha) if alpha.denominator == 1 else float(alpha)
+
+
 def speculative_pair(args: argparse.Namespace) -> tuple[Any, Any] | None:
     """``(--speculative-config, --acceptance-rate)`` as given, both or neither (None), for report and simulate.
 
@@ -212,9 +220,7 @@ def speculative_pair(args: argparse.Namespace) -> tuple[Any, Any] | None:
     if config is None and alpha is None:
         return None
     if config is None:
-        shown = (",".join(f"{float(a):g}" for a in alpha) if isinstance(alpha, tuple)
-                 else int(alpha) if alpha.denominator == 1 else float(alpha))
-        raise InvalidValueError("--acceptance-rate", shown, "given without --speculative-config")
+        raise InvalidValueError("--acceptance-rate", acceptance_shown(alpha), "given without --speculative-config")
     if alpha is None:
         from ..speculative import SpeculativeConfig
 

@@ -235,7 +235,8 @@ def format_text(run: dict[str, Any], describe: Any) -> str:
         request, why = rejected[0]
         lines.append(f"  {len(rejected):,} rejected; the first, request {request.id}: {why}")
     lines += ["  TTFT ends when the KV has reached the decode pool (the transfer included); TPOT = (E2E - TTFT) /",
-              "  (O - 1); the prefill pool's KV is freed at the end of its prefill (no backpressure modelled)."]
+              "  (O - 1); the prefill pool's KV is freed at the end of its prefill (no backpressure modelled);",
+              "  percentiles are interpolated (numpy.percentile's default, as vllm bench serve)."]
     return fit_width("\n".join(lines))
 
 

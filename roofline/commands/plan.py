@@ -245,10 +245,12 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
             raise RooflineError(f"the grid: {err.reason}") from None
         if err.field in _FLAG_OF_AXIS:  # an axis value refused by the API (a --kv-cache-dtype the model lacks)
             raise InvalidValueError(_FLAG_OF_AXIS[err.field], err.value, err.reason) from None
-        named = {"cluster": "--cluster", "out": "--out", "rate_scale": "--rate-scale"}.get(err.field)
+        named = {"cluster": "--cluster", "out": "--out", "rate_scale": "--rate-scale",
+                 "percentile": "--slo-percentile"}.get(err.field)
         if named is None:
             raise
-        raise InvalidValueError(named, given_value(args, err.field), err.reason) from None
+        dest = "slo_percentile" if err.field == "percentile" else err.field
+        raise InvalidValueError(named, given_value(args, dest), err.reason) from None
     finally:
         bar.close()
     return result
@@ -315,7 +317,7 @@ def format_table(result: PlanResult, top: int, workload: str | None = None) -> s
              f"  {n} configurations: {pruned} pruned by the "
              f"{'bound' if c.estimate is None else 'estimate'} ({rules or 'none'}), {result.simulated} simulated"
              + (f", {result.skipped} skipped (not modelled)" if result.skipped else "")
-             + (f", {result.resumed} read back from --out" if result.resumed else ""),
+             + (f" ({result.resumed} of them read back from --out, not evaluated again)" if result.resumed else ""),
              *([f"  {result.shared_runs} runs shared across --max-num-seqs (a cap above a run's peak gives that run)"]
                if result.shared_runs else []),
              "  objective: " + ("cost = GPUs x your price per GPU-hour (" + ", ".join(

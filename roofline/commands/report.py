@@ -41,6 +41,7 @@ from ..profiles import OUTSIDE_FITTED_RANGE, EngineProfile, batch_span, version_
 from ..units import GB, fit_width, format_time
 from ._answers import add_answer_options, answer_context, answers, format_answers
 from ._args import (
+    acceptance_shown,
     add_estimate_option,
     add_expert_parallel_option,
     add_model_options,
@@ -321,8 +322,12 @@ def _speculative_json(bound: Deployment, config: Any, alpha: Any, context: int, 
     held = sd.proposer_memory(bound, config)  # its weights out of the budget, its KV in the blocks
     budget = estimate_mod.kv_budget_for(bound, utilization=utilization, proposer=held) if given_budget is None \
         else given_budget
-    # each sequence holds its k proposals while they are verified: c + k tokens (the scheduler's rule, "KV")
+    # each sequence holds its k proposals while they are verified: c + k tokens (the scheduler's rule, "KV"), up to
+    # the model's length (vLLM proposes no token past max_model_len; a context already past it is the plain one's)
+    most = bound.model.max_position_embeddings
     held_context = context + config.num_speculative_tokens
+    if most is not None and held_context > most:
+        held_context = max(context, most)
     cap = estimate_mod.kv_capacity(bound, budget=budget, context=held_context, block_size=block_size,
                                    proposer=held)
     batches = sorted(set(batches) | ({cap.sequences_blocks} if cap.sequences_blocks > 0 else set()))
@@ -852,12 +857,17 @@ def run(args: argparse.Namespace) -> int:
 
         pipe = build_pipeline_report(deployment, context=context, batches=args.batch, block_size=args.block_size,
                                      utilization=Fraction(9, 10) if args.utilization is None else args.utilization)
-    report = build_report(
-        deployment, context=context, batches=args.batch,
-        kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,
-        block_size=args.block_size, kv_limit_from="given" if given else "upper_bound",
-        speculative=args.speculative_config, acceptance_rate=args.acceptance_rate,
-    )
+    try:
+        report = build_report(
+            deployment, context=context, batches=args.batch,
+            kv_budget=(args.kv_budget_gb if given else LESSON_KV_BUDGET_GB) * GB, utilization=args.utilization,
+            block_size=args.block_size, kv_limit_from="given" if given else "upper_bound",
+            speculative=args.speculative_config, acceptance_rate=args.acceptance_rate,
+        )
+    except InvalidValueError as err:  # a vector of another length than k: the rates' own flag, as typed
+        if err.field != "acceptance_rate" or args.acceptance_rate is None:
+            raise
+        raise InvalidValueError("--acceptance-rate", acceptance_shown(args.acceptance_rate), err.reason) from None
     if note is not None:
         report["tensor_parallel"]["chosen"] = "smallest that fits"
         report["tensor_parallel"]["note"] = note

@@ -99,6 +99,7 @@ from ..sim.workloads import DEFAULT_HASH_BLOCK, DEFAULT_TURN_GAP_S, MAX_HASHED_B
 from ..units import GB, fit_width, format_time
 from . import _disaggregated
 from ._args import (
+    acceptance_shown,
     add_data_parallel_option,
     add_estimate_option,
     add_expert_parallel_option,
@@ -759,8 +760,7 @@ def _speculation(args: argparse.Namespace, accelerator: Any, estimate: Any, depl
                                        target=deployment)
     except InvalidValueError as err:
         if err.field == "acceptance_rate":  # a vector of another length than k: the rates' own flag
-            shown = ",".join(f"{float(a):g}" for a in alpha) if isinstance(alpha, tuple) else f"{float(alpha):g}"
-            raise InvalidValueError("--acceptance-rate", shown, err.reason) from None
+            raise InvalidValueError("--acceptance-rate", acceptance_shown(alpha), err.reason) from None
         raise InvalidValueError("--speculative-config", config, f"{err.field}: {err.reason}") from None
 
 
@@ -861,6 +861,16 @@ def _row(cells: tuple[str, ...], widths: list[int]) -> str:
     return "  ".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
 
 
+def _table(rows: list[tuple[str, ...]], widths: list[int], indent: str = "") -> list[str]:
+    """``rows`` (headers first) as aligned lines: each column as wide as its stated width or its widest cell; when
+    that passes 100 columns, the first (label) column narrowed to its longest label, so that a long value
+    (a makespan of 20,069.55 s, a TTFT of 16,369,267 ms) widens its column instead of wrapping the row."""
+    widths = [max(w, *(len(r[i]) for r in rows)) for i, w in enumerate(widths)]
+    if len(indent) + sum(widths) + 2 * (len(widths) - 1) > 100:
+        widths[0] = max(len(r[0]) for r in rows)
+    return [indent + _row(r, widths) for r in rows]
+
+
 def _describe(workload: dict[str, Any]) -> str:
     if workload["kind"] == "trace":
         return os.path.basename(workload["path"])
@@ -954,22 +964,20 @@ def format_table(run: dict[str, Any], trace: str | None = None, *, verbose: bool
         f"  simulation engine: {_engines_text(run['labels'], run['results'])}",
         "",
     ]
-    widths = [w for _, _, w in COLUMNS]
-    lines += [_row(tuple(name for name, _, _ in COLUMNS), widths), _row(tuple(u for _, u, _ in COLUMNS), widths)]
+    rows = [tuple(name for name, _, _ in COLUMNS), tuple(u for _, u, _ in COLUMNS)]
     for label, r in zip(run["labels"], run["results"], strict=True):
         s = r.summary
         peak = "-" if not pool.capacity_blocks else f"{100 * s.peak_kv_blocks / pool.capacity_blocks:.1f}"
-        cells = (
+        rows.append((
             label, f"{s.completed:,}", f"{s.rejected:,}", f"{s.steps:,}", _secs(s.makespan_s),
             "-" if s.output_tokens_per_s is None else f"{float(s.output_tokens_per_s):,.0f}",
             _pct(s.long_run_useful_share), _pct(s.slot_occupancy), peak, f"{s.preemptions:,}",
-        )
-        lines.append(_row(cells, widths))
-    lat_widths = [18] + [9] * len(LATENCY_COLUMNS)
-    lines += ["", _row(("policy", *(h for h, _, _ in LATENCY_COLUMNS)), lat_widths),
-              _row(("", *("ms" for _ in LATENCY_COLUMNS)), lat_widths)]
-    for label, r in zip(run["labels"], run["results"], strict=True):
-        lines.append(_row((label, *(_pms(getattr(r.summary, f), q) for _, f, q in LATENCY_COLUMNS)), lat_widths))
+        ))
+    lines += _table(rows, [w for _, _, w in COLUMNS])
+    rows = [("policy", *(h for h, _, _ in LATENCY_COLUMNS)), ("", *("ms" for _ in LATENCY_COLUMNS))]
+    rows += [(label, *(_pms(getattr(r.summary, f), q) for _, f, q in LATENCY_COLUMNS))
+             for label, r in zip(run["labels"], run["results"], strict=True)]
+    lines += ["", *_table(rows, [18] + [9] * len(LATENCY_COLUMNS))]
     for label, r in zip(run["labels"], run["results"], strict=True):  # why requests were rejected, one line each
         rejected = r.rejections()
         if rejected:
@@ -980,14 +988,12 @@ def format_table(run: dict[str, Any], trace: str | None = None, *, verbose: bool
             lines += ["", *_replica_table(label, rep, pool, run["deployment"].pipeline_parallel_size > 1)]
     if verbose:  # every latency's p50 / p90 / p99, one row per policy and latency
         lines += ["", "  latency p50 / p90 / p99 (--verbose):"]
-        full_widths = [18, 10, 11, 11, 11]
-        lines += ["  " + _row(("policy", "latency", "p50", "p90", "p99"), full_widths),
-                  "  " + _row(("", "", "ms", "ms", "ms"), full_widths)]
+        rows = [("policy", "latency", "p50", "p90", "p99"), ("", "", "ms", "ms", "ms")]
         for label, r in zip(run["labels"], run["results"], strict=True):
             s = r.summary
-            for name, stats in zip(LATENCY, (s.queue_wait, s.ttft, s.tpot, s.itl, s.e2e), strict=True):
-                lines.append("  " + _row((label, name, *(_pms(stats, q) for q in ("p50", "p90", "p99"))),
-                                         full_widths))
+            rows += [(label, name, *(_pms(stats, q) for q in ("p50", "p90", "p99")))
+                     for name, stats in zip(LATENCY, (s.queue_wait, s.ttft, s.tpot, s.itl, s.e2e), strict=True)]
+        lines += _table(rows, [18, 10, 11, 11, 11], "  ")
     if run["slo"] is not None:
         limits = ", ".join(f"{k[:-2].upper()} <= {float(v) * 1e3:g} ms" for k, v in run["slo"].items() if v is not None)
         lines += ["", f"  goodput ({limits}):"]
