@@ -453,9 +453,7 @@ def _exceeds_above(first: Sequence[Any], queued: list[tuple[int, Any]] | None, a
     """
     if queued is None:
         return sorted(0 if f > limit else math.inf for f, limit in zip(first, limits, strict=True))
-    starts: dict[int, Any] = {}
-    for (k, _), a in zip(queued, arrivals, strict=True):
-        starts[k] = a if k not in starts else min(starts[k], a)
+    starts = _part_starts(queued, arrivals)
     out: list[Any] = []
     for f, (k, c), a, limit in zip(first, queued, arrivals, limits, strict=True):
         if f > limit:
@@ -519,10 +517,16 @@ def _queue_waits(parts: list[tuple[int, Any]] | None, arrivals: Sequence[Any]) -
     """:func:`_queue_term` from :func:`_queue_parts` and the arrivals [s]: a_1 of the part + c - a_i, or 0s."""
     if parts is None:
         return [0] * len(arrivals)
+    starts = _part_starts(parts, arrivals)
+    return [starts[k] + c - a for (k, c), a in zip(parts, arrivals, strict=True)]
+
+
+def _part_starts(parts: list[tuple[int, Any]], arrivals: Sequence[Any]) -> dict[int, Any]:
+    """Each first-come-first-served part's first arrival a_1 [s] (``parts``: :func:`_queue_parts`)."""
     starts: dict[int, Any] = {}
     for (k, _), a in zip(parts, arrivals, strict=True):
         starts[k] = a if k not in starts else min(starts[k], a)
-    return [starts[k] + c - a for (k, c), a in zip(parts, arrivals, strict=True)]
+    return starts
 
 
 def _queue_parts(setup: _Setup, requests: Sequence[Any], floor: Any) -> list[tuple[int, Any]] | None:

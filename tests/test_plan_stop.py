@@ -246,7 +246,13 @@ def test_the_searchs_pruning_by_rate_factor_is_the_rules(slo: dict[str, Any]) ->
     each factor where a bound crosses its limit (and just above it), where the percentile's interpolation is
     decided in full; both verdicts occur."""
     result = plan(MODEL, REQUESTS, axes=GRID, **slo)
-    context, verdicts = result.context, set()
+    context, verdicts, judged = result.context, set(), [0]
+    judge = P._judge
+
+    def counted(*args: Any) -> Any:
+        judged[0] += 1
+        return judge(*args)
+
     for record in result.records:
         setup = P._setup(context, record["config"])
         if isinstance(setup, tuple):
@@ -259,8 +265,12 @@ def test_the_searchs_pruning_by_rate_factor_is_the_rules(slo: dict[str, Any]) ->
         scales = {Fraction(2) ** Fraction(k, 4) for k in range(-24, 25)}
         scales |= crossings | {t * Fraction(1001, 1000) for t in crossings}
         for x in sorted(scales)[::max(1, len(scales) // 60)]:
-            fast = P._pruned_at(context, bounds, ceilings, x)
+            P._judge = counted  # the borderline case, judged in full, is counted
+            try:
+                fast = P._pruned_at(context, bounds, ceilings, x)
+            finally:
+                P._judge = judge
             assert fast == (P._judge(context, bounds, P._scaled_arrivals(context.requests, x)) is not None), (
                 record["key"], x)
             verdicts.add(fast)
-    assert verdicts == {True, False}
+    assert verdicts == {True, False} and judged[0] >= 1  # both verdicts, and the interpolated case reached

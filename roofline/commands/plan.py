@@ -182,6 +182,11 @@ def _check_plot(path: str) -> None:
                                 f"known: {', '.join(sorted(formats))}")
 
 
+#: plan()'s own fields that a flag sets: field -> (the flag, its argparse dest), for a refusal named as typed
+_FLAG_OF_FIELD = {"cluster": ("--cluster", "cluster"), "out": ("--out", "out"),
+                  "rate_scale": ("--rate-scale", "rate_scale"), "percentile": ("--slo-percentile", "slo_percentile")}
+
+
 def run_plan(args: argparse.Namespace) -> PlanResult:
     """The search the parsed flags ask for.
 
@@ -245,12 +250,11 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
             raise RooflineError(f"the grid: {err.reason}") from None
         if err.field in _FLAG_OF_AXIS:  # an axis value refused by the API (a --kv-cache-dtype the model lacks)
             raise InvalidValueError(_FLAG_OF_AXIS[err.field], err.value, err.reason) from None
-        named = {"cluster": "--cluster", "out": "--out", "rate_scale": "--rate-scale",
-                 "percentile": "--slo-percentile"}.get(err.field)
+        named = _FLAG_OF_FIELD.get(err.field)
         if named is None:
             raise
-        dest = "slo_percentile" if err.field == "percentile" else err.field
-        raise InvalidValueError(named, given_value(args, dest), err.reason) from None
+        flag, dest = named
+        raise InvalidValueError(flag, given_value(args, dest), err.reason) from None
     finally:
         bar.close()
     return result
