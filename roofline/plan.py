@@ -255,10 +255,14 @@ class Context:
 def _scaled(requests: Sequence[Any], scale: Any, arrivals: Sequence[Any] | None = None) -> list[Any]:
     """The requests with their arrivals divided by ``scale`` (x the rate; lengths unchanged); ``arrivals``: those
     (:func:`_scaled_arrivals`) when already computed."""
+    from .sim.requests import MAX_ARRIVAL_S
+
     if scale == 1:
         return list(requests)
     arrivals = _scaled_arrivals(requests, scale) if arrivals is None else arrivals
-    return [attrs.evolve(r, arrival_s=a) for r, a in zip(requests, arrivals, strict=True)]
+    if arrivals and max(arrivals) > MAX_ARRIVAL_S:  # the Request's own check refuses it, by name
+        return [attrs.evolve(r, arrival_s=a) for r, a in zip(requests, arrivals, strict=True)]
+    return [r._arriving_at(a) for r, a in zip(requests, arrivals, strict=True)]  # each a Fraction >= 0, checked
 
 
 def _scaled_arrivals(requests: Sequence[Any], scale: Any) -> list[Any]:
@@ -423,7 +427,9 @@ def _bounds(context: Context, setup: _Setup, requests: Sequence[Any]) -> _Bounds
         return ("tpot", f"every step takes >= {float(floor) * 1e3:.3g} ms > TPOT limit "
                         f"{float(context.tpot_s) * 1e3:g} ms")
     prefix = serve.get("enable_prefix_caching", False)
-    first = [floor if prefix else cost.prefill_time(r.prompt_tokens, 0) for r in requests]
+    prefills: dict[int, Any] = {}  # prompt length -> its prefill [s]: a trace repeats lengths
+    first = [floor if prefix else prefills.get(p) or prefills.setdefault(p, cost.prefill_time(p, 0))
+             for p in (r.prompt_tokens for r in requests)]
     return _Bounds(floor, first, [r.output_tokens for r in requests], _queue_parts(setup, requests, floor))
 
 
@@ -463,17 +469,38 @@ def _exceeds_above(first: Sequence[Any], queued: list[tuple[int, Any]] | None, a
             out.append(Fraction(d) / (c - limit) if d else 0)
         else:
             out.append(math.inf)
-    return sorted(out)
+    return sorted(out, key=_float_first)
+
+
+def _float_first(t: Any) -> tuple[float, Any]:
+    """A sort key of exact rate factors that compares floats first (float() is nondecreasing, so the order is the
+    exact one) and the exact values only where the floats tie."""
+    return (float(t), t)
+
+
+def _count_below(above: list[Any], keys: list[float], x: Any) -> int:
+    """How many of the sorted exact ``above`` (``keys``: their floats) are < x: bisection on the floats, exact only
+    among those whose float is x's (float() is nondecreasing: a float below x's is a value below x)."""
+    fx = float(x)
+    lo, hi = bisect.bisect_left(keys, fx), bisect.bisect_right(keys, fx)
+    return bisect.bisect_left(above, x, lo, hi)
 
 
 @attrs.frozen
 class _Ceilings:
     """The rules that read arrivals (ttft, rate: :func:`_judge`) as rate factors, for the rate search: per limit
     (TTFT; E2E) the sorted :func:`_exceeds_above` of the workload, or None without that limit. At rate factor x,
-    the lower bounds that exceed a limit are those of t_i < x, counted by bisection (:func:`_pruned_at`)."""
+    the lower bounds that exceed a limit are those of t_i < x, counted by bisection (:func:`_pruned_at`, on the
+    floats ``keys`` of each list, :func:`_count_below`)."""
 
     ttft: list[Any] | None
     e2e: list[Any] | None
+    keys: dict[str, list[float]] = attrs.field(init=False)
+
+    @keys.default
+    def _keys(self) -> dict[str, list[float]]:
+        return {name: [float(t) for t in above] for name, above in (("ttft", self.ttft), ("e2e", self.e2e))
+                if above is not None}
 
 
 def _ceilings(context: Context, bounds: _Bounds) -> _Ceilings:
@@ -494,12 +521,12 @@ def _pruned_at(context: Context, bounds: _Bounds, ceilings: _Ceilings, scale: An
     :func:`_ceilings`): a percentile exceeds its limit when at most j = floor((n - 1) q / 100) bounds are within
     it, not when j + 2 or more are (:func:`percentile_exceeds`); the case between is judged in full."""
     borderline = False
-    for above in (ceilings.ttft, ceilings.e2e):
+    for name, above in (("ttft", ceilings.ttft), ("e2e", ceilings.e2e)):
         if above is None:
             continue
         n = len(above)
         j = math.floor((n - 1) * Fraction(context.percentile) / 100)
-        within = n - bisect.bisect_left(above, scale)
+        within = n - _count_below(above, ceilings.keys[name], scale)
         if within <= j:
             return True
         borderline = borderline or (within < j + 2 and j + 1 < n)
@@ -542,7 +569,8 @@ def _queue_parts(setup: _Setup, requests: Sequence[Any], floor: Any) -> list[tup
         # each running request holds its lifetime blocks (reserved, never shared without prefix caching): at
         # most as many run as the smallest lifetimes of the workload that fit together (>= any part's own cap)
         held, running = 0, 0
-        for blocks in sorted(pool.lifetime_blocks(r.prompt_tokens, o) for r, o in zip(requests, outputs, strict=True)):
+        lifetimes = (pool.lifetime_blocks_unchecked(r.prompt_tokens, o) for r, o in zip(requests, outputs, strict=True))
+        for blocks in sorted(lifetimes):  # the requests were checked (Request's fields), the outputs are theirs or 1
             if held + blocks > pool.capacity_blocks or running == S:
                 break
             held, running = held + blocks, running + 1
@@ -576,7 +604,7 @@ def _queue_costs(outputs: Sequence[int], S: int, floor: Any) -> list[Any]:
             x = heapq.heappop(rest)
             heapq.heappush(chosen, -x)
             total += x
-        out.append(floor * (Fraction(total, S) + 1))
+        out.append(floor * Fraction(total + S, S))
         if chosen and o < -chosen[0]:  # request i joins the earlier ones: keep the chosen ones the smallest
             big = -heapq.heappushpop(chosen, -o)
             total += o - big
@@ -675,18 +703,24 @@ class _SharedRuns:
     def __init__(self) -> None:
         self.answers: dict[tuple[Any, bool], list[tuple[int, dict[str, Any]]]] = {}
         self.shared = 0
+        self.workloads: dict[Any, list[Any]] = {}
 
-    def simulate(self, context: Context, setup: _Setup, scale: Any, requests: Sequence[Any],
-                 verdict_only: bool = False) -> dict[str, Any]:
-        """:func:`_simulate` of ``requests`` (the workload at rate factor ``scale``), or the answer of a run it
-        equals. A split (its pools' caps are their own) is never shared."""
+    def requests_at(self, context: Context, scale: Any) -> list[Any]:
+        """The workload at rate factor ``scale`` (:func:`_scaled`), made once per family and scale."""
+        if scale not in self.workloads:
+            self.workloads[scale] = _scaled(context.requests, scale)
+        return self.workloads[scale]
+
+    def simulate(self, context: Context, setup: _Setup, scale: Any, verdict_only: bool = False) -> dict[str, Any]:
+        """:func:`_simulate` of the workload at rate factor ``scale``, or the answer of a run it equals. A split
+        (its pools' caps are their own) is never shared."""
         cap = setup.serve["max_num_seqs"]
         known = self.answers.setdefault((scale, verdict_only), []) if setup.split is None else []
         for peak, answer in known:
             if peak < cap:
                 self.shared += 1
                 return answer
-        answer = _simulate(context, setup, requests, verdict_only)
+        answer = _simulate(context, setup, self.requests_at(context, scale), verdict_only)
         peak = answer["peak_running"]
         if setup.split is None and peak is not None and peak < cap:
             known.append((peak, answer))
@@ -745,21 +779,23 @@ def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int],
     if _pruned_at(context, bounds, _ceilings(context, bounds) if ceilings is None else ceilings, scale):
         return False
     runs[0] += 1
-    requests = _scaled(context.requests, scale)
     if shared is None:
-        return bool(_simulate(context, setup, requests, verdict_only=True)["meets"])
-    return bool(shared.simulate(context, setup, scale, requests, verdict_only=True)["meets"])
+        return bool(_simulate(context, setup, _scaled(context.requests, scale), verdict_only=True)["meets"])
+    return bool(shared.simulate(context, setup, scale, verdict_only=True)["meets"])
 
 
 def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool,
-                 shared: _SharedRuns | None = None, bounds: _Bounds | tuple[str, str] | None = None) -> dict[str, Any]:
+                 shared: _SharedRuns | None = None, bounds: _Bounds | tuple[str, str] | None = None,
+                 ceilings: _Ceilings | None = None) -> dict[str, Any]:
     """The largest rate factor x in [MIN_SCALE, MAX_SCALE] found to meet the SLO (bracketing, then geometric
     bisection to a ratio <= 1 + tolerance); None when even MIN_SCALE fails. ``shared``: the family's runs;
-    ``bounds``: :func:`_bounds` of the workload, computed here when None."""
+    ``bounds``: :func:`_bounds` of the workload and ``ceilings`` (:func:`_ceilings`) of them, computed here when
+    None."""
     runs = [0]
     if bounds is None:  # what the rules need, but the arrivals: once
         bounds = _bounds(context, setup, context.requests)
-    ceilings = None if isinstance(bounds, tuple) else _ceilings(context, bounds)
+    if ceilings is None and not isinstance(bounds, tuple):
+        ceilings = _ceilings(context, bounds)
 
     def meets(x: Any) -> bool:
         return _meets_at(context, setup, x, runs, bounds, shared, ceilings)
@@ -815,18 +851,23 @@ def evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | Non
             record.update(status="pruned", rule=setup[0], reason=setup[1], gpus=None)
         return record
     record["gpus"] = setup.gpus
-    requests = _scaled(context.requests, context.rate_scale)
+    requests = shared.requests_at(context, context.rate_scale)
     bounds = _bounds(context, setup, requests)  # the same at every rate (only the arrivals change): once
-    why = prune(context, setup, requests, bounds)
+    ceilings = _ceilings(context, bounds) if context.search_rate and not isinstance(bounds, tuple) else None
+    if ceilings is not None and not isinstance(bounds, tuple) and not _pruned_at(context, bounds, ceilings,
+                                                                                 context.rate_scale):
+        why = None  # prune's answer, from the rate search's ceilings (it judges in full only to give the reason)
+    else:
+        why = prune(context, setup, requests, bounds)
     if why is not None:
         record.update(status="pruned", rule=why[0], reason=why[1])
         if context.search_rate:
-            record["max_rate"] = _rate_search(context, setup, context.rate_scale, False, shared, bounds)
+            record["max_rate"] = _rate_search(context, setup, context.rate_scale, False, shared, bounds, ceilings)
         return record
-    record.update(status="simulated", at_rate=shared.simulate(context, setup, context.rate_scale, requests))
+    record.update(status="simulated", at_rate=shared.simulate(context, setup, context.rate_scale))
     if context.search_rate:
         record["max_rate"] = _rate_search(context, setup, context.rate_scale, record["at_rate"]["meets"], shared,
-                                          bounds)
+                                          bounds, ceilings)
     return record
 
 

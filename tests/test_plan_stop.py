@@ -5,9 +5,11 @@ search of ``roofline plan`` that uses it."""
 from __future__ import annotations
 
 import importlib
+import math
 from fractions import Fraction
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -274,3 +276,36 @@ def test_the_searchs_pruning_by_rate_factor_is_the_rules(slo: dict[str, Any]) ->
                 record["key"], x)
             verdicts.add(fast)
     assert verdicts == {True, False} and judged[0] >= 1  # both verdicts, and the interpolated case reached
+
+
+def test_counting_rate_factors_below_a_probe_is_exact_where_floats_tie() -> None:
+    """``_count_below`` bisects on floats and decides exactly among values whose float is the probe's: 1/3 and 1/3 +
+    10^-30 have one float, and a probe between them counts the first only; 0 and inf count as themselves."""
+    tiny = Fraction(1, 10**30)
+    values = sorted([0, 0, Fraction(1, 3), Fraction(1, 3) + tiny, Fraction(1, 3) + 2 * tiny, Fraction(1, 2), math.inf],
+                    key=P._float_first)
+    keys = [float(v) for v in values]
+    assert keys[2] == keys[3] == keys[4]
+    assert P._count_below(values, keys, Fraction(1, 3) + tiny / 2) == 3
+    assert P._count_below(values, keys, Fraction(1, 3) + tiny) == 3
+    assert P._count_below(values, keys, Fraction(1, 3) + 3 * tiny) == 5
+    assert P._count_below(values, keys, Fraction(1, 3)) == 2
+    assert P._count_below(values, keys, 0) == 0 and P._count_below(values, keys, 64) == 6
+    for x in (Fraction(1, 3) - tiny, Fraction(1, 3) + tiny / 2, Fraction(2, 5), Fraction(1, 2) + tiny):
+        assert P._count_below(values, keys, x) == sum(1 for v in values if v < x), x
+
+
+def test_a_scaled_arrival_past_the_limit_is_refused_by_name() -> None:
+    """The rate search's copies skip the Request checks only for arrivals within MAX_ARRIVAL_S: a rate factor that
+    pushes one past it is refused by the Request's own check, naming ``arrival_s``; within it the copies equal
+    evolved ones."""
+    from roofline.errors import InvalidValueError
+    from roofline.sim import Request
+    from roofline.sim.requests import MAX_ARRIVAL_S
+
+    requests = [Request(id=0, arrival_s=0, prompt_tokens=4, output_tokens=2),
+                Request(id=1, arrival_s=MAX_ARRIVAL_S // 2, prompt_tokens=4, output_tokens=2)]
+    with pytest.raises(InvalidValueError, match="arrival_s"):
+        P._scaled(requests, Fraction(1, 4))
+    assert P._scaled(requests, Fraction(1, 2)) == [attrs.evolve(r, arrival_s=Fraction(r.arrival_s) * 2)
+                                                   for r in requests]

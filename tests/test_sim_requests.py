@@ -216,3 +216,16 @@ def test_a_trace_that_cannot_be_read_is_named_without_a_line(tmp_path):
         load_trace(tmp_path / "nope.csv")
     assert str(exc.value) == f"{tmp_path / 'nope.csv'}: cannot read: no such file"
     assert (exc.value.line, exc.value.field) == (0, "file")
+
+
+def test_a_request_arriving_elsewhere_is_the_evolved_one() -> None:
+    """``Request._arriving_at`` (the rate search's copies) equals :func:`attrs.evolve` with the new arrival, field by
+    field, hashes included, and leaves the original as it was."""
+    import attrs
+
+    r = Request(id=3, arrival_s=Fraction(7, 2), prompt_tokens=1030, output_tokens=9, block_hashes=(4, 5, 6),
+                hash_block_size=512)
+    moved = r._arriving_at(Fraction(7, 6))
+    assert moved == attrs.evolve(r, arrival_s=Fraction(7, 6)) and moved.block_hashes == (4, 5, 6)
+    assert attrs.asdict(moved) == {**attrs.asdict(r), "arrival_s": Fraction(7, 6)}
+    assert r.arrival_s == Fraction(7, 2) and moved is not r

@@ -187,10 +187,24 @@ class Request:
                                     f"a prompt of {self.prompt_tokens} tokens has {most} blocks of "
                                     f"{self.hash_block_size}")
 
+    def _arriving_at(self, arrival_s: int | Fraction) -> Request:
+        """This request arriving at ``arrival_s`` instead, without the checks: for an exact arrival [s] the
+        caller has checked (an int or Fraction in [0, :data:`MAX_ARRIVAL_S`]); every other field is this one's,
+        already checked. ``roofline plan``'s rate search makes a workload's copy at each rate factor with it
+        (:func:`attrs.evolve` would check every field of every request again)."""
+        new = object.__new__(Request)
+        for name in _FIELDS:
+            object.__setattr__(new, name, getattr(self, name))
+        object.__setattr__(new, "arrival_s", arrival_s)
+        return new
+
     @property
     def lifetime_kv_slots(self) -> int:
         """KV slots the request writes over its life, P + O - 1 [tokens] (the last token is never fed back)."""
         return int(lifetime_kv_slots.unchecked(prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens))
+
+
+_FIELDS = tuple(f.name for f in attrs.fields(Request) if f.name != "arrival_s")
 
 
 def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
