@@ -309,3 +309,21 @@ def test_a_scaled_arrival_past_the_limit_is_refused_by_name() -> None:
         P._scaled(requests, Fraction(1, 4))
     assert P._scaled(requests, Fraction(1, 2)) == [attrs.evolve(r, arrival_s=Fraction(r.arrival_s) * 2)
                                                    for r in requests]
+
+
+@pytest.mark.parametrize("scale", [Fraction(1), Fraction(8)])
+def test_a_searchs_pruning_at_the_given_rate_is_the_rules(scale: Fraction) -> None:
+    """With ``search_rate`` a configuration's pruning at the given rate reads the search's rate factors (judged in
+    full only for a pruned one's reason): each record's status, rule and reason are what :func:`prune` gives on
+    the workload at that rate, at the trace's rate and 8x it, and both statuses occur."""
+    result = plan(MODEL, REQUESTS, axes=GRID, slo_ttft_s=Fraction(1, 10), rate_scale=scale, search_rate=True)
+    context, statuses = result.context, set()
+    for record in result.records:
+        setup = P._setup(context, record["config"])
+        if isinstance(setup, tuple):
+            continue
+        why = P.prune(context, setup, P._scaled(context.requests, scale))
+        expected = ("pruned", *why) if why is not None else ("simulated", None, None)
+        assert (record["status"], record.get("rule"), record.get("reason")) == expected, record["key"]
+        statuses.add(record["status"])
+    assert statuses == {"pruned", "simulated"}
