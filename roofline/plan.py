@@ -853,12 +853,11 @@ def evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | Non
     record["gpus"] = setup.gpus
     requests = shared.requests_at(context, context.rate_scale)
     bounds = _bounds(context, setup, requests)  # the same at every rate (only the arrivals change): once
-    ceilings = _ceilings(context, bounds) if context.search_rate and not isinstance(bounds, tuple) else None
-    if ceilings is not None and not isinstance(bounds, tuple) and not _pruned_at(context, bounds, ceilings,
-                                                                                 context.rate_scale):
-        why = None  # prune's answer, from the rate search's ceilings (it judges in full only to give the reason)
-    else:
-        why = prune(context, setup, requests, bounds)
+    ceilings, pruned = None, True
+    if context.search_rate and not isinstance(bounds, tuple):  # prune's answer from the search's rate factors
+        ceilings = _ceilings(context, bounds)
+        pruned = _pruned_at(context, bounds, ceilings, context.rate_scale)
+    why = prune(context, setup, requests, bounds) if pruned else None  # in full: the reason of a pruned one
     if why is not None:
         record.update(status="pruned", rule=why[0], reason=why[1])
         if context.search_rate:

@@ -192,7 +192,7 @@ class Request:
         caller has checked (an int or Fraction in [0, :data:`MAX_ARRIVAL_S`]); every other field is this one's,
         already checked. ``roofline plan``'s rate search makes a workload's copy at each rate factor with it
         (:func:`attrs.evolve` would check every field of every request again)."""
-        new = object.__new__(Request)
+        new = object.__new__(type(self))
         for name in _FIELDS:
             object.__setattr__(new, name, getattr(self, name))
         object.__setattr__(new, "arrival_s", arrival_s)
