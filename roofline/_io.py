@@ -15,9 +15,10 @@ would silently win), and nesting deeper than :data:`MAX_JSON_DEPTH` is refused i
 overflowing Python's stack.
 
 One rule for every file a command writes (:func:`atomic_write`, :func:`check_outputs`): the
-output path is checked before any work starts (an empty path is refused, and an output that
-is the same file as one the command reads is refused by name), and the file is written to a
-temporary file in the same folder, then renamed over the target (:func:`os.replace`), so an
+output path is checked before any work starts (an empty path is refused, so is a device, a pipe
+or a socket, and an output that is the same file as one the command reads is refused by name),
+and the file is written to a temporary file in the same folder, then renamed over the target
+(:func:`os.replace`; a symbolic link is written through, its target replaced), so an
 interrupted run leaves the old file or the new one, never half of one. A folder of outputs is
 locked while they are written (:func:`locked_folder`): a second run writing the same folder is
 refused by name instead of mixing its files with the first's.
@@ -251,11 +252,21 @@ def output_path(option: str, value: str | os.PathLike[str]) -> Path:
     Raises
     ------
     InvalidValueError
-        ``value`` is empty or only blanks (field ``option``).
+        ``value`` is empty or only blanks, or names something that is neither a regular file nor a folder (a
+        device such as /dev/null, a pipe or a socket: the rename would replace it with a file; field ``option``).
     """
     if not str(value).strip():
         raise InvalidValueError(option, str(value), "is empty; name a file or folder")
-    return Path(value)
+    p = Path(value)
+    _refuse_special(option, p)
+    return p
+
+
+def _refuse_special(option: str, path: str | os.PathLike[str]) -> None:
+    """Refuse an existing output that is neither a regular file nor a folder (field ``option``)."""
+    p = Path(path)
+    if p.exists() and not p.is_file() and not p.is_dir():
+        raise InvalidValueError(option, str(path), "is not a regular file (a device, a pipe or a socket); name a file")
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
@@ -283,10 +294,12 @@ def check_outputs(option: str, outputs: Iterable[str | os.PathLike[str]],
     Raises
     ------
     InvalidValueError
-        An output is the same file as an input (field ``option``, the output path).
+        An output is the same file as an input, or is a device, a pipe or a socket (field ``option``, the
+        output path).
     """
     read = [i for i in inputs if i is not None and str(i)]
     for out in outputs:
+        _refuse_special(option, out)
         for given in read:
             if same_file(out, given):
                 raise InvalidValueError(option, str(out), f"would write over {given}, a file this command reads; "
@@ -352,7 +365,8 @@ def atomic_write(path: str | os.PathLike[str], *, binary: bool = False,
 
     Yields
     ------
-    The open file. If the block raises, the temporary file is removed and ``path`` is untouched.
+    The open file. If the block raises, the temporary file is removed and ``path`` is untouched. A ``path``
+    that is a symbolic link is written through: its target is replaced and the link stays.
 
     Raises
     ------
@@ -360,6 +374,8 @@ def atomic_write(path: str | os.PathLike[str], *, binary: bool = False,
         The folder cannot be written; callers turn it into their own error naming the option.
     """
     target = Path(path)
+    if target.is_symlink():  # write through the link, as a shell's > does: the link stays, its target is replaced
+        target = Path(os.path.realpath(target))
     fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.",
                                suffix=".tmp")
     try:

@@ -38,6 +38,8 @@ __all__ = [
     "TensorGroup",
     "TENSOR_CLASSES",
     "DTYPE_BYTES",
+    "DTYPE_ALIASES",
+    "canonical_dtype",
     "dtype_bytes",
     "model_names",
     "get_model",
@@ -62,6 +64,20 @@ DTYPE_BYTES: dict[str, int | Fraction] = {
     "int8": 1,
     "int4": Fraction(1, 2),
 }
+
+#: Other names of one format in :data:`DTYPE_BYTES` -> the name :func:`canonical_dtype` gives (vLLM's ``fp8`` is
+#: e4m3, as ``fp8_e4m3``; ``fp8_e5m2`` is another format of the same size and stays apart).
+DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "float8": "fp8", "float8_e4m3fn": "fp8",
+                 "fp8_e4m3": "fp8"}
+
+
+def canonical_dtype(dtype: str) -> str:
+    """One name per format of :data:`DTYPE_BYTES` (``"BF16"`` -> ``"bfloat16"``, ``"fp8_e4m3"`` -> ``"fp8"``): two
+    names of one format describe one deployment. Raises InvalidValueError (field ``dtype``) for an unknown one."""
+    dtype_bytes(dtype)
+    key = dtype.strip().lower().removeprefix("torch.")
+    return DTYPE_ALIASES.get(key, key)
+
 
 #: dtypes of :data:`DTYPE_BYTES` refused as a config.json's ``torch_dtype`` / ``dtype``: integer weights are a
 #: quantization scheme (``quantization_config``, ``--weight-dtype``) and vLLM has no integer KV cache

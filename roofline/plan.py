@@ -42,6 +42,16 @@ MAX_SCALE = Fraction(64)
 MIN_SCALE = Fraction(1, 64)
 DEFAULT_UTILIZATION = Fraction(9, 10)
 DEFAULT_BLOCK_SIZE = 16
+#: Finest rate tolerance accepted: the bisection's factors have denominators up to 2**20, fine enough for a bracket
+#: of 1 + 1e-4 at the lowest factor, 1/64 (a midpoint within 1 / 2**21 of the geometric mean stays inside it).
+MIN_RATE_TOLERANCE = Fraction(1, 10**4)
+#: Prices accepted [USD per GPU-hour]: a goodput per dollar stays a finite float (an example's range, far wider
+#: than any cloud's).
+MIN_PRICE = Fraction(1, 10**6)
+MAX_PRICE = 10**6
+#: Highest own rate of a workload the rate search scales [requests/s] (a mean gap under a picosecond is no
+#: workload; its rates stay finite floats).
+MAX_OWN_RATE = 10**12
 #: Most local worker processes (``jobs``, ``-j``) and Dask workers a ``local:N`` cluster starts.
 MAX_WORKERS = 1024
 
@@ -933,6 +943,8 @@ _DASK_WORKER_SETTINGS = {"distributed.worker.profile.enabled": False, "distribut
 
 #: [s] how long the first TCP connection to a ``tcp://`` scheduler may take before it is refused
 CONNECT_TIMEOUT_S = 5
+#: [s] how long a ``tcp://`` scheduler may take to answer Dask's handshake once connected
+HANDSHAKE_TIMEOUT_S = 30
 
 
 def _cluster_address(cluster: Any) -> tuple[str | None, int]:
@@ -969,6 +981,35 @@ def _cluster_address(cluster: Any) -> tuple[str | None, int]:
     return parts.hostname, port
 
 
+def _dask_client(client_class: Any, cluster: str) -> Any:
+    """A Client of the scheduler at ``cluster``, connected within :data:`HANDSHAKE_TIMEOUT_S`, in a daemon thread:
+    an endpoint that is no Dask scheduler (an HTTP server never answers Dask's handshake; a banner is read as
+    frames of exabytes) is refused by name instead of hanging or raising from inside Dask.
+
+    Raises InvalidValueError (field ``cluster``): no answer in time, or the handshake failed (its error named)."""
+    import threading
+
+    answer: list[Any] = []
+
+    def connect() -> None:
+        try:
+            answer.append(client_class(cluster, timeout=HANDSHAKE_TIMEOUT_S))
+        except BaseException as exc:  # noqa: BLE001 -- any failure of the handshake is this endpoint's
+            answer.append(exc)
+
+    thread = threading.Thread(target=connect, name="roofline-dask-connect", daemon=True)
+    thread.start()
+    thread.join(HANDSHAKE_TIMEOUT_S + CONNECT_TIMEOUT_S)
+    if not answer:
+        raise InvalidValueError("cluster", cluster, f"no Dask scheduler answered within {HANDSHAKE_TIMEOUT_S} s "
+                                "(is it one? `dask scheduler` prints its tcp:// address)")
+    if isinstance(answer[0], BaseException):
+        exc = answer[0]
+        raise InvalidValueError("cluster", cluster, f"not a Dask scheduler, or it failed the handshake "
+                                f"({type(exc).__name__}: {str(exc)[:200]})") from None
+    return answer[0]
+
+
 def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> Iterable[tuple[dict[str, Any], int]]:
     """(record, answers shared) of each configuration on a Dask cluster (``cluster`` as :func:`_cluster_address`
     reads it: a ``LocalCluster`` of N single-threaded worker processes started here, or a running one), a family
@@ -999,10 +1040,7 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
             socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
         except OSError as exc:
             raise InvalidValueError("cluster", cluster, f"cannot connect: {exc}") from None
-        try:
-            client = Client(cluster, timeout=30)
-        except OSError as exc:
-            raise InvalidValueError("cluster", cluster, f"cannot connect: {exc}") from None
+        client = _dask_client(Client, cluster)
     try:
         shared = client.scatter(context, broadcast=True)
         futures = [client.submit(_family_records, shared, family, pure=False) for family in _families(configs)]
@@ -1204,6 +1242,11 @@ def _grid(axes: Mapping[str, Sequence[Any]] | None, prices: Mapping[str, Any],
                     except InvalidValueError as err:
                         raise InvalidValueError(a.name, x, err.reason) from None
         v = a.default if v is None else tuple(dict.fromkeys(axis_value(a, x) for x in v))
+        if a.name == "kv_cache_dtype" and model is not None:  # two names of one format: one configuration, the first
+            from .models import canonical_dtype
+
+            formats = {canonical_dtype(model.kv_dtype if x == "auto" else x): x for x in reversed(v)}
+            v = tuple(x for x in v if x in formats.values())
         if not v:
             raise InvalidValueError(a.flag, list(v), "no values left to search (an empty grid)")
         values[a.name] = v
@@ -1224,14 +1267,16 @@ def _grid(axes: Mapping[str, Sequence[Any]] | None, prices: Mapping[str, Any],
 
 
 def _fingerprint(context: Context) -> str:
-    """A hash of the inputs every result depends on (the grid excepted): a resumed file must match it."""
+    """A hash of the inputs every result depends on (the grid excepted): a resumed file must match it. The model
+    and the engine profile enter whole (their attrs reprs, every field: a config.json edited between two runs is
+    another search's; stable across processes and hash seeds)."""
     m = context.model
     text = json.dumps({
-        "model": [m.name, m.weight_dtype, m.kv_dtype, m.num_hidden_layers, m.hidden_size],
+        "model": repr(m),
         "requests": hashlib.sha256(repr([(str(r.arrival_s), r.prompt_tokens, r.output_tokens, r.block_hashes)
                                          for r in context.requests]).encode()).hexdigest(),
         "slo": [str(context.ttft_s), str(context.tpot_s), str(context.e2e_s), str(context.percentile)],
-        "rest": [context.flops, None if context.estimate is None else context.estimate.name, str(context.utilization),
+        "rest": [context.flops, repr(context.estimate), str(context.utilization),
                  context.block_size, context.search_rate, str(context.rate_scale), str(context.rate_tolerance)],
     }, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -1314,6 +1359,8 @@ def _read_out(path: Path, fingerprint: str) -> dict[str, dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidValueError("out", str(path), f"cannot read: {exc}") from None
     for n, line in enumerate(lines, 1):
+        if not line.strip():  # a blank line (an editor's last newline): no record
+            continue
         try:
             row = json.loads(line)
             key, fp, record = row["key"], row["inputs"], row["result"]
@@ -1369,12 +1416,13 @@ def plan(
     slo_ttft_s, slo_tpot_s, slo_e2e_s : [s] > 0 or None; at least one
     percentile : in (0, 100], default 99 (numpy's linear interpolation, as ``vllm bench serve``)
     axes : dict axis name -> values (:data:`AXES`); an axis not given searches its defaults
-    prices : dict accelerator -> USD per GPU-hour (the user's, each > 0), or None: the fewest GPUs
-    flops, estimate : the Deployment's FLOPs convention and engine profile (None: the bound)
+    prices : dict accelerator -> USD per GPU-hour (the user's, each in [1e-6, 1e6]), or None: the fewest GPUs
+    flops, estimate : the Deployment's FLOPs convention and engine profile (an EngineProfile or its name, as
+        :func:`roofline.deployment.profile` reads it; None: the bound)
     utilization : in (0, 1], default 0.9; block_size : int >= 1 [tokens], default 16
     search_rate : bool (not 1, not "yes"), also find each configuration's highest rate (bracketing)
     rate_scale : > 0, default 1: the rate the answer is at, x the workload's own
-    rate_tolerance : > 0, default 0.05: the rate search stops when its bracket's ratio <= 1 + this
+    rate_tolerance : >= 1e-4, default 0.05: the rate search stops when its bracket's ratio <= 1 + this
     jobs : int in 1..MAX_WORKERS (1,024), local worker processes; cluster : ``tcp://HOST:PORT`` or ``local:N``
         (Dask, N in 1..MAX_WORKERS) or None
     out : path or None, JSON lines of finished results; an existing file of the same inputs is resumed
@@ -1394,7 +1442,15 @@ def plan(
         holding another search's results or a line that is not a record the search writes; an axis value not
         of its type (:func:`axis_value`, naming the axis) or an axis's values not a list or tuple (a str is
         not one); a ``kv_cache_dtype`` the model cannot take; an SLO or percentile that is not a real number
-        (a bool, a string); ``rate_scale`` outside [MIN_SCALE, MAX_SCALE] with ``search_rate``; two prices of
+        (a bool, a string); ``rate_scale`` outside [MIN_SCALE, MAX_SCALE] with ``search_rate``, or one putting
+        the last arrival past ``MAX_ARRIVAL_S``; ``rate_tolerance`` below :data:`MIN_RATE_TOLERANCE`; a request
+        that is not a :class:`roofline.sim.Request` (``requests[j]``); with the rate search or a ``rate_scale``
+        other than 1, requests all arriving at one time (no rate to scale) or at an own rate above
+        :data:`MAX_OWN_RATE`, or with the search, a last arrival the slowest factor would put past
+        ``MAX_ARRIVAL_S`` (field ``requests``); a price outside [:data:`MIN_PRICE`, :data:`MAX_PRICE`]; an
+        ``estimate`` that names no engine profile; an ``out`` that is a folder, a device or a pipe, or in a
+        folder that does not exist (before any work); a ``tcp://`` cluster that does not answer Dask's handshake
+        within :data:`HANDSHAKE_TIMEOUT_S` or fails it; two prices of
         one accelerator (an alias: ``h100`` and ``h100-sxm``); ``flops`` not a convention, ``block_size`` not an
         integer >= 1, ``utilization`` outside (0, 1], ``search_rate`` not a bool, ``progress`` not callable,
         ``jobs`` outside 1..:data:`MAX_WORKERS`, ``local:N`` with N above it; a grid whose every configuration
@@ -1405,9 +1461,15 @@ def plan(
 
     if not isinstance(model, ModelConfig):
         raise InvalidValueError("model", model, "expected a ModelConfig (roofline.get_model or load_model)")
+    from .sim import Request
+    from .sim.requests import MAX_ARRIVAL_S
+
     requests = tuple(requests)
     if not requests:
         raise InvalidValueError("requests", requests, "no requests to serve")
+    for j, r in enumerate(requests):
+        if not isinstance(r, Request):
+            raise InvalidValueError(f"requests[{j}]", r, "expected a roofline.sim.Request")
     limits = {"slo_ttft_s": slo_ttft_s, "slo_tpot_s": slo_tpot_s, "slo_e2e_s": slo_e2e_s}
     if all(v is None for v in limits.values()):
         raise InvalidValueError("slo", None, "give at least one of the TTFT, TPOT and E2E limits")
@@ -1423,6 +1485,10 @@ def plan(
         check_nonnegative(name, v)
         if not v > 0:
             raise InvalidValueError(name, v, "must be > 0")
+    if rate_tolerance < MIN_RATE_TOLERANCE:
+        raise InvalidValueError("rate_tolerance", rate_tolerance, f"must be >= {float(MIN_RATE_TOLERANCE):g} (the "
+                                "search's rate factors are fractions of denominators up to 2**20: a finer bracket "
+                                "could not be kept)")
     from .errors import UnknownPresetError
     from .hardware import get_accelerator
 
@@ -1440,8 +1506,9 @@ def plan(
         named[canonical] = acc
     prices = {get_accelerator(acc).key: p for acc, p in (prices or {}).items()}
     for acc, p in prices.items():
-        if isinstance(p, bool) or not isinstance(p, (int, float, Fraction)) or not p > 0:
-            raise InvalidValueError("--price", f"{acc}={p}", "a price must be a number > 0 (USD per GPU-hour)")
+        if isinstance(p, bool) or not isinstance(p, (int, float, Fraction)) or not MIN_PRICE <= p <= MAX_PRICE:
+            raise InvalidValueError("--price", f"{acc}={p}", f"a price must be a number in {float(MIN_PRICE):g}.."
+                                    f"{MAX_PRICE:g} (USD per GPU-hour)")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_WORKERS:
         raise InvalidValueError("jobs", jobs, f"expected an integer in 1..{MAX_WORKERS:,}")
     if not isinstance(search_rate, bool):
@@ -1459,6 +1526,36 @@ def plan(
     if search_rate and not MIN_SCALE <= rate_scale <= MAX_SCALE:
         raise InvalidValueError("rate_scale", rate_scale, f"the rate search covers {MIN_SCALE} to {MAX_SCALE} x the "
                                 "workload's own rate: give a --rate-scale inside it")
+    first = min(Fraction(r.arrival_s) for r in requests)
+    last = max(Fraction(r.arrival_s) for r in requests)
+    if last / Fraction(rate_scale) > MAX_ARRIVAL_S:
+        raise InvalidValueError("rate_scale", rate_scale, f"would put the last arrival ({float(last):g} s) past "
+                                f"{MAX_ARRIVAL_S:g} s: give a larger one")
+    if search_rate or rate_scale != 1:
+        if last == first:
+            raise InvalidValueError("requests", f"{len(requests)} arriving at {float(first):g} s", "every request "
+                                    "arrives at the same time: there is no rate to scale; give arrivals that differ")
+        own = (len(requests) - 1) / (last - first)
+        if own > MAX_OWN_RATE:
+            raise InvalidValueError("requests", f"{len(requests)} arriving within {float(last - first):g} s",
+                                    f"a workload's own rate above {MAX_OWN_RATE:g} requests/s cannot be scaled")
+    if search_rate and last / MIN_SCALE > MAX_ARRIVAL_S:
+        raise InvalidValueError("requests", f"last arrival {float(last):g} s", f"the rate search's slowest factor "
+                                f"({MIN_SCALE}) would put it past {MAX_ARRIVAL_S:g} s")
+    from .deployment import profile
+
+    try:
+        estimate = profile(estimate)
+    except UnknownPresetError as err:
+        raise UnknownPresetError(err.kind, err.name, err.known, field="estimate") from None
+    if out is not None:
+        from ._io import output_path
+
+        target = output_path("out", out)
+        if target.is_dir():
+            raise InvalidValueError("out", str(out), "is a folder; name a file")
+        if not target.absolute().parent.is_dir():
+            raise InvalidValueError("out", str(out), f"the folder {target.absolute().parent} does not exist")
     if cluster is not None:
         _cluster_address(cluster)
     configs = _grid(axes, prices, model)

@@ -780,7 +780,7 @@ def test_outputs_checked_before_the_search(tmp_path: Path, capsys: pytest.Captur
     notes.write_text("my notes\n")
     png = tmp_path / "old.png"
     png.write_text("not a png\n")
-    cases = [(["--plot", str(notes)], f"--plot='{notes}': format 'txt' is not one matplotlib writes"),
+    cases = [(["--plot", str(notes)], f"--plot='{notes}': format 'txt' is not one roofline plan writes"),
              (["--csv", str(notes)], f"--csv='{notes}': exists and is not a plan's CSV"),
              (["--plot", str(png)], f"--plot='{png}': exists and is not a png plot"),
              (["--csv", str(tmp_path / "no" / "x.csv")], f"the folder {tmp_path / 'no'} does not exist"),

@@ -47,7 +47,7 @@ from ..errors import InvalidValueError, RooflineError
 from ..plan import AXES, MAX_WORKERS, RULES, PlanResult, plan
 from ..sim import SHIPPED_TRACES
 from ._args import add_estimate_option, add_flops_option, by_flag, given_value, int_arg, number_arg, plain
-from .simulate import _DESTS, _describe, _given, add_workload_options, build_workload
+from .simulate import _DESTS, _describe, _given, add_workload_options, build_workload, check_workload_flags
 
 
 def _price(text: str) -> tuple[str, Fraction]:
@@ -169,22 +169,25 @@ def _check_writable(flag: str, path: str) -> None:
 
 
 def _check_plot(path: str) -> None:
-    """Refuse --plot before the search: matplotlib missing, or a format it cannot write."""
+    """Refuse --plot before the search: matplotlib missing, or a format it cannot write, or one this command does
+    not write (only those of :data:`_PLOT_MAGIC`, whose files it knows again: pgf needs a LaTeX installation
+    and tif, webp and the rest have no known first bytes, so a second run could not overwrite its own)."""
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
         raise InvalidValueError("--plot", path, "needs matplotlib: pip install 'roofline[plot]'")
     from matplotlib.figure import Figure
 
-    formats = Figure().canvas.get_supported_filetypes()
+    formats = sorted(set(Figure().canvas.get_supported_filetypes()) & set(_PLOT_MAGIC))
     if _plot_format(path) not in formats:
-        raise InvalidValueError("--plot", path, f"format {_plot_format(path)!r} is not one matplotlib writes; "
+        raise InvalidValueError("--plot", path, f"format {_plot_format(path)!r} is not one roofline plan writes; "
                                 f"known: {', '.join(sorted(formats))}")
 
 
 #: plan()'s own fields that a flag sets: field -> (the flag, its argparse dest), for a refusal named as typed
 _FLAG_OF_FIELD = {"cluster": ("--cluster", "cluster"), "out": ("--out", "out"),
-                  "rate_scale": ("--rate-scale", "rate_scale"), "percentile": ("--slo-percentile", "slo_percentile")}
+                  "rate_scale": ("--rate-scale", "rate_scale"), "percentile": ("--slo-percentile", "slo_percentile"),
+                  "rate_tolerance": ("--rate-tolerance", "rate_tolerance")}
 
 
 def run_plan(args: argparse.Namespace) -> PlanResult:
@@ -223,6 +226,7 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
     from ..deployment import profile
 
     estimate = by_flag("--estimate", profile, args.estimate)
+    check_workload_flags(args)  # a workload flag this workload does not use is refused, as simulate refuses it
     requests, described = build_workload(args)
     args.workload_text = ("trace " if described["kind"] == "trace" else "") + _describe(described)
     if args.request_rate is None and args.num_prompts is not None and (args.search_rate or args.rate_scale != 1):

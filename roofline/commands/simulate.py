@@ -335,11 +335,14 @@ class _Plan:
     speculative: str | None = None  # --acceptance-mode with --speculative-config, else None
     turns: int = 1
 
-    def text(self, policy: str) -> str:
+    def text(self, policy: str | None) -> str:
+        """The run in words (``policy`` None: a command without --policy, the workload alone)."""
         workload = {"trace": "a trace", "open": "generated arrivals " + ("at a rate" if self.rate else "all at t = 0"),
                     "closed": "closed-loop clients"}[self.kind]
         dists = f" with {' / '.join(self.dists)} lengths" if self.dists else ""
         engines = f"; {self.replicas} engines" if self.replicas > 1 else ""
+        if policy is None:
+            return f"{workload}{dists}"
         return f"--policy {policy}: {', '.join(self.names)}{engines}; {workload}{dists}"
 
 
@@ -452,7 +455,7 @@ def _refuse_unused(args: argparse.Namespace, plan: _Plan, uses: tuple[tuple[str,
     for dest, used, what in uses:
         if dest in given and not used(plan):
             raise InvalidValueError(given[dest], given_value(args, dest), f"applies to {what}, which this run "
-                                    f"({plan.text(args.policy)}) does not include")
+                                    f"({plan.text(getattr(args, 'policy', None))}) does not include")
 
 
 def check_workload_flags(args: argparse.Namespace) -> None:

@@ -108,20 +108,24 @@ def line_steps_until(first: Any, slope: Any, need: Any) -> int:
     """Smallest i >= 0 with sum_{j=0}^{i-1} (first + slope j) >= need, for first > 0 and slope >= 0 (exact).
 
     The quadratic (slope / 2) i^2 + (first - slope / 2) i = need is solved with an integer
-    square root on integers scaled by a common denominator; the estimate is then checked
-    by evaluating the prefix sum at i - 1 and i (and moved, at most a step or two).
+    square root on integers scaled by a common denominator (ints, the stretch clock's ticks, as they
+    are); the estimate is then checked by evaluating the scaled prefix sum at i - 1 and i (and moved,
+    at most a step or two).
     """
     if need <= 0:
         return 0
-    first, slope, need = _as_exact(first), _as_exact(slope), _as_exact(need)
-    if slope == 0:
-        i = -int(-need // first)
+    if type(first) is int and type(slope) is int and type(need) is int:  # the stretch clock's ticks: no scaling
+        f, s, w = first, slope, need
     else:
+        first, slope, need = _as_exact(first), _as_exact(slope), _as_exact(need)
         scale = 1
         for v in (first, slope, need):
             if isinstance(v, Fraction):
                 scale = math.lcm(scale, v.denominator)
         f, s, w = int(first * scale), int(slope * scale), int(need * scale)
+    if s == 0:
+        i = -(-w // f)
+    else:
         estimate = _root_estimate(f, s, w) if max(f.bit_length(), w.bit_length()) > 256 else None
         if estimate is None:
             q = 2 * f - s
@@ -129,13 +133,9 @@ def line_steps_until(first: Any, slope: Any, need: Any) -> int:
             i = max(0, -((q - r) // (2 * s)))  # ceil((r - q) / (2 s)), within one of the root's ceiling
         else:
             i = estimate
-
-    def prefix(m: int) -> Any:
-        return first * m + slope * (m * (m - 1) // 2)
-
-    while prefix(i) < need:
+    while f * i + s * (i * (i - 1) // 2) < w:
         i += 1
-    while i > 0 and prefix(i - 1) >= need:
+    while i > 0 and f * (i - 1) + s * ((i - 1) * (i - 2) // 2) >= w:
         i -= 1
     return i
 

@@ -1,0 +1,224 @@
+"""Inputs ``roofline plan`` refuses by name, found by a break-it pass at stop 26 (docs/conventions.md, "Deployment
+search"): a resume file of another model, outputs that are devices, pipes or links, workloads without a rate to
+scale, prices and tolerances outside what the search keeps finite, workload flags the workload does not use, a
+``tcp://`` endpoint that is no Dask scheduler, and two names of one KV dtype searched twice."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import socket
+import threading
+from fractions import Fraction
+from pathlib import Path
+
+import attrs
+import pytest
+
+from roofline import get_model, plan
+from roofline._io import atomic_write, output_path
+from roofline.cli import main
+from roofline.deployment import profile
+from roofline.errors import InvalidValueError, UnknownPresetError
+from roofline.sim import Request
+
+P = importlib.import_module("roofline.plan")
+MODEL = get_model("llama-3.1-8b")
+GRID = {"tensor_parallel_size": [1], "max_num_batched_tokens": [2048]}
+REQUESTS = [Request(id=i, arrival_s=Fraction(i, 2), prompt_tokens=64, output_tokens=8) for i in range(6)]
+_W = ["plan", "--limit", "5", "--slo-tpot", "50", "--tensor-parallel-size", "1", "--max-num-batched-tokens", "2048"]
+
+
+def _status(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+def test_a_resume_file_of_an_edited_model_is_another_searchs(tmp_path: Path) -> None:
+    """The fingerprint holds the whole model: the same name with fewer KV heads (a config.json edited between two
+    runs) is refused as another search's file, and the file is left as it was; the same model resumes it."""
+    out = tmp_path / "plan.jsonl"
+    first = plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), out=out)
+    kept = out.read_bytes()
+    edited = attrs.evolve(MODEL, num_key_value_heads=2)
+    assert edited.name == MODEL.name
+    with pytest.raises(InvalidValueError, match="a search with other inputs"):
+        plan(edited, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), out=out)
+    assert out.read_bytes() == kept
+    again = plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), out=out)
+    assert (again.resumed, again.records) == (1, first.records)
+    assert P._fingerprint(attrs.evolve(first.context, model=edited)) != P._fingerprint(first.context)
+
+
+def test_a_blank_line_in_a_resume_file_is_no_record(tmp_path: Path) -> None:
+    """An editor's trailing blank line is skipped, not a reason to refuse the file."""
+    out = tmp_path / "plan.jsonl"
+    first = plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), out=out)
+    out.write_text(out.read_text() + "\n  \n")
+    again = plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), out=out)
+    assert (again.resumed, again.records) == (1, first.records)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes on this platform")
+def test_a_pipe_is_no_output_and_a_link_is_written_through(tmp_path: Path) -> None:
+    """An output that is a pipe (or a device) is refused before any work, one line, exit 2, and stays a pipe; a
+    symbolic link is written through: the link stays and its target holds the new text."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidValueError, match="is not a regular file"):
+        output_path("--out", fifo)
+    for flag in ("--out", "--csv"):
+        assert _status([*_W, flag, str(fifo)]) == 2
+        assert fifo.is_fifo()
+    target, link = tmp_path / "target.txt", tmp_path / "link.txt"
+    target.write_text("old")
+    link.symlink_to(target)
+    with atomic_write(link) as fh:
+        fh.write("new")
+    assert link.is_symlink() and target.read_text() == "new"
+
+
+def test_the_cli_refuses_a_pipe_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes on this platform")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert _status([*_W, "--out", str(fifo)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out='{fifo}': is not a regular file (a device, a pipe or a socket)" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("requests", "kw", "field", "message"), [
+    ([Request(id=0, arrival_s=3, prompt_tokens=8, output_tokens=2)], {"search_rate": True}, "requests",
+     "every request arrives at the same time"),
+    ([Request(id=i, arrival_s=0, prompt_tokens=8, output_tokens=2) for i in range(3)], {"rate_scale": 2},
+     "requests", "every request arrives at the same time"),
+    ([Request(id=0, arrival_s=0, prompt_tokens=8, output_tokens=2),
+      Request(id=1, arrival_s=1e-310, prompt_tokens=8, output_tokens=2)], {"search_rate": True}, "requests",
+     "own rate above 1e+12 requests/s"),
+    ([Request(id=0, arrival_s=0, prompt_tokens=8, output_tokens=2),
+      Request(id=1, arrival_s=1106166, prompt_tokens=8, output_tokens=2)], {"rate_scale": 1e-15}, "rate_scale",
+     "would put the last arrival (1.10617e+06 s) past 1e+15 s"),
+    ([Request(id=0, arrival_s=0, prompt_tokens=8, output_tokens=2),
+      Request(id=1, arrival_s=10**14, prompt_tokens=8, output_tokens=2)], {"search_rate": True}, "requests",
+     "slowest factor (1/64) would put it past 1e+15 s"),
+    (REQUESTS, {"search_rate": True, "rate_tolerance": Fraction(1, 10**5)}, "rate_tolerance", "must be >= 0.0001"),
+    (REQUESTS, {"prices": {"h100-sxm": float("inf")}}, "--price", "a price must be a number in 1e-06..1e+06"),
+    (REQUESTS, {"prices": {"h100-sxm": 1e-300}}, "--price", "a price must be a number in 1e-06..1e+06"),
+    ([1, 2], {}, "requests[0]", "expected a roofline.sim.Request"),
+])
+def test_inputs_the_search_cannot_scale_or_price_are_refused_by_name(requests: list, kw: dict, field: str,
+                                                                       message: str) -> None:
+    with pytest.raises(InvalidValueError) as err:
+        plan(MODEL, requests, axes=GRID, slo_tpot_s=Fraction(1, 20), **kw)
+    assert err.value.field == field and message in str(err.value), str(err.value)
+
+
+def test_an_estimate_by_name_is_its_profile_and_an_unknown_one_is_refused() -> None:
+    """``estimate="vllm"`` is ``profile("vllm")`` (the same records); a value that names no profile is refused
+    naming ``estimate``."""
+    by_name = plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), estimate="vllm")
+    by_profile = plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), estimate=profile("vllm"))
+    assert by_name.records == by_profile.records and by_name.context.estimate == profile("vllm")
+    for bad in (5, "no-such-engine"):
+        with pytest.raises(UnknownPresetError) as err:
+            plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), estimate=bad)
+        assert err.value.field == "estimate"
+
+
+def test_an_out_in_a_missing_folder_is_refused_before_any_work(tmp_path: Path) -> None:
+    seen: list = []
+    for out, message in ((tmp_path / "no" / "plan.jsonl", "does not exist"), (tmp_path, "is a folder")):
+        with pytest.raises(InvalidValueError, match=message) as err:
+            plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), out=out, progress=seen.append)
+        assert err.value.field == "out"
+    assert seen == []
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--burstiness", "2"], "--burstiness=2: applies to generated open-loop arrivals at a --request-rate, which "
+                            "this run (a trace) does not include"),
+    (["--seed", "3"], "--seed=3: applies to a generated workload"),
+    (["--random-input-len", "10"], "--random-input-len=10: applies to generated prompt lengths"),
+])
+def test_workload_flags_the_workload_does_not_use_are_refused(extra: list[str], message: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """As ``roofline simulate`` refuses them: one line, exit 2, before any work."""
+    assert _status([*_W, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_a_generated_workloads_unused_flags_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["plan", "--num-prompts", "5", "--request-rate", "5", "--slo-tpot", "50", "-tp", "1",
+            "--max-num-batched-tokens", "2048"]
+    for extra, flag in ((["--think-time", "1"], "--think-time=1"), (["--turn-gap", "3"], "--turn-gap=3"),
+                        (["--len-sigma", "2"], "--len-sigma=2")):
+        assert _status([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"roofline plan: error: {flag}: applies to") and err.count("\n") == 1, err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="the plot extra is not installed")
+def test_a_plot_format_the_plan_cannot_write_again_is_refused_before_the_search(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pgf needs LaTeX and tif has no known first bytes (a second run would refuse its own file): both are
+    refused before the search, naming the formats it writes."""
+    for name in ("q.pgf", "q.tif"):
+        assert _status([*_W, "--plot", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert "is not one roofline plan writes; known: eps, jpeg, jpg, pdf, png, ps, svg" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_two_names_of_one_kv_dtype_are_one_configuration() -> None:
+    """``auto`` on a bfloat16 model, ``bf16`` and ``bfloat16`` are one format, as ``fp8`` and ``fp8_e4m3`` are:
+    the first name given of each is searched; ``fp8_e5m2`` is another format."""
+    grid = P._grid({**GRID, "kv_cache_dtype": ["auto", "bf16", "bfloat16", "fp8", "float8", "fp8_e4m3",
+                                               "fp8_e5m2"]}, {}, MODEL)
+    assert [c["kv_cache_dtype"] for c in grid] == ["auto", "fp8", "fp8_e5m2"]
+    grid = P._grid({**GRID, "kv_cache_dtype": ["fp8_e4m3", "auto", "fp8"]}, {}, MODEL)
+    assert [c["kv_cache_dtype"] for c in grid] == ["fp8_e4m3", "auto"]
+
+
+def _serve(reply: bytes | None) -> tuple[socket.socket, int]:
+    """A listener on a free port answering each connection with ``reply`` (None: never answering)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if reply is not None:
+                conn.sendall(reply)
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="the cluster extra is not installed")
+@pytest.mark.parametrize(("reply", "message"), [
+    (b"SSH-2.0-OpenSSH_8.9\r\n" * 4, "not a Dask scheduler, or it failed the handshake"),
+    (None, "no Dask scheduler answered within 2 s"),
+])
+def test_an_endpoint_that_is_no_dask_scheduler_is_refused_by_name(reply: bytes | None, message: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A banner (read by Dask as frames of exabytes) and a listener that never answers the handshake (an HTTP
+    server): each refused naming ``cluster``, within the handshake timeout (2 s here), never a hang."""
+    monkeypatch.setattr(P, "HANDSHAKE_TIMEOUT_S", 2)
+    server, port = _serve(reply)
+    try:
+        with pytest.raises(InvalidValueError, match=message) as err:
+            plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), cluster=f"tcp://127.0.0.1:{port}")
+        assert err.value.field == "cluster"
+    finally:
+        server.close()
