@@ -19,7 +19,9 @@ import bisect
 import hashlib
 import heapq
 import json
+import logging
 import math
+import numbers
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
@@ -1031,7 +1033,9 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
             settings["distributed.worker.multiprocessing-method"] = "fork"
         with dask.config.set(settings):
             # a random port for its HTTP server: the default 8787 warns (an error under pytest) when taken
-            local = LocalCluster(n_workers=port, threads_per_worker=1, processes=True, dashboard_address=":0")
+            # its warnings silenced (an interrupted search printed the workers' cancelled tasks); errors still show
+            local = LocalCluster(n_workers=port, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                 silence_logs=logging.ERROR)
         client = Client(local)
     else:
         import socket
@@ -1382,7 +1386,8 @@ def _write_out(path: Path, fingerprint: str, done: dict[str, dict[str, Any]]) ->
 
     with atomic_write(path) as fh:
         for key in sorted(done):
-            fh.write(json.dumps({"key": key, "inputs": fingerprint, "result": done[key]}, sort_keys=True) + "\n")
+            # the record's own order (not sorted): a resumed search prints the same --json as an uninterrupted one
+            fh.write(json.dumps({"key": key, "inputs": fingerprint, "result": done[key]}) + "\n")
 
 
 def plan(
@@ -1506,7 +1511,7 @@ def plan(
         named[canonical] = acc
     prices = {get_accelerator(acc).key: p for acc, p in (prices or {}).items()}
     for acc, p in prices.items():
-        if isinstance(p, bool) or not isinstance(p, (int, float, Fraction)) or not MIN_PRICE <= p <= MAX_PRICE:
+        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not MIN_PRICE <= p <= MAX_PRICE:
             raise InvalidValueError("--price", f"{acc}={p}", f"a price must be a number in {float(MIN_PRICE):g}.."
                                     f"{MAX_PRICE:g} (USD per GPU-hour)")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_WORKERS:

@@ -222,3 +222,25 @@ def test_an_endpoint_that_is_no_dask_scheduler_is_refused_by_name(reply: bytes |
         assert err.value.field == "cluster"
     finally:
         server.close()
+
+
+def test_a_numpy_price_is_a_price() -> None:
+    """A numpy integer or float is a real number of USD per GPU-hour (it was refused as 'not a number > 0')."""
+    import numpy as np
+
+    for price in (np.int64(2), np.float64(2.0)):
+        result = plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), prices={"h100-sxm": price})
+        assert result.records[0]["cost"] == 2.0 and result.to_dict()["prices_usd_per_gpu_hour"] == {"h100-sxm": 2.0}
+
+
+def test_a_resumed_search_prints_the_same_json(tmp_path: Path) -> None:
+    """The records read back keep the order of their fields: the results of a resumed search are the same JSON
+    text, byte for byte, as those of the search that wrote them (they came back with sorted keys)."""
+    import json
+
+    out = tmp_path / "plan.jsonl"
+    grid = {**GRID, "max_num_seqs": [8, 64]}
+    first = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(1, 20), search_rate=True, out=out)
+    again = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(1, 20), search_rate=True, out=out)
+    assert again.resumed == 2
+    assert json.dumps(again.to_dict()["results"]) == json.dumps(first.to_dict()["results"])

@@ -313,7 +313,7 @@ def format_table(result: PlanResult, top: int, workload: str | None = None) -> s
     simulate prints it), counts, ranked rows, the front, the winner's vllm serve line. The cost column is
     USD per hour with prices, else the GPUs counted (its header says which)."""
     c = result.context
-    q = f"p{float(c.percentile):g}"
+    q = f"p{float(c.percentile):.12g}"  # 99.9999999 is not p100
     limits = ", ".join(f"{n} {q} <= {float(v) * 1e3:g} ms" for n, v in (("TTFT", c.ttft_s), ("TPOT", c.tpot_s),
                                                                         ("E2E", c.e2e_s)) if v is not None)
     rules = ", ".join(f"{k} {v}" for k, v in result.pruned.items() if v)
@@ -412,7 +412,7 @@ def draw(result: PlanResult, path: str) -> None:
 
     front = set(result.front)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
-    q = f"p{float(result.context.percentile):g}"
+    q = f"p{float(result.context.percentile):.12g}"
     for ax, metric, name in ((axes[0], "tpot_s", "TPOT"), (axes[1], "ttft_s", "TTFT")):
         for on, style in ((False, dict(c="0.7", s=14)), (True, dict(c="C3", s=30))):
             pts = [(r["at_rate"][metric] * 1e3, r["at_rate"]["output_tokens_per_s"] / r["gpus"]) for r in result.records
