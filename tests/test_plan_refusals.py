@@ -244,3 +244,18 @@ def test_a_resumed_search_prints_the_same_json(tmp_path: Path) -> None:
     again = plan(MODEL, REQUESTS, axes=grid, slo_tpot_s=Fraction(1, 20), search_rate=True, out=out)
     assert again.resumed == 2
     assert json.dumps(again.to_dict()["results"]) == json.dumps(first.to_dict()["results"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="the cluster extra is not installed")
+def test_a_running_dask_scheduler_answers_as_local_processes() -> None:
+    """A ``tcp://`` scheduler that answers the handshake (connected from the handshake's thread) gives the same
+    records as the search in-process."""
+    import json
+
+    from distributed import LocalCluster
+
+    kw = dict(axes={**GRID, "max_num_seqs": [8, 64]}, slo_tpot_s=Fraction(1, 20), search_rate=True)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=":0",
+                      host="127.0.0.1") as cluster:
+        remote = plan(MODEL, REQUESTS, cluster=cluster.scheduler_address, **kw)
+    assert json.dumps(remote.to_dict()) == json.dumps(plan(MODEL, REQUESTS, **kw).to_dict())
