@@ -835,3 +835,24 @@ def test_a_bad_percentile_names_the_apis_own_field() -> None:
         with pytest.raises(InvalidValueError) as err:
             plan(MODEL, REQUESTS[:2], axes={"tensor_parallel_size": [1]}, slo_ttft_s=1, percentile=bad)
         assert err.value.field == "percentile"
+
+
+def test_a_max_rate_met_at_the_ceiling_reads_as_at_least(capsys: pytest.CaptureFixture) -> None:
+    """Stop 27 (a new user): with a TPOT limit only, T = 2 meets it at every rate up to the search's ceiling
+    (64x); its max req/s read as a measured highest rate. It now says ``>=`` (bracket_high is None), one that
+    was bracketed keeps its plain figure, and the legend says what the column is."""
+    argv = ["plan", "--model", "llama-3.1-8b", "--num-prompts", "200", "--request-rate", "20", "--slo-tpot", "20",
+            "--tensor-parallel-size", "1", "--tensor-parallel-size", "2", "--accelerator", "h100",
+            "--max-num-seqs", "256", "--max-num-batched-tokens", "8192", "--search-rate", "--json"]
+    assert main(argv) == 0
+    records = {r["config"]["tensor_parallel_size"]: r["max_rate"]
+               for r in json.loads(capsys.readouterr().out)["results"]}
+    assert records[2]["scale"] == 64.0 and records[2]["bracket_high"] is None
+    assert records[1]["bracket_high"] is not None and records[1]["scale"] < 64.0
+    assert main(argv[:-1]) == 0
+    out = capsys.readouterr().out
+    rows = {x.split()[1]: x.split() for x in out.splitlines() if x.lstrip()[:3] in ("1  ", "2  ")}
+    assert rows["h100-sxm/tp2/seqs256/mbt8192"][-2] == f">={records[2]['requests_per_s']:,.0f}"
+    assert rows["h100-sxm/tp1/seqs256/mbt8192"][-2] == f"{records[1]['requests_per_s']:,.2f}"
+    assert "  max req/s: the highest rate found to meet the SLO (bracketed to 5%); >=: still met at the" in out
+    assert max(map(len, out.splitlines())) <= 100

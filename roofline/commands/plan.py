@@ -44,7 +44,7 @@ from typing import Any
 
 from .._io import atomic_write, check_outputs, check_own_csv, output_path
 from ..errors import InvalidValueError, RooflineError
-from ..plan import AXES, MAX_WORKERS, RULES, PlanResult, plan
+from ..plan import AXES, MAX_SCALE, MAX_WORKERS, RULES, PlanResult, plan
 from ..sim import SHIPPED_TRACES
 from ._args import add_estimate_option, add_flops_option, by_flag, given_value, int_arg, number_arg, plain
 from .simulate import _DESTS, _describe, _given, add_workload_options, build_workload, check_workload_flags
@@ -122,8 +122,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             action.__class__ = _given(type(action))
             for s in action.option_strings:
                 _DESTS.setdefault(s, action.dest)
-        if action.dest == "max_concurrency":  # closed-loop clients are not modelled here: refused by name
+        if action.dest in ("max_concurrency", "think_time"):  # closed-loop clients: not modelled here, refused
             action.help = argparse.SUPPRESS
+        if action.dest == "trace":  # the same flag without simulate's closed loop
+            action.help = (action.help or "").replace("with --num-prompts or --max-concurrency", "with --num-prompts")
 
 
 def _inputs(args: argparse.Namespace) -> list[str | None]:
@@ -348,8 +350,11 @@ def format_table(result: PlanResult, top: int, workload: str | None = None) -> s
         row = (f"{i:>3}  {_short(r['key']):<{width}} {gpus:>4} {cost:>11} {_ms(at.get('ttft_s')):>8} "
                f"{_ms(at.get('tpot_s')):>7} {per_gpu:>9}")
         if c.search_rate:
-            m = (r.get("max_rate") or {}).get("requests_per_s")
-            rate = "-" if m is None else f"{m:,.2f}" if m < 1e5 else f"{m:.3g}"  # fits its 9 columns
+            mr = r.get("max_rate") or {}
+            m = mr.get("requests_per_s")
+            capped = m is not None and mr.get("bracket_high") is None  # met at the search's ceiling, MAX_SCALE
+            rate = "-" if m is None else (f">={m:,.0f}" if m < 1e6 else f">={m:.2g}") if capped else (
+                f"{m:,.2f}" if m < 1e5 else f"{m:.3g}")  # fits its 9 columns
             row += f" {rate:>9}"
         mark = "meets" if at.get("meets") else (f"x {r['rule']}" if r["status"] == "pruned" else "fails")
         lines.append(f"{row}  {mark}")
@@ -371,6 +376,10 @@ def format_table(result: PlanResult, top: int, workload: str | None = None) -> s
               "(numpy linear, as vllm bench serve);",
               "  x RULE: pruned by the rule (fit, tpot, ttft, rate: docs/conventions.md, \"Deployment search\");",
               "  fails: simulated, missed it"]
+    if c.search_rate:
+        tol = f"{float(c.rate_tolerance) * 100:.4g}%"
+        lines.append(f"  max req/s: the highest rate found to meet the SLO (bracketed to {tol}); >=: still met at "
+                     f"the search's ceiling, {float(MAX_SCALE):g}x the workload's rate")
     fits: dict[str, int] = {}
     for r in result.records:  # why each fit prune happened, once per distinct reason (the most common first)
         if r.get("rule") == "fit":
