@@ -1475,6 +1475,8 @@ def plan(
     for j, r in enumerate(requests):
         if not isinstance(r, Request):
             raise InvalidValueError(f"requests[{j}]", r, "expected a roofline.sim.Request")
+    slo_ttft_s, slo_tpot_s, slo_e2e_s, percentile, utilization, rate_scale, rate_tolerance, block_size = map(
+        _plain, (slo_ttft_s, slo_tpot_s, slo_e2e_s, percentile, utilization, rate_scale, rate_tolerance, block_size))
     limits = {"slo_ttft_s": slo_ttft_s, "slo_tpot_s": slo_tpot_s, "slo_e2e_s": slo_e2e_s}
     if all(v is None for v in limits.values()):
         raise InvalidValueError("slo", None, "give at least one of the TTFT, TPOT and E2E limits")
@@ -1603,6 +1605,14 @@ def plan(
     skipped = sum(1 for r in records if r["status"] == "skipped")
     return PlanResult(tuple(records), winner, pareto_front(records), pruned, skipped, simulated, resumed, prices,
                       context, shared_runs)
+
+
+def _plain(x: Any) -> Any:
+    """A numpy number as the Python number of its value (``np.int64`` as int, ``np.float32`` as float): a Fraction
+    of a numpy integer keeps it and overflows int64 in the search's comparisons; anything else as given."""
+    if isinstance(x, bool | int | float | Fraction) or not isinstance(x, numbers.Real):
+        return x
+    return int(x) if isinstance(x, numbers.Integral) else float(x)
 
 
 def _frac(x: Any) -> Any:

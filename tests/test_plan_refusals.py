@@ -259,3 +259,22 @@ def test_a_running_dask_scheduler_answers_as_local_processes() -> None:
                       host="127.0.0.1") as cluster:
         remote = plan(MODEL, REQUESTS, cluster=cluster.scheduler_address, **kw)
     assert json.dumps(remote.to_dict()) == json.dumps(plan(MODEL, REQUESTS, **kw).to_dict())
+
+
+def test_numpy_numbers_are_their_values() -> None:
+    """Stop 27 (break-it): ``Fraction(np.int64(x))`` kept a numpy numerator, so the search's comparisons overflowed
+    int64: ``slo_tpot_s=np.int64(10**9)`` pruned T = 2 by tpot (an int meets on both), ``np.int64(1)`` raised an
+    OverflowError, ``np.float32`` a TypeError and ``block_size=np.int64(16)`` failed writing JSON. A numpy number
+    now gives the records of the Python number of its value."""
+    np = pytest.importorskip("numpy")
+    axes = {"tensor_parallel_size": [1, 2], "max_num_batched_tokens": [2048]}
+    for given, plain in (({"slo_tpot_s": np.int64(10**9)}, {"slo_tpot_s": 10**9}),
+                         ({"slo_e2e_s": np.int64(10**12)}, {"slo_e2e_s": 10**12}),
+                         ({"slo_tpot_s": np.int32(1), "block_size": np.int64(16), "percentile": np.int64(90)},
+                          {"slo_tpot_s": 1, "block_size": 16, "percentile": 90}),
+                         ({"slo_ttft_s": np.float32(0.5), "utilization": np.float32(0.5), "rate_scale": np.int64(3)},
+                          {"slo_ttft_s": float(np.float32(0.5)), "utilization": 0.5, "rate_scale": 3})):
+        got = plan(MODEL, REQUESTS, axes=axes, **given)
+        want = plan(MODEL, REQUESTS, axes=axes, **plain)
+        assert got.records == want.records and got.winner == want.winner
+        assert all(r["status"] == "simulated" for r in got.records)
