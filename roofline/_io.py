@@ -113,7 +113,9 @@ def _reject_constant(token: str) -> Any:
     raise ValueError(f"non-finite number {token} is not allowed")
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A ``json.loads`` ``object_pairs_hook``: the object, or ValueError naming a key given twice (JSON's own
+    rule keeps the last, silently)."""
     obj: dict[str, Any] = {}
     for key, value in pairs:
         if key in obj:
@@ -196,7 +198,7 @@ def parse_json(text: str, *, parse_float: Callable[[str], Any] | None = None, al
     try:
         return json.loads(text, parse_float=number, parse_int=integer,
                           parse_constant=float if allow_nonfinite else _reject_constant,
-                          object_pairs_hook=_unique_keys)
+                          object_pairs_hook=unique_keys)
     except RecursionError:  # pragma: no cover - the depth scan comes first
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
 

@@ -7,8 +7,9 @@ default values and where a value enters the :class:`roofline.Deployment` or the
 against the rules of :func:`prune` (the step-time model proves it cannot meet the SLO), and
 simulated only when no rule drops it; with ``search_rate`` the highest rate it still meets the
 SLO at is found by bracketing. The configurations run on local worker processes or on a Dask
-cluster through one work function (:func:`evaluate`), a family of those differing only in
-``max_num_seqs`` to a task (they share the runs a cap does not change, :class:`_SharedRuns`), and
+cluster through one work function (:func:`evaluate`), a configuration to a task, those differing only
+in ``max_num_seqs`` (a family) one after another (they share the runs a cap does not change,
+:class:`_SharedRuns`), and
 every result is a pure function of its configuration and the inputs, so every executor gives the
 same answer.
 """
@@ -16,6 +17,7 @@ same answer.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import heapq
 import json
@@ -23,14 +25,15 @@ import logging
 import math
 import numbers
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ._checks import check_count, check_nonnegative, check_positive, check_scalar
+from ._checks import check_count, check_positive, check_scalar
 from .errors import InvalidValueError, RooflineError, shown
 
 __all__ = ["AXES", "Axis", "PlanResult", "plan", "evaluate", "prune", "interpolated_percentile", "percentile_exceeds",
@@ -69,14 +72,22 @@ def _on_off(flag: str) -> Callable[[str], bool]:
     return parse
 
 
+#: The largest count an axis takes (GPUs, sequences, tokens): the command line's bound on integers.
+MAX_COUNT = 10**15
+
+
 def _count(flag: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
+        if not text.isascii():  # Python reads Arabic-Indic or full-width digits as numbers too
+            raise InvalidValueError(flag, text, "numbers must be written with ASCII digits")
         try:
             value = int(text.strip())
         except ValueError:
             raise InvalidValueError(flag, text, "expected an integer >= 1") from None
         if value < 1:
             raise InvalidValueError(flag, text, "expected an integer >= 1")
+        if value > MAX_COUNT:
+            raise InvalidValueError(flag, text, f"must be <= {MAX_COUNT:.0e}")
         return value
     return parse
 
@@ -710,18 +721,12 @@ class _SharedRuns:
     "Deployment search", runs shared across ``--max-num-seqs``): per (rate factor, verdict only) the answers of
     runs whose cap never bound (peak p < their ``max_num_seqs``), each with its p. A configuration of cap m takes
     such an answer when p < m, else simulates (and keeps its answer when its own cap did not bind).
-    ``shared`` counts the answers taken."""
+    ``shared`` counts the answers taken. Small (answers only, no workload): it travels from one configuration's
+    task to the next of its family (:func:`_chained`)."""
 
     def __init__(self) -> None:
         self.answers: dict[tuple[Any, bool], list[tuple[int, dict[str, Any]]]] = {}
         self.shared = 0
-        self.workloads: dict[Any, list[Any]] = {}
-
-    def requests_at(self, context: Context, scale: Any) -> list[Any]:
-        """The workload at rate factor ``scale`` (:func:`_scaled`), made once per family and scale."""
-        if scale not in self.workloads:
-            self.workloads[scale] = _scaled(context.requests, scale)
-        return self.workloads[scale]
 
     def simulate(self, context: Context, setup: _Setup, scale: Any, verdict_only: bool = False) -> dict[str, Any]:
         """:func:`_simulate` of the workload at rate factor ``scale``, or the answer of a run it equals. A split
@@ -732,11 +737,40 @@ class _SharedRuns:
             if peak < cap:
                 self.shared += 1
                 return answer
-        answer = _simulate(context, setup, self.requests_at(context, scale), verdict_only)
+        answer = _simulate(context, setup, _workload(context, scale), verdict_only)
         peak = answer["peak_running"]
         if setup.split is None and peak is not None and peak < cap:
             known.append((peak, answer))
         return answer
+
+
+#: How many rate factors' workloads a process keeps (:func:`_workload`; about 4 MB each on the whole shipped
+#: conversation trace): the search's factors repeat across configurations (the doublings, and the bisection's
+#: midpoints within one octave), so a few dozen serve the grid.
+WORKLOADS_KEPT = 32
+_WORKLOADS: dict[Any, list[Any]] = {}
+_WORKLOADS_OF: list[Context] = []  # the context they are of
+
+
+def _workload(context: Context, scale: Any) -> list[Any]:
+    """The context's workload at rate factor ``scale`` (:func:`_scaled`), made once per process and factor while
+    among the :data:`WORKLOADS_KEPT` last used. A process keeps those of one context (by identity: a worker
+    holds one), dropped when another comes, and the in-process search drops them when it ends."""
+    if not _WORKLOADS_OF or _WORKLOADS_OF[0] is not context:
+        _forget_workloads()
+        _WORKLOADS_OF.append(context)
+    requests = _WORKLOADS.pop(scale, None)
+    if requests is None:
+        requests = _scaled(context.requests, scale)
+        if len(_WORKLOADS) >= WORKLOADS_KEPT:
+            del _WORKLOADS[next(iter(_WORKLOADS))]
+    _WORKLOADS[scale] = requests  # the last used last
+    return requests
+
+
+def _forget_workloads() -> None:
+    _WORKLOADS.clear()
+    _WORKLOADS_OF.clear()
 
 
 def _family(config: dict[str, Any]) -> str:
@@ -747,7 +781,7 @@ def _family(config: dict[str, Any]) -> str:
 
 def _families(configs: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The configurations grouped by :func:`_family`, in the order each family first appears, each from the
-    largest ``max_num_seqs`` down (the order :func:`_evaluate_family` shares runs in)."""
+    largest ``max_num_seqs`` down (the order :func:`_chained` shares runs in)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for c in configs:
         groups.setdefault(_family(c), []).append(c)
@@ -863,7 +897,7 @@ def evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | Non
             record.update(status="pruned", rule=setup[0], reason=setup[1], gpus=None)
         return record
     record["gpus"] = setup.gpus
-    requests = shared.requests_at(context, context.rate_scale)
+    requests = _workload(context, context.rate_scale)
     bounds = _bounds(context, setup, requests)  # the same at every rate (only the arrivals change): once
     ceilings, pruned = None, True
     if context.search_rate and not isinstance(bounds, tuple):  # prune's answer from the search's rate factors
@@ -882,42 +916,107 @@ def evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | Non
     return record
 
 
-def _evaluate_family(context: Context, family: Sequence[dict[str, Any]]) -> Iterable[tuple[dict[str, Any], int]]:
-    """The records of a family (:func:`_families`), each as :func:`evaluate` gives it alone, in the family's
-    order, sharing its runs: (record, the answers its evaluation took from the family's runs, not simulated)."""
-    shared = _SharedRuns()
-    for config in family:
-        before = shared.shared
-        record = evaluate(context, config, shared)
-        yield record, shared.shared - before
+_Answer = tuple[dict[str, Any], int, "_SharedRuns"]
 
 
-def _family_records(context: Context, family: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
-    """:func:`_evaluate_family` as one list (a task of a worker process or a Dask worker)."""
-    return list(_evaluate_family(context, family))
+def _evaluate_next(context: Context, config: dict[str, Any], shared: _SharedRuns) -> _Answer:
+    """One configuration of a family (:func:`evaluate`, sharing the runs of those before it in ``shared``): its
+    record, the answers it took from the family's runs (not simulated), and ``shared`` for the next one."""
+    before = shared.shared
+    record = evaluate(context, config, shared)
+    return record, shared.shared - before, shared
+
+
+def _after(context: Context, config: dict[str, Any], previous: _Answer | None) -> _Answer:
+    """:func:`_evaluate_next` after ``previous``, the answer of the family's configuration before (None: the
+    first; a Dask task is given the future, run where that answer is held)."""
+    return _evaluate_next(context, config, _SharedRuns() if previous is None else previous[2])
+
+
+#: What an executor gives: (record, the answers its evaluation took from its family's runs), one a configuration.
+_Records = Generator[tuple[dict[str, Any], int], None, None]
+
+
+def _chained(groups: list[list[dict[str, Any]]], submit: Callable[[dict[str, Any], Any], Any],
+             first_done: Callable[[set[Any]], Iterable[Any]]) -> _Records:
+    """(record, answers shared) of each configuration, a configuration a task: each family's first at once, the
+    next of a family submitted when the one before it is done, after it (the order :func:`_families` gives, its
+    :class:`_SharedRuns` passed on, so every record and count is the in-process one). ``submit(config,
+    previous)`` gives a future whose ``result()`` is :func:`_after`'s answer, ``previous`` the done future of the
+    family's configuration before (None for its first); ``first_done(futures)`` waits for one and gives those
+    done. Every finished configuration is given before an interruption (Ctrl-C, SIGTERM, a failed
+    record) is raised again; nothing more is started, and those in flight are lost (docs/conventions.md,
+    "Deployment search", resume)."""
+    running: dict[Any, Iterator[dict[str, Any]]] = {}
+    for family in groups:
+        configs = iter(family)
+        running[submit(next(configs), None)] = configs
+    try:
+        while running:
+            for f in first_done(set(running)):
+                configs = running.pop(f)
+                record, taken, _ = f.result()
+                config = next(configs, None)
+                if config is not None:
+                    running[submit(config, f)] = configs
+                yield record, taken
+    except GeneratorExit:
+        raise
+    except BaseException:
+        for f in list(running):
+            if f.done() and not f.cancelled() and f.exception() is None:
+                yield f.result()[:2]
+        raise
 
 
 # --------------------------------------------------------------------------- executors
 
 
-_WORKER_CONTEXT: list[Context] = []
+@contextlib.contextmanager
+def _forking_without_sigint() -> Iterator[None]:
+    """SIGINT blocked in this thread while worker processes are forked (local ones, a local Dask cluster's): they
+    inherit the mask and never see a Ctrl-C, which the terminal sends to every process of the group (each
+    printed a traceback of the command's handler, or swallowed it); the parent alone stops the search and them
+    (:func:`_stop_workers`, the cluster's close). A Ctrl-C meanwhile waits, pending, until the block ends."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield  # pragma: no cover - signals reach the main thread only; Windows has no masks
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _init_worker(context: Context) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's (a fork inherits it): terminated, it stops
     _WORKER_CONTEXT[:] = [context]
 
 
-def _family_here(family: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
-    return _family_records(_WORKER_CONTEXT[0], family)
+_WORKER_CONTEXT: list[Context] = []
 
 
-def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> Iterable[tuple[dict[str, Any], int]]:
-    """(record, answers shared) of each configuration (:func:`_evaluate_family`) on ``jobs`` local processes, a
-    family a task."""
+def _after_here(config: dict[str, Any], previous: _Answer | None) -> _Answer:
+    return _after(_WORKER_CONTEXT[0], config, previous)
+
+
+def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> _Records:
+    """(record, answers shared) of each configuration (:func:`_evaluate_next`) on ``jobs`` local processes, a
+    configuration a task (:func:`_chained`); in this process with ``jobs == 1`` or one family."""
     groups = _families(configs)
     if jobs == 1 or len(groups) <= 1:
-        for family in groups:
-            yield from _evaluate_family(context, family)
+        try:
+            for family in groups:
+                shared = _SharedRuns()
+                for config in family:
+                    record, taken, shared = _evaluate_next(context, config, shared)
+                    yield record, taken
+        finally:
+            _forget_workloads()
         return
     import concurrent.futures as cf
     import multiprocessing
@@ -925,13 +1024,30 @@ def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> It
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
                                 initializer=_init_worker, initargs=(context,)) as pool:
-        futures = [pool.submit(_family_here, family) for family in groups]
         try:
-            for f in cf.as_completed(futures):
-                yield from f.result()
-        except BaseException:  # stopped (Ctrl-C, SIGTERM, a failed record): start nothing more
-            pool.shutdown(wait=False, cancel_futures=True)
+            with _forking_without_sigint():  # its workers start at the first task, all of them when forked
+                pool.submit(int).result()
+            yield from _chained(groups, lambda config, previous: pool.submit(
+                                    _after_here, config, None if previous is None else previous.result()),
+                                lambda fs: cf.wait(fs, return_when=cf.FIRST_COMPLETED).done)
+        except BaseException:  # stopped (Ctrl-C, SIGTERM, a failed record): start nothing more, stop those running
+            _stop_workers(pool)
             raise
+
+
+def _stop_workers(pool: Any) -> None:
+    """Cancel what a ProcessPoolExecutor has not started and terminate its worker processes (their
+    configurations in flight are lost either way), so that leaving the pool does not wait for them:
+    ``terminate_workers`` from Python 3.14; before, its processes, read before ``shutdown`` forgets them."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:  # pragma: no cover - Python 3.14
+        terminate()
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
 
 
 #: What a local Dask cluster's workers are started with (docs/conventions.md, "Deployment search"): the
@@ -1012,12 +1128,12 @@ def _dask_client(client_class: Any, cluster: str) -> Any:
     return answer[0]
 
 
-def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> Iterable[tuple[dict[str, Any], int]]:
+def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> _Records:
     """(record, answers shared) of each configuration on a Dask cluster (``cluster`` as :func:`_cluster_address`
-    reads it: a ``LocalCluster`` of N single-threaded worker processes started here, or a running one), a family
-    a task."""
+    reads it: a ``LocalCluster`` of N single-threaded worker processes started here, or a running one), a
+    configuration a task (:func:`_chained`)."""
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client, LocalCluster, wait
     except ImportError:
         raise InvalidValueError("cluster", cluster, "needs Dask: pip install 'roofline[cluster]' (from a "
                                 "clone: pip install -e '.[cluster]')") from None
@@ -1031,7 +1147,7 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
         settings = dict(_DASK_WORKER_SETTINGS)
         if "fork" in multiprocessing.get_all_start_methods():
             settings["distributed.worker.multiprocessing-method"] = "fork"
-        with dask.config.set(settings):
+        with dask.config.set(settings), _forking_without_sigint():
             # a random port for its HTTP server: the default 8787 warns (an error under pytest) when taken
             # its warnings silenced (an interrupted search printed the workers' cancelled tasks); errors still show
             local = LocalCluster(n_workers=port, threads_per_worker=1, processes=True, dashboard_address=":0",
@@ -1046,10 +1162,10 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
             raise InvalidValueError("cluster", cluster, f"cannot connect: {exc}") from None
         client = _dask_client(Client, cluster)
     try:
-        shared = client.scatter(context, broadcast=True)
-        futures = [client.submit(_family_records, shared, family, pure=False) for family in _families(configs)]
-        for f in as_completed(futures):
-            yield from f.result()
+        held = client.scatter(context, broadcast=True)
+        yield from _chained(_families(configs),
+                            lambda config, previous: client.submit(_after, held, config, previous, pure=False),
+                            lambda fs: wait(fs, return_when="FIRST_COMPLETED").done)
     finally:
         client.close()
         if local is not None:
@@ -1489,9 +1605,7 @@ def plan(
     if not percentile <= 100:
         raise InvalidValueError("percentile", percentile, "must be in (0, 100]")
     for name, v in (("rate_scale", rate_scale), ("rate_tolerance", rate_tolerance)):
-        check_nonnegative(name, v)
-        if not v > 0:
-            raise InvalidValueError(name, v, "must be > 0")
+        check_positive(name, v)
     if rate_tolerance < MIN_RATE_TOLERANCE:
         raise InvalidValueError("rate_tolerance", rate_tolerance, f"must be >= {float(MIN_RATE_TOLERANCE):g} (the "
                                 "search's rate factors are fractions of denominators up to 2**20: a finer bracket "
@@ -1580,13 +1694,16 @@ def plan(
             progress(done[key_of(c)])
     results = _run_dask(context, todo, cluster) if cluster is not None else _run_local(context, todo, jobs)
     shared_runs = 0
-    for record, taken in results:
-        shared_runs += taken
-        done[record["key"]] = record
-        if path is not None:
-            _write_out(path, fingerprint, done)
-        if progress is not None:
-            progress(record)
+    try:
+        for record, taken in results:
+            shared_runs += taken
+            done[record["key"]] = record
+            if path is not None:
+                _write_out(path, fingerprint, done)
+            if progress is not None:
+                progress(record)
+    finally:  # stopped here (a progress callback, a full disk): the executor stops now, not when collected
+        results.close()
     records = sorted((done[k] for k in keys), key=lambda r: _rank_key(r, prices))
     for r in records:
         r["cost"] = cost_of(r, prices)

@@ -33,6 +33,7 @@ import numpy as np
 
 from . import formulas as f
 from ._checks import check_int, check_number
+from ._io import unique_keys
 from .deployment import Deployment, allreduce_terms
 from .errors import ConfigError, InvalidValueError, UnknownPresetError
 from .estimate import _hardware_terms, _model_terms
@@ -117,10 +118,12 @@ class SpeculativeConfig:
         """
         if isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = json.loads(value, object_pairs_hook=unique_keys)  # a key given twice is refused
             except json.JSONDecodeError as error:
                 raise InvalidValueError("speculative_config", value, f"is not JSON ({error.msg} at column "
                                         f"{error.colno})") from None
+            except ValueError as error:  # a key given twice
+                raise InvalidValueError("speculative_config", value, f"is not JSON ({error})") from None
         if not isinstance(value, dict):
             raise InvalidValueError("speculative_config", value, "expected a JSON object with method, model and "
                                     "num_speculative_tokens")

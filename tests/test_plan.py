@@ -447,6 +447,56 @@ def test_an_interrupted_search_resumes_without_recomputing(tmp_path: Path, monke
     assert evaluated == []  # all done: nothing recomputed
 
 
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
+                    reason="the workers see the patched evaluate only when forked")
+def test_a_stopped_local_search_keeps_each_finished_configuration_of_a_family_in_flight(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-j 2, two families of three caps, one configuration (TP 2, 32 sequences) that never ends: the search stopped
+    once the other family and TP 2's first cap are done keeps those four (the fault: a family was one task, its
+    finished records written only with the whole family, so TP 2's first was lost), stops its workers instead of
+    waiting for the one in flight, and a resumed search evaluates only the last two."""
+    import time
+
+    out = tmp_path / "plan.jsonl"
+    kw: dict[str, Any] = dict(axes={"tensor_parallel_size": [1, 2], "max_num_seqs": [16, 32, 64],
+                                    "max_num_batched_tokens": [2048]},
+                              slo_ttft_s=Fraction(1, 5), out=out)
+    fresh = plan(MODEL, REQUESTS[:20], **{**kw, "out": None})
+    real = P.evaluate
+
+    def stuck(c: Any, config: dict[str, Any], shared: Any = None) -> dict[str, Any]:
+        if config["tensor_parallel_size"] == 2 and config["max_num_seqs"] == 32:
+            time.sleep(600)
+        return real(c, config, shared)
+
+    seen: list[str] = []
+
+    def stop_at_four(record: dict[str, Any]) -> None:
+        seen.append(record["key"])
+        if len(seen) == 4:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(P, "evaluate", stuck)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        plan(MODEL, REQUESTS[:20], jobs=2, progress=stop_at_four, **kw)
+    assert time.monotonic() - start < 300  # the stuck worker was stopped, not waited for
+    kept = {json.loads(line)["key"] for line in out.read_text().splitlines() if line.strip()}
+    assert kept == set(seen) and len(kept) == 4
+    assert {k for k in kept if "/tp2/" in k} == {next(k for k in kept if "/tp2/" in k)}
+    assert any("/tp2/" in k and "seqs64" in k for k in kept)
+    evaluated: list[str] = []
+
+    def counted(c: Any, config: dict[str, Any], shared: Any = None) -> dict[str, Any]:
+        evaluated.append(P.key_of(config))
+        return real(c, config, shared)
+
+    monkeypatch.setattr(P, "evaluate", counted)
+    resumed = plan(MODEL, REQUESTS[:20], **kw)
+    assert sorted(evaluated) == sorted(set(r["key"] for r in fresh.records) - kept)
+    assert resumed.resumed == 4 and _answer(resumed) == _answer(fresh)
+
+
 def test_out_of_another_search_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "plan.jsonl"
     plan(MODEL, REQUESTS[:10], axes={"tensor_parallel_size": [1]}, slo_ttft_s=1, out=out)

@@ -278,3 +278,35 @@ def test_numpy_numbers_are_their_values() -> None:
         want = plan(MODEL, REQUESTS, axes=axes, **plain)
         assert got.records == want.records and got.winner == want.winner
         assert all(r["status"] == "simulated" for r in got.records)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--max-num-seqs", "\u0661\u0666"], "--max-num-seqs='\u0661\u0666': numbers must be written with ASCII digits"),
+    (["--max-num-seqs", "\uff11\uff16"], "--max-num-seqs='\uff11\uff16': numbers must be written with ASCII digits"),
+    (["--tensor-parallel-size", "1" + "0" * 16], "must be <= 1e+15"),
+])
+def test_axis_counts_in_other_digits_or_past_the_bound_are_refused(argv: list[str], message: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Python's int reads Arabic-Indic and full-width digits as 16 (a break-it finding: --max-num-seqs ١٦ was
+    searched as 16); the command line's numbers are ASCII everywhere else."""
+    assert _status([*_W, *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_negative_rate_scale_is_named_as_not_positive() -> None:
+    """-1 was refused with "must be >= 0", which 0 does not meet either."""
+    with pytest.raises(InvalidValueError) as err:
+        plan(MODEL, REQUESTS, axes=GRID, slo_tpot_s=Fraction(1, 20), rate_scale=-1)
+    assert err.value.field == "rate_scale" and str(err.value) == "rate_scale=-1: must be > 0"
+
+
+def test_a_speculative_config_with_a_key_given_twice_is_refused() -> None:
+    """json.loads keeps the last of two keys (a break-it finding: `"num_speculative_tokens": 2, ... 3` ran k = 3
+    silently); the config is read as the project's strict JSON."""
+    from roofline.speculative import SpeculativeConfig
+
+    with pytest.raises(InvalidValueError, match="duplicate key 'num_speculative_tokens'") as err:
+        SpeculativeConfig.parse('{"method": "ngram", "num_speculative_tokens": 2, "num_speculative_tokens": 3}')
+    assert err.value.field == "speculative_config"
+    assert SpeculativeConfig.parse('{"method": "ngram", "num_speculative_tokens": 3}').num_speculative_tokens == 3
