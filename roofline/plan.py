@@ -1412,9 +1412,11 @@ def _amount(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
 
 
-def _record_fault(key: Any, record: Any) -> str | None:
+def _record_fault(key: Any, record: Any, limits: Mapping[str, Any] | None = None) -> str | None:
     """Why ``record`` (read back under ``key``) is not one :func:`evaluate` writes, or None
-    (docs/conventions.md, "Deployment search", "Resuming")."""
+    (docs/conventions.md, "Deployment search", "Resuming"). ``limits``: the search's SLO, metric -> [s] or None;
+    a simulated record's ``meets`` must be its own metrics' verdict against them (where the floats it holds
+    decide it: a metric within a float's rounding of its limit is taken as written)."""
     if not isinstance(key, str) or not isinstance(record, dict):
         return "not a key and a record"
     config = record.get("config")
@@ -1452,6 +1454,15 @@ def _record_fault(key: Any, record: Any) -> str | None:
         for name in _AT_RATE:
             if name not in at or not (at[name] is None or _amount(at[name])):
                 return f"at_rate {name} {shown(at.get(name))}: expected a number >= 0 or null"
+        above = [n for n, lim in (limits or {}).items() if lim is not None and at[n] is not None
+                 and float(at[n]) > float(lim)]
+        below = all(lim is None or (at[n] is not None and float(at[n]) < float(lim)) for n, lim in
+                    (limits or {}).items())
+        if at["meets"] and (rejected or above):
+            why = "requests were rejected" if rejected else f"{above[0]} is over its limit"
+            return f"at_rate meets true, but {why}"
+        if limits and not at["meets"] and not rejected and below:
+            return "at_rate meets false, but every metric is within its limit"
     if "max_rate" in record:
         mr = record["max_rate"]
         if not isinstance(mr, dict) or not isinstance(mr.get("runs"), int) or not _amount(mr["runs"]):
@@ -1462,18 +1473,21 @@ def _record_fault(key: Any, record: Any) -> str | None:
     return None
 
 
-def _read_out(path: Path, fingerprint: str) -> dict[str, dict[str, Any]]:
-    """The records of an ``--out`` file of this search (an absent file: none).
+def _read_out(path: Path, fingerprint: str, limits: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The records of an ``--out`` file of this search (an absent file: none); ``limits`` as
+    :func:`_record_fault` reads them.
 
     Raises
     ------
     InvalidValueError
         Field ``out``: the file cannot be read; a line that is not JSON of a key, the inputs' fingerprint
-        and a record :func:`evaluate` writes (:func:`_record_fault`, line N named); another search's file.
+        and a record :func:`evaluate` writes (:func:`_record_fault`, line N named); two lines of one
+        configuration; another search's file.
     """
     if not path.exists():
         return {}
-    done = {}
+    done: dict[str, dict[str, Any]] = {}
+    lines_of: dict[str, int] = {}
     try:
         lines = path.read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -1490,10 +1504,13 @@ def _read_out(path: Path, fingerprint: str) -> dict[str, dict[str, Any]]:
         if fp != fingerprint:
             raise InvalidValueError("out", str(path), "holds the results of a search with other inputs "
                                     "(workload, SLO, model or settings): give another file")
-        fault = _record_fault(key, record)
+        fault = _record_fault(key, record, limits)
+        if fault is None and key in done:
+            fault = f"its configuration is line {lines_of[key]}'s too"
         if fault is not None:
             raise InvalidValueError("out", str(path), f"line {n} is not a plan result ({fault}): give another file")
         done[key] = record
+        lines_of[key] = n
     return done
 
 
@@ -1685,7 +1702,8 @@ def plan(
                       Fraction(rate_tolerance))
     fingerprint = _fingerprint(context)
     path = None if out is None else Path(out)
-    done = {} if path is None else _read_out(path, fingerprint)
+    limits = {name: getattr(context, name) for name, _ in _METRICS}
+    done = {} if path is None else _read_out(path, fingerprint, limits)
     keys = {key_of(c) for c in configs}
     resumed = sum(1 for k in done if k in keys)
     todo = [c for c in configs if key_of(c) not in done]

@@ -695,6 +695,33 @@ def test_an_edited_resume_file_is_refused_by_line(tmp_path: Path, capsys: pytest
                   "file\n"
 
 
+def test_a_resume_record_whose_verdict_is_not_its_metrics_or_a_line_twice_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A break-it finding: resume took a record's ``meets`` as written (an edited ``false`` made another winner)
+    and a configuration's second line silently replaced its first. Now the verdict must be the record's own
+    metrics against the SLO, and a configuration has one line."""
+    out = tmp_path / "p.jsonl"
+    argv = [*_W, "--tensor-parallel-size", "3", "--out", str(out)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    at = rows[0]["result"]["at_rate"]
+    assert at["meets"] is True and at["rejected"] == 0 and at["tpot_s"] < 0.05  # the SLO: TPOT <= 50 ms
+    for edit, fault in (({"meets": False}, "at_rate meets false, but every metric is within its limit"),
+                        ({"tpot_s": 0.06}, "at_rate meets true, but tpot_s is over its limit"),
+                        ({"rejected": 1}, "at_rate meets true, but requests were rejected")):
+        edited = json.loads(json.dumps(rows))
+        edited[0]["result"]["at_rate"].update(edit)
+        out.write_text("".join(json.dumps(r) + "\n" for r in edited))
+        assert _status(argv) == 2
+        assert f"line 1 is not a plan result ({fault})" in capsys.readouterr().err
+    out.write_text("".join(json.dumps(r) + "\n" for r in [*rows, rows[0]]))
+    assert _status(argv) == 2
+    assert "line 3 is not a plan result (its configuration is line 1's too)" in capsys.readouterr().err
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(argv) == 0  # the file as written resumes
+
+
 def test_a_resumed_rate_search_record_is_checked_and_a_sound_one_taken(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture) -> None:
     """The rate search's fields read back: a sound file resumes (2 read back), a negative rate is refused."""
