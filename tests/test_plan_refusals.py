@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import socket
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from _text import unwrapped
 
 from roofline import get_model, plan
 from roofline._io import atomic_write, output_path
@@ -310,3 +312,26 @@ def test_a_speculative_config_with_a_key_given_twice_is_refused() -> None:
         SpeculativeConfig.parse('{"method": "ngram", "num_speculative_tokens": 2, "num_speculative_tokens": 3}')
     assert err.value.field == "speculative_config"
     assert SpeculativeConfig.parse('{"method": "ngram", "num_speculative_tokens": 3}').num_speculative_tokens == 3
+
+
+def test_an_engine_versions_scheduler_defaults_are_the_axes_not_given(capsys: pytest.CaptureFixture[str]) -> None:
+    """A break-it finding: `plan --estimate vllm-v0` searched chunked prefill with reserve admission, V1's
+    plan defaults, where `simulate --estimate vllm-v0` runs V0's scheduler. Now the axes not given take the
+    engine's defaults, as simulate's flags do; an axis given wins; a default that differs by accelerator keeps
+    the plan's values."""
+    base = ["plan", "--limit", "20", "--slo-tpot", "50", "--tensor-parallel-size", "1", "--json"]
+    assert main([*base, "--estimate", "vllm-v0"]) == 0
+    keys = [r["key"] for r in json.loads(capsys.readouterr().out)["results"]]
+    assert keys and all("/separate/" in k and k.endswith("/on-demand") for k in keys)
+    assert main([*base, "--estimate", "vllm-v0", "--admission", "reserve"]) == 0
+    assert all(r["key"].endswith("/reserve") for r in json.loads(capsys.readouterr().out)["results"])
+    assert main([*base, "--estimate", "vllm", "--accelerator", "h100-sxm"]) == 0  # a large GPU: V1's 1024, 8192
+    assert [r["key"] for r in json.loads(capsys.readouterr().out)["results"]] == [
+        "h100-sxm/tp1/pp1/dp1/colocated/noep/seqs1024/mbt8192/chunked/noprefix/kvauto/on-demand"]
+    assert main([*base[:-1], "--estimate", "vllm", "--accelerator", "h100-sxm", "--accelerator", "a100-80gb"]) == 0
+    out = unwrapped(capsys.readouterr().out)
+    assert ("vllm-v1 defaults: --enable-chunked-prefill on, --admission on-demand (axes given win); --max-num-seqs, "
+            "--max-num-batched-tokens: the plan's values (the engine's differ by accelerator)") in out
+    assert main(base) == 0  # the bound: the plan's own defaults
+    assert all(r["key"].endswith("/chunked/noprefix/kvauto/reserve")
+               for r in json.loads(capsys.readouterr().out)["results"])

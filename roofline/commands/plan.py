@@ -234,10 +234,11 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
     if args.request_rate is None and args.num_prompts is not None and (args.search_rate or args.rate_scale != 1):
         raise InvalidValueError("--request-rate", "inf", "every request arrives at t = 0: there is no rate to "
                                 "scale; give --request-rate")
-    axes = {a.name: getattr(args, a.name) for a in AXES if getattr(args, a.name) is not None}
     prices = dict(args.price) if args.price else None
     if prices is not None and len(prices) < len(args.price):
         raise InvalidValueError("--price", args.price[-1][0], "given twice")
+    args.engine_text = _engine_axes(args, estimate, prices)
+    axes = {a.name: getattr(args, a.name) for a in AXES if getattr(args, a.name) is not None}
     slo = {k: None if getattr(args, k) is None else getattr(args, k) / 1000
            for k in ("slo_ttft", "slo_tpot", "slo_e2e")}
     if all(v is None for v in slo.values()):
@@ -267,6 +268,48 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
 
 
 _FLAG_OF_AXIS = {a.name: a.flag for a in AXES}
+
+
+#: The axes an engine version's scheduler defaults may set: (axis, the SchedulerDefaults option, its value as the
+#: axis takes it).
+_ENGINE_AXES = (("chunked_prefill", "prefill", lambda v: v == "chunked"),
+                ("admission", "admission", lambda v: str(v).replace("_", "-")),
+                ("max_num_seqs", "max_num_seqs", int), ("max_num_batched_tokens", "max_num_batched_tokens", int))
+
+
+def _engine_axes(args: argparse.Namespace, estimate: Any, prices: dict[str, Any] | None) -> str | None:
+    """Under ``--estimate`` of an engine version, its scheduler defaults (:class:`roofline.profiles.
+    SchedulerDefaults`) become the values of the axes the user did not give, as ``roofline simulate`` takes
+    them for its flags (docs/conventions.md, "Deployment search"): chunked prefill, ``--admission``,
+    ``--max-num-seqs``, ``--max-num-batched-tokens``. A default no source states, or one that differs between
+    the accelerators searched (vLLM V1's larger ones on GPUs of 70 GiB or more), leaves the plan's own
+    values. Returns the line saying which were taken, or None without an engine version."""
+    from ..hardware import get_accelerator
+
+    scheduler = getattr(estimate, "scheduler", None)
+    if scheduler is None:
+        return None
+    names = args.accelerator or (sorted(prices) if prices else [AXES[0].default[0]])
+    try:
+        options = [scheduler.options(get_accelerator(name)) for name in names]
+    except RooflineError:  # an unknown accelerator: the search refuses it by name
+        return None
+    taken, mixed = [], []
+    for name, option, value_of in _ENGINE_AXES:
+        axis = next(a for a in AXES if a.name == name)
+        values = {o.get(option) for o in options}
+        if getattr(args, name) is not None or None in values:
+            continue
+        if len(values) > 1:
+            mixed.append(axis.flag)
+            continue
+        value = value_of(values.pop())
+        setattr(args, name, [value])
+        taken.append(f"{axis.flag} {('on' if value else 'off') if isinstance(value, bool) else value}")
+    text = f"{estimate.key} defaults: {', '.join(taken) if taken else 'none taken'} (axes given win)"
+    if mixed:
+        text += f"; {', '.join(mixed)}: the plan's values (the engine's differ by accelerator)"
+    return text
 
 
 class _Progress:
@@ -310,9 +353,10 @@ def _short(key: str) -> str:
     return key.removesuffix("/reserve")
 
 
-def format_table(result: PlanResult, top: int, workload: str | None = None) -> str:
+def format_table(result: PlanResult, top: int, workload: str | None = None, engine: str | None = None) -> str:
     """The answer as text (<= 100 columns): the workload (``workload``: its name or generator, as roofline
-    simulate prints it), counts, ranked rows, the front, the winner's vllm serve line. The cost column is
+    simulate prints it), the engine defaults taken (``engine``), counts, ranked rows, the front, the winner's
+    vllm serve line. The cost column is
     USD per hour with prices, else the GPUs counted (its header says which)."""
     c = result.context
     q = f"p{float(c.percentile):.12g}"  # 99.9999999 is not p100
@@ -324,6 +368,7 @@ def format_table(result: PlanResult, top: int, workload: str | None = None) -> s
     lines = [f"roofline plan: {c.model.name}; SLO {limits}, every request served",
              f"  workload: {workload or 'the requests given'}; {len(c.requests):,} requests at "
              f"{float(c.rate_scale):g}x their rate",
+             *([f"  {engine}"] if engine else []),
              f"  {n} configurations: {pruned} pruned by the "
              f"{'bound' if c.estimate is None else 'estimate'} ({rules or 'none'}), {result.simulated} simulated"
              + (f", {result.skipped} skipped (not modelled)" if result.skipped else "")
@@ -445,7 +490,7 @@ def draw(result: PlanResult, path: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Search and print the answer; return 0."""
     result = run_plan(args)
-    text = format_table(result, args.top, getattr(args, "workload_text", None))
+    text = format_table(result, args.top, getattr(args, "workload_text", None), getattr(args, "engine_text", None))
     print(json.dumps(result.to_dict(), indent=2) if args.json else text)
     if args.csv is not None:
         with atomic_write(args.csv, newline="") as fh:
