@@ -335,3 +335,13 @@ def test_an_engine_versions_scheduler_defaults_are_the_axes_not_given(capsys: py
     assert main(base) == 0  # the bound: the plan's own defaults
     assert all(r["key"].endswith("/chunked/noprefix/kvauto/reserve")
                for r in json.loads(capsys.readouterr().out)["results"])
+
+
+def test_a_trace_without_requests_is_refused_naming_the_file(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A break-it finding: a trace of a header only was refused as `requests=()`, naming no file."""
+    trace = tmp_path / "empty.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    assert _status(["plan", "--trace", str(trace), "--slo-ttft", "100"]) == 2
+    assert capsys.readouterr().err == (f"roofline plan: error: --trace='{trace}': holds no requests: there is "
+                                       "nothing to serve\n")

@@ -230,6 +230,9 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
     estimate = by_flag("--estimate", profile, args.estimate)
     check_workload_flags(args)  # a workload flag this workload does not use is refused, as simulate refuses it
     requests, described = build_workload(args)
+    if not requests:  # the API's refusal names its argument; here the file (or the flag) the requests came from
+        flag, dest = ("--trace", "trace") if described["kind"] == "trace" else ("--num-prompts", "num_prompts")
+        raise InvalidValueError(flag, given_value(args, dest), "holds no requests: there is nothing to serve")
     args.workload_text = ("trace " if described["kind"] == "trace" else "") + _describe(described)
     if args.request_rate is None and args.num_prompts is not None and (args.search_rate or args.rate_scale != 1):
         raise InvalidValueError("--request-rate", "inf", "every request arrives at t = 0: there is no rate to "
