@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 
 from ._checks import check_count, check_positive, check_scalar
+from ._io import parse_json
 from .errors import InvalidValueError, RooflineError, shown
 
 __all__ = ["AXES", "Axis", "PlanResult", "plan", "evaluate", "prune", "interpolated_percentile", "percentile_exceeds",
@@ -80,10 +81,9 @@ def _count(flag: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
         if not text.isascii():  # Python reads Arabic-Indic or full-width digits as numbers too
             raise InvalidValueError(flag, text, "numbers must be written with ASCII digits")
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise InvalidValueError(flag, text, "expected an integer >= 1") from None
+        if not text.strip().isdecimal():  # int() also takes "1_6" and "+16"
+            raise InvalidValueError(flag, text, "expected an integer >= 1, in ASCII digits only")
+        value = int(text.strip())
         if value < 1:
             raise InvalidValueError(flag, text, "expected an integer >= 1")
         if value > MAX_COUNT:
@@ -874,10 +874,15 @@ def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool,
                 lo = mid
             else:
                 hi = mid
-    span = max(Fraction(r.arrival_s) for r in context.requests) - min(Fraction(r.arrival_s) for r in context.requests)
-    own = Fraction(len(context.requests) - 1) / span if span else None
+    own = _own_rate(context.requests)
     return {"scale": None if lo is None else float(lo), "bracket_high": None if hi is None else float(hi),
             "requests_per_s": None if lo is None or own is None else float(own * lo), "runs": runs[0]}
+
+
+def _own_rate(requests: Sequence[Any]) -> Fraction | None:
+    """A workload's own rate [requests/s]: (n - 1) / (last arrival - first), None when all arrive at once."""
+    span = max(Fraction(r.arrival_s) for r in requests) - min(Fraction(r.arrival_s) for r in requests)
+    return Fraction(len(requests) - 1) / span if span else None
 
 
 def evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | None = None) -> dict[str, Any]:
@@ -973,27 +978,37 @@ def _chained(groups: list[list[dict[str, Any]]], submit: Callable[[dict[str, Any
 
 
 @contextlib.contextmanager
-def _forking_without_sigint() -> Iterator[None]:
-    """SIGINT blocked in this thread while worker processes are forked (local ones, a local Dask cluster's): they
-    inherit the mask and never see a Ctrl-C, which the terminal sends to every process of the group (each
-    printed a traceback of the command's handler, or swallowed it); the parent alone stops the search and them
-    (:func:`_stop_workers`, the cluster's close). A Ctrl-C meanwhile waits, pending, until the block ends."""
+def _forking_with_blocked(*names: str) -> Iterator[None]:
+    """The signals ``names`` (``"SIGINT"``, ``"SIGTERM"``) blocked in this thread while worker processes are
+    forked (local ones, a local Dask cluster's), so that none reaches the command's handler midway through a
+    fork (it raised inside multiprocessing's or logging's at-fork hooks: the signal swallowed, a worker left
+    behind, or the exit waiting on it). A signal meanwhile waits, pending, and is taken when the block ends.
+    The workers inherit the mask: a local worker sets its own handlers and unblocks (:func:`_init_worker`); a
+    Dask worker keeps SIGINT blocked, so a terminal's Ctrl-C, sent to the whole process group, reaches the
+    parent alone, which stops the search and them (:func:`_stop_workers`, the cluster's close)."""
     import signal
 
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
         yield  # pragma: no cover - signals reach the main thread only; Windows has no masks
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    blocked = {getattr(signal, name) for name in names}
+    signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
 
 
 def _init_worker(context: Context) -> None:
+    """A local worker's start: Ctrl-C ignored (the parent stops the search), SIGTERM its default (terminated, it
+    stops: the command's handler, inherited by the fork, would raise in it), both unblocked (blocked while it
+    was forked, :func:`_forking_with_blocked`), and the search's context."""
     import signal
 
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's (a fork inherits it): terminated, it stops
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     _WORKER_CONTEXT[:] = [context]
 
 
@@ -1025,7 +1040,7 @@ def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> _R
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
                                 initializer=_init_worker, initargs=(context,)) as pool:
         try:
-            with _forking_without_sigint():  # its workers start at the first task, all of them when forked
+            with _forking_with_blocked("SIGINT", "SIGTERM"):  # its workers start at the first task, all when forked
                 pool.submit(int).result()
             yield from _chained(groups, lambda config, previous: pool.submit(
                                     _after_here, config, None if previous is None else previous.result()),
@@ -1147,7 +1162,7 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
         settings = dict(_DASK_WORKER_SETTINGS)
         if "fork" in multiprocessing.get_all_start_methods():
             settings["distributed.worker.multiprocessing-method"] = "fork"
-        with dask.config.set(settings), _forking_without_sigint():
+        with dask.config.set(settings), _forking_with_blocked("SIGINT"):
             # a random port for its HTTP server: the default 8787 warns (an error under pytest) when taken
             # its warnings silenced (an interrupted search printed the workers' cancelled tasks); errors still show
             local = LocalCluster(n_workers=port, threads_per_worker=1, processes=True, dashboard_address=":0",
@@ -1412,13 +1427,36 @@ def _amount(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
 
 
-def _record_fault(key: Any, record: Any, limits: Mapping[str, Any] | None = None) -> str | None:
+#: The fields of a record :func:`evaluate` writes, of its ``at_rate`` and of its ``max_rate``.
+_RECORD_KEYS = {"key", "config", "status", "rule", "reason", "gpus", "at_rate", "max_rate"}
+_AT_RATE_KEYS = {"rejected", "meets", "peak_running", *_AT_RATE}
+_MAX_RATE_KEYS = {"runs", *_MAX_RATE}
+
+
+def _gpus_of(config: dict[str, Any]) -> int:
+    """The GPUs a configuration holds: T x P x D, or (NP + ND) x T for a split NP:ND."""
+    gpus = config["tensor_parallel_size"] * config["pipeline_parallel_size"] * config["data_parallel_size"]
+    if config["prefill_decode"] != "off":
+        gpus *= sum(int(x) for x in config["prefill_decode"].split(":"))
+    return int(gpus)
+
+
+def _count_ok(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _record_fault(key: Any, record: Any, context: Context | None = None, own: Fraction | None = None) -> str | None:
     """Why ``record`` (read back under ``key``) is not one :func:`evaluate` writes, or None
-    (docs/conventions.md, "Deployment search", "Resuming"). ``limits``: the search's SLO, metric -> [s] or None;
-    a simulated record's ``meets`` must be its own metrics' verdict against them (where the floats it holds
-    decide it: a metric within a float's rounding of its limit is taken as written)."""
+    (docs/conventions.md, "Deployment search", "Resuming"): its fields, its key, its GPUs (its configuration's),
+    and with the search's ``context`` its numbers against the workload: a simulated record's ``meets`` its own
+    metrics' verdict against the SLO (where the floats it holds decide it: a metric within a float's rounding
+    of its limit is taken as written), TTFT and E2E null only when every request was rejected, and a highest
+    rate the workload's own rate (``own``, :func:`_own_rate`; computed here when None) x its factor, to 12
+    digits (the file holds the factor as a float)."""
     if not isinstance(key, str) or not isinstance(record, dict):
         return "not a key and a record"
+    if set(record) - _RECORD_KEYS:
+        return f"unknown field {sorted(set(record) - _RECORD_KEYS)[0]!r}"
     config = record.get("config")
     if not isinstance(config, dict) or set(config) != set(_AXIS):
         return "its config is not one value per axis"
@@ -1434,10 +1472,14 @@ def _record_fault(key: Any, record: Any, limits: Mapping[str, Any] | None = None
     status, rule, gpus = record.get("status"), record.get("rule"), record.get("gpus")
     if status not in _STATUSES:
         return f"status {shown(status)}; known: {', '.join(_STATUSES)}"
+    if status != "simulated" and not isinstance(record.get("reason"), str):
+        return f"a {status} record without its reason"
     if not isinstance(record.get("reason", ""), str):
         return "reason is not a string"
     if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1):
         return f"gpus {shown(gpus)}"
+    if gpus is not None and gpus != _gpus_of(config):
+        return f"gpus {gpus}, but its configuration holds {_gpus_of(config)}"
     if status == "skipped" and (rule is not None or gpus is not None):
         return "a skipped record with a rule or GPUs"
     if status == "pruned" and rule not in RULES:
@@ -1446,36 +1488,63 @@ def _record_fault(key: Any, record: Any, limits: Mapping[str, Any] | None = None
         at = record.get("at_rate")
         if gpus is None or rule is not None or not isinstance(at, dict):
             return "a simulated record without GPUs or its metrics (at_rate)"
+        if set(at) - _AT_RATE_KEYS:
+            return f"unknown field at_rate {sorted(set(at) - _AT_RATE_KEYS)[0]!r}"
         if not isinstance(at.get("meets"), bool):
             return f"at_rate meets {shown(at.get('meets'))}"
         rejected = at.get("rejected")
-        if not isinstance(rejected, int) or isinstance(rejected, bool) or rejected < 0:
+        if not _count_ok(rejected):
             return f"at_rate rejected {shown(rejected)}"
+        if not (at.get("peak_running") is None or _count_ok(at["peak_running"])):
+            return f"at_rate peak_running {shown(at['peak_running'])}"
         for name in _AT_RATE:
             if name not in at or not (at[name] is None or _amount(at[name])):
                 return f"at_rate {name} {shown(at.get(name))}: expected a number >= 0 or null"
-        above = [n for n, lim in (limits or {}).items() if lim is not None and at[n] is not None
-                 and float(at[n]) > float(lim)]
-        below = all(lim is None or (at[n] is not None and float(at[n]) < float(lim)) for n, lim in
-                    (limits or {}).items())
-        if at["meets"] and (rejected or above):
-            why = "requests were rejected" if rejected else f"{above[0]} is over its limit"
-            return f"at_rate meets true, but {why}"
-        if limits and not at["meets"] and not rejected and below:
-            return "at_rate meets false, but every metric is within its limit"
+        if context is not None:
+            fault = _verdict_fault(at, context)
+            if fault is not None:
+                return fault
     if "max_rate" in record:
         mr = record["max_rate"]
         if not isinstance(mr, dict) or not isinstance(mr.get("runs"), int) or not _amount(mr["runs"]):
             return "max_rate is not the rate search's result"
+        if set(mr) - _MAX_RATE_KEYS:
+            return f"unknown field max_rate {sorted(set(mr) - _MAX_RATE_KEYS)[0]!r}"
         for name in _MAX_RATE:
             if name not in mr or not (mr[name] is None or _amount(mr[name])):
                 return f"max_rate {name} {shown(mr.get(name))}: expected a number >= 0 or null"
+        if context is not None:
+            own = _own_rate(context.requests) if own is None else own
+            rate = None if own is None or mr["scale"] is None else float(own * Fraction(mr["scale"]))
+            stated = mr["requests_per_s"]
+            if (stated is None) != (rate is None) or (rate is not None and not math.isclose(stated, rate,
+                                                                                            rel_tol=1e-12)):
+                return f"max_rate requests_per_s {shown(stated)}, but its scale gives {shown(rate)}"
     return None
 
 
-def _read_out(path: Path, fingerprint: str, limits: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """The records of an ``--out`` file of this search (an absent file: none); ``limits`` as
-    :func:`_record_fault` reads them.
+def _verdict_fault(at: dict[str, Any], context: Context) -> str | None:
+    """Why a simulated record's metrics at the rate are not a run's of this search (:func:`_record_fault`)."""
+    rejected, n = at["rejected"], len(context.requests)
+    if rejected > n:
+        return f"at_rate rejected {rejected}, of {n} requests"
+    for name in ("ttft_s", "e2e_s"):
+        if (at[name] is None) != (rejected == n):
+            return f"at_rate {name} {shown(at[name])}, with {n - rejected} of {n} requests handed back"
+    limits = {name: getattr(context, name) for name, _ in _METRICS}
+    above = [m for m, lim in limits.items() if lim is not None and at[m] is not None and float(at[m]) > float(lim)]
+    below = all(lim is None or (at[m] is not None and float(at[m]) < float(lim)) for m, lim in limits.items())
+    if at["meets"] and (rejected or above):
+        why = "requests were rejected" if rejected else f"{above[0]} is over its limit"
+        return f"at_rate meets true, but {why}"
+    if not at["meets"] and not rejected and below:
+        return "at_rate meets false, but every metric is within its limit"
+    return None
+
+
+def _read_out(path: Path, fingerprint: str, context: Context | None = None) -> dict[str, dict[str, Any]]:
+    """The records of an ``--out`` file of this search (an absent file: none), each read as strict JSON (no key
+    twice, no NaN) and checked by :func:`_record_fault` (against ``context`` where given).
 
     Raises
     ------
@@ -1492,11 +1561,12 @@ def _read_out(path: Path, fingerprint: str, limits: Mapping[str, Any] | None = N
         lines = path.read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidValueError("out", str(path), f"cannot read: {exc}") from None
+    own = None if context is None or not lines else _own_rate(context.requests)
     for n, line in enumerate(lines, 1):
         if not line.strip():  # a blank line (an editor's last newline): no record
             continue
         try:
-            row = json.loads(line)
+            row = parse_json(line)  # strict: a key given twice is no record
             key, fp, record = row["key"], row["inputs"], row["result"]
         except (ValueError, KeyError, TypeError):
             raise InvalidValueError("out", str(path), f"line {n} is not a plan result (not a JSON record of one): "
@@ -1504,7 +1574,7 @@ def _read_out(path: Path, fingerprint: str, limits: Mapping[str, Any] | None = N
         if fp != fingerprint:
             raise InvalidValueError("out", str(path), "holds the results of a search with other inputs "
                                     "(workload, SLO, model or settings): give another file")
-        fault = _record_fault(key, record, limits)
+        fault = _record_fault(key, record, context, own)
         if fault is None and key in done:
             fault = f"its configuration is line {lines_of[key]}'s too"
         if fault is not None:
@@ -1702,8 +1772,7 @@ def plan(
                       Fraction(rate_tolerance))
     fingerprint = _fingerprint(context)
     path = None if out is None else Path(out)
-    limits = {name: getattr(context, name) for name, _ in _METRICS}
-    done = {} if path is None else _read_out(path, fingerprint, limits)
+    done = {} if path is None else _read_out(path, fingerprint, context)
     keys = {key_of(c) for c in configs}
     resumed = sum(1 for k in done if k in keys)
     todo = [c for c in configs if key_of(c) not in done]

@@ -665,7 +665,7 @@ _DROP = object()
 @pytest.mark.parametrize(("line", "path", "value", "fault"), [
     (1, "at_rate.tpot_s", -1, "at_rate tpot_s -1: expected a number >= 0 or null"),
     (1, "at_rate.ttft_s", "x", "at_rate ttft_s 'x': expected a number >= 0 or null"),
-    (1, "at_rate.e2e_s", float("inf"), "at_rate e2e_s inf: expected a number >= 0 or null"),
+    (1, "at_rate.e2e_s", float("inf"), "not a JSON record of one"),  # Infinity: not strict JSON
     (1, "at_rate.meets", 1, "at_rate meets 1"),
     (1, "at_rate.rejected", -2, "at_rate rejected -2"),
     (1, "at_rate", _DROP, "a simulated record without GPUs or its metrics (at_rate)"),
@@ -675,7 +675,14 @@ _DROP = object()
     (1, "config.max_num_seqs", _DROP, "its config is not one value per axis"),
     (1, "key", "h100-sxm/tp9", "its key is not its configuration's"),
     (2, "rule", "slow", "rule 'slow'; known: fit, tpot, ttft, rate"),
-    (2, "reason", 3, "reason is not a string"),
+    (2, "reason", 3, "a pruned record without its reason"),
+    (2, "reason", _DROP, "a pruned record without its reason"),
+    (1, "gpus", 7, "gpus 7, but its configuration holds 1"),
+    (1, "extra", 1, "unknown field 'extra'"),
+    (1, "at_rate.extra", 1, "unknown field at_rate 'extra'"),
+    (1, "at_rate.peak_running", -1, "at_rate peak_running -1"),
+    (1, "at_rate.ttft_s", None, "at_rate ttft_s None, with 5 of 5 requests handed back"),
+    (1, "at_rate.rejected", 6, "at_rate rejected 6, of 5 requests"),
 ])
 def test_an_edited_resume_file_is_refused_by_line(tmp_path: Path, capsys: pytest.CaptureFixture, line: int,
                                                   path: str, value: Any, fault: str) -> None:
@@ -731,11 +738,21 @@ def test_a_resumed_rate_search_record_is_checked_and_a_sound_one_taken(tmp_path:
     assert ("1 pruned by the bound (fit 1), 1 simulated (2 of them read back from --out, not evaluated again)"
             in unwrapped(capsys.readouterr().out))
     rows = [json.loads(x) for x in out.read_text().splitlines()]
+    rate = rows[0]["result"]["max_rate"]["requests_per_s"]
     rows[0]["result"]["max_rate"]["requests_per_s"] = -3.0
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert _status(argv) == 2
     assert "line 1 is not a plan result (max_rate requests_per_s -3.0: expected a number >= 0 or null)" in \
         capsys.readouterr().err
+    rows[0]["result"]["max_rate"]["requests_per_s"] = 2 * rate  # not its scale's: made up
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _status(argv) == 2
+    assert (f"line 1 is not a plan result (max_rate requests_per_s {2 * rate!r}, but its scale gives {rate!r})"
+            in capsys.readouterr().err)
+    line = out.read_text().splitlines()[1]
+    out.write_text(line.replace('{"key": ', '{"key": "x", "key": ', 1) + "\n")  # a key twice: the last won
+    assert _status(argv) == 2
+    assert "line 1 is not a plan result (not a JSON record of one)" in capsys.readouterr().err
 
 
 def test_fit_prunes_say_why_once_per_reason(capsys: pytest.CaptureFixture) -> None:

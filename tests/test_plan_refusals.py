@@ -286,6 +286,8 @@ def test_numpy_numbers_are_their_values() -> None:
     (["--max-num-seqs", "\u0661\u0666"], "--max-num-seqs='\u0661\u0666': numbers must be written with ASCII digits"),
     (["--max-num-seqs", "\uff11\uff16"], "--max-num-seqs='\uff11\uff16': numbers must be written with ASCII digits"),
     (["--tensor-parallel-size", "1" + "0" * 16], "must be <= 1e+15"),
+    (["--max-num-seqs", "1_6"], "--max-num-seqs='1_6': expected an integer >= 1, in ASCII digits only"),
+    (["--max-num-seqs", "+16"], "--max-num-seqs='+16': expected an integer >= 1, in ASCII digits only"),
 ])
 def test_axis_counts_in_other_digits_or_past_the_bound_are_refused(argv: list[str], message: str,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
