@@ -359,8 +359,8 @@ def _short(key: str) -> str:
 def format_table(result: PlanResult, top: int, workload: str | None = None, engine: str | None = None) -> str:
     """The answer as text (<= 100 columns): the workload (``workload``: its name or generator, as roofline
     simulate prints it), the engine defaults taken (``engine``), counts, ranked rows, the front, the winner's
-    vllm serve line. The cost column is
-    USD per hour with prices, else the GPUs counted (its header says which)."""
+    vllm serve line. The cost column is USD per hour with prices, else the GPUs counted (its header says
+    which)."""
     c = result.context
     q = f"p{float(c.percentile):.12g}"  # 99.9999999 is not p100
     limits = ", ".join(f"{n} {q} <= {float(v) * 1e3:g} ms" for n, v in (("TTFT", c.ttft_s), ("TPOT", c.tpot_s),
