@@ -1634,7 +1634,8 @@ def plan(
     jobs : int in 1..MAX_WORKERS (1,024), local worker processes; cluster : ``tcp://HOST:PORT`` or ``local:N``
         (Dask, N in 1..MAX_WORKERS) or None
     out : path or None, JSON lines of finished results; an existing file of the same inputs is resumed
-    progress : callable or None, called with each record as it finishes
+    progress : callable or None, called with each record as it finishes (written to ``out`` before); an
+        exception it raises stops the search (its workers terminated, nothing more started) and is raised here
 
     Returns
     -------
