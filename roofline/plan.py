@@ -273,6 +273,21 @@ class Context:
     search_rate: bool
     rate_scale: Any
     rate_tolerance: Any
+    #: the requests' arrivals [s] as Fractions and the workload's own rate (:func:`_own_rate`): made once
+    arrivals: tuple[Fraction, ...] = attrs.field(init=False, eq=False, repr=False)
+    own_rate: Fraction | None = attrs.field(init=False, eq=False, repr=False)
+
+    @arrivals.default
+    def _arrivals(self) -> tuple[Fraction, ...]:
+        return tuple(Fraction(r.arrival_s) for r in self.requests)
+
+    @own_rate.default
+    def _rate(self) -> Fraction | None:
+        return _own_rate(self.requests, self.arrivals)
+
+    def arrivals_at(self, scale: Any) -> list[Fraction]:
+        """The arrivals [s] at rate factor ``scale`` (> 0, exact): each divided by it (:func:`_scaled_arrivals`)."""
+        return [a / scale for a in self.arrivals]
 
 
 def _scaled(requests: Sequence[Any], scale: Any, arrivals: Sequence[Any] | None = None) -> list[Any]:
@@ -419,14 +434,28 @@ def prune(context: Context, setup: _Setup, requests: Sequence[Any],
 @attrs.frozen
 class _Bounds:
     """What the rules read of a workload that its arrivals do not change (the rate search scales only those):
-    t_floor [s], each request's first term of rule 3 [s] (its prefill), its O, and its queue term as
-    (k, c): a_1 of its first-come-first-served part k + c - a_i (c = t_floor (D_i / S + 1); ``None``: no queue
-    term)."""
+    t_floor [s], each request's first term of rule 3 [s] (its prefill), its O, and its queue term
+    (:class:`_Queue`; ``None``: no queue term)."""
 
     floor: Any
     first: list[Any]
     outputs: list[int]
-    queued: list[tuple[int, Any]] | None
+    queued: _Queue | None
+
+
+@attrs.frozen
+class _Queue:
+    """The queue term of rule 3 but the arrivals: per request (k, m), its first-come-first-served part k and the
+    integer m = D_i + S (:func:`_queue_loads`), its term a_1 of part k + c - a_i with c = t_floor m / S; S is
+    ``running``, the most that can run together."""
+
+    parts: list[tuple[int, int]]
+    floor: Any
+    running: int
+
+    def cost(self, m: int) -> Any:
+        """c = t_floor m / S [s], exact."""
+        return self.floor * Fraction(m, self.running)
 
 
 def _bounds(context: Context, setup: _Setup, requests: Sequence[Any]) -> _Bounds | tuple[str, str]:
@@ -437,7 +466,14 @@ def _bounds(context: Context, setup: _Setup, requests: Sequence[Any]) -> _Bounds
     S = serve["max_num_seqs"]
     if chunked and budget < S:
         return ("fit", f"max_num_batched_tokens {budget} < max_num_seqs {S} (vLLM refuses it)")
-    for r in requests:
+    longest = max(requests, key=lambda r: r.prompt_tokens + r.output_tokens)  # its lifetime KV is the most
+    if (pool.never_fits_reason(longest.prompt_tokens, longest.output_tokens) is None
+            and (setup.max_model_len is None or longest.prompt_tokens + longest.output_tokens <= setup.max_model_len)
+            and (chunked or max(r.prompt_tokens for r in requests) <= budget)):
+        scan: Sequence[Any] = ()  # each test is nondecreasing in P + O or P: none fails
+    else:
+        scan = requests  # the first that fails, in order, is named
+    for r in scan:
         why = pool.never_fits_reason(r.prompt_tokens, r.output_tokens)
         if why is None and setup.max_model_len is not None and r.prompt_tokens + r.output_tokens > setup.max_model_len:
             why = f"prompt + output {r.prompt_tokens + r.output_tokens} > max_model_len {setup.max_model_len}"
@@ -472,24 +508,36 @@ def _judge(context: Context, bounds: _Bounds, arrivals: Sequence[Any]) -> tuple[
     return None
 
 
-def _exceeds_above(first: Sequence[Any], queued: list[tuple[int, Any]] | None, arrivals: Sequence[Any],
-                   limits: Sequence[Any]) -> list[Any]:
-    """Per request i, the rate factor t_i above which its lower bound max(l_i, a_1 + c - a_i) (:func:`_judge`, on
-    the arrivals divided by x) exceeds ``limits[i]`` [s], sorted (0: at every x > 0; math.inf: at none).
+def _exceeds_above(bounds: _Bounds, arrivals: Sequence[Any], limit: Any, steps: Sequence[int] | None = None
+                   ) -> list[Any]:
+    """Per request i, the rate factor t_i above which its lower bound max(l_i, a_1 + c_i - a_i) (:func:`_judge`,
+    on the arrivals divided by x) exceeds L_i = ``limit`` - s_i t_floor [s] (``steps`` s_i >= 0; None: all 0),
+    sorted (0: at every x > 0; math.inf: at none).
 
     On arrivals a / x the queue term is c_i - d_i / x, d_i = a_i - (its part's first arrival) >= 0, nondecreasing
-    in x: it exceeds L iff c_i > L and x > d_i / (c_i - L) (every x when d_i = 0); l_i does not read the arrivals.
+    in x: it exceeds L_i iff c_i > L_i and x > d_i / (c_i - L_i) (every x when d_i = 0); l_i does not read the
+    arrivals. With c_i = t_floor m_i / S (:class:`_Queue`), c_i > L_i iff M_i = m_i + s_i S > L S / t_floor, and
+    t_i = d_i S / (t_floor M_i - L S): integers, one Fraction a request.
     """
-    if queued is None:
-        return sorted(0 if f > limit else math.inf for f, limit in zip(first, limits, strict=True))
-    starts = _part_starts(queued, arrivals)
+    first, queued, floor = bounds.first, bounds.queued, bounds.floor
+    zero = [0] * len(first)
+    steps = zero if steps is None else steps
+    limits = [limit] * len(first) if steps is zero else [limit - s * floor for s in steps]
+    if queued is None or not floor:  # no queue term, or c_i = 0 < L_i
+        return sorted(0 if f > L else math.inf for f, L in zip(first, limits, strict=True))
+    S, F, L = queued.running, Fraction(floor), Fraction(limit)
+    fn, fd, ln, ld = F.numerator, F.denominator, L.numerator, L.denominator
+    top = math.floor(L * S / F)  # M_i > L S / t_floor iff M_i > top (M_i an integer)
+    A, B, C = S * fd * ld, fn * ld, ln * fd * S  # t_i = d_i A / (B M_i - C), B M_i - C > 0 when M_i > top
+    starts = {k: Fraction(a) for k, a in _part_starts(queued.parts, arrivals).items()}
     out: list[Any] = []
-    for f, (k, c), a, limit in zip(first, queued, arrivals, limits, strict=True):
-        if f > limit:
+    for f, (k, m), a, s, L_i in zip(first, queued.parts, arrivals, steps, limits, strict=True):
+        if f > L_i:
             out.append(0)
-        elif c > limit:
-            d = a - starts[k]
-            out.append(Fraction(d) / (c - limit) if d else 0)
+        elif m + s * S > top:
+            a, start = Fraction(a), starts[k]  # d_i = a_i - a_1 on integers: (an sd - sn ad) / (ad sd)
+            d = a.numerator * start.denominator - start.numerator * a.denominator
+            out.append(Fraction(d * A, a.denominator * start.denominator * (B * (m + s * S) - C)) if d else 0)
         else:
             out.append(math.inf)
     return sorted(out, key=_float_first)
@@ -528,14 +576,12 @@ class _Ceilings:
 
 def _ceilings(context: Context, bounds: _Bounds) -> _Ceilings:
     """:class:`_Ceilings` of the workload (its own arrivals) and ``bounds``."""
-    arrivals = [Fraction(r.arrival_s) for r in context.requests]
-    n = len(arrivals)
+    arrivals = context.arrivals
     ttft = e2e = None
     if context.ttft_s is not None:
-        ttft = _exceeds_above(bounds.first, bounds.queued, arrivals, [context.ttft_s] * n)
+        ttft = _exceeds_above(bounds, arrivals, context.ttft_s)
     if context.e2e_s is not None:  # E2E >= TTFT + (O - 1) t_floor: the TTFT bound against the limit less that
-        e2e = _exceeds_above(bounds.first, bounds.queued, arrivals,
-                             [context.e2e_s - (o - 1) * bounds.floor for o in bounds.outputs])
+        e2e = _exceeds_above(bounds, arrivals, context.e2e_s, [o - 1 for o in bounds.outputs])
     return _Ceilings(ttft, e2e)
 
 
@@ -553,7 +599,7 @@ def _pruned_at(context: Context, bounds: _Bounds, ceilings: _Ceilings, scale: An
         if within <= j:
             return True
         borderline = borderline or (within < j + 2 and j + 1 < n)
-    return borderline and _judge(context, bounds, _scaled_arrivals(context.requests, scale)) is not None
+    return borderline and _judge(context, bounds, context.arrivals_at(scale)) is not None
 
 
 def _queue_term(setup: _Setup, requests: Sequence[Any], floor: Any) -> list[Any]:
@@ -563,25 +609,26 @@ def _queue_term(setup: _Setup, requests: Sequence[Any], floor: Any) -> list[Any]
     return _queue_waits(_queue_parts(setup, requests, floor), [Fraction(r.arrival_s) for r in requests])
 
 
-def _queue_waits(parts: list[tuple[int, Any]] | None, arrivals: Sequence[Any]) -> list[Any]:
+def _queue_waits(queue: _Queue | None, arrivals: Sequence[Any]) -> list[Any]:
     """:func:`_queue_term` from :func:`_queue_parts` and the arrivals [s]: a_1 of the part + c - a_i, or 0s."""
-    if parts is None:
+    if queue is None:
         return [0] * len(arrivals)
-    starts = _part_starts(parts, arrivals)
-    return [starts[k] + c - a for (k, c), a in zip(parts, arrivals, strict=True)]
+    starts, cost = _part_starts(queue.parts, arrivals), queue.cost
+    return [starts[k] + cost(m) - a for (k, m), a in zip(queue.parts, arrivals, strict=True)]
 
 
-def _part_starts(parts: list[tuple[int, Any]], arrivals: Sequence[Any]) -> dict[int, Any]:
-    """Each first-come-first-served part's first arrival a_1 [s] (``parts``: :func:`_queue_parts`)."""
+def _part_starts(parts: list[tuple[int, int]], arrivals: Sequence[Any]) -> dict[int, Any]:
+    """Each first-come-first-served part's first arrival a_1 [s] (``parts``: :attr:`_Queue.parts`; ``arrivals``
+    nondecreasing, as :func:`plan` checks them: a part's first is its earliest)."""
     starts: dict[int, Any] = {}
     for (k, _), a in zip(parts, arrivals, strict=True):
-        starts[k] = a if k not in starts else min(starts[k], a)
+        if k not in starts:
+            starts[k] = a
     return starts
 
 
-def _queue_parts(setup: _Setup, requests: Sequence[Any], floor: Any) -> list[tuple[int, Any]] | None:
-    """What :func:`_queue_term` needs but the arrivals, per request (k, c): its first-come-first-served part k
-    and c (:func:`_queue_costs`); None where no queue term holds."""
+def _queue_parts(setup: _Setup, requests: Sequence[Any], floor: Any) -> _Queue | None:
+    """What :func:`_queue_term` needs but the arrivals (:class:`_Queue`); None where no queue term holds."""
     n = len(requests)
     serve, pool = setup.serve, setup.pool
     if serve["admission"] != "reserve" or (setup.schedulers > 1 and setup.router != "round-robin"):
@@ -598,25 +645,26 @@ def _queue_parts(setup: _Setup, requests: Sequence[Any], floor: Any) -> list[tup
                 break
             held, running = held + blocks, running + 1
         running = max(1, running)
-    out: list[tuple[int, Any]] = [(0, 0)] * n
+    out: list[tuple[int, int]] = [(0, 0)] * n
     parts = setup.schedulers
     for k in range(parts):
-        for i, c in zip(range(k, n, parts), _queue_costs(outputs[k::parts], running, floor), strict=True):
-            out[i] = (k, c)
-    return out
+        for i, m in zip(range(k, n, parts), _queue_loads(outputs[k::parts], running), strict=True):
+            out[i] = (k, m)
+    return _Queue(out, floor, running)
 
 
 def _queue_bounds(requests: Sequence[Any], S: int, floor: Any) -> list[Any]:
     """Per request i (0-based): a_1 + t_floor (D_i / S + 1) - a_i, D_i the sum of the i - S + 1 smallest output
     lengths among the requests before i (0 while i < S): the TTFT first come first served allows at best."""
     start = min(Fraction(r.arrival_s) for r in requests)
-    costs = _queue_costs([r.output_tokens for r in requests], S, floor)
-    return [start + c - Fraction(r.arrival_s) for c, r in zip(costs, requests, strict=True)]
+    loads = _queue_loads([r.output_tokens for r in requests], S)
+    return [start + floor * Fraction(m, S) - Fraction(r.arrival_s) for m, r in zip(loads, requests, strict=True)]
 
 
-def _queue_costs(outputs: Sequence[int], S: int, floor: Any) -> list[Any]:
-    """Per request i (0-based) of a first-come-first-served sequence of output lengths: t_floor (D_i / S + 1) [s],
-    the part of :func:`_queue_bounds` that its arrivals do not change."""
+def _queue_loads(outputs: Sequence[int], S: int) -> list[int]:
+    """Per request i (0-based) of a first-come-first-served sequence of output lengths: D_i + S, D_i the sum of
+    the i - S + 1 smallest among those before it; t_floor (D_i + S) / S [s] is the part of :func:`_queue_bounds`
+    that its arrivals do not change."""
     chosen: list[int] = []  # max-heap (negated) of the smallest outputs taken
     rest: list[int] = []  # min-heap of the others
     total = 0
@@ -627,7 +675,7 @@ def _queue_costs(outputs: Sequence[int], S: int, floor: Any) -> list[Any]:
             x = heapq.heappop(rest)
             heapq.heappush(chosen, -x)
             total += x
-        out.append(floor * Fraction(total + S, S))
+        out.append(total + S)
         if chosen and o < -chosen[0]:  # request i joins the earlier ones: keep the chosen ones the smallest
             big = -heapq.heappushpop(chosen, -o)
             total += o - big
@@ -748,20 +796,23 @@ class _SharedRuns:
 #: conversation trace): the search's factors repeat across configurations (the doublings, and the bisection's
 #: midpoints within one octave), so a few dozen serve the grid.
 WORKLOADS_KEPT = 32
-_WORKLOADS: dict[Any, list[Any]] = {}
+_WORKLOADS: dict[Any, Sequence[Any]] = {}
 _WORKLOADS_OF: list[Context] = []  # the context they are of
 
 
-def _workload(context: Context, scale: Any) -> list[Any]:
+def _workload(context: Context, scale: Any) -> Sequence[Any]:
     """The context's workload at rate factor ``scale`` (:func:`_scaled`), made once per process and factor while
     among the :data:`WORKLOADS_KEPT` last used. A process keeps those of one context (by identity: a worker
     holds one), dropped when another comes, and the in-process search drops them when it ends."""
+    from .sim.requests import check_requests
+
     if not _WORKLOADS_OF or _WORKLOADS_OF[0] is not context:
         _forget_workloads()
         _WORKLOADS_OF.append(context)
     requests = _WORKLOADS.pop(scale, None)
     if requests is None:
-        requests = _scaled(context.requests, scale)
+        # checked once here (CheckedRequests): each run of it skips the check
+        requests = check_requests(_scaled(context.requests, scale, None if scale == 1 else context.arrivals_at(scale)))
         if len(_WORKLOADS) >= WORKLOADS_KEPT:
             del _WORKLOADS[next(iter(_WORKLOADS))]
     _WORKLOADS[scale] = requests  # the last used last
@@ -874,24 +925,36 @@ def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool,
                 lo = mid
             else:
                 hi = mid
-    own = _own_rate(context.requests)
+    own = context.own_rate
     return {"scale": None if lo is None else float(lo), "bracket_high": None if hi is None else float(hi),
             "requests_per_s": None if lo is None or own is None else float(own * lo), "runs": runs[0]}
 
 
-def _own_rate(requests: Sequence[Any]) -> Fraction | None:
-    """A workload's own rate [requests/s]: (n - 1) / (last arrival - first), None when all arrive at once."""
-    span = max(Fraction(r.arrival_s) for r in requests) - min(Fraction(r.arrival_s) for r in requests)
+def _own_rate(requests: Sequence[Any], arrivals: Sequence[Fraction] | None = None) -> Fraction | None:
+    """A workload's own rate [requests/s]: (n - 1) / (last arrival - first), None when all arrive at once
+    (``arrivals``: theirs as Fractions, when already made; a Context holds both, ``Context.own_rate``)."""
+    arrivals = [Fraction(r.arrival_s) for r in requests] if arrivals is None else arrivals
+    span = max(arrivals) - min(arrivals)
     return Fraction(len(requests) - 1) / span if span else None
 
 
 def evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | None = None) -> dict[str, Any]:
     """One configuration's result (JSON-ready): skipped (not modelled, with its reason), pruned with its rule, or
     simulated at the given rate (and, with the rate search, its highest rate). Pure: the same inputs give the same
-    record, with or without ``shared`` (its family's runs, :class:`_SharedRuns`: only fewer are simulated).
+    record, with or without ``shared`` (its family's runs, :class:`_SharedRuns`: only fewer are simulated). The
+    workloads its runs were made at are dropped when it returns (the search's workers keep theirs across
+    configurations, :func:`_workload`).
 
     Raises nothing a configuration can cause: a refusal is the ``fit`` rule.
     """
+    try:
+        return _evaluate(context, config, shared)
+    finally:
+        _forget_workloads()
+
+
+def _evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | None = None) -> dict[str, Any]:
+    """:func:`evaluate`, keeping the workloads made (a worker's, for the configurations after)."""
     shared = _SharedRuns() if shared is None else shared
     record: dict[str, Any] = {"key": key_of(config), "config": config}
     setup = _setup(context, config)
@@ -928,7 +991,7 @@ def _evaluate_next(context: Context, config: dict[str, Any], shared: _SharedRuns
     """One configuration of a family (:func:`evaluate`, sharing the runs of those before it in ``shared``): its
     record, the answers it took from the family's runs (not simulated), and ``shared`` for the next one."""
     before = shared.shared
-    record = evaluate(context, config, shared)
+    record = _evaluate(context, config, shared)
     return record, shared.shared - before, shared
 
 
@@ -1514,7 +1577,7 @@ def _record_fault(key: Any, record: Any, context: Context | None = None, own: Fr
             if name not in mr or not (mr[name] is None or _amount(mr[name])):
                 return f"max_rate {name} {shown(mr.get(name))}: expected a number >= 0 or null"
         if context is not None:
-            own = _own_rate(context.requests) if own is None else own
+            own = context.own_rate if own is None else own
             rate = None if own is None or mr["scale"] is None else float(own * Fraction(mr["scale"]))
             stated = mr["requests_per_s"]
             if (stated is None) != (rate is None) or (rate is not None and not math.isclose(stated, rate,
@@ -1561,7 +1624,7 @@ def _read_out(path: Path, fingerprint: str, context: Context | None = None) -> d
         lines = path.read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidValueError("out", str(path), f"cannot read: {exc}") from None
-    own = None if context is None or not lines else _own_rate(context.requests)
+    own = None if context is None or not lines else context.own_rate
     for n, line in enumerate(lines, 1):
         if not line.strip():  # a blank line (an editor's last newline): no record
             continue
@@ -1653,7 +1716,8 @@ def plan(
         not one); a ``kv_cache_dtype`` the model cannot take; an SLO or percentile that is not a real number
         (a bool, a string); ``rate_scale`` outside [MIN_SCALE, MAX_SCALE] with ``search_rate``, or one putting
         the last arrival past ``MAX_ARRIVAL_S``; ``rate_tolerance`` below :data:`MIN_RATE_TOLERANCE`; a request
-        that is not a :class:`roofline.sim.Request` (``requests[j]``); with the rate search or a ``rate_scale``
+        that is not a :class:`roofline.sim.Request` (``requests[j]``), an arrival earlier than the one before it
+        (``requests[j].arrival_s``) or a repeated id (``requests[j].id``); with the rate search or a ``rate_scale``
         other than 1, requests all arriving at one time (no rate to scale) or at an own rate above
         :data:`MAX_OWN_RATE`, or with the search, a last arrival the slowest factor would put past
         ``MAX_ARRIVAL_S`` (field ``requests``); a price outside [:data:`MIN_PRICE`, :data:`MAX_PRICE`]; an
@@ -1671,7 +1735,7 @@ def plan(
     if not isinstance(model, ModelConfig):
         raise InvalidValueError("model", model, "expected a ModelConfig (roofline.get_model or load_model)")
     from .sim import Request
-    from .sim.requests import MAX_ARRIVAL_S
+    from .sim.requests import MAX_ARRIVAL_S, check_requests
 
     requests = tuple(requests)
     if not requests:
@@ -1679,6 +1743,7 @@ def plan(
     for j, r in enumerate(requests):
         if not isinstance(r, Request):
             raise InvalidValueError(f"requests[{j}]", r, "expected a roofline.sim.Request")
+    check_requests(requests)  # in arrival order, unique ids: refused here, before any configuration is built
     slo_ttft_s, slo_tpot_s, slo_e2e_s, percentile, utilization, rate_scale, rate_tolerance, block_size = map(
         _plain, (slo_ttft_s, slo_tpot_s, slo_e2e_s, percentile, utilization, rate_scale, rate_tolerance, block_size))
     limits = {"slo_ttft_s": slo_ttft_s, "slo_tpot_s": slo_tpot_s, "slo_e2e_s": slo_e2e_s}

@@ -271,6 +271,24 @@ class SchedulerDefaults:
             out[name] = (value["large_gpu"] if large else value["other"]) if isinstance(value, dict) else value
         return out
 
+    def flags(self, accelerator: Any = None) -> dict[str, tuple[str, Any]]:
+        """The defaults as the command line takes them (``roofline simulate``'s flags, ``roofline plan``'s axes):
+        argparse dest -> (flag, value), in :data:`SCHEDULER_OPTIONS` order, for ``accelerator`` as
+        :meth:`options` (``cuda_graphs`` has no flag). ``prefill`` becomes ``chunked_prefill`` (True for
+        "chunked"), ``admission`` takes the flag's spelling ("on-demand").
+
+        >>> d = SchedulerDefaults(settings=(("prefill", "chunked", None), ("admission", "on_demand", None)))
+        >>> d.flags()
+        {'chunked_prefill': ('--chunked-prefill', True), 'admission': ('--admission', 'on-demand')}
+        """
+        out: dict[str, tuple[str, Any]] = {}
+        for name, value in self.options(accelerator).items():
+            if name == "prefill":
+                out["chunked_prefill"] = ("--chunked-prefill", value == "chunked")
+            elif name != "cuda_graphs":
+                out[name] = ("--" + name.replace("_", "-"), value.replace("_", "-") if name == "admission" else value)
+        return out
+
     def source(self, name: str) -> Source | None:
         """The source of option ``name`` (None: not stated by any stored source)."""
         return next((src for n, _, src in self.settings if n == name), None)

@@ -433,12 +433,12 @@ def test_an_interrupted_search_resumes_without_recomputing(tmp_path: Path, monke
         plan(MODEL, REQUESTS[:30], progress=stop_after_two, **kw)
     assert len(out.read_text().splitlines()) == 2  # the finished ones were kept
     evaluated: list[str] = []
-    real = P.evaluate
+    real = P._evaluate
     def counted(c: Any, config: dict[str, Any], shared: Any = None) -> dict[str, Any]:
         evaluated.append(P.key_of(config))
         return real(c, config, shared)
 
-    monkeypatch.setattr(P, "evaluate", counted)
+    monkeypatch.setattr(P, "_evaluate", counted)
     resumed = plan(MODEL, REQUESTS[:30], **kw)
     assert sorted(evaluated) == sorted(set(r["key"] for r in fresh.records) - set(seen))
     assert resumed.resumed == 2 and _answer(resumed) == _answer(fresh)
@@ -462,7 +462,7 @@ def test_a_stopped_local_search_keeps_each_finished_configuration_of_a_family_in
                                     "max_num_batched_tokens": [2048]},
                               slo_ttft_s=Fraction(1, 5), out=out)
     fresh = plan(MODEL, REQUESTS[:20], **{**kw, "out": None})
-    real = P.evaluate
+    real = P._evaluate
 
     def stuck(c: Any, config: dict[str, Any], shared: Any = None) -> dict[str, Any]:
         if config["tensor_parallel_size"] == 2 and config["max_num_seqs"] == 32:
@@ -476,7 +476,7 @@ def test_a_stopped_local_search_keeps_each_finished_configuration_of_a_family_in
         if len(seen) == 4:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(P, "evaluate", stuck)
+    monkeypatch.setattr(P, "_evaluate", stuck)
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         plan(MODEL, REQUESTS[:20], jobs=2, progress=stop_at_four, **kw)
@@ -491,7 +491,7 @@ def test_a_stopped_local_search_keeps_each_finished_configuration_of_a_family_in
         evaluated.append(P.key_of(config))
         return real(c, config, shared)
 
-    monkeypatch.setattr(P, "evaluate", counted)
+    monkeypatch.setattr(P, "_evaluate", counted)
     resumed = plan(MODEL, REQUESTS[:20], **kw)
     assert sorted(evaluated) == sorted(set(r["key"] for r in fresh.records) - kept)
     assert resumed.resumed == 4 and _answer(resumed) == _answer(fresh)
@@ -633,7 +633,7 @@ def test_api_inputs_refused_up_front_by_name(kwargs: dict[str, Any], field: str,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Break-it findings 2-5 of roofline plan: each refused by its field before anything is evaluated, never a
     TypeError, a hang or a record pruned ``fit`` for an input that is no configuration."""
-    monkeypatch.setattr(P, "evaluate", lambda *a: pytest.fail("the search ran"))
+    monkeypatch.setattr(P, "_evaluate", lambda *a: pytest.fail("the search ran"))
     with pytest.raises(InvalidValueError, match=reason) as exc:
         plan(MODEL, REQUESTS[:5], **{**_OK, **kwargs})
     assert exc.value.field == field
@@ -838,7 +838,7 @@ _W = ["plan", "--limit", "5", "--slo-tpot", "50", "--tensor-parallel-size", "1",
 def test_flags_refused_by_name_before_the_search(extra: list[str], message: str, capsys: pytest.CaptureFixture,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Findings 12, 13, 14, 21, 33: one line, exit 2, the flag as typed and its value; nothing evaluated."""
-    monkeypatch.setattr(P, "evaluate", lambda *a: pytest.fail("the search ran"))
+    monkeypatch.setattr(P, "_evaluate", lambda *a: pytest.fail("the search ran"))
     assert _status([*_W, *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
@@ -869,7 +869,7 @@ def test_outputs_checked_before_the_search(tmp_path: Path, capsys: pytest.Captur
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Findings 9, 22, 29: a plot format matplotlib cannot write, a missing folder, an unrelated file in the way:
     refused by flag and path before anything is evaluated, and the file left as it was."""
-    monkeypatch.setattr(P, "evaluate", lambda *a: pytest.fail("the search ran"))
+    monkeypatch.setattr(P, "_evaluate", lambda *a: pytest.fail("the search ran"))
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")
     png = tmp_path / "old.png"

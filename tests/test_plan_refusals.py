@@ -347,3 +347,17 @@ def test_a_trace_without_requests_is_refused_naming_the_file(tmp_path: Path,
     assert _status(["plan", "--trace", str(trace), "--slo-ttft", "100"]) == 2
     assert capsys.readouterr().err == (f"roofline plan: error: --trace='{trace}': holds no requests: there is "
                                        "nothing to serve\n")
+
+
+def test_a_workload_out_of_arrival_order_or_with_a_repeated_id_is_refused_before_any_work() -> None:
+    """The plan checks the requests once, up front (its rules read the first arrival of a part as its earliest, and
+    each run skips the check): an arrival earlier than the one before it and a repeated id are refused naming the
+    request, before any configuration is built."""
+    late = [*REQUESTS[:3], attrs.evolve(REQUESTS[3], arrival_s=Fraction(1, 4)), *REQUESTS[4:]]
+    with pytest.raises(InvalidValueError) as order:
+        plan(MODEL, late, axes=GRID, slo_tpot_s=Fraction(1, 20))
+    assert order.value.field == "requests[3].arrival_s" and order.value.value == Fraction(1, 4)
+    twice = [*REQUESTS[:5], attrs.evolve(REQUESTS[5], id=2)]
+    with pytest.raises(InvalidValueError) as ids:
+        plan(MODEL, twice, axes=GRID, slo_tpot_s=Fraction(1, 20))
+    assert ids.value.field == "requests[5].id" and ids.value.value == 2

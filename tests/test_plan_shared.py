@@ -133,3 +133,17 @@ def test_families_group_by_everything_but_the_cap_largest_first() -> None:
     split = P._grid({"tensor_parallel_size": [1], "max_num_seqs": [16, 256], "max_num_batched_tokens": [2048],
                      "prefill_decode": ["1:1"]}, {})
     assert [len(g) for g in P._families(split)] == [1, 1]
+
+
+def test_evaluate_keeps_no_workload_after_it_returns() -> None:
+    """The public :func:`evaluate` drops the workloads its rate search made (a worker's search keeps them across
+    configurations); the record is the plan's."""
+    requests = [Request(id=i, arrival_s=Fraction(i, 4), prompt_tokens=64 + i, output_tokens=16) for i in range(40)]
+    result = plan(MODEL, requests, axes={"tensor_parallel_size": [2], "max_num_seqs": [64]}, slo_ttft_s=Fraction(1, 2),
+                  slo_tpot_s=Fraction(1, 20), search_rate=True)
+    P._forget_workloads()
+    record = P.evaluate(result.context, result.records[0]["config"])
+    mine = result.records[0]
+    assert record["at_rate"] == mine["at_rate"] and record["max_rate"]["scale"] == mine["max_rate"]["scale"]
+    assert record["max_rate"]["runs"] == mine["max_rate"]["runs"] >= 2
+    assert P._WORKLOADS == {} and P._WORKLOADS_OF == []

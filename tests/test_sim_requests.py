@@ -229,3 +229,17 @@ def test_a_request_arriving_elsewhere_is_the_evolved_one() -> None:
     assert moved == attrs.evolve(r, arrival_s=Fraction(7, 6)) and moved.block_hashes == (4, 5, 6)
     assert attrs.asdict(moved) == {**attrs.asdict(r), "arrival_s": Fraction(7, 6)}
     assert r.arrival_s == Fraction(7, 2) and moved is not r
+
+
+def test_a_checked_workload_is_checked_once() -> None:
+    """check_requests returns a CheckedRequests (a tuple), and given one returns that very object (the plan's rate
+    search serves one workload many times); a list or tuple of the same requests is checked again."""
+    from roofline.sim.requests import CheckedRequests
+
+    a = Request(id=0, arrival_s=0, prompt_tokens=1, output_tokens=1)
+    b = Request(id=1, arrival_s=1, prompt_tokens=1, output_tokens=1)
+    checked = check_requests([a, b])
+    assert type(checked) is CheckedRequests and checked == (a, b)
+    assert check_requests(checked) is checked
+    with pytest.raises(InvalidValueError, match=r"requests\[1\]\.arrival_s=0"):
+        check_requests((b, a))

@@ -273,11 +273,9 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
 _FLAG_OF_AXIS = {a.name: a.flag for a in AXES}
 
 
-#: The axes an engine version's scheduler defaults may set: (axis, the SchedulerDefaults option, its value as the
-#: axis takes it).
-_ENGINE_AXES = (("chunked_prefill", "prefill", lambda v: v == "chunked"),
-                ("admission", "admission", lambda v: str(v).replace("_", "-")),
-                ("max_num_seqs", "max_num_seqs", int), ("max_num_batched_tokens", "max_num_batched_tokens", int))
+#: The axes an engine version's scheduler defaults may set (argparse dests, as
+#: :meth:`roofline.profiles.SchedulerDefaults.flags` names them), in the order the line names them.
+_ENGINE_AXES = ("chunked_prefill", "admission", "max_num_seqs", "max_num_batched_tokens")
 
 
 def _engine_axes(args: argparse.Namespace, estimate: Any, prices: dict[str, Any] | None) -> str | None:
@@ -294,19 +292,19 @@ def _engine_axes(args: argparse.Namespace, estimate: Any, prices: dict[str, Any]
         return None
     names = args.accelerator or (sorted(prices) if prices else [AXES[0].default[0]])
     try:
-        options = [scheduler.options(get_accelerator(name)) for name in names]
+        flags = [scheduler.flags(get_accelerator(name)) for name in names]
     except RooflineError:  # an unknown accelerator: the search refuses it by name
         return None
     taken, mixed = [], []
-    for name, option, value_of in _ENGINE_AXES:
+    for name in _ENGINE_AXES:
         axis = next(a for a in AXES if a.name == name)
-        values = {o.get(option) for o in options}
+        values = {f[name][1] if name in f else None for f in flags}
         if getattr(args, name) is not None or None in values:
             continue
         if len(values) > 1:
             mixed.append(axis.flag)
             continue
-        value = value_of(values.pop())
+        value = values.pop()
         setattr(args, name, [value])
         taken.append(f"{axis.flag} {('on' if value else 'off') if isinstance(value, bool) else value}")
     text = f"{estimate.key} defaults: {', '.join(taken) if taken else 'none taken'} (axes given win)"

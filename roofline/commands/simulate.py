@@ -1071,8 +1071,9 @@ def _engine_scheduler(args: argparse.Namespace, deployment: Any) -> str | None:
     """Under ``--estimate`` of an engine version, its scheduler defaults become the flags the user did not give
     (the user's flags win); returns the line saying which defaults ran and what the name resolved to, or None.
 
-    The defaults are the profile's :class:`roofline.profiles.SchedulerDefaults` on this accelerator: the policy
-    (``--policy``), ``--max-num-seqs``, ``--max-num-batched-tokens``, chunked prefill and ``--admission``.
+    The defaults are the profile's :class:`roofline.profiles.SchedulerDefaults` on this accelerator, as flags
+    (:meth:`~roofline.profiles.SchedulerDefaults.flags`, the table ``roofline plan`` takes them from too): the
+    policy (``--policy``), ``--max-num-seqs``, ``--max-num-batched-tokens``, chunked prefill and ``--admission``.
     """
     from ..profiles import resolve_engine_profile
 
@@ -1082,21 +1083,24 @@ def _engine_scheduler(args: argparse.Namespace, deployment: Any) -> str | None:
         return None
     note = resolve_engine_profile(args.estimate)[1] if isinstance(args.estimate, str) else None
     given = getattr(args, "given_flags", {})
-    opts = scheduler.options(deployment.accelerator)
+    flags = scheduler.flags(deployment.accelerator)
     applied = []
-    if "policy" in opts and "policy" not in given:
-        args.policy = opts["policy"]
-        applied.append(f"--policy {opts['policy']}")
-    if opts.get("prefill") == "chunked" and not args.chunked_prefill and args.policy in ("all", "continuous"):
-        args.chunked_prefill = True
-        applied.append("--chunked-prefill")
-    for name, flag in (("max_num_seqs", "--max-num-seqs"), ("admission", "--admission")):
-        if name in opts and name not in given and args.policy in ("all", "continuous"):
-            setattr(args, name, str(opts[name]).replace("_", "-") if name == "admission" else opts[name])
-            applied.append(f"{flag} {getattr(args, name)}")
-    if "max_num_batched_tokens" in opts and args.max_num_batched_tokens is None and args.chunked_prefill:
-        args.max_num_batched_tokens = opts["max_num_batched_tokens"]
-        applied.append(f"--max-num-batched-tokens {opts['max_num_batched_tokens']}")
+
+    def take(dest: str) -> None:
+        flag, value = flags[dest]
+        setattr(args, dest, value)
+        applied.append(flag if value is True else f"{flag} {value}")
+
+    if "policy" in flags and "policy" not in given:
+        take("policy")
+    continuous = args.policy in ("all", "continuous")
+    if flags.get("chunked_prefill", ("", False))[1] and not args.chunked_prefill and continuous:
+        take("chunked_prefill")
+    for dest in ("max_num_seqs", "admission"):
+        if dest in flags and dest not in given and continuous:
+            take(dest)
+    if "max_num_batched_tokens" in flags and args.max_num_batched_tokens is None and args.chunked_prefill:
+        take("max_num_batched_tokens")
     text = (f"{p.key} ({p.version}) defaults: {', '.join(applied)} (flags given win)" if applied
             else f"{p.key} ({p.version}): no scheduler default applied (flags given win)")
     if scheduler.not_published:

@@ -207,6 +207,14 @@ class Request:
 _FIELDS = tuple(f.name for f in attrs.fields(Request) if f.name != "arrival_s")
 
 
+class CheckedRequests(tuple):  # type: ignore[type-arg]
+    """A workload :func:`check_requests` has passed (a tuple of Requests in arrival order with unique ids; a
+    tuple and frozen Requests, so it stays so): given it again, the check returns it at once, so a workload
+    served many times (the plan's rate search) is checked once."""
+
+    __slots__ = ()
+
+
 def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
     """Validate a workload for the policies: Requests in arrival order with unique ids.
 
@@ -217,7 +225,8 @@ def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
 
     Returns
     -------
-    tuple of Request, the same objects in the same order.
+    tuple of Request, the same objects in the same order: a :class:`CheckedRequests`, returned as it is when
+    given one (checked already).
 
     Raises
     ------
@@ -232,6 +241,8 @@ def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
     >>> len(check_requests([Request(id=0, arrival_s=0, prompt_tokens=1, output_tokens=1)]))
     1
     """
+    if type(requests) is CheckedRequests:
+        return requests
     if isinstance(requests, (str, bytes, dict)) or not isinstance(requests, Iterable):
         raise InvalidValueError("requests", requests, "expected an iterable of roofline.sim.Request")
     out = tuple(requests)
@@ -248,7 +259,7 @@ def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
             raise InvalidValueError(f"requests[{i}].id", r.id, "repeated id")
         seen.add(r.id)
         previous = r.arrival_s
-    return out
+    return CheckedRequests(out)
 
 
 # --------------------------------------------------------------------------- loaders
