@@ -371,10 +371,14 @@ def _setup(context: Context, config: dict[str, Any]) -> _Setup | tuple[str, str]
     when the package does not model it."""
     from .estimate import kv_budget_for
     from .sim import KVPool, Pool, RooflineCostModel, TransferLink
+    from .sim.policies import prefix_caching_refusal
 
     P, L = config["pipeline_parallel_size"], context.model.num_hidden_layers
     if P > L:  # vLLM refuses it too: a stage holds >= 1 layer
         return ("skip", f"pipeline_parallel_size={P}: more stages than the model's {L} layers is not modelled")
+    if config["enable_expert_parallel"] and not context.model.is_moe:  # vLLM's flag changes no layer of it
+        return ("skip", f"enable_expert_parallel=True: {context.model.name} is a dense model (no routed experts "
+                        "to place): the configuration with it off is the same deployment")
     try:
         deployment, serve, split = _build(context, config)
         why = _not_modelled(deployment, serve, split)
@@ -394,6 +398,9 @@ def _setup(context: Context, config: dict[str, Any]) -> _Setup | tuple[str, str]
             pool = KVPool.for_model(deployment.share, budget=budget, block_size=context.block_size)
         cost = RooflineCostModel.for_deployment(deployment)
         _floor_time(cost)  # the links of the group priced here: a group they cannot hold is refused
+        why = prefix_caching_refusal(cost, pool) if serve.get("enable_prefix_caching") else None
+        if why is not None:  # the scheduler refuses it: skipped by name, as it would refuse the run
+            return ("skip", f"enable_prefix_caching=True: {why}")
     except RooflineError as err:
         return ("skip" if "not modelled" in str(err) else "fit", str(err))
     max_model_len = deployment.share.max_position_embeddings

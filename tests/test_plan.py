@@ -187,13 +187,14 @@ def test_winner_hand_checked_and_prices_change_it() -> None:
 
 
 def test_expert_parallel_axis_prices_the_ep_step_and_drops_a_dense_model_by_name() -> None:
-    """The --enable-expert-parallel axis: a dense model with it on is dropped by the fit rule with the
-    Deployment's refusal; a MoE model's EP configuration is priced by the EP cost model (the all-to-alls:
-    another step time than tensor parallelism inside the experts) and its vllm serve line says so."""
+    """The --enable-expert-parallel axis: a dense model with it on is skipped by name (the same deployment as
+    off; it was pruned by the fit rule, which proves nothing there); a MoE model's EP configuration is priced by
+    the EP cost model (the all-to-alls: another step time than tensor parallelism inside the experts) and its
+    vllm serve line says so."""
     dense = plan(MODEL, REQUESTS[:5], axes={"tensor_parallel_size": [2], "enable_expert_parallel": [True, False]},
                  slo_tpot_s=Fraction(1))
     on = next(r for r in dense.records if r["config"]["enable_expert_parallel"])
-    assert on["status"] == "pruned" and on["rule"] == "fit" and "enable_expert_parallel" in on["reason"]
+    assert on["status"] == "skipped" and on["rule"] is None and "enable_expert_parallel" in on["reason"]
     moe = get_model("mixtral-8x7b")
     result = plan(moe, REQUESTS[:5], axes={"tensor_parallel_size": [2], "enable_expert_parallel": [True, False],
                                            "accelerator": ["h100-sxm"]}, slo_tpot_s=Fraction(1))

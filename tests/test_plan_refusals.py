@@ -361,3 +361,23 @@ def test_a_workload_out_of_arrival_order_or_with_a_repeated_id_is_refused_before
     with pytest.raises(InvalidValueError) as ids:
         plan(MODEL, twice, axes=GRID, slo_tpot_s=Fraction(1, 20))
     assert ids.value.field == "requests[5].id" and ids.value.value == 2
+
+
+def test_prefix_caching_on_a_windowed_model_and_expert_parallelism_on_a_dense_one_are_skipped_by_name() -> None:
+    """Both were found by a break-it pass: prefix caching beside sliding-window layers (Mistral 7B v0.1's 4,096)
+    refused the whole search from inside a run; now that configuration alone is skipped, with the scheduler's own
+    reason, and the one without it is simulated. ``--enable-expert-parallel on`` for a dense model was pruned by
+    the fit rule (no bound proves anything there): it is the same deployment as off, skipped saying so."""
+    windowed = plan(get_model("mistral-7b-v0.1"), REQUESTS, slo_tpot_s=Fraction(1, 20),
+                    axes={**GRID, "enable_prefix_caching": [True, False]})
+    by_prefix = {r["config"]["enable_prefix_caching"]: r for r in windowed.records}
+    assert by_prefix[True]["status"] == "skipped" and by_prefix[False]["status"] == "simulated"
+    assert by_prefix[True]["reason"] == ("enable_prefix_caching=True: prefix caching is not modelled with "
+                                         "sliding-window layers (a windowed layer's blocks of a shared prefix leave "
+                                         "the window)")
+    dense = plan(MODEL, REQUESTS, slo_tpot_s=Fraction(1, 20), axes={**GRID, "enable_expert_parallel": [True, False]})
+    by_ep = {r["config"]["enable_expert_parallel"]: r for r in dense.records}
+    assert by_ep[True]["status"] == "skipped" and by_ep[True]["rule"] is None and dense.pruned["fit"] == 0
+    assert "llama-3.1-8b is a dense model" in by_ep[True]["reason"] and by_ep[False]["status"] == "simulated"
+    assert _status(["plan", "--limit", "5", "--slo-tpot", "50", "--tensor-parallel-size", "1",
+                    "--enable-expert-parallel", "on"]) == 2  # every configuration skipped: refused, exit 2

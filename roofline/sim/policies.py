@@ -354,6 +354,21 @@ def _refuse_closed_loop(requests: Any, name: str) -> None:
 # --------------------------------------------------------------------------- continuous
 
 
+def prefix_caching_refusal(cost_model: Any, kv_pool: Any) -> str | None:
+    """Why prefix caching is not modelled with this cost model and KV pool, or None where it is (the reason
+    :func:`serve_continuous` refuses ``enable_prefix_caching=True`` with, field ``enable_prefix_caching``; the
+    plan skips such a configuration with it, docs/conventions.md "Deployment search"): sliding-window layers
+    (a windowed layer's blocks of a shared prefix leave the window) or sparse attention (a prefill after a
+    cached prefix has no capped pairs carried)."""
+    if getattr(cost_model, "layer_windows", None) or getattr(kv_pool, "layer_windows", None):
+        return ("prefix caching is not modelled with sliding-window layers (a windowed layer's blocks of a shared "
+                "prefix leave the window)")
+    if getattr(cost_model, "index_topk", None) is not None:
+        return ("prefix caching is not modelled with sparse attention (a prefill after a cached prefix has no capped "
+                "pairs carried)")
+    return None
+
+
 def serve_continuous(
     requests: Iterable[Request] | ClosedLoop,
     cost_model: Any,
@@ -601,13 +616,9 @@ class _ContinuousPlan:
             check_count("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
         if not isinstance(enable_prefix_caching, bool):
             raise InvalidValueError("enable_prefix_caching", enable_prefix_caching, "must be True or False")
-        windowed = bool(getattr(cost_model, "layer_windows", None)) or bool(getattr(kv_pool, "layer_windows", None))
-        if enable_prefix_caching and windowed:
-            raise InvalidValueError("enable_prefix_caching", True, "prefix caching is not modelled with sliding-window "
-                                    "layers (a windowed layer's blocks of a shared prefix leave the window)")
-        if enable_prefix_caching and getattr(cost_model, "index_topk", None) is not None:
-            raise InvalidValueError("enable_prefix_caching", True, "prefix caching is not modelled with sparse "
-                                    "attention (a prefill after a cached prefix has no capped pairs carried)")
+        why = prefix_caching_refusal(cost_model, kv_pool) if enable_prefix_caching else None
+        if why is not None:
+            raise InvalidValueError("enable_prefix_caching", True, why)
         options: dict[str, Any] = {"max_num_seqs": max_num_seqs, "admission": admission,
                                    "max_prefill_tokens": max_prefill_tokens,
                                    "enable_prefix_caching": enable_prefix_caching}
