@@ -298,3 +298,21 @@ def test_each_turn_of_a_generated_conversation_hits_the_previous_turns_prompt(n,
     assert step.options["prefix_cache"]["prefill_tokens_saved"] == saved
     event = serve_continuous(w, COST, engine="event", **kw)
     assert event.summary == step.summary and event.options["prefix_cache"] == step.options["prefix_cache"]
+
+
+def test_prefix_caching_beside_sliding_windows_is_refused_by_name() -> None:
+    """Mistral 7B v0.1's layers have 4,096-token windows: serve_continuous refuses prefix caching with the reason
+    roofline.sim.policies.prefix_caching_refusal gives (the plan skips such a configuration with it)."""
+    from roofline import Deployment, Parallelism
+    from roofline.sim.policies import prefix_caching_refusal
+
+    cost = RooflineCostModel.for_deployment(Deployment(get_model("mistral-7b-v0.1"), get_accelerator("h100-sxm"),
+                                                       Parallelism(tensor=1)))
+    why = prefix_caching_refusal(cost, None)
+    assert why is not None and why.startswith("prefix caching is not modelled with sliding-window layers")
+    with pytest.raises(InvalidValueError) as err:
+        serve_continuous([Request(id=0, arrival_s=0, prompt_tokens=8, output_tokens=2)], cost,
+                         enable_prefix_caching=True)
+    assert err.value.field == "enable_prefix_caching" and err.value.reason == why
+    assert prefix_caching_refusal(RooflineCostModel.for_deployment(Deployment(
+        get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), Parallelism(tensor=1))), None) is None
