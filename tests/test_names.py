@@ -37,6 +37,20 @@ def test_a_hugging_face_id_no_preset_knows_gets_no_guess_among_preset_names(caps
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("hf_id, preset", [("meta-llama/Llama-3.1-70B-Instruct", "llama-3.1-70b"),
+                                            ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+                                            ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b"),
+                                            ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b")])
+def test_a_llama_instruct_id_is_its_base_preset(hf_id, preset):
+    """Meta's instruction-tuned Llama checkpoints share the base's config.json but for eos_token_id (the same
+    architecture, counts and max_position_embeddings): ``--model meta-llama/Llama-3.1-70B-Instruct`` was unknown.
+    The plan's ``vllm serve`` line still names the preset's first id, the base."""
+    from roofline.models import preset_for_hf_id
+
+    assert preset_for_hf_id(hf_id) == preset and preset_for_hf_id(hf_id.upper()) == preset
+    assert get_model(preset).name == preset
+
+
 def _report(capsys, *args):
     assert main(["report", "--json", *args]) == 0
     return json.loads(capsys.readouterr().out)["model"]
