@@ -119,6 +119,7 @@ class _Continuous:
         n = run.n
         self.off = [0] * n
         self.finish_tick = [-1] * n
+        self.lifetimes = [-1] * n  # reserve admission: each sequence's lifetime blocks, made at its first need
         self.running: dict[int, None] = {}  # admission order: the last is preempted first
         self.waiting: deque[int] = deque()
         self.buckets: dict[int, list[int]] = {}  # tick -> sequences finishing then
@@ -138,6 +139,9 @@ class _Continuous:
         self.heap: list[tuple[int, int]] = []  # (finish tick, sequence): the next finish, on the stretch clock
         self.nxt = 0  # the next request not yet queued
         self.step_cap = 0
+        #: what :meth:`_stretch_steps` read for the stretch of k steps it chose: (k, context sum, slope, the k
+        #: steps' ticks or None where it did not price them); its :meth:`_jump` takes them, else None
+        self.priced: tuple[int, int, int, int | None] | None = None
         self.cache = run.prefix  # the prefix cache (enable_prefix_caching), or None
         self.hit = [0] * n  # prompt tokens its current (re-)prefill found in the prefix cache
         # ITL over the requests handed back: kept only where a refusal after a preemption can come
@@ -203,7 +207,16 @@ class _Continuous:
         run = self.run
         if self.on_demand:  # the blocks of the KV it holds now
             return run.pool.blocks_for(run.prompt[i] + self._made(i) - 1)
-        return run.pool.lifetime_blocks_unchecked(run.prompt[i], run.output[i] + self.slots)
+        return self._lifetime(i)
+
+    def _lifetime(self, i: int) -> int:
+        """Reserve admission: the blocks sequence i reserves, its lifetime KV (P + O - 1, + k proposal slots),
+        computed once per sequence."""
+        blocks = self.lifetimes[i]
+        if blocks < 0:
+            run = self.run
+            blocks = self.lifetimes[i] = run.pool.lifetime_blocks_unchecked(run.prompt[i], run.output[i] + self.slots)
+        return blocks
 
     def _made(self, i: int) -> int:
         """The tokens running sequence i has generated so far."""
@@ -225,10 +238,9 @@ class _Continuous:
 
     def _admitted_blocks(self, i: int, length: int) -> int:
         """Blocks a sequence took on admission for a (re-)prefill of ``length`` tokens."""
-        pool = self.run.pool
         if self.on_demand:
-            return pool.blocks_for(length)
-        return pool.lifetime_blocks_unchecked(self.run.prompt[i], self.run.output[i] + self.slots)
+            return self.run.pool.blocks_for(length)
+        return self._lifetime(i)
 
     def _held_sum(self, ahead: int) -> int:
         """Sliding windows: token-layers the running sequences hold ``ahead`` tokens after the last decode
@@ -412,6 +424,7 @@ class _Continuous:
         i = run.add(request)
         self.off.append(0)
         self.finish_tick.append(-1)
+        self.lifetimes.append(-1)
         self.hit.append(0)
         self.dsteps.append(0)
         self.pf.append(0)
@@ -778,6 +791,7 @@ class _Continuous:
         """Decode steps that can run as one stretch from ``now`` (the first may need a preemption: 0 then)."""
         run, costs = self.run, self.costs
         assert costs is not None
+        self.priced = None
         if self.windows is not None and self.on_demand:  # windowed layers free blocks as they go: step by step
             return 1
         if self.drafts is not None:  # each row grows by its own draws: the context sum is not one line
@@ -791,17 +805,20 @@ class _Continuous:
         coming = run.next_arrival(nxt) if k > 1 and nxt < run.n else None
         if k > 1 and self.horizon is not None and (coming is None or self.horizon < coming):
             coming = self.horizon  # a replica's next arrival may be routed to it: stop there as for an arrival
+        whole = None
         if coming is not None:
             horizon = int(coming) - int(now)
-            if costs.stretch(batch, context, k, slope) >= horizon:  # the arrival comes within: stop at its boundary
-                k = costs.steps_until(batch, context, horizon, slope)
+            whole = costs.stretch(batch, context, k, slope)
+            if whole >= horizon:  # the arrival comes within: stop at its boundary
+                k, whole = costs.steps_until(batch, context, horizon, slope), None
         b = self.block_size
         # a sequence takes at most ceil(k / b) blocks in k steps: look for the overflow only when it may come
         if self.on_demand and batch * -(-k // b) > run.capacity - self.blocks:
             rotated = self._rotated()  # by KV before the stretch, mod b
             over = first_pool_overflow(rotated, b, run.capacity - self.blocks)
-            if over is not None:
-                k = min(k, over - 1)
+            if over is not None and over - 1 < k:
+                k, whole = over - 1, None
+        self.priced = (k, context, slope, whole)
         return k
 
     def _jump(self, now: Any, k: int) -> Any:
@@ -810,10 +827,17 @@ class _Continuous:
         assert costs is not None
         batch = len(self.running)
         b = self.block_size
-        c1, slope, _ = self._lines()
-        end1 = now + run.step_cost.decode_time(batch, c1)
+        priced, self.priced = self.priced, None
+        whole = None
+        if priced is not None and priced[0] == k:  # what _stretch_steps read and priced just before
+            _, c1, slope, whole = priced
+        else:
+            c1, slope, _ = self._lines()
+        first = run.step_cost.decode_time(batch, c1)
+        end1 = now + first
         self._decode_gaps(batch, end1)  # the first step's gaps (fresh rows differ); then a segment
-        rest = costs.stretch(batch, c1 + slope, k - 1, slope)
+        # the k steps' closed form less the first step is the closed form of the k - 1 after it: the same sum
+        rest = whole - int(first) if whole is not None else costs.stretch(batch, c1 + slope, k - 1, slope)
         end = end1 + _typed(rest, costs.decode_fraction)
         if run.streams:
             run.gaps.add_segment(batch, c1 + slope, k - 1, isinstance(end1, _FractionTicks), rest, slope)

@@ -183,7 +183,7 @@ class TickCosts:
 
     __slots__ = ("clock", "wm", "km", "kt", "fc", "ac", "oh", "pr", "sr", "unit_decode", "unit_prefill",
                  "decode_fraction", "prefill_fraction", "windows", "varying", "max_tokens", "_weights", "_wm", "_ar0",
-                 "_ar1", "_power", "_model")
+                 "_ar1", "_power", "_model", "_rows")
 
     def __init__(self, clock: TickClock, *, wm: int = 0, km: int = 0, fc: int = 0, ac: int = 0, oh: int = 0,
                  unit_decode: int | None = None, unit_prefill: int | None = None, decode_fraction: bool = True,
@@ -205,6 +205,7 @@ class TickCosts:
         self.max_tokens = max_tokens
         self._power: tuple[int, int, int, int, int] | None = None  # MoE weights in integers (build)
         self._model: Any = None  # the cost model, named when its stated weights are junk (build)
+        self._rows: dict[int, tuple[int, int]] = {}  # batch -> (decode_weights, decode_overhead): per batch, once
 
     @classmethod
     def build(cls, cost_model: Any, times: Iterable[Any] = (), windows: LayerWindows | None = None, *,
@@ -304,6 +305,14 @@ class TickCosts:
         """Ticks outside the max of a decode step of ``batch`` rows: :meth:`overhead` plus ``batch`` x pr."""
         return self.overhead(batch) + self.pr * batch
 
+    def _decode_rows(self, batch: int) -> tuple[int, int]:
+        """(:meth:`decode_weights`, :meth:`decode_overhead`) of ``batch`` rows, made once per batch (a stretch's
+        closed form and each decode step read them)."""
+        rows = self._rows.get(batch)
+        if rows is None:
+            rows = self._rows[batch] = (self.decode_weights(batch), self.decode_overhead(batch))
+        return rows
+
     def held(self, context: int) -> int:
         """KV of one sequence at ``context`` tokens in the cost model's unit: tokens, or token-layers with windows."""
         return held_kv(self.windows, context)
@@ -349,9 +358,10 @@ class TickCosts:
         """Ticks of one decode step (:func:`roofline.formulas.step_time` x D)."""
         if self.unit_decode is not None:
             return self.unit_decode
-        m = self.decode_weights(batch) + self.km * context_sum
+        weights, overhead = self._decode_rows(batch)
+        m = weights + self.km * context_sum
         c = self.fc * batch + self.ac * context_sum
-        return (m if m >= c else c) + self.decode_overhead(batch)
+        return (m if m >= c else c) + overhead
 
     def prefill(self, prefill_tokens: int, attention_pairs: int) -> int:
         """Ticks of one prefill step (:func:`roofline.formulas.prefill_step_time` x D)."""
@@ -383,8 +393,9 @@ class TickCosts:
         if self.unit_decode is not None:
             return self.unit_decode, 0, 0, 0, 0
         grow = batch if slope is None else slope
-        return (self.decode_weights(batch) + self.km * context_sum, self.km * grow,
-                self.fc * batch + self.ac * context_sum, self.ac * grow, self.decode_overhead(batch))
+        weights, overhead = self._decode_rows(batch)
+        return (weights + self.km * context_sum, self.km * grow, self.fc * batch + self.ac * context_sum,
+                self.ac * grow, overhead)
 
     def stretch(self, batch: int, context_sum: int, steps: int, slope: int | None = None) -> int:
         """Ticks of ``steps`` decode steps of a fixed batch whose context sum starts at ``context_sum`` and grows by
