@@ -48,7 +48,8 @@ def test_models_verbose_gives_each_hugging_face_id_and_source(capsys: pytest.Cap
     ``hf_ids``."""
     assert main(["models", "--verbose"]) == 0
     out = capsys.readouterr().out
-    assert "    Hugging Face: meta-llama/llama-3.1-8b; source: meta-llama/Llama-3.1-8B config.json (model card)" in out
+    assert ("    Hugging Face: meta-llama/llama-3.1-8b, meta-llama/llama-3.1-8b-instruct; source: "
+            "meta-llama/Llama-3.1-8B config.json (model card)") in out
     assert main(["models", "--json"]) == 0
     facts = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
     assert "qwen/qwen3-30b-a3b" in facts["qwen3-30b-a3b"]["hf_ids"]
