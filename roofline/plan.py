@@ -286,26 +286,9 @@ class Context:
         return _own_rate(self.requests, self.arrivals)
 
     def arrivals_at(self, scale: Any) -> list[Fraction]:
-        """The arrivals [s] at rate factor ``scale`` (> 0, exact): each divided by it (:func:`_scaled_arrivals`)."""
+        """The arrivals [s] at rate factor ``scale`` (> 0, exact): each divided by it, as
+        :func:`roofline.sim.requests.scale_rate` divides them."""
         return [a / scale for a in self.arrivals]
-
-
-def _scaled(requests: Sequence[Any], scale: Any, arrivals: Sequence[Any] | None = None) -> list[Any]:
-    """The requests with their arrivals divided by ``scale`` (x the rate; lengths unchanged); ``arrivals``: those
-    (:func:`_scaled_arrivals`) when already computed."""
-    from .sim.requests import MAX_ARRIVAL_S
-
-    if scale == 1:
-        return list(requests)
-    arrivals = _scaled_arrivals(requests, scale) if arrivals is None else arrivals
-    if arrivals and max(arrivals) > MAX_ARRIVAL_S:  # the Request's own check refuses it, by name
-        return [attrs.evolve(r, arrival_s=a) for r, a in zip(requests, arrivals, strict=True)]
-    return [r._arriving_at(a) for r, a in zip(requests, arrivals, strict=True)]  # each a Fraction >= 0, checked
-
-
-def _scaled_arrivals(requests: Sequence[Any], scale: Any) -> list[Any]:
-    """The arrivals [s] divided by ``scale``, exact (Fractions)."""
-    return [Fraction(r.arrival_s) / scale for r in requests]
 
 
 def _build(context: Context, config: dict[str, Any]) -> tuple[Any, dict[str, Any], str]:
@@ -808,10 +791,10 @@ _WORKLOADS_OF: list[Context] = []  # the context they are of
 
 
 def _workload(context: Context, scale: Any) -> Sequence[Any]:
-    """The context's workload at rate factor ``scale`` (:func:`_scaled`), made once per process and factor while
-    among the :data:`WORKLOADS_KEPT` last used. A process keeps those of one context (by identity: a worker
-    holds one), dropped when another comes, and the in-process search drops them when it ends."""
-    from .sim.requests import check_requests
+    """The context's workload at rate factor ``scale`` (:func:`roofline.sim.requests.scale_rate`), made once per
+    process and factor while among the :data:`WORKLOADS_KEPT` last used. A process keeps those of one context (by
+    identity: a worker holds one), dropped when another comes, and the in-process search drops them when it ends."""
+    from .sim.requests import check_requests, scale_rate
 
     if not _WORKLOADS_OF or _WORKLOADS_OF[0] is not context:
         _forget_workloads()
@@ -819,7 +802,8 @@ def _workload(context: Context, scale: Any) -> Sequence[Any]:
     requests = _WORKLOADS.pop(scale, None)
     if requests is None:
         # checked once here (CheckedRequests): each run of it skips the check
-        requests = check_requests(_scaled(context.requests, scale, None if scale == 1 else context.arrivals_at(scale)))
+        requests = check_requests(scale_rate(context.requests, scale,
+                                             arrivals=None if scale == 1 else context.arrivals_at(scale)))
         if len(_WORKLOADS) >= WORKLOADS_KEPT:
             del _WORKLOADS[next(iter(_WORKLOADS))]
     _WORKLOADS[scale] = requests  # the last used last
@@ -884,7 +868,9 @@ def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int],
         return False
     runs[0] += 1
     if shared is None:
-        return bool(_simulate(context, setup, _scaled(context.requests, scale), verdict_only=True)["meets"])
+        from .sim.requests import scale_rate
+
+        return bool(_simulate(context, setup, scale_rate(context.requests, scale), verdict_only=True)["meets"])
     return bool(shared.simulate(context, setup, scale, verdict_only=True)["meets"])
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from roofline import get_model, plan
 from roofline.cli import main
 from roofline.errors import InvalidValueError
-from roofline.sim import Request, synthetic_workload
+from roofline.sim import Request, scale_rate, synthetic_workload
 
 P = importlib.import_module("roofline.plan")  # the module (``roofline.plan`` is the function)
 MODEL = get_model("llama-3.1-8b")
@@ -89,7 +89,7 @@ def _simulated_anyway(context: Any, record: dict[str, Any]) -> dict[str, Any] | 
     serve = setup.serve
     if serve["chunked"] and serve["max_num_batched_tokens"] < serve["max_num_seqs"]:
         return None  # the scheduler refuses it, as vLLM does
-    return P._simulate(context, setup, P._scaled(context.requests, context.rate_scale))
+    return P._simulate(context, setup, scale_rate(context.requests, context.rate_scale))
 
 
 @pytest.mark.parametrize("slo", SLOS, ids=lambda s: "+".join(s))

@@ -23,6 +23,7 @@ from roofline.sim import (
     RooflineCostModel,
     TransferLink,
     UnitCostModel,
+    scale_rate,
     serve_continuous,
     serve_disaggregated,
     serve_replicas,
@@ -200,7 +201,7 @@ def test_the_rate_searchs_verdict_is_the_whole_runs(slo: dict[str, Any]) -> None
         if isinstance(setup, tuple) or P.prune(context, setup, context.requests) is not None:
             continue
         for scale in (Fraction(1, 2), 2, 8):
-            requests = P._scaled(context.requests, scale)
+            requests = scale_rate(context.requests, scale)
             whole = P._simulate(context, setup, requests)
             quick = P._simulate(context, setup, requests, verdict_only=True)
             assert quick["meets"] == whole["meets"], (record["key"], scale, whole)
@@ -272,7 +273,7 @@ def test_the_searchs_pruning_by_rate_factor_is_the_rules(slo: dict[str, Any]) ->
                 fast = P._pruned_at(context, bounds, ceilings, x)
             finally:
                 P._judge = judge
-            assert fast == (P._judge(context, bounds, P._scaled_arrivals(context.requests, x)) is not None), (
+            assert fast == (P._judge(context, bounds, context.arrivals_at(x)) is not None), (
                 record["key"], x)
             verdicts.add(fast)
     assert verdicts == {True, False} and judged[0] >= 1  # both verdicts, and the interpolated case reached
@@ -296,19 +297,38 @@ def test_counting_rate_factors_below_a_probe_is_exact_where_floats_tie() -> None
 
 
 def test_a_scaled_arrival_past_the_limit_is_refused_by_name() -> None:
-    """The rate search's copies skip the Request checks only for arrivals within MAX_ARRIVAL_S: a rate factor that
-    pushes one past it is refused by the Request's own check, naming ``arrival_s``; within it the copies equal
-    evolved ones."""
-    from roofline.errors import InvalidValueError
-    from roofline.sim import Request
+    """The scaled copies skip the Request checks only for arrivals within MAX_ARRIVAL_S: a rate factor that pushes
+    one past it is refused naming ``rate_scale``, the request and the limit, with or without the arrivals given;
+    within it the copies equal evolved ones."""
     from roofline.sim.requests import MAX_ARRIVAL_S
 
     requests = [Request(id=0, arrival_s=0, prompt_tokens=4, output_tokens=2),
-                Request(id=1, arrival_s=MAX_ARRIVAL_S // 2, prompt_tokens=4, output_tokens=2)]
-    with pytest.raises(InvalidValueError, match="arrival_s"):
-        P._scaled(requests, Fraction(1, 4))
-    assert P._scaled(requests, Fraction(1, 2)) == [attrs.evolve(r, arrival_s=Fraction(r.arrival_s) * 2)
-                                                   for r in requests]
+                Request(id=7, arrival_s=MAX_ARRIVAL_S // 2, prompt_tokens=4, output_tokens=2)]
+    with pytest.raises(InvalidValueError, match=r"rate_scale.*request 7's arrival at 2e\+15 s, past 1e\+15 s"):
+        scale_rate(requests, Fraction(1, 4))
+    with pytest.raises(InvalidValueError, match="rate_scale"):
+        scale_rate(requests, Fraction(1, 4), arrivals=[0, MAX_ARRIVAL_S * 2])
+    assert scale_rate(requests, Fraction(1, 2)) == [attrs.evolve(r, arrival_s=Fraction(r.arrival_s) * 2)
+                                                    for r in requests]
+
+
+def test_scale_rate_divides_every_arrival_exactly_and_keeps_the_rest() -> None:
+    """Arrivals 0, 1, 3 s at 4x the rate: 0, 1/4, 3/4 s (a float factor as the exact value it holds: 0.5 is 1/2),
+    ids, lengths and hashes unchanged; 1 gives the same Requests; a bad factor or item is refused by name."""
+    requests = [Request(id=i, arrival_s=a, prompt_tokens=16, output_tokens=3, block_hashes=(i,),
+                        hash_block_size=16)
+                for i, a in enumerate((0, 1, 3))]
+    fast = scale_rate(requests, 4)
+    assert [r.arrival_s for r in fast] == [0, Fraction(1, 4), Fraction(3, 4)]
+    assert [attrs.evolve(r, arrival_s=0) for r in fast] == [attrs.evolve(r, arrival_s=0) for r in requests]
+    assert [r.arrival_s for r in scale_rate(requests, 0.5)] == [0, 2, 6]
+    assert all(a is b for a, b in zip(scale_rate(requests, 1), requests, strict=True))
+    for bad, why in ((0, "must be > 0"), (-2, "must be > 0"), (float("inf"), "must be finite"),
+                     (True, "expected a real number"), ("2", "expected a real number")):
+        with pytest.raises(InvalidValueError, match=f"rate_scale.*{why}"):
+            scale_rate(requests, bad)
+    with pytest.raises(InvalidValueError, match=r"requests\[1\]"):
+        scale_rate([requests[0], "x"], 2)
 
 
 @pytest.mark.parametrize("scale", [Fraction(1), Fraction(8)])
@@ -322,7 +342,7 @@ def test_a_searchs_pruning_at_the_given_rate_is_the_rules(scale: Fraction) -> No
         setup = P._setup(context, record["config"])
         if isinstance(setup, tuple):
             continue
-        why = P.prune(context, setup, P._scaled(context.requests, scale))
+        why = P.prune(context, setup, scale_rate(context.requests, scale))
         expected = ("pruned", *why) if why is not None else ("simulated", None, None)
         assert (record["status"], record.get("rule"), record.get("reason")) == expected, record["key"]
         statuses.add(record["status"])

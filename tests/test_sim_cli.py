@@ -495,3 +495,38 @@ def test_a_long_value_widens_its_column_instead_of_wrapping_the_row() -> None:
     short = _table(rows[:2] + [("continuous-chunked", "1", "0", "2", "3.00", "4", "5.0", "6.0", "7.0", "0")],
                    [w for _, _, w in COLUMNS])
     assert [len(line) for line in short] == [100, 100, 100]  # nothing passes its width: the stated widths, as before
+
+
+def test_a_plan_row_at_a_scaled_rate_is_rerun_by_simulate_rate_scale(capsys: pytest.CaptureFixture) -> None:
+    """`roofline plan --rate-scale 4` simulates the trace at 4x its rate; `roofline simulate --rate-scale 4` with
+    the row's flags serves the same workload: the same p99 TTFT, TPOT and E2E to the last digit, and its header and
+    JSON say the factor. The library's scale_rate of the trace, served, is that run too."""
+    row = ["--limit", "200", "--rate-scale", "4", "--max-num-seqs", "64", "--max-num-batched-tokens", "2048"]
+    assert main(["plan", *row, "--slo-tpot", "20", "-tp", "1", "--json"]) == 0
+    at = json.loads(capsys.readouterr().out)["results"][0]["at_rate"]
+    sim = ["simulate", *row, "--policy", "continuous", "--chunked-prefill", "--admission", "reserve"]
+    assert main([*sim, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    summary = data["results"][0]["summary"]
+    assert data["workload"]["rate_scale"] == 4.0
+    assert (summary["ttft"]["p99"], summary["tpot"]["p99"], summary["e2e"]["p99"]) == (
+        at["ttft_s"], at["tpot_s"], at["e2e_s"])
+    assert at["ttft_s"] == pytest.approx(0.10384567105727327, rel=1e-12)  # the run itself, pinned
+    assert main(sim) == 0
+    head = " ".join(capsys.readouterr().out.split())
+    assert "200 requests from azure_llm_2023_conv.csv.gz, at 4x its rate (arrivals over 15.3 s)" in head, head
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--max-concurrency", "4", "--rate-scale", "2"], "--rate-scale=2: closed-loop clients (--max-concurrency) send "
+                                                       "as they are handed back: there is no rate to scale"),
+    (["--num-prompts", "10", "--rate-scale", "1"], "--rate-scale=1: every request arrives at t = 0: there is no rate "
+                                                    "to scale; give --request-rate"),
+    (["--limit", "3", "--rate-scale", "1e-20"], "--rate-scale=1e-20: puts request 1's arrival at 4.31458e+20 s, past "
+                                                 "1e+15 s (MAX_ARRIVAL_S): give a larger one"),
+])
+def test_a_rate_scale_with_no_rate_to_scale_is_refused_in_one_line(flags: list[str], message: str,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    assert main(["simulate", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err

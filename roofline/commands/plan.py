@@ -98,8 +98,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="share of usable memory the server may use (default: 0.9)")
     p.add_argument("--block-size", type=int_arg("--block-size", 1), default=16, help="KV block size (default: 16)")
     r = p.add_argument_group("rate")
-    r.add_argument("--rate-scale", type=number_arg("--rate-scale", positive=True), default=Fraction(1),
-                   help="serve the workload at this many times its own rate (arrivals / X) (default: 1)")
     r.add_argument("--search-rate", action="store_true", help="also find each configuration's highest rate")
     r.add_argument("--rate-tolerance", type=number_arg("--rate-tolerance", positive=True), default=Fraction(1, 20),
                    help="the rate search stops when high / low <= 1 + this (default: 0.05)")
@@ -229,7 +227,7 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
 
     estimate = by_flag("--estimate", profile, args.estimate)
     check_workload_flags(args)  # a workload flag this workload does not use is refused, as simulate refuses it
-    requests, described = build_workload(args)
+    requests, described = build_workload(args, scaled=False)  # the plan scales it, at each rate it tries
     if not requests:  # the API's refusal names its argument; here the file (or the flag) the requests came from
         flag, dest = ("--trace", "trace") if described["kind"] == "trace" else ("--num-prompts", "num_prompts")
         raise InvalidValueError(flag, given_value(args, dest), "holds no requests: there is nothing to serve")

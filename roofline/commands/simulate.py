@@ -91,6 +91,7 @@ from ..sim import (
     SimResult,
     Speculation,
     load_trace,
+    scale_rate,
     serve_replicas,
     shipped_trace,
     synthetic_workload,
@@ -254,6 +255,9 @@ def add_workload_options(p: argparse.ArgumentParser) -> None:
                    help="trace format (default: from the extension and header)")
     p.add_argument("--limit", type=int_arg("--limit", 1), default=None,
                    help="serve only the first N requests of the trace")
+    p.add_argument("--rate-scale", type=number_arg("--rate-scale", positive=True), default=Fraction(1),
+                   help="serve the workload at this many times its own rate (arrivals / X, gaps and bursts "
+                        "kept) (default: 1)")
     w = p.add_argument_group("generated workload (vLLM benchmark_serving / vllm bench serve names)")
     w.add_argument("--num-prompts", "--requests", type=int_arg("--num-prompts", 1), default=None, dest="num_prompts",
                    help="generate this many requests instead of reading --trace")
@@ -478,6 +482,7 @@ _FLAG_OF_FIELD = {
     "input_distribution": "--input-len-dist", "output_distribution": "--output-len-dist", "trace": "--trace",
     "clients": "--max-concurrency", "think_time_s": "--think-time", "requests": "--max-concurrency",
     "max_num_seqs": "--max-num-seqs", "max_num_batched_tokens": "--max-num-batched-tokens",
+    "rate_scale": "--rate-scale",
     "max_prefill_tokens": "--max-prefill-tokens", "batch_size": "--batch-size", "max_wait": "--max-wait",
     "admission": "--admission", "engine": "--engine", "max_model_len": "--max-model-len",
     "block_size": "--block-size", "overhead": "--overhead", "router": "--router",
@@ -551,14 +556,40 @@ def _length_dist(dist: str | None, ratio: Fraction) -> str:
     return "uniform" if ratio > 0 else "fixed"
 
 
-def build_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    """The workload the arguments ask for: (requests or ClosedLoop, JSON-ready description).
+def build_workload(args: argparse.Namespace, *, scaled: bool = True) -> tuple[Any, dict[str, Any]]:
+    """The workload the arguments ask for: (requests or ClosedLoop, JSON-ready description), at ``--rate-scale``
+    times its rate (:func:`roofline.sim.scale_rate`; the description's ``rate_scale`` when not 1) unless
+    ``scaled`` is False (``roofline plan`` scales it itself, at every rate its search tries).
 
     Raises
     ------
     RooflineError
-        No workload given, a bad trace, or options that do not go together.
+        No workload given, a bad trace, or options that do not go together; ``--rate-scale`` other than 1 with
+        closed-loop clients or with every request at t = 0 (no rate to scale), or one putting an arrival past
+        MAX_ARRIVAL_S.
     """
+    requests, spec = _unscaled_workload(args)
+    scale = args.rate_scale
+    if not scaled or "rate_scale" not in getattr(args, "given_flags", {}):
+        return requests, spec
+    if spec["kind"] == "closed_loop":
+        raise InvalidValueError("--rate-scale", given_value(args, "rate_scale"), "closed-loop clients "
+                                "(--max-concurrency) send as they are handed back: there is no rate to scale")
+    if spec["kind"] != "trace" and args.request_rate is None:
+        raise InvalidValueError("--rate-scale", given_value(args, "rate_scale"), "every request arrives at t = 0: "
+                                "there is no rate to scale; give --request-rate")
+    if scale == 1:
+        return requests, spec
+    try:
+        faster = scale_rate(requests, scale)
+    except InvalidValueError as err:
+        raise _by_flag(err, args) from None
+    spec = dict(spec, rate_scale=float(scale))
+    return (faster if spec["kind"] == "trace" else attrs.evolve(requests, requests=tuple(faster))), spec
+
+
+def _unscaled_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """:func:`build_workload` at the workload's own rate."""
     generated = args.num_prompts is not None or args.max_concurrency is not None
     if not generated:
         if args.trace is None:
@@ -875,6 +906,12 @@ def _table(rows: list[tuple[str, ...]], widths: list[int], indent: str = "") -> 
 
 
 def _describe(workload: dict[str, Any]) -> str:
+    scale = workload.get("rate_scale")
+    text = _described(workload)
+    return text if scale is None else f"{text}, at {scale:g}x its rate"
+
+
+def _described(workload: dict[str, Any]) -> str:
     if workload["kind"] == "trace":
         return os.path.basename(workload["path"])
     lengths = (f"prompts {workload['input_distribution']} {workload['input_len']:,}, outputs "

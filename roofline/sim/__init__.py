@@ -70,7 +70,16 @@ from .policies import (
     serve_static,
 )
 from .replicas import ROUTERS, ReplicaLoad, ReplicaResult, serve_replicas
-from .requests import SHIPPED_TRACES, TRACE_FORMATS, Request, check_requests, load_trace, parse_trace, shipped_trace
+from .requests import (
+    SHIPPED_TRACES,
+    TRACE_FORMATS,
+    Request,
+    check_requests,
+    load_trace,
+    parse_trace,
+    scale_rate,
+    shipped_trace,
+)
 from .results import Goodput, Percentiles, RequestResult, SimResult, StepRecord, StepTable, Summary, percentile
 from .speculative import ACCEPTANCE_MODES, Speculation
 from .stretch import StretchTable, TickClock, TickCosts
@@ -91,6 +100,7 @@ __all__ = [
     "load_trace",
     "parse_trace",
     "check_requests",
+    "scale_rate",
     "TRACE_FORMATS",
     "shipped_trace",
     "SHIPPED_TRACES",

@@ -43,7 +43,7 @@ import io
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from importlib import resources
 from numbers import Real
@@ -56,7 +56,7 @@ from .._io import MAX_NUMBER_CHARS, exact_decimal, parse_json, read_text_file
 from ..errors import FileReadError, InvalidValueError, TraceError
 from ..formulas import lifetime_kv_slots
 
-__all__ = ["Request", "load_trace", "parse_trace", "check_requests", "shipped_trace", "TRACE_FORMATS",
+__all__ = ["Request", "load_trace", "parse_trace", "check_requests", "scale_rate", "shipped_trace", "TRACE_FORMATS",
            "SHIPPED_TRACES", "MAX_TOKENS", "MAX_ARRIVAL_S", "MOONCAKE_BLOCK_TOKENS"]
 
 #: Most tokens a request may carry in its prompt or its output [tokens]: 10^15, a million times
@@ -260,6 +260,64 @@ def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
         seen.add(r.id)
         previous = r.arrival_s
     return CheckedRequests(out)
+
+
+def scale_rate(requests: Iterable[Request], rate_scale: Any, *, arrivals: Sequence[Any] | None = None
+               ) -> list[Request]:
+    """The workload at ``rate_scale`` times its own rate: every arrival [s] divided by it, exactly; ids, lengths
+    and prefix hashes unchanged, so the gaps between arrivals shrink by the factor and their pattern (bursts,
+    lulls) is kept (docs/conventions.md, "A workload at a scaled rate"). ``roofline plan --rate-scale`` and its
+    rate search serve a workload so, and so does ``roofline simulate --rate-scale``.
+
+    Parameters
+    ----------
+    requests : iterable of Request
+        In any order (the order is kept; :func:`check_requests` checks it where a run needs it).
+    rate_scale : real, finite, > 0
+        x the rate (an int or Fraction exactly; a float as the exact value it holds). 1 gives the same Requests.
+    arrivals : sequence of exact numbers [s], optional
+        The scaled arrivals when already made, one per request, each an int or Fraction in [0, MAX_ARRIVAL_S]
+        (the plan's rate search keeps the workload's arrivals).
+
+    Returns
+    -------
+    list of Request, in the given order.
+
+    Raises
+    ------
+    InvalidValueError
+        ``rate_scale`` not a finite real > 0 (a bool or a string too), an item that is not a Request (field
+        ``requests[i]``), or a factor putting an arrival past :data:`MAX_ARRIVAL_S` (field ``rate_scale``).
+
+    Examples
+    --------
+    >>> two = [Request(id=0, arrival_s=0, prompt_tokens=8, output_tokens=4),
+    ...        Request(id=1, arrival_s=3, prompt_tokens=8, output_tokens=4)]
+    >>> [r.arrival_s for r in scale_rate(two, 2)]
+    [Fraction(0, 1), Fraction(3, 2)]
+    """
+    from .._checks import check_positive
+
+    if isinstance(requests, (str, bytes, dict)) or not isinstance(requests, Iterable):
+        raise InvalidValueError("requests", requests, "expected an iterable of roofline.sim.Request")
+    out = list(requests)
+    for i, r in enumerate(out):
+        if not isinstance(r, Request):
+            raise InvalidValueError(f"requests[{i}]", r, "expected a roofline.sim.Request")
+    if isinstance(rate_scale, bool):
+        raise InvalidValueError("rate_scale", rate_scale, "expected a real number")
+    check_positive("rate_scale", rate_scale)
+    if rate_scale == 1:
+        return out
+    if arrivals is None:
+        scale = Fraction(rate_scale)
+        arrivals = [Fraction(r.arrival_s) / scale for r in out]
+    late = next((i for i, a in enumerate(arrivals) if a > MAX_ARRIVAL_S), None)
+    if late is not None:
+        raise InvalidValueError("rate_scale", rate_scale, f"puts request {out[late].id}'s arrival at "
+                                f"{float(arrivals[late]):g} s, past {MAX_ARRIVAL_S:g} s (MAX_ARRIVAL_S): "
+                                "give a larger one")
+    return [r._arriving_at(a) for r, a in zip(out, arrivals, strict=True)]  # each exact, in [0, MAX_ARRIVAL_S]
 
 
 # --------------------------------------------------------------------------- loaders
