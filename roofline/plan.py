@@ -802,8 +802,7 @@ def _workload(context: Context, scale: Any) -> Sequence[Any]:
     requests = _WORKLOADS.pop(scale, None)
     if requests is None:
         # checked once here (CheckedRequests): each run of it skips the check
-        requests = check_requests(scale_rate(context.requests, scale,
-                                             arrivals=None if scale == 1 else context.arrivals_at(scale)))
+        requests = check_requests(scale_rate(context.requests, scale))
         if len(_WORKLOADS) >= WORKLOADS_KEPT:
             del _WORKLOADS[next(iter(_WORKLOADS))]
     _WORKLOADS[scale] = requests  # the last used last

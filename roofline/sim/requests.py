@@ -43,7 +43,7 @@ import io
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from importlib import resources
 from numbers import Real
@@ -262,8 +262,7 @@ def check_requests(requests: Iterable[Request]) -> tuple[Request, ...]:
     return CheckedRequests(out)
 
 
-def scale_rate(requests: Iterable[Request], rate_scale: Any, *, arrivals: Sequence[Any] | None = None
-               ) -> list[Request]:
+def scale_rate(requests: Iterable[Request], rate_scale: Any) -> list[Request]:
     """The workload at ``rate_scale`` times its own rate: every arrival [s] divided by it, exactly; ids, lengths
     and prefix hashes unchanged, so the gaps between arrivals shrink by the factor and their pattern (bursts,
     lulls) is kept (docs/conventions.md, "A workload at a scaled rate"). ``roofline plan --rate-scale`` and its
@@ -275,9 +274,6 @@ def scale_rate(requests: Iterable[Request], rate_scale: Any, *, arrivals: Sequen
         In any order (the order is kept; :func:`check_requests` checks it where a run needs it).
     rate_scale : real, finite, > 0
         x the rate (an int or Fraction exactly; a float as the exact value it holds). 1 gives the same Requests.
-    arrivals : sequence of exact numbers [s], optional
-        The scaled arrivals when already made, one per request, each an int or Fraction in [0, MAX_ARRIVAL_S]
-        (the plan's rate search keeps the workload's arrivals).
 
     Returns
     -------
@@ -309,9 +305,8 @@ def scale_rate(requests: Iterable[Request], rate_scale: Any, *, arrivals: Sequen
     check_positive("rate_scale", rate_scale)
     if rate_scale == 1:
         return out
-    if arrivals is None:
-        scale = Fraction(rate_scale)
-        arrivals = [Fraction(r.arrival_s) / scale for r in out]
+    scale = Fraction(rate_scale)
+    arrivals = [Fraction(r.arrival_s) / scale for r in out]
     late = next((i for i, a in enumerate(arrivals) if a > MAX_ARRIVAL_S), None)
     if late is not None:
         raise InvalidValueError("rate_scale", rate_scale, f"puts request {out[late].id}'s arrival at "
