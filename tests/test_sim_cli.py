@@ -279,6 +279,18 @@ def test_simulate_resamples_lengths_from_the_shipped_trace(capsys: pytest.Captur
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["workload"]["input_distribution"] == "trace" and data["results"][0]["summary"]["requests"] == 30
+    assert Path(data["workload"]["resampled_from"]) == shipped_trace("conv")
+
+
+def test_a_resampled_workload_says_its_trace_not_the_unused_means(capsys: pytest.CaptureFixture) -> None:
+    """The header of a workload resampled from the code trace names that trace; the generator's means (1,024 and
+    128 by default), which resampling does not read, are not shown as its lengths."""
+    assert main(["simulate", "--num-prompts", "5", "--input-len-dist", "trace", "--output-len-dist", "trace",
+                 "--trace", "code", "--policy", "continuous"]) == 0
+    head = " ".join(capsys.readouterr().out.split())
+    assert ("5 requests from generated (all at t = 0; (prompt, output) pairs resampled from "
+            "azure_llm_2023_code.csv.gz; seed 0)") in head, head
+    assert "1,024" not in head.split("(arrivals")[0]
 
 
 def test_simulate_json_says_a_windowed_pool_counts_token_layers(capsys: pytest.CaptureFixture) -> None:

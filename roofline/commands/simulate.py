@@ -623,6 +623,8 @@ def _unscaled_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     except InvalidValueError as err:
         raise _by_flag(err, args) from None
     spec = dict(work.spec, burstiness=float(args.burstiness) if arrival == "gamma" else None)
+    if trace is not None:  # the lengths are the trace's pairs: --random-input-len / --random-output-len unused
+        spec["resampled_from"] = trace_path(args.trace)
     if args.max_concurrency is None:
         return work, spec
     spec = dict(spec, kind="closed_loop", clients=args.max_concurrency, think_time_s=float(args.think_time),
@@ -914,8 +916,11 @@ def _describe(workload: dict[str, Any]) -> str:
 def _described(workload: dict[str, Any]) -> str:
     if workload["kind"] == "trace":
         return os.path.basename(workload["path"])
-    lengths = (f"prompts {workload['input_distribution']} {workload['input_len']:,}, outputs "
-               f"{workload['output_distribution']} {workload['output_len']:,}")
+    if workload.get("resampled_from") is not None:
+        lengths = f"(prompt, output) pairs resampled from {os.path.basename(workload['resampled_from'])}"
+    else:
+        lengths = (f"prompts {workload['input_distribution']} {workload['input_len']:,}, outputs "
+                   f"{workload['output_distribution']} {workload['output_len']:,}")
     cap = workload.get("output_cap")
     if cap is not None:
         lengths += f" (cap {cap})"
