@@ -59,7 +59,7 @@ def _seconds(draw: st.DrawFn) -> tuple[str, Fraction]:
 
 
 _GOOD_TOKENS = st.integers(1, MAX_TOKENS).map(lambda n: (str(n), n)) | st.integers(1, 10**4).map(
-    lambda n: (f" {n} ", n))
+    lambda n: (f" {n} ", n)) | st.integers(1, 10**4).map(lambda n: (f"{n}.0", n))  # a dataframe's float column
 
 
 @st.composite

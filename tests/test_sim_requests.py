@@ -96,6 +96,21 @@ def test_plain_csv_and_jsonl_read_decimal_seconds_exactly(tmp_path: Path) -> Non
         assert load_trace(packed) == expected  # .csv.gz and .jsonl.gz: the format from the name without .gz
 
 
+def test_token_counts_written_as_floats_with_a_zero_fraction_are_their_integers(tmp_path: Path) -> None:
+    """A dataframe writes an integer column holding a gap as floats: 100.0 in CSV and in JSON is 100 tokens, and
+    20.00 is 20 (a nonzero fraction or an exponent is refused, test_bad_rows_name_file_line_and_field)."""
+    csv_file = tmp_path / "t.csv"
+    csv_file.write_text("arrival_s,prompt_tokens,output_tokens\n0,100.0,20.00\n1.5,7,3.0\n")
+    jsonl = tmp_path / "t.jsonl"
+    jsonl.write_text('{"arrival_s": 0, "prompt_tokens": 100.0, "output_tokens": 20.00}\n'
+                     '{"arrival_s": 1.5, "prompt_tokens": 7, "output_tokens": 3.0}\n')
+    expected = [Request(id=0, arrival_s=Fraction(0), prompt_tokens=100, output_tokens=20),
+                Request(id=1, arrival_s=Fraction(3, 2), prompt_tokens=7, output_tokens=3)]
+    for path in (csv_file, jsonl):
+        got = load_trace(path)
+        assert got == expected and all(type(r.prompt_tokens) is int for r in got), path
+
+
 def test_gzip_trace_errors_name_the_file(tmp_path: Path) -> None:
     """A .gz trace that is not gzip, is cut short, or holds bad rows is a TraceError naming the file and line."""
     fake = tmp_path / "fake.csv.gz"
@@ -147,7 +162,9 @@ BAD = [
     ("jsonl", '{"arrival_s": 0, "prompt_tokens": 2}\n', 1, "output_tokens", "missing"),
     ("jsonl", '{"arrival_s": 0, "prompt_tokens": 2, "output_tokens": 3}\n[1, 2]\n', 2, "row", "JSON object"),
     ("jsonl", '{"arrival_s": NaN, "prompt_tokens": 2, "output_tokens": 3}\n', 1, "row", "not valid JSON"),
-    ("jsonl", '{"arrival_s": 0, "prompt_tokens": 2.0, "output_tokens": 3}\n', 1, "prompt_tokens", "integer"),
+    ("jsonl", '{"arrival_s": 0, "prompt_tokens": 2.5, "output_tokens": 3}\n', 1, "prompt_tokens", "integer"),
+    ("jsonl", '{"arrival_s": 0, "prompt_tokens": 2e1, "output_tokens": 3}\n', 1, "prompt_tokens", "integer"),
+    ("csv", "arrival_s,prompt_tokens,output_tokens\n0,2,3.01\n", 2, "output_tokens", "integer"),
     ("jsonl", '{"arrival_s": 0, "prompt_tokens": true, "output_tokens": 3}\n', 1, "prompt_tokens", "integer"),
     ("jsonl", '{"arrival_s": "x", "prompt_tokens": 2, "output_tokens": 3}\n', 1, "arrival_s", "seconds"),
 ]

@@ -319,7 +319,7 @@ def scale_rate(requests: Iterable[Request], rate_scale: Any) -> list[Request]:
 
 # re.ASCII: numbers in files are ASCII (``\d`` would also match Arabic-Indic digits, which int() reads).
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?", re.ASCII)
-_INTEGER = re.compile(r"[+]?\d+", re.ASCII)
+_INTEGER = re.compile(r"[+]?\d+(?:\.0*)?", re.ASCII)  # a token count; "100.0" is 100 (a column of floats)
 
 
 def _timestamp_seconds(text: str) -> Fraction | None:
@@ -350,12 +350,14 @@ def _shown(text: Any) -> str:
 
 
 def _tokens(text: Any, *, path: str, line: int, field: str, minimum: int = 1) -> int:
-    if isinstance(text, str) and not isinstance(text, _JSONNumber):
+    """A token count: an integer, written as one or as one with a zero fraction (``100.0``, how a dataframe writes
+    a column of floats, in CSV and in JSON); ``100.5``, ``1e3`` and anything else are refused by line and field."""
+    if isinstance(text, str):
         stripped = text.strip()
         if len(stripped) > MAX_NUMBER_CHARS or not _INTEGER.fullmatch(stripped):
             ascii_note = "" if text.isascii() else " (numbers are written with ASCII digits)"
             raise TraceError(path, line, field, f"expected an integer number of tokens, got {_shown(text)}{ascii_note}")
-        value = int(stripped)
+        value = int(stripped.partition(".")[0])
     elif isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
@@ -565,8 +567,10 @@ def load_trace(path: str | os.PathLike[str], *, format: str | None = None) -> li
     TraceError
         The file cannot be read (missing, not a regular file, over 1 GiB on disk or
         decompressed, not valid gzip, not UTF-8), or a row is bad: a missing column, a token
-        count that is negative, zero or not an integer, an unparsable time, or a time earlier
-        than the row before it. The message names the file, line and field.
+        count that is negative, zero or not an integer (written as one, or with a zero fraction,
+        ``100.0``, as a dataframe writes a column of floats: that is 100; ``1e3`` and ``100.5``
+        are refused), an unparsable time, or a time earlier than the row before it. The message
+        names the file, line and field.
 
     Notes
     -----
