@@ -29,8 +29,10 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import functools
 import importlib
 import io
+import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -521,7 +523,7 @@ def build_time_pages(app: Any) -> None:
     logger = logging.getLogger("roofline.docs")
     for name, text in pages_for_tests().items():
         _write_if_changed(GENERATED / "tests" / name, text)
-    verdicts = proofs.run_proofs()
+    verdicts = proofs.run_proofs(jobs=os.cpu_count() or 1)  # independent: one process per core
     for verdict in verdicts:
         _write_if_changed(GENERATED / "proofs" / f"{verdict.name}.txt", verdict.output.rstrip() + "\n" + verdict.line())
         if not verdict.passed:
@@ -586,7 +588,14 @@ def find_source(app: Any, modname: str) -> tuple[str, dict[str, tuple[str, int, 
     assignments (``step_time = sp.Max(...) + t0``) or, where they are derived on first use,
     entries of a dict returned by a deriving function; both get an anchor here, so that a
     ``py:data`` entry such as ``roofline.symbolic.kv_cache.kv_budget`` links to its line.
+    Viewcode asks once per documented object (about a thousand times a build): each module is read once.
     """
+    return _source_and_tags(modname)
+
+
+@functools.cache
+def _source_and_tags(modname: str) -> tuple[str, dict[str, tuple[str, int, int]]] | None:
+    """:func:`find_source` of one module, made once per process (the sources do not change during a build)."""
     from sphinx.pycode import ModuleAnalyzer
 
     try:

@@ -1727,7 +1727,7 @@ def plan(
     if not isinstance(model, ModelConfig):
         raise InvalidValueError("model", model, "expected a ModelConfig (roofline.get_model or load_model)")
     from .sim import Request
-    from .sim.requests import MAX_ARRIVAL_S, check_requests
+    from .sim.requests import MAX_ARRIVAL_S, check_requests, scale_rate
 
     requests = tuple(requests)
     if not requests:
@@ -1750,6 +1750,7 @@ def plan(
     if not percentile <= 100:
         raise InvalidValueError("percentile", percentile, "must be in (0, 100]")
     for name, v in (("rate_scale", rate_scale), ("rate_tolerance", rate_tolerance)):
+        check_scalar(name, v)  # one number: an array is refused by name
         check_positive(name, v)
     if rate_tolerance < MIN_RATE_TOLERANCE:
         raise InvalidValueError("rate_tolerance", rate_tolerance, f"must be >= {float(MIN_RATE_TOLERANCE):g} (the "
@@ -1794,9 +1795,7 @@ def plan(
                                 "workload's own rate: give a --rate-scale inside it")
     first = min(Fraction(r.arrival_s) for r in requests)
     last = max(Fraction(r.arrival_s) for r in requests)
-    if last / Fraction(rate_scale) > MAX_ARRIVAL_S:
-        raise InvalidValueError("rate_scale", rate_scale, f"would put the last arrival ({float(last):g} s) past "
-                                f"{MAX_ARRIVAL_S:g} s: give a larger one")
+    scale_rate(requests, rate_scale)  # refuses a factor putting an arrival past MAX_ARRIVAL_S, by name
     if search_rate or rate_scale != 1:
         if last == first:
             raise InvalidValueError("requests", f"{len(requests)} arriving at {float(first):g} s", "every request "

@@ -112,6 +112,35 @@ def si(value: Any, unit: str, digits: int = 4) -> str:
     return f"{scaled:.{decimals}f} {prefix}{unit}"
 
 
+def approx(value: Any, digits: int = 6) -> str:
+    """``value`` to ``digits`` significant digits as ``%g`` writes it, also outside a float's range (an exact int
+    or Fraction of any size: ``approx(Fraction(10**400, 3)) == '3.33333e+399'``, ``approx(Fraction(1, 10**400))
+    == '1e-400'``), for a message that shows a number it refuses. ``value``: a real number; ``digits`` >= 1.
+    Raises nothing for those.
+
+    >>> approx(Fraction(1, 3)), approx(10**400), approx(-(10**309) * 7, 3), approx(Fraction(2, 10**330))
+    ('0.333333', '1e+400', '-7e+309', '2e-330')
+    """
+    try:
+        f = float(value)
+    except OverflowError:  # beyond a float
+        f = math.inf
+    if math.isfinite(f) and (f != 0 or value == 0):
+        return f"{f:.{digits}g}"
+    x = Fraction(value)  # the exponent from the logarithms (exact ints of any size), the mantissa from the quotient
+    sign, x = ("-" if x < 0 else ""), abs(x)
+    e = math.floor(math.log10(x.numerator) - math.log10(x.denominator))
+    m = float(x / Fraction(10) ** e)
+    while m >= 10:
+        m, e = m / 10, e + 1
+    while m < 1:
+        m, e = m * 10, e - 1
+    text = f"{m:.{digits}g}"
+    if float(text) >= 10:  # 9.9999999 rounded up to 10
+        text, e = f"{m / 10:.{digits}g}", e + 1
+    return f"{sign}{text}e{e:+d}"
+
+
 #: Columns of a terminal the commands' default text keeps within.
 WIDTH = 100
 

@@ -15,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import attrs
+import numpy as np
 import pytest
 from _text import unwrapped
 
@@ -103,11 +104,12 @@ def test_the_cli_refuses_a_pipe_in_one_line(tmp_path: Path, capsys: pytest.Captu
      "own rate above 1e+12 requests/s"),
     ([Request(id=0, arrival_s=0, prompt_tokens=8, output_tokens=2),
       Request(id=1, arrival_s=1106166, prompt_tokens=8, output_tokens=2)], {"rate_scale": 1e-15}, "rate_scale",
-     "would put the last arrival (1.10617e+06 s) past 1e+15 s"),
+     "puts request 1's arrival at 1.10617e+21 s, past 1e+15 s (MAX_ARRIVAL_S)"),
     ([Request(id=0, arrival_s=0, prompt_tokens=8, output_tokens=2),
       Request(id=1, arrival_s=10**14, prompt_tokens=8, output_tokens=2)], {"search_rate": True}, "requests",
      "slowest factor (1/64) would put it past 1e+15 s"),
     (REQUESTS, {"search_rate": True, "rate_tolerance": Fraction(1, 10**5)}, "rate_tolerance", "must be >= 0.0001"),
+    (REQUESTS, {"rate_scale": np.array(2.0)}, "rate_scale", "expected one number, not an array"),
     (REQUESTS, {"prices": {"h100-sxm": float("inf")}}, "--price", "a price must be a number in 1e-06..1e+06"),
     (REQUESTS, {"prices": {"h100-sxm": 1e-300}}, "--price", "a price must be a number in 1e-06..1e+06"),
     ([1, 2], {}, "requests[0]", "expected a roofline.sim.Request"),

@@ -319,6 +319,14 @@ def test_scale_rate_divides_every_arrival_exactly_and_keeps_the_rest() -> None:
     assert [r.arrival_s for r in fast] == [0, Fraction(1, 4), Fraction(3, 4)]
     assert [attrs.evolve(r, arrival_s=0) for r in fast] == [attrs.evolve(r, arrival_s=0) for r in requests]
     assert [r.arrival_s for r in scale_rate(requests, 0.5)] == [0, 2, 6]
+    import numpy as np  # a numpy scalar as the exact value of its float (Fraction() refused np.float32)
+
+    assert [r.arrival_s for r in scale_rate(requests, np.float32(0.5))] == [0, 2, 6]
+    assert [r.arrival_s for r in scale_rate(requests, np.int64(3))] == [0, Fraction(1, 3), 1]
+    with pytest.raises(InvalidValueError, match=r"rate_scale=array\(2\.\): expected one number, not an array"):
+        scale_rate(requests, np.array(2.0))
+    with pytest.raises(InvalidValueError, match=r"rate_scale=5e-324: puts request 1's arrival at 2\.02402e\+323 s"):
+        scale_rate(requests, 5e-324)  # past a float: the message itself raised OverflowError
     assert all(a is b for a, b in zip(scale_rate(requests, 1), requests, strict=True))
     for bad, why in ((0, "must be > 0"), (-2, "must be > 0"), (float("inf"), "must be finite"),
                      (True, "expected a real number"), ("2", "expected a real number")):

@@ -213,3 +213,20 @@ def test_a_proof_without_checks_does_not_pass(monkeypatch):
     module = importlib.import_module("roofline.proofs.p04_kv_cache")
     monkeypatch.setattr(module, "derive", lambda p: p.conclude("nothing checked"))
     assert not proofs.run_proof("p04").passed
+
+
+def test_proofs_run_on_worker_processes_give_the_same_verdicts() -> None:
+    """run_proofs(jobs=2) (the docs build's) gives each proof's verdict and output as run here, in the order named;
+    a bad name is refused before any runs, and jobs must be an integer >= 1."""
+    from roofline.errors import InvalidValueError
+    from roofline.proofs import run_proofs
+
+    here, there = run_proofs(["p05", "p02"]), run_proofs(["p05", "p02"], jobs=2)
+    assert [v.name for v in there] == ["p05_static_batching", "p02_batching"]
+    assert [(v.passed, v.checks, v.output) for v in there] == [(v.passed, v.checks, v.output) for v in here]
+    assert all(v.passed and v.checks > 0 for v in there)
+    for bad in (0, True, 1.5):
+        with pytest.raises(InvalidValueError, match="jobs"):
+            run_proofs(["p02"], jobs=bad)
+    with pytest.raises(InvalidValueError, match="proof='p99'"):
+        run_proofs(["p02", "p99"], jobs=2)

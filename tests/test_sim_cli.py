@@ -526,19 +526,55 @@ def test_a_plan_row_at_a_scaled_rate_is_rerun_by_simulate_rate_scale(capsys: pyt
     assert at["ttft_s"] == pytest.approx(0.10384567105727327, rel=1e-12)  # the run itself, pinned
     assert main(sim) == 0
     head = " ".join(capsys.readouterr().out.split())
-    assert "200 requests from azure_llm_2023_conv.csv.gz, at 4x its rate (arrivals over 15.3 s)" in head, head
+    assert ("200 requests from azure_llm_2023_conv.csv.gz, served at 4x its rate (every arrival / 4) (arrivals over "
+            "15.3 s)") in head, head
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (["--max-concurrency", "4", "--rate-scale", "2"], "--rate-scale=2: closed-loop clients (--max-concurrency) send "
-                                                       "as they are handed back: there is no rate to scale"),
-    (["--num-prompts", "10", "--rate-scale", "1"], "--rate-scale=1: every request arrives at t = 0: there is no rate "
-                                                    "to scale; give --request-rate"),
-    (["--limit", "3", "--rate-scale", "1e-20"], "--rate-scale=1e-20: puts request 1's arrival at 4.31458e+20 s, past "
-                                                 "1e+15 s (MAX_ARRIVAL_S): give a larger one"),
+@pytest.mark.parametrize(("command", "flags", "message"), [
+    ("simulate", ["--max-concurrency", "4", "--rate-scale", "2"], "--rate-scale=2: closed-loop clients "
+     "(--max-concurrency) send as they are handed back: there is no rate to scale"),
+    ("simulate", ["--num-prompts", "10", "--rate-scale", "1"], "--rate-scale=1: every request of this workload "
+     "arrives at 0 s: there is no rate to scale; give --request-rate"),
+    ("simulate", ["--num-prompts", "10", "--request-rate", "inf", "--rate-scale", "2"], "--rate-scale=2: every "
+     "request of this workload arrives at 0 s: there is no rate to scale; give a finite --request-rate"),
+    ("simulate", ["--limit", "3", "--rate-scale", "1e-20"], "--rate-scale=1e-20: puts request 1's arrival at "
+     "4.31458e+20 s, past 1e+15 s (MAX_ARRIVAL_S): give a larger one"),
+    ("simulate", ["--limit", "3", "--rate-scale", "1e-320"], "--rate-scale=1e-320: puts request 1's arrival at "
+     "4.31458e+320 s, past 1e+15 s (MAX_ARRIVAL_S): give a larger one"),  # past a float: no OverflowError
+    ("simulate", ["--trace", "SAME", "--rate-scale", "7"], "--rate-scale=7: every request of this workload arrives "
+     "at 5 s: there is no rate to scale; give arrivals that differ"),
+    ("plan", ["--num-prompts", "10", "--rate-scale", "2"], "--rate-scale=2: every request of this workload arrives "
+     "at 0 s: there is no rate to scale; give --request-rate"),
+    ("plan", ["--num-prompts", "10", "--search-rate"], "--search-rate: every request of this workload arrives at "
+     "0 s: there is no rate to scale; give --request-rate"),
+    ("plan", ["--limit", "50", "--rate-scale", "1e-400"], "--rate-scale=1e-400: puts request 1's arrival at "
+     "4.31458e+400 s, past 1e+15 s (MAX_ARRIVAL_S): give a larger one"),
 ])
-def test_a_rate_scale_with_no_rate_to_scale_is_refused_in_one_line(flags: list[str], message: str,
+def test_a_rate_scale_with_no_rate_to_scale_is_refused_in_one_line(command: str, flags: list[str], message: str,
+                                                                    tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture) -> None:
-    assert main(["simulate", *flags]) == 2
+    """Each refusal names the flag as typed and says why (the break-it list of stop 30: a factor past a float's
+    range raised OverflowError; a trace of one arrival time was served unchanged; plan named --request-rate='inf',
+    a flag never given)."""
+    same = tmp_path / "same.csv"
+    same.write_text("arrival_s,prompt_tokens,output_tokens\n5,10,3\n5,12,2\n")
+    flags = [str(same) if f == "SAME" else f for f in flags]
+    extra = ["--slo-tpot", "20", "-tp", "1"] if command == "plan" else []
+    assert main([command, *flags, *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_a_multi_turn_workload_without_a_rate_is_scaled_by_its_turn_gaps(capsys: pytest.CaptureFixture) -> None:
+    """Conversations of 3 turns 10 s apart, all first turns at t = 0, have a rate to scale (the turns' gaps): at
+    --rate-scale 2 they arrive 0, 5 and 10 s, the header says so, and plan takes the same workload (it refused
+    it, naming --request-rate='inf')."""
+    base = ["--num-prompts", "2", "--num-turns", "3", "--random-input-len", "64", "--random-output-len", "8"]
+    assert main(["simulate", *base, "--rate-scale", "2", "--policy", "continuous", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["workload"]["rate_scale"] == 2.0 and data["results"][0]["summary"]["requests"] == 6
+    assert main(["simulate", *base, "--rate-scale", "2", "--policy", "continuous"]) == 0
+    head = " ".join(capsys.readouterr().out.split())
+    assert "3 turns each, 10 s apart; seed 0), served at 2x its rate (every arrival / 2) (arrivals over 10.0 s)" in head
+    assert main(["plan", *base, "--rate-scale", "2", "--slo-tpot", "50", "-tp", "1", "--max-num-seqs", "16"]) == 0
+    assert "6 requests at 2x their rate" in " ".join(capsys.readouterr().out.split())

@@ -8,6 +8,7 @@ and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from fractions import Fraction
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from .._io import exact_decimal
 from ..deployment import Deployment, Parallelism, profile
 from ..errors import FLAG_GIVEN, InvalidValueError, UnknownPresetError
+from ..units import approx
 from ._vllm import add_vllm_dtype_options, check_vllm_model, vllm_dtypes
 
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -332,7 +334,22 @@ def given_value(args: argparse.Namespace, dest: str) -> Any:
     v = getattr(args, dest)
     if v is True:
         return FLAG_GIVEN
-    return (int(v) if v.denominator == 1 else float(v)) if isinstance(v, Fraction) else v
+    if not isinstance(v, Fraction):
+        return v
+    if v.denominator == 1:
+        return int(v)
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    return f if math.isfinite(f) and f != 0 else _AsTyped(approx(v))  # past a float: as %g writes it
+
+
+class _AsTyped(str):
+    """A number past a float's range, shown as written (``1e-400``, not ``0.0``) in a message."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def by_flag(flag: str, lookup: Any, name: Any, **kwargs: Any) -> Any:

@@ -47,7 +47,15 @@ from ..errors import InvalidValueError, RooflineError
 from ..plan import AXES, MAX_SCALE, MAX_WORKERS, RULES, PlanResult, plan
 from ..sim import SHIPPED_TRACES
 from ._args import add_estimate_option, add_flops_option, by_flag, given_value, int_arg, number_arg, plain
-from .simulate import _DESTS, _describe, _given, add_workload_options, build_workload, check_workload_flags
+from .simulate import (
+    _DESTS,
+    _describe,
+    _given,
+    add_workload_options,
+    build_workload,
+    check_workload_flags,
+    refuse_unscalable,
+)
 
 
 def _price(text: str) -> tuple[str, Fraction]:
@@ -232,9 +240,9 @@ def run_plan(args: argparse.Namespace) -> PlanResult:
         flag, dest = ("--trace", "trace") if described["kind"] == "trace" else ("--num-prompts", "num_prompts")
         raise InvalidValueError(flag, given_value(args, dest), "holds no requests: there is nothing to serve")
     args.workload_text = ("trace " if described["kind"] == "trace" else "") + _describe(described)
-    if args.request_rate is None and args.num_prompts is not None and (args.search_rate or args.rate_scale != 1):
-        raise InvalidValueError("--request-rate", "inf", "every request arrives at t = 0: there is no rate to "
-                                "scale; give --request-rate")
+    given = getattr(args, "given_flags", {})
+    if "rate_scale" in given or args.search_rate:  # each refused by its own flag when there is no rate to scale
+        refuse_unscalable(args, requests, "rate_scale" if "rate_scale" in given else "search_rate")
     prices = dict(args.price) if args.price else None
     if prices is not None and len(prices) < len(args.price):
         raise InvalidValueError("--price", args.price[-1][0], "given twice")
@@ -366,7 +374,7 @@ def format_table(result: PlanResult, top: int, workload: str | None = None, engi
     pruned = sum(result.pruned.values())
     lines = [f"roofline plan: {c.model.name}; SLO {limits}, every request served",
              f"  workload: {workload or 'the requests given'}; {len(c.requests):,} requests at "
-             f"{float(c.rate_scale):g}x their rate",
+             f"{float(c.rate_scale):.15g}x their rate",
              *([f"  {engine}"] if engine else []),
              f"  {n} configurations: {pruned} pruned by the "
              f"{'bound' if c.estimate is None else 'estimate'} ({rules or 'none'}), {result.simulated} simulated"

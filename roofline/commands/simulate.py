@@ -575,9 +575,7 @@ def build_workload(args: argparse.Namespace, *, scaled: bool = True) -> tuple[An
     if spec["kind"] == "closed_loop":
         raise InvalidValueError("--rate-scale", given_value(args, "rate_scale"), "closed-loop clients "
                                 "(--max-concurrency) send as they are handed back: there is no rate to scale")
-    if spec["kind"] != "trace" and args.request_rate is None:
-        raise InvalidValueError("--rate-scale", given_value(args, "rate_scale"), "every request arrives at t = 0: "
-                                "there is no rate to scale; give --request-rate")
+    refuse_unscalable(args, requests, "rate_scale")
     if scale == 1:
         return requests, spec
     try:
@@ -586,6 +584,25 @@ def build_workload(args: argparse.Namespace, *, scaled: bool = True) -> tuple[An
         raise _by_flag(err, args) from None
     spec = dict(spec, rate_scale=float(scale))
     return (faster if spec["kind"] == "trace" else attrs.evolve(requests, requests=tuple(faster))), spec
+
+
+def refuse_unscalable(args: argparse.Namespace, requests: Any, dest: str) -> None:
+    """Refuse the flag of ``dest`` (``rate_scale``, or ``search_rate`` for ``roofline plan``) by name when every
+    request of the open-loop workload arrives at one time: dividing the arrivals changes nothing (a trace of one
+    time, or a generated workload without --request-rate and of one turn). An empty workload is left to the
+    command's own refusal."""
+    times = {r.arrival_s for r in requests}
+    if len(times) != 1:
+        return
+    flag = "--rate-scale" if dest == "rate_scale" else "--search-rate"
+    value = given_value(args, dest) if dest == "rate_scale" else FLAG_GIVEN
+    at = next(iter(times))
+    rate_given = "request_rate" in getattr(args, "given_flags", {})
+    hint = ("; give arrivals that differ" if args.num_prompts is None else
+            "" if args.request_rate is not None else
+            "; give a finite --request-rate" if rate_given else "; give --request-rate")
+    raise InvalidValueError(flag, value, f"every request of this workload arrives at {float(at):g} s: there is "
+                            f"no rate to scale{hint}")
 
 
 def _unscaled_workload(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -910,7 +927,9 @@ def _table(rows: list[tuple[str, ...]], widths: list[int], indent: str = "") -> 
 def _describe(workload: dict[str, Any]) -> str:
     scale = workload.get("rate_scale")
     text = _described(workload)
-    return text if scale is None else f"{text}, at {scale:g}x its rate"
+    if scale is None:
+        return text
+    return f"{text}, served at {scale:.15g}x its rate (every arrival / {scale:.15g})"
 
 
 def _described(workload: dict[str, Any]) -> str:

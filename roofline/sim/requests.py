@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 
 from .._io import MAX_NUMBER_CHARS, exact_decimal, parse_json, read_text_file
 from ..errors import FileReadError, InvalidValueError, TraceError
@@ -292,7 +293,8 @@ def scale_rate(requests: Iterable[Request], rate_scale: Any) -> list[Request]:
     >>> [r.arrival_s for r in scale_rate(two, 2)]
     [Fraction(0, 1), Fraction(3, 2)]
     """
-    from .._checks import check_positive
+    from .._checks import check_positive, check_scalar
+    from ..units import approx
 
     if isinstance(requests, (str, bytes, dict)) or not isinstance(requests, Iterable):
         raise InvalidValueError("requests", requests, "expected an iterable of roofline.sim.Request")
@@ -300,17 +302,19 @@ def scale_rate(requests: Iterable[Request], rate_scale: Any) -> list[Request]:
     for i, r in enumerate(out):
         if not isinstance(r, Request):
             raise InvalidValueError(f"requests[{i}]", r, "expected a roofline.sim.Request")
-    if isinstance(rate_scale, bool):
+    check_scalar("rate_scale", rate_scale)
+    if isinstance(rate_scale, (bool, np.bool_)) or not isinstance(rate_scale, Real):
         raise InvalidValueError("rate_scale", rate_scale, "expected a real number")
     check_positive("rate_scale", rate_scale)
     if rate_scale == 1:
         return out
-    scale = Fraction(rate_scale)
+    # a numpy or other Real as the exact value of its float (np.float32(0.5) is 1/2); int and Fraction as they are
+    scale = Fraction(rate_scale) if isinstance(rate_scale, (int, Fraction, float)) else Fraction(float(rate_scale))
     arrivals = [Fraction(r.arrival_s) / scale for r in out]
     late = next((i for i, a in enumerate(arrivals) if a > MAX_ARRIVAL_S), None)
     if late is not None:
         raise InvalidValueError("rate_scale", rate_scale, f"puts request {out[late].id}'s arrival at "
-                                f"{float(arrivals[late]):g} s, past {MAX_ARRIVAL_S:g} s (MAX_ARRIVAL_S): "
+                                f"{approx(arrivals[late])} s, past {MAX_ARRIVAL_S:g} s (MAX_ARRIVAL_S): "
                                 "give a larger one")
     return [r._arriving_at(a) for r, a in zip(out, arrivals, strict=True)]  # each exact, in [0, MAX_ARRIVAL_S]
 
