@@ -253,6 +253,7 @@ _PAIRS: dict[str, tuple[str | None, str | None]] = {
     "speculative_config": (None, '{"method": "ngram", "num_speculative_tokens": 2}'),
     "acceptance_rate": ("0.5", "0.9"), "acceptance_mode": ("seeded", "expectation"), "speculative_seed": ("0", "1"),
     "prefix_len": ("0", "4"), "num_prefixes": ("1", "2"), "num_turns": ("1", "2"), "turn_gap": ("1", "2"),
+    "rate_scale": ("2", "3"),
 }
 _SIM_OPTIONS = {a.dest: a for a in _options(_SIM) if a.dest not in _OUTPUT_FLAGS}
 _SIM_FLAGS = [flag for a in _options(_SIM) for flag in a.option_strings]

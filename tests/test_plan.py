@@ -736,7 +736,7 @@ def test_a_resumed_rate_search_record_is_checked_and_a_sound_one_taken(tmp_path:
     out = tmp_path / "p.jsonl"
     argv = [*_W, "--tensor-parallel-size", "3", "--search-rate", "--out", str(out)]
     assert main(argv) == 0 and main(argv) == 0
-    assert ("1 pruned by the bound (fit 1), 1 simulated (2 of them read back from --out, not evaluated again)"
+    assert ("1 pruned by the bound (fit 1), 1 simulated; 2 of the 2 read back from --out, not evaluated again"
             in unwrapped(capsys.readouterr().out))
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     rate = rows[0]["result"]["max_rate"]["requests_per_s"]

@@ -526,7 +526,7 @@ def test_a_plan_row_at_a_scaled_rate_is_rerun_by_simulate_rate_scale(capsys: pyt
     assert at["ttft_s"] == pytest.approx(0.10384567105727327, rel=1e-12)  # the run itself, pinned
     assert main(sim) == 0
     head = " ".join(capsys.readouterr().out.split())
-    assert ("200 requests from azure_llm_2023_conv.csv.gz, served at 4x its rate (every arrival / 4) (arrivals over "
+    assert ("200 requests from azure_llm_2023_conv.csv.gz, served at 4x its rate: every arrival / 4 (arrivals over "
             "15.3 s)") in head, head
 
 
@@ -575,6 +575,6 @@ def test_a_multi_turn_workload_without_a_rate_is_scaled_by_its_turn_gaps(capsys:
     assert data["workload"]["rate_scale"] == 2.0 and data["results"][0]["summary"]["requests"] == 6
     assert main(["simulate", *base, "--rate-scale", "2", "--policy", "continuous"]) == 0
     head = " ".join(capsys.readouterr().out.split())
-    assert "3 turns each, 10 s apart; seed 0), served at 2x its rate (every arrival / 2) (arrivals over 10.0 s)" in head
+    assert "3 turns each, 10 s apart; seed 0), served at 2x its rate: every arrival / 2 (arrivals over 10.0 s)" in head
     assert main(["plan", *base, "--rate-scale", "2", "--slo-tpot", "50", "-tp", "1", "--max-num-seqs", "16"]) == 0
     assert "6 requests at 2x their rate" in " ".join(capsys.readouterr().out.split())

@@ -65,8 +65,9 @@ def _price(text: str) -> tuple[str, Fraction]:
     return key.strip(), number_arg("--price", positive=True)(value)
 
 
-_SHORT = {"tensor_parallel_size": ("-tp",), "pipeline_parallel_size": ("-pp",), "data_parallel_size": ("-dp",)}
-"""vLLM's short spellings of the parallel sizes (``vllm serve -tp 8``)."""
+_SHORT = {"tensor_parallel_size": ("-tp", "--tp"), "pipeline_parallel_size": ("-pp",), "data_parallel_size": ("-dp",)}
+"""vLLM's short spellings of the parallel sizes (``vllm serve -tp 8``), and ``--tp`` as report, fit and simulate
+take it."""
 
 
 def _axis_type(axis: Any) -> Any:
@@ -85,9 +86,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="llama-3.1-8b", help="preset, Hugging Face id or config.json "
                    "(default: %(default)s)")
     p.add_argument("--weight-dtype", default=None, help="override the weight dtype (as roofline simulate)")
-    a = p.add_argument_group("axes searched (repeat a flag for several values)")
+    a = p.add_argument_group("axes searched (several values: repeat a flag, or give it several: -tp 1 2 4)")
     for axis in AXES:
-        a.add_argument(axis.flag, *_SHORT.get(axis.name, ()), action="append", type=_axis_type(axis),
+        a.add_argument(axis.flag, *_SHORT.get(axis.name, ()), action="extend", nargs="+", type=_axis_type(axis),
                        default=None, dest=axis.name, metavar="VALUE", help=axis.help)
     add_workload_options(p)
     add_flops_option(p, default="exact")
@@ -379,7 +380,7 @@ def format_table(result: PlanResult, top: int, workload: str | None = None, engi
              f"  {n} configurations: {pruned} pruned by the "
              f"{'bound' if c.estimate is None else 'estimate'} ({rules or 'none'}), {result.simulated} simulated"
              + (f", {result.skipped} skipped (not modelled)" if result.skipped else "")
-             + (f" ({result.resumed} of them read back from --out, not evaluated again)" if result.resumed else ""),
+             + (f"; {result.resumed} of the {n} read back from --out, not evaluated again" if result.resumed else ""),
              *([f"  {result.shared_runs} runs shared across --max-num-seqs (a cap above a run's peak gives that run)"]
                if result.shared_runs else []),
              "  objective: " + ("cost = GPUs x your price per GPU-hour (" + ", ".join(
@@ -412,7 +413,9 @@ def format_table(result: PlanResult, top: int, workload: str | None = None, engi
         lines.append(f"{row}  {mark}")
     if n - result.skipped > len(shown):
         lines.append(f"     ... {n - result.skipped - len(shown)} more (--top, --json, --csv)")
-    lines += ["", f"  Pareto front (tok/s/GPU up, TTFT and TPOT down): {len(result.front)} configurations"]
+    front = len(result.front)
+    plural = "" if front == 1 else "s"
+    lines += ["", f"  Pareto front (tok/s/GPU up, TTFT and TPOT down): {front} configuration{plural}"]
     lines += [f"    {_short(k)}" for k in result.front[:top]]
     w = result.winner
     lines.append("")

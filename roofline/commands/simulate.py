@@ -5,8 +5,8 @@ accelerator: one-by-one (serial), static batching and continuous batching (and, 
 ``--chunked-prefill``, continuous batching with chunked prefill beside it), with roofline
 step times (exact Fractions unless ``--float``), and prints one row per policy: requests
 handed back and rejected, steps, makespan, output tokens/s, the long-run useful share,
-slot occupancy, TTFT, TPOT, ITL and E2E percentiles (interpolated, as ``vllm bench serve``), peak KV and
-preemptions; then queue wait, TTFT, TPOT, ITL and E2E at p50 / p90 / p99, and goodput
+slot occupancy, TTFT, TPOT, ITL and E2E p50 and p99 (interpolated, as ``vllm bench serve``), peak KV and
+preemptions (``--verbose`` adds the queue wait and each latency at p50 / p90 / p99), and goodput
 when SLOs are given (``--slo-ttft``, ``--slo-tpot``, ``--slo-e2e``, in milliseconds as
 vLLM's ``--goodput``).
 
@@ -929,7 +929,7 @@ def _describe(workload: dict[str, Any]) -> str:
     text = _described(workload)
     if scale is None:
         return text
-    return f"{text}, served at {scale:.15g}x its rate (every arrival / {scale:.15g})"
+    return f"{text}, served at {scale:.15g}x its rate: every arrival / {scale:.15g}"
 
 
 def _described(workload: dict[str, Any]) -> str:
