@@ -135,7 +135,11 @@ def run_proofs(names: Iterable[str] | None = None, *, jobs: int = 1) -> list[Ver
         raise InvalidValueError("jobs", jobs, "expected an integer >= 1")
     if jobs == 1 or len(chosen) < 2:
         return [run_proof(n) for n in chosen]
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(chosen))) as pool:
+    # spawned, not forked: a fork of a process with threads (a test runner's) may deadlock, and Python 3.12
+    # warns of it; each worker imports the package afresh (a second or two)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(chosen)), mp_context=multiprocessing.get_context("spawn")
+                             ) as pool:
         return list(pool.map(run_proof, chosen))
