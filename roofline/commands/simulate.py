@@ -564,9 +564,9 @@ def build_workload(args: argparse.Namespace, *, scaled: bool = True) -> tuple[An
     Raises
     ------
     RooflineError
-        No workload given, a bad trace, or options that do not go together; ``--rate-scale`` other than 1 with
-        closed-loop clients or with every request at t = 0 (no rate to scale), or one putting an arrival past
-        MAX_ARRIVAL_S.
+        No workload given, a bad trace, or options that do not go together; ``--rate-scale`` given for
+        closed-loop clients or for a workload whose every request arrives at one time (no rate to scale:
+        :func:`refuse_unscalable`), or one putting an arrival past MAX_ARRIVAL_S.
     """
     requests, spec = _unscaled_workload(args)
     scale = args.rate_scale
