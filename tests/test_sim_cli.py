@@ -512,7 +512,7 @@ def test_a_long_value_widens_its_column_instead_of_wrapping_the_row() -> None:
 def test_a_plan_row_at_a_scaled_rate_is_rerun_by_simulate_rate_scale(capsys: pytest.CaptureFixture) -> None:
     """`roofline plan --rate-scale 4` simulates the trace at 4x its rate; `roofline simulate --rate-scale 4` with
     the row's flags serves the same workload: the same p99 TTFT, TPOT and E2E to the last digit, and its header and
-    JSON say the factor. The library's scale_rate of the trace, served, is that run too."""
+    JSON say the factor (both make the workload with roofline.sim.scale_rate)."""
     row = ["--limit", "200", "--rate-scale", "4", "--max-num-seqs", "64", "--max-num-batched-tokens", "2048"]
     assert main(["plan", *row, "--slo-tpot", "20", "-tp", "1", "--json"]) == 0
     at = json.loads(capsys.readouterr().out)["results"][0]["at_rate"]
@@ -565,7 +565,8 @@ def test_a_rate_scale_with_no_rate_to_scale_is_refused_in_one_line(command: str,
     assert len(err.splitlines()) == 1 and message in err, err
 
 
-def test_a_multi_turn_workload_without_a_rate_is_scaled_by_its_turn_gaps(capsys: pytest.CaptureFixture) -> None:
+def test_a_multi_turn_workload_without_a_rate_is_scaled_by_its_turn_gaps(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture) -> None:
     """Conversations of 3 turns 10 s apart, all first turns at t = 0, have a rate to scale (the turns' gaps): at
     --rate-scale 2 they arrive 0, 5 and 10 s, the header says so, and plan takes the same workload (it refused
     it, naming --request-rate='inf')."""
@@ -573,8 +574,10 @@ def test_a_multi_turn_workload_without_a_rate_is_scaled_by_its_turn_gaps(capsys:
     assert main(["simulate", *base, "--rate-scale", "2", "--policy", "continuous", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["workload"]["rate_scale"] == 2.0 and data["results"][0]["summary"]["requests"] == 6
-    assert main(["simulate", *base, "--rate-scale", "2", "--policy", "continuous"]) == 0
+    assert main(["simulate", *base, "--rate-scale", "2", "--policy", "continuous", "--out", str(tmp_path)]) == 0
     head = " ".join(capsys.readouterr().out.split())
     assert "3 turns each, 10 s apart; seed 0), served at 2x its rate: every arrival / 2 (arrivals over 10.0 s)" in head
+    rows = (tmp_path / "continuous-requests.csv").read_text().splitlines()[1:]
+    assert sorted(float(row.split(",")[1]) for row in rows) == [0.0, 0.0, 5.0, 5.0, 10.0, 10.0]
     assert main(["plan", *base, "--rate-scale", "2", "--slo-tpot", "50", "-tp", "1", "--max-num-seqs", "16"]) == 0
     assert "6 requests at 2x their rate" in " ".join(capsys.readouterr().out.split())
