@@ -7,11 +7,11 @@ default values and where a value enters the :class:`roofline.Deployment` or the
 against the rules of :func:`prune` (the step-time model proves it cannot meet the SLO), and
 simulated only when no rule drops it; with ``search_rate`` the highest rate it still meets the
 SLO at is found by bracketing. The configurations run on local worker processes or on a Dask
-cluster through one work function (:func:`evaluate`), a configuration to a task, those differing only
-in ``max_num_seqs`` (a family) one after another (they share the runs a cap does not change,
-:class:`_SharedRuns`), and
-every result is a pure function of its configuration and the inputs, so every executor gives the
-same answer.
+cluster through one work function (:func:`evaluate`), a configuration to a task, each after its parent
+(:func:`_parents`): those differing only in ``max_num_seqs`` (a family) one after another (they share the runs a
+cap does not change, :class:`_SharedRuns`), and each rate search starting at its parent's answer; every result is
+a pure function of its configuration, the inputs and its parent's record, so every executor gives the same
+answer.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ MAX_SCALE = Fraction(64)
 MIN_SCALE = Fraction(1, 64)
 DEFAULT_UTILIZATION = Fraction(9, 10)
 DEFAULT_BLOCK_SIZE = 16
-#: Finest rate tolerance accepted: the bisection's factors have denominators up to 2**20, fine enough for a bracket
-#: of 1 + 1e-4 at the lowest factor, 1/64 (a midpoint within 1 / 2**21 of the geometric mean stays inside it).
+#: Finest rate tolerance accepted: the search's factors (:func:`_lattice`) have denominators up to 2**20, each within
+#: 1e-6 of its value, fine enough for a step of 1 + 1e-4 at the lowest factor, 1/64.
 MIN_RATE_TOLERANCE = Fraction(1, 10**4)
 #: Prices accepted [USD per GPU-hour]: a goodput per dollar stays a finite float (an example's range, far wider
 #: than any cloud's).
@@ -765,6 +765,9 @@ class _SharedRuns:
     def __init__(self) -> None:
         self.answers: dict[tuple[Any, bool], list[tuple[int, dict[str, Any]]]] = {}
         self.shared = 0
+        #: the ``max_rate`` of the configuration's parent (:func:`_parents`; None: none, or it has none): where its
+        #: rate search starts (:func:`_hint_index`)
+        self.hint: dict[str, Any] | None = None
 
     def simulate(self, context: Context, setup: _Setup, scale: Any, verdict_only: bool = False) -> dict[str, Any]:
         """:func:`_simulate` of the workload at rate factor ``scale``, or the answer of a run it equals. A split
@@ -873,53 +876,105 @@ def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int],
     return bool(shared.simulate(context, setup, scale, verdict_only=True)["meets"])
 
 
+def _lattice(start: Fraction, tolerance: Fraction) -> tuple[int, int, int, Callable[[int], Fraction]]:
+    """The rate factors the search tries (docs/conventions.md, "Deployment search", the highest rate): x_k =
+    ``start`` x 2^(k / N) for integers k, N the least power of 2 whose step 2^(1 / N) stays within 1 +
+    ``tolerance`` (with a 1e-5 margin for the rounding below; N = 16 at 0.05), kept inside [MIN_SCALE, MAX_SCALE]
+    with those ends as the last points. Gives (N, kmin, kmax, x): x(0) = ``start``, x(kmax) = MAX_SCALE
+    (kmax = 0 when ``start`` is it), x(kmin) = MIN_SCALE, and between them start x 2^(k / N) rounded to a
+    Fraction of denominator <= 2^20 (within 1e-6 of it: the workloads' arrivals stay small Fractions), so
+    that x(k) is one number whatever the path that reached k. ``start`` in [MIN_SCALE, MAX_SCALE] and
+    ``tolerance`` >= MIN_RATE_TOLERANCE (N <= 8,192), as :func:`plan` checks. Raises nothing for those."""
+    n = 1
+    while 2 ** (1 / n) * (1 + 1e-5) > 1 + float(tolerance):
+        n *= 2
+    s = float(start)
+
+    def rounded(k: int) -> Fraction:
+        return Fraction(s * 2.0 ** (k / n)).limit_denominator(1 << 20)
+
+    def end(sign: int, bound: Fraction) -> int:
+        if (start >= bound) if sign > 0 else (start <= bound):
+            return 0
+        k = sign * max(1, math.floor(n * abs(math.log2(bound / start))) - 2)  # a step or two short of it
+        while (rounded(k) < bound) if sign > 0 else (rounded(k) > bound):
+            k += sign
+        return k
+
+    kmin, kmax = end(-1, MIN_SCALE), end(1, MAX_SCALE)
+
+    def x(k: int) -> Fraction:
+        return start if k == 0 else MAX_SCALE if k == kmax else MIN_SCALE if k == kmin else rounded(k)
+    return n, kmin, kmax, x
+
+
+def _hint_index(max_rate: dict[str, Any] | None, n: int, start: Fraction, kmin: int, kmax: int) -> int | None:
+    """Where a configuration's rate search starts: the lattice index (:func:`_lattice`) nearest the answer of the
+    configuration's parent (:func:`_parents`) (``max_rate``, its record's; None: no hint, the search starts from
+    ``start``); kmin when even MIN_SCALE failed it, kmax when MAX_SCALE met it."""
+    if not max_rate:
+        return None
+    if max_rate.get("scale") is None:
+        return kmin
+    if max_rate.get("bracket_high") is None:
+        return kmax
+    return min(max(round(n * math.log2(max_rate["scale"] / float(start))), kmin), kmax)
+
+
 def _rate_search(context: Context, setup: _Setup, start: Any, meets_start: bool,
                  shared: _SharedRuns | None = None, bounds: _Bounds | tuple[str, str] | None = None,
                  ceilings: _Ceilings | None = None) -> dict[str, Any]:
-    """The largest rate factor x in [MIN_SCALE, MAX_SCALE] found to meet the SLO (bracketing, then geometric
-    bisection to a ratio <= 1 + tolerance); None when even MIN_SCALE fails. ``shared``: the family's runs;
-    ``bounds``: :func:`_bounds` of the workload and ``ceilings`` (:func:`_ceilings`) of them, computed here when
-    None."""
+    """The largest rate factor of the lattice x_k (:func:`_lattice`, from ``start``, whose verdict is
+    ``meets_start``) found to meet the SLO with x_(k+1) failing it (a bracket of ratio <= 1 + tolerance); None
+    when even MIN_SCALE fails. Without a hint: doubling x (k + N) while it meets, or halving (k - N) while it
+    fails, to the lattice's ends, then bisecting k. With ``shared.hint`` (the parent's answer, :func:`_parents`,
+    :func:`_hint_index`): that index first, then steps of 1, 2, 4, ... (at most N) away from it, up from the
+    highest index met or down from the lowest failed, until the bracket is found, then bisecting. As meeting the
+    SLO is taken to fall as the rate rises, both give the same answer, the hint in fewer runs. ``shared``: the
+    family's runs; ``bounds``: :func:`_bounds` of the workload and ``ceilings`` (:func:`_ceilings`) of them,
+    computed here when None."""
     runs = [0]
     if bounds is None:  # what the rules need, but the arrivals: once
         bounds = _bounds(context, setup, context.requests)
     if ceilings is None and not isinstance(bounds, tuple):
         ceilings = _ceilings(context, bounds)
+    n, kmin, kmax, x = _lattice(Fraction(start), context.rate_tolerance)
+    lo: int | None = 0 if meets_start else None  # the highest index found to meet
+    hi: int | None = None if meets_start else 0  # the lowest found to fail
 
-    def meets(x: Any) -> bool:
-        return _meets_at(context, setup, x, runs, bounds, shared, ceilings)
+    def probe(k: int) -> bool:
+        nonlocal lo, hi
+        met = _meets_at(context, setup, x(k), runs, bounds, shared, ceilings)
+        if met:
+            lo = k
+        else:
+            hi = k
+        return met
 
-    lo: Any
-    hi: Any
-    if meets_start:
-        lo, hi = start, None
-        while lo < MAX_SCALE:
-            x = min(lo * 2, MAX_SCALE)
-            if meets(x):
-                lo = x
-            else:
-                hi = x
-                break
-    else:
-        lo, hi = None, start
-        while hi > MIN_SCALE:
-            x = max(hi / 2, MIN_SCALE)
-            if meets(x):
-                lo = x
-                break
-            hi = x
+    hint = None if shared is None else _hint_index(shared.hint, n, Fraction(start), kmin, kmax)
+    step, up = (n if hint is None else 1), meets_start
+    if hint is not None and (lo is None or hint > lo) and (hi is None or hint < hi):
+        up = probe(hint)
+    while True:  # the bracket: up from the highest index met, or down from the lowest failed, in growing steps
+        if up:
+            assert lo is not None
+            k = min(lo + step, kmax)
+            if lo == kmax or hi is not None and k >= hi:
+                break  # MAX_SCALE met, or the bracket is known
+        else:
+            assert hi is not None
+            k = max(hi - step, kmin)
+            if hi == kmin or lo is not None and k <= lo:
+                break  # even MIN_SCALE failed, or the bracket is known
+        if probe(k) != up:
+            break
+        step = min(2 * step, n)
     if lo is not None and hi is not None:
-        while hi / lo > 1 + context.rate_tolerance:
-            mid = Fraction(math.sqrt(lo * hi)).limit_denominator(1 << 20)
-            if not lo < mid < hi:
-                break
-            if meets(mid):
-                lo = mid
-            else:
-                hi = mid
+        while hi - lo > 1:
+            probe((lo + hi) // 2)
     own = context.own_rate
-    return {"scale": None if lo is None else float(lo), "bracket_high": None if hi is None else float(hi),
-            "requests_per_s": None if lo is None or own is None else float(own * lo), "runs": runs[0]}
+    return {"scale": None if lo is None else float(x(lo)), "bracket_high": None if hi is None else float(x(hi)),
+            "requests_per_s": None if lo is None or own is None else float(own * x(lo)), "runs": runs[0]}
 
 
 def _own_rate(requests: Sequence[Any], arrivals: Sequence[Fraction] | None = None) -> Fraction | None:
@@ -933,7 +988,9 @@ def _own_rate(requests: Sequence[Any], arrivals: Sequence[Fraction] | None = Non
 def evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | None = None) -> dict[str, Any]:
     """One configuration's result (JSON-ready): skipped (not modelled, with its reason), pruned with its rule, or
     simulated at the given rate (and, with the rate search, its highest rate). Pure: the same inputs give the same
-    record, with or without ``shared`` (its family's runs, :class:`_SharedRuns`: only fewer are simulated). The
+    record, with or without ``shared`` (its family's runs, :class:`_SharedRuns`: only fewer are simulated; its
+    ``hint``, where the rate search starts, changes only the record's count of ``runs`` where meeting the SLO falls
+    as the rate rises, :func:`_rate_search`). The
     workloads its runs were made at are dropped when it returns (the search's workers keep theirs across
     configurations, :func:`_workload`).
 
@@ -979,46 +1036,89 @@ def _evaluate(context: Context, config: dict[str, Any], shared: _SharedRuns | No
 _Answer = tuple[dict[str, Any], int, "_SharedRuns"]
 
 
+#: A configuration's rate-search hint when its parent (:func:`_parents`) was read back from ``--out`` (not
+#: evaluated in this search): a 1-tuple of that record's ``max_rate`` (None when it has none).
+_Seed = tuple[dict[str, Any] | None]
+
+
+def _parents(configs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
+    """Each configuration's **parent** in the grid ``configs``: the one whose answer its evaluation starts from
+    (docs/conventions.md, "Deployment search", runs shared across ``--max-num-seqs``). In a family
+    (:func:`_families`' order) the one before it, whose runs it shares and whose highest rate starts its rate
+    search; a family's first takes the first of the family that differs from it only in a smaller
+    ``--max-num-batched-tokens`` (the nearest in the grid), for the rate search alone; None: no parent."""
+    groups = _families(configs)
+    firsts = {_family(g[0]): g[0] for g in groups}
+    budgets = sorted({c["max_num_batched_tokens"] for c in configs})
+    parents: dict[str, dict[str, Any] | None] = {}
+    for family in groups:
+        head = family[0]
+        smaller = (firsts.get(_family({**head, "max_num_batched_tokens": b}))
+                   for b in reversed(budgets[:budgets.index(head["max_num_batched_tokens"])]))
+        parents[key_of(head)] = next((c for c in smaller if c is not None), None)
+        for before, config in zip(family, family[1:], strict=False):
+            parents[key_of(config)] = before
+    return parents
+
+
+def _seeds(parents: Mapping[str, dict[str, Any] | None], done: Mapping[str, dict[str, Any]]) -> dict[str, _Seed]:
+    """The :data:`_Seed` of each configuration not in ``done`` whose parent (:func:`_parents`) is: a resumed
+    search starts each rate search where the whole one would."""
+    return {key: (done[key_of(parent)].get("max_rate"),) for key, parent in parents.items()
+            if key not in done and parent is not None and key_of(parent) in done}
+
+
 def _evaluate_next(context: Context, config: dict[str, Any], shared: _SharedRuns) -> _Answer:
-    """One configuration of a family (:func:`evaluate`, sharing the runs of those before it in ``shared``): its
-    record, the answers it took from the family's runs (not simulated), and ``shared`` for the next one."""
+    """One configuration (:func:`evaluate`, sharing the runs of its family's configurations before it in
+    ``shared``, its rate search starting at ``shared.hint``): its record, the answers it took from the family's
+    runs (not simulated), and ``shared`` for the next one."""
     before = shared.shared
     record = _evaluate(context, config, shared)
     return record, shared.shared - before, shared
 
 
-def _after(context: Context, config: dict[str, Any], previous: _Answer | None) -> _Answer:
-    """:func:`_evaluate_next` after ``previous``, the answer of the family's configuration before (None: the
-    first; a Dask task is given the future, run where that answer is held)."""
-    return _evaluate_next(context, config, _SharedRuns() if previous is None else previous[2])
+def _after(context: Context, config: dict[str, Any], previous: _Answer | None, seed: _Seed | None = None
+           ) -> _Answer:
+    """:func:`_evaluate_next` after ``previous``, the answer of the configuration's parent (:func:`_parents`;
+    None: it has none, or it was read back: then ``seed`` holds that one's ``max_rate``; a Dask task is given the
+    future, run where that answer is held): the parent's runs when it is of the same family, and its highest rate
+    as the hint."""
+    same = previous is not None and _family(previous[0]["config"]) == _family(config)
+    shared = previous[2] if previous is not None and same else _SharedRuns()
+    shared.hint = seed[0] if seed is not None else None if previous is None else previous[0].get("max_rate")
+    return _evaluate_next(context, config, shared)
 
 
 #: What an executor gives: (record, the answers its evaluation took from its family's runs), one a configuration.
 _Records = Generator[tuple[dict[str, Any], int], None, None]
 
 
-def _chained(groups: list[list[dict[str, Any]]], submit: Callable[[dict[str, Any], Any], Any],
-             first_done: Callable[[set[Any]], Iterable[Any]]) -> _Records:
-    """(record, answers shared) of each configuration, a configuration a task: each family's first at once, the
-    next of a family submitted when the one before it is done, after it (the order :func:`_families` gives, its
-    :class:`_SharedRuns` passed on, so every record and count is the in-process one). ``submit(config,
-    previous)`` gives a future whose ``result()`` is :func:`_after`'s answer, ``previous`` the done future of the
-    family's configuration before (None for its first); ``first_done(futures)`` waits for one and gives those
-    done. Every finished configuration is given before an interruption (Ctrl-C, SIGTERM, a failed
-    record) is raised again; nothing more is started, and those in flight are lost (docs/conventions.md,
-    "Deployment search", resume)."""
-    running: dict[Any, Iterator[dict[str, Any]]] = {}
-    for family in groups:
-        configs = iter(family)
-        running[submit(next(configs), None)] = configs
+def _chained(configs: Sequence[dict[str, Any]], parents: Mapping[str, dict[str, Any] | None],
+             submit: Callable[[dict[str, Any], Any], Any], first_done: Callable[[set[Any]], Iterable[Any]]
+             ) -> _Records:
+    """(record, answers shared) of each of ``configs``, a configuration a task: those whose parent
+    (:func:`_parents`) is not among them at once, each other one submitted when its parent is done, after it
+    (its family's :class:`_SharedRuns` passed on, so every record and count is the in-process one).
+    ``submit(config, previous)`` gives a future whose ``result()`` is :func:`_after`'s answer, ``previous`` the
+    parent's done future (None without one); ``first_done(futures)`` waits for one and gives those done. Every
+    finished configuration is given before an interruption (Ctrl-C, SIGTERM, a failed record) is raised again;
+    nothing more is started, and those in flight are lost (docs/conventions.md, "Deployment search", resume)."""
+    todo = {key_of(c) for c in configs}
+    children: dict[str, list[dict[str, Any]]] = {}
+    running: dict[Any, dict[str, Any]] = {}
+    for c in _in_order(configs):
+        parent = parents.get(key_of(c))
+        if parent is not None and key_of(parent) in todo:
+            children.setdefault(key_of(parent), []).append(c)
+        else:
+            running[submit(c, None)] = c
     try:
         while running:
             for f in first_done(set(running)):
-                configs = running.pop(f)
+                config = running.pop(f)
                 record, taken, _ = f.result()
-                config = next(configs, None)
-                if config is not None:
-                    running[submit(config, f)] = configs
+                for child in children.pop(key_of(config), []):
+                    running[submit(child, f)] = child
                 yield record, taken
     except GeneratorExit:
         raise
@@ -1027,6 +1127,12 @@ def _chained(groups: list[list[dict[str, Any]]], submit: Callable[[dict[str, Any
             if f.done() and not f.cancelled() and f.exception() is None:
                 yield f.result()[:2]
         raise
+
+
+def _in_order(configs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``configs`` family by family (:func:`_families`), the families of a smaller ``--max-num-batched-tokens``
+    first: every parent (:func:`_parents`) before its children."""
+    return [c for family in sorted(_families(configs), key=lambda g: g[0]["max_num_batched_tokens"]) for c in family]
 
 
 # --------------------------------------------------------------------------- executors
@@ -1070,21 +1176,27 @@ def _init_worker(context: Context) -> None:
 _WORKER_CONTEXT: list[Context] = []
 
 
-def _after_here(config: dict[str, Any], previous: _Answer | None) -> _Answer:
-    return _after(_WORKER_CONTEXT[0], config, previous)
+def _after_here(config: dict[str, Any], previous: _Answer | None, seed: _Seed | None) -> _Answer:
+    return _after(_WORKER_CONTEXT[0], config, previous, seed)
 
 
-def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> _Records:
-    """(record, answers shared) of each configuration (:func:`_evaluate_next`) on ``jobs`` local processes, a
-    configuration a task (:func:`_chained`); in this process with ``jobs == 1`` or one family."""
-    groups = _families(configs)
-    if jobs == 1 or len(groups) <= 1:
+def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int,
+               parents: Mapping[str, dict[str, Any] | None] | None = None,
+               seeds: Mapping[str, _Seed] | None = None) -> _Records:
+    """(record, answers shared) of each configuration (:func:`_after`, each after its parent) on ``jobs`` local
+    processes, a configuration a task (:func:`_chained`); in this process with ``jobs == 1`` or one family.
+    ``parents``: :func:`_parents` of the grid (None: of ``configs``); ``seeds``: the rate-search hints of those
+    whose parent was read back (:func:`_seeds`)."""
+    parents = _parents(configs) if parents is None else parents
+    seeds = {} if seeds is None else seeds
+    if jobs == 1 or len(_families(configs)) <= 1:
+        answers: dict[str, _Answer] = {}
         try:
-            for family in groups:
-                shared = _SharedRuns()
-                for config in family:
-                    record, taken, shared = _evaluate_next(context, config, shared)
-                    yield record, taken
+            for config in _in_order(configs):
+                parent = parents.get(key_of(config))
+                previous = None if parent is None else answers.get(key_of(parent))
+                answers[key_of(config)] = answer = _after(context, config, previous, seeds.get(key_of(config)))
+                yield answer[:2]
         finally:
             _forget_workloads()
         return
@@ -1097,8 +1209,9 @@ def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int) -> _R
         try:
             with _forking_with_blocked("SIGINT", "SIGTERM"):  # its workers start at the first task, all when forked
                 pool.submit(int).result()
-            yield from _chained(groups, lambda config, previous: pool.submit(
-                                    _after_here, config, None if previous is None else previous.result()),
+            yield from _chained(configs, parents, lambda config, previous: pool.submit(
+                                    _after_here, config, None if previous is None else previous.result(),
+                                    seeds.get(key_of(config))),
                                 lambda fs: cf.wait(fs, return_when=cf.FIRST_COMPLETED).done)
         except BaseException:  # stopped (Ctrl-C, SIGTERM, a failed record): start nothing more, stop those running
             _stop_workers(pool)
@@ -1198,10 +1311,14 @@ def _dask_client(client_class: Any, cluster: str) -> Any:
     return answer[0]
 
 
-def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> _Records:
+def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str,
+              parents: Mapping[str, dict[str, Any] | None] | None = None,
+              seeds: Mapping[str, _Seed] | None = None) -> _Records:
     """(record, answers shared) of each configuration on a Dask cluster (``cluster`` as :func:`_cluster_address`
     reads it: a ``LocalCluster`` of N single-threaded worker processes started here, or a running one), a
-    configuration a task (:func:`_chained`)."""
+    configuration a task (:func:`_chained`); ``parents`` and ``seeds`` as :func:`_run_local`'s."""
+    parents = _parents(configs) if parents is None else parents
+    seeds = {} if seeds is None else seeds
     try:
         from distributed import Client, LocalCluster, wait
     except ImportError:
@@ -1233,8 +1350,9 @@ def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str) -> 
         client = _dask_client(Client, cluster)
     try:
         held = client.scatter(context, broadcast=True)
-        yield from _chained(_families(configs),
-                            lambda config, previous: client.submit(_after, held, config, previous, pure=False),
+        yield from _chained(configs, parents,
+                            lambda config, previous: client.submit(_after, held, config, previous,
+                                                                   seeds.get(key_of(config)), pure=False),
                             lambda fs: wait(fs, return_when="FIRST_COMPLETED").done)
     finally:
         client.close()
@@ -1836,7 +1954,10 @@ def plan(
     for c in configs:
         if key_of(c) in done and progress is not None:
             progress(done[key_of(c)])
-    results = _run_dask(context, todo, cluster) if cluster is not None else _run_local(context, todo, jobs)
+    parents = _parents(configs)
+    seeds = _seeds(parents, done)
+    results = (_run_dask(context, todo, cluster, parents, seeds) if cluster is not None
+               else _run_local(context, todo, jobs, parents, seeds))
     shared_runs = 0
     try:
         for record, taken in results:

@@ -5,6 +5,7 @@ those of every configuration evaluated alone."""
 from __future__ import annotations
 
 import importlib
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -91,8 +92,9 @@ def _alone(result: Any, config: dict[str, Any]) -> dict[str, Any]:
 
 def test_plan_records_with_shared_runs_are_those_evaluated_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """A grid of four caps (8 binds at T = 2, 64 and 256 do not), both budgets, the rate search: every record
-    equals that configuration evaluated with no run shared; runs were shared, and the simulations run plus the
-    answers shared are the verdicts the records count."""
+    equals that configuration evaluated with no run shared and its rate search started cold (but for its count
+    of runs, fewer in all from the answer of the configuration before); runs were shared, and the simulations run
+    plus the answers shared are the verdicts the records count."""
     reqs = list(synthetic_workload(40, arrival="poisson", rate=40, input_len=1500, output_len=64,
                                    input_distribution="uniform", output_distribution="uniform",
                                    range_ratio=Fraction(9, 10), seed=3).requests)
@@ -114,10 +116,14 @@ def test_plan_records_with_shared_runs_are_those_evaluated_alone(monkeypatch: py
              r["at_rate"]["peak_running"] for r in result.records if r["status"] == "simulated"}
     for budget in (2048, 4096):  # T = 2 (T = 1 at caps 2 and 8 is pruned by the rate rule, T = 2 at cap 2 too)
         assert peaks[2, budget, 8] == 8 and peaks[2, budget, 64] == peaks[2, budget, 256] == 25  # 8 binds
-    for record in result.records:
+    hinted = cold = 0
+    for record in result.records:  # the same answers; a search started at the answer before it runs fewer
         mine = {k: v for k, v in record.items() if k != "cost"}
-        mine["max_rate"] = {k: v for k, v in mine["max_rate"].items() if k != "requests_per_s_per_gpu"}
-        assert mine == P.evaluate(result.context, record["config"]), record["key"]
+        mine["max_rate"] = {k: v for k, v in mine["max_rate"].items() if k not in ("requests_per_s_per_gpu", "runs")}
+        alone = P.evaluate(result.context, record["config"])
+        hinted, cold = hinted + record["max_rate"]["runs"], cold + alone["max_rate"].pop("runs")
+        assert mine == alone, record["key"]
+    assert hinted < cold
     assert result.to_dict()["shared_runs"] == result.shared_runs
     two = plan(MODEL, reqs, jobs=2, **kw)
     assert two.to_dict() == result.to_dict()  # a family is one task: the same sharing on every executor
@@ -147,3 +153,94 @@ def test_evaluate_keeps_no_workload_after_it_returns() -> None:
     assert record["at_rate"] == mine["at_rate"] and record["max_rate"]["scale"] == mine["max_rate"]["scale"]
     assert record["max_rate"]["runs"] == mine["max_rate"]["runs"] >= 2
     assert P._WORKLOADS == {} and P._WORKLOADS_OF == []
+
+
+# --------------------------------------------------------------------------- the rate search's lattice and hints
+
+
+def test_the_lattice_of_rate_factors_by_hand() -> None:
+    """At 5 %: N = 16 (2^(1/16) = 1.0443 <= 1.05; 2^(1/8) = 1.0905 is not), from 1: x(0) = 1, x(16) = 2 exactly,
+    the ends 1/64 and 64 at -96 and 96. From 3: x(0) = 3, the last point below 64 is 3 x 2^(70/16) = 62.25, and
+    64 is x(71). At the finest tolerance, 1e-4: N = 8,192."""
+    n, kmin, kmax, x = P._lattice(Fraction(1), Fraction(1, 20))
+    assert (n, kmin, kmax) == (16, -96, 96)
+    assert (x(0), x(16), x(-96), x(96)) == (1, 2, Fraction(1, 64), 64)
+    assert float(x(8)) == pytest.approx(2 ** 0.5, rel=1e-9)  # a Fraction of denominator <= 2^20
+    n, kmin, kmax, x = P._lattice(Fraction(3), Fraction(1, 20))
+    assert (n, kmax, x(0), x(kmax)) == (16, 71, 3, 64)
+    assert float(x(70)) == pytest.approx(3 * 2 ** (70 / 16), rel=1e-9) and float(x(70)) == pytest.approx(62.25, 1e-4)
+    assert float(x(kmin)) == 1 / 64 and float(x(kmin + 1)) > 1 / 64
+    assert P._lattice(Fraction(1), P.MIN_RATE_TOLERANCE)[0] == 8192
+    assert P._lattice(Fraction(64), Fraction(1, 20))[2] == 0  # the start is the top
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([Fraction(1), Fraction(3), Fraction(1, 5), Fraction(64)]),
+       st.sampled_from([Fraction(1, 20), Fraction(1, 10), Fraction(1, 100)]), st.floats(1 / 128, 128),
+       st.one_of(st.none(), st.floats(1 / 100, 100)), st.booleans(), st.booleans())
+def test_a_hinted_rate_search_finds_the_cold_ones_answer(start: Fraction, tolerance: Fraction, threshold: float,
+                                                         hint: float | None, top: bool, bottom: bool) -> None:
+    """On a verdict that falls as the rate rises (meets iff x <= threshold), the search from any hint (a parent's
+    answer; none met, or all) gives the cold search's answer, a bracket of consecutive lattice points, in at most
+    2 log2(N) + distance / N + 4 runs (steps of 1, 2, 4, ... up to N away from the hint, then bisection)."""
+    context = attrs.evolve(_context_of(), rate_tolerance=tolerance)
+    monkey = pytest.MonkeyPatch()
+
+    def meets(context: Any, setup: Any, scale: Any, runs: list[int], *rest: Any) -> bool:
+        runs[0] += 1
+        return bool(scale <= threshold)
+
+    monkey.setattr(P, "_meets_at", meets)
+    try:
+        cold = P._rate_search(context, None, start, start <= threshold, None, ("fit", "stub"))
+        shared = P._SharedRuns()
+        shared.hint = (None if hint is None else {"scale": None} if bottom and top else
+                       {"scale": hint, "bracket_high": None} if top else {"scale": hint, "bracket_high": 2 * hint})
+        warm = P._rate_search(context, None, start, start <= threshold, shared, ("fit", "stub"))
+    finally:
+        monkey.undo()
+    assert {k: v for k, v in warm.items() if k != "runs"} == {k: v for k, v in cold.items() if k != "runs"}
+    n, kmin, kmax, x = P._lattice(start, tolerance)
+    if cold["scale"] is not None and cold["bracket_high"] is not None:
+        assert cold["scale"] <= threshold < cold["bracket_high"]
+        assert cold["bracket_high"] / cold["scale"] <= 1 + tolerance
+    index = P._hint_index(shared.hint, n, start, kmin, kmax)
+    if index is not None:
+        answer = kmax if cold["bracket_high"] is None else kmin - 1 if cold["scale"] is None else \
+            P._hint_index(cold, n, start, kmin, kmax)
+        assert warm["runs"] <= 2 * math.log2(n) + abs(index - answer) / n + 4
+
+
+def _context_of() -> Any:
+    reqs = [Request(id=i, arrival_s=Fraction(i, 10), prompt_tokens=100, output_tokens=10) for i in range(10)]
+    return plan(MODEL, reqs, axes={"tensor_parallel_size": [1]}, slo_ttft_s=1).context
+
+
+def test_a_resumed_rate_search_starts_where_the_whole_one_did(tmp_path: Any) -> None:
+    """Stopped after three configurations of two families of three caps and two budgets, the resumed search's
+    records are the whole search's, field by field, the count of each rate search's runs too: a configuration
+    whose parent was read back (the next cap; the next budget's first) starts from that record's answer."""
+    reqs = list(synthetic_workload(40, arrival="poisson", rate=40, input_len=1500, output_len=64,
+                                   input_distribution="uniform", output_distribution="uniform",
+                                   range_ratio=Fraction(9, 10), seed=3).requests)
+    kw: dict[str, Any] = dict(axes={"tensor_parallel_size": [2], "max_num_seqs": [8, 64, 256],
+                                    "max_num_batched_tokens": [2048, 4096]},
+                              slo_ttft_s=Fraction(3, 10), slo_tpot_s=Fraction(1, 100), search_rate=True, jobs=1)
+    whole = plan(MODEL, reqs, **kw)
+    parents = P._parents([r["config"] for r in whole.records])
+    assert sum(p is not None for p in parents.values()) == 5  # two caps after each first; 4096's first after 2048's
+    out, seen = tmp_path / "p.jsonl", []
+
+    def stop_after_three(record: dict[str, Any]) -> None:
+        seen.append(record)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        plan(MODEL, reqs, out=out, progress=stop_after_three, **kw)
+    resumed = plan(MODEL, reqs, out=out, **kw)
+    assert resumed.resumed == 3
+    assert [r["key"] for r in resumed.records] == [r["key"] for r in whole.records]
+    assert [r["max_rate"] for r in resumed.records] == [r["max_rate"] for r in whole.records]
+    assert any(r["max_rate"]["runs"] != P.evaluate(whole.context, r["config"])["max_rate"]["runs"]
+               for r in whole.records)  # the hints changed some counts: the equality above needed the seeds
