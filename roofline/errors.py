@@ -21,6 +21,7 @@ __all__ = [
     "FileReadError",
     "SimulationError",
     "RunStopped",
+    "RunMet",
     "MeasurementFileError",
     "UnsupportedModelError",
     "MissingExtraError",
@@ -239,6 +240,22 @@ class RunStopped(RooflineError):
         self.missed = missed
         super().__init__(f"stop_on_misses: {missed} requests miss the {metric} limit of {float(limit_s):g} s "
                          f"(more than the {allowed} allowed): the run was stopped")
+
+
+class RunMet(RooflineError):
+    """A run asked for its verdict only (``verdict_only`` of :func:`roofline.sim.serve_continuous`, with
+    ``stop_on_misses``; docs/conventions.md, "Stopping a run early") ended with no request refused and, for every
+    limit watched, fewer requests missing it than ``allowed``, so each watched percentile is within its limit:
+    the run met them, and its result was not built. ``missed``: metric -> the requests that missed its limit
+    (exact: every request is decided at the end); ``peak_running``: the most sequences it held in a step, as
+    :attr:`roofline.sim.Summary.peak_running`. Not a fault of the input.
+    """
+
+    def __init__(self, missed: dict[str, int], peak_running: int) -> None:
+        self.missed = missed
+        self.peak_running = peak_running
+        counts = ", ".join(f"{m} {n}" for m, n in missed.items())
+        super().__init__(f"verdict_only: the run met every limit of stop_on_misses (misses: {counts})")
 
 
 class MeasurementFileError(RooflineError):

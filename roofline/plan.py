@@ -705,16 +705,23 @@ def _simulate(context: Context, setup: _Setup, requests: Sequence[Any], verdict_
 
     ``verdict_only`` (the rate search): the run stops once more requests miss the TTFT or the TPOT limit than the
     percentile allows (the schedulers' ``stop_on_misses``, :func:`misses_allowed`), and the answer is only
-    ``{"meets": ...}`` (with ``"stopped": True`` for a stopped run): the verdict of the whole run, exactly.
+    ``{"meets": ...}`` (with ``"stopped": True`` for a stopped run): the verdict of the whole run, exactly. Without
+    an E2E limit (which no count watches), a run of one scheduler that ends with nothing refused and each count
+    below its allowance gives its verdict without building its result (``verdict_only`` of
+    :func:`roofline.sim.serve_continuous`, :class:`roofline.errors.RunMet`).
 
     Either answer has ``"peak_running"``: the most sequences holding a slot in a step (``Summary.peak_running``;
     up to the stop for a stopped run; None where not known), what :class:`_SharedRuns` reads."""
-    from .errors import RunStopped
+    from .errors import RunMet, RunStopped
 
     try:
-        result = _served(setup, requests, _stop_on_misses(context, requests) if verdict_only else None)
+        # a met run's verdict without its result where the counts decide it: one scheduler, no E2E limit (unwatched)
+        result = _served(setup, requests, _stop_on_misses(context, requests) if verdict_only else None,
+                         settle=verdict_only and context.e2e_s is None)
     except RunStopped as stopped:
         return {"meets": False, "stopped": True, "peak_running": stopped.peak_running}
+    except RunMet as met:
+        return {"meets": True, "peak_running": met.peak_running}
     summary = result.summary
     stats: dict[str, Any] = {"rejected": summary.requests - summary.completed}  # not handed back
     meets = not stats["rejected"]
@@ -786,8 +793,8 @@ class _SharedRuns:
 
 
 #: How many rate factors' workloads a process keeps (:func:`_workload`; about 4 MB each on the whole shipped
-#: conversation trace): the search's factors repeat across configurations (the doublings, and the bisection's
-#: midpoints within one octave), so a few dozen serve the grid.
+#: conversation trace): the search's factors are lattice points (:func:`_lattice`) that repeat across a family and
+#: its parents' (a search starts at its parent's answer), so a few dozen serve the grid.
 WORKLOADS_KEPT = 32
 _WORKLOADS: dict[Any, Sequence[Any]] = {}
 _WORKLOADS_OF: list[Context] = []  # the context they are of
@@ -832,8 +839,10 @@ def _families(configs: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [sorted(g, key=lambda c: -c["max_num_seqs"]) for g in groups.values()]
 
 
-def _served(setup: _Setup, requests: Sequence[Any], stop: dict[str, tuple[Any, int]] | None) -> Any:
-    """The SimResult of ``requests`` served with the setup (``stop``: the schedulers' ``stop_on_misses``)."""
+def _served(setup: _Setup, requests: Sequence[Any], stop: dict[str, tuple[Any, int]] | None,
+            settle: bool = False) -> Any:
+    """The SimResult of ``requests`` served with the setup (``stop``: the schedulers' ``stop_on_misses``;
+    ``settle``: with ``stop``, one scheduler's run that met its limits raises RunMet, ``verdict_only``)."""
     from .sim import serve_continuous, serve_disaggregated, serve_replicas
 
     serve = setup.serve
@@ -852,7 +861,7 @@ def _served(setup: _Setup, requests: Sequence[Any], stop: dict[str, tuple[Any, i
         return serve_replicas(requests, setup.cost, router=setup.router or "round-robin",
                               data_parallel_size=setup.schedulers,
                               gpus_per_replica=setup.deployment.tensor_parallel_size, **kw).whole
-    return serve_continuous(requests, setup.cost, **kw)
+    return serve_continuous(requests, setup.cost, verdict_only=settle and stop is not None, **kw)
 
 
 def _meets_at(context: Context, setup: _Setup, scale: Any, runs: list[int],

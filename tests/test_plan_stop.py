@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import Deployment, Parallelism, get_accelerator, get_model, plan
-from roofline.errors import InvalidValueError, RunStopped
+from roofline.errors import InvalidValueError, RunMet, RunStopped
 from roofline.sim import (
     KVPool,
     Pool,
@@ -117,6 +117,57 @@ def test_stop_gives_the_whole_runs_verdict(seed: int, rate: int, seqs: int, chun
     assert missed <= allowed
     assert [r.to_dict() for r in result.requests] == [r.to_dict() for r in full.requests]
     assert result.summary == full.summary
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from([20, 80, 300]), st.sampled_from([2, 8]), st.booleans(),
+       st.booleans(), st.integers(1, 400), st.integers(1, 400), st.integers(0, 6), st.integers(0, 6),
+       st.sampled_from(["event", "step"]), st.sampled_from([6000, 900]))
+def test_a_verdict_only_run_met_says_so_without_a_result(seed: int, rate: int, seqs: int, chunked: bool,
+                                                         on_demand: bool, ttft_ms: int, tpot_ms: int, ttft_allowed: int,
+                                                         tpot_allowed: int, engine: str, kv_tokens: int) -> None:
+    """Random workloads (a small pool too, where on-demand admission refuses some), both limits: with
+    ``verdict_only`` a run raises RunMet exactly when nothing was refused and each limit has fewer misses than
+    allowed (its counts the whole run's); RunStopped exactly when one has more; else the result is the whole
+    run's."""
+    reqs, cost, kw = _random_run(seed, rate, seqs, chunked, on_demand, engine, kv_tokens)
+    limits = {"ttft_s": (Fraction(ttft_ms, 1000), ttft_allowed), "tpot_s": (Fraction(tpot_ms, 40000), tpot_allowed)}
+    full = serve_continuous(reqs, cost, **kw)
+    missed = {m: _misses(full, m, limit) for m, (limit, _) in limits.items()}
+    refused = full.summary.rejected
+    try:
+        result = serve_continuous(reqs, cost, stop_on_misses=limits, verdict_only=True, **kw)
+    except RunStopped:
+        assert any(missed[m] > allowed for m, (_, allowed) in limits.items())
+        return
+    except RunMet as met:
+        assert not refused and all(missed[m] < allowed for m, (_, allowed) in limits.items())
+        assert met.missed == missed and met.peak_running == full.summary.peak_running
+        return
+    assert refused or any(missed[m] == allowed for m, (_, allowed) in limits.items())
+    assert result.summary == full.summary
+
+
+def test_a_verdict_only_run_by_hand_and_refused_by_name() -> None:
+    """Five requests at t = 0 on one sequence: first tokens 1, 4, 7, 10, 13 s (UnitCostModel: 1 s a step, 3 steps
+    each). A 5 s TTFT limit: three miss. Allowed 4: met (RunMet, three misses); allowed 3: the count is at the
+    allowance, the result is built; allowed 2: stopped. A bad flag, or one without stop_on_misses: refused."""
+    def serve(allowed: int, **kw: Any) -> Any:
+        return serve_continuous(_five(), UnitCostModel(), max_num_seqs=1, stop_on_misses={"ttft_s": (5, allowed)},
+                                **kw)
+
+    assert [r.first_token_s for r in serve(3, verdict_only=True).requests] == [1, 4, 7, 10, 13]
+    with pytest.raises(RunMet) as met:
+        serve(4, verdict_only=True)
+    assert met.value.missed == {"ttft_s": 3} and met.value.peak_running == 1
+    with pytest.raises(RunStopped):
+        serve(2, verdict_only=True)
+    assert serve(4).summary.ttft.p99 > 5  # without verdict_only the same run gives its result
+    for bad in ("yes", 1, None):
+        with pytest.raises(InvalidValueError, match="verdict_only"):
+            serve(4, verdict_only=bad)
+    with pytest.raises(InvalidValueError, match="verdict_only.*needs stop_on_misses"):
+        serve_continuous(_five(), UnitCostModel(), verdict_only=True)
 
 
 def test_replicas_count_their_misses_together() -> None:

@@ -41,7 +41,7 @@ from collections import Counter, deque
 from fractions import Fraction
 from typing import Any
 
-from ..errors import RunStopped, SimulationError
+from ..errors import RunMet, RunStopped, SimulationError
 from .clock import _FractionTicks, _typed
 from .kv import chunk_kv
 from .run import _Run
@@ -67,10 +67,21 @@ class _SLOWatch:
 
     METRICS = ("ttft_s", "tpot_s")
 
-    def __init__(self, limits: dict[str, tuple[Any, int]]) -> None:
+    def __init__(self, limits: dict[str, tuple[Any, int]], verdict_only: bool = False) -> None:
         self.limits = limits
         self.missed = dict.fromkeys(limits, 0)
         self.runs: list[_Run] = []
+        self.verdict_only = verdict_only  # settle: a run that met every limit raises RunMet (no result built)
+
+    def settle(self, run: _Run) -> None:
+        """At the end of one scheduler's whole run (every request decided, so each count is exact): with
+        ``verdict_only``, raise :class:`~roofline.errors.RunMet` when nothing was refused and every count is below
+        its allowance (fewer than n - floor(h) - 1 of n values over a limit: v[floor h] and v[floor h + 1] are
+        within it, and so is the percentile between them). Else nothing (the count at its allowance leaves the
+        percentile's interpolation to decide)."""
+        if self.verdict_only and not run.refused_count and all(
+                self.missed[metric] < allowed for metric, (_, allowed) in self.limits.items()):
+            raise RunMet(dict(self.missed), run.peak_running)
 
     def limit_on(self, run: _Run, metric: str) -> Any:
         """A metric's limit on ``run``'s clock (None when that metric is not watched): seconds on the step clock;
@@ -411,6 +422,8 @@ class _Continuous:
         for the next arrival when there is none (:meth:`advance` with no horizon)."""
         self.start(self.step_limit())
         self.advance(None)
+        if self.watch is not None:
+            self.watch.settle(self.run)
 
     def start(self, limit: int) -> None:
         """Get ready to run, raising SimulationError once more than ``limit`` steps have run."""

@@ -388,6 +388,7 @@ def serve_continuous(
     speculative: Speculation | None = None,
     stop_on_misses: dict[str, tuple[Any, int]] | None = None,
     itl: bool = True,
+    verdict_only: bool = False,
 ) -> SimResult:
     """Continuous (iteration-level) batching: the batch is decided again after every step.
 
@@ -475,6 +476,12 @@ def serve_continuous(
         Keep the inter-token gaps for ``summary.itl``. False: none are kept and ``summary.itl`` is None; every
         other field is the same, and the run is cheaper (``roofline plan``'s runs, which read TTFT, TPOT and
         E2E only). Not a bool: InvalidValueError naming ``itl``.
+    verdict_only : bool, default False
+        With ``stop_on_misses``: a run that ends with no request refused and, for each limit, fewer misses than
+        ``allowed`` (so each watched percentile is within its limit) raises :class:`~roofline.errors.RunMet`
+        instead of building its result (the summary is the costly part of a verdict: ``roofline plan``'s rate
+        search). Any other run is as without it: a result, or RunStopped. Not a bool, or True without
+        ``stop_on_misses``: InvalidValueError naming ``verdict_only``.
 
     Returns
     -------
@@ -494,6 +501,8 @@ def serve_continuous(
         ``max_steps`` passed.
     RunStopped
         With ``stop_on_misses``: more than ``allowed`` requests miss one of its limits.
+    RunMet
+        With ``verdict_only``: the run met every limit of ``stop_on_misses`` (no result built).
 
     Notes
     -----
@@ -552,6 +561,11 @@ def serve_continuous(
                            max_prefill_tokens=max_prefill_tokens, prefill=prefill,
                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
                            enable_prefix_caching=enable_prefix_caching, stop_on_misses=stop_on_misses, itl=itl)
+    if not isinstance(verdict_only, bool):
+        raise InvalidValueError("verdict_only", verdict_only, "must be True or False")
+    if verdict_only and stop_on_misses is None:
+        raise InvalidValueError("verdict_only", verdict_only, "needs stop_on_misses (the limits it gives the "
+                                "verdict of)")
     requests = _listed(requests)
     _check_speculative(speculative, cost_model, record_steps, plan)
     if not isinstance(kv_transferred, bool):
@@ -587,7 +601,7 @@ def serve_continuous(
             r.on_ticks(costs)
             if r.drafts is not None:
                 r.drafts.on_ticks(costs, times, max(tokens, 1))
-        plan.scheduler(r, plan.watch()).serve()
+        plan.scheduler(r, plan.watch(verdict_only)).serve()
         return r.result("continuous", {**plan.options, **_engine_options(why)})
 
     return _on_clock(serve, why, first)
@@ -672,9 +686,10 @@ class _ContinuousPlan:
         longest = max((p + o - 1 for p, o in zip(prompt, output, strict=True)), default=1)
         return min(longest, budget if budget is not None else longest)
 
-    def watch(self) -> _SLOWatch | None:
-        """A new count of SLO misses for one run (all its schedulers share it), or None without ``stop_on_misses``."""
-        return None if self.stop_on_misses is None else _SLOWatch(self.stop_on_misses)
+    def watch(self, verdict_only: bool = False) -> _SLOWatch | None:
+        """A new count of SLO misses for one run (all its schedulers share it), or None without ``stop_on_misses``
+        (``verdict_only``: one run of one scheduler, which raises RunMet when it met every limit)."""
+        return None if self.stop_on_misses is None else _SLOWatch(self.stop_on_misses, verdict_only)
 
     def scheduler(self, run: _Run, watch: _SLOWatch | None = None) -> _Continuous:
         """The scheduler of this plan over ``run``, counting its SLO misses into ``watch`` (None: none)."""

@@ -310,7 +310,7 @@ def scale_rate(requests: Iterable[Request], rate_scale: Any) -> list[Request]:
         return out
     # a numpy or other Real as the exact value of its float (np.float32(0.5) is 1/2); int and Fraction as they are
     scale = Fraction(rate_scale) if isinstance(rate_scale, (int, Fraction, float)) else Fraction(float(rate_scale))
-    arrivals = [r.arrival_s / scale for r in out]  # an int or Fraction (Request's field) over a Fraction: exact
+    arrivals: list[Fraction] = [r.arrival_s / scale for r in out]  # type: ignore[misc]  # int or Fraction / Fraction: exact
     late = next((i for i, a in enumerate(arrivals) if a > MAX_ARRIVAL_S), None)
     if late is not None:
         raise InvalidValueError("rate_scale", rate_scale, f"puts request {out[late].id}'s arrival at "
