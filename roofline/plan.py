@@ -499,10 +499,12 @@ def _judge(context: Context, bounds: _Bounds, arrivals: Sequence[Any]) -> tuple[
 
 
 def _exceeds_above(bounds: _Bounds, arrivals: Sequence[Any], limit: Any, steps: Sequence[int] | None = None
-                   ) -> list[Any]:
+                   ) -> tuple[list[Any], list[float]]:
     """Per request i, the rate factor t_i above which its lower bound max(l_i, a_1 + c_i - a_i) (:func:`_judge`,
     on the arrivals divided by x) exceeds L_i = ``limit`` - s_i t_floor [s] (``steps`` s_i >= 0; None: all 0),
-    sorted (0: at every x > 0; math.inf: at none).
+    sorted (0: at every x > 0; math.inf: at none), and their floats (each the correctly rounded quotient of its
+    integers, as float() of the Fraction gives; the order is by float, exact among equal floats). ``arrivals``
+    [s]: ints or Fractions.
 
     On arrivals a / x the queue term is c_i - d_i / x, d_i = a_i - (its part's first arrival) >= 0, nondecreasing
     in x: it exceeds L_i iff c_i > L_i and x > d_i / (c_i - L_i) (every x when d_i = 0); l_i does not read the
@@ -514,29 +516,29 @@ def _exceeds_above(bounds: _Bounds, arrivals: Sequence[Any], limit: Any, steps: 
     steps = zero if steps is None else steps
     limits = [limit] * len(first) if steps is zero else [limit - s * floor for s in steps]
     if queued is None or not floor:  # no queue term, or c_i = 0 < L_i
-        return sorted(0 if f > L else math.inf for f, L in zip(first, limits, strict=True))
+        out = sorted((0.0, 0) if f > L else (math.inf, math.inf) for f, L in zip(first, limits, strict=True))
+        return [t for _, t in out], [key for key, _ in out]
     S, F, L = queued.running, Fraction(floor), Fraction(limit)
     fn, fd, ln, ld = F.numerator, F.denominator, L.numerator, L.denominator
     top = math.floor(L * S / F)  # M_i > L S / t_floor iff M_i > top (M_i an integer)
     A, B, C = S * fd * ld, fn * ld, ln * fd * S  # t_i = d_i A / (B M_i - C), B M_i - C > 0 when M_i > top
     starts = {k: Fraction(a) for k, a in _part_starts(queued.parts, arrivals).items()}
-    out: list[Any] = []
+    pairs: list[tuple[float, Any]] = []  # (float, exact): sorted, the floats first (float() is nondecreasing)
     for f, (k, m), a, s, L_i in zip(first, queued.parts, arrivals, steps, limits, strict=True):
         if f > L_i:
-            out.append(0)
+            pairs.append((0.0, 0))
         elif m + s * S > top:
-            a, start = Fraction(a), starts[k]  # d_i = a_i - a_1 on integers: (an sd - sn ad) / (ad sd)
+            start = starts[k]  # d_i = a_i - a_1 on integers: (an sd - sn ad) / (ad sd)
             d = a.numerator * start.denominator - start.numerator * a.denominator
-            out.append(Fraction(d * A, a.denominator * start.denominator * (B * (m + s * S) - C)) if d else 0)
+            if d:
+                num, den = d * A, a.denominator * start.denominator * (B * (m + s * S) - C)
+                pairs.append((num / den, Fraction(num, den)))
+            else:
+                pairs.append((0.0, 0))
         else:
-            out.append(math.inf)
-    return sorted(out, key=_float_first)
-
-
-def _float_first(t: Any) -> tuple[float, Any]:
-    """A sort key of exact rate factors that compares floats first (float() is nondecreasing, so the order is the
-    exact one) and the exact values only where the floats tie."""
-    return (float(t), t)
+            pairs.append((math.inf, math.inf))
+    pairs.sort()
+    return [t for _, t in pairs], [key for key, _ in pairs]
 
 
 def _count_below(above: list[Any], keys: list[float], x: Any) -> int:
@@ -556,23 +558,19 @@ class _Ceilings:
 
     ttft: list[Any] | None
     e2e: list[Any] | None
-    keys: dict[str, list[float]] = attrs.field(init=False)
-
-    @keys.default
-    def _keys(self) -> dict[str, list[float]]:
-        return {name: [float(t) for t in above] for name, above in (("ttft", self.ttft), ("e2e", self.e2e))
-                if above is not None}
+    keys: dict[str, list[float]]
 
 
 def _ceilings(context: Context, bounds: _Bounds) -> _Ceilings:
     """:class:`_Ceilings` of the workload (its own arrivals) and ``bounds``."""
     arrivals = context.arrivals
     ttft = e2e = None
+    keys = {}
     if context.ttft_s is not None:
-        ttft = _exceeds_above(bounds, arrivals, context.ttft_s)
+        ttft, keys["ttft"] = _exceeds_above(bounds, arrivals, context.ttft_s)
     if context.e2e_s is not None:  # E2E >= TTFT + (O - 1) t_floor: the TTFT bound against the limit less that
-        e2e = _exceeds_above(bounds, arrivals, context.e2e_s, [o - 1 for o in bounds.outputs])
-    return _Ceilings(ttft, e2e)
+        e2e, keys["e2e"] = _exceeds_above(bounds, arrivals, context.e2e_s, [o - 1 for o in bounds.outputs])
+    return _Ceilings(ttft, e2e, keys)
 
 
 def _pruned_at(context: Context, bounds: _Bounds, ceilings: _Ceilings, scale: Any) -> bool:

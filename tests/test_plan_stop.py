@@ -335,7 +335,7 @@ def test_counting_rate_factors_below_a_probe_is_exact_where_floats_tie() -> None
     10^-30 have one float, and a probe between them counts the first only; 0 and inf count as themselves."""
     tiny = Fraction(1, 10**30)
     values = sorted([0, 0, Fraction(1, 3), Fraction(1, 3) + tiny, Fraction(1, 3) + 2 * tiny, Fraction(1, 2), math.inf],
-                    key=P._float_first)
+                    key=lambda v: (float(v), v))  # as _exceeds_above sorts them
     keys = [float(v) for v in values]
     assert keys[2] == keys[3] == keys[4]
     assert P._count_below(values, keys, Fraction(1, 3) + tiny / 2) == 3
