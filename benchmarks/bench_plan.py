@@ -45,8 +45,10 @@ cluster's start, about 4 to 5 s, is a fixed share that a faster local run makes 
 search on a lattice of factors and started at its parent's answer (the next larger ``--max-num-seqs``; a family's
 first, the smaller budget's first): the whole trace 148.8 s local and 174.6 s Dask (1.17x), 773 verdicts (494
 simulated, 279 shared) instead of 1,335, the same 200 answers (lattice points) and winner; the code before it
-took 216.9 s local on the same machine that day (one whole run 0.62 s: a faster machine than at stop 30). Still
-about 1.24x the target's 2 minutes.
+took 216.9 s local on the same machine that day (one whole run 0.62 s: a faster machine than at stop 30). With
+the verdict-only runs' ``RunMet`` (a met run's result not built) and cheaper rate factors of the rules, the same
+stop: 133.5 to 152.5 s local in three runs and 160.5 s Dask (1.05x the local run beside it), the same answers;
+still 1.1x to 1.3x the target's 2 minutes.
 """
 
 from __future__ import annotations
