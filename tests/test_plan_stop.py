@@ -170,6 +170,24 @@ def test_a_verdict_only_run_by_hand_and_refused_by_name() -> None:
         serve_continuous(_five(), UnitCostModel(), verdict_only=True)
 
 
+@pytest.mark.parametrize("refusing", [dict(max_model_len=50), dict(kv_pool=KVPool(60))], ids=["max_model_len", "kv"])
+def test_a_request_refused_on_arrival_misses_both_limits_at_the_end(refusing: dict[str, Any]) -> None:
+    """Stop 31 (break-it): three requests at 0, 1, 2 s, the second's 100 + 5 tokens over max_model_len 50 (or a pool
+    of 60 one-token blocks): refused on arrival. The run ends at 7 s, before 1 + 100 s, so the boundaries' count
+    never reached it: the end counts it, a miss of both limits (allowed 0 stops the run, as the whole run's
+    percentiles would miss), and verdict_only gives the result (one refused), not RunMet."""
+    reqs = [Request(id=0, arrival_s=0, prompt_tokens=10, output_tokens=5),
+            Request(id=1, arrival_s=1, prompt_tokens=100, output_tokens=5),
+            Request(id=2, arrival_s=2, prompt_tokens=10, output_tokens=5)]
+    for metric in ("ttft_s", "tpot_s"):
+        with pytest.raises(RunStopped) as stopped:
+            serve_continuous(reqs, UnitCostModel(), stop_on_misses={metric: (100, 0)}, **refusing)
+        assert stopped.value.missed == 1
+        result = serve_continuous(reqs, UnitCostModel(), stop_on_misses={metric: (100, 5)}, verdict_only=True,
+                                  **refusing)
+        assert result.summary.rejected == 1 and result.summary.completed == 2
+
+
 def test_replicas_count_their_misses_together() -> None:
     """Two round-robin replicas of one sequence each, the five requests: each replica serves its own first come
     first served (first tokens 1, 1, 4, 4, 7); a 3 s limit: three miss over both replicas; allowed 2 stops,

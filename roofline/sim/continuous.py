@@ -79,7 +79,7 @@ class _SLOWatch:
         its allowance (fewer than n - floor(h) - 1 of n values over a limit: v[floor h] and v[floor h + 1] are
         within it, and so is the percentile between them). Else nothing (the count at its allowance leaves the
         percentile's interpolation to decide)."""
-        if self.verdict_only and not run.refused_count and all(
+        if self.verdict_only and run.reason.count(None) == run.n and all(
                 self.missed[metric] < allowed for metric, (_, allowed) in self.limits.items()):
             raise RunMet(dict(self.missed), run.peak_running)
 
@@ -423,6 +423,9 @@ class _Continuous:
         self.start(self.step_limit())
         self.advance(None)
         if self.watch is not None:
+            # the end decides every request left: one refused (no first token) misses both limits even when the
+            # run ended before its arrival + the TTFT limit, which the boundaries' counts wait for
+            self._count_misses(math.inf)
             self.watch.settle(self.run)
 
     def start(self, limit: int) -> None:
