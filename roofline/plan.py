@@ -1091,7 +1091,7 @@ def _after(context: Context, config: dict[str, Any], previous: _Answer | None, s
     future, run where that answer is held): the parent's runs when it is of the same family, and its highest rate
     as the hint."""
     same = previous is not None and _family(previous[0]["config"]) == _family(config)
-    shared = previous[2] if previous is not None and same else _SharedRuns()
+    shared = previous[2] if same and previous is not None else _SharedRuns()
     shared.hint = seed[0] if seed is not None else None if previous is None else previous[0].get("max_rate")
     return _evaluate_next(context, config, shared)
 
@@ -1188,14 +1188,11 @@ def _after_here(config: dict[str, Any], previous: _Answer | None, seed: _Seed | 
 
 
 def _run_local(context: Context, configs: list[dict[str, Any]], jobs: int,
-               parents: Mapping[str, dict[str, Any] | None] | None = None,
-               seeds: Mapping[str, _Seed] | None = None) -> _Records:
+               parents: Mapping[str, dict[str, Any] | None], seeds: Mapping[str, _Seed]) -> _Records:
     """(record, answers shared) of each configuration (:func:`_after`, each after its parent) on ``jobs`` local
     processes, a configuration a task (:func:`_chained`); in this process with ``jobs == 1`` or one family.
-    ``parents``: :func:`_parents` of the grid (None: of ``configs``); ``seeds``: the rate-search hints of those
-    whose parent was read back (:func:`_seeds`)."""
-    parents = _parents(configs) if parents is None else parents
-    seeds = {} if seeds is None else seeds
+    ``parents``: :func:`_parents` of the whole grid; ``seeds``: the rate-search hints of those whose parent was
+    read back (:func:`_seeds`)."""
     if jobs == 1 or len(_families(configs)) <= 1:
         answers: dict[str, _Answer] = {}
         try:
@@ -1319,13 +1316,10 @@ def _dask_client(client_class: Any, cluster: str) -> Any:
 
 
 def _run_dask(context: Context, configs: list[dict[str, Any]], cluster: str,
-              parents: Mapping[str, dict[str, Any] | None] | None = None,
-              seeds: Mapping[str, _Seed] | None = None) -> _Records:
+              parents: Mapping[str, dict[str, Any] | None], seeds: Mapping[str, _Seed]) -> _Records:
     """(record, answers shared) of each configuration on a Dask cluster (``cluster`` as :func:`_cluster_address`
     reads it: a ``LocalCluster`` of N single-threaded worker processes started here, or a running one), a
     configuration a task (:func:`_chained`); ``parents`` and ``seeds`` as :func:`_run_local`'s."""
-    parents = _parents(configs) if parents is None else parents
-    seeds = {} if seeds is None else seeds
     try:
         from distributed import Client, LocalCluster, wait
     except ImportError:
